@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# test_config.sh — `ztrain config` / `ztrain help config`: every error class of the config
+# schema (message text and exit code 2), --set overrides, int/float handling, big integers,
+# and that the printed config parses back to the identical text.
+# One line per case: "PASS name" or "FAIL name: reason"; exits non-zero if any case failed.
+# ZTRAIN=path overrides the binary (default ./ztrain, run from the repository root).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+ZT=${ZTRAIN:-./ztrain}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+nfail=0
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; nfail=$((nfail + 1)); }
+
+if [ ! -x "$ZT" ]; then
+    fail config_binary "$ZT not built (run make)"
+    exit 1
+fi
+
+# run ARGS...: sets rc, out, errout
+run() {
+    "$ZT" "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+    out=$(cat "$T/out")
+    errout=$(cat "$T/err")
+}
+
+# expect_err NAME SUBSTRING ARGS...: exit 2, "ztrain: error: ...SUBSTRING..." on stderr, nothing on stdout
+expect_err() {
+    local name=$1 want=$2
+    shift 2
+    run "$@"
+    if [ "$rc" -ne 2 ]; then fail "$name" "exit code $rc, expected 2 (stderr: ${errout:0:200})"
+    elif ! grep -qF "ztrain: error: " "$T/err"; then fail "$name" "no 'ztrain: error: ' line: ${errout:0:200}"
+    elif ! grep -qF -- "$want" "$T/err"; then fail "$name" "stderr lacks '$want': ${errout:0:300}"
+    elif [ -n "$out" ]; then fail "$name" "printed something on stdout on error"
+    else pass "$name"; fi
+}
+
+# expect_ok NAME ARGS...: exit 0
+expect_ok() {
+    local name=$1
+    shift
+    run "$@"
+    if [ "$rc" -ne 0 ]; then fail "$name" "exit code $rc: ${errout:0:300}"; return 1; fi
+    return 0
+}
+
+# expect_line NAME REGEX ARGS...: exit 0 and a stdout line matching REGEX (grep -E)
+expect_line() {
+    local name=$1 re=$2
+    shift 2
+    expect_ok "$name" "$@" || return
+    if grep -qE -- "$re" "$T/out"; then pass "$name"; else fail "$name" "no line matching '$re' in output"; fi
+}
+
+cfg() { # cfg NAME: write stdin to $T/NAME.cfg
+    cat >"$T/$1.cfg"
+}
+
+# ---------------------------------------------------------------- good configs
+if expect_ok defaults config; then
+    if grep -qE '^  n_embd = 64;' "$T/out" && grep -qE '^device = "cpu";' "$T/out"; then pass defaults
+    else fail defaults "default values missing from output"; fi
+fi
+for f in inputs/*.cfg; do
+    expect_ok "input_$(basename "$f" .cfg)" config -c "$f" && pass "input_$(basename "$f" .cfg)"
+done
+
+# round trip: print -> parse -> print gives identical text (floats, big longs, escaped strings)
+roundtrip() {
+    local name=$1
+    shift
+    expect_ok "$name" config "$@" || return
+    cp "$T/out" "$T/rt1.cfg"
+    expect_ok "$name" config -c "$T/rt1.cfg" || return
+    if cmp -s "$T/out" "$T/rt1.cfg"; then pass "$name"; else fail "$name" "text differs after re-parsing: $(diff "$T/rt1.cfg" "$T/out" | head -5 | tr '\n' ' ')"; fi
+}
+roundtrip roundtrip_defaults
+roundtrip roundtrip_tiny -c inputs/tiny.cfg
+roundtrip roundtrip_gpt2 -c inputs/gpt2-124m.cfg
+tab=$(printf '\t')
+roundtrip roundtrip_odd_values --set train.lr=0.1 --set train.min_lr=1e-300 --set train.eps=3.0000000000000004e-9 \
+    --set train.steps=3000000000 --set train.seed=9000000000000000000 --set "data.train=a \"q\" b\\c${tab}d" \
+    --set 'sample.prompt=line1
+line2' --set model.init_std=1e-7
+
+# --set overrides the file, later --set wins, ints accepted for floats
+expect_line set_overrides_file '^  lr = 0\.01;' config -c inputs/tiny.cfg --set train.lr=0.01
+expect_line set_last_wins '^  n_layer = 5;' config -c inputs/tiny.cfg --set model.n_layer=3 --set model.n_layer=5
+expect_line set_string '^  name = "hello world";' config --set 'run.name=hello world'
+expect_line set_int_for_float '^  lr = 1\.0;' config --set train.lr=1
+cfg intfloat <<'EOF'
+train = { lr = 1; grad_clip = 0; };
+EOF
+expect_line file_int_for_float '^  lr = 1\.0;' config -c "$T/intfloat.cfg"
+cfg integral <<'EOF'
+train = { steps = 1e3; global_batch = 8.0; };
+EOF
+expect_line file_integral_float_for_int '^  steps = 1000;' config -c "$T/integral.cfg"
+expect_line set_integral_float_for_int '^  steps = 2000;' config --set train.steps=2e3
+
+# ---------------------------------------------------------------- unknown keys
+cfg unknown <<'EOF'
+# comment
+train = {
+  lrr = 0.001;
+};
+EOF
+expect_err unknown_key_file "$T/unknown.cfg:3: unknown key 'train.lrr' (did you mean 'train.lr'?)" config -c "$T/unknown.cfg"
+cfg badgroup <<'EOF'
+trian = { lr = 0.001; };
+EOF
+expect_err unknown_group_file "$T/badgroup.cfg:1: unknown key 'trian' (did you mean 'train'?)" config -c "$T/badgroup.cfg"
+cfg toplevel <<'EOF'
+seq_len = 32;
+EOF
+expect_err unknown_key_wrong_group "unknown key 'seq_len' (did you mean 'train.seq_len'?)" config -c "$T/toplevel.cfg"
+expect_err unknown_key_set "unknown key 'train.lrr' (did you mean 'train.lr'?)" config --set train.lrr=1
+expect_err unknown_key_set_far "unknown key 'completely.different'" config --set completely.different=1
+expect_err set_group_as_key "'train' is a group" config --set train=1
+expect_err set_no_equals "expected key=value" config --set train.lr
+
+# ---------------------------------------------------------------- type errors
+cfg typeerr <<'EOF'
+train = {
+  steps = 10;
+  lr = "fast";
+};
+EOF
+expect_err type_error_file "$T/typeerr.cfg:3: train.lr: expected a number, got a string" config -c "$T/typeerr.cfg"
+expect_err type_error_set "train.lr: expected a number, got 'abc'" config --set train.lr=abc
+expect_err type_error_set_trailing "train.steps: expected an integer, got '10x'" config --set train.steps=10x
+expect_err type_error_set_empty "train.steps: expected an integer, got ''" config --set train.steps=
+expect_err type_error_nan "train.lr: expected a finite number" config --set train.lr=nan
+cfg fracint <<'EOF'
+model = { n_layer = 2.5; };
+EOF
+expect_err float_for_int_file "$T/fracint.cfg:1: model.n_layer: expected an integer, got 2.5" config -c "$T/fracint.cfg"
+expect_err float_for_int_set "model.n_layer: expected an integer, got 2.5" config --set model.n_layer=2.5
+cfg strint <<'EOF'
+device = 1;
+EOF
+expect_err int_for_string_file "device: expected a string, got an integer" config -c "$T/strint.cfg"
+cfg groupscalar <<'EOF'
+train = 5;
+EOF
+expect_err scalar_for_group_file "$T/groupscalar.cfg:1: train: expected a group" config -c "$T/groupscalar.cfg"
+cfg groupforkey <<'EOF'
+train = { lr = { x = 1; }; };
+EOF
+expect_err group_for_key_file "train.lr: expected a number, got a group" config -c "$T/groupforkey.cfg"
+
+# ---------------------------------------------------------------- ranges and enums
+expect_err range_set "train.lr = -1: must be >= 0" config --set train.lr=-1
+expect_err range_set_int "model.n_embd = 0: must be >= 1" config --set model.n_embd=0
+expect_err range_open "train.beta2 = 1: must be < 1" config --set train.beta2=1
+cfg range <<'EOF'
+
+zero = { stage = 3; };
+EOF
+expect_err range_file "$T/range.cfg:2: zero.stage = 3: must be <= 2" config -c "$T/range.cfg"
+expect_err enum_set "zero.reduce: 'fast' is not one of ordered, native" config --set zero.reduce=fast
+cfg enum <<'EOF'
+device = "gpu";
+EOF
+expect_err enum_file "$T/enum.cfg:1: device: 'gpu' is not one of cpu, cuda" config -c "$T/enum.cfg"
+expect_err empty_name "run.name: must not be empty" config --set run.name=
+long=$(printf 'x%.0s' $(seq 1 600))
+expect_err string_too_long "data.train: value too long" config --set "data.train=$long"
+
+# ---------------------------------------------------------------- file errors
+cfg syntax <<'EOF'
+train = {
+  lr = 0.001;
+  steps = ;
+};
+EOF
+expect_err syntax_error "$T/syntax.cfg:3: syntax error (libconfig:" config -c "$T/syntax.cfg"
+cfg dup <<'EOF'
+train = { lr = 0.1; lr = 0.2; };
+EOF
+expect_err duplicate_key "$T/dup.cfg:1: syntax error (libconfig: duplicate setting" config -c "$T/dup.cfg"
+expect_err missing_file "$T/nope.cfg: cannot open: No such file or directory" config -c "$T/nope.cfg"
+
+# ---------------------------------------------------------------- cross-key consistency
+expect_err embd_head "model.n_embd = 64 is not divisible by model.n_head = 3" config --set model.n_head=3
+expect_err seq_gt_block "train.seq_len = 128 exceeds model.block_size = 64" config --set train.seq_len=128
+expect_err global_batch_div "train.global_batch = 10 is not a multiple of train.micro_batch * world size = 4 * 1 = 4 (valid global batches: 8 or 12" \
+    config --set train.global_batch=10
+expect_err global_batch_small "valid global batches: 4, 8 or 16" config --set train.micro_batch=4 --set train.global_batch=2
+expect_err padded_vocab "model.padded_vocab = 256 is smaller than model.vocab_size = 512" config --set model.padded_vocab=256
+expect_err min_lr_gt_lr "train.min_lr = 0.01 is above train.lr = 0.001" config --set train.lr=1e-3 --set train.min_lr=0.01
+expect_err warmup_gt_steps "train.warmup_steps = 200 exceeds train.steps = 100" config --set train.warmup_steps=200
+# validation sees values from every source: file value fixed by a later --set is fine
+expect_line validate_after_sets '^  n_head = 4;' config --set model.n_head=3 --set model.n_head=4
+
+# ---------------------------------------------------------------- big integers
+cfg bigwrap <<'EOF'
+train = {
+  steps = 3000000000;
+};
+EOF
+expect_err bigint_no_suffix "$T/bigwrap.cfg:2: train.steps = 3000000000 does not fit in 32 bits: libconfig needs an L suffix (3000000000L)" \
+    config -c "$T/bigwrap.cfg"
+cfg bigwrap2 <<'EOF'
+model = { n_layer = 4294967298; };
+EOF
+expect_err bigint_wraps_into_range "model.n_layer = 4294967298 does not fit in 32 bits" config -c "$T/bigwrap2.cfg"
+cfg bigok <<'EOF'
+train = { steps = 3000000000L; seed = 12345678901L; warmup_steps = 10L; };
+EOF
+expect_line bigint_L_suffix '^  steps = 3000000000L;' config -c "$T/bigok.cfg"
+expect_line bigint_small_long_no_L '^  warmup_steps = 10;' config -c "$T/bigok.cfg"
+expect_line bigint_set '^  steps = 3000000000L;' config --set train.steps=3000000000
+expect_line bigint_set_L '^  seed = 5000000000L;' config --set train.seed=5000000000L
+expect_err bigint_for_int "model.n_layer = 3000000000: must be <= 4096" config --set model.n_layer=3000000000
+cfg bigint64 <<'EOF'
+model = { n_embd = 3000000000L; };
+EOF
+expect_err bigint64_for_int_file "model.n_embd = 3000000000: must be <= 65536" config -c "$T/bigint64.cfg"
+expect_err bigint_overflow "train.steps = 99999999999999999999: out of range" config --set train.steps=99999999999999999999
+
+# ---------------------------------------------------------------- help
+if expect_ok help_config help config && expect_ok help_config config; then
+    keys=$(awk '/^[a-z_]+ = \{$/ { g = $1; next } /^\};$/ { g = ""; next }
+                /^ *[a-z_0-9]+ = / { k = $1; print (g != "" ? g "." k : k) }' "$T/out")
+    n=0 missing=""
+    "$ZT" help config >"$T/help" 2>&1
+    for k in $keys; do
+        n=$((n + 1))
+        grep -qE "^$k[[:space:]]" "$T/help" || missing="$missing $k"
+    done
+    if [ "$n" -lt 40 ]; then fail help_config "only $n keys found in config output"
+    elif [ -n "$missing" ]; then fail help_config "help lacks:$missing"
+    else pass help_config; fi
+    # every key printed by `config` can be set back to its printed value
+    bad=""
+    for k in $keys; do
+        g=${k%%.*} l=${k#*.}
+        [ "$g" = "$k" ] && g=""
+        v=$(awk -v g="$g" -v l="$l" '/^[a-z_]+ = \{$/ { cg = $1; next } /^\};$/ { cg = ""; next }
+              cg == g && $1 == l { sub(/^[^=]*= /, ""); sub(/;[^;]*$/, ""); print; exit }' "$T/out")
+        case "$v" in \"*\") v=${v#\"}; v=${v%\"} ;; esac
+        "$ZT" config --set "$k=$v" >/dev/null 2>"$T/err" || bad="$bad $k($(head -c 100 "$T/err"))"
+    done
+    if [ -n "$bad" ]; then fail set_every_key "could not set:$bad"; else pass set_every_key; fi
+fi
+
+[ "$nfail" -eq 0 ]
