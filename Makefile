@@ -1,0 +1,95 @@
+# ztrain — build, test, demo, bench.
+#   make            ./ztrain (cpu backend, MPI, OpenMP, BLIS, parallel HDF5, libconfig)
+#   make asan       ./ztrain-asan with AddressSanitizer + UBSan
+#   make test       install missing packages, build, run tests/run.sh (ends "N passed, N failed")
+#   make test-long  the slower checks
+#   make demo       install, build, prepare a corpus, train on 2 ranks, sample
+#   make bench      step throughput vs sgemm peak and PyTorch
+# Respects CC/MPICC, CFLAGS, LDFLAGS, ARCH (default -march=native), BLAS=blis|openblas.
+
+MPICC ?= mpicc
+CC := $(MPICC)
+ARCH ?= -march=native
+OPT ?= -O3
+BLAS ?= blis
+WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes
+PKGS := hdf5-openmpi libconfig libpcre2-8 libcrypto
+
+ifeq ($(BLAS),blis)
+BLAS_DIR := /usr/lib/x86_64-linux-gnu/blis-openmp
+BLAS_CFLAGS := -isystem /usr/include/x86_64-linux-gnu/blis-openmp -DZT_BLAS_BLIS
+BLAS_LIBS := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lblis
+else
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null) -DZT_BLAS_OPENBLAS
+BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null)
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS ?=
+ALL_CFLAGS := -std=gnu11 $(OPT) $(ARCH) -fopenmp $(WARN) -Isrc $(BLAS_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
+LIBS := $(PKG_LIBS) $(BLAS_LIBS) -fopenmp -lm $(LDFLAGS)
+
+SRC := $(wildcard src/*.c src/cpu/*.c)
+OBJ := $(patsubst src/%.c,build/obj/%.o,$(SRC))
+LIB_OBJ := $(filter-out build/obj/main.o,$(OBJ))
+TEST_SRC := $(wildcard tests/c/*.c)
+TEST_BIN := $(patsubst tests/c/%.c,build/tests/%,$(TEST_SRC))
+
+.PHONY: all deps build-all asan test test-long demo bench clean
+# Every entry target first installs missing packages, then re-enters make so pkg-config sees them.
+all: deps
+	@$(MAKE) --no-print-directory build-all
+
+deps:
+	@scripts/install-deps.sh build
+
+build-all: ztrain $(TEST_BIN)
+
+build/obj/%.o: src/%.c $(wildcard src/*.h src/cpu/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+build/libztrain.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+ztrain: build/obj/main.o build/libztrain.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
+
+build/tests/%: tests/c/%.c build/libztrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< build/libztrain.a $(LIBS)
+
+asan: deps
+	@$(MAKE) --no-print-directory ztrain-asan
+
+ztrain-asan: $(SRC) $(wildcard src/*.h src/cpu/*.h)
+	$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined $(ARCH) -fopenmp $(WARN) -Isrc \
+	  $(BLAS_CFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $(SRC) $(LIBS) -fsanitize=address,undefined
+
+test: deps
+	@scripts/install-deps.sh test
+	@scripts/setup-venv.sh >/dev/null
+	@$(MAKE) --no-print-directory build-all
+	tests/run.sh
+
+test-long: deps
+	@scripts/install-deps.sh test
+	@scripts/setup-venv.sh >/dev/null
+	@$(MAKE) --no-print-directory build-all
+	ZT_LONG=1 tests/run.sh
+
+demo: deps
+	@scripts/install-deps.sh demo
+	@$(MAKE) --no-print-directory ztrain
+	scripts/demo.sh
+
+bench: deps
+	@scripts/install-deps.sh test
+	@$(MAKE) --no-print-directory ztrain
+	benchmarks/run_step_bench.sh
+
+clean:
+	rm -rf build ztrain ztrain-asan

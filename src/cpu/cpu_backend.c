@@ -1,0 +1,144 @@
+/* cpu_backend.c — cpu backend lifecycle, memory, BLAS kernel choice, matmul and linear layers.
+ * Element-wise and reduction ops live in cpu_ops.c, attention in cpu_attention.c. */
+#include "cpu/cpu_backend.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#ifdef ZT_BLAS_BLIS
+#include <blis.h>
+#else
+#include <cblas.h>
+#endif
+
+static char g_blas_name[96] = "unknown";
+
+const char *zt_cpu_blas_name(void) { return g_blas_name; }
+
+static void choose_blas_kernels(void) {
+#ifdef ZT_BLAS_BLIS
+    /* Debian's BLIS does not recognise recent CPUs and falls back to generic kernels (~5x slower).
+       BLIS_ARCH_TYPE holds the numeric arch_t id; pick it from the CPU's features unless set. */
+    if (!getenv("BLIS_ARCH_TYPE")) {
+        __builtin_cpu_init();
+        int id = -1;
+        if (__builtin_cpu_supports("avx512f")) id = BLIS_ARCH_SKX;
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            id = __builtin_cpu_is("amd") ? BLIS_ARCH_ZEN : BLIS_ARCH_HASWELL;
+        if (id >= 0) {
+            char v[16];
+            snprintf(v, sizeof v, "%d", id);
+            setenv("BLIS_ARCH_TYPE", v, 1);
+        }
+    }
+    bli_init();
+    snprintf(g_blas_name, sizeof g_blas_name, "blis %s (%s kernels)", bli_info_get_version_str(),
+             bli_arch_string(bli_arch_query_id()));
+#else
+    snprintf(g_blas_name, sizeof g_blas_name, "cblas (openblas)");
+#endif
+}
+
+static void set_blas_threads(int n) {
+#ifdef ZT_BLAS_BLIS
+    bli_thread_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+static void *cpu_alloc(zt_backend *be, size_t bytes) {
+    (void)be;
+    void *p = NULL;
+    size_t n = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, n ? n : 64) != 0 || !p)
+        zt_panic(__FILE__, __LINE__, "out of host memory allocating %zu bytes", bytes);
+    memset(p, 0, n);
+    return p;
+}
+static void cpu_free(zt_backend *be, void *p) { (void)be; free(p); }
+static void cpu_copy(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (dst != src && bytes) memcpy(dst, src, bytes);
+}
+static void cpu_zero(zt_backend *be, void *dst, size_t bytes) { (void)be; memset(dst, 0, bytes); }
+static void cpu_sync(zt_backend *be) { (void)be; }
+
+static void cpu_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K,
+                       int ta, int tb, float alpha, float beta) {
+    (void)be;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, a, ta ? M : K, b, tb ? K : N, beta, c, N);
+}
+
+static void cpu_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, const float *bias,
+                           int N, int C, int OC) {
+    (void)be;
+    float beta = 0.0f;
+    if (bias) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, C, 1.0f, inp, C, w, OC, beta, out, OC);
+}
+
+static void cpu_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
+                           const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp) {
+    (void)be;
+    /* dinp(N, C) = dout(N, OC) @ w(C, OC)^T */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f, dout, OC, w, OC,
+                accumulate_dinp ? 1.0f : 0.0f, dinp, C);
+    /* dw(C, OC) = inp(N, C)^T @ dout(N, OC) */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f, inp, C, dout, OC, 0.0f, dw, OC);
+    if (dbias) {
+        /* column sums: each thread owns a block of columns and adds rows in order */
+        const int blk = 64;
+        int nblk = (OC + blk - 1) / blk;
+#pragma omp parallel for schedule(static)
+        for (int ib = 0; ib < nblk; ib++) {
+            int c0 = ib * blk, c1 = c0 + blk < OC ? c0 + blk : OC;
+            float acc[64];
+            for (int c = 0; c < c1 - c0; c++) acc[c] = 0.0f;
+            for (int n = 0; n < N; n++) {
+                const float *row = dout + (size_t)n * OC + c0;
+#pragma omp simd
+                for (int c = 0; c < c1 - c0; c++) acc[c] += row[c];
+            }
+            memcpy(dbias + c0, acc, (size_t)(c1 - c0) * sizeof(float));
+        }
+    }
+}
+
+static zt_backend_i g_cpu_i;
+
+zt_backend *zt_cpu_backend_create(int threads) {
+    choose_blas_kernels();
+    if (threads > 0) omp_set_num_threads(threads);
+    else threads = omp_get_max_threads();
+    set_blas_threads(threads);
+    if (!g_cpu_i.name) {
+        g_cpu_i.name = "cpu";
+        g_cpu_i.alloc = cpu_alloc;
+        g_cpu_i.free = cpu_free;
+        g_cpu_i.to_device = cpu_copy;
+        g_cpu_i.to_host = cpu_copy;
+        g_cpu_i.copy = cpu_copy;
+        g_cpu_i.zero = cpu_zero;
+        g_cpu_i.sync = cpu_sync;
+        g_cpu_i.matmul = cpu_matmul;
+        g_cpu_i.linear_fwd = cpu_linear_fwd;
+        g_cpu_i.linear_bwd = cpu_linear_bwd;
+        zt_cpu_fill_ops(&g_cpu_i);
+        zt_cpu_fill_attention(&g_cpu_i);
+    }
+    zt_backend *be = zt_calloc(1, sizeof *be);
+    be->i = &g_cpu_i;
+    be->threads = threads;
+    return be;
+}
+
+void zt_cpu_backend_free(zt_backend *be) { free(be); }

@@ -1,0 +1,239 @@
+/* cpu_ops.c — the cpu backend's fused OpenMP loops: layernorm, GELU, residual add, embeddings,
+ * softmax + cross-entropy, AdamW, accumulation and chunked sums of squares.
+ * Every reduction is split over output elements and summed in a fixed order, so the bits do not
+ * depend on the number of threads. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/cpu_backend.h"
+#include "cpu/cpu_math.h"
+
+/* ---------------------------------------------------------------- layernorm */
+
+static void cpu_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C) {
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *o = out + (size_t)n * C;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < C; c++) s += x[c];
+        float m = s / (float)C;
+        float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++) {
+            float d = x[c] - m;
+            v += d * d;
+        }
+        float r = 1.0f / sqrtf(v / (float)C + 1e-5f);
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c] + b[c];
+        mean[n] = m;
+        rstd[n] = r;
+    }
+}
+
+static void cpu_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                              const float *inp, const float *w, const float *mean, const float *rstd,
+                              int N, int C) {
+    (void)be;
+    /* dinp: rows are independent */
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+        float *dx = dinp + (size_t)n * C;
+        float m = mean[n], r = rstd[n];
+        float sum_dn = 0.0f, sum_dn_xn = 0.0f;
+#pragma omp simd reduction(+ : sum_dn, sum_dn_xn)
+        for (int c = 0; c < C; c++) {
+            float xn = (x[c] - m) * r;
+            float dn = w[c] * dy[c];
+            sum_dn += dn;
+            sum_dn_xn += dn * xn;
+        }
+        sum_dn /= (float)C;
+        sum_dn_xn /= (float)C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) {
+            float xn = (x[c] - m) * r;
+            float dn = w[c] * dy[c];
+            dx[c] += (dn - sum_dn - xn * sum_dn_xn) * r;
+        }
+    }
+    /* dw, db: each thread owns a block of columns and adds rows in order */
+    const int blk = 64;
+    int nblk = (C + blk - 1) / blk;
+#pragma omp parallel for schedule(static)
+    for (int ib = 0; ib < nblk; ib++) {
+        int c0 = ib * blk, c1 = c0 + blk < C ? c0 + blk : C, nc = c1 - c0;
+        float aw[64], ab[64];
+        for (int c = 0; c < nc; c++) aw[c] = ab[c] = 0.0f;
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C + c0, *dy = dout + (size_t)n * C + c0;
+            float m = mean[n], r = rstd[n];
+#pragma omp simd
+            for (int c = 0; c < nc; c++) {
+                aw[c] += (x[c] - m) * r * dy[c];
+                ab[c] += dy[c];
+            }
+        }
+        memcpy(dw + c0, aw, (size_t)nc * sizeof(float));
+        memcpy(db + c0, ab, (size_t)nc * sizeof(float));
+    }
+}
+
+/* ---------------------------------------------------------------- GELU (tanh approximation) */
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+
+static void cpu_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) {
+    (void)be;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = GELU_K * (x + 0.044715f * x * x * x);
+        out[i] = 0.5f * x * (1.0f + zt_tanhf(u));
+    }
+}
+
+static void cpu_gelu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    (void)be;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = GELU_K * (x + 0.044715f * x * x * x);
+        float t = zt_tanhf(u);
+        float sech2 = 1.0f - t * t;
+        float g = 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = g * dout[i];
+    }
+}
+
+static void cpu_add(zt_backend *be, float *out, const float *a, const float *b, size_t n) {
+    (void)be;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* ---------------------------------------------------------------- embeddings */
+
+static void cpu_embed_fwd(zt_backend *be, float *out, const int32_t *tokens, const float *wte,
+                          const float *wpe, int B, int T, int C) {
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *e = wte + (size_t)tokens[bt] * C, *p = wpe + (size_t)(bt % T) * C;
+        float *o = out + (size_t)bt * C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+    }
+}
+
+static void cpu_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *dout,
+                          const int32_t *tokens, int B, int T, int C) {
+    (void)be;
+    /* dwte: a token can repeat, so split over columns and add positions in order */
+    const int blk = 32;
+    int nblk = (C + blk - 1) / blk;
+#pragma omp parallel for schedule(static)
+    for (int ib = 0; ib < nblk; ib++) {
+        int c0 = ib * blk, c1 = c0 + blk < C ? c0 + blk : C;
+        for (int bt = 0; bt < B * T; bt++) {
+            float *d = dwte + (size_t)tokens[bt] * C;
+            const float *g = dout + (size_t)bt * C;
+#pragma omp simd
+            for (int c = c0; c < c1; c++) d[c] += g[c];
+        }
+    }
+    /* dwpe rows [0, T): sum over the batch, in order */
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        float *d = dwpe + (size_t)t * C;
+        for (int c = 0; c < C; c++) d[c] = 0.0f;
+        for (int b = 0; b < B; b++) {
+            const float *g = dout + ((size_t)b * T + t) * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) d[c] += g[c];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- softmax + cross-entropy */
+
+static void cpu_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets,
+                             int N, int V, int Vp, float dscale) {
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *x = logits + (size_t)n * Vp;
+        float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+        for (int v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int v = 0; v < V; v++) s += zt_expf(x[v] - mx);
+        int tgt = targets[n];
+        float logz = logf(s);
+        losses[n] = logz - (x[tgt] - mx);
+        if (dscale != 0.0f) {
+            float inv = 1.0f / s;
+#pragma omp simd
+            for (int v = 0; v < V; v++) x[v] = zt_expf(x[v] - mx) * inv * dscale;
+            x[tgt] -= dscale;
+            for (int v = V; v < Vp; v++) x[v] = 0.0f;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- optimizer and reductions */
+
+static void cpu_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n,
+                      float lr, float beta1, float beta2, float eps, float weight_decay,
+                      float bias_corr1, float bias_corr2, float grad_scale) {
+    (void)be;
+    const float b1c = 1.0f - beta1, b2c = 1.0f - beta2;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = grad[i] * grad_scale;
+        float mi = beta1 * m[i] + b1c * g;
+        float vi = beta2 * v[i] + b2c * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float mhat = mi / bias_corr1, vhat = vi / bias_corr2;
+        param[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * param[i]);
+    }
+}
+
+static void cpu_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
+    (void)be;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) acc[i] += x[i];
+}
+
+static void cpu_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
+    (void)be;
+    size_t nc = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < nc; c++) {
+        size_t i0 = c * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
+        double s = 0.0;
+        for (size_t i = i0; i < i1; i++) s += (double)x[i] * (double)x[i];
+        out[c] = s;
+    }
+}
+
+void zt_cpu_fill_ops(zt_backend_i *i) {
+    i->layernorm_fwd = cpu_layernorm_fwd;
+    i->layernorm_bwd = cpu_layernorm_bwd;
+    i->gelu_fwd = cpu_gelu_fwd;
+    i->gelu_bwd = cpu_gelu_bwd;
+    i->add = cpu_add;
+    i->embed_fwd = cpu_embed_fwd;
+    i->embed_bwd = cpu_embed_bwd;
+    i->softmax_xent = cpu_softmax_xent;
+    i->adamw = cpu_adamw;
+    i->accumulate = cpu_accumulate;
+    i->sumsq_chunks = cpu_sumsq_chunks;
+}

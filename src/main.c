@@ -1,0 +1,58 @@
+/* main.c — `ztrain <command>` dispatch (thin). Every command runs under MPI (a singleton without
+ * mpirun); only rank 0 prints. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "config.h"
+#include "dist.h"
+#include "estimate.h"
+#include "prepare.h"
+#include "train.h"
+#include "util.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ztrain <command> [options]\n"
+            "  train     -c FILE [--set key=value ...]   train or fine-tune (mpirun -np N ./ztrain train ...)\n"
+            "  prepare   --input FILE --vocab-size N --out-dir DIR   train a BPE tokenizer, write token shards\n"
+            "  estimate  -c FILE [--ranks N]   memory per rank and FLOPs for a config, before running it\n"
+            "  hwinfo    what this rank sees: CPUs, BLAS, MPI layout\n"
+            "  config    -c FILE [--set key=value ...]   print the fully resolved config\n"
+            "  help      [config]   this text, or every config key with its default and help\n");
+}
+
+static int cmd_config(int argc, char **argv) {
+    char err[ZT_ERR_BUF];
+    zt_cli cli;
+    zt_config c;
+    if (zt_cli_parse(&cli, argc, argv, NULL, 0, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
+        zt_user_error_all("%s", err);
+    if (zt_rank() == 0) zt_config_print(&c, stdout);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? ZT_EXIT_USER : 0;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "help") == 0) {
+        if (argc > 2 && strcmp(argv[2], "config") == 0) zt_config_help(stdout);
+        else usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "prepare") == 0) return zt_cmd_prepare(argc - 1, argv + 1);
+
+    zt_dist d;
+    zt_dist_init(&d, &argc, &argv);
+    int rc;
+    if (strcmp(cmd, "train") == 0) rc = zt_cmd_train(argc - 1, argv + 1, &d);
+    else if (strcmp(cmd, "config") == 0) rc = cmd_config(argc - 1, argv + 1);
+    else if (strcmp(cmd, "estimate") == 0) rc = zt_cmd_estimate(argc - 1, argv + 1, &d);
+    else if (strcmp(cmd, "hwinfo") == 0) rc = zt_cmd_hwinfo(argc - 1, argv + 1, &d);
+    else zt_user_error_all("unknown command '%s' (try `ztrain help`)", cmd);
+    zt_dist_finalize(&d);
+    return rc;
+}

@@ -1,0 +1,119 @@
+/* metrics.c — run directory, progress bar / log lines, metrics.jsonl, SHA-256. */
+#include "metrics.h"
+
+#include <errno.h>
+#include <math.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+int zt_metrics_open(zt_metrics *mx, int active, const char *root, const char *session, const char *name,
+                    int reuse, char *err, size_t errlen) {
+    memset(mx, 0, sizeof *mx);
+    mx->active = active;
+    mx->t_start = zt_now();
+    if (!active) return 0;
+    mx->tty = isatty(STDOUT_FILENO);
+    char base[900];
+    snprintf(base, sizeof base, "%s/%s/%s", root, session, name);
+    snprintf(mx->dir, sizeof mx->dir, "%s", base);
+    struct stat st;
+    for (int k = 1; !reuse && stat(mx->dir, &st) == 0; k++) snprintf(mx->dir, sizeof mx->dir, "%s-%d", base, k);
+    if (zt_mkdirs(mx->dir) != 0) {
+        snprintf(err, errlen, "%s: cannot create the run directory: %s (check run.root)", mx->dir, strerror(errno));
+        return 1;
+    }
+    char p[1100];
+    zt_metrics_path(mx, "metrics.jsonl", p, sizeof p);
+    mx->jsonl = fopen(p, reuse ? "a" : "w");
+    if (!mx->jsonl) {
+        snprintf(err, errlen, "%s: cannot write: %s", p, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+void zt_metrics_path(const zt_metrics *mx, const char *file, char *out, size_t n) {
+    snprintf(out, n, "%s/%s", mx->dir, file);
+}
+
+static void fmt_eta(double s, char *buf, size_t n) {
+    if (!(s >= 0) || s > 1e7) { snprintf(buf, n, "--:--"); return; }
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+    else snprintf(buf, n, "%02ld:%02ld", t / 60, t % 60);
+}
+
+void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s) {
+    if (!mx->active) return;
+    if (mx->jsonl) {
+        fprintf(mx->jsonl, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
+                "\"tokens_per_s\": %.6g, \"gflops\": %.6g, \"frac_peak\": %.6g, \"step_ms\": %.6g, "
+                "\"mem_bytes\": %.0f",
+                s->step, s->loss, s->lr, s->grad_norm, s->tokens_per_s, s->gflops, s->frac_peak, s->step_ms,
+                s->mem_bytes);
+        if (s->val_loss >= 0) fprintf(mx->jsonl, ", \"val_loss\": %.9g", s->val_loss);
+        fprintf(mx->jsonl, "}\n");
+        fflush(mx->jsonl);
+    }
+    double elapsed = zt_now() - mx->t_start;
+    double eta = s->step > 0 ? elapsed / (double)s->step * (double)(s->steps - s->step) : -1;
+    char etab[32];
+    fmt_eta(eta, etab, sizeof etab);
+    char peak[32] = "";
+    if (s->frac_peak >= 0) snprintf(peak, sizeof peak, " | %4.1f%% peak", 100.0 * s->frac_peak);
+    char val[48] = "";
+    if (s->val_loss >= 0) snprintf(val, sizeof val, " | val %.4f", s->val_loss);
+    if (mx->tty) {
+        int width = 24, filled = s->steps > 0 ? (int)((double)width * s->step / s->steps) : 0;
+        char bar[64];
+        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+        bar[width] = 0;
+        printf("\r[%s] %ld/%ld | loss %.4f | lr %.2e | %.0f tok/s%s | ETA %s%s\033[K", bar, s->step, s->steps,
+               s->loss, s->lr, s->tokens_per_s, peak, etab, val);
+        if (s->step == s->steps || s->val_loss >= 0) printf("\n");
+        fflush(stdout);
+    } else {
+        printf("step %ld/%ld | loss %.6f | lr %.4e | norm %.4f | %.1f ms | %.0f tok/s%s | ETA %s%s\n", s->step,
+               s->steps, s->loss, s->lr, s->grad_norm, s->step_ms, s->tokens_per_s, peak, etab, val);
+        fflush(stdout);
+    }
+}
+
+void zt_metrics_note(zt_metrics *mx, const char *fmt, ...) {
+    if (!mx->active) return;
+    if (mx->tty) printf("\r\033[K");
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+void zt_metrics_close(zt_metrics *mx) {
+    if (mx->jsonl) fclose(mx->jsonl);
+    mx->jsonl = NULL;
+}
+
+void zt_sha256_hex(const void *data, size_t n, char out[65]) {
+    unsigned char md[32];
+    unsigned int len = 0;
+    EVP_Digest(data, n, md, &len, EVP_sha256(), NULL);
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+void zt_json_escape(const char *in, char *out, size_t n) {
+    size_t o = 0;
+    for (; *in && o + 7 < n; in++) {
+        unsigned char c = (unsigned char)*in;
+        if (c == '"' || c == '\\') { out[o++] = '\\'; out[o++] = (char)c; }
+        else if (c == '\n') { out[o++] = '\\'; out[o++] = 'n'; }
+        else if (c < 0x20) o += (size_t)snprintf(out + o, n - o, "\\u%04x", c);
+        else out[o++] = (char)c;
+    }
+    out[o] = 0;
+}

@@ -1,0 +1,121 @@
+/* model.h — GPT-2: the parameter table over ONE flat buffer, activations, forward/backward.
+ *
+ * Parameter order in the flat buffer (Hugging Face GPT-2 names and layouts; linear weights
+ * are (in, out) as in GPT-2's Conv1D):
+ *   wte.weight (Vp, C), wpe.weight (maxT, C),
+ *   for l in 0..L-1: h.l.ln_1.weight (C), h.l.ln_1.bias (C), h.l.attn.c_attn.weight (C, 3C),
+ *     h.l.attn.c_attn.bias (3C), h.l.attn.c_proj.weight (C, C), h.l.attn.c_proj.bias (C),
+ *     h.l.ln_2.weight (C), h.l.ln_2.bias (C), h.l.mlp.c_fc.weight (C, 4C), h.l.mlp.c_fc.bias (4C),
+ *     h.l.mlp.c_proj.weight (4C, C), h.l.mlp.c_proj.bias (C),
+ *   ln_f.weight (C), ln_f.bias (C).
+ * The LM head is tied to wte. Rows V..Vp-1 of wte are padding: zero at init, they never win a
+ * sample and never enter the loss, so their gradient stays zero.
+ *
+ * Memory is planned by the same code that allocates it: zt_model_plan() fills the byte counts
+ * without allocating (used by `ztrain estimate` and the start-up memory report).
+ */
+#ifndef ZT_MODEL_H
+#define ZT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "backend.h"
+
+#define ZT_MAX_TENSORS 1024
+
+typedef struct zt_model_shape {
+    int n_layer, n_head, n_embd;
+    int vocab_size;     /* V: real tokens */
+    int padded_vocab;   /* Vp >= V */
+    int block_size;     /* maxT */
+} zt_model_shape;
+
+typedef struct zt_tensor_info {
+    char name[48];
+    size_t offset;      /* elements into the flat buffer */
+    size_t numel;
+    int ndim;
+    int shape[2];
+    int decay;          /* 1: 2-D weight, gets weight decay */
+} zt_tensor_info;
+
+typedef struct zt_param_table {
+    int n;
+    size_t total;       /* elements */
+    zt_tensor_info t[ZT_MAX_TENSORS];
+} zt_param_table;
+
+/* per-layer tensor indices inside the table */
+enum { ZT_LN1W, ZT_LN1B, ZT_QKVW, ZT_QKVB, ZT_ATTPW, ZT_ATTPB, ZT_LN2W, ZT_LN2B,
+       ZT_FCW, ZT_FCB, ZT_FCPW, ZT_FCPB, ZT_PER_LAYER };
+
+/* activations for one micro-batch (B, T), allocated once */
+typedef struct zt_acts {
+    float *encoded;   /* (B, T, C) */
+    float *ln1;       /* (L, B, T, C) */
+    float *ln1_mean, *ln1_rstd; /* (L, B, T) */
+    float *qkv;       /* (L, B, T, 3C) */
+    float *atty;      /* (L, B, T, C) */
+    float *att;       /* (L, B, NH, T, T) */
+    float *attproj;   /* (B, T, C) scratch: not needed by backward */
+    float *residual2; /* (L, B, T, C) */
+    float *ln2;       /* (L, B, T, C) */
+    float *ln2_mean, *ln2_rstd; /* (L, B, T) */
+    float *fch;       /* (L, B, T, 4C) */
+    float *fch_gelu;  /* (L, B, T, 4C) */
+    float *fcproj;    /* (B, T, C) scratch */
+    float *residual3; /* (L, B, T, C) */
+    float *lnf;       /* (B, T, C) */
+    float *lnf_mean, *lnf_rstd; /* (B, T) */
+    float *logits;    /* (B, T, Vp): becomes dlogits in backward */
+    float *losses;    /* (B, T) */
+    /* backward scratch */
+    float *dres;      /* (B, T, C) gradient flowing along the residual stream */
+    float *dbt4c;     /* (B, T, 4C) */
+    float *dbtc;      /* (B, T, C) */
+    float *dbtc2;     /* (B, T, C) */
+    float *dqkv;      /* (B, T, 3C) */
+    float *datt;      /* (B, NH, T, T) */
+    int32_t *tokens;  /* (B, T) device */
+    int32_t *targets; /* (B, T) device */
+} zt_acts;
+
+typedef struct zt_model {
+    zt_model_shape s;
+    zt_param_table table;
+    zt_backend *be;
+    int max_B, max_T;     /* micro-batch shape the activations were sized for */
+    int B, T;             /* shape of the last forward */
+    float *params;        /* device, flat (padded; the tail past table.total stays 0) */
+    float *grads;         /* device, flat (padded): one micro-batch's gradient */
+    size_t padded;        /* elements allocated for params / grads */
+    zt_acts a;
+    size_t act_bytes;     /* activation + scratch bytes */
+    float *losses_host;   /* (B, T) host copy of the last forward's losses */
+} zt_model;
+
+void zt_model_build_table(zt_param_table *pt, const zt_model_shape *s);
+/* index of tensor `name`, or -1 */
+int zt_param_find(const zt_param_table *pt, const char *name);
+/* activation bytes for a micro-batch (B, T), with the same layout zt_model_init allocates */
+size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T);
+
+/* allocates params (zero), grads and activations on be. params/grads get `padded` >= table.total
+   elements (the ZeRO shard padding; 0 = table.total); alloc_grads = 0 skips the gradient. */
+int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
+                  int alloc_grads);
+void zt_model_free(zt_model *m);
+
+/* GPT-2 initialisation into a host buffer of table.total floats: normal(0, std), residual
+   projections std/sqrt(2L), biases 0, LayerNorm weights 1, padded wte rows 0. Seeded. */
+void zt_model_init_weights_host(const zt_param_table *pt, const zt_model_shape *s, float *host,
+                                float std, uint64_t seed);
+
+/* forward on tokens/targets (B, T) host arrays (targets may be NULL: logits only).
+   Returns the mean loss over B*T (or -1 without targets). T may be <= the allocated T. */
+float zt_model_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T);
+/* backward of the last forward with targets; writes m->grads (overwritten, not accumulated).
+   dloss_scale multiplies d(mean loss): 1/K for K accumulated micro-batches. */
+void zt_model_backward(zt_model *m, float dloss_scale);
+
+#endif

@@ -1,0 +1,54 @@
+/* zero.h — ZeRO stages 0/1/2 over the flat buffer: the shard map, the gradient reduction
+ * (ordered or native), the chunked global norm, the sharded AdamW update and the parameter
+ * all-gather. DESIGN sections 3-4.
+ *
+ * The flat buffer is padded to a multiple of N*4096 elements; rank r owns [r*S, (r+1)*S).
+ * Ordered reduction: after every micro-step each rank sends each owner that owner's part of its
+ * micro-batch gradient (all-to-all) and the owner adds the N parts in rank order, i.e. in global
+ * micro-batch order j = m*N + r: exactly the additions one rank makes accumulating K micro-batches
+ * alone, so losses and parameters are bit-identical for any N. */
+#ifndef ZT_ZERO_H
+#define ZT_ZERO_H
+
+#include <stddef.h>
+
+#include "backend.h"
+#include "comm.h"
+#include "config.h"
+#include "model.h"
+#include "optim.h"
+
+typedef struct zt_zero_plan {
+    size_t total, padded, shard;      /* elements */
+    size_t param_bytes, grad_bytes, acc_bytes, optim_bytes, comm_bytes, act_bytes;
+} zt_zero_plan;
+
+typedef struct zt_zero {
+    int stage, ordered, N, rank;
+    zt_zero_plan plan;
+    size_t lo, hi;            /* this rank's shard of the flat buffer */
+    zt_backend *be;
+    zt_comm *comm;
+    float *acc;               /* reduced gradient: shard (stage 1-2) or padded (stage 0, gathered) */
+    float *m, *v;             /* Adam moments: shard (1-2) or padded (0) */
+    float *recv;              /* (N, shard) all-to-all receive buffer (ordered, N > 1) */
+    double *chunk_sums;       /* host, (padded / 4096) */
+    int alias_acc;            /* N == 1, K == 1: the micro-batch gradient IS the reduced one */
+    int micro_steps;          /* K / N */
+    double comm_s, comm_hidden_s;
+} zt_zero;
+
+/* memory per rank for a config at N ranks: the same function sizes what zt_zero_init allocates */
+void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_zero_plan *p);
+/* allocates the model (params/grads padded) and the zero state */
+void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, zt_comm *comm,
+                  const zt_model_shape *s);
+void zt_zero_free(zt_zero *z, zt_model *m);
+/* after micro-step mi's backward (mi = 0..micro_steps-1): reduce m->grads into acc */
+void zt_zero_reduce(zt_zero *z, zt_model *m, int mi);
+/* after the last micro-step: global grad norm (chunked, same on every rank) */
+double zt_zero_grad_norm(zt_zero *z, zt_model *m);
+/* AdamW on this rank's shard, then all-gather parameters (t = 1-based update number) */
+void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, float lr, float grad_scale);
+
+#endif
