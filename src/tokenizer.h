@@ -75,8 +75,9 @@ void zt_pretok_free(zt_pretok *p);
 /* Streaming split of text[0..n): calls fn for every pre-token that more text could not change
  * (all of them when final != 0) and returns the number of bytes consumed; the caller passes the
  * rest again, followed by more text. A document ends where final is set (no pre-token spans
- * documents). If nothing can be consumed and n exceeds ZT_PRETOK_MAX_CARRY, the first pre-token
- * is emitted anyway, so a caller's buffer never needs to exceed that. */
+ * documents). The unconsumed rest is never more than ZT_PRETOK_MAX_CARRY bytes (a pre-token longer
+ * than that, e.g. a megabyte without a space, is cut there), so a caller's buffer of
+ * ZT_PRETOK_MAX_CARRY + its read size always suffices. */
 #define ZT_PRETOK_MAX_CARRY (1u << 20)
 size_t zt_pretok_split(zt_pretok *p, const uint8_t *text, size_t n, int final, zt_pretok_fn fn,
                        void *ctx);

@@ -1,0 +1,28 @@
+/* prepare.h — `ztrain prepare`: train (or load) a byte-level BPE tokenizer and tokenize text files
+ * into token shards. A single process (rank 0 only); no MPI calls.
+ *
+ *   ztrain prepare --input FILE [--input FILE ...] (--vocab-size N | --tokenizer PATH) --out-dir DIR
+ *                  [--val-fraction F] [--max-tokens N] [--eot-between-files] [--merges PATH]
+ *                  [--train-mem-mb N] [--read-kb N]
+ * writes DIR/tokenizer.zttok (ztrain format, also when the tokenizer was loaded), DIR/train.bin and
+ * DIR/val.bin (shards, data_shard.h).
+ *
+ * Split: the last F of every input file's bytes (from the first line start at or after
+ * (1-F) * size) is validation, the rest is training; each part is a separate document. A trained
+ * tokenizer sees only the training parts. --max-tokens N caps train.bin at N tokens and val.bin at
+ * ceil(N * F / (1 - F)). --eot-between-files writes <|endoftext|> between consecutive files' parts
+ * in each split.
+ *
+ * Tool modes (used by the tests, handy for users):
+ *   ztrain prepare --tokenizer T --encode FILE --ids-out OUT.bin    encode any bytes into a shard
+ *   ztrain prepare --tokenizer T --decode SHARD --text-out OUT      decode a shard back to bytes
+ *
+ * argv[0] is the command name ("prepare"); options follow. Returns the process exit code:
+ * 0 on success, 2 on a user error (one line "ztrain: error: ..." on stderr).
+ */
+#ifndef ZT_PREPARE_H
+#define ZT_PREPARE_H
+
+int zt_cmd_prepare(int argc, char **argv);
+
+#endif

@@ -1,0 +1,473 @@
+/* tokenizer_train.c — byte-level BPE training with bounded memory (the rule is in tokenizer.h).
+ *
+ * Phase 1 (streaming): pre-tokens of the text are counted in a hash table whose memory is capped;
+ * when the cap is reached, the rarest pre-tokens are dropped (lossy counting), so the corpus can
+ * be any size. Phase 2: merges over the table of distinct pre-tokens: pair counts live in a hash
+ * map, each pair keeps the list of words it occurs in, and a max-heap with lazy deletion picks the
+ * most frequent pair (ties: smallest (left id, right id)).
+ */
+#include "tokenizer.h"
+#include "util.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EMPTY UINT64_MAX
+
+typedef struct wslot {
+    uint64_t hash;      /* 0 = empty */
+    uint64_t count;
+    uint64_t off;       /* into keys */
+    uint32_t len, pad;
+} wslot;
+
+struct zt_bpe_trainer {
+    zt_pretok *pre;
+    wslot *slots;
+    size_t mask, used;
+    uint8_t *keys;
+    size_t keys_n, keys_cap;
+    size_t budget;
+    int pruned;
+};
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) zt_panic(__FILE__, __LINE__, "out of memory (%zu bytes)", n);
+    return q;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) ZT_PRINTF(3, 4);
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static uint64_t hash_word(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    h ^= h >> 31;
+    return h ? h : 1;
+}
+
+static uint64_t hash_u64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* ---------------------------------------------------------------- phase 1: counting */
+
+zt_bpe_trainer *zt_tokenizer_trainer_create(size_t mem_bytes, char *err, size_t errlen)
+{
+    if (mem_bytes < (1u << 20)) {
+        set_err(err, errlen, "tokenizer training memory %zu bytes is too small (expected at least 1 MB)", mem_bytes);
+        return NULL;
+    }
+    zt_bpe_trainer *tr = zt_calloc(1, sizeof *tr);
+    tr->pre = zt_pretok_create(err, errlen);
+    if (!tr->pre) {
+        free(tr);
+        return NULL;
+    }
+    tr->budget = mem_bytes;
+    tr->mask = 4095;
+    tr->slots = zt_calloc(tr->mask + 1, sizeof *tr->slots);
+    return tr;
+}
+
+void zt_tokenizer_trainer_free(zt_bpe_trainer *tr)
+{
+    if (!tr) return;
+    zt_pretok_free(tr->pre);
+    free(tr->slots);
+    free(tr->keys);
+    free(tr);
+}
+
+size_t zt_tokenizer_trainer_words(const zt_bpe_trainer *tr) { return tr->used; }
+int zt_tokenizer_trainer_pruned(const zt_bpe_trainer *tr) { return tr->pruned; }
+
+static void rehash(zt_bpe_trainer *tr, size_t cap)
+{
+    wslot *old = tr->slots;
+    size_t old_n = tr->mask + 1;
+    tr->slots = zt_calloc(cap, sizeof *tr->slots);
+    tr->mask = cap - 1;
+    for (size_t i = 0; i < old_n; i++) {
+        if (!old[i].hash) continue;
+        size_t j = old[i].hash & tr->mask;
+        while (tr->slots[j].hash) j = (j + 1) & tr->mask;
+        tr->slots[j] = old[i];
+    }
+    free(old);
+}
+
+/* drop the rarest words until the table uses at most half the budget: all words with count <= t
+ * for the smallest t that suffices. Deterministic for a given input. */
+static void prune(zt_bpe_trainer *tr)
+{
+    enum { H = 256 };
+    size_t bytes_le[H + 1] = {0}, n_le[H + 1] = {0};
+    for (size_t i = 0; i <= tr->mask; i++) {
+        if (!tr->slots[i].hash) continue;
+        uint64_t c = tr->slots[i].count < H ? tr->slots[i].count : H;
+        bytes_le[c] += tr->slots[i].len;
+        n_le[c]++;
+    }
+    uint64_t t = 0;
+    size_t keep_bytes = tr->keys_n, keep_n = tr->used;
+    while (t < H - 1) { /* raise t until the survivors fit in half the budget */
+        size_t slots = 16;
+        while (slots < 2 * keep_n + 2) slots *= 2;
+        if (slots * sizeof(wslot) + keep_bytes <= tr->budget / 2 && t > 0) break;
+        t++;
+        keep_bytes -= bytes_le[t];
+        keep_n -= n_le[t];
+    }
+    uint8_t *keys = zt_malloc(keep_bytes ? keep_bytes : 1);
+    size_t kn = 0;
+    for (size_t i = 0; i <= tr->mask; i++) {
+        wslot *s = &tr->slots[i];
+        if (!s->hash) continue;
+        if (s->count <= t) {
+            s->hash = 0;
+            continue;
+        }
+        memcpy(keys + kn, tr->keys + s->off, s->len);
+        s->off = kn;
+        kn += s->len;
+    }
+    free(tr->keys);
+    tr->keys = keys;
+    tr->keys_n = tr->keys_cap = kn;
+    tr->used = keep_n;
+    size_t slots = 4096;
+    while (slots < 2 * keep_n + 2) slots *= 2;
+    rehash(tr, slots);
+    tr->pruned = 1;
+}
+
+static int count_word(const uint8_t *w, size_t n, void *ctx)
+{
+    zt_bpe_trainer *tr = ctx;
+    uint64_t h = hash_word(w, n);
+    size_t i = h & tr->mask;
+    for (; tr->slots[i].hash; i = (i + 1) & tr->mask) {
+        wslot *s = &tr->slots[i];
+        if (s->hash == h && s->len == n && memcmp(tr->keys + s->off, w, n) == 0) {
+            s->count++;
+            return 0;
+        }
+    }
+    size_t need_keys = tr->keys_n + n, grow_slots = 0;
+    for (int attempt = 0;; attempt++) {
+        grow_slots = 2 * (tr->used + 1) > tr->mask + 1 ? 2 * (tr->mask + 1) : tr->mask + 1;
+        size_t keys_after = need_keys > tr->keys_cap ? need_keys + need_keys / 2 : tr->keys_cap;
+        if (grow_slots * sizeof(wslot) + keys_after <= tr->budget) break;
+        if (attempt) { /* even after pruning the frequent words fill the budget: skip this one */
+            tr->pruned = 1;
+            return 0;
+        }
+        prune(tr);
+        need_keys = tr->keys_n + n;
+        i = h & tr->mask;
+        while (tr->slots[i].hash) i = (i + 1) & tr->mask;
+    }
+    if (grow_slots != tr->mask + 1) {
+        rehash(tr, grow_slots);
+        i = h & tr->mask;
+        while (tr->slots[i].hash) i = (i + 1) & tr->mask;
+    }
+    if (need_keys > tr->keys_cap) {
+        tr->keys_cap = need_keys + need_keys / 2 + 4096;
+        tr->keys = xrealloc(tr->keys, tr->keys_cap);
+    }
+    memcpy(tr->keys + tr->keys_n, w, n);
+    tr->slots[i] = (wslot){.hash = h, .count = 1, .off = tr->keys_n, .len = (uint32_t)n};
+    tr->keys_n += n;
+    tr->used++;
+    return 0;
+}
+
+size_t zt_tokenizer_trainer_feed(zt_bpe_trainer *tr, const uint8_t *text, size_t n, int final)
+{
+    return zt_pretok_split(tr->pre, text, n, final, count_word, tr);
+}
+
+/* ---------------------------------------------------------------- phase 2: merges */
+
+typedef struct pairs {
+    uint64_t *key;      /* slot -> pair key (left<<32|right), EMPTY if free */
+    uint32_t *idx;      /* slot -> pair index */
+    size_t mask;
+    /* per pair index */
+    uint64_t *pkey;
+    int64_t *count;
+    uint32_t **words, *nw, *capw, *stamp;
+    size_t n, cap;
+} pairs;
+
+typedef struct hent { int64_t count; uint64_t key; } hent;
+
+static int hent_before(hent a, hent b) /* max-heap order: count desc, then key asc */
+{
+    return a.count > b.count || (a.count == b.count && a.key < b.key);
+}
+
+static void hpush(hent **h, size_t *n, size_t *cap, hent v)
+{
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 1024;
+        *h = xrealloc(*h, *cap * sizeof **h);
+    }
+    size_t i = (*n)++;
+    while (i > 0 && hent_before(v, (*h)[(i - 1) / 2])) {
+        (*h)[i] = (*h)[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    (*h)[i] = v;
+}
+
+static hent hpop(hent *h, size_t *n)
+{
+    hent top = h[0], v = h[--(*n)];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && hent_before(h[c + 1], h[c])) c++;
+        if (!hent_before(h[c], v)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n) h[i] = v;
+    return top;
+}
+
+static void pairs_rehash(pairs *p, size_t cap)
+{
+    free(p->key);
+    free(p->idx);
+    p->key = zt_malloc(cap * sizeof *p->key);
+    p->idx = zt_malloc(cap * sizeof *p->idx);
+    p->mask = cap - 1;
+    for (size_t i = 0; i < cap; i++) p->key[i] = EMPTY;
+    for (size_t k = 0; k < p->n; k++) {
+        size_t i = hash_u64(p->pkey[k]) & p->mask;
+        while (p->key[i] != EMPTY) i = (i + 1) & p->mask;
+        p->key[i] = p->pkey[k];
+        p->idx[i] = (uint32_t)k;
+    }
+}
+
+/* index of a pair, created (count 0) if absent */
+static uint32_t pair_get(pairs *p, uint64_t key)
+{
+    size_t i = hash_u64(key) & p->mask;
+    for (; p->key[i] != EMPTY; i = (i + 1) & p->mask)
+        if (p->key[i] == key) return p->idx[i];
+    if (2 * (p->n + 1) > p->mask + 1) {
+        pairs_rehash(p, 2 * (p->mask + 1));
+        return pair_get(p, key);
+    }
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 4096;
+        p->pkey = xrealloc(p->pkey, p->cap * sizeof *p->pkey);
+        p->count = xrealloc(p->count, p->cap * sizeof *p->count);
+        p->words = xrealloc(p->words, p->cap * sizeof *p->words);
+        p->nw = xrealloc(p->nw, p->cap * sizeof *p->nw);
+        p->capw = xrealloc(p->capw, p->cap * sizeof *p->capw);
+        p->stamp = xrealloc(p->stamp, p->cap * sizeof *p->stamp);
+    }
+    uint32_t k = (uint32_t)p->n++;
+    p->key[i] = key;
+    p->idx[i] = k;
+    p->pkey[k] = key;
+    p->count[k] = 0;
+    p->words[k] = NULL;
+    p->nw[k] = p->capw[k] = 0;
+    p->stamp[k] = UINT32_MAX;
+    return k;
+}
+
+static void pair_add_word(pairs *p, uint32_t k, uint32_t w)
+{
+    if (p->nw[k] && p->words[k][p->nw[k] - 1] == w) return;
+    if (p->nw[k] == p->capw[k]) {
+        p->capw[k] = p->capw[k] ? 2 * p->capw[k] : 4;
+        p->words[k] = xrealloc(p->words[k], p->capw[k] * sizeof **p->words);
+    }
+    p->words[k][p->nw[k]++] = w;
+}
+
+static uint64_t pkey(uint32_t a, uint32_t b) { return (uint64_t)a << 32 | b; }
+
+zt_tokenizer *zt_tokenizer_trainer_finish(zt_bpe_trainer *tr, uint32_t vocab_size,
+                                          zt_tok_progress_fn progress, void *ctx, char *err, size_t errlen)
+{
+    if (vocab_size < ZT_TOK_MIN_VOCAB || vocab_size > ZT_TOK_MAX_TRAIN_VOCAB) {
+        set_err(err, errlen, "vocab size %u out of range (expected %d..%d: 256 bytes + merges + <|endoftext|>)",
+                vocab_size, ZT_TOK_MIN_VOCAB, ZT_TOK_MAX_TRAIN_VOCAB);
+        return NULL;
+    }
+    const uint32_t want = vocab_size - 257;
+    /* words: symbols (token ids), counts */
+    size_t nw = tr->used;
+    uint32_t *sym = zt_malloc((tr->keys_n ? tr->keys_n : 1) * sizeof *sym);
+    uint64_t *wstart = zt_malloc((nw ? nw : 1) * sizeof *wstart);
+    uint32_t *wlen = zt_malloc((nw ? nw : 1) * sizeof *wlen), *wstamp = zt_malloc((nw ? nw : 1) * sizeof *wstamp);
+    int64_t *wcount = zt_malloc((nw ? nw : 1) * sizeof *wcount);
+    size_t w = 0, ns = 0;
+    for (size_t i = 0; i <= tr->mask; i++) {
+        const wslot *s = &tr->slots[i];
+        if (!s->hash) continue;
+        wstart[w] = ns;
+        wlen[w] = s->len;
+        wcount[w] = (int64_t)s->count;
+        wstamp[w] = UINT32_MAX;
+        for (uint32_t k = 0; k < s->len; k++) sym[ns++] = tr->keys[s->off + k];
+        w++;
+    }
+    free(tr->keys); /* the counting table is not needed any more */
+    tr->keys = NULL;
+    tr->keys_n = tr->keys_cap = 0;
+    free(tr->slots);
+    tr->mask = 4095;
+    tr->slots = zt_calloc(tr->mask + 1, sizeof *tr->slots);
+    tr->used = 0;
+
+    pairs p;
+    memset(&p, 0, sizeof p);
+    pairs_rehash(&p, 1u << 16);
+    for (size_t i = 0; i < nw; i++) {
+        const uint32_t *s = sym + wstart[i];
+        for (uint32_t k = 0; k + 1 < wlen[i]; k++) {
+            uint32_t pi = pair_get(&p, pkey(s[k], s[k + 1]));
+            p.count[pi] += wcount[i];
+            pair_add_word(&p, pi, (uint32_t)i);
+        }
+    }
+    hent *heap = NULL;
+    size_t hn = 0, hcap = 0;
+    for (size_t k = 0; k < p.n; k++) hpush(&heap, &hn, &hcap, (hent){p.count[k], p.pkey[k]});
+
+    uint32_t (*merges)[3] = zt_malloc((want ? want : 1) * sizeof *merges);
+    uint32_t nm = 0, *touched = NULL;
+    size_t ntouched = 0, captouched = 0;
+    while (nm < want && hn) {
+        hent e = hpop(heap, &hn);
+        uint32_t pi = pair_get(&p, e.key);
+        if (p.count[pi] != e.count) {
+            if (p.count[pi] > 0) hpush(&heap, &hn, &hcap, (hent){p.count[pi], e.key});
+            continue;
+        }
+        if (e.count < 2) break;
+        const uint32_t a = (uint32_t)(e.key >> 32), b = (uint32_t)e.key, c = 256 + nm;
+        merges[nm][0] = a;
+        merges[nm][1] = b;
+        merges[nm][2] = c;
+        ntouched = 0;
+        /* detach the pair's word list: the pairs this merge creates all contain c, so nothing is
+           added to it while we walk it */
+        uint32_t *list = p.words[pi];
+        uint32_t nlist = p.nw[pi];
+        p.words[pi] = NULL;
+        p.nw[pi] = p.capw[pi] = 0;
+        for (uint32_t li = 0; li < nlist; li++) {
+            uint32_t wi = list[li];
+            if (wstamp[wi] == nm) continue;
+            wstamp[wi] = nm;
+            uint32_t *s = sym + wstart[wi], len = wlen[wi];
+            int found = 0;
+            for (uint32_t k = 0; k + 1 < len && !found; k++) found = s[k] == a && s[k + 1] == b;
+            if (!found) continue; /* stale entry: the pair left this word in an earlier merge */
+            const int64_t wc = wcount[wi];
+            for (uint32_t k = 0; k + 1 < len; k++) p.count[pair_get(&p, pkey(s[k], s[k + 1]))] -= wc;
+            uint32_t o = 0;
+            for (uint32_t k = 0; k < len; k++) {
+                if (k + 1 < len && s[k] == a && s[k + 1] == b) {
+                    s[o++] = c;
+                    k++;
+                } else {
+                    s[o++] = s[k];
+                }
+            }
+            wlen[wi] = len = o;
+            for (uint32_t k = 0; k + 1 < len; k++) {
+                uint32_t qi = pair_get(&p, pkey(s[k], s[k + 1]));
+                p.count[qi] += wc;
+                if (s[k] == c || s[k + 1] == c) {
+                    pair_add_word(&p, qi, wi);
+                    if (p.stamp[qi] != nm) {
+                        p.stamp[qi] = nm;
+                        if (ntouched == captouched) {
+                            captouched = captouched ? 2 * captouched : 256;
+                            touched = xrealloc(touched, captouched * sizeof *touched);
+                        }
+                        touched[ntouched++] = qi;
+                    }
+                }
+            }
+        }
+        free(list);
+        ZT_ASSERT(p.count[pair_get(&p, e.key)] == 0);
+        for (size_t k = 0; k < ntouched; k++)
+            if (p.count[touched[k]] > 0) hpush(&heap, &hn, &hcap, (hent){p.count[touched[k]], p.pkey[touched[k]]});
+        nm++;
+        if (progress && (nm % 64 == 0 || nm == want)) progress(nm, want, ctx);
+    }
+    if (progress) progress(nm, want, ctx);
+    free(heap);
+    free(touched);
+    for (size_t k = 0; k < p.n; k++) free(p.words[k]);
+    free(p.key);
+    free(p.idx);
+    free(p.pkey);
+    free(p.count);
+    free(p.words);
+    free(p.nw);
+    free(p.capw);
+    free(p.stamp);
+    free(sym);
+    free(wstart);
+    free(wlen);
+    free(wstamp);
+    free(wcount);
+
+    /* tokens: bytes, merges in order, <|endoftext|> last */
+    uint32_t V = 256 + nm + 1;
+    uint8_t **toks = zt_malloc(V * sizeof *toks);
+    uint32_t *lens = zt_malloc(V * sizeof *lens);
+    for (uint32_t i = 0; i < 256; i++) {
+        toks[i] = zt_malloc(1);
+        toks[i][0] = (uint8_t)i;
+        lens[i] = 1;
+    }
+    for (uint32_t r = 0; r < nm; r++) {
+        uint32_t a = merges[r][0], b = merges[r][1], c = merges[r][2];
+        lens[c] = lens[a] + lens[b];
+        toks[c] = zt_malloc(lens[c]);
+        memcpy(toks[c], toks[a], lens[a]);
+        memcpy(toks[c] + lens[a], toks[b], lens[b]);
+    }
+    lens[V - 1] = (uint32_t)strlen(ZT_TOK_EOT_TEXT);
+    toks[V - 1] = zt_malloc(lens[V - 1]);
+    memcpy(toks[V - 1], ZT_TOK_EOT_TEXT, lens[V - 1]);
+    zt_tokenizer *t = zt_tokenizer_create(V, (const uint8_t *const *)toks, lens, nm, (const uint32_t(*)[3])merges,
+                                          V - 1, err, errlen);
+    for (uint32_t i = 0; i < V; i++) free(toks[i]);
+    free(toks);
+    free(lens);
+    free(merges);
+    return t;
+}
