@@ -1,0 +1,257 @@
+/* model_dump.c — drive ztrain's GPT-2 on given weights and batches and dump the numbers, so an
+ * outside implementation (Hugging Face transformers, tests/test_hf_reference.py) can check them.
+ *
+ *   model_dump table  SHAPE
+ *       prints the parameter table: "tensor <name> <offset> <numel> <ndim> <d0> <d1> <decay>" per
+ *       tensor, then "total <elements>".
+ *   model_dump fwdbwd SHAPE --B B --T T --weights W.bin --tokens TOK.bin --out OUT.bin
+ *       one forward + backward(1.0) on one batch.
+ *       OUT = float32: loss (1), logits (B, T, Vp), grads (table.total).
+ *   model_dump train  SHAPE --B B --T T --K K --steps S --lr LR --min-lr MIN --warmup W --clip CLIP
+ *                     --wd WD [--beta1 b1 --beta2 b2 --eps e --schedule cosine --stage 2]
+ *                     --weights W.bin --tokens TOK.bin --out OUT.bin
+ *       S optimizer steps exactly as src/train.c runs them on one rank (ZeRO path, K micro-batches
+ *       of B sequences per step, each backward scaled by 1/K). Micro-batch j of step s is batch
+ *       (s*K + j) mod (number of batches in TOK.bin).
+ *       OUT = float64 (S, 4): loss (mean of the K micro-batch losses), grad norm, clip factor, lr;
+ *             then float32 final parameters (table.total).
+ *   SHAPE = --layers L --heads H --embd C --vocab V --padded-vocab Vp --block maxT [--threads N]
+ *
+ * W.bin: table.total float32 in the table's order (Hugging Face layouts: Conv1D weights (in, out),
+ * wte padded to Vp rows). TOK.bin: int32 batches, each = tokens (B, T) then targets (B, T).
+ * --table (with fwdbwd / train) also prints the table to stdout.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "config.h"
+#include "cpu/cpu_backend.h"
+#include "model.h"
+#include "optim.h"
+#include "zero.h"
+
+typedef struct args {
+    const char *mode;
+    zt_model_shape s;
+    int B, T, K, threads, steps, warmup, stage, table;
+    double lr, min_lr, clip, wd, beta1, beta2, eps;
+    const char *schedule, *weights, *tokens, *out;
+} args;
+
+static void die(const char *msg, const char *what) {
+    fprintf(stderr, "model_dump: %s%s%s\n", msg, what ? ": " : "", what ? what : "");
+    exit(2);
+}
+
+static void parse(args *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->K = 1;
+    a->stage = 2;
+    a->threads = 0;
+    a->beta1 = 0.9;
+    a->beta2 = 0.95;
+    a->eps = 1e-8;
+    a->schedule = "cosine";
+    if (argc < 2) die("usage: model_dump table|fwdbwd|train [options] (see the source)", NULL);
+    a->mode = argv[1];
+    for (int i = 2; i < argc; i++) {
+        const char *k = argv[i];
+        if (strcmp(k, "--table") == 0) { a->table = 1; continue; }
+        if (i + 1 >= argc) die("missing value for", k);
+        const char *v = argv[++i];
+#define IARG(name, field) if (strcmp(k, name) == 0) { field = atoi(v); continue; }
+#define DARG(name, field) if (strcmp(k, name) == 0) { field = atof(v); continue; }
+#define SARG(name, field) if (strcmp(k, name) == 0) { field = v; continue; }
+        IARG("--layers", a->s.n_layer) IARG("--heads", a->s.n_head) IARG("--embd", a->s.n_embd)
+        IARG("--vocab", a->s.vocab_size) IARG("--padded-vocab", a->s.padded_vocab) IARG("--block", a->s.block_size)
+        IARG("--B", a->B) IARG("--T", a->T) IARG("--K", a->K) IARG("--threads", a->threads)
+        IARG("--steps", a->steps) IARG("--warmup", a->warmup) IARG("--stage", a->stage)
+        DARG("--lr", a->lr) DARG("--min-lr", a->min_lr) DARG("--clip", a->clip) DARG("--wd", a->wd)
+        DARG("--beta1", a->beta1) DARG("--beta2", a->beta2) DARG("--eps", a->eps)
+        SARG("--schedule", a->schedule) SARG("--weights", a->weights) SARG("--tokens", a->tokens)
+        SARG("--out", a->out)
+#undef IARG
+#undef DARG
+#undef SARG
+        die("unknown option", k);
+    }
+    if (a->s.n_layer <= 0 || a->s.n_head <= 0 || a->s.n_embd <= 0 || a->s.vocab_size <= 0 || a->s.block_size <= 0)
+        die("need --layers --heads --embd --vocab --block > 0", NULL);
+    if (a->s.n_embd % a->s.n_head) die("--embd must be a multiple of --heads", NULL);
+    if (a->s.padded_vocab == 0) a->s.padded_vocab = a->s.vocab_size;
+    if (a->s.padded_vocab < a->s.vocab_size) die("--padded-vocab < --vocab", NULL);
+    if (strcmp(a->mode, "table") == 0) return;
+    if (a->B <= 0 || a->T <= 0 || a->T > a->s.block_size) die("need --B > 0 and 0 < --T <= --block", NULL);
+    if (!a->weights || !a->tokens || !a->out) die("need --weights --tokens --out", NULL);
+    if (strcmp(a->mode, "train") == 0 && (a->steps <= 0 || a->K <= 0)) die("train needs --steps > 0, --K > 0", NULL);
+}
+
+static void print_table(const zt_param_table *pt) {
+    for (int i = 0; i < pt->n; i++) {
+        const zt_tensor_info *t = &pt->t[i];
+        printf("tensor %s %zu %zu %d %d %d %d\n", t->name, t->offset, t->numel, t->ndim, t->shape[0],
+               t->ndim == 2 ? t->shape[1] : 0, t->decay);
+    }
+    printf("total %zu\n", pt->total);
+    fflush(stdout);
+}
+
+/* reads exactly n bytes, or (if n == 0) the whole file into *len */
+static void *read_file(const char *path, size_t want, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die("cannot open", path);
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (sz < 0) die("cannot size", path);
+    if (want && (size_t)sz != want) {
+        fprintf(stderr, "model_dump: %s has %ld bytes, expected %zu\n", path, sz, want);
+        exit(2);
+    }
+    void *p = malloc(sz ? (size_t)sz : 1);
+    if (!p || fread(p, 1, (size_t)sz, f) != (size_t)sz) die("cannot read", path);
+    fclose(f);
+    if (len) *len = (size_t)sz;
+    return p;
+}
+
+static void write_all(FILE *f, const void *p, size_t bytes, const char *path) {
+    if (fwrite(p, 1, bytes, f) != bytes) die("cannot write", path);
+}
+
+static int cmd_fwdbwd(const args *a) {
+    zt_backend *be = zt_cpu_backend_create(a->threads);
+    zt_model m;
+    zt_model_init(&m, be, &a->s, a->B, a->T, 0, 1);
+    if (a->table) print_table(&m.table);
+    const size_t total = m.table.total, BT = (size_t)a->B * a->T, Vp = (size_t)a->s.padded_vocab;
+    float *w = read_file(a->weights, total * sizeof(float), NULL);
+    int32_t *tok = read_file(a->tokens, 2 * BT * sizeof(int32_t), NULL);
+    be->i->to_device(be, m.params, w, total * sizeof(float));
+    float loss = zt_model_forward(&m, tok, tok + BT, a->B, a->T);
+    float *logits = malloc(BT * Vp * sizeof(float));
+    /* backward overwrites the logits with dlogits: copy them out first */
+    be->i->to_host(be, logits, m.a.logits, BT * Vp * sizeof(float));
+    be->i->sync(be);
+    zt_model_backward(&m, 1.0f);
+    float *g = malloc(total * sizeof(float));
+    be->i->to_host(be, g, m.grads, total * sizeof(float));
+    be->i->sync(be);
+    FILE *f = fopen(a->out, "wb");
+    if (!f) die("cannot create", a->out);
+    write_all(f, &loss, sizeof loss, a->out);
+    write_all(f, logits, BT * Vp * sizeof(float), a->out);
+    write_all(f, g, total * sizeof(float), a->out);
+    if (fclose(f)) die("cannot write", a->out);
+    free(g);
+    free(logits);
+    free(w);
+    free(tok);
+    zt_model_free(&m);
+    zt_cpu_backend_free(be);
+    return 0;
+}
+
+static int cmd_train(const args *a, int *argc, char ***argv) {
+    MPI_Init(argc, argv);
+    zt_config *c = calloc(1, sizeof *c);
+    zt_config_defaults(c);
+    c->model.n_layer = a->s.n_layer;
+    c->model.n_head = a->s.n_head;
+    c->model.n_embd = a->s.n_embd;
+    c->model.vocab_size = a->s.vocab_size;
+    c->model.padded_vocab = a->s.padded_vocab;
+    c->model.block_size = a->s.block_size;
+    c->train.micro_batch = a->B;
+    c->train.global_batch = a->B * a->K;
+    c->train.seq_len = a->T;
+    c->train.steps = a->steps;
+    c->train.lr = a->lr;
+    c->train.min_lr = a->min_lr;
+    c->train.warmup_steps = a->warmup;
+    snprintf(c->train.schedule, sizeof c->train.schedule, "%s", a->schedule);
+    c->train.weight_decay = a->wd;
+    c->train.beta1 = a->beta1;
+    c->train.beta2 = a->beta2;
+    c->train.eps = a->eps;
+    c->train.grad_clip = a->clip;
+    c->train.threads = a->threads;
+    c->zero.stage = a->stage;
+    char err[ZT_ERR_MAX];
+    if (zt_config_validate(c, 1, err, sizeof err)) die("invalid config", err);
+
+    zt_backend *be = zt_cpu_backend_create(a->threads);
+    zt_comm *comm = zt_comm_mpi_create();
+    if (comm->size != 1) die("train runs on one rank", NULL);
+    zt_model m;
+    zt_zero z;
+    zt_zero_init(&z, c, &m, be, comm, &a->s);
+    if (a->table) print_table(&m.table);
+    const size_t total = m.table.total, BT = (size_t)a->B * a->T;
+    float *w = read_file(a->weights, total * sizeof(float), NULL);
+    be->i->to_device(be, m.params, w, total * sizeof(float));
+    size_t tlen = 0;
+    int32_t *tok = read_file(a->tokens, 0, &tlen);
+    const size_t per = 2 * BT * sizeof(int32_t);
+    if (tlen == 0 || tlen % per) die("tokens file is not a whole number of (tokens, targets) batches", a->tokens);
+    const size_t nb = tlen / per;
+    const int K = a->K;
+    if (z.micro_steps != K) die("zero: unexpected micro_steps", NULL);
+
+    zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
+                      (float)c->train.weight_decay};
+    double *rec = calloc((size_t)a->steps * 4, sizeof(double));
+    for (long step = 0; step < a->steps; step++) {
+        double loss = 0;
+        for (int mi = 0; mi < K; mi++) {
+            const int32_t *b = tok + ((size_t)step * K + mi) % nb * 2 * BT;
+            loss += zt_model_forward(&m, b, b + BT, a->B, a->T);
+            zt_model_backward(&m, 1.0f / (float)K);
+            zt_zero_reduce(&z, &m, mi);
+        }
+        double norm = zt_zero_grad_norm(&z, &m);
+        float clip = zt_clip_factor(norm, c->train.grad_clip);
+        double lr = zt_lr_at(c, step);
+        zt_zero_update(&z, &m, &hp, step + 1, (float)lr, clip);
+        be->i->sync(be);
+        rec[step * 4 + 0] = loss / K;
+        rec[step * 4 + 1] = norm;
+        rec[step * 4 + 2] = clip;
+        rec[step * 4 + 3] = lr;
+    }
+    be->i->to_host(be, w, m.params, total * sizeof(float));
+    be->i->sync(be);
+    FILE *f = fopen(a->out, "wb");
+    if (!f) die("cannot create", a->out);
+    write_all(f, rec, (size_t)a->steps * 4 * sizeof(double), a->out);
+    write_all(f, w, total * sizeof(float), a->out);
+    if (fclose(f)) die("cannot write", a->out);
+    free(rec);
+    free(w);
+    free(tok);
+    zt_zero_free(&z, &m);
+    zt_comm_free(comm);
+    zt_cpu_backend_free(be);
+    free(c);
+    MPI_Finalize();
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    args a;
+    parse(&a, argc, argv);
+    if (strcmp(a.mode, "table") == 0) {
+        zt_param_table *pt = calloc(1, sizeof *pt);
+        zt_model_build_table(pt, &a.s);
+        print_table(pt);
+        free(pt);
+        return 0;
+    }
+    if (strcmp(a.mode, "fwdbwd") == 0) return cmd_fwdbwd(&a);
+    if (strcmp(a.mode, "train") == 0) return cmd_train(&a, &argc, &argv);
+    die("unknown mode (table | fwdbwd | train)", a.mode);
+    return 2;
+}
