@@ -34,7 +34,7 @@ typedef struct opts {
     double val_fraction;
     long long max_tokens;         /* 0 = no cap */
     int eot_between_files;
-    const char *encode, *ids_out, *decode, *text_out;
+    const char *encode, *ids_out, *decode, *text_out, *pretokenize;
     long read_kb, train_mem_mb;
 } opts;
 
@@ -64,6 +64,7 @@ static void usage(FILE *f)
           "                      [--val-fraction F] [--max-tokens N] [--eot-between-files]\n"
           "       ztrain prepare --tokenizer PATH --encode FILE --ids-out OUT.bin\n"
           "       ztrain prepare --tokenizer PATH --decode SHARD --text-out OUT\n"
+          "       ztrain prepare --pretokenize FILE --text-out OUT   (one pre-token per line, in hex)\n"
           "  --input FILE         text file to tokenize (repeatable)\n"
           "  --vocab-size N       train a byte-level BPE tokenizer with N tokens (257..65536)\n"
           "  --tokenizer PATH     use a tokenizer: ztrain .zttok, Hugging Face tokenizer.json, or vocab.json\n"
@@ -159,7 +160,8 @@ static int parse_opts(int argc, char **argv, opts *o)
         }
         static const char *const with_value[] = {"--input", "--vocab-size", "--tokenizer", "--merges", "--out-dir",
                                                  "--val-fraction", "--max-tokens", "--encode", "--ids-out",
-                                                 "--decode", "--text-out", "--read-kb", "--train-mem-mb"};
+                                                 "--decode", "--text-out", "--read-kb", "--train-mem-mb",
+                                                 "--pretokenize"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known |= strcmp(name, with_value[k]) == 0;
         if (!known) return fail("prepare: unknown option '%s' (see ztrain prepare --help)", a);
@@ -185,6 +187,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         else if (strcmp(name, "--ids-out") == 0) o->ids_out = v;
         else if (strcmp(name, "--decode") == 0) o->decode = v;
         else if (strcmp(name, "--text-out") == 0) o->text_out = v;
+        else if (strcmp(name, "--pretokenize") == 0) o->pretokenize = v;
         else if (strcmp(name, "--val-fraction") == 0) {
             char *e;
             double f = strtod(v, &e);
@@ -449,6 +452,55 @@ static int cmd_decode(const opts *o)
     return rc;
 }
 
+typedef struct pretok_sink {
+    zt_pretok *pre;
+    FILE *out;
+    uint64_t n;
+} pretok_sink;
+
+static int pretok_line(const uint8_t *w, size_t n, void *ctx)
+{
+    static const char hex[] = "0123456789abcdef";
+    pretok_sink *s = ctx;
+    for (size_t i = 0; i < n; i++) {
+        fputc(hex[w[i] >> 4], s->out);
+        fputc(hex[w[i] & 15], s->out);
+    }
+    fputc('\n', s->out);
+    s->n++;
+    return 0;
+}
+
+static size_t pretok_consume(void *ctx, const uint8_t *buf, size_t n, int final)
+{
+    pretok_sink *s = ctx;
+    return zt_pretok_split(s->pre, buf, n, final, pretok_line, s);
+}
+
+/* shows how text is cut before BPE (a debugging aid; the tests compare it with HF's) */
+static int cmd_pretokenize(const opts *o)
+{
+    char err[ERR_LEN];
+    struct stat st;
+    if (stat(o->pretokenize, &st) != 0) return fail("%s: cannot open input file (%s)", o->pretokenize, strerror(errno));
+    pretok_sink s = {0};
+    s.pre = zt_pretok_create(err, sizeof err);
+    if (!s.pre) return fail("%s", err);
+    s.out = fopen(o->text_out, "w");
+    if (!s.out) {
+        zt_pretok_free(s.pre);
+        return fail("%s: cannot create (%s)", o->text_out, strerror(errno));
+    }
+    reader r = reader_make(o->read_kb);
+    const int never = 0;
+    int rc = stream_range(&r, o->pretokenize, 0, (uint64_t)st.st_size, pretok_consume, &s, &never);
+    if (fclose(s.out) != 0 && !rc) rc = fail("%s: write failed", o->text_out);
+    if (!rc) printf("pre-tokenized %s: %llu pre-tokens -> %s\n", o->pretokenize, (unsigned long long)s.n, o->text_out);
+    free(r.buf);
+    zt_pretok_free(s.pre);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- the prepare command */
 
 static zt_tokenizer *train_tokenizer(const opts *o, const input *in, reader *r, int *rc)
@@ -508,6 +560,10 @@ int zt_cmd_prepare(int argc, char **argv)
     opts o;
     int rc = parse_opts(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
+    if (o.pretokenize) {
+        if (!o.text_out) return fail("--pretokenize FILE needs --text-out OUT");
+        return cmd_pretokenize(&o);
+    }
     if (o.encode || o.decode) {
         if (!o.tokenizer) return fail("--encode/--decode need --tokenizer PATH");
         if (o.encode && !o.ids_out) return fail("--encode FILE needs --ids-out OUT");

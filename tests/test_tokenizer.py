@@ -159,6 +159,19 @@ def ref_encode(text_bytes, toks, merges, regex):
     return ids
 
 
+def gpt2_unicode_to_byte():
+    """GPT-2's bytes_to_unicode, inverted (written from its definition)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    m, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            m[chr(b)] = b
+        else:
+            m[chr(256 + n)] = b
+            n += 1
+    return m
+
+
 # ---------------------------------------------------------------- test data
 
 TRICKY = (
@@ -191,6 +204,28 @@ def make_corpus(tmp):
             f.write("\n".join(parts))
         files.append(path)
     return files
+
+
+def tricky_text(rng, n):
+    """Random mixtures of what the pre-tokenizer regex distinguishes: every White_Space character and
+    some look-alikes that are not, contractions in both cases, letters/marks/digits of several
+    scripts, punctuation, emoji, runs of spaces before letters/punctuation/line ends."""
+    ws = ["\t", "\n", "\x0b", "\x0c", "\r", " ", "\x85", "\xa0", "\u1680", "\u2000", "\u2005", "\u200a",
+          "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"]
+    not_ws = ["\x1c", "\x1f", "\u180e", "\u200b", "\ufeff", "\x00", "\x7f"]
+    frags = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'RE", "'x", "'", "don't", "hello", "World",
+             "naïve", "Ελλάδα", "русский", "中文", "日本語", "한국어", "e\u0301", "\u0308", "123", "٣٤",
+             "Ⅻ", "½", "3.14", "--", "!?", "#", "<|endoftext|>", "🙂", "👍🏽", "🇫🇷", "a", "Z", "_", "\\"]
+    out = []
+    for _ in range(n):
+        k = rng.random()
+        if k < 0.35:
+            out.append("".join(rng.choice(ws) for _ in range(rng.randrange(1, 4))))
+        elif k < 0.42:
+            out.append(rng.choice(not_ws))
+        else:
+            out.append(rng.choice(frags))
+    return "".join(out)
 
 
 def random_bytes(rng, n):
@@ -276,6 +311,37 @@ def main():
                    f"{len(ids)} vs {len(ref_ids)} ids, first difference at {i}")
         ids_small = ztrain_encode(tok1, text, tmp, ["--read-kb", "1"])
         report("encode_independent_of_read_block", ids_small == ids, "ids differ with --read-kb 1")
+
+        # the pre-tokenizer against the GPT-2 regex (python `regex`) and HF's ByteLevel pre-tokenizer
+        ptext = tricky_text(random.Random(11), 20000)
+        pin = os.path.join(tmp, "pre.txt")
+        with open(pin, "w", encoding="utf-8", newline="") as f:
+            f.write(ptext)
+        pre = {}
+        for blk in ["1024", "1"]:
+            pout = os.path.join(tmp, "pre.out")
+            rc, so, se = run(["prepare", "--pretokenize", pin, "--text-out", pout, "--read-kb", blk])
+            pre[blk] = [bytes.fromhex(l) for l in open(pout).read().split("\n")[:-1]] if rc == 0 else None
+        ok = pre["1024"] is not None and b"".join(pre["1024"]) == ptext.encode()
+        report("pretokenize_covers_text", ok, "pre-tokens do not join back to the text")
+        report("pretokenize_independent_of_read_block", pre["1024"] == pre["1"], "pre-tokens differ with --read-kb 1")
+        refs = {}
+        if regex is not None:
+            refs["regex"] = [w.encode() for w in regex.findall(GPT2_PAT, ptext)]
+        if tokenizers is not None:
+            from tokenizers import pre_tokenizers
+            u2b = gpt2_unicode_to_byte()
+            refs["hf"] = [bytes(u2b[c] for c in w) for w, _ in
+                          pre_tokenizers.ByteLevel(add_prefix_space=False).pre_tokenize_str(ptext)]
+        for name in ["regex", "hf"]:
+            case = f"pretokenize_equals_{name}"
+            if name not in refs:
+                report(case, False, regex_err if name == "regex" else tok_err)
+                continue
+            got, want = pre["1024"] or [], refs[name]
+            i = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), None)
+            report(case, got == want, f"{len(got)} vs {len(want)} pre-tokens, first difference at {i}"
+                   + (f": ztrain {got[i:i+3]} {name} {want[i:i+3]}" if i is not None else ""))
 
         # (b) round trips
         rng = random.Random(7)
