@@ -158,8 +158,10 @@ static int jpeek(jp *j)
 
 static int jeat(jp *j, char c)
 {
-    if (jpeek(j) != c) {
-        jfail(j, "invalid JSON: expected '%c'", c);
+    int got = jpeek(j);
+    if (got != c) {
+        if (got < 0) jfail(j, "invalid JSON: unexpected end of file (truncated?)");
+        else jfail(j, "invalid JSON: expected '%c' at byte %ld", c, (long)(j->p - j->s));
         return 0;
     }
     j->p++;
@@ -190,7 +192,7 @@ static int jstr(jp *j, sbuf *b)
         sb_put(b, j->p, (size_t)(q - j->p));
         j->p = q;
         if (q >= j->end) {
-            jfail(j, "invalid JSON: unterminated string");
+            jfail(j, "invalid JSON: unterminated string (truncated?)");
             return 0;
         }
         if (*q == '"') {
@@ -543,11 +545,11 @@ static void token_bytes(const int u2b[324], const char *s, size_t n, sbuf *out)
 
 /* ---------------------------------------------------------------- loading */
 
-static char *read_file(const char *path, size_t *n, char *err, size_t errlen)
+static char *read_file(const char *path, const char *what, const char *hint, size_t *n, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));
+        snprintf(err, errlen, "%s: cannot open %s (%s)%s", path, what, strerror(errno), hint);
         return NULL;
     }
     char *b = NULL;
@@ -575,7 +577,7 @@ static char *read_file(const char *path, size_t *n, char *err, size_t errlen)
 static int read_merges_txt(const char *path, hf *h, char *err, size_t errlen)
 {
     size_t n;
-    char *b = read_file(path, &n, err, errlen);
+    char *b = read_file(path, "merges file", "; a vocab.json needs merges.txt beside it or --merges PATH", &n, err, errlen);
     if (!b) return 1;
     size_t ln = 0;
     for (char *p = b, *e; p < b + n; p = e + 1) {
@@ -666,7 +668,7 @@ done:
 zt_tokenizer *zt_tokenizer_load_hf(const char *path, const char *merges_path, char *err, size_t errlen)
 {
     size_t n;
-    char *text = read_file(path, &n, err, errlen);
+    char *text = read_file(path, "tokenizer file", "", &n, err, errlen);
     if (!text) return NULL;
     hf h;
     memset(&h, 0, sizeof h);
