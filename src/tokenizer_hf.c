@@ -322,7 +322,7 @@ typedef struct hf {
     sref *atok; uint32_t *aid; size_t na, capa;     /* added tokens */
     sref (*mg)[2]; size_t nm, capm;                 /* merges as strings */
     int has_model, numbers_only, members;
-    char model_type[32], pretok_problem[120], norm_type[64], model_problem[120];
+    char model_type[32], pretok_problem[200], norm_type[64], model_problem[120];
 } hf;
 
 static void hf_vocab_add(hf *h, const char *s, size_t n, long long id)
