@@ -462,8 +462,10 @@ static void parse_model(jp *j, hf *h)
         else if (strcmp(k.s, "vocab") == 0) parse_vocab(j, h);
         else if (strcmp(k.s, "merges") == 0) parse_merges(j, h);
         else if ((strcmp(k.s, "continuing_subword_prefix") == 0 || strcmp(k.s, "end_of_word_suffix") == 0) &&
-                 jpeek(j) == '"' && jstr(j, &v) && v.n)
-            snprintf(h->model_problem, sizeof h->model_problem, "uses %s (not supported)", k.s);
+                 jpeek(j) == '"') { /* "" (GPT-2's own file) and null are fine */
+            if (jstr(j, &v) && v.n)
+                snprintf(h->model_problem, sizeof h->model_problem, "uses %s \"%.40s\" (not supported)", k.s, v.s);
+        }
         else if (strcmp(k.s, "ignore_merges") == 0 && jlit(j, "true"))
             snprintf(h->model_problem, sizeof h->model_problem, "uses ignore_merges=true (not supported)");
         else if (strcmp(k.s, "byte_fallback") == 0 && jlit(j, "true"))
