@@ -198,7 +198,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (parse_long(name, v, 1, (long long)1 << 50, &x)) return ZT_EXIT_USER;
             o->max_tokens = x;
         } else if (strcmp(name, "--read-kb") == 0) {
-            if (parse_long(name, v, 1, 1 << 20, &x)) return ZT_EXIT_USER;
+            if (parse_long(name, v, 1, 1 << 16, &x)) return ZT_EXIT_USER;
             o->read_kb = (long)x;
         } else if (strcmp(name, "--train-mem-mb") == 0) {
             if (parse_long(name, v, 16, 1 << 22, &x)) return ZT_EXIT_USER;
@@ -503,7 +503,8 @@ static int cmd_pretokenize(const opts *o)
 
 /* ---------------------------------------------------------------- the prepare command */
 
-static zt_tokenizer *train_tokenizer(const opts *o, const input *in, reader *r, int *rc)
+/* trains on the train parts of the inputs; *mb and *secs report the text read and the time taken */
+static zt_tokenizer *train_tokenizer(const opts *o, const input *in, reader *r, int *rc, double *mb, double *secs)
 {
     char err[ERR_LEN];
     zt_bpe_trainer *tr = zt_tokenizer_trainer_create((size_t)o->train_mem_mb << 20, err, sizeof err);
@@ -538,6 +539,8 @@ static zt_tokenizer *train_tokenizer(const opts *o, const input *in, reader *r, 
         return NULL;
     }
     double dt = now_s() - mp.t0;
+    *mb = (double)total / 1e6;
+    *secs = now_s() - p.t0;
     if (mp.tty) fputs("\r\033[K", stderr);
     fprintf(stderr, "tokenizer: %u merges in %.2f s; training read %.1f MB at %.1f MB/s overall\n",
             zt_tokenizer_n_merges(t), dt, (double)total / 1e6, (double)total / 1e6 / (now_s() - p.t0));
@@ -583,7 +586,8 @@ int zt_cmd_prepare(int argc, char **argv)
     if (!rc) rc = check_out_dir(o.out_dir);
     reader r = reader_make(o.read_kb);
     zt_tokenizer *t = NULL;
-    if (!rc) t = o.tokenizer ? load_tokenizer(&o, &rc) : train_tokenizer(&o, in, &r, &rc);
+    double train_mb = 0, train_s = 0;
+    if (!rc) t = o.tokenizer ? load_tokenizer(&o, &rc) : train_tokenizer(&o, in, &r, &rc, &train_mb, &train_s);
     char path[4096], tmp[4200], err[ERR_LEN];
     if (t && o.eot_between_files && zt_tokenizer_eot(t) == ZT_TOK_NO_EOT)
         rc = fail("%s: the tokenizer has no %s token (needed by --eot-between-files)", o.tokenizer, ZT_TOK_EOT_TEXT);
@@ -654,6 +658,9 @@ int zt_cmd_prepare(int argc, char **argv)
         printf("tokens written: train %llu -> %s/train.bin, val %llu -> %s/val.bin (%s per token)\n",
                (unsigned long long)s[0].written, o.out_dir, (unsigned long long)s[1].written, o.out_dir,
                V <= 65536 ? "uint16" : "uint32");
+        if (!o.tokenizer)
+            printf("tokenizer training: %.1f MB in %.2f s (%.1f MB/s)\n", train_mb, train_s,
+                   train_mb / (train_s > 1e-9 ? train_s : 1e-9));
         printf("encoding: %.1f MB in %.2f s (%.1f MB/s)\n", (double)r.bytes_done / 1e6, enc_s,
                (double)r.bytes_done / 1e6 / (enc_s > 1e-9 ? enc_s : 1e-9));
         if (T > 0) printf("unigram baseline loss: %.4f\n", H);
