@@ -319,15 +319,21 @@ static size_t train_consume(void *ctx, const uint8_t *buf, size_t n, int final)
 static void merge_progress(uint32_t done, uint32_t total, void *ctx)
 {
     progress *p = ctx;
+    double t = now_s();
     p->total = total;
+    p->done = done;
     if (p->tty) {
-        double t = now_s();
         if (t - p->last < 0.1 && done < total) return;
         p->last = t;
         fprintf(stderr, "\r\033[K%s: %u / %u merges", p->label, done, total);
         fflush(stderr);
+    } else if (total && done < total && t - p->last >= 2.0) { /* plain lines, at most one per 10% */
+        int decile = (int)(10.0 * done / total);
+        if (decile <= p->last_decile) return;
+        p->last_decile = decile;
+        p->last = t;
+        fprintf(stderr, "%s: %u / %u merges (%.0f s)\n", p->label, done, total, t - p->t0);
     }
-    p->done = done;
 }
 
 typedef struct sink {
