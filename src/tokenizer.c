@@ -444,11 +444,15 @@ static void cache_insert(zt_tokenizer *t, uint64_t h, const uint8_t *w, size_t n
     t->cused++;
 }
 
+typedef struct encode_ctx {
+    zt_tokenizer *t;
+    zt_ids *out;
+} encode_ctx;
+
 static int encode_word(const uint8_t *w, size_t n, void *ctx)
 {
-    void **c = ctx;
-    zt_tokenizer *t = c[0];
-    zt_ids *out = c[1];
+    zt_tokenizer *t = ((encode_ctx *)ctx)->t;
+    zt_ids *out = ((encode_ctx *)ctx)->out;
     if (n > CACHE_MAX_WORD) {
         bpe_word(t, w, n, out);
         return 0;
@@ -470,8 +474,8 @@ static int encode_word(const uint8_t *w, size_t n, void *ctx)
 
 size_t zt_tokenizer_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out)
 {
-    void *ctx[2] = {t, out};
-    return zt_pretok_split(t->pre, text, n, final, encode_word, ctx);
+    encode_ctx c = {t, out};
+    return zt_pretok_split(t->pre, text, n, final, encode_word, &c);
 }
 
 void zt_tokenizer_encode(zt_tokenizer *t, const uint8_t *text, size_t n, zt_ids *out)
