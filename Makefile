@@ -28,7 +28,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 CFLAGS ?=
-ALL_CFLAGS := -std=gnu11 $(OPT) $(ARCH) -fopenmp $(WARN) -Isrc $(BLAS_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
+ALL_CFLAGS := -std=gnu11 $(OPT) $(ARCH) -fno-math-errno -fno-trapping-math -fopenmp $(WARN) -Isrc $(BLAS_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
 LIBS := $(PKG_LIBS) $(BLAS_LIBS) -fopenmp -lm $(LDFLAGS)
 
 SRC := $(wildcard src/*.c src/cpu/*.c)
@@ -36,6 +36,8 @@ OBJ := $(patsubst src/%.c,build/obj/%.o,$(SRC))
 LIB_OBJ := $(filter-out build/obj/main.o,$(OBJ))
 TEST_SRC := $(wildcard tests/c/*.c)
 TEST_BIN := $(patsubst tests/c/%.c,build/tests/%,$(TEST_SRC))
+BENCH_SRC := $(wildcard benchmarks/*.c)
+BENCH_BIN := $(patsubst benchmarks/%.c,build/bench/%,$(BENCH_SRC))
 
 .PHONY: all deps build-all asan test test-long demo bench clean
 # Every entry target first installs missing packages, then re-enters make so pkg-config sees them.
@@ -45,7 +47,7 @@ all: deps
 deps:
 	@scripts/install-deps.sh build
 
-build-all: ztrain $(TEST_BIN)
+build-all: ztrain $(TEST_BIN) $(BENCH_BIN)
 
 build/obj/%.o: src/%.c $(wildcard src/*.h src/cpu/*.h)
 	@mkdir -p $(dir $@)
@@ -59,6 +61,10 @@ ztrain: build/obj/main.o build/libztrain.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
 
 build/tests/%: tests/c/%.c build/libztrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< build/libztrain.a $(LIBS)
+
+build/bench/%: benchmarks/%.c build/libztrain.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< build/libztrain.a $(LIBS)
 
@@ -88,7 +94,7 @@ demo: deps
 
 bench: deps
 	@scripts/install-deps.sh test
-	@$(MAKE) --no-print-directory ztrain
+	@$(MAKE) --no-print-directory build-all
 	benchmarks/run_step_bench.sh
 
 clean:

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-ref
 PY=/usr/bin/python3
-check='import torch, numpy, h5py, transformers, tokenizers, safetensors'
+check="import torch, numpy, h5py, transformers, tokenizers, safetensors, regex"
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$check" 2>/dev/null; then
   echo "$VENV/bin/python"; exit 0
 fi
@@ -16,6 +16,6 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # transformers 4.44 is the last line that supports Debian's torch 1.13
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
-  "transformers==4.44.2" "tokenizers>=0.19,<0.20" "safetensors>=0.4" >&2
+  "transformers==4.44.2" "tokenizers>=0.19,<0.20" "safetensors>=0.4" regex >&2
 "$VENV/bin/python" -c "$check" >&2 || { echo "setup-venv.sh: $VENV cannot import the references ($check)" >&2; exit 1; }
 echo "$VENV/bin/python"

@@ -172,7 +172,7 @@ void zt_model_free(zt_model *m) {
 #define P(i) (m->params + m->table.t[i].offset)
 #define G(i) (m->grads + m->table.t[i].offset)
 
-float zt_model_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {
+static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float dscale) {
     zt_backend *be = m->be;
     const zt_backend_i *f = be->i;
     const int L = m->s.n_layer, C = m->s.n_embd, NH = m->s.n_head;
@@ -211,13 +211,25 @@ float zt_model_forward(zt_model *m, const int32_t *tokens, const int32_t *target
     f->layernorm_fwd(be, a->lnf, a->lnf_mean, a->lnf_rstd, res, P(lnf), P(lnf + 1), N, C);
     /* logits(N, Vp) = lnf(N, C) @ wte(Vp, C)^T */
     f->matmul(be, a->logits, a->lnf, P(0), N, Vp, C, 0, 1, 1.0f, 0.0f);
+    m->dlogits_ready = 0;
     if (!targets) return -1.0f;
-    f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, 0.0f);
+    f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dscale / (float)N);
+    m->dlogits_ready = dscale != 0.0f;
+    m->dlogits_scale = dscale;
     f->to_host(be, m->losses_host, a->losses, (size_t)N * sizeof(float));
     f->sync(be);
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += m->losses_host[i];
     return (float)(sum / N);
+}
+
+float zt_model_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {
+    return forward(m, tokens, targets, B, T, 0.0f);
+}
+
+float zt_model_forward_train(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                             float dloss_scale) {
+    return forward(m, tokens, targets, B, T, dloss_scale);
 }
 
 void zt_model_backward(zt_model *m, float dloss_scale) {
@@ -231,7 +243,9 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     ZT_ASSERT(m->grads);
 
     /* dlogits in place of the logits; d(mean loss) = dloss_scale / N per position */
-    f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dloss_scale / (float)N);
+    if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale))
+        f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dloss_scale / (float)N);
+    m->dlogits_ready = 0;
     /* dwte(Vp, C) = dlogits^T @ lnf (the embedding backward adds to it later) */
     f->matmul(be, G(0), a->logits, a->lnf, Vp, C, N, 1, 0, 1.0f, 0.0f);
     /* dlnf(N, C) = dlogits(N, Vp) @ wte(Vp, C) */

@@ -92,6 +92,8 @@ typedef struct zt_model {
     zt_acts a;
     size_t act_bytes;     /* activation + scratch bytes */
     float *losses_host;   /* (B, T) host copy of the last forward's losses */
+    int dlogits_ready;    /* the last forward left dlogits for dlogits_scale in a.logits */
+    float dlogits_scale;
 } zt_model;
 
 void zt_model_build_table(zt_param_table *pt, const zt_model_shape *s);
@@ -114,6 +116,10 @@ void zt_model_init_weights_host(const zt_param_table *pt, const zt_model_shape *
 /* forward on tokens/targets (B, T) host arrays (targets may be NULL: logits only).
    Returns the mean loss over B*T (or -1 without targets). T may be <= the allocated T. */
 float zt_model_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T);
+/* training forward: as zt_model_forward, and the same pass over the logits also leaves
+   d(dloss_scale * mean loss)/dlogits in place for the backward that follows (one exp per logit) */
+float zt_model_forward_train(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                             float dloss_scale);
 /* backward of the last forward with targets; writes m->grads (overwritten, not accumulated).
    dloss_scale multiplies d(mean loss): 1/K for K accumulated micro-batches. */
 void zt_model_backward(zt_model *m, float dloss_scale);

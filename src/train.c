@@ -199,7 +199,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
                 uint64_t sidx = (uint64_t)step * GB + (uint64_t)j * B + i;
                 zt_dataset_train_sample(&train, sidx, in + (size_t)i * T, tg + (size_t)i * T);
             }
-            my_losses[mi] = zt_model_forward(&m, in, tg, B, T);
+            my_losses[mi] = zt_model_forward_train(&m, in, tg, B, T, 1.0f / (float)K);
             zt_model_backward(&m, 1.0f / (float)K);
             zt_zero_reduce(&z, &m, mi);
         }

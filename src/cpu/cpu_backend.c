@@ -10,11 +10,11 @@
 
 #ifdef ZT_BLAS_BLIS
 #include <blis.h>
-#else
-#include <cblas.h>
 #endif
+#include <cblas.h>
 
 static char g_blas_name[96] = "unknown";
+static int g_blas_threads = 1;
 
 const char *zt_cpu_blas_name(void) { return g_blas_name; }
 
@@ -45,6 +45,7 @@ static void choose_blas_kernels(void) {
 static void set_blas_threads(int n) {
 #ifdef ZT_BLAS_BLIS
     bli_thread_set_num_threads(n);
+    g_blas_threads = n;
 #else
     (void)n;
 #endif
@@ -67,11 +68,31 @@ static void cpu_copy(zt_backend *be, void *dst, const void *src, size_t bytes) {
 static void cpu_zero(zt_backend *be, void *dst, size_t bytes) { (void)be; memset(dst, 0, bytes); }
 static void cpu_sync(zt_backend *be) { (void)be; }
 
+/* Row-major c(M, N) = alpha * op(a) @ op(b) + beta * c.
+ * With BLIS the call goes through bli_sgemm_ex with our own runtime: only the ic loop (rows of c)
+ * is split over threads and the small-matrix ("sup") path is off. BLIS's defaults also split
+ * columns, and its sup kernels then compute edge columns with a different FMA order depending on
+ * where thread boundaries fall: bits changed with 1 / 2 / 3 threads whenever N % 8 != 0
+ * (tests/c/test_ops.c). Splitting rows only, every element is computed the same way. */
+static void sgemm_rm(int ta, int tb, int M, int N, int K, float alpha, const float *a, const float *b, float beta,
+                     float *c) {
+#ifdef ZT_BLAS_BLIS
+    rntm_t rntm = BLIS_RNTM_INITIALIZER;
+    bli_rntm_set_ways(1, 1, g_blas_threads, 1, 1, &rntm);
+    bli_rntm_disable_l3_sup(&rntm);
+    /* a is stored (K, M) when transposed, else (M, K); likewise b */
+    bli_sgemm_ex(ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, M, N, K, &alpha,
+                 (float *)a, ta ? M : K, 1, (float *)b, tb ? K : N, 1, &beta, c, N, 1, NULL, &rntm);
+#else
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, a,
+                ta ? M : K, b, tb ? K : N, beta, c, N);
+#endif
+}
+
 static void cpu_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K,
                        int ta, int tb, float alpha, float beta) {
     (void)be;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, a, ta ? M : K, b, tb ? K : N, beta, c, N);
+    sgemm_rm(ta, tb, M, N, K, alpha, a, b, beta, c);
 }
 
 static void cpu_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, const float *bias,
@@ -83,17 +104,16 @@ static void cpu_linear_fwd(zt_backend *be, float *out, const float *inp, const f
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, C, 1.0f, inp, C, w, OC, beta, out, OC);
+    sgemm_rm(0, 0, N, OC, C, 1.0f, inp, w, beta, out);
 }
 
 static void cpu_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
                            const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp) {
     (void)be;
     /* dinp(N, C) = dout(N, OC) @ w(C, OC)^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f, dout, OC, w, OC,
-                accumulate_dinp ? 1.0f : 0.0f, dinp, C);
+    sgemm_rm(0, 1, N, C, OC, 1.0f, dout, w, accumulate_dinp ? 1.0f : 0.0f, dinp);
     /* dw(C, OC) = inp(N, C)^T @ dout(N, OC) */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f, inp, C, dout, OC, 0.0f, dw, OC);
+    sgemm_rm(1, 0, C, OC, N, 1.0f, inp, dout, 0.0f, dw);
     if (dbias) {
         /* column sums: each thread owns a block of columns and adds rows in order */
         const int blk = 64;

@@ -5,13 +5,15 @@
 #define ZT_CPU_MATH_H
 
 #include <stdint.h>
-#include <string.h>
 
 static inline float zt_expf(float x) {
     /* clamp to the finite range; exp(-88) ~ 6e-39 (denormal edge) is as good as 0 here */
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
     /* x = n*ln2 + r, |r| <= ln2/2 (Cody-Waite split of ln2) */
-    float n = __builtin_roundevenf(x * 1.44269504088896341f);
+    /* round to nearest: adding and removing 1.5 * 2^23 (exact in the default rounding mode;
+       this file must never be compiled with -ffast-math / -fassociative-math) */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     /* minimax polynomial for exp(r) on [-ln2/2, ln2/2] */
@@ -22,18 +24,15 @@ static inline float zt_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t e = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &e, sizeof scale);
-    return p * scale;
+    union { int32_t i; float f; } scale = {.i = ((int32_t)n + 127) << 23};
+    return p * scale.f;
 }
 
 static inline float zt_tanhf(float x) {
     /* tanh(x) = sign(x) * (1 - 2 / (exp(2|x|) + 1)) */
-    float ax = x < 0 ? -x : x;
-    float e = zt_expf(2.0f * ax);
+    float e = zt_expf(2.0f * __builtin_fabsf(x));
     float t = 1.0f - 2.0f / (e + 1.0f);
-    return x < 0 ? -t : t;
+    return __builtin_copysignf(t, x);
 }
 
 #endif

@@ -171,19 +171,27 @@ static void cpu_softmax_xent(zt_backend *be, float *losses, float *logits, const
         float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
         for (int v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+        const int tgt = targets[n];
+        const float xt = x[tgt];
         float s = 0.0f;
+        if (dscale == 0.0f) {
 #pragma omp simd reduction(+ : s)
-        for (int v = 0; v < V; v++) s += zt_expf(x[v] - mx);
-        int tgt = targets[n];
-        float logz = logf(s);
-        losses[n] = logz - (x[tgt] - mx);
-        if (dscale != 0.0f) {
-            float inv = 1.0f / s;
+            for (int v = 0; v < V; v++) s += zt_expf(x[v] - mx);
+        } else {
+            /* one exp per logit: keep exp(x - max) in place, then scale by dscale / sum */
+#pragma omp simd reduction(+ : s)
+            for (int v = 0; v < V; v++) {
+                float e = zt_expf(x[v] - mx);
+                x[v] = e;
+                s += e;
+            }
+            const float k = dscale / s;
 #pragma omp simd
-            for (int v = 0; v < V; v++) x[v] = zt_expf(x[v] - mx) * inv * dscale;
+            for (int v = 0; v < V; v++) x[v] *= k;
             x[tgt] -= dscale;
             for (int v = V; v < Vp; v++) x[v] = 0.0f;
         }
+        losses[n] = logf(s) - (xt - mx);
     }
 }
 
