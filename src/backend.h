@@ -54,6 +54,12 @@ typedef struct zt_backend_i {
     void (*attention_bwd)(zt_backend *be, float *dqkv, float *datt, const float *dout,
                           const float *qkv, const float *att, int B, int T, int C, int NH);
 
+    /* incremental decoding, one token: appends k, v of qkv(3C) at row pos of kcache, vcache
+       (maxT, C) and writes out(C) = causal attention of q over rows 0..pos (the same arithmetic
+       as row pos of attention_fwd). Optional: NULL when a backend lacks it. */
+    void (*attention_decode)(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv,
+                             int pos, int maxT, int C, int NH);
+
     /* GELU, tanh approximation, elementwise over n */
     void (*gelu_fwd)(zt_backend *be, float *out, const float *inp, size_t n);
     /* dinp = gelu'(inp) * dout */

@@ -154,6 +154,7 @@ zt_backend *zt_cpu_backend_create(int threads) {
         g_cpu_i.linear_bwd = cpu_linear_bwd;
         zt_cpu_fill_ops(&g_cpu_i);
         zt_cpu_fill_attention(&g_cpu_i);
+        zt_cpu_fill_decode(&g_cpu_i);
     }
     zt_backend *be = zt_calloc(1, sizeof *be);
     be->i = &g_cpu_i;

@@ -13,5 +13,6 @@ const char *zt_cpu_blas_name(void);
 /* ops implemented in cpu_ops.c / cpu_attention.c, wired into the vtable by cpu_backend.c */
 void zt_cpu_fill_ops(zt_backend_i *i);
 void zt_cpu_fill_attention(zt_backend_i *i);
+void zt_cpu_fill_decode(zt_backend_i *i);
 
 #endif
