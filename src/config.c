@@ -102,6 +102,8 @@ static const key_def schema[] = {
     LONG("checkpoint.every", checkpoint.every, 0, 0, BIG, "checkpoint every N steps (0 = only the final one)"),
     INT("checkpoint.keep", checkpoint.keep, 3, 0, 1 << 20, "checkpoints to keep (0 = all)"),
     STR("checkpoint.dir", checkpoint.dir, "", 0, "directory (\"\" = <run dir>/checkpoints)"),
+    INT("checkpoint.signal_exit_code", checkpoint.signal_exit_code, 0, 0, 255,
+        "exit code after a SIGUSR1/SIGTERM checkpoint (e.g. 3 to make a Slurm script requeue)"),
 
     STR("run.root", run.root, "runs", 1, "directory that holds sessions"),
     STR("run.session", run.session, "default", 1, "session: a group of runs compared together"),
@@ -382,6 +384,7 @@ static const char *setting_type_name(int t) {
 /* libconfig 1.5 turns "x = 3000000000" into a wrapped 32-bit int. Re-read the decimal literal
    of `name` on source line `line` and return it in *out (1), or 0 when it cannot be found. */
 static int raw_int_literal(const char *file, int line, const char *name, long long *out, char *text, size_t tn) {
+    if (!file) return 0; /* parsed from a string (zt_config_load_string): ztrain wrote it with L suffixes */
     FILE *f = fopen(file, "r");
     if (!f) return 0;
     char buf[4096];
@@ -439,7 +442,7 @@ static int apply_setting(zt_config *c, const key_def *k, config_setting_t *s, co
     }
 }
 
-/* walk a group (root: prefix NULL) against the schema */
+/* walk a group (root: prefix NULL) against the schema; path NULL: parsed from a string */
 static int walk_group(zt_config *c, config_setting_t *g, const char *prefix, const char *path, char *err,
                       size_t n) {
     int len = config_setting_length(g);
@@ -449,7 +452,7 @@ static int walk_group(zt_config *c, config_setting_t *g, const char *prefix, con
         const char *file = config_setting_source_file(s);
         if (!file) file = path;
         char loc[ZT_PATH_MAX + 32], key[2 * ZT_NAME_MAX];
-        snprintf(loc, sizeof loc, "%s:%d", file, (int)config_setting_source_line(s));
+        snprintf(loc, sizeof loc, "%s:%d", file ? file : "config text", (int)config_setting_source_line(s));
         snprintf(key, sizeof key, "%s%s%s", prefix ? prefix : "", prefix ? "." : "", name ? name : "?");
         const key_def *k = find_key(key);
         int t = config_setting_type(s);
@@ -484,6 +487,20 @@ static int load_file(zt_config *c, const char *path, char *err, size_t n) {
     } else {
         rc = walk_group(c, config_root_setting(&cf), NULL, path, err, n);
     }
+    config_destroy(&cf);
+    return rc;
+}
+
+/* the same parse over a string (a checkpoint's stored config) */
+static int load_text(zt_config *c, const char *text, char *err, size_t n) {
+    config_t cf;
+    config_init(&cf);
+    int rc = 0;
+    if (!config_read_string(&cf, text))
+        rc = fail(err, n, "config text:%d: syntax error (libconfig: %s)", config_error_line(&cf),
+                  config_error_text(&cf));
+    else
+        rc = walk_group(c, config_root_setting(&cf), NULL, NULL, err, n);
     config_destroy(&cf);
     return rc;
 }
@@ -566,6 +583,12 @@ int zt_config_load(zt_config *c, const char *path, int n_sets, char *const *sets
     if (path && load_file(c, path, err, errlen)) return 1;
     for (int i = 0; i < n_sets; i++)
         if (zt_config_set(c, sets[i], err, errlen)) return 1;
+    return zt_config_validate(c, 1, err, errlen);
+}
+
+int zt_config_load_string(zt_config *c, const char *text, char *err, size_t errlen) {
+    zt_config_defaults(c);
+    if (load_text(c, text ? text : "", err, errlen)) return 1;
     return zt_config_validate(c, 1, err, errlen);
 }
 
@@ -718,6 +741,18 @@ size_t zt_config_to_string(const zt_config *c, char *buf, size_t len) {
         sb_printf(&b, "};\n");
     }
     return b.len;
+}
+
+int zt_config_diff(const zt_config *a, const zt_config *b, zt_config_diff_fn fn, void *ctx) {
+    char va[4 * ZT_PATH_MAX + 8], vb[4 * ZT_PATH_MAX + 8];
+    for (int i = 0; i < N_KEYS; i++) {
+        value_literal(a, &schema[i], va, sizeof va);
+        value_literal(b, &schema[i], vb, sizeof vb);
+        if (strcmp(va, vb) == 0) continue; /* literals are exact: shortest round-trip for floats */
+        int rc = fn(schema[i].key, va, vb, ctx);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 void zt_config_print(const zt_config *c, FILE *f) {

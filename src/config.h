@@ -63,6 +63,7 @@ typedef struct zt_config {
         long every;                 /* 0 = only the final one */
         int keep;                   /* 0 = keep all */
         char dir[ZT_PATH_MAX];      /* "" = <run dir>/checkpoints */
+        int signal_exit_code;       /* exit code after a signal-triggered checkpoint */
     } checkpoint;
     struct {
         char root[ZT_PATH_MAX];     /* "runs" */
@@ -76,6 +77,13 @@ void zt_config_defaults(zt_config *c);
 /* defaults, then the libconfig file (path may be NULL), then each "key=value" of sets in order;
    then zt_config_validate(c, 1). */
 int zt_config_load(zt_config *c, const char *path, int n_sets, char *const *sets, char *err, size_t errlen);
+/* defaults, then a config text in libconfig syntax (e.g. the resolved config a checkpoint stores),
+   parsed and checked exactly as a file (messages say "config text:LINE"); then validate(c, 1). */
+int zt_config_load_string(zt_config *c, const char *text, char *err, size_t errlen);
+/* calls fn(key, value in a, value in b, ctx) for each key (schema order) whose values differ, both
+   as libconfig literals (strings quoted); stops at and returns fn's first non-zero result */
+typedef int (*zt_config_diff_fn)(const char *key, const char *va, const char *vb, void *ctx);
+int zt_config_diff(const zt_config *a, const zt_config *b, zt_config_diff_fn fn, void *ctx);
 /* apply one "dotted.key=value" override, typed by the schema */
 int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen);
 /* ranges and cross-key consistency (n_embd % n_head, seq_len <= block_size,

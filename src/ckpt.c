@@ -1,0 +1,625 @@
+/* ckpt.c — parallel-HDF5 checkpoints (ckpt.h, DESIGN section 5): the collective write and read of
+ * one file, the atomic save protocol (tmp + flush + rename, then `latest`, then pruning) and the
+ * checks that turn a wrong file into one clear line on every rank.
+ *
+ * File layout (h5py and h5dump read it as it is):
+ *   /                 attrs format="ztrain", version, step, samples_seen, tokens_seen, world_size,
+ *                     loss_scale, seed, config (resolved config text), created (ISO time, UTC),
+ *                     vocab_size, padded_vocab, n_params, complete=1 (written last)
+ *   /model/<name>     working parameters, float32, true shapes, Hugging Face GPT-2 names
+ *                     (wte.weight, h.0.attn.c_attn.weight, ...; Conv1D weights (in, out)).
+ *                     wte.weight is stored as the model holds it, (Vp, C): rows V..Vp-1 are the
+ *                     zero padding the model computes with, so a resume is bit-exact and a file
+ *                     is one buffer per tensor; its attr vocab_size (= V) tells readers such as
+ *                     `ztrain export` to keep the first V rows.
+ *   /optim/exp_avg/<name>, /optim/exp_avg_sq/<name>   AdamW moments, same names and shapes
+ *   /master/<name>    fp32 master weights when precision != fp32. This build trains in fp32 only
+ *                     (the working parameters ARE the master copy) and zt_zero keeps no separate
+ *                     master buffer, so the group is not written; the group table below has its
+ *                     slot ready (source NULL) for when zt_zero grows one.
+ * There is no /rng or /data group: the sample order is a pure function of (seed, global sample
+ * index) (data.h) and ztrain keeps no other generator state, so step + seed (root attrs) is the
+ * whole data position.
+ *
+ * Parallel write: every rank holds the full parameters, but writes only the part of each tensor
+ * inside its ZeRO shard [z->lo, z->hi) of the flat buffer (a contiguous element range of the
+ * tensor: a partial row, full rows, a partial row), so each byte is written once. Moments are
+ * shards at stages 1-2 (element k of z->m is flat element lo + k) and full copies at stage 0
+ * (element k is flat element k): in both cases the rank writes its [lo, hi). Transfers are
+ * collective (MPI-IO two-phase); a rank with no part of a tensor still calls H5Dwrite with empty
+ * selections. Load reads this rank's shard of every tensor and all-gathers the parameters (and
+ * the stage-0 moments) with the training communicator, so any rank count and stage can resume any
+ * file. Without a zero state (eval, export) every rank reads the full tensors.
+ *
+ * Errors: every failure is agreed on by all ranks (all-reduce of a flag, the lowest failing
+ * rank's message broadcast), so each rank returns the same code and line; HDF5's own error
+ * stacks are silenced and their innermost message folded into ours. */
+#define _GNU_SOURCE
+#include "ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt_internal.h"
+#include "util.h"
+
+/* ---------------------------------------------------------------- errors */
+
+int zt_ckpt_fail(char *err, size_t n, const char *fmt, ...) {
+    if (err && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, n, fmt, ap);
+        va_end(ap);
+    }
+    return 1;
+}
+
+/* collective: 0 if no rank failed; else every rank gets the lowest failing rank's message */
+int zt_ckpt_agree(int failed, char *err, size_t errlen) {
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int mine = failed ? rank : size, first = size;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first == size) return 0;
+    char buf[ZT_ERR_BUF];
+    if (rank == first) snprintf(buf, sizeof buf, "%s", err ? err : "");
+    MPI_Bcast(buf, sizeof buf, MPI_CHAR, first, MPI_COMM_WORLD);
+    if (err && errlen) snprintf(err, errlen, "%s", buf);
+    return 1;
+}
+
+static herr_t first_h5_error(unsigned n, const H5E_error2_t *e, void *ctx) {
+    (void)n;
+    char *out = ctx;
+    if (!out[0] && e->desc && e->desc[0]) snprintf(out, 256, "%s", e->desc);
+    return 0;
+}
+
+/* innermost message of the current HDF5 error stack ("" if none) */
+void zt_ckpt_h5_reason(char out[256]) {
+    out[0] = 0;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_h5_error, out);
+}
+
+void zt_ckpt_h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+
+/* ---------------------------------------------------------------- attributes */
+
+static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *val) {
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int bad = a < 0 || H5Awrite(a, mtype, val) < 0;
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    return bad;
+}
+
+static int attr_write_str(hid_t obj, const char *name, const char *val) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(val) + 1);
+    H5Tset_strpad(t, H5T_STR_NULLTERM);
+    int bad = attr_write(obj, name, t, t, val);
+    H5Tclose(t);
+    return bad;
+}
+
+int zt_ckpt_attr_read_num(hid_t obj, const char *name, hid_t mtype, void *out) {
+    if (H5Aexists(obj, name) <= 0) return 1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return 1;
+    int bad = H5Aread(a, mtype, out) < 0;
+    H5Aclose(a);
+    return bad;
+}
+
+/* a string attribute, fixed-length or variable-length (h5py writes the latter); malloc'd */
+int zt_ckpt_attr_read_str(hid_t obj, const char *name, char **out) {
+    *out = NULL;
+    if (H5Aexists(obj, name) <= 0) return 1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return 1;
+    hid_t ft = H5Aget_type(a), sp = H5Aget_space(a);
+    int bad = H5Tget_class(ft) != H5T_STRING || H5Sget_simple_extent_npoints(sp) != 1;
+    if (!bad && H5Tis_variable_str(ft) > 0) {
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5T_VARIABLE);
+        char *v = NULL;
+        bad = H5Aread(a, mt, &v) < 0 || !v;
+        if (!bad) *out = strdup(v);
+        if (v) H5free_memory(v);
+        H5Tclose(mt);
+    } else if (!bad) {
+        size_t n = H5Tget_size(ft);
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, n);
+        char *v = zt_calloc(n + 1, 1);
+        bad = H5Aread(a, mt, v) < 0;
+        if (bad) free(v);
+        else *out = v;
+        H5Tclose(mt);
+    }
+    H5Sclose(sp);
+    H5Tclose(ft);
+    H5Aclose(a);
+    return bad;
+}
+
+/* ---------------------------------------------------------------- selections */
+
+/* the part of tensor t inside the flat range [lo, hi), as tensor-local elements [*s, *e) */
+static int piece(const zt_tensor_info *t, size_t lo, size_t hi, size_t *s, size_t *e) {
+    size_t a = t->offset > lo ? t->offset : lo;
+    size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+    if (a >= b) return 0;
+    *s = a - t->offset;
+    *e = b - t->offset;
+    return 1;
+}
+
+/* select the row-major elements [s, e) of the tensor's file dataspace: a partial first row, full
+   rows, a partial last row (HDF5 transfers a union of hyperslabs in row-major order, which is
+   the order of the contiguous memory piece) */
+static int select_range(hid_t sp, const zt_tensor_info *t, size_t s, size_t e) {
+    if (t->ndim == 1) {
+        hsize_t st[1] = {s}, ct[1] = {e - s};
+        return H5Sselect_hyperslab(sp, H5S_SELECT_SET, st, NULL, ct, NULL) < 0;
+    }
+    const size_t W = (size_t)t->shape[1];
+    size_t r0 = s / W, c0 = s % W, r1 = e / W, c1 = e % W;
+    int first = 1, bad = 0;
+#define ADD(row, col, nrows, ncols)                                                                      \
+    do {                                                                                                 \
+        hsize_t st_[2] = {(row), (col)}, ct_[2] = {(nrows), (ncols)};                                    \
+        bad |= H5Sselect_hyperslab(sp, first ? H5S_SELECT_SET : H5S_SELECT_OR, st_, NULL, ct_, NULL) < 0; \
+        first = 0;                                                                                       \
+    } while (0)
+    if (r0 == r1) {
+        ADD(r0, c0, 1, c1 - c0);
+    } else {
+        size_t full0 = r0;
+        if (c0 > 0) { ADD(r0, c0, 1, W - c0); full0 = r0 + 1; }
+        if (r1 > full0) ADD(full0, 0, r1 - full0, W);
+        if (c1 > 0) ADD(r1, 0, 1, c1);
+    }
+#undef ADD
+    if (!bad && H5Sget_select_npoints(sp) != (hssize_t)(e - s)) bad = 1;
+    return bad;
+}
+
+/* ---------------------------------------------------------------- one collective transfer */
+
+typedef struct xfer {
+    hid_t dxpl;
+    zt_backend *be;
+    float *stage;           /* host staging buffer */
+} xfer;
+
+/* Collective write (rd = 0) or read (rd = 1) of the tensor elements [s, e) (have = 0: nothing on
+   this rank) between dataset ds and device memory dev (elements s..e-1 of the tensor) */
+static int transfer(const xfer *x, hid_t ds, const zt_tensor_info *t, int have, size_t s, size_t e, float *dev,
+                    int rd) {
+    hid_t fsp = H5Dget_space(ds);
+    hsize_t n1 = have ? e - s : 1;
+    hid_t msp = H5Screate_simple(1, &n1, NULL);
+    int bad = fsp < 0 || msp < 0;
+    if (!bad && have) bad = select_range(fsp, t, s, e);
+    else if (!bad) bad = H5Sselect_none(fsp) < 0 || H5Sselect_none(msp) < 0;
+    const size_t bytes = have ? (e - s) * sizeof(float) : 0;
+    if (!rd && have) {
+        x->be->i->to_host(x->be, x->stage, dev, bytes);
+        x->be->i->sync(x->be);
+    }
+    /* even after a local failure the collective call is made, so other ranks never wait */
+    herr_t rc = rd ? H5Dread(ds, H5T_NATIVE_FLOAT, msp, fsp, x->dxpl, x->stage)
+                   : H5Dwrite(ds, H5T_NATIVE_FLOAT, msp, fsp, x->dxpl, x->stage);
+    bad |= rc < 0;
+    if (rd && have && !bad) x->be->i->to_device(x->be, dev, x->stage, bytes);
+    if (msp >= 0) H5Sclose(msp);
+    if (fsp >= 0) H5Sclose(fsp);
+    return bad;
+}
+
+/* groups of tensors: source buffer and its layout (flat element `base` is at src[0]) */
+typedef struct tgroup {
+    const char *path;
+    float *src;
+    size_t base;
+} tgroup;
+
+static int make_groups(tgroup *g, const zt_model *m, const zt_zero *z) {
+    int n = 0;
+    g[n++] = (tgroup){"/model", m->params, 0};
+    if (z) {
+        size_t base = z->stage == 0 ? 0 : z->lo;
+        g[n++] = (tgroup){"/optim/exp_avg", z->m, base};
+        g[n++] = (tgroup){"/optim/exp_avg_sq", z->v, base};
+    }
+    /* fp32 master weights (precision != fp32): no source in this build, see the file comment */
+    float *master = NULL;
+    if (master) g[n++] = (tgroup){"/master", master, z ? z->lo : 0};
+    return n;
+}
+
+static hid_t mpio_fapl(void) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL);
+    H5Pset_all_coll_metadata_ops(fapl, 1);
+    H5Pset_coll_metadata_write(fapl, 1);
+    return fapl;
+}
+
+/* ---------------------------------------------------------------- write */
+
+int zt_ckpt_write(const char *path, const zt_ckpt_meta *meta, const zt_model *m, const zt_zero *z, char *err,
+                  size_t errlen) {
+    zt_ckpt_h5_quiet();
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const zt_param_table *pt = &m->table;
+    size_t lo = 0, hi = pt->total;
+    if (z) { lo = z->lo; hi = z->hi; }
+    else {
+        /* no zero state: split the flat buffer evenly so each byte is still written once */
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        size_t S = (pt->total + (size_t)size - 1) / (size_t)size;
+        lo = S * (size_t)rank;
+        hi = lo + S;
+        if (lo > pt->total) lo = pt->total;
+        if (hi > pt->total) hi = pt->total;
+    }
+    /* every rank writes the same attribute values: rank 0's text and clock decide */
+    char created[32];
+    if (meta->created[0]) snprintf(created, sizeof created, "%s", meta->created);
+    else zt_iso_time(created, sizeof created);
+    MPI_Bcast(created, sizeof created, MPI_CHAR, 0, MPI_COMM_WORLD);
+    unsigned long long clen = meta->config_text ? strlen(meta->config_text) : 0;
+    MPI_Bcast(&clen, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+    char *config = zt_calloc(clen + 1, 1);
+    if (rank == 0 && clen) memcpy(config, meta->config_text, clen);
+    MPI_Bcast(config, (int)clen, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (clen > 60000) {
+        free(config);
+        return zt_ckpt_fail(err, errlen, "%s: the config text is %llu bytes: too long for an HDF5 attribute", path,
+                            clen);
+    }
+
+    hid_t fapl = mpio_fapl();
+    hid_t fid = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    char why[256];
+    if (fid < 0) {
+        zt_ckpt_h5_reason(why);
+        int e = errno;
+        free(config);
+        zt_ckpt_fail(err, errlen, "cannot create checkpoint %s: %s", path, e ? strerror(e) : why);
+        return zt_ckpt_agree(1, err, errlen);
+    }
+    int bad = 0;
+    long long step = meta->step;
+    unsigned long long ss = meta->samples_seen, ts = meta->tokens_seen, seed = meta->seed;
+    int version = ZT_CKPT_VERSION, ws = meta->world_size, V = m->s.vocab_size, Vp = m->s.padded_vocab, one = 1;
+    unsigned long long np = pt->total;
+    bad |= attr_write_str(fid, "format", "ztrain");
+    bad |= attr_write(fid, "version", H5T_STD_I32LE, H5T_NATIVE_INT, &version);
+    bad |= attr_write(fid, "step", H5T_STD_I64LE, H5T_NATIVE_LLONG, &step);
+    bad |= attr_write(fid, "samples_seen", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &ss);
+    bad |= attr_write(fid, "tokens_seen", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &ts);
+    bad |= attr_write(fid, "world_size", H5T_STD_I32LE, H5T_NATIVE_INT, &ws);
+    bad |= attr_write(fid, "loss_scale", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &meta->loss_scale);
+    bad |= attr_write(fid, "seed", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &seed);
+    bad |= attr_write(fid, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &V);
+    bad |= attr_write(fid, "padded_vocab", H5T_STD_I32LE, H5T_NATIVE_INT, &Vp);
+    bad |= attr_write(fid, "n_params", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &np);
+    bad |= attr_write_str(fid, "config", config);
+    bad |= attr_write_str(fid, "created", created);
+    free(config);
+    if (zt_ckpt_agree(bad, err, errlen)) bad = 1;
+
+    tgroup groups[4];
+    const int ng = make_groups(groups, m, z);
+    size_t maxpiece = 1, s, e;
+    for (int i = 0; i < pt->n; i++)
+        if (piece(&pt->t[i], lo, hi, &s, &e) && e - s > maxpiece) maxpiece = e - s;
+    xfer x = {H5Pcreate(H5P_DATASET_XFER), m->be, zt_malloc(maxpiece * sizeof(float))};
+    H5Pset_dxpl_mpio(x.dxpl, H5FD_MPIO_COLLECTIVE);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER); /* every element is written: skip the fill pass */
+    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+    for (int g = 0; g < ng && !bad; g++) {
+        hid_t gid = H5Gcreate2(fid, groups[g].path, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        bad |= gid < 0;
+        for (int i = 0; i < pt->n && gid >= 0; i++) {
+            const zt_tensor_info *t = &pt->t[i];
+            hsize_t dims[2] = {(hsize_t)t->shape[0], (hsize_t)t->shape[1]};
+            hid_t sp = H5Screate_simple(t->ndim, dims, NULL);
+            hid_t ds = H5Dcreate2(gid, t->name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+            H5Sclose(sp);
+            if (ds < 0) { bad = 1; break; } /* creation is collective: fails on every rank alike */
+            if (i == 0 && g == 0) bad |= attr_write(ds, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &V);
+            int have = piece(t, lo, hi, &s, &e);
+            float *dev = have ? groups[g].src + (t->offset + s - groups[g].base) : NULL;
+            bad |= transfer(&x, ds, t, have, s, e, dev, 0);
+            H5Dclose(ds);
+        }
+        if (gid >= 0) H5Gclose(gid);
+        if (zt_ckpt_agree(bad, err, errlen)) bad = 1; /* per group: a local I/O error stops every rank */
+    }
+    if (!bad) bad |= attr_write(fid, "complete", H5T_STD_I32LE, H5T_NATIVE_INT, &one);
+    if (!bad && H5Fflush(fid, H5F_SCOPE_GLOBAL) < 0) bad = 1; /* MPI_File_sync: data on disk before rename */
+    if (bad) zt_ckpt_h5_reason(why);
+    if (H5Fclose(fid) < 0 && !bad) {
+        bad = 1;
+        zt_ckpt_h5_reason(why);
+    }
+    H5Pclose(dcpl);
+    H5Pclose(lcpl);
+    H5Pclose(x.dxpl);
+    free(x.stage);
+    if (bad) zt_ckpt_fail(err, errlen, "cannot write checkpoint %s: %s", path, why[0] ? why : "HDF5 write failed");
+    return zt_ckpt_agree(bad, err, errlen);
+}
+
+/* ---------------------------------------------------------------- save: write, rename, latest, prune */
+
+static void fsync_path(const char *path, int dir) {
+    int fd = open(path, O_RDONLY | (dir ? O_DIRECTORY : 0));
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* rank 0: drop step files beyond `keep` (lowest steps first, never `newest`) and leftover .tmp
+   files of interrupted saves */
+static void prune(const char *dir, int keep, long newest) {
+    DIR *dp = opendir(dir);
+    if (!dp) return;
+    long *steps = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    char p[ZT_PATH_MAX + 300];
+    while ((de = readdir(dp))) {
+        long st;
+        int used = 0;
+        if (sscanf(de->d_name, "step_%ld.h5%n", &st, &used) != 1 || used <= 0) continue;
+        if (strcmp(de->d_name + used, ".tmp") == 0) {
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+        } else if (de->d_name[used] == 0) {
+            if (n == cap) steps = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
+            if (!steps) break;
+            steps[n++] = st;
+        }
+    }
+    closedir(dp);
+    if (steps && keep > 0 && n > (size_t)keep) {
+        qsort(steps, n, sizeof *steps, cmp_long);
+        size_t drop = n - (size_t)keep;
+        for (size_t i = 0; i < n && drop > 0; i++) {
+            if (steps[i] == newest) continue;
+            snprintf(p, sizeof p, "%s/step_%08ld.h5", dir, steps[i]);
+            unlink(p);
+            drop--;
+        }
+    }
+    free(steps);
+}
+
+int zt_ckpt_save(const char *dir, int keep, const zt_ckpt_meta *meta, const zt_model *m, const zt_zero *z,
+                 char *path_out, size_t path_len, char *err, size_t errlen) {
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int bad = 0;
+    if (rank == 0 && zt_mkdirs(dir) != 0)
+        bad = zt_ckpt_fail(err, errlen, "checkpoint directory %s: cannot create: %s", dir, strerror(errno));
+    if (zt_ckpt_agree(bad, err, errlen)) return 1;
+    char final[ZT_PATH_MAX + 64], tmp[ZT_PATH_MAX + 80];
+    snprintf(final, sizeof final, "%.*s/step_%08ld.h5", ZT_PATH_MAX, dir, meta->step);
+    snprintf(tmp, sizeof tmp, "%s.tmp", final);
+    if (zt_ckpt_write(tmp, meta, m, z, err, errlen)) {
+        if (rank == 0) unlink(tmp);
+        return 1;
+    }
+    /* the file is complete and on disk: publish it, then the pointer, each by an atomic rename */
+    if (rank == 0) {
+        if (rename(tmp, final) != 0) {
+            bad = zt_ckpt_fail(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+            unlink(tmp);
+        } else {
+            fsync_path(dir, 1);
+            char lp[ZT_PATH_MAX + 16], lt[ZT_PATH_MAX + 32];
+            snprintf(lp, sizeof lp, "%.*s/latest", ZT_PATH_MAX, dir);
+            snprintf(lt, sizeof lt, "%s.tmp", lp);
+            FILE *f = fopen(lt, "w");
+            const char *base = strrchr(final, '/') ? strrchr(final, '/') + 1 : final;
+            int ok = f && fprintf(f, "%s\n", base) > 0;
+            if (f) {
+                ok &= fflush(f) == 0 && fsync(fileno(f)) == 0;
+                ok &= fclose(f) == 0;
+            }
+            if (!ok || rename(lt, lp) != 0) {
+                bad = zt_ckpt_fail(err, errlen, "cannot update %s: %s", lp, strerror(errno));
+                unlink(lt);
+            } else {
+                fsync_path(dir, 1);
+                prune(dir, keep, meta->step);
+            }
+        }
+    }
+    if (zt_ckpt_agree(bad, err, errlen)) return 1;
+    if (path_out && path_len) snprintf(path_out, path_len, "%s", final);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- load */
+
+static void shape_text(int ndim, const hsize_t *d, char *out, size_t n) {
+    if (ndim == 1) snprintf(out, n, "(%llu)", (unsigned long long)d[0]);
+    else if (ndim == 2) snprintf(out, n, "(%llu, %llu)", (unsigned long long)d[0], (unsigned long long)d[1]);
+    else snprintf(out, n, "(%d dimensions)", ndim);
+}
+
+/* every tensor of the table present in group `gpath` with its shape, and nothing else */
+static int check_group(hid_t fid, const char *path, const char *gpath, const zt_param_table *pt, char *err,
+                       size_t errlen) {
+    if (H5Lexists(fid, gpath, H5P_DEFAULT) <= 0)
+        return zt_ckpt_fail(err, errlen, "%s: has no %s group (not a complete ztrain checkpoint)", path, gpath);
+    hid_t g = H5Gopen2(fid, gpath, H5P_DEFAULT);
+    if (g < 0) return zt_ckpt_fail(err, errlen, "%s: cannot open group %s", path, gpath);
+    int bad = 0;
+    for (int i = 0; i < pt->n && !bad; i++) {
+        const zt_tensor_info *t = &pt->t[i];
+        hsize_t want[2] = {(hsize_t)t->shape[0], (hsize_t)t->shape[1]}, have[2] = {0, 0};
+        char ws[64], hs[64];
+        shape_text(t->ndim, want, ws, sizeof ws);
+        if (H5Lexists(g, t->name, H5P_DEFAULT) <= 0) {
+            bad = zt_ckpt_fail(err, errlen, "%s: tensor %s is missing from %s (the model expects it with shape %s)",
+                               path, t->name, gpath, ws);
+            break;
+        }
+        hid_t ds = H5Dopen2(g, t->name, H5P_DEFAULT);
+        hid_t sp = ds >= 0 ? H5Dget_space(ds) : -1;
+        int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+        if (nd >= 1 && nd <= 2) H5Sget_simple_extent_dims(sp, have, NULL);
+        hid_t ty = ds >= 0 ? H5Dget_type(ds) : -1;
+        if (nd < 0) {
+            bad = zt_ckpt_fail(err, errlen, "%s: cannot read tensor %s/%s", path, gpath, t->name);
+        } else if (nd != t->ndim || have[0] != want[0] || (nd == 2 && have[1] != want[1])) {
+            shape_text(nd, have, hs, sizeof hs);
+            bad = zt_ckpt_fail(err, errlen, "%s: tensor %s has shape %s but the model expects %s", path, t->name, hs,
+                               ws);
+        } else if (ty < 0 || H5Tget_class(ty) != H5T_FLOAT) {
+            bad = zt_ckpt_fail(err, errlen, "%s: tensor %s/%s is not floating point", path, gpath, t->name);
+        }
+        if (ty >= 0) H5Tclose(ty);
+        if (sp >= 0) H5Sclose(sp);
+        if (ds >= 0) H5Dclose(ds);
+    }
+    H5G_info_t info;
+    if (!bad && H5Gget_info(g, &info) >= 0 && info.nlinks != (hsize_t)pt->n) {
+        char extra[64] = "?";
+        for (hsize_t k = 0; k < info.nlinks; k++) {
+            char nm[64] = "";
+            H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, k, nm, sizeof nm, H5P_DEFAULT);
+            if (zt_param_find(pt, nm) < 0) { snprintf(extra, sizeof extra, "%s", nm); break; }
+        }
+        bad = zt_ckpt_fail(err, errlen, "%s: %s has %llu tensors but the model has %d (%s is not part of the model)",
+                           path, gpath, (unsigned long long)info.nlinks, pt->n, extra);
+    }
+    H5Gclose(g);
+    return bad;
+}
+
+int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, zt_model *m, zt_zero *z, char *err, size_t errlen) {
+    zt_ckpt_h5_quiet();
+    memset(meta, 0, sizeof *meta);
+    /* what kind of file: every rank looks (a file missing on one node's view fails there too) */
+    int bad = zt_ckpt_precheck(path, err, errlen);
+    if (zt_ckpt_agree(bad, err, errlen)) return 1;
+    hid_t fapl = mpio_fapl();
+    hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (fid < 0) {
+        char why[256];
+        zt_ckpt_h5_reason(why);
+        bad = zt_ckpt_fail(err, errlen, "%s: truncated or damaged HDF5 file (%s)", path, why[0] ? why : "cannot open");
+    }
+    if (zt_ckpt_agree(bad, err, errlen)) return 1;
+    bad = zt_ckpt_read_attrs(fid, path, meta, err, errlen);
+    if (!bad) bad = check_group(fid, path, "/model", &m->table, err, errlen);
+    if (!bad && z) {
+        if (H5Lexists(fid, "/optim", H5P_DEFAULT) <= 0)
+            bad = zt_ckpt_fail(err, errlen,
+                               "%s: has no optimizer state (/optim): it can initialise a model but not resume training",
+                               path);
+        if (!bad) bad = check_group(fid, path, "/optim/exp_avg", &m->table, err, errlen);
+        if (!bad) bad = check_group(fid, path, "/optim/exp_avg_sq", &m->table, err, errlen);
+    }
+    if (zt_ckpt_agree(bad, err, errlen)) {
+        H5Fclose(fid);
+        zt_ckpt_meta_free(meta);
+        return 1;
+    }
+
+    const zt_param_table *pt = &m->table;
+    zt_backend *be = m->be;
+    size_t lo = 0, hi = pt->total;
+    if (z) { lo = z->lo; hi = z->hi; }
+    /* the padding past the last tensor is zero in every buffer */
+    if (z) {
+        size_t moments = z->stage == 0 ? z->plan.padded : z->plan.shard;
+        be->i->zero(be, z->m, moments * sizeof(float));
+        be->i->zero(be, z->v, moments * sizeof(float));
+    }
+    if (m->padded > pt->total) be->i->zero(be, m->params + pt->total, (m->padded - pt->total) * sizeof(float));
+    tgroup groups[4];
+    const int ng = make_groups(groups, m, z);
+    size_t maxpiece = 1, s, e;
+    for (int i = 0; i < pt->n; i++)
+        if (piece(&pt->t[i], lo, hi, &s, &e) && e - s > maxpiece) maxpiece = e - s;
+    xfer x = {H5Pcreate(H5P_DATASET_XFER), be, zt_malloc(maxpiece * sizeof(float))};
+    H5Pset_dxpl_mpio(x.dxpl, H5FD_MPIO_COLLECTIVE);
+    for (int g = 0; g < ng && !bad; g++) {
+        hid_t gid = H5Gopen2(fid, groups[g].path, H5P_DEFAULT);
+        bad |= gid < 0;
+        for (int i = 0; i < pt->n && gid >= 0; i++) {
+            const zt_tensor_info *t = &pt->t[i];
+            hid_t ds = H5Dopen2(gid, t->name, H5P_DEFAULT);
+            if (ds < 0) { bad = 1; break; }
+            int have = piece(t, lo, hi, &s, &e);
+            float *dev = have ? groups[g].src + (t->offset + s - groups[g].base) : NULL;
+            bad |= transfer(&x, ds, t, have, s, e, dev, 1);
+            H5Dclose(ds);
+        }
+        if (gid >= 0) H5Gclose(gid);
+        if (bad) {
+            char why[256];
+            zt_ckpt_h5_reason(why);
+            zt_ckpt_fail(err, errlen, "%s: cannot read %s: %s", path, groups[g].path, why[0] ? why : "read failed");
+        }
+        if (zt_ckpt_agree(bad, err, errlen)) bad = 1;
+    }
+    H5Pclose(x.dxpl);
+    free(x.stage);
+    H5Fclose(fid);
+    if (bad) {
+        zt_ckpt_meta_free(meta);
+        return 1;
+    }
+    if (z && z->N > 1) {
+        /* every rank read its shard: gather the full parameters (and stage-0's full moments) */
+        const size_t S = z->plan.shard;
+        be->i->sync(be);
+        z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, S, ZT_F32);
+        if (z->stage == 0) {
+            z->comm->i->all_gather(z->comm, z->m + z->lo, z->m, S, ZT_F32);
+            z->comm->i->all_gather(z->comm, z->v + z->lo, z->v, S, ZT_F32);
+        }
+    }
+    be->i->sync(be);
+    return 0;
+}
+
+void zt_ckpt_meta_free(zt_ckpt_meta *meta) {
+    if (!meta) return;
+    free(meta->config_text);
+    meta->config_text = NULL;
+}
