@@ -28,6 +28,11 @@ typedef struct zt_comm_i {
     zt_comm_req *(*ireduce_scatter)(zt_comm *c, const void *send, void *recv, size_t count, zt_dtype t);
     zt_comm_req *(*iall_gather)(zt_comm *c, const void *send, void *recv, size_t count, zt_dtype t);
     zt_comm_req *(*iall_reduce)(zt_comm *c, const void *send, void *recv, size_t count, zt_dtype t);
+    /* variable-size forms (counts/displacements in elements, one per rank) */
+    zt_comm_req *(*iall_to_all_v)(zt_comm *c, const void *send, const int *scounts, const int *sdispls, void *recv,
+                                  const int *rcounts, const int *rdispls, zt_dtype t);
+    /* recv(rcounts[rank]) = sum over ranks of send[sum(rcounts[0..rank)) ..] */
+    zt_comm_req *(*ireduce_scatter_v)(zt_comm *c, const void *send, void *recv, const int *rcounts, zt_dtype t);
     /* progress without blocking; returns 1 when done */
     int (*test)(zt_comm *c, zt_comm_req *r);
     void (*wait)(zt_comm *c, zt_comm_req *r);   /* completes and frees r */

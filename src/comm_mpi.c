@@ -78,6 +78,20 @@ static zt_comm_req *m_iall_reduce(zt_comm *c, const void *send, void *recv, size
                           MPI_COMM_WORLD, &r->r));
     return r;
 }
+static zt_comm_req *m_iall_to_all_v(zt_comm *c, const void *send, const int *scounts, const int *sdispls, void *recv,
+                                    const int *rcounts, const int *rdispls, zt_dtype t) {
+    (void)c;
+    zt_comm_req *r = new_req();
+    ZT_MPI(MPI_Ialltoallv(send, scounts, sdispls, mpi_type(t), recv, rcounts, rdispls, mpi_type(t), MPI_COMM_WORLD,
+                          &r->r));
+    return r;
+}
+static zt_comm_req *m_ireduce_scatter_v(zt_comm *c, const void *send, void *recv, const int *rcounts, zt_dtype t) {
+    (void)c;
+    zt_comm_req *r = new_req();
+    ZT_MPI(MPI_Ireduce_scatter(send, recv, rcounts, mpi_type(t), MPI_SUM, MPI_COMM_WORLD, &r->r));
+    return r;
+}
 static int m_test(zt_comm *c, zt_comm_req *r) {
     (void)c;
     int done = 0;
@@ -103,6 +117,8 @@ static const zt_comm_i g_mpi_i = {
     .ireduce_scatter = m_ireduce_scatter,
     .iall_gather = m_iall_gather,
     .iall_reduce = m_iall_reduce,
+    .iall_to_all_v = m_iall_to_all_v,
+    .ireduce_scatter_v = m_ireduce_scatter_v,
     .test = m_test,
     .wait = m_wait,
 };

@@ -44,6 +44,9 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("%-24s %12.1f\n", "communication buffers", p.comm_bytes * MB);
         printf("%-24s %12.1f\n", "activations + scratch", p.act_bytes * MB);
         printf("%-24s %12.1f\n", "total", total * MB);
+        if (c.zero.stage == 2)
+            printf("stage 2: %d gradient buckets (whole layers, <= %.1f MiB unless one layer is larger: largest %.1f MiB), "
+                   "%d in flight + wte/wpe's own\n", p.n_buckets, c.zero.bucket_mb, p.max_bucket * 4.0 * MB, ZT_ZERO_RING);
         printf("FLOPs per token (fwd+bwd): %.4g; per step: %.4g\n", zt_flops_per_token(&s, c.train.seq_len),
                zt_flops_per_token(&s, c.train.seq_len) * c.train.global_batch * c.train.seq_len);
     }

@@ -56,27 +56,36 @@ int zt_param_find(const zt_param_table *pt, const char *name) {
 /* index of layer l's tensor k */
 static inline int lt(int l, int k) { return 2 + l * ZT_PER_LAYER + k; }
 
+size_t zt_model_init_block_host(const zt_param_table *pt, const zt_model_shape *s, int i, size_t block, float *p,
+                                float std, uint64_t seed) {
+    const zt_tensor_info *t = &pt->t[i];
+    const size_t off = block * ZT_INIT_BLOCK;
+    ZT_ASSERT(off < t->numel);
+    const size_t n = t->numel - off < ZT_INIT_BLOCK ? t->numel - off : ZT_INIT_BLOCK;
+    const char *nm = t->name;
+    size_t len = strlen(nm);
+    if (len > 5 && strcmp(nm + len - 5, ".bias") == 0) {
+        memset(p, 0, n * sizeof(float));
+        return n;
+    }
+    if (strstr(nm, "ln_") != NULL) {
+        for (size_t j = 0; j < n; j++) p[j] = 1.0f;
+        return n;
+    }
+    const float sd = strstr(nm, "c_proj.weight") ? std / sqrtf(2.0f * (float)s->n_layer) : std;
+    /* the padded rows of wte stay 0 */
+    size_t real = i == 0 ? (size_t)s->vocab_size * s->n_embd : t->numel;
+    zt_rng r;
+    zt_rng_seed(&r, seed * 0x9E3779B97F4A7C15ull + ((uint64_t)i << 32) + block + 1);
+    for (size_t j = 0; j < n; j++) p[j] = off + j < real ? (float)(zt_rng_normal(&r) * sd) : 0.0f;
+    return n;
+}
+
 void zt_model_init_weights_host(const zt_param_table *pt, const zt_model_shape *s, float *host,
                                 float std, uint64_t seed) {
-    const float proj_std = std / sqrtf(2.0f * (float)s->n_layer);
-    for (int i = 0; i < pt->n; i++) {
-        const zt_tensor_info *t = &pt->t[i];
-        float *p = host + t->offset;
-        const char *nm = t->name;
-        size_t len = strlen(nm);
-        int is_bias = len > 5 && strcmp(nm + len - 5, ".bias") == 0;
-        int is_ln = strstr(nm, "ln_") != NULL;
-        if (is_bias) { memset(p, 0, t->numel * sizeof(float)); continue; }
-        if (is_ln) { for (size_t j = 0; j < t->numel; j++) p[j] = 1.0f; continue; }
-        float sd = strstr(nm, "c_proj.weight") ? proj_std : std;
-        /* one stream per tensor: the init of a tensor depends only on (seed, its index) */
-        zt_rng r;
-        zt_rng_seed(&r, seed * 0x9E3779B97F4A7C15ull + (uint64_t)i + 1);
-        size_t n = t->numel;
-        if (i == 0) n = (size_t)s->vocab_size * s->n_embd; /* padded rows stay 0 */
-        for (size_t j = 0; j < n; j++) p[j] = (float)(zt_rng_normal(&r) * sd);
-        for (size_t j = n; j < t->numel; j++) p[j] = 0.0f;
-    }
+    for (int i = 0; i < pt->n; i++)
+        for (size_t off = 0; off < pt->t[i].numel; off += ZT_INIT_BLOCK)
+            zt_model_init_block_host(pt, s, i, off / ZT_INIT_BLOCK, host + pt->t[i].offset + off, std, seed);
 }
 
 /* ---------------------------------------------------------------- activations */
@@ -142,7 +151,10 @@ int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, i
     zt_model_build_table(&m->table, s);
     m->padded = padded > m->table.total ? padded : m->table.total;
     m->params = be->i->alloc(be, m->padded * sizeof(float));
-    if (alloc_grads) m->grads = be->i->alloc(be, m->padded * sizeof(float));
+    if (alloc_grads) {
+        m->grads = be->i->alloc(be, m->padded * sizeof(float));
+        for (int i = 0; i < m->table.n; i++) m->gptr[i] = m->grads + m->table.t[i].offset;
+    }
     /* one allocation for all activations, carved into 64-byte aligned slots */
     act_slot slots[64];
     int n = act_slots(&m->a, s, B, T, slots);
@@ -170,7 +182,9 @@ void zt_model_free(zt_model *m) {
 /* ---------------------------------------------------------------- forward / backward */
 
 #define P(i) (m->params + m->table.t[i].offset)
-#define G(i) (m->grads + m->table.t[i].offset)
+#define G(i) (m->gptr[i])
+#define BEFORE(a, b) do { if (m->hooks.before) m->hooks.before(m->hooks.ctx, (a), (b)); } while (0)
+#define AFTER(a) do { if (m->hooks.after) m->hooks.after(m->hooks.ctx, (a)); } while (0)
 
 static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float dscale) {
     zt_backend *be = m->be;
@@ -240,21 +254,25 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     const int B = m->B, T = m->T, N = B * T;
     const size_t NC = (size_t)N * C;
     zt_acts *a = &m->a;
-    ZT_ASSERT(m->grads);
+    ZT_ASSERT(m->gptr[0]);
+    const int lnf = 2 + L * ZT_PER_LAYER;
 
     /* dlogits in place of the logits; d(mean loss) = dloss_scale / N per position */
     if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale))
         f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dloss_scale / (float)N);
     m->dlogits_ready = 0;
+    BEFORE(0, 0);
     /* dwte(Vp, C) = dlogits^T @ lnf (the embedding backward adds to it later) */
     f->matmul(be, G(0), a->logits, a->lnf, Vp, C, N, 1, 0, 1.0f, 0.0f);
     /* dlnf(N, C) = dlogits(N, Vp) @ wte(Vp, C) */
     f->matmul(be, a->dbtc, a->logits, P(0), N, C, Vp, 0, 0, 1.0f, 0.0f);
-    const int lnf = 2 + L * ZT_PER_LAYER;
     f->zero(be, a->dres, NC * sizeof(float));
+    BEFORE(lnf, lnf + 1);
     f->layernorm_bwd(be, a->dres, G(lnf), G(lnf + 1), a->dbtc, a->residual3 + (size_t)(L - 1) * NC, P(lnf),
                      a->lnf_mean, a->lnf_rstd, N, C);
+    AFTER(lnf);
     for (int l = L - 1; l >= 0; l--) {
+        BEFORE(lt(l, 0), lt(l, ZT_PER_LAYER - 1));
         const float *res_in = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC;
         float *ln1 = a->ln1 + l * NC, *qkv = a->qkv + l * NC * 3, *atty = a->atty + l * NC;
         float *att = a->att + (size_t)l * B * NH * T * T;
@@ -276,9 +294,12 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
                       N, C, 3 * C, 0);
         f->layernorm_bwd(be, a->dres, G(lt(l, ZT_LN1W)), G(lt(l, ZT_LN1B)), a->dbtc2, res_in, P(lt(l, ZT_LN1W)),
                          a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, N, C);
+        AFTER(lt(l, 0));
     }
+    BEFORE(1, 1);
     /* rows of wpe past T get no gradient in this micro-batch */
     if (T < m->s.block_size)
         f->zero(be, G(1) + (size_t)T * C, (size_t)(m->s.block_size - T) * C * sizeof(float));
     f->embed_bwd(be, G(0), G(1), a->dres, a->tokens, B, T, C);
+    AFTER(0);
 }

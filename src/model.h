@@ -80,6 +80,17 @@ typedef struct zt_acts {
     int32_t *targets; /* (B, T) device */
 } zt_acts;
 
+/* Backward progress, for overlapping gradient communication with the rest of backward:
+   before(ctx, first, last): backward is about to write the gradients of tensors [first, last];
+   after(ctx, first): the gradients of tensors [first, n) are final for this micro-batch.
+   Tensors finish in reverse flat order (ln_f, layer L-1, ..., layer 0, wpe, wte); wte is
+   written first (LM head) and finished last (embedding). */
+typedef struct zt_bwd_hooks {
+    void (*before)(void *ctx, int first, int last);
+    void (*after)(void *ctx, int first);
+    void *ctx;
+} zt_bwd_hooks;
+
 typedef struct zt_model {
     zt_model_shape s;
     zt_param_table table;
@@ -87,7 +98,10 @@ typedef struct zt_model {
     int max_B, max_T;     /* micro-batch shape the activations were sized for */
     int B, T;             /* shape of the last forward */
     float *params;        /* device, flat (padded; the tail past table.total stays 0) */
-    float *grads;         /* device, flat (padded): one micro-batch's gradient */
+    float *grads;         /* device, flat (padded): one micro-batch's gradient (NULL when every
+                             tensor's gradient lives in a bucket buffer: ZeRO-2) */
+    float *gptr[ZT_MAX_TENSORS]; /* where backward writes tensor i's gradient (default grads + offset) */
+    zt_bwd_hooks hooks;   /* optional */
     size_t padded;        /* elements allocated for params / grads */
     zt_acts a;
     size_t act_bytes;     /* activation + scratch bytes */
@@ -108,8 +122,14 @@ int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, i
                   int alloc_grads);
 void zt_model_free(zt_model *m);
 
-/* GPT-2 initialisation into a host buffer of table.total floats: normal(0, std), residual
-   projections std/sqrt(2L), biases 0, LayerNorm weights 1, padded wte rows 0. Seeded. */
+/* GPT-2 initialisation: normal(0, std), residual projections std/sqrt(2L), biases 0, LayerNorm
+   weights 1, padded wte rows 0. Each block of ZT_INIT_BLOCK elements of each tensor has its own
+   seeded stream, so a caller can stage the init through a small buffer. Writes block `block` of
+   tensor i into host (ZT_INIT_BLOCK floats) and returns the element count written. */
+#define ZT_INIT_BLOCK ((size_t)1 << 20)
+size_t zt_model_init_block_host(const zt_param_table *pt, const zt_model_shape *s, int i, size_t block, float *host,
+                                float std, uint64_t seed);
+/* the whole flat buffer (table.total floats) on the host, block by block (tests, tools) */
 void zt_model_init_weights_host(const zt_param_table *pt, const zt_model_shape *s, float *host,
                                 float std, uint64_t seed);
 

@@ -1,12 +1,18 @@
-/* train.c — the training loop: the one place that orchestrates model, zero, optim, data and
- * metrics. Rank r runs micro-batches j = m*N + r of each step (DESIGN section 4). */
+/* train.c — the `train` command: the one place that orchestrates model, zero, optim, data, ckpt
+ * and metrics. Rank r runs micro-batches j = m*N + r of each step (DESIGN section 4).
+ *
+ * Stopping early always leaves a checkpoint: --stop-after N (N more steps), --time-limit
+ * HH:MM:SS (stop while there is still time to save), SIGUSR1/SIGTERM on any rank (finish the
+ * step, save, exit with checkpoint.signal_exit_code). Ranks agree on stopping with one
+ * all-reduce per step, so a signal to one rank stops them all at the same step. */
 #include "train.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
+#include "ckpt.h"
 #include "cli.h"
 #include "comm.h"
 #include "cpu/cpu_backend.h"
@@ -15,115 +21,206 @@
 #include "util.h"
 #include "zero.h"
 
-void zt_shape_from_config(const zt_config *c, zt_model_shape *s) {
-    s->n_layer = c->model.n_layer;
-    s->n_head = c->model.n_head;
-    s->n_embd = c->model.n_embd;
-    s->vocab_size = c->model.vocab_size;
-    s->padded_vocab = zt_config_padded_vocab(c);
-    s->block_size = c->model.block_size;
-}
+static volatile sig_atomic_t g_signal = 0;
+static void on_signal(int sig) { g_signal = sig; }
 
-double zt_flops_per_token(const zt_model_shape *s, int T) {
-    const double C = s->n_embd, L = s->n_layer;
-    const double per_layer = 12.0 * C * C + 13.0 * C;   /* qkv, proj, fc, fcproj weights + biases + LNs */
-    return 6.0 * (L * per_layer + 2.0 * C) + 6.0 * C * s->padded_vocab + 6.0 * L * C * T;
-}
+typedef struct trainer {
+    zt_config *c;
+    zt_dist *d;
+    zt_backend *be;
+    zt_comm *comm;
+    zt_model_shape s;
+    zt_model m;
+    zt_zero z;
+    zt_dataset train, val;
+    int has_val, threads;
+    zt_metrics mx;
+    char ckdir[ZT_PATH_MAX + 64];
+    double peak, flops_tok;
+} trainer;
 
-double zt_measure_sgemm_gflops(zt_backend *be, int n) {
-    size_t bytes = (size_t)n * n * sizeof(float);
-    float *a = be->i->alloc(be, bytes), *b = be->i->alloc(be, bytes), *c = be->i->alloc(be, bytes);
-    float *h = zt_malloc(bytes);
-    zt_rng r;
-    zt_rng_seed(&r, 42);
-    for (size_t i = 0; i < (size_t)n * n; i++) h[i] = (float)zt_rng_uniform(&r) - 0.5f;
-    be->i->to_device(be, a, h, bytes);
-    be->i->to_device(be, b, h, bytes);
-    double best = 1e30;
-    for (int it = 0; it < 4; it++) {
-        be->i->sync(be);
-        double t0 = zt_now();
-        be->i->matmul(be, c, a, b, n, n, n, 0, 0, 1.0f, 0.0f);
-        be->i->sync(be);
-        double dt = zt_now() - t0;
-        if (it > 0 && dt < best) best = dt;
+/* "HH:MM:SS", "MM:SS" or seconds -> seconds, or -1 */
+static double parse_duration(const char *s) {
+    double parts[3] = {0, 0, 0};
+    int n = 0;
+    const char *p = s;
+    while (n < 3) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || v < 0) return -1;
+        parts[n++] = v;
+        if (*end == 0) break;
+        if (*end != ':') return -1;
+        p = end + 1;
     }
-    be->i->free(be, a);
-    be->i->free(be, b);
-    be->i->free(be, c);
-    free(h);
-    return 2.0 * n * (double)n * n / best * 1e-9;
+    double t = 0;
+    for (int i = 0; i < n; i++) t = t * 60 + parts[i];
+    return t;
 }
 
-double zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist *d) {
-    const int B = c->train.micro_batch, T = c->train.seq_len, E = c->eval.batches;
-    int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
-    int per = (E + d->size - 1) / d->size;
-    float *mine = zt_calloc((size_t)per, sizeof(float)), *all = zt_calloc((size_t)per * d->size, sizeof(float));
-    for (int k = 0; k < per; k++) {
-        int e = k * d->size + d->rank;
-        if (e >= E) break;
-        for (int i = 0; i < B; i++) {
-            uint64_t w = ((uint64_t)e * B + i) % val->n_windows;
-            zt_dataset_window(val, w, in + (size_t)i * T, tg + (size_t)i * T);
+static void init_weights(trainer *t) {
+    /* every rank computes the same seeded init; staged through a small host buffer per tensor
+       piece so no second full-size copy of the parameters is ever resident */
+    float *h = zt_malloc(ZT_INIT_BLOCK * sizeof(float));
+    for (int i = 0; i < t->m.table.n; i++) {
+        const zt_tensor_info *ti = &t->m.table.t[i];
+        for (size_t off = 0; off < ti->numel; off += ZT_INIT_BLOCK) {
+            size_t n = zt_model_init_block_host(&t->m.table, &t->s, i, off / ZT_INIT_BLOCK, h,
+                                                (float)t->c->model.init_std, (uint64_t)t->c->train.seed);
+            t->be->i->to_device(t->be, t->m.params + ti->offset + off, h, n * sizeof(float));
         }
-        mine[k] = zt_model_forward(m, in, tg, B, T);
     }
-    MPI_Allgather(mine, per, MPI_FLOAT, all, per, MPI_FLOAT, MPI_COMM_WORLD);
-    double sum = 0.0;
-    for (int e = 0; e < E; e++) sum += all[(e % d->size) * per + e / d->size];
-    free(in);
-    free(tg);
-    free(mine);
-    free(all);
-    return sum / E;
+    free(h);
 }
 
-static void write_results(const zt_metrics *mx, const zt_config *c, const zt_dist *d, const zt_zero *z,
-                          const char *hash, double dur, long steps_done, double final_loss, double best_loss,
-                          double val_loss, double tok_s, double peak_gflops, double frac_peak, const char *blas,
-                          int threads, size_t nparams) {
-    if (!mx->active) return;
-    char p[1100];
-    zt_metrics_path(mx, "results.json", p, sizeof p);
-    FILE *f = fopen(p, "w");
-    if (!f) return;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    char layout[96], when[32];
-    zt_dist_layout_string(d, layout, sizeof layout);
-    zt_iso_time(when, sizeof when);
-    fprintf(f, "{\n  \"world_size\": %d,\n  \"nodes\": %d,\n  \"layout\": \"%s\",\n  \"device\": \"%s\",\n"
-            "  \"threads_per_rank\": %d,\n  \"blas\": \"%s\",\n  \"zero_stage\": %d,\n  \"zero_reduce\": \"%s\",\n"
-            "  \"params\": %zu,\n  \"steps\": %ld,\n  \"duration_s\": %.3f,\n  \"steps_per_s\": %.6g,\n"
-            "  \"tokens_per_s\": %.6g,\n  \"sgemm_peak_gflops\": %.6g,\n  \"frac_peak\": %.6g,\n"
-            "  \"final_loss\": %.9g,\n  \"best_loss\": %.9g,\n",
-            d->size, d->n_nodes, layout, c->device, threads, blas, c->zero.stage, c->zero.reduce, nparams,
-            steps_done, dur, dur > 0 ? steps_done / dur : 0.0, tok_s, peak_gflops, frac_peak, final_loss, best_loss);
-    if (val_loss >= 0) fprintf(f, "  \"final_val_loss\": %.9g,\n", val_loss);
-    fprintf(f, "  \"peak_rss_bytes\": %ld,\n  \"comm_s\": %.6g,\n  \"finished\": \"%s\",\n", ru.ru_maxrss * 1024L,
-            z->comm_s, when);
-    fprintf(f, "  \"slurm\": {");
-    static const char *slurm_vars[] = {"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NNODES", "SLURM_NTASKS",
-                                       "SLURM_JOB_NODELIST", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT"};
-    int first = 1;
-    for (size_t i = 0; i < sizeof slurm_vars / sizeof *slurm_vars; i++) {
-        const char *v = getenv(slurm_vars[i]);
-        if (!v) continue;
-        char esc[512];
-        zt_json_escape(v, esc, sizeof esc);
-        fprintf(f, "%s\"%s\": \"%s\"", first ? "" : ", ", slurm_vars[i], esc);
-        first = 0;
+static void save(trainer *t, long step, int quiet) {
+    char err[ZT_ERR_BUF], path[ZT_PATH_MAX + 128], text[65536];
+    zt_config_to_string(t->c, text, sizeof text);
+    zt_ckpt_meta meta = {0};
+    meta.step = step;
+    meta.samples_seen = (uint64_t)step * t->c->train.global_batch;
+    meta.tokens_seen = meta.samples_seen * (uint64_t)t->c->train.seq_len;
+    meta.world_size = t->d->size;
+    meta.loss_scale = 1.0f;
+    meta.seed = (uint64_t)t->c->train.seed;
+    meta.config_text = text;
+    double t0 = zt_now();
+    if (zt_ckpt_save(t->ckdir, t->c->checkpoint.keep, &meta, &t->m, &t->z, path, sizeof path, err, sizeof err))
+        zt_user_error_all("%s", err);
+    if (!quiet) zt_metrics_note(&t->mx, "checkpoint %s (%.2f s)\n", path, zt_now() - t0);
+}
+
+/* returns the step to start from */
+static long resume(trainer *t, const char *what) {
+    char path[ZT_PATH_MAX + 128] = "", err[ZT_ERR_BUF];
+    int found = 1;
+    if (strcmp(what, "auto") == 0) found = zt_ckpt_find_latest(t->ckdir, path, sizeof path) == 0;
+    else snprintf(path, sizeof path, "%s", what);
+    /* every rank must use the same file: rank 0's view decides */
+    MPI_Bcast(&found, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (!found) {
+        zt_metrics_note(&t->mx, "resume auto: no checkpoint in %s, starting from step 0\n", t->ckdir);
+        return 0;
     }
-    fprintf(f, "},\n  \"params_hash\": \"sha256:%s\"\n}\n", hash);
-    fclose(f);
+    zt_ckpt_meta meta = {0};
+    int bad = zt_ckpt_read_meta(path, &meta, err, sizeof err);
+    char changes[4096] = "";
+    if (!bad) bad = zt_ckpt_check_resume(meta.config_text, t->c, changes, sizeof changes, err, sizeof err);
+    zt_dist_check(t->d, bad, err, sizeof err);
+    zt_ckpt_meta_free(&meta);
+    if (zt_ckpt_load(path, &meta, &t->m, &t->z, err, sizeof err)) zt_user_error_all("%s", err);
+    zt_metrics_note(&t->mx, "resumed from %s at step %ld (saved by %d rank%s)%s%s\n", path, meta.step,
+                    meta.world_size, meta.world_size == 1 ? "" : "s", changes[0] ? "; changed: " : "", changes);
+    long step = meta.step;
+    zt_ckpt_meta_free(&meta);
+    return step;
+}
+
+static void setup(trainer *t, int resuming) {
+    zt_config *c = t->c;
+    zt_dist *d = t->d;
+    char err[ZT_ERR_BUF] = "";
+    t->threads = c->train.threads > 0 ? c->train.threads : zt_dist_default_threads(d);
+    t->be = zt_cpu_backend_create(t->threads);
+    t->comm = zt_comm_mpi_create();
+    zt_shape_from_config(c, &t->s);
+    const int T = c->train.seq_len;
+    /* data: every rank opens the files; an error on any rank ends all of them */
+    t->has_val = c->data.val[0] != 0;
+    int bad = zt_dataset_open(&t->train, c->data.train, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed,
+                              err, sizeof err);
+    if (!bad && t->has_val)
+        bad = zt_dataset_open(&t->val, c->data.val, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed, err,
+                              sizeof err);
+    zt_dist_check(d, bad, err, sizeof err);
+    bad = zt_metrics_open(&t->mx, d->rank == 0, c->run.root, c->run.session, c->run.name, resuming, err, sizeof err);
+    zt_dist_check(d, bad, err, sizeof err);
+    /* rank 0 chose the run directory (with a suffix if the name was taken): everyone uses it */
+    MPI_Bcast(t->mx.dir, sizeof t->mx.dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (c->checkpoint.dir[0]) snprintf(t->ckdir, sizeof t->ckdir, "%s", c->checkpoint.dir);
+    else snprintf(t->ckdir, sizeof t->ckdir, "%.*s/checkpoints", ZT_PATH_MAX, t->mx.dir);
+    zt_zero_init(&t->z, c, &t->m, t->be, t->comm, &t->s);
+    init_weights(t);
+    t->peak = zt_measure_sgemm_gflops(t->be, 1024);
+    t->flops_tok = zt_flops_per_token(&t->s, T);
+}
+
+static void announce(trainer *t) {
+    zt_config *c = t->c;
+    if (!t->mx.active) return;
+    char p[1100], layout[96];
+    zt_dist_layout_string(t->d, layout, sizeof layout);
+    zt_metrics_path(&t->mx, "config.cfg", p, sizeof p);
+    FILE *f = fopen(p, "w");
+    if (f) { zt_config_print(c, f); fclose(f); }
+    const zt_zero_plan *pl = &t->z.plan;
+    const double MB = 1.0 / (1 << 20);
+    const int K = c->train.global_batch / c->train.micro_batch;
+    zt_log("ztrain train: %s, %d thread%s/rank, %s, device %s\n", layout, t->threads, t->threads == 1 ? "" : "s",
+           zt_cpu_blas_name(), c->device);
+    zt_log("model: L%d H%d C%d V%d (padded %d), %zu params; batch %d x %d tokens, %d micro-batch%s/step, ZeRO-%d %s\n",
+           t->s.n_layer, t->s.n_head, t->s.n_embd, t->s.vocab_size, t->s.padded_vocab, t->m.table.total,
+           c->train.global_batch, c->train.seq_len, K, K == 1 ? "" : "es", c->zero.stage, c->zero.reduce);
+    zt_log("memory/rank: params %.1f MB, grads %.1f MB, reduced grads %.1f MB, optimizer %.1f MB, "
+           "comm %.1f MB, activations %.1f MB\n",
+           pl->param_bytes * MB, pl->grad_bytes * MB, pl->acc_bytes * MB, pl->optim_bytes * MB, pl->comm_bytes * MB,
+           pl->act_bytes * MB);
+    zt_log("data: %s: %llu sequences; run dir %s\n", c->data.train, (unsigned long long)t->train.n_windows, t->mx.dir);
+}
+
+/* one optimizer step; returns the step's mean loss on rank 0 (0 elsewhere) and its grad norm */
+static double train_step(trainer *t, long step, int32_t *in, int32_t *tg, float *my_losses, float *all_losses,
+                         double *norm_out) {
+    const zt_config *c = t->c;
+    const int B = c->train.micro_batch, T = c->train.seq_len, GB = c->train.global_batch, K = GB / B;
+    const int N = t->d->size, r = t->d->rank;
+    for (int mi = 0; mi < t->z.micro_steps; mi++) {
+        const int j = mi * N + r;
+        for (int i = 0; i < B; i++) {
+            uint64_t sidx = (uint64_t)step * GB + (uint64_t)j * B + i;
+            zt_dataset_train_sample(&t->train, sidx, in + (size_t)i * T, tg + (size_t)i * T);
+        }
+        my_losses[mi] = zt_model_forward_train(&t->m, in, tg, B, T, 1.0f / (float)K);
+        zt_model_backward(&t->m, 1.0f / (float)K);
+        zt_zero_reduce(&t->z, &t->m, mi);
+    }
+    double norm = zt_zero_grad_norm(&t->z, &t->m);
+    zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
+    zt_zero_update(&t->z, &t->m, &hp, step + 1, (float)zt_lr_at(c, step), zt_clip_factor(norm, c->train.grad_clip));
+    t->be->i->sync(t->be);
+    /* the step's loss: micro-batch losses summed in global micro-batch order */
+    MPI_Gather(my_losses, t->z.micro_steps, MPI_FLOAT, all_losses, t->z.micro_steps, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    double loss = 0;
+    if (r == 0) {
+        for (int jj = 0; jj < K; jj++) loss += all_losses[(jj % N) * t->z.micro_steps + jj / N];
+        loss /= K;
+    }
+    *norm_out = norm;
+    return loss;
 }
 
 int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     char err[ZT_ERR_BUF] = "";
+    const char *resume_s = NULL, *stop_after_s = NULL, *time_limit_s = NULL;
+    zt_cli_opt opts[] = {{"--resume", 1, &resume_s}, {"--stop-after", 1, &stop_after_s},
+                         {"--time-limit", 1, &time_limit_s}};
     zt_cli cli;
-    if (zt_cli_parse(&cli, argc, argv, NULL, 0, err, sizeof err)) zt_user_error_all("%s", err);
-    zt_config *c = zt_calloc(1, sizeof *c);
+    if (zt_cli_parse(&cli, argc, argv, opts, 3, err, sizeof err)) zt_user_error_all("%s", err);
+    long stop_after = -1;
+    double time_limit = -1;
+    if (stop_after_s) {
+        char *end;
+        stop_after = strtol(stop_after_s, &end, 10);
+        if (*end || stop_after < 1) zt_user_error_all("--stop-after %s: expected a number of steps >= 1", stop_after_s);
+    }
+    if (time_limit_s && (time_limit = parse_duration(time_limit_s)) <= 0)
+        zt_user_error_all("--time-limit %s: expected HH:MM:SS (or MM:SS, or seconds) > 0", time_limit_s);
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.d = d;
+    t.c = zt_calloc(1, sizeof *t.c);
+    zt_config *c = t.c;
     if (zt_cli_load_config(&cli, c, err, sizeof err) || zt_config_validate(c, d->size, err, sizeof err))
         zt_user_error_all("%s", err);
     if (strcmp(c->device, "cpu") != 0)
@@ -132,138 +229,87 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         zt_user_error_all("precision = \"%s\": the cpu backend trains in fp32 (set precision = \"fp32\")", c->precision);
     if (!c->data.train[0]) zt_user_error_all("data.train is empty: set it to a token shard (see `ztrain prepare`)");
 
-    int threads = c->train.threads > 0 ? c->train.threads : zt_dist_default_threads(d);
-    zt_backend *be = zt_cpu_backend_create(threads);
-    zt_comm *comm = zt_comm_mpi_create();
-    zt_model_shape s;
-    zt_shape_from_config(c, &s);
-    const int B = c->train.micro_batch, T = c->train.seq_len, GB = c->train.global_batch;
-    const int K = GB / B;
+    double t_start = zt_now();
+    setup(&t, resume_s != NULL);
+    announce(&t);
+    long start = resume_s ? resume(&t, resume_s) : 0;
+    signal(SIGUSR1, on_signal);
+    signal(SIGTERM, on_signal);
 
-    /* data: every rank opens the files; an error on any rank ends all of them */
-    zt_dataset train, val;
-    int has_val = c->data.val[0] != 0;
-    int bad = zt_dataset_open(&train, c->data.train, T, (uint32_t)s.vocab_size, (uint64_t)c->train.seed, err, sizeof err);
-    if (!bad && has_val)
-        bad = zt_dataset_open(&val, c->data.val, T, (uint32_t)s.vocab_size, (uint64_t)c->train.seed, err, sizeof err);
-    zt_dist_check(d, bad, err, sizeof err);
-
-    zt_metrics mx;
-    bad = zt_metrics_open(&mx, d->rank == 0, c->run.root, c->run.session, c->run.name, 0, err, sizeof err);
-    zt_dist_check(d, bad, err, sizeof err);
-
-    zt_model m;
-    zt_zero z;
-    zt_zero_init(&z, c, &m, be, comm, &s);
-    {
-        float *h = zt_calloc(z.plan.padded, sizeof(float));
-        zt_model_init_weights_host(&m.table, &s, h, (float)c->model.init_std, (uint64_t)c->train.seed);
-        be->i->to_device(be, m.params, h, z.plan.padded * sizeof(float));
-        free(h);
-    }
-    double peak = zt_measure_sgemm_gflops(be, 1024);
-    const double flops_tok = zt_flops_per_token(&s, T);
-
-    char layout[96];
-    zt_dist_layout_string(d, layout, sizeof layout);
-    if (mx.active) {
-        char p[1100];
-        zt_metrics_path(&mx, "config.cfg", p, sizeof p);
-        FILE *f = fopen(p, "w");
-        if (f) { zt_config_print(c, f); fclose(f); }
-        const double MB = 1.0 / (1 << 20);
-        zt_log("ztrain train: %s, %d thread%s/rank, %s, device %s\n", layout, threads, threads == 1 ? "" : "s",
-               zt_cpu_blas_name(), c->device);
-        zt_log("model: L%d H%d C%d V%d (padded %d), %zu params; batch %d x %d tokens, %d micro-batch%s/step, ZeRO-%d %s\n",
-               s.n_layer, s.n_head, s.n_embd, s.vocab_size, s.padded_vocab, m.table.total, GB, T, K,
-               K == 1 ? "" : "es", c->zero.stage, c->zero.reduce);
-        zt_log("memory/rank: params %.1f MB, grads %.1f MB, reduced grads %.1f MB, optimizer %.1f MB, "
-               "comm %.1f MB, activations %.1f MB\n",
-               z.plan.param_bytes * MB, z.plan.grad_bytes * MB, z.plan.acc_bytes * MB, z.plan.optim_bytes * MB,
-               z.plan.comm_bytes * MB, z.plan.act_bytes * MB);
-        zt_log("data: %s: %llu sequences; run dir %s\n", c->data.train, (unsigned long long)train.n_windows, mx.dir);
-    }
-
+    const int B = c->train.micro_batch, T = c->train.seq_len, GB = c->train.global_batch, K = GB / B;
     int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
-    float *my_losses = zt_calloc((size_t)z.micro_steps, sizeof(float));
+    float *my_losses = zt_calloc((size_t)t.z.micro_steps, sizeof(float));
     float *all_losses = zt_calloc((size_t)K, sizeof(float));
-    zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
-    double t_start = zt_now(), best = 1e30, last_loss = 0, last_val = -1, tok_s_sum = 0;
-    long timed = 0;
+    double best = 1e30, last_loss = 0, last_val = -1, tok_s_sum = 0, max_step_s = 0, save_s = 0;
+    long timed = 0, step = start;
     const long steps = c->train.steps;
-    for (long step = 0; step < steps; step++) {
-        double t0 = zt_now();
-        for (int mi = 0; mi < z.micro_steps; mi++) {
-            const int j = mi * d->size + d->rank;
-            for (int i = 0; i < B; i++) {
-                uint64_t sidx = (uint64_t)step * GB + (uint64_t)j * B + i;
-                zt_dataset_train_sample(&train, sidx, in + (size_t)i * T, tg + (size_t)i * T);
-            }
-            my_losses[mi] = zt_model_forward_train(&m, in, tg, B, T, 1.0f / (float)K);
-            zt_model_backward(&m, 1.0f / (float)K);
-            zt_zero_reduce(&z, &m, mi);
-        }
-        double norm = zt_zero_grad_norm(&z, &m);
-        float clip = zt_clip_factor(norm, c->train.grad_clip);
-        double lr = zt_lr_at(c, step);
-        zt_zero_update(&z, &m, &hp, step + 1, (float)lr, clip);
-        be->i->sync(be);
-        /* the step's loss: micro-batch losses summed in global micro-batch order */
-        MPI_Gather(my_losses, z.micro_steps, MPI_FLOAT, all_losses, z.micro_steps, MPI_FLOAT, 0, MPI_COMM_WORLD);
-        double loss = 0;
-        if (d->rank == 0) {
-            for (int jj = 0; jj < K; jj++) loss += all_losses[(jj % d->size) * z.micro_steps + jj / d->size];
-            loss /= K;
-        }
+    int stop = 0; /* 1: --stop-after, 2: time limit, 3: signal */
+    while (step < steps && !stop) {
+        double t0 = zt_now(), norm = 0;
+        double loss = train_step(&t, step, in, tg, my_losses, all_losses, &norm);
+        step++;
         double dt = zt_now() - t0;
+        if (dt > max_step_s) max_step_s = dt;
         double tok_s = (double)GB * T / dt;
-        if (step > 0) { tok_s_sum += tok_s; timed++; }
+        if (step > start + 1) { tok_s_sum += tok_s; timed++; }
         last_loss = loss;
         if (loss < best) best = loss;
         double vl = -1;
-        int last = step + 1 == steps;
-        if (has_val && ((c->eval.every > 0 && (step + 1) % c->eval.every == 0) || last)) {
-            vl = zt_eval_loss(&m, &val, c, d);
-            last_val = vl;
+        int last = step == steps;
+        if (t.has_val && ((c->eval.every > 0 && step % c->eval.every == 0) || last)) last_val = vl = zt_eval_loss(&t.m, &t.val, c, d);
+        if (t.mx.active && (step % c->train.log_every == 0 || last || vl >= 0)) {
+            double g = t.flops_tok * tok_s * 1e-9 / d->size;
+            zt_step_metrics sm = {step, steps, loss, zt_lr_at(c, step - 1), norm, tok_s, g, g / t.peak, dt * 1e3,
+                                  (double)(t.z.plan.param_bytes + t.z.plan.grad_bytes + t.z.plan.acc_bytes +
+                                           t.z.plan.optim_bytes + t.z.plan.comm_bytes + t.z.plan.act_bytes), vl};
+            zt_metrics_step(&t.mx, &sm);
         }
-        if (mx.active && ((step + 1) % c->train.log_every == 0 || last || vl >= 0)) {
-            zt_step_metrics sm = {step + 1, steps, loss, lr, norm, tok_s, flops_tok * tok_s * 1e-9 / d->size,
-                                  flops_tok * tok_s * 1e-9 / d->size / peak, dt * 1e3,
-                                  (double)(z.plan.param_bytes + z.plan.grad_bytes + z.plan.acc_bytes +
-                                           z.plan.optim_bytes + z.plan.comm_bytes + z.plan.act_bytes), vl};
-            zt_metrics_step(&mx, &sm);
+        /* agree on stopping: any rank's signal, rank 0's clock */
+        int want = 0;
+        if (g_signal) want = 3;
+        else if (stop_after > 0 && step - start >= stop_after) want = 1;
+        else if (time_limit > 0 && d->rank == 0 && zt_now() - t_start + 2 * max_step_s + 2 * save_s + 5 > time_limit) want = 2;
+        MPI_Allreduce(&want, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        int periodic = c->checkpoint.every > 0 && step % c->checkpoint.every == 0;
+        if ((periodic || stop || last)) {
+            double s0 = zt_now();
+            save(&t, step, 0);
+            save_s = zt_now() - s0;
         }
     }
+    static const char *why[] = {"", "--stop-after reached", "--time-limit reached", "signal received"};
+    if (stop) zt_metrics_note(&t.mx, "stopped at step %ld/%ld: %s; resume with --resume auto\n", step, steps, why[stop]);
     double dur = zt_now() - t_start;
     /* fingerprint of the final parameters (every rank holds them all after the all-gather) */
     char hash[65] = "";
     if (d->rank == 0) {
-        float *h = zt_malloc(m.table.total * sizeof(float));
-        be->i->to_host(be, h, m.params, m.table.total * sizeof(float));
-        be->i->sync(be);
-        zt_sha256_hex(h, m.table.total * sizeof(float), hash);
+        float *h = zt_malloc(t.m.table.total * sizeof(float));
+        t.be->i->to_host(t.be, h, t.m.params, t.m.table.total * sizeof(float));
+        t.be->i->sync(t.be);
+        zt_sha256_hex(h, t.m.table.total * sizeof(float), hash);
         free(h);
     }
-    double tok_s = timed ? tok_s_sum / timed : (double)GB * T * steps / dur;
-    double frac = flops_tok * tok_s * 1e-9 / d->size / peak;
-    write_results(&mx, c, d, &z, hash, dur, steps, last_loss, best, last_val, tok_s, peak, frac, zt_cpu_blas_name(),
-                  threads, m.table.total);
-    if (mx.active) {
-        zt_metrics_note(&mx, "done: %ld steps in %.1f s, final loss %.4f%s, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",
-                        steps, dur, last_loss, "", tok_s, 100 * frac, peak);
+    double tok_s = timed ? tok_s_sum / timed : (double)GB * T * (step - start) / dur;
+    double frac = t.flops_tok * tok_s * 1e-9 / d->size / t.peak;
+    zt_write_results(&t.mx, c, d, &t.z, hash, dur, step, last_loss, best, last_val, tok_s, t.peak, frac,
+                     zt_cpu_blas_name(), t.threads, t.m.table.total);
+    if (t.mx.active) {
+        zt_metrics_note(&t.mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",
+                        step, steps, dur, last_loss, tok_s, 100 * frac, t.peak);
         if (last_val >= 0) zt_log("val loss %.4f\n", last_val);
-        zt_log("params_hash sha256:%s\nresults: %s/results.json\n", hash, mx.dir);
+        zt_log("params_hash sha256:%s\nresults: %s/results.json\n", hash, t.mx.dir);
     }
-    zt_metrics_close(&mx);
+    zt_metrics_close(&t.mx);
     free(in);
     free(tg);
     free(my_losses);
     free(all_losses);
-    zt_zero_free(&z, &m);
-    zt_dataset_close(&train);
-    if (has_val) zt_dataset_close(&val);
-    zt_comm_free(comm);
-    zt_cpu_backend_free(be);
+    zt_zero_free(&t.z, &t.m);
+    zt_dataset_close(&t.train);
+    if (t.has_val) zt_dataset_close(&t.val);
+    zt_comm_free(t.comm);
+    zt_cpu_backend_free(t.be);
+    int rc = stop == 3 ? c->checkpoint.signal_exit_code : 0;
     free(c);
-    return 0;
+    return rc;
 }

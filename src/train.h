@@ -21,6 +21,14 @@ double zt_measure_sgemm_gflops(zt_backend *be, int n);
    + 6 * C * Vp (tied LM head) + 6 * L * C * T (causal attention, the half that is computed) */
 double zt_flops_per_token(const zt_model_shape *s, int T);
 
+struct zt_metrics;
+struct zt_zero;
+/* results.json in the run directory (rank 0) */
+void zt_write_results(const struct zt_metrics *mx, const zt_config *c, const zt_dist *d, const struct zt_zero *z,
+                      const char *hash, double dur, long steps_done, double final_loss, double best_loss,
+                      double val_loss, double tok_s, double peak_gflops, double frac_peak, const char *blas,
+                      int threads, size_t nparams);
+
 /* model shape from a config */
 void zt_shape_from_config(const zt_config *c, zt_model_shape *s);
 

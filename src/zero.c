@@ -21,12 +21,28 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     const int stage = c->zero.stage;
     const size_t f = sizeof(float);
     p->param_bytes = p->padded * f;
-    p->grad_bytes = p->padded * f;                         /* one micro-batch's gradient */
-    int alias = N == 1 && K == 1;
-    p->acc_bytes = alias ? 0 : (stage == 0 ? p->padded : p->shard) * f;
-    if (stage == 0 && !alias && N > 1) p->acc_bytes = p->padded * f;
     p->optim_bytes = 2 * (stage == 0 ? p->padded : p->shard) * f;
-    p->comm_bytes = N > 1 ? p->padded * f : 0;              /* all-to-all receive buffer */
+    if (stage == 2) {
+        /* gradients live only in buckets: the ring, wte's own bucket, and the shard accumulator */
+        zt_param_table *t2 = zt_malloc(sizeof *t2);
+        zt_model_build_table(t2, s);
+        p->n_buckets = zt_zero_bucket_layout(t2, c->zero.bucket_mb, NULL, NULL, &p->max_bucket);
+        const size_t wte = t2->t[0].numel + t2->t[1].numel; /* wte + wpe: their own bucket */
+        free(t2);
+        p->grad_bytes = (ZT_ZERO_RING * p->max_bucket + wte) * f;
+        p->acc_bytes = p->shard * f;
+        if (N > 1) {
+            const size_t rb = p->max_bucket < p->shard ? p->max_bucket : p->shard;
+            const size_t rw = wte < p->shard ? wte : p->shard;
+            const int ordered = strcmp(c->zero.reduce, "ordered") == 0;
+            p->comm_bytes = (ordered ? (size_t)N : 1) * (ZT_ZERO_RING * rb + rw) * f;
+        }
+    } else {
+        p->grad_bytes = p->padded * f;                     /* one micro-batch's gradient */
+        int alias = N == 1 && K == 1;
+        p->acc_bytes = alias ? 0 : (stage == 0 ? p->padded : p->shard) * f;
+        p->comm_bytes = N > 1 ? p->padded * f : 0;         /* all-to-all receive buffer */
+    }
     p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len);
 }
 
@@ -45,12 +61,13 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     z->alias_acc = z->plan.acc_bytes == 0;
     z->lo = (size_t)z->rank * z->plan.shard;
     z->hi = z->lo + z->plan.shard;
-    zt_model_init(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, 1);
+    zt_model_init(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage != 2);
     if (!z->alias_acc) z->acc = be->i->alloc(be, z->plan.acc_bytes);
+    if (z->stage == 2) zt_zero_buckets_init(z, m, c);
     size_t opt_elems = z->plan.optim_bytes / 2 / sizeof(float);
     z->m = be->i->alloc(be, opt_elems * sizeof(float));
     z->v = be->i->alloc(be, opt_elems * sizeof(float));
-    if (z->plan.comm_bytes) z->recv = be->i->alloc(be, z->plan.comm_bytes);
+    if (z->plan.comm_bytes && z->stage != 2) z->recv = be->i->alloc(be, z->plan.comm_bytes);
     z->chunk_sums = zt_calloc(z->plan.padded / ZT_NORM_CHUNK, sizeof(double));
 }
 
@@ -58,6 +75,7 @@ void zt_zero_free(zt_zero *z, zt_model *m) {
     zt_backend *be = z->be;
     if (!be) return;
     if (z->recv) be->i->free(be, z->recv);
+    if (z->buckets) zt_zero_buckets_free(z);
     be->i->free(be, z->m);
     be->i->free(be, z->v);
     if (z->acc) be->i->free(be, z->acc);
@@ -76,6 +94,12 @@ void zt_zero_reduce(zt_zero *z, zt_model *m, int mi) {
     zt_backend *be = z->be;
     const size_t S = z->plan.shard;
     if (z->alias_acc) return;              /* 1 rank, 1 micro-batch: acc = 0 + g = g */
+    if (z->stage == 2) {                   /* buckets were posted during backward */
+        double t0 = zt_now();
+        zt_zero_buckets_finish(z, m, mi);
+        z->comm_s += zt_now() - t0;
+        return;
+    }
     float *acc = shard_grad(z, m);
     if (mi == 0) be->i->zero(be, acc, S * sizeof(float));
     double t0 = zt_now();

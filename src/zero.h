@@ -18,8 +18,12 @@
 #include "model.h"
 #include "optim.h"
 
+#define ZT_ZERO_RING 2   /* stage 2: bucket buffers in flight at once (besides wte's) */
+
 typedef struct zt_zero_plan {
     size_t total, padded, shard;      /* elements */
+    int n_buckets;                    /* stage 2 */
+    size_t max_bucket;                /* elements, largest bucket other than wte's */
     size_t param_bytes, grad_bytes, acc_bytes, optim_bytes, comm_bytes, act_bytes;
 } zt_zero_plan;
 
@@ -34,9 +38,26 @@ typedef struct zt_zero {
     float *recv;              /* (N, shard) all-to-all receive buffer (ordered, N > 1) */
     double *chunk_sums;       /* host, (padded / 4096) */
     int alias_acc;            /* N == 1, K == 1: the micro-batch gradient IS the reduced one */
+    struct zt_bucket *buckets; /* stage 2: in backward order (bucket 0 = the last tensors) */
+    int n_buckets;
+    float *bucket_mem[ZT_ZERO_RING + 1];   /* ring slots, then wte's own buffer */
+    float *recv_mem[ZT_ZERO_RING + 1];
+    int *counts;              /* 4 x N scratch for the v-collectives */
+    int next_mi, in_micro;
+    double comm_wait_s;       /* time blocked waiting for bucket communication (exposed) */
+    double comm_flight_s;     /* time buckets spent in flight (post -> seen complete) */
     int micro_steps;          /* K / N */
     double comm_s, comm_hidden_s;
 } zt_zero;
+
+/* stage 2 (zero_bucket.c): build the buckets, point the model's gradients at bucket buffers and
+   install the backward hooks that post each bucket's reduction as soon as it is final */
+void zt_zero_buckets_init(zt_zero *z, zt_model *m, const zt_config *c);
+void zt_zero_buckets_free(zt_zero *z);
+/* stage 2: finish micro-step mi's outstanding bucket reductions */
+void zt_zero_buckets_finish(zt_zero *z, zt_model *m, int mi);
+/* bucket layout for a table (shared by the plan and the init) */
+int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first, int *last, size_t *max_bucket);
 
 /* memory per rank for a config at N ranks: the same function sizes what zt_zero_init allocates */
 void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_zero_plan *p);

@@ -55,6 +55,21 @@ if $PY -c "import sys; a,b,c=$o0,$o2,$o1; sys.exit(0 if abs(b-a/4) <= 0.1 + a*0.
   pass "optimizer_state_sharded (stage 0: $o0 MiB, stage 1 @2: $o1 MiB, stage 2 @4: $o2 MiB)"
 else fail "optimizer_state_sharded: stage0 $o0, stage1@2 $o1, stage2@4 $o2"; fi
 
+# uneven: 3 ranks (shards cut tensors; parameter count not a multiple of 3*4096) == 1 rank
+for np in 1 3; do run u-n$np $np --set zero.stage=2 --set train.micro_batch=1 --set train.global_batch=6 --set train.steps=10 || true; done
+if [ -f $TMP/dist/u-n1/results.json ] && [ -f $TMP/dist/u-n3/results.json ] && [ "$(losses $TMP/dist/u-n1)" == "$(losses $TMP/dist/u-n3)" ] \
+   && [ "$(result $TMP/dist/u-n1 params_hash)" == "$(result $TMP/dist/u-n3 params_hash)" ]; then
+  pass "uneven_3ranks (stage 2, 10 steps, 6 micro-batches: losses + params_hash == 1 rank)"
+else fail "uneven_3ranks"; fi
+
+# stage 2 keeps no full gradient: micro-batch gradient memory = buckets only (the ring + wte/wpe's
+# own bucket), well below stage 0's full gradient (GPT-2 124M, where wte is a third of the model)
+e124() { $ZT estimate -c inputs/gpt2-124m.cfg --set device=cpu --set precision=fp32 --set zero.stage=$1 --ranks $2 | awk -v k="$3" 'index($0,k)==1 {print $NF}'; }
+g0=$(e124 0 1 "micro-batch gradients"); g2=$(e124 2 4 "micro-batch gradients"); a2=$(e124 2 4 "reduced gradients")
+if $PY -c "import sys; sys.exit(0 if $g2 < $g0 / 2 and $a2 <= $g0 / 4 + 0.1 else 1)"; then
+  pass "stage2_gradient_memory (stage 0: full gradient $g0 MiB; stage 2 @4: buckets $g2 MiB + reduced shard $a2 MiB)"
+else fail "stage2_gradient_memory: stage0 $g0, stage2 buckets $g2, shard $a2"; fi
+
 # an error on one rank only: rank 1 gets a data path that does not exist
 out=$(timeout 120 $MPIRUN -np 1 $ZT train $common --set run.name=e : -np 1 $ZT train $common --set run.name=e \
       --set data.train=$TMP/missing.bin 2>&1); rc=$?
