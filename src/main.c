@@ -7,7 +7,10 @@
 #include "config.h"
 #include "dist.h"
 #include "estimate.h"
+#include "eval_cmd.h"
+#include "export.h"
 #include "prepare.h"
+#include "sample.h"
 #include "train.h"
 #include "util.h"
 
@@ -16,6 +19,10 @@ static void usage(FILE *f) {
             "usage: ztrain <command> [options]\n"
             "  train     -c FILE [--set key=value ...]   train or fine-tune (mpirun -np N ./ztrain train ...)\n"
             "  prepare   --input FILE --vocab-size N --out-dir DIR   train a BPE tokenizer, write token shards\n"
+            "  eval      --checkpoint PATH [--set key=value ...]   validation loss of a checkpoint\n"
+            "  sample    --checkpoint PATH --prompt TEXT --tokens N [--temperature T --top-k K --seed S]\n"
+            "  export    --checkpoint PATH --format safetensors --out DIR   Hugging Face GPT-2 safetensors\n"
+            "  import    --safetensors FILE|DIR --out CKPT.h5   a ztrain checkpoint from a GPT-2 safetensors\n"
             "  estimate  -c FILE [--ranks N]   memory per rank and FLOPs for a config, before running it\n"
             "  hwinfo    what this rank sees: CPUs, BLAS, MPI layout\n"
             "  config    -c FILE [--set key=value ...]   print the fully resolved config\n"
@@ -50,6 +57,10 @@ int main(int argc, char **argv) {
     int rc;
     if (strcmp(cmd, "train") == 0) rc = zt_cmd_train(argc - 1, argv + 1, &d);
     else if (strcmp(cmd, "config") == 0) rc = cmd_config(argc - 1, argv + 1);
+    else if (strcmp(cmd, "eval") == 0) rc = zt_cmd_eval(argc - 1, argv + 1, &d);
+    else if (strcmp(cmd, "sample") == 0) rc = zt_cmd_sample(argc - 1, argv + 1, &d);
+    else if (strcmp(cmd, "export") == 0) rc = zt_cmd_export(argc - 1, argv + 1, &d);
+    else if (strcmp(cmd, "import") == 0) rc = zt_cmd_import(argc - 1, argv + 1, &d);
     else if (strcmp(cmd, "estimate") == 0) rc = zt_cmd_estimate(argc - 1, argv + 1, &d);
     else if (strcmp(cmd, "hwinfo") == 0) rc = zt_cmd_hwinfo(argc - 1, argv + 1, &d);
     else zt_user_error_all("unknown command '%s' (try `ztrain help`)", cmd);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -97,6 +98,30 @@ void zt_metrics_note(zt_metrics *mx, const char *fmt, ...) {
 void zt_metrics_close(zt_metrics *mx) {
     if (mx->jsonl) fclose(mx->jsonl);
     mx->jsonl = NULL;
+}
+
+void zt_metrics_truncate(zt_metrics *mx, long step) {
+    if (!mx->active || !mx->jsonl) return;
+    char p[1100], tmp[1200];
+    zt_metrics_path(mx, "metrics.jsonl", p, sizeof p);
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    fclose(mx->jsonl);
+    mx->jsonl = NULL;
+    FILE *in = fopen(p, "r"), *out = fopen(tmp, "w");
+    if (in && out) {
+        char line[4096];
+        while (fgets(line, sizeof line, in)) {
+            const char *k = strstr(line, "\"step\": ");
+            if (k && strtol(k + 8, NULL, 10) > step) continue;
+            fputs(line, out);
+        }
+    }
+    if (in) fclose(in);
+    if (out) {
+        fclose(out);
+        rename(tmp, p);
+    }
+    mx->jsonl = fopen(p, "a");
 }
 
 void zt_sha256_hex(const void *data, size_t n, char out[65]) {

@@ -33,6 +33,9 @@ void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s);
 /* a line that must not be garbled by the bar */
 void zt_metrics_note(zt_metrics *mx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void zt_metrics_close(zt_metrics *mx);
+/* resuming at `step`: drop metrics.jsonl lines of later steps (a run that went past its last
+   checkpoint before it died), so every step appears once */
+void zt_metrics_truncate(zt_metrics *mx, long step);
 /* path inside the run directory */
 void zt_metrics_path(const zt_metrics *mx, const char *file, char *out, size_t n);
 

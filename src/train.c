@@ -114,6 +114,7 @@ static long resume(trainer *t, const char *what) {
                     meta.world_size, meta.world_size == 1 ? "" : "s", changes[0] ? "; changed: " : "", changes);
     long step = meta.step;
     zt_ckpt_meta_free(&meta);
+    zt_metrics_truncate(&t->mx, step);
     return step;
 }
 
