@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "ckpt.h"
 #include "cli.h"
@@ -300,30 +299,18 @@ static void on_stream(void *p, int32_t id) {
     fflush(stdout);
 }
 
-/* the checkpoint's resolved config, parsed by the one schema (through a private temporary file) */
+/* the checkpoint's resolved config, parsed by the one schema */
 static int config_from_text(const char *text, const char *ckpt, zt_config *c, char *err, size_t errlen) {
     if (!text || !text[0]) {
         snprintf(err, errlen, "%s: the checkpoint has no config attribute (not written by ztrain?)", ckpt);
         return 1;
     }
-    const char *dir = getenv("TMPDIR");
-    char path[ZT_PATH_MAX];
-    snprintf(path, sizeof path, "%s/ztrain-sample-XXXXXX", dir && dir[0] ? dir : "/tmp");
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create a temporary file to parse the checkpoint's config: %s", path,
-                 strerror(errno));
+    char cerr[ZT_ERR_BUF] = "";
+    if (zt_config_load_string(c, text, cerr, sizeof cerr)) {
+        snprintf(err, errlen, "%s: the checkpoint's config does not parse: %s", ckpt, cerr);
         return 1;
     }
-    size_t n = strlen(text);
-    int bad = write(fd, text, n) != (ssize_t)n;
-    close(fd);
-    char cerr[ZT_ERR_BUF] = "";
-    if (!bad) bad = zt_config_load(c, path, 0, NULL, cerr, sizeof cerr);
-    else snprintf(cerr, sizeof cerr, "cannot write %s", path);
-    unlink(path);
-    if (bad) snprintf(err, errlen, "%s: the checkpoint's config does not parse: %s", ckpt, cerr);
-    return bad;
+    return 0;
 }
 
 static int parse_num(const char *opt, const char *s, double lo, double hi, int integer, double *out, char *err,
