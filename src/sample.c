@@ -319,7 +319,7 @@ static int parse_num(const char *opt, const char *s, double lo, double hi, int i
     errno = 0;
     double v = strtod(s, &end);
     if (end == s || *end || errno || !(v >= lo && v <= hi) || (integer && v != floor(v))) {
-        snprintf(err, errlen, "%s %s: expected %s in [%g, %g]", opt, s, integer ? "an integer" : "a number", lo, hi);
+        snprintf(err, errlen, "%s %s: expected %s in [%.15g, %.15g]", opt, s, integer ? "an integer" : "a number", lo, hi);
         return 1;
     }
     *out = v;
