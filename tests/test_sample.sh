@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests of `ztrain sample` and of samples during training (src/sample.c). The decode path itself
 # (KV-cache logits == full forward, greedy == argmax, padded rows, top-k, sliding window) is checked
-# by build/tests/test_decode, which this script runs first.
+# by build/tests/test_decode (tests/c/test_decode.c; tests/run.sh runs it).
 # Here: determinism for a seed (and a different seed gives different tokens), 2 ranks == 1 rank,
 # greedy ignores the seed, a text prompt through a trained tokenizer, tokens/s reported, samples
 # written during training, and bad input (exit 2, one line).
@@ -11,16 +11,6 @@ cd "$(dirname "$0")/.."
 . tests/lib.sh
 
 if [ ! -x "$ZT" ]; then fail "ztrain_binary: $ZT not found (build with make first)"; finish; fi
-
-# ---- the C test of the decode path
-if [ -x build/tests/test_decode ]; then
-  build/tests/test_decode > "$TMP/decode.log" 2>&1; rc=$?
-  grep -E '^(PASS|FAIL) ' "$TMP/decode.log"
-  if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$TMP/decode.log"; then fail "test_decode: exited $rc: $(tail -2 "$TMP/decode.log")"; fi
-  NFAIL=$((NFAIL + $(grep -c '^FAIL ' "$TMP/decode.log")))
-else
-  fail "test_decode: build/tests/test_decode missing (make build-all)"
-fi
 
 # ---- a tiny byte-level model (vocab 256, no tokenizer): 10 steps, one final checkpoint
 need_tiny_data

@@ -73,7 +73,8 @@ static int argmax_v(const float *x, int n) {
     return b;
 }
 
-/* decode logits at every position == full forward logits */
+/* decode logits at every position == full forward logits, within 1e-5 of the largest |logit|: the
+   backend's one-row products (gemv) sum in another order than the BLAS of the full forward */
 static void test_logits(const char *name, zt_backend *be, int L, int NH, int C, int V, int Vp, int maxT) {
     fixture fx;
     fixture_init(&fx, be, L, NH, C, V, Vp, maxT, 11);
