@@ -2,8 +2,18 @@
  * GFLOP/s (README "FLOPs"), this machine's sgemm GFLOP/s measured in the same run with the same
  * BLAS and threads (square and the model's own shapes), their ratio, a per-op time breakdown and
  * peak RSS. `--json` for machines.
+ * The denominator "the fastest BLAS on this machine" is measured in the same run too, on the same
+ * shapes and thread count: ztrain's own BLIS path (bli_sgemm_ex, rows-only threading, sup off: what
+ * the step runs), BLIS through plain cblas_sgemm (its default threading and sup path), OpenBLAS
+ * (dlopen libopenblas.so.0, openblas_set_num_threads) and oneDNN's dnnl_sgemm (dlopen libdnnl.so.2,
+ * OpenMP threads; Debian's python3-torch depends on it). A library that is not installed is "n/a".
+ * The libraries are opened RTLD_LOCAL | RTLD_DEEPBIND so their internal calls never bind to BLIS's
+ * exported BLAS symbols.
  *   bench_step -c inputs/gpt2-124m.cfg --B 4 --T 64 [--steps 10] [--threads 2] [--json] */
+#define _GNU_SOURCE   /* RTLD_DEEPBIND */
+#include <dlfcn.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,27 +27,111 @@
 #include "util.h"
 #include "zero.h"
 
+#ifdef ZT_BLAS_BLIS
+#include <cblas.h>
+#endif
+
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static double gemm_gflops(zt_backend *be, int M, int N, int K) {
+/* ---- sgemm on every BLAS of this machine ---- */
+
+enum { IMPL_ZTRAIN, IMPL_BLIS_CBLAS, IMPL_OPENBLAS, IMPL_ONEDNN, N_IMPL };
+static const char *const impl_names[N_IMPL] = {"ztrain", "blis_cblas", "openblas", "onednn"};
+
+/* cblas_sgemm's signature with the enums as ints (RowMajor 101, NoTrans 111) */
+typedef void (*cblas_sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
+                               float *, int);
+/* dnnl_sgemm: row-major, dims int64, returns a status */
+typedef int (*dnnl_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
+                             int64_t, float, float *, int64_t);
+
+typedef struct blas_set {
+    zt_backend *be;
+    cblas_sgemm_fn blis_cblas, openblas;
+    dnnl_sgemm_fn dnnl;
+    char openblas_desc[96], dnnl_desc[64];
+    void *h_openblas, *h_dnnl;
+} blas_set;
+
+static void blas_open(blas_set *bs, zt_backend *be, int threads) {
+    memset(bs, 0, sizeof *bs);
+    bs->be = be;
+#ifdef ZT_BLAS_BLIS
+    /* the backend has set BLIS's global thread count; ways and sup are left to BLIS */
+    bs->blis_cblas = (cblas_sgemm_fn)(void (*)(void))cblas_sgemm;
+#endif
+    snprintf(bs->openblas_desc, sizeof bs->openblas_desc, "n/a");
+    snprintf(bs->dnnl_desc, sizeof bs->dnnl_desc, "n/a");
+    bs->h_openblas = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (bs->h_openblas) {
+        bs->openblas = (cblas_sgemm_fn)dlsym(bs->h_openblas, "cblas_sgemm");
+        void (*set_threads)(int) = (void (*)(int))dlsym(bs->h_openblas, "openblas_set_num_threads");
+        char *(*corename)(void) = (char *(*)(void))dlsym(bs->h_openblas, "openblas_get_corename");
+        char *(*config)(void) = (char *(*)(void))dlsym(bs->h_openblas, "openblas_get_config");
+        if (set_threads) set_threads(threads);
+        if (!bs->openblas || !set_threads) bs->openblas = NULL;
+        else
+            snprintf(bs->openblas_desc, sizeof bs->openblas_desc, "%s, %s kernels", config ? config() : "openblas",
+                     corename ? corename() : "?");
+    }
+    bs->h_dnnl = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (bs->h_dnnl) {
+        bs->dnnl = (dnnl_sgemm_fn)dlsym(bs->h_dnnl, "dnnl_sgemm");
+        typedef struct { int major, minor, patch; const char *hash; unsigned cpu_runtime, gpu_runtime; } dnnl_ver;
+        const dnnl_ver *(*ver)(void) = (const dnnl_ver *(*)(void))dlsym(bs->h_dnnl, "dnnl_version");
+        if (bs->dnnl && ver)
+            snprintf(bs->dnnl_desc, sizeof bs->dnnl_desc, "oneDNN %d.%d.%d", ver()->major, ver()->minor, ver()->patch);
+        else if (bs->dnnl) snprintf(bs->dnnl_desc, sizeof bs->dnnl_desc, "oneDNN");
+    }
+}
+
+static void blas_close(blas_set *bs) {
+    if (bs->h_openblas) dlclose(bs->h_openblas);
+    if (bs->h_dnnl) dlclose(bs->h_dnnl);
+}
+
+static int blas_has(const blas_set *bs, int impl) {
+    return impl == IMPL_ZTRAIN || (impl == IMPL_BLIS_CBLAS && bs->blis_cblas) || (impl == IMPL_OPENBLAS && bs->openblas) ||
+           (impl == IMPL_ONEDNN && bs->dnnl);
+}
+
+/* row-major c(M, N) = a(M, K) @ b(K, N) */
+static void blas_sgemm(const blas_set *bs, int impl, int M, int N, int K, const float *a, const float *b, float *c) {
+    switch (impl) {
+    case IMPL_ZTRAIN: bs->be->i->matmul(bs->be, c, a, b, M, N, K, 0, 0, 1.0f, 0.0f); break;
+    case IMPL_BLIS_CBLAS: bs->blis_cblas(101, 111, 111, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N); break;
+    case IMPL_OPENBLAS: bs->openblas(101, 111, 111, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N); break;
+    case IMPL_ONEDNN: ZT_ASSERT(bs->dnnl('N', 'N', M, N, K, 1.0f, a, K, b, N, 0.0f, c, N) == 0); break;
+    default: ZT_ASSERT(0);
+    }
+}
+
+/* GFLOP/s of each available BLAS on one shape (best of 4 after one warm-up call; same buffers),
+   0 for those not installed */
+static void gemm_gflops(const blas_set *bs, int M, int N, int K, double out[N_IMPL]) {
+    zt_backend *be = bs->be;
     float *a = be->i->alloc(be, (size_t)M * K * 4), *b = be->i->alloc(be, (size_t)K * N * 4);
     float *c = be->i->alloc(be, (size_t)M * N * 4);
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 13) * 0.01f;
     for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 7) * 0.01f;
-    double best = 1e30;
-    for (int it = 0; it < 5; it++) {
-        double t0 = zt_now();
-        be->i->matmul(be, c, a, b, M, N, K, 0, 0, 1.0f, 0.0f);
-        double dt = zt_now() - t0;
-        if (it && dt < best) best = dt;
+    for (int impl = 0; impl < N_IMPL; impl++) {
+        out[impl] = 0;
+        if (!blas_has(bs, impl)) continue;
+        double best = 1e30;
+        for (int it = 0; it < 5; it++) {
+            double t0 = zt_now();
+            blas_sgemm(bs, impl, M, N, K, a, b, c);
+            double dt = zt_now() - t0;
+            if (it && dt < best) best = dt;
+        }
+        out[impl] = 2.0 * M * (double)N * K / best * 1e-9;
     }
     be->i->free(be, a);
     be->i->free(be, b);
     be->i->free(be, c);
-    return 2.0 * M * (double)N * K / best * 1e-9;
 }
 
 static void one_step(zt_model *m, zt_zero *z, const zt_config *c, const int32_t *in, const int32_t *tg, long t) {
@@ -103,16 +197,23 @@ int main(int argc, char **argv) {
     zt_prof_entry pe[ZT_PROF_MAX_OPS];
     int np = zt_backend_prof_report(pe, ZT_PROF_MAX_OPS);
     zt_backend_prof_end(be);
-    /* sgemm in the same run, same BLAS and threads */
+    /* sgemm in the same run, same threads: ztrain's BLIS path (the step's own) and every other BLAS here */
     const int N = B * T, C = s.n_embd;
-    double g_sq = gemm_gflops(be, 2048, 2048, 2048);
-    double g_fc = gemm_gflops(be, N, 4 * C, C);
-    double g_qkv = gemm_gflops(be, N, 3 * C, C);
-    double g_head = gemm_gflops(be, N, s.padded_vocab, C);
-    double peak = g_sq;
-    if (g_fc > peak) peak = g_fc;
-    if (g_qkv > peak) peak = g_qkv;
-    if (g_head > peak) peak = g_head;
+    enum { SH_SQ, SH_FC, SH_QKV, SH_HEAD, N_SH };
+    const int shp[N_SH][3] = {{2048, 2048, 2048}, {N, 4 * C, C}, {N, 3 * C, C}, {N, s.padded_vocab, C}};
+    const char *const sh_names[N_SH] = {"square", "fc", "qkv", "lm_head"};
+    blas_set bs;
+    blas_open(&bs, be, threads);
+    double g[N_SH][N_IMPL];
+    for (int k = 0; k < N_SH; k++) gemm_gflops(&bs, shp[k][0], shp[k][1], shp[k][2], g[k]);
+    double peak = 0, best = 0;   /* peak: ztrain's path over shapes; best: every BLAS over shapes */
+    int best_impl = 0, best_sh = 0;
+    for (int k = 0; k < N_SH; k++)
+        for (int impl = 0; impl < N_IMPL; impl++) {
+            if (impl == IMPL_ZTRAIN && g[k][impl] > peak) peak = g[k][impl];
+            if (g[k][impl] > best) { best = g[k][impl]; best_impl = impl; best_sh = k; }
+        }
+    double g_sq = g[SH_SQ][IMPL_ZTRAIN];
     double fpt = zt_flops_per_token(&s, T);
     double tok_s = N / (med * 1e-3);
     double gflops = fpt * tok_s * 1e-9;
@@ -121,25 +222,56 @@ int main(int argc, char **argv) {
     if (json) {
         printf("{\"config\": \"%s\", \"params\": %zu, \"B\": %d, \"T\": %d, \"threads\": %d, \"blas\": \"%s\", "
                "\"ms_per_step\": %.4f, \"tokens_per_s\": %.2f, \"gflops\": %.2f, \"sgemm_peak_gflops\": %.2f, "
-               "\"sgemm_square_gflops\": %.2f, \"frac_peak\": %.4f, \"peak_rss_bytes\": %ld, \"breakdown\": {",
+               "\"sgemm_square_gflops\": %.2f, \"frac_peak\": %.4f, \"best_sgemm_gflops\": %.2f, "
+               "\"best_sgemm_blas\": \"%s\", \"best_sgemm_shape\": \"%s\", \"frac_best\": %.4f, "
+               "\"peak_rss_bytes\": %ld, \"openblas\": \"%s\", \"onednn\": \"%s\", \"sgemm\": {",
                cli.config_path ? cli.config_path : "defaults", m.table.total, B, T, threads, zt_cpu_blas_name(), med,
-               tok_s, gflops, peak, g_sq, gflops / peak, ru.ru_maxrss * 1024L);
+               tok_s, gflops, peak, g_sq, gflops / peak, best, impl_names[best_impl], sh_names[best_sh],
+               gflops / best, ru.ru_maxrss * 1024L, bs.openblas_desc, bs.dnnl_desc);
+        for (int k = 0; k < N_SH; k++) {
+            printf("%s\"%s\": {\"M\": %d, \"N\": %d, \"K\": %d", k ? ", " : "", sh_names[k], shp[k][0], shp[k][1],
+                   shp[k][2]);
+            for (int impl = 0; impl < N_IMPL; impl++) {
+                if (blas_has(&bs, impl)) printf(", \"%s\": %.2f", impl_names[impl], g[k][impl]);
+                else printf(", \"%s\": null", impl_names[impl]);
+            }
+            printf("}");
+        }
+        printf("}, \"breakdown\": {");
         for (int i = 0; i < np; i++) printf("%s\"%s\": %.5f", i ? ", " : "", pe[i].name, pe[i].seconds);
         printf("}}\n");
     } else {
         printf("# ztrain step benchmark: %s, %d thread%s, %s\n", cli.config_path ? cli.config_path : "defaults",
                threads, threads == 1 ? "" : "s", zt_cpu_blas_name());
-        printf("# %10s %4s %5s %9s %9s %9s %11s %10s %9s\n", "params", "B", "T", "ms/step", "tokens/s", "GFLOP/s",
-               "sgemm_peak", "frac_peak", "rss_MB");
-        printf("  %10zu %4d %5d %9.1f %9.1f %9.1f %11.1f %9.1f%% %9.0f\n", m.table.total, B, T, med, tok_s, gflops,
-               peak, 100 * gflops / peak, ru.ru_maxrss / 1024.0);
-        printf("# sgemm GFLOP/s: 2048^3 %.1f | (%d x %d x %d) %.1f | (%d x %d x %d) %.1f | lm head (%d x %d x %d) %.1f\n",
-               g_sq, N, 4 * C, C, g_fc, N, 3 * C, C, g_qkv, N, s.padded_vocab, C, g_head);
+        printf("# %10s %4s %5s %9s %9s %9s %11s %10s %11s %10s %9s\n", "params", "B", "T", "ms/step", "tokens/s",
+               "GFLOP/s", "sgemm_peak", "frac_peak", "best_sgemm", "frac_best", "rss_MB");
+        printf("# %10s %4s %5s %9s %9s %9s %11s %10s %11s %10s %9s\n", "", "", "", "(ms)", "(tok/s)", "(GFLOP/s)",
+               "(GFLOP/s)", "", "(GFLOP/s)", "", "(MB)");
+        printf("  %10zu %4d %5d %9.1f %9.1f %9.1f %11.1f %9.1f%% %11.1f %9.1f%% %9.0f\n", m.table.total, B, T, med, tok_s,
+               gflops, peak, 100 * gflops / peak, best, 100 * gflops / best, ru.ru_maxrss / 1024.0);
+        printf("# sgemm_peak: ztrain's own BLIS path, best shape; best_sgemm: fastest BLAS x shape below (%s, %s)\n",
+               impl_names[best_impl], sh_names[best_sh]);
+        printf("# sgemm GFLOP/s, row-major NN, %d thread%s, best of 4 (openblas: %s; onednn: %s)\n", threads,
+               threads == 1 ? "" : "s", bs.openblas_desc, bs.dnnl_desc);
+        printf("#   %-8s %22s", "shape", "M x N x K");
+        for (int impl = 0; impl < N_IMPL; impl++) printf(" %10s", impl_names[impl]);
+        printf("\n");
+        for (int k = 0; k < N_SH; k++) {
+            char dims[48];
+            snprintf(dims, sizeof dims, "%d x %d x %d", shp[k][0], shp[k][1], shp[k][2]);
+            printf("#   %-8s %22s", sh_names[k], dims);
+            for (int impl = 0; impl < N_IMPL; impl++) {
+                if (blas_has(&bs, impl)) printf(" %10.1f", g[k][impl]);
+                else printf(" %10s", "n/a");
+            }
+            printf("\n");
+        }
         printf("# time breakdown of one step (%.1f ms, every op synchronised):\n", tp * 1e3);
         for (int i = 0; i < np; i++)
             printf("#   %-18s %8.1f ms %5.1f%%  (%ld calls)\n", pe[i].name, pe[i].seconds * 1e3, 100 * pe[i].seconds / tp,
                    pe[i].calls);
     }
+    blas_close(&bs);
     free(ms);
     free(in);
     free(tg);

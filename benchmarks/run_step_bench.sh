@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# run_step_bench.sh — what `make bench` runs: the training step of ztrain against PyTorch and against
+# the fastest sgemm of this machine, for (gpt2-124m, B=4, T=64) and (d6, B=8, T=128), fp32, 2 threads.
+# For each config: build/bench/bench_step (ztrain's step, and sgemm on ztrain's BLIS path, BLIS's
+# own cblas_sgemm, OpenBLAS and oneDNN, same shapes and threads) and benchmarks/torch_step.py (the
+# same model in PyTorch: HF GPT2LMHeadModel from .venv-ref when it exists, else a plain torch module
+# with /usr/bin/python3). Then one table and each config's sgemm table and per-op breakdown.
+#   benchmarks/run_step_bench.sh [--json] [--steps N] [--threads T]
+# The machine's load average is printed before and after: compare numbers taken at low load.
+set -u
+cd "$(dirname "$0")/.."
+THREADS=2 STEPS=10 JSON=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --json) JSON=1 ;;
+    --steps) STEPS=$2; shift ;;
+    --threads) THREADS=$2; shift ;;
+    *) echo "usage: $0 [--json] [--steps N] [--threads T]" >&2; exit 2 ;;
+  esac
+  shift
+done
+BENCH=build/bench/bench_step
+[ -x "$BENCH" ] || { echo "run_step_bench.sh: $BENCH missing: run make first" >&2; exit 2; }
+PY=/usr/bin/python3
+TPY=$PY
+[ -x .venv-ref/bin/python ] && .venv-ref/bin/python -c "import torch, transformers" 2>/dev/null && TPY=.venv-ref/bin/python
+$TPY -c "import torch" 2>/dev/null || { echo "run_step_bench.sh: no python with torch (apt-get install python3-torch)" >&2; exit 2; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=$THREADS
+TMP=$(mktemp -d /tmp/zt-stepbench.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+LOAD0=$(load)
+CONFIGS="gpt2-124m:4:64 d6:8:128"
+rc=0
+for spec in $CONFIGS; do
+  IFS=: read -r name B T <<< "$spec"
+  cfg=inputs/$name.cfg
+  # bench_step runs the cpu backend in fp32 whatever the file says (gpt2-124m.cfg is a GPU preset)
+  [ $JSON = 1 ] || echo "# $name B=$B T=$T: bench_step ..." >&2
+  $BENCH -c $cfg --set device=cpu --set precision=fp32 --B $B --T $T --steps $STEPS --threads $THREADS --json \
+    > $TMP/$name.zt.json 2> $TMP/$name.zt.err || { echo "bench_step $name failed: $(tail -3 $TMP/$name.zt.err)" >&2; rc=1; }
+  [ $JSON = 1 ] || echo "# $name B=$B T=$T: torch_step ($TPY) ..." >&2
+  $TPY benchmarks/torch_step.py -c $cfg --B $B --T $T --steps $STEPS --threads $THREADS --json \
+    > $TMP/$name.torch.json 2> $TMP/$name.torch.err || { echo "torch_step $name failed: $(tail -3 $TMP/$name.torch.err)" >&2; rc=1; }
+done
+LOAD1=$(load)
+$PY - "$TMP" "$JSON" "$LOAD0" "$LOAD1" $CONFIGS <<'PYEOF'
+import json, os, sys
+tmp, as_json, load0, load1, specs = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4], sys.argv[5:]
+def get(p):
+    try:
+        with open(p) as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+rows = []
+for spec in specs:
+    name, B, T = spec.split(":")
+    z, t = get(f"{tmp}/{name}.zt.json"), get(f"{tmp}/{name}.torch.json")
+    rows.append({"config": name, "B": int(B), "T": int(T), "ztrain": z, "torch": t,
+                 "ratio": z["tokens_per_s"] / t["tokens_per_s"] if z and t else None})
+if as_json:
+    print(json.dumps({"load_before": load0, "load_after": load1, "results": rows}))
+    sys.exit(0)
+def f(v, fmt):
+    return format(v, fmt) if v is not None else "n/a"
+z0 = next((r["ztrain"] for r in rows if r["ztrain"]), None)
+t0 = next((r["torch"] for r in rows if r["torch"]), None)
+print(f"# ztrain vs PyTorch, one training step (fwd + bwd + clip + AdamW), fp32, "
+      f"{z0['threads'] if z0 else '?'} threads; load average before {load0}, after {load1}")
+if z0:
+    print(f"# ztrain: {z0['blas']}; sgemm denominators: openblas {z0['openblas']}; onednn {z0['onednn']}")
+if t0:
+    print(f"# torch: {t0['torch']}, {t0['model']}")
+hdr = ("config", "B", "T", "zt_tok/s", "torch_tok/s", "zt/torch", "zt_GFLOP/s", "best_sgemm", "fraction",
+       "zt_rss", "torch_rss")
+units = ("", "", "", "(tok/s)", "(tok/s)", "(x)", "(GFLOP/s)", "(GFLOP/s)", "", "(MB)", "(MB)")
+fmt = "{:<11} {:>3} {:>5} {:>10} {:>11} {:>9} {:>11} {:>11} {:>9} {:>8} {:>9}"
+print("# " + fmt.format(*hdr))
+print("# " + fmt.format(*units))
+for r in rows:
+    z, t = r["ztrain"] or {}, r["torch"] or {}
+    print("  " + fmt.format(r["config"], r["B"], r["T"], f(z.get("tokens_per_s"), ".1f"), f(t.get("tokens_per_s"), ".1f"),
+                            f(r["ratio"], ".2f"), f(z.get("gflops"), ".1f"), f(z.get("best_sgemm_gflops"), ".1f"),
+                            f(z.get("frac_best") and 100 * z["frac_best"], ".1f") + ("%" if z.get("frac_best") else ""),
+                            f(z.get("peak_rss_bytes") and z["peak_rss_bytes"] / 2**20, ".0f"),
+                            f(t.get("peak_rss_bytes") and t["peak_rss_bytes"] / 2**20, ".0f")))
+ok = [r for r in rows if r["ratio"]]
+if ok:
+    print(f"# zt/torch: tokens/s ratio; fraction: ztrain's GFLOP/s (README \"FLOPs\") / best_sgemm, the fastest of "
+          f"every BLAS x shape below")
+for r in rows:
+    z = r["ztrain"]
+    if not z:
+        continue
+    impls = ["ztrain", "blis_cblas", "openblas", "onednn"]
+    print(f"#\n# {r['config']} B={r['B']} T={r['T']}: sgemm GFLOP/s, row-major NN, best {z['best_sgemm_gflops']:.1f} "
+          f"({z['best_sgemm_blas']}, {z['best_sgemm_shape']}); ztrain's own path peak {z['sgemm_peak_gflops']:.1f}")
+    print("#   {:<8} {:>22}".format("shape", "M x N x K") + "".join(f" {i:>10}" for i in impls))
+    for sh, v in z["sgemm"].items():
+        dims = f"{v['M']} x {v['N']} x {v['K']}"
+        print("#   {:<8} {:>22}".format(sh, dims) + "".join(f" {f(v.get(i), '.1f'):>10}" for i in impls))
+    tot = sum(z["breakdown"].values())
+    print(f"# {r['config']}: per-op time of one step ({z['ms_per_step']:.1f} ms median unprofiled; "
+          f"{tot * 1e3:.1f} ms in ops when every op is synchronised)")
+    for op, s in sorted(z["breakdown"].items(), key=lambda kv: -kv[1]):
+        print(f"#   {op:<18} {s * 1e3:9.1f} ms {100 * s / tot:5.1f}%")
+PYEOF
+exit $rc
