@@ -32,7 +32,7 @@ int zt_cmd_eval(int argc, char **argv, zt_dist *d) {
         bad = zt_config_load_string(c, meta.config_text, err, sizeof err);
         if (bad) {
             char e2[ZT_ERR_BUF];
-            snprintf(e2, sizeof e2, "%s: its stored config: %s", path, err);
+            snprintf(e2, sizeof e2, "%.400s: its stored config: %.560s", path, err);
             snprintf(err, sizeof err, "%s", e2);
         }
         for (int i = 0; i < cli.n_sets && !bad; i++) bad = zt_config_set(c, cli.sets[i], err, sizeof err);

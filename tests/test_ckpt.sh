@@ -16,6 +16,8 @@
 #                        checkpoint.signal_exit_code (3); the resumed run is bit-identical to a straight run
 #  bad_*                 truncated file, not HDF5, HDF5 but not ztrain, another model shape (resume and eval),
 #                        a changed optimizer setting: exit 2 with one clear line on every rank; no file changed
+#                        (bad_resume_keeps_run_files: a refused --resume auto of an existing run leaves its
+#                        config.cfg / metrics.jsonl / results.json / checkpoints as they were)
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -189,6 +191,13 @@ expect_error bad_shape_eval "tensor wte.weight has shape (256, 32) but the model
 expect_error bad_optimizer_change "train.lr is 0.001 in the checkpoint but 0.002 in the config" \
   $tr2 --set train.steps=40 --set train.lr=0.002 --resume $f40
 expect_error bad_missing "cannot open checkpoint" $tr2 --resume $B/nope.h5
+# a refused resume of an existing run must leave that run's files as they were
+runfiles() { sha256sum $R/s40/config.cfg $R/s40/metrics.jsonl $R/s40/results.json $R/s40/checkpoints/* 2>/dev/null; }
+rb=$(runfiles)
+expect_error bad_resume_same_run "train.lr is 0.001 in the checkpoint but 0.002" \
+  $MPIRUN -np 2 $ZT train $common --set run.name=s40 --set train.steps=40 --set train.lr=0.002 --resume auto
+[ "$(runfiles)" == "$rb" ] && pass "bad_resume_keeps_run_files (config.cfg, metrics.jsonl, results.json, checkpoints of the run unchanged)" \
+  || fail "bad_resume_keeps_run_files: changed: $(diff <(echo "$rb") <(runfiles) | grep '^>' | awk '{print $3}' | xargs -n1 basename | tr '\n' ' ')"
 [ "$(snap)" == "$before" ] && pass "bad_nothing_changed ($(echo "$before" | wc -l) files checksummed before and after)" \
   || fail "bad_nothing_changed: $(diff <(echo "$before") <(snap) | head -3 | tr '\n' ' ')"
 finish
