@@ -21,6 +21,8 @@ int zt_ckpt_attr_read_num(hid_t obj, const char *name, hid_t mtype, void *out);
 int zt_ckpt_attr_read_str(hid_t obj, const char *name, char **out);
 /* NOT collective: the file exists, is a regular non-empty file and an HDF5 file */
 int zt_ckpt_precheck(const char *path, char *err, size_t errlen);
+/* after H5Fopen failed on a file that is HDF5: "truncated HDF5 file (N bytes ...)" or "damaged ..." */
+int zt_ckpt_open_failed(const char *path, char *err, size_t errlen);
 /* root attributes of an open file: format, version, completion mark, then meta (config malloc'd) */
 int zt_ckpt_read_attrs(hid_t fid, const char *path, zt_ckpt_meta *meta, char *err, size_t errlen);
 

@@ -29,6 +29,17 @@ int zt_ckpt_precheck(const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+int zt_ckpt_open_failed(const char *path, char *err, size_t errlen) {
+    char why[256];
+    zt_ckpt_h5_reason(why);
+    struct stat st;
+    long long size = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+    if (strstr(why, "truncated"))
+        return zt_ckpt_fail(err, errlen, "%s: truncated HDF5 file (%lld bytes: its save was interrupted or the copy is "
+                            "incomplete)", path, size);
+    return zt_ckpt_fail(err, errlen, "%s: damaged HDF5 file (%s)", path, why[0] ? why : "cannot open");
+}
+
 int zt_ckpt_read_attrs(hid_t fid, const char *path, zt_ckpt_meta *meta, char *err, size_t errlen) {
     memset(meta, 0, sizeof *meta);
     char *fmt = NULL;
@@ -74,11 +85,7 @@ int zt_ckpt_read_meta(const char *path, zt_ckpt_meta *meta, char *err, size_t er
     memset(meta, 0, sizeof *meta);
     if (zt_ckpt_precheck(path, err, errlen)) return 1;
     hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (fid < 0) {
-        char why[256];
-        zt_ckpt_h5_reason(why);
-        return zt_ckpt_fail(err, errlen, "%s: truncated or damaged HDF5 file (%s)", path, why[0] ? why : "cannot open");
-    }
+    if (fid < 0) return zt_ckpt_open_failed(path, err, errlen);
     int bad = zt_ckpt_read_attrs(fid, path, meta, err, errlen);
     H5Fclose(fid);
     return bad;
