@@ -60,6 +60,12 @@ typedef struct zt_backend_i {
     void (*attention_decode)(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv,
                              int pos, int maxT, int C, int NH);
 
+    /* one-row products for decoding (optional: NULL = the caller uses linear_fwd / matmul):
+       y(OC) = x(C) @ w(C, OC) + bias(OC) (bias may be NULL), or when w_t, y(OC) = w(OC, C) @ x(C)
+       (the tied LM head). Each y[j] sums over C in a fixed order: thread-count invariant. */
+    void (*gemv)(zt_backend *be, float *y, const float *x, const float *w, const float *bias, int C, int OC,
+                 int w_t);
+
     /* GELU, tanh approximation, elementwise over n */
     void (*gelu_fwd)(zt_backend *be, float *out, const float *inp, size_t n);
     /* dinp = gelu'(inp) * dout */

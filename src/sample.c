@@ -91,6 +91,12 @@ long zt_sampler_tokens_run(const zt_sampler *sp) { return sp->tokens_run; }
 /* layer l's tensor k (model.h order: wte, wpe, then ZT_PER_LAYER tensors per layer, then ln_f) */
 #define PL(l, k) (params + sp->table.t[2 + (l) * ZT_PER_LAYER + (k)].offset)
 
+/* out(OC) = inp(C) @ w(C, OC) + bias: the backend's one-row product when it has one */
+static void lin1(zt_backend *be, float *out, const float *inp, const float *w, const float *bias, int C, int OC) {
+    if (be->i->gemv) be->i->gemv(be, out, inp, w, bias, C, OC, 0);
+    else be->i->linear_fwd(be, out, inp, w, bias, 1, C, OC);
+}
+
 const float *zt_sampler_step(zt_sampler *sp, const float *params, int32_t tok, int pos) {
     zt_backend *be = sp->be;
     const zt_backend_i *f = be->i;
@@ -104,21 +110,22 @@ const float *zt_sampler_step(zt_sampler *sp, const float *params, int32_t tok, i
                  1, 1, C);
     for (int l = 0; l < L; l++) {
         f->layernorm_fwd(be, sp->ln, sp->mean, sp->rstd, sp->x, PL(l, ZT_LN1W), PL(l, ZT_LN1B), 1, C);
-        f->linear_fwd(be, sp->qkv, sp->ln, PL(l, ZT_QKVW), PL(l, ZT_QKVB), 1, C, 3 * C);
+        lin1(be, sp->qkv, sp->ln, PL(l, ZT_QKVW), PL(l, ZT_QKVB), C, 3 * C);
         f->attention_decode(be, sp->atty, sp->kcache + l * lcache, sp->vcache + l * lcache, sp->qkv, pos, maxT, C, NH);
-        f->linear_fwd(be, sp->proj, sp->atty, PL(l, ZT_ATTPW), PL(l, ZT_ATTPB), 1, C, C);
+        lin1(be, sp->proj, sp->atty, PL(l, ZT_ATTPW), PL(l, ZT_ATTPB), C, C);
         f->add(be, sp->x2, sp->x, sp->proj, (size_t)C);
         f->layernorm_fwd(be, sp->ln, sp->mean, sp->rstd, sp->x2, PL(l, ZT_LN2W), PL(l, ZT_LN2B), 1, C);
-        f->linear_fwd(be, sp->fch, sp->ln, PL(l, ZT_FCW), PL(l, ZT_FCB), 1, C, 4 * C);
+        lin1(be, sp->fch, sp->ln, PL(l, ZT_FCW), PL(l, ZT_FCB), C, 4 * C);
         f->gelu_fwd(be, sp->fchg, sp->fch, (size_t)4 * C);
-        f->linear_fwd(be, sp->proj, sp->fchg, PL(l, ZT_FCPW), PL(l, ZT_FCPB), 1, 4 * C, C);
+        lin1(be, sp->proj, sp->fchg, PL(l, ZT_FCPW), PL(l, ZT_FCPB), 4 * C, C);
         f->add(be, sp->x, sp->x2, sp->proj, (size_t)C);
     }
     const int lnf = 2 + L * ZT_PER_LAYER;
     f->layernorm_fwd(be, sp->ln, sp->mean, sp->rstd, sp->x, params + sp->table.t[lnf].offset,
                      params + sp->table.t[lnf + 1].offset, 1, C);
     /* logits(1, Vp) = lnf(1, C) @ wte(Vp, C)^T, as in the full forward */
-    f->matmul(be, sp->logits, sp->ln, params + sp->table.t[0].offset, 1, Vp, C, 0, 1, 1.0f, 0.0f);
+    if (f->gemv) f->gemv(be, sp->logits, sp->ln, params + sp->table.t[0].offset, NULL, C, Vp, 1);
+    else f->matmul(be, sp->logits, sp->ln, params + sp->table.t[0].offset, 1, Vp, C, 0, 1, 1.0f, 0.0f);
     f->to_host(be, sp->logits_host, sp->logits, (size_t)Vp * sizeof(float));
     f->sync(be);
     sp->tokens_run++;

@@ -4,9 +4,11 @@
  * Decoding. Each token (prompt tokens included) goes through the model once, alone: embedding,
  * then per layer LN -> qkv -> attention_decode (appends this token's k, v to the layer's caches
  * (block_size, C) and attends over the positions so far) -> proj -> residual -> LN -> MLP ->
- * residual, then ln_f and the tied LM head. The ops are the backend's forward ops on one row, so
- * the logits equal those of zt_model_forward at the same position (tests/c/test_decode.c checks
- * it within 1e-5; they differ only where BLAS rounds a 1-row product differently).
+ * residual, then ln_f and the tied LM head: the forward's ops on one row, except that the linear
+ * layers and the head use the backend's one-row product (`gemv`, when it has one) instead of a
+ * 1-row BLAS call that would pack every weight matrix per token. So the logits equal those of
+ * zt_model_forward at the same position up to the summation order of those products
+ * (tests/c/test_decode.c: |diff| <= 1e-5 x max(1, |logit|); bitwise equal without gemv).
  *
  * Sampling. Only the first vocab_size logits are candidates: padded vocab rows are never sampled.
  * top_k 0 = all tokens, 1 = greedy (argmax, the lowest id on ties; temperature and seed unused);

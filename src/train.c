@@ -18,6 +18,7 @@
 #include "cpu/cpu_backend.h"
 #include "metrics.h"
 #include "optim.h"
+#include "sample.h"
 #include "util.h"
 #include "zero.h"
 
@@ -233,6 +234,9 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     double t_start = zt_now();
     setup(&t, resume_s != NULL);
     announce(&t);
+    zt_train_sample *ts = NULL;
+    int sbad = zt_train_sample_create(&ts, t.be, &t.s, c, d->rank == 0, err, sizeof err);
+    zt_dist_check(d, sbad, err, sizeof err);
     long start = resume_s ? resume(&t, resume_s) : 0;
     signal(SIGUSR1, on_signal);
     signal(SIGTERM, on_signal);
@@ -265,6 +269,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
                                            t.z.plan.optim_bytes + t.z.plan.comm_bytes + t.z.plan.act_bytes), vl};
             zt_metrics_step(&t.mx, &sm);
         }
+        if (ts && step % c->sample.every == 0) zt_sample_during_training(ts, &t.mx, t.m.params, step);
         /* agree on stopping: any rank's signal, rank 0's clock */
         int want = 0;
         if (g_signal) want = 3;
@@ -305,6 +310,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     free(tg);
     free(my_losses);
     free(all_losses);
+    zt_train_sample_free(ts);
     zt_zero_free(&t.z, &t.m);
     zt_dataset_close(&t.train);
     if (t.has_val) zt_dataset_close(&t.val);
