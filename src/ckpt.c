@@ -55,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "ckpt_internal.h"
@@ -274,6 +275,23 @@ static hid_t mpio_fapl(void) {
 
 /* ---------------------------------------------------------------- write */
 
+/* rank 0: blocks for `bytes` (fallocate, keeping the size), or where that is not supported, at
+   least that much free space */
+static int reserve_space(const char *path, off_t bytes, char *err, size_t errlen) {
+    int fd = open(path, O_WRONLY);
+    int rc = fd < 0 ? errno : fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, bytes) == 0 ? 0 : errno;
+    if (fd >= 0) close(fd);
+    if (rc == 0) return 0;
+    if (rc == ENOSPC || rc == EDQUOT)
+        return zt_ckpt_fail(err, errlen, "cannot write checkpoint %s: %s (it needs %.1f MB)", path, strerror(rc),
+                            (double)bytes / 1e6);
+    struct statvfs sv;
+    if (statvfs(path, &sv) == 0 && (double)sv.f_bavail * (double)sv.f_frsize < (double)bytes)
+        return zt_ckpt_fail(err, errlen, "cannot write checkpoint %s: %s (it needs %.1f MB, %.1f MB are free)", path,
+                            strerror(ENOSPC), (double)bytes / 1e6, (double)sv.f_bavail * (double)sv.f_frsize / 1e6);
+    return 0;
+}
+
 static int write_failed(const char *path, char *err, size_t errlen) {
     char why[256];
     zt_ckpt_h5_reason(why);
@@ -316,18 +334,43 @@ int zt_ckpt_write(const char *path, const zt_ckpt_meta *meta, const zt_model *m,
                             clen);
     }
 
+    /* rank 0 tries the plain create first: its errno names the problem (MPI-IO's would not) */
+    int pre = 0;
+    if (rank == 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) pre = zt_ckpt_fail(err, errlen, "cannot create checkpoint %s: %s", path, strerror(errno));
+        else close(fd);
+    }
+    if (zt_ckpt_agree(pre, err, errlen)) {
+        free(config);
+        return 1;
+    }
     hid_t fapl = mpio_fapl();
     hid_t fid = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
-    char why[256];
     if (fid < 0) {
+        char why[256];
         zt_ckpt_h5_reason(why);
         int e = errno;
-        free(config);
-        zt_ckpt_fail(err, errlen, "cannot create checkpoint %s: %s", path, e ? strerror(e) : why);
-        return zt_ckpt_agree(1, err, errlen);
+        zt_ckpt_fail(err, errlen, "cannot create checkpoint %s: %s", path, why[0] ? why : e ? strerror(e) : "?");
     }
-    int bad = 0;
+    if (zt_ckpt_agree(fid < 0, err, errlen)) {
+        /* the file is shared: a create that failed on some ranks only cannot be closed collectively */
+        if (fid >= 0) zt_panic(__FILE__, __LINE__, "ranks disagree on creating %s: %s", path, err);
+        free(config);
+        return 1;
+    }
+    /* Reserve the file's space before any data is written. A disk that fills up in the middle of a
+       parallel HDF5 write leaves the ranks in different collective calls when the file is closed
+       (a hang: seen with a full tmpfs), so a full disk or quota must show up here. */
+    const int ngroups = z ? 3 : 1;
+    off_t need = (off_t)ngroups * (off_t)pt->total * 4 + (1 << 20) + (off_t)ngroups * pt->n * 2048 + (off_t)clen;
+    int bad = rank == 0 ? reserve_space(path, need, err, errlen) : 0;
+    if (zt_ckpt_agree(bad, err, errlen)) {
+        H5Fclose(fid);
+        free(config);
+        return 1;
+    }
     long long step = meta->step;
     unsigned long long ss = meta->samples_seen, ts = meta->tokens_seen, seed = meta->seed;
     int version = ZT_CKPT_VERSION, ws = meta->world_size, V = m->s.vocab_size, Vp = m->s.padded_vocab, one = 1;
@@ -390,9 +433,12 @@ int zt_ckpt_write(const char *path, const zt_ckpt_meta *meta, const zt_model *m,
     int agreed = bad;
     if (!bad && attr_write(fid, "complete", H5T_STD_I32LE, H5T_NATIVE_INT, &one)) bad = write_failed(path, err, errlen);
     if (H5Fclose(fid) < 0 && !bad) bad = write_failed(path, err, errlen);
-    /* one fsync of the whole file (whichever rank's pages) before it may be renamed into place */
+    /* one fsync of the whole file (whichever rank's pages) before it may be renamed into place; the
+       truncate to its own size returns the unused part of the reservation */
     if (rank == 0 && !bad) {
-        int fd = open(path, O_RDONLY);
+        int fd = open(path, O_WRONLY);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && ftruncate(fd, st.st_size) != 0) { /* best effort */ }
         if (fd < 0 || fsync(fd) != 0)
             bad = zt_ckpt_fail(err, errlen, "cannot write checkpoint %s: fsync: %s", path, strerror(errno));
         if (fd >= 0) close(fd);

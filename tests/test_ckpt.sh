@@ -15,9 +15,10 @@
 #  sigusr1_one / _all    SIGUSR1 to one rank / to all: every rank saves and exits with
 #                        checkpoint.signal_exit_code (3); the resumed run is bit-identical to a straight run
 #  bad_*                 truncated file, not HDF5, HDF5 but not ztrain, another model shape (resume and eval),
-#                        a changed optimizer setting: exit 2 with one clear line on every rank; no file changed
-#                        (bad_resume_keeps_run_files: a refused --resume auto of an existing run leaves its
-#                        config.cfg / metrics.jsonl / results.json / checkpoints as they were)
+#                        a changed optimizer setting, a full disk (a 600 kB tmpfs as checkpoint.dir; skipped
+#                        where no tmpfs can be mounted): exit 2 with one clear line on every rank, no hang,
+#                        no file changed; a refused --resume auto of an existing run leaves its config.cfg,
+#                        metrics.jsonl, results.json and checkpoints as they were
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -191,6 +192,14 @@ expect_error bad_shape_eval "tensor wte.weight has shape (256, 32) but the model
 expect_error bad_optimizer_change "train.lr is 0.001 in the checkpoint but 0.002 in the config" \
   $tr2 --set train.steps=40 --set train.lr=0.002 --resume $f40
 expect_error bad_missing "cannot open checkpoint" $tr2 --resume $B/nope.h5
+# a full disk: one clear line on every rank, no hang, no .tmp left (needs root to mount a small tmpfs)
+mkdir -p $TMP/full
+if mount -t tmpfs -o size=600k tmpfs $TMP/full 2>/dev/null; then
+  expect_error bad_disk_full "No space left on device" \
+    $MPIRUN -np 2 $ZT train $common --set run.name=full --set train.steps=2 --set train.warmup_steps=0 --set checkpoint.dir=$TMP/full/ck
+  [ -z "$(ls $TMP/full/ck 2>/dev/null)" ] && pass "bad_disk_full_no_leftovers" || fail "bad_disk_full_no_leftovers: $(ls $TMP/full/ck)"
+  umount $TMP/full
+else echo "SKIP bad_disk_full: cannot mount a tmpfs here (not root?)"; fi
 # a refused resume of an existing run must leave that run's files as they were
 runfiles() { sha256sum $R/s40/config.cfg $R/s40/metrics.jsonl $R/s40/results.json $R/s40/checkpoints/* 2>/dev/null; }
 rb=$(runfiles)
