@@ -151,11 +151,8 @@ static void setup(trainer *t, int resuming) {
 static void announce(trainer *t) {
     zt_config *c = t->c;
     if (!t->mx.active) return;
-    char p[1100], layout[96];
+    char layout[96];
     zt_dist_layout_string(t->d, layout, sizeof layout);
-    zt_metrics_path(&t->mx, "config.cfg", p, sizeof p);
-    FILE *f = fopen(p, "w");
-    if (f) { zt_config_print(c, f); fclose(f); }
     const zt_zero_plan *pl = &t->z.plan;
     const double MB = 1.0 / (1 << 20);
     const int K = c->train.global_batch / c->train.micro_batch;
@@ -204,11 +201,17 @@ static double train_step(trainer *t, long step, int32_t *in, int32_t *tg, float 
 
 int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     char err[ZT_ERR_BUF] = "";
-    const char *resume_s = NULL, *stop_after_s = NULL, *time_limit_s = NULL;
+    /* a signal during set-up must not kill the rank: it is handled after the first step */
+    signal(SIGUSR1, on_signal);
+    signal(SIGTERM, on_signal);
+    const char *resume_s = NULL, *stop_after_s = NULL, *time_limit_s = NULL, *init_s = NULL;
     zt_cli_opt opts[] = {{"--resume", 1, &resume_s}, {"--stop-after", 1, &stop_after_s},
-                         {"--time-limit", 1, &time_limit_s}};
+                         {"--time-limit", 1, &time_limit_s}, {"--init-from", 1, &init_s}};
     zt_cli cli;
-    if (zt_cli_parse(&cli, argc, argv, opts, 3, err, sizeof err)) zt_user_error_all("%s", err);
+    if (zt_cli_parse(&cli, argc, argv, opts, 4, err, sizeof err)) zt_user_error_all("%s", err);
+    if (init_s && resume_s)
+        zt_user_error_all("--init-from and --resume exclude each other (--init-from starts a new run from a "
+                          "checkpoint's weights; --resume continues one)");
     long stop_after = -1;
     double time_limit = -1;
     if (stop_after_s) {
@@ -238,8 +241,19 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     int sbad = zt_train_sample_create(&ts, t.be, &t.s, c, d->rank == 0, err, sizeof err);
     zt_dist_check(d, sbad, err, sizeof err);
     long start = resume_s ? resume(&t, resume_s) : 0;
-    signal(SIGUSR1, on_signal);
-    signal(SIGTERM, on_signal);
+    if (init_s) {
+        zt_ckpt_meta im;
+        if (zt_ckpt_load(init_s, &im, &t.m, NULL, err, sizeof err)) zt_user_error_all("%s", err);
+        zt_metrics_note(&t.mx, "initialised from %s (weights of its step %ld; fresh optimizer)\n", init_s, im.step);
+        zt_ckpt_meta_free(&im);
+    }
+    /* the resolved config, written only once a resume was accepted (a refused one changes nothing) */
+    if (t.mx.active) {
+        char p[1100];
+        zt_metrics_path(&t.mx, "config.cfg", p, sizeof p);
+        FILE *f = fopen(p, "w");
+        if (f) { zt_config_print(c, f); fclose(f); }
+    }
 
     const int B = c->train.micro_batch, T = c->train.seq_len, GB = c->train.global_batch, K = GB / B;
     int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
