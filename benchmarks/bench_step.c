@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "backend_prof.h"
 #include "cli.h"
@@ -109,26 +110,31 @@ static void blas_sgemm(const blas_set *bs, int impl, int M, int N, int K, const 
     }
 }
 
-/* GFLOP/s of each available BLAS on one shape (best of 4 after one warm-up call; same buffers),
-   0 for those not installed */
+/* GFLOP/s of each available BLAS on one shape, 0 for those not installed: one warm-up call each, then
+   5 rounds that call every BLAS once in turn, best call kept, so that a burst of other work on the
+   machine hits every BLAS alike rather than one of them. Between two BLAS a 0.2 s pause lets the
+   previous one's worker threads stop spinning (OpenBLAS's spin for ~2^28 cycles after a call, OpenMP's
+   for a while too) so they do not take cores from the next. */
 static void gemm_gflops(const blas_set *bs, int M, int N, int K, double out[N_IMPL]) {
     zt_backend *be = bs->be;
     float *a = be->i->alloc(be, (size_t)M * K * 4), *b = be->i->alloc(be, (size_t)K * N * 4);
     float *c = be->i->alloc(be, (size_t)M * N * 4);
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 13) * 0.01f;
     for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 7) * 0.01f;
-    for (int impl = 0; impl < N_IMPL; impl++) {
-        out[impl] = 0;
-        if (!blas_has(bs, impl)) continue;
-        double best = 1e30;
-        for (int it = 0; it < 5; it++) {
+    const struct timespec pause = {0, 200 * 1000 * 1000};
+    double best[N_IMPL];
+    for (int impl = 0; impl < N_IMPL; impl++) best[impl] = 1e30;
+    for (int round = 0; round < 6; round++)
+        for (int impl = 0; impl < N_IMPL; impl++) {
+            if (!blas_has(bs, impl)) continue;
+            nanosleep(&pause, NULL);
             double t0 = zt_now();
             blas_sgemm(bs, impl, M, N, K, a, b, c);
             double dt = zt_now() - t0;
-            if (it && dt < best) best = dt;
+            if (round && dt < best[impl]) best[impl] = dt;   /* round 0 warms up */
         }
-        out[impl] = 2.0 * M * (double)N * K / best * 1e-9;
-    }
+    for (int impl = 0; impl < N_IMPL; impl++)
+        out[impl] = blas_has(bs, impl) ? 2.0 * M * (double)N * K / best[impl] * 1e-9 : 0;
     be->i->free(be, a);
     be->i->free(be, b);
     be->i->free(be, c);
@@ -251,7 +257,7 @@ int main(int argc, char **argv) {
                gflops, peak, 100 * gflops / peak, best, 100 * gflops / best, ru.ru_maxrss / 1024.0);
         printf("# sgemm_peak: ztrain's own BLIS path, best shape; best_sgemm: fastest BLAS x shape below (%s, %s)\n",
                impl_names[best_impl], sh_names[best_sh]);
-        printf("# sgemm GFLOP/s, row-major NN, %d thread%s, best of 4 (openblas: %s; onednn: %s)\n", threads,
+        printf("# sgemm GFLOP/s, row-major NN, %d thread%s, best of 5 interleaved calls (openblas: %s; onednn: %s)\n", threads,
                threads == 1 ? "" : "s", bs.openblas_desc, bs.dnnl_desc);
         printf("#   %-8s %22s", "shape", "M x N x K");
         for (int impl = 0; impl < N_IMPL; impl++) printf(" %10s", impl_names[impl]);

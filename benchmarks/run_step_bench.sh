@@ -6,7 +6,8 @@
 # same model in PyTorch: HF GPT2LMHeadModel from .venv-ref when it exists, else a plain torch module
 # with /usr/bin/python3). Then one table and each config's sgemm table and per-op breakdown.
 #   benchmarks/run_step_bench.sh [--json] [--steps N] [--threads T]
-# The machine's load average is printed before and after: compare numbers taken at low load.
+# The machine's load average is printed before and after, and for each run the share of CPU time other
+# processes took while it ran (other_cpu): compare numbers taken when that is ~0.
 set -u
 cd "$(dirname "$0")/.."
 THREADS=2 STEPS=10 JSON=0
@@ -29,19 +30,35 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 TMP=$(mktemp -d /tmp/zt-stepbench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+# other processes' share of the machine while a command of ours ran: busy CPU time (/proc/stat) minus
+# our children's CPU time (bash `times`), over wall time x cores, in percent
+HZ=$(getconf CLK_TCK)
+cpu_snap() { # sets SNAP="busy_jiffies total_jiffies children_seconds"; `times` runs in this shell (not in $(...))
+  times > "$TMP/times"
+  SNAP="$(awk '/^cpu /{ print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9 }' /proc/stat) $(tail -1 "$TMP/times" |
+    awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print s }')"
+}
+other_pct() { # before after
+  awk -v hz=$HZ -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
+    busy = (y[1] - x[1]) / hz; tot = (y[2] - x[2]) / hz; mine = y[3] - x[3];
+    o = tot > 0 ? 100 * (busy - mine) / tot : 0; printf "%.1f\n", o < 0 ? 0 : o }'
+}
 LOAD0=$(load)
-CONFIGS="gpt2-124m:4:64 d6:8:128"
+CONFIGS=${ZT_BENCH_CONFIGS:-"gpt2-124m:4:64 d6:8:128"}   # name:B:T (inputs/name.cfg)
 rc=0
 for spec in $CONFIGS; do
   IFS=: read -r name B T <<< "$spec"
   cfg=inputs/$name.cfg
   # bench_step runs the cpu backend in fp32 whatever the file says (gpt2-124m.cfg is a GPU preset)
   [ $JSON = 1 ] || echo "# $name B=$B T=$T: bench_step ..." >&2
+  cpu_snap; s0=$SNAP
   $BENCH -c $cfg --set device=cpu --set precision=fp32 --B $B --T $T --steps $STEPS --threads $THREADS --json \
     > $TMP/$name.zt.json 2> $TMP/$name.zt.err || { echo "bench_step $name failed: $(tail -3 $TMP/$name.zt.err)" >&2; rc=1; }
+  cpu_snap; s1=$SNAP; other_pct "$s0" "$s1" > $TMP/$name.zt.other
   [ $JSON = 1 ] || echo "# $name B=$B T=$T: torch_step ($TPY) ..." >&2
   $TPY benchmarks/torch_step.py -c $cfg --B $B --T $T --steps $STEPS --threads $THREADS --json \
     > $TMP/$name.torch.json 2> $TMP/$name.torch.err || { echo "torch_step $name failed: $(tail -3 $TMP/$name.torch.err)" >&2; rc=1; }
+  cpu_snap; s2=$SNAP; other_pct "$s1" "$s2" > $TMP/$name.torch.other
 done
 LOAD1=$(load)
 $PY - "$TMP" "$JSON" "$LOAD0" "$LOAD1" $CONFIGS <<'PYEOF'
@@ -53,11 +70,18 @@ def get(p):
             return json.loads(f.read())
     except (OSError, ValueError):
         return None
+def other(p):
+    try:
+        return float(open(p).read())
+    except (OSError, ValueError):
+        return None
 rows = []
 for spec in specs:
     name, B, T = spec.split(":")
     z, t = get(f"{tmp}/{name}.zt.json"), get(f"{tmp}/{name}.torch.json")
     rows.append({"config": name, "B": int(B), "T": int(T), "ztrain": z, "torch": t,
+                 "other_cpu_pct_ztrain": other(f"{tmp}/{name}.zt.other"),
+                 "other_cpu_pct_torch": other(f"{tmp}/{name}.torch.other"),
                  "ratio": z["tokens_per_s"] / t["tokens_per_s"] if z and t else None})
 if as_json:
     print(json.dumps({"load_before": load0, "load_after": load1, "results": rows}))
@@ -73,9 +97,9 @@ if z0:
 if t0:
     print(f"# torch: {t0['torch']}, {t0['model']}")
 hdr = ("config", "B", "T", "zt_tok/s", "torch_tok/s", "zt/torch", "zt_GFLOP/s", "best_sgemm", "fraction",
-       "zt_rss", "torch_rss")
-units = ("", "", "", "(tok/s)", "(tok/s)", "(x)", "(GFLOP/s)", "(GFLOP/s)", "", "(MB)", "(MB)")
-fmt = "{:<11} {:>3} {:>5} {:>10} {:>11} {:>9} {:>11} {:>11} {:>9} {:>8} {:>9}"
+       "zt_rss", "torch_rss", "other_cpu")
+units = ("", "", "", "(tok/s)", "(tok/s)", "(x)", "(GFLOP/s)", "(GFLOP/s)", "", "(MB)", "(MB)", "(% zt/torch)")
+fmt = "{:<11} {:>3} {:>5} {:>10} {:>11} {:>9} {:>11} {:>11} {:>9} {:>8} {:>9} {:>13}"
 print("# " + fmt.format(*hdr))
 print("# " + fmt.format(*units))
 for r in rows:
@@ -84,11 +108,13 @@ for r in rows:
                             f(r["ratio"], ".2f"), f(z.get("gflops"), ".1f"), f(z.get("best_sgemm_gflops"), ".1f"),
                             f(z.get("frac_best") and 100 * z["frac_best"], ".1f") + ("%" if z.get("frac_best") else ""),
                             f(z.get("peak_rss_bytes") and z["peak_rss_bytes"] / 2**20, ".0f"),
-                            f(t.get("peak_rss_bytes") and t["peak_rss_bytes"] / 2**20, ".0f")))
+                            f(t.get("peak_rss_bytes") and t["peak_rss_bytes"] / 2**20, ".0f"),
+                            f(r["other_cpu_pct_ztrain"], ".0f") + "/" + f(r["other_cpu_pct_torch"], ".0f")))
 ok = [r for r in rows if r["ratio"]]
 if ok:
     print(f"# zt/torch: tokens/s ratio; fraction: ztrain's GFLOP/s (README \"FLOPs\") / best_sgemm, the fastest of "
-          f"every BLAS x shape below")
+          f"every BLAS x shape below;\n# other_cpu: share of the machine's CPU time used by other processes while "
+          f"bench_step / torch_step ran (trust rows where both are ~0)")
 for r in rows:
     z = r["ztrain"]
     if not z:
