@@ -152,13 +152,13 @@ static void one_step(zt_model *m, zt_zero *z, const zt_config *c, const int32_t 
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    const char *Bs = "4", *Ts = "64", *steps_s = "10", *threads_s = "0", *json = NULL;
+    const char *Bs = "4", *Ts = "64", *steps_s = "10", *threads_s = "0", *json = NULL, *stage_s = "0";
     zt_cli_opt opts[] = {{"--B", 1, &Bs}, {"--T", 1, &Ts}, {"--steps", 1, &steps_s}, {"--threads", 1, &threads_s},
-                         {"--json", 0, &json}};
+                         {"--json", 0, &json}, {"--stage", 1, &stage_s}};
     zt_cli cli;
     zt_config c;
     char err[ZT_ERR_BUF];
-    if (zt_cli_parse(&cli, argc, argv, opts, 5, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err)) {
+    if (zt_cli_parse(&cli, argc, argv, opts, 6, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err)) {
         fprintf(stderr, "bench_step: %s\n", err);
         return 2;
     }
@@ -166,7 +166,8 @@ int main(int argc, char **argv) {
     int threads = atoi(threads_s);
     c.train.micro_batch = c.train.global_batch = B;
     c.train.seq_len = T;
-    c.zero.stage = 2;
+    /* one rank: stage 0 (the micro-batch gradient is the reduced one) is what `train` runs best */
+    c.zero.stage = atoi(stage_s);
     zt_backend *be = zt_cpu_backend_create(threads);
     threads = be->threads;
     zt_comm *comm = zt_comm_mpi_create();
@@ -203,6 +204,9 @@ int main(int argc, char **argv) {
     zt_prof_entry pe[ZT_PROF_MAX_OPS];
     int np = zt_backend_prof_report(pe, ZT_PROF_MAX_OPS);
     zt_backend_prof_end(be);
+    /* the step's peak RSS, before the sgemm tests below allocate their own matrices */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
     /* sgemm in the same run, same threads: ztrain's BLIS path (the step's own) and every other BLAS here */
     const int N = B * T, C = s.n_embd;
     enum { SH_SQ, SH_FC, SH_QKV, SH_HEAD, N_SH };
@@ -223,8 +227,6 @@ int main(int argc, char **argv) {
     double fpt = zt_flops_per_token(&s, T);
     double tok_s = N / (med * 1e-3);
     double gflops = fpt * tok_s * 1e-9;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     if (json) {
         printf("{\"config\": \"%s\", \"params\": %zu, \"B\": %d, \"T\": %d, \"threads\": %d, \"blas\": \"%s\", "
                "\"ms_per_step\": %.4f, \"tokens_per_s\": %.2f, \"gflops\": %.2f, \"sgemm_peak_gflops\": %.2f, "

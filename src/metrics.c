@@ -131,6 +131,22 @@ void zt_sha256_hex(const void *data, size_t n, char out[65]) {
     for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
+void *zt_sha256_begin(void) {
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) zt_panic(__FILE__, __LINE__, "SHA-256 init failed");
+    return ctx;
+}
+
+void zt_sha256_update(void *state, const void *data, size_t n) { EVP_DigestUpdate((EVP_MD_CTX *)state, data, n); }
+
+void zt_sha256_end(void *state, char out[65]) {
+    unsigned char md[32];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex((EVP_MD_CTX *)state, md, &len);
+    EVP_MD_CTX_free((EVP_MD_CTX *)state);
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
 void zt_json_escape(const char *in, char *out, size_t n) {
     size_t o = 0;
     for (; *in && o + 7 < n; in++) {

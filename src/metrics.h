@@ -41,6 +41,10 @@ void zt_metrics_path(const zt_metrics *mx, const char *file, char *out, size_t n
 
 /* hex SHA-256 of bytes (65 chars with NUL) */
 void zt_sha256_hex(const void *data, size_t n, char out[65]);
+/* incremental form: begin, update any number of times, end (writes the hex and frees the state) */
+void *zt_sha256_begin(void);
+void zt_sha256_update(void *state, const void *data, size_t n);
+void zt_sha256_end(void *state, char out[65]);
 /* JSON string escape into out */
 void zt_json_escape(const char *in, char *out, size_t n);
 

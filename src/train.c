@@ -144,7 +144,7 @@ static void setup(trainer *t, int resuming) {
     else snprintf(t->ckdir, sizeof t->ckdir, "%.*s/checkpoints", ZT_PATH_MAX, t->mx.dir);
     zt_zero_init(&t->z, c, &t->m, t->be, t->comm, &t->s);
     init_weights(t);
-    t->peak = zt_measure_sgemm_gflops(t->be, 1024);
+    t->peak = zt_measure_sgemm_gflops(t->be, 2048);
     t->flops_tok = zt_flops_per_token(&t->s, T);
 }
 
@@ -303,10 +303,17 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     /* fingerprint of the final parameters (every rank holds them all after the all-gather) */
     char hash[65] = "";
     if (d->rank == 0) {
-        float *h = zt_malloc(t.m.table.total * sizeof(float));
-        t.be->i->to_host(t.be, h, t.m.params, t.m.table.total * sizeof(float));
-        t.be->i->sync(t.be);
-        zt_sha256_hex(h, t.m.table.total * sizeof(float), hash);
+        /* staged through a small host buffer: no second full copy of the parameters */
+        const size_t chunk = ZT_INIT_BLOCK;
+        float *h = zt_malloc(chunk * sizeof(float));
+        void *sha = zt_sha256_begin();
+        for (size_t off = 0; off < t.m.table.total; off += chunk) {
+            size_t n = t.m.table.total - off < chunk ? t.m.table.total - off : chunk;
+            t.be->i->to_host(t.be, h, t.m.params + off, n * sizeof(float));
+            t.be->i->sync(t.be);
+            zt_sha256_update(sha, h, n * sizeof(float));
+        }
+        zt_sha256_end(sha, hash);
         free(h);
     }
     double tok_s = timed ? tok_s_sum / timed : (double)GB * T * (step - start) / dur;
