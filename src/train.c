@@ -324,6 +324,10 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         zt_metrics_note(&t.mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",
                         step, steps, dur, last_loss, tok_s, 100 * frac, t.peak);
         if (last_val >= 0) zt_log("val loss %.4f\n", last_val);
+        if (t.z.comm_flight_s > 0)
+            zt_log("gradient communication (stage 2 buckets): %.2f s in flight during backward, %.2f s exposed "
+                   "(%.0f%% hidden)\n", t.z.comm_flight_s, t.z.comm_wait_s,
+                   100.0 * (1.0 - t.z.comm_wait_s / t.z.comm_flight_s));
         zt_log("params_hash sha256:%s\nresults: %s/results.json\n", hash, t.mx.dir);
     }
     zt_metrics_close(&t.mx);

@@ -1,0 +1,224 @@
+/* ops_harness.h — the shared harness of the cpu op tests (test_ops.c, test_ops_elementwise.c):
+ * host/device helpers, the checkers, the thread-count invariance check and finite differences.
+ * See test_ops.c for the tolerances and what each check means. Included once per test program. */
+#ifndef ZT_OPS_HARNESS_H
+#define ZT_OPS_HARNESS_H
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cpu/cpu_backend.h"
+#include "util.h"
+
+#define FWD_TOL 1e-5
+#define BWD_TOL 1e-4
+#define FD_H 1e-5
+
+static int g_pass, g_fail;
+static zt_backend *g_be; /* the backend under test, 2 threads */
+static zt_rng g_rng;
+
+/* ------------------------------------------------------------------ host helpers */
+
+static inline void *xmalloc(size_t n) { return zt_malloc(n ? n : 1); }
+
+static inline float *frand(size_t n, double scale, double shift) {
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(shift + scale * zt_rng_normal(&g_rng));
+    return x;
+}
+
+static inline float *ffill(size_t n, float v) {
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = v;
+    return x;
+}
+
+static inline double *f2d(const float *x, size_t n) {
+    double *y = xmalloc(n * sizeof *y);
+    for (size_t i = 0; i < n; i++) y[i] = x[i];
+    return y;
+}
+
+static inline double *dzeros(size_t n) {
+    double *y = xmalloc(n * sizeof *y);
+    for (size_t i = 0; i < n; i++) y[i] = 0.0;
+    return y;
+}
+
+static inline double maxabs(const double *x, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+static inline double dot(const double *a, const double *b, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* ------------------------------------------------------------------ device helpers */
+
+static inline void *dev_put(zt_backend *be, const void *host, size_t bytes) {
+    void *d = be->i->alloc(be, bytes);
+    if (host) be->i->to_device(be, d, host, bytes);
+    return d;
+}
+
+static inline void dev_get(zt_backend *be, void *host, const void *d, size_t bytes) {
+    be->i->sync(be);
+    be->i->to_host(be, host, d, bytes);
+}
+
+static inline void dev_free(zt_backend *be, void *d) { be->i->free(be, d); }
+
+/* ------------------------------------------------------------------ checking */
+
+typedef struct chk {
+    double err;      /* worst normalized error over the parts checked */
+    int ok;
+    char why[512];
+} chk;
+
+static inline void chk_init(chk *k) {
+    k->err = 0.0;
+    k->ok = 1;
+    k->why[0] = 0;
+}
+
+static inline void chk_fail(chk *k, const char *msg) {
+    if (k->ok) snprintf(k->why, sizeof k->why, "%s", msg);
+    k->ok = 0;
+}
+
+/* pass iff max |got - ref| <= tol * scale; the normalized error is max |got - ref| / scale */
+static inline void chk_arr(chk *k, const char *what, const float *got, const double *ref, size_t n, double tol,
+                    double scale) {
+    double err = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]);
+        if (isnan(d)) d = INFINITY;
+        if (d > err) {
+            err = d;
+            at = i;
+        }
+    }
+    if (scale <= 0.0) scale = 1e-300;
+    double e = err / scale;
+    if (e > k->err) k->err = e;
+    if (!(err <= tol * scale)) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s: max err %.3e at [%zu] (got %.9g, ref %.9g) > %.0e * %.4g", what, err, at,
+                 (double)got[at], ref[at], tol, scale);
+        chk_fail(k, msg);
+    }
+}
+
+/* forward convention: scale 1 + max |ref| */
+static inline void chk_fwd(chk *k, const char *what, const float *got, const double *ref, size_t n) {
+    chk_arr(k, what, got, ref, n, FWD_TOL, 1.0 + maxabs(ref, n));
+}
+
+/* backward convention: got = base + grad (base NULL: 0), scale max |grad| */
+static inline void chk_bwd(chk *k, const char *what, const float *got, const float *base, const double *grad, size_t n) {
+    double *ref = xmalloc(n * sizeof *ref);
+    for (size_t i = 0; i < n; i++) ref[i] = (base ? (double)base[i] : 0.0) + grad[i];
+    chk_arr(k, what, got, ref, n, BWD_TOL, maxabs(grad, n));
+    free(ref);
+}
+
+static inline void chk_bits(chk *k, const char *what, const void *got, const void *want, size_t bytes) {
+    if (memcmp(got, want, bytes) != 0) {
+        size_t i = 0;
+        while (((const unsigned char *)got)[i] == ((const unsigned char *)want)[i]) i++;
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s: memory that must be left untouched changed at byte %zu", what, i);
+        chk_fail(k, msg);
+    }
+}
+
+static inline void chk_done(const chk *k, const char *name) {
+    if (k->ok) {
+        printf("PASS %s (max err %.2e)\n", name, k->err);
+        g_pass++;
+    } else {
+        printf("FAIL %s: %s\n", name, k->why);
+        g_fail++;
+    }
+    fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ thread-count invariance */
+
+typedef void (*run_fn)(zt_backend *be, const void *ctx, void *out);
+
+static inline void set_threads(int nt) { zt_cpu_backend_free(zt_cpu_backend_create(nt)); }
+
+/* rerun one case with 1, 2, 3 threads; the output blobs must be bit-identical */
+static inline void check_threads(const char *name, run_fn run, const void *ctx, size_t bytes) {
+    static const int nts[3] = {1, 2, 3};
+    unsigned char *buf[3];
+    for (int k = 0; k < 3; k++) {
+        buf[k] = xmalloc(bytes);
+        memset(buf[k], 0x5a, bytes);
+        zt_backend *be = zt_cpu_backend_create(nts[k]);
+        run(be, ctx, buf[k]);
+        zt_cpu_backend_free(be);
+    }
+    set_threads(2);
+    char tname[256];
+    snprintf(tname, sizeof tname, "threads:%s", name);
+    int ok = 1;
+    for (int k = 1; k < 3 && ok; k++) {
+        if (memcmp(buf[0], buf[k], bytes) != 0) {
+            size_t i = 0;
+            while (buf[0][i] == buf[k][i]) i++;
+            size_t fi = i / 4;
+            float a, b;
+            memcpy(&a, buf[0] + fi * 4, 4);
+            memcpy(&b, buf[k] + fi * 4, 4);
+            printf("FAIL %s: %d threads differ from 1 thread at byte %zu (as float [%zu]: %.9g vs %.9g)\n", tname,
+                   nts[k], i, fi, (double)b, (double)a);
+            ok = 0;
+        }
+    }
+    if (ok) {
+        printf("PASS %s (max err 0: bit-identical with 1, 2, 3 threads)\n", tname);
+        g_pass++;
+    } else {
+        g_fail++;
+    }
+    fflush(stdout);
+    for (int k = 0; k < 3; k++) free(buf[k]);
+}
+
+/* ------------------------------------------------------------------ finite differences */
+
+typedef void (*dfwd_fn)(const void *ctx, double *out);
+
+/* grad[i] = dL/dx[i] with L = sum(wout * f(ctx)), by central differences; x is one of ctx's inputs */
+static inline void fd_grad(const void *ctx, dfwd_fn f, double *x, size_t nx, const double *wout, size_t nout,
+                    double *grad) {
+    double *out = xmalloc(nout * sizeof *out);
+    for (size_t i = 0; i < nx; i++) {
+        double x0 = x[i];
+        x[i] = x0 + FD_H;
+        f(ctx, out);
+        double lp = dot(wout, out, nout);
+        x[i] = x0 - FD_H;
+        f(ctx, out);
+        double lm = dot(wout, out, nout);
+        x[i] = x0;
+        grad[i] = (lp - lm) / (2.0 * FD_H);
+    }
+    free(out);
+}
+
+
+#endif
