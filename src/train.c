@@ -229,7 +229,8 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     if (zt_cli_load_config(&cli, c, err, sizeof err) || zt_config_validate(c, d->size, err, sizeof err))
         zt_user_error_all("%s", err);
     if (strcmp(c->device, "cpu") != 0)
-        zt_user_error_all("device = \"%s\": this build has only the cpu backend (rebuild with `make CUDA=1`)", c->device);
+        zt_user_error_all("device = \"%s\": this build has only the cpu backend (the CUDA backend is not written "
+                          "yet): use --set device=cpu --set precision=fp32", c->device);
     if (strcmp(c->precision, "fp32") != 0)
         zt_user_error_all("precision = \"%s\": the cpu backend trains in fp32 (set precision = \"fp32\")", c->precision);
     if (!c->data.train[0]) zt_user_error_all("data.train is empty: set it to a token shard (see `ztrain prepare`)");
