@@ -1,6 +1,6 @@
 /* config.c — the configuration schema and everything derived from it.
  *
- * ONE table (schema[] below) lists every key: dotted name, type, field offset, default,
+ * ONE table (cfg_schema[] below) lists every key: dotted name, type, field offset, default,
  * range or allowed values, and a one-line help. Defaults, libconfig parsing (with unknown-key
  * detection and "did you mean"), --set overrides, range checks, `ztrain config` output and
  * `ztrain help config` all walk that table; nothing else knows the key names except the
@@ -12,6 +12,7 @@
  * the literal from the source line and refuse a value that wrapped).
  */
 #include "config.h"
+#include "config_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -26,23 +27,6 @@
 
 /* ---------------------------------------------------------------- the schema */
 
-typedef enum { K_INT, K_LONG, K_FLOAT, K_STRING, K_ENUM, K_BOOL } key_type;
-
-enum { MIN_OPEN = 1, MAX_OPEN = 2 }; /* exclusive bounds: (0, 1] etc. */
-
-typedef struct key_def {
-    const char *key;             /* "train.lr"; at most one '.' (one level of groups) */
-    key_type type;
-    size_t off, size;            /* field in zt_config */
-    double def;                  /* default of number / bool keys */
-    const char *sdef;            /* default of string / enum keys */
-    double min, max;             /* numbers: range; strings: min length (max = buffer) */
-    int flags;                   /* MIN_OPEN | MAX_OPEN */
-    const char *const *allowed;  /* enum values, NULL-terminated */
-    const char *help;
-} key_def;
-
-#define BIG 9.3e18 /* "no upper bound" for long keys: above LONG_MAX */
 #define FLD(m) offsetof(zt_config, m), sizeof(((zt_config *)0)->m)
 #define INT(k, m, d, lo, hi, h) { k, K_INT, FLD(m), d, NULL, lo, hi, 0, NULL, h }
 #define LONG(k, m, d, lo, hi, h) { k, K_LONG, FLD(m), d, NULL, lo, hi, 0, NULL, h }
@@ -51,7 +35,7 @@ typedef struct key_def {
 #define ENUM(k, m, d, h, ...) \
     { k, K_ENUM, FLD(m), 0, d, 0, 0, 0, (const char *const[]){ __VA_ARGS__, NULL }, h }
 
-static const key_def schema[] = {
+const key_def cfg_schema[] = {
     ENUM("device", device, "cpu", "compute backend", "cpu", "cuda"),
     ENUM("precision", precision, "fp32", "working precision of params/activations", "fp32", "bf16"),
 
@@ -110,7 +94,7 @@ static const key_def schema[] = {
     STR("run.name", run.name, "run", 1, "run name (numeric suffix added if it exists)"),
 };
 
-#define N_KEYS ((int)(sizeof schema / sizeof schema[0]))
+const int cfg_n_keys = (int)(sizeof cfg_schema / sizeof cfg_schema[0]);
 
 /* ---------------------------------------------------------------- small helpers */
 
@@ -126,16 +110,16 @@ static int fail(char *err, size_t n, const char *fmt, ...) {
 }
 
 static void *field(zt_config *c, const key_def *k) { return (char *)c + k->off; }
-static const void *cfield(const zt_config *c, const key_def *k) { return (const char *)c + k->off; }
+const void *cfg_cfield(const zt_config *c, const key_def *k) { return (const char *)c + k->off; }
 
 static const key_def *find_key(const char *name) {
     for (int i = 0; i < N_KEYS; i++)
-        if (strcmp(schema[i].key, name) == 0) return &schema[i];
+        if (strcmp(cfg_schema[i].key, name) == 0) return &cfg_schema[i];
     return NULL;
 }
 
 /* length of the group part of a key ("train.lr" -> 5), 0 for a top-level key */
-static size_t group_len(const char *key) {
+size_t cfg_group_len(const char *key) {
     const char *dot = strchr(key, '.');
     return dot ? (size_t)(dot - key) : 0;
 }
@@ -143,7 +127,7 @@ static size_t group_len(const char *key) {
 static int is_group(const char *name) {
     size_t n = strlen(name);
     for (int i = 0; i < N_KEYS; i++)
-        if (group_len(schema[i].key) == n && strncmp(schema[i].key, name, n) == 0) return 1;
+        if (cfg_group_len(cfg_schema[i].key) == n && strncmp(cfg_schema[i].key, name, n) == 0) return 1;
     return 0;
 }
 
@@ -168,7 +152,7 @@ static int levenshtein(const char *a, const char *b) {
     return row[nb];
 }
 
-static const char *leaf(const char *key) {
+const char *cfg_leaf(const char *key) {
     const char *dot = strrchr(key, '.');
     return dot ? dot + 1 : key;
 }
@@ -178,11 +162,11 @@ static void did_you_mean(const char *name, char *out, size_t n) {
     char best[ZT_NAME_MAX] = "";
     int best_d = 1 << 20;
     for (int i = 0; i < N_KEYS; i++) {
-        const char *k = schema[i].key;
+        const char *k = cfg_schema[i].key;
         int d = levenshtein(name, k);
-        if (strcmp(leaf(name), leaf(k)) == 0 && d > 1) d = 1; /* right key, wrong/missing group */
+        if (strcmp(cfg_leaf(name), cfg_leaf(k)) == 0 && d > 1) d = 1; /* right key, wrong/missing group */
         if (d < best_d) { best_d = d; snprintf(best, sizeof best, "%s", k); }
-        size_t gl = group_len(k);
+        size_t gl = cfg_group_len(k);
         if (gl > 0 && gl < sizeof best) {
             char g[ZT_NAME_MAX];
             memcpy(g, k, gl);
@@ -204,7 +188,7 @@ static int unknown_key(const char *loc, const char *name, char *err, size_t n) {
 }
 
 /* shortest "%.Ng" that reads back as exactly v */
-static void fmt_double(double v, char *out, size_t n) {
+void cfg_fmt_double(double v, char *out, size_t n) {
     if (v == floor(v) && fabs(v) < 1e15) { snprintf(out, n, "%.0f", v); return; } /* 10, not 1e+01 */
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(out, n, "%.*g", prec, v);
@@ -213,15 +197,15 @@ static void fmt_double(double v, char *out, size_t n) {
 }
 
 /* a libconfig float literal: must contain '.' or an exponent, or it would parse as an int */
-static void fmt_float_literal(double v, char *out, size_t n) {
-    fmt_double(v, out, n);
+void cfg_fmt_float_literal(double v, char *out, size_t n) {
+    cfg_fmt_double(v, out, n);
     if (!strpbrk(out, ".eEn")) {
         size_t l = strlen(out);
         if (l + 2 < n) memcpy(out + l, ".0", 3);
     }
 }
 
-static const char *type_name(key_type t) {
+const char *cfg_type_name(key_type t) {
     switch (t) {
     case K_INT: return "int";
     case K_LONG: return "long";
@@ -245,7 +229,7 @@ static const char *expected_name(key_type t) {
     return "?";
 }
 
-static void allowed_list(const key_def *k, const char *sep, char *out, size_t n) {
+void cfg_allowed_list(const key_def *k, const char *sep, char *out, size_t n) {
     size_t used = 0;
     out[0] = 0;
     for (const char *const *a = k->allowed; *a && used < n; a++) {
@@ -262,12 +246,12 @@ static int check_range(const key_def *k, double v, const char *vtext, const char
     char lim[64];
     const char *pre = loc ? loc : "", *colon = loc ? ": " : "";
     if ((k->flags & MIN_OPEN) ? !(v > k->min) : !(v >= k->min)) {
-        fmt_double(k->min, lim, sizeof lim);
+        cfg_fmt_double(k->min, lim, sizeof lim);
         return fail(err, n, "%s%s%s = %s: must be %s %s", pre, colon, k->key, vtext,
                     (k->flags & MIN_OPEN) ? ">" : ">=", lim);
     }
     if ((k->flags & MAX_OPEN) ? !(v < k->max) : !(v <= k->max)) {
-        fmt_double(k->max, lim, sizeof lim);
+        cfg_fmt_double(k->max, lim, sizeof lim);
         return fail(err, n, "%s%s%s = %s: must be %s %s", pre, colon, k->key, vtext,
                     (k->flags & MAX_OPEN) ? "<" : "<=", lim);
     }
@@ -292,7 +276,7 @@ static int store_integer(zt_config *c, const key_def *k, long long v, const char
 
 static int store_double(zt_config *c, const key_def *k, double v, const char *loc, char *err, size_t n) {
     char txt[40];
-    fmt_double(v, txt, sizeof txt);
+    cfg_fmt_double(v, txt, sizeof txt);
     if (!isfinite(v)) return fail(err, n, "%s: %s: expected a finite number, got %s", loc, k->key, txt);
     if (k->type == K_INT || k->type == K_LONG) {
         if (v != floor(v))
@@ -316,7 +300,7 @@ static int check_string(const key_def *k, const char *s, const char *loc, char *
         for (const char *const *a = k->allowed; *a; a++)
             if (strcmp(*a, s) == 0) return 0;
         char list[256];
-        allowed_list(k, ", ", list, sizeof list);
+        cfg_allowed_list(k, ", ", list, sizeof list);
         return fail(err, n, "%s%s%s: '%s' is not one of %s", pre, colon, k->key, s, list);
     }
     if (len < (size_t)k->min)
@@ -344,7 +328,7 @@ static int store_bool(zt_config *c, const key_def *k, int v, const char *loc, ch
 void zt_config_defaults(zt_config *c) {
     memset(c, 0, sizeof *c);
     for (int i = 0; i < N_KEYS; i++) {
-        const key_def *k = &schema[i];
+        const key_def *k = &cfg_schema[i];
         switch (k->type) {
         case K_INT:
         case K_BOOL:
@@ -596,18 +580,18 @@ int zt_config_load_string(zt_config *c, const char *text, char *err, size_t errl
 static double num_value(const zt_config *c, const key_def *k, char *txt, size_t n) {
     switch (k->type) {
     case K_INT:
-    case K_BOOL: snprintf(txt, n, "%d", *(const int *)cfield(c, k)); return *(const int *)cfield(c, k);
-    case K_LONG: snprintf(txt, n, "%ld", *(const long *)cfield(c, k)); return (double)*(const long *)cfield(c, k);
-    case K_FLOAT: fmt_double(*(const double *)cfield(c, k), txt, n); return *(const double *)cfield(c, k);
+    case K_BOOL: snprintf(txt, n, "%d", *(const int *)cfg_cfield(c, k)); return *(const int *)cfg_cfield(c, k);
+    case K_LONG: snprintf(txt, n, "%ld", *(const long *)cfg_cfield(c, k)); return (double)*(const long *)cfg_cfield(c, k);
+    case K_FLOAT: cfg_fmt_double(*(const double *)cfg_cfield(c, k), txt, n); return *(const double *)cfg_cfield(c, k);
     default: txt[0] = 0; return 0;
     }
 }
 
 int zt_config_validate(const zt_config *c, int world_size, char *err, size_t errlen) {
     for (int i = 0; i < N_KEYS; i++) {
-        const key_def *k = &schema[i];
+        const key_def *k = &cfg_schema[i];
         if (k->type == K_STRING || k->type == K_ENUM) {
-            if (check_string(k, (const char *)cfield(c, k), NULL, err, errlen)) return 1;
+            if (check_string(k, (const char *)cfg_cfield(c, k), NULL, err, errlen)) return 1;
         } else if (k->type != K_BOOL) {
             char txt[40];
             double v = num_value(c, k, txt, sizeof txt);
@@ -642,8 +626,8 @@ int zt_config_validate(const zt_config *c, int world_size, char *err, size_t err
     }
     if (t->min_lr > t->lr) {
         char a[40], b[40];
-        fmt_double(t->min_lr, a, sizeof a);
-        fmt_double(t->lr, b, sizeof b);
+        cfg_fmt_double(t->min_lr, a, sizeof a);
+        cfg_fmt_double(t->lr, b, sizeof b);
         return fail(err, errlen, "train.min_lr = %s is above train.lr = %s (min_lr is an absolute rate)", a, b);
     }
     if (t->warmup_steps > t->steps)
@@ -656,154 +640,3 @@ int zt_config_padded_vocab(const zt_config *c) {
     return (c->model.vocab_size + 127) / 128 * 128;
 }
 
-/* ---------------------------------------------------------------- printing */
-
-typedef struct sbuf { char *buf; size_t cap, len; } sbuf; /* len counts bytes needed, may exceed cap */
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = b->len < b->cap ? b->cap - b->len : 0;
-    int w = vsnprintf(room ? b->buf + b->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (w > 0) b->len += (size_t)w;
-}
-
-/* a libconfig string literal with escapes */
-static void quote(const char *s, char *out, size_t n) {
-    size_t o = 0;
-    if (n < 3) { if (n) out[0] = 0; return; }
-    out[o++] = '"';
-    for (; *s && o + 6 < n; s++) {
-        unsigned char ch = (unsigned char)*s;
-        const char *e = NULL;
-        switch (ch) {
-        case '"': e = "\\\""; break;
-        case '\\': e = "\\\\"; break;
-        case '\n': e = "\\n"; break;
-        case '\t': e = "\\t"; break;
-        case '\r': e = "\\r"; break;
-        case '\f': e = "\\f"; break;
-        }
-        if (e) o += (size_t)snprintf(out + o, n - o, "%s", e);
-        else if (ch < 0x20 || ch == 0x7f) o += (size_t)snprintf(out + o, n - o, "\\x%02x", ch);
-        else out[o++] = (char)ch;
-    }
-    out[o++] = '"';
-    out[o] = 0;
-}
-
-/* the value of key k as a libconfig literal */
-static void value_literal(const zt_config *c, const key_def *k, char *out, size_t n) {
-    switch (k->type) {
-    case K_INT: snprintf(out, n, "%d", *(const int *)cfield(c, k)); break;
-    case K_BOOL: snprintf(out, n, "%s", *(const int *)cfield(c, k) ? "true" : "false"); break;
-    case K_LONG: {
-        long v = *(const long *)cfield(c, k);
-        snprintf(out, n, "%ld%s", v, (v > INT32_MAX || v < INT32_MIN) ? "L" : "");
-        break;
-    }
-    case K_FLOAT: fmt_float_literal(*(const double *)cfield(c, k), out, n); break;
-    case K_STRING:
-    case K_ENUM: quote((const char *)cfield(c, k), out, n); break;
-    }
-}
-
-static void print_key(sbuf *b, const zt_config *c, const key_def *k, int indent) {
-    char lit[4 * ZT_PATH_MAX + 8], line[4 * ZT_PATH_MAX + 96], vals[128] = "";
-    value_literal(c, k, lit, sizeof lit);
-    int w = snprintf(line, sizeof line, "%*s%s = %s;", indent, "", leaf(k->key), lit);
-    if (k->type == K_ENUM) {
-        char list[100];
-        allowed_list(k, " | ", list, sizeof list);
-        snprintf(vals, sizeof vals, " (%s)", list);
-    }
-    sb_printf(b, "%s%*s# %s%s\n", line, w < 40 ? 40 - w : 1, "", k->help, vals);
-}
-
-size_t zt_config_to_string(const zt_config *c, char *buf, size_t len) {
-    sbuf b = { buf, len, 0 };
-    if (buf && len) buf[0] = 0;
-    sb_printf(&b, "# ztrain configuration (libconfig syntax). Keys: `ztrain help config`.\n"
-                  "# Integers above 2147483647 need an L suffix: 3000000000L.\n\n");
-    for (int i = 0; i < N_KEYS; i++)
-        if (!group_len(schema[i].key)) print_key(&b, c, &schema[i], 0);
-    for (int i = 0; i < N_KEYS; i++) {
-        size_t gl = group_len(schema[i].key);
-        if (!gl) continue;
-        if (i > 0 && group_len(schema[i - 1].key) == gl && !strncmp(schema[i - 1].key, schema[i].key, gl))
-            continue; /* group already printed */
-        sb_printf(&b, "\n%.*s = {\n", (int)gl, schema[i].key);
-        for (int j = i; j < N_KEYS; j++)
-            if (group_len(schema[j].key) == gl && !strncmp(schema[j].key, schema[i].key, gl))
-                print_key(&b, c, &schema[j], 2);
-        sb_printf(&b, "};\n");
-    }
-    return b.len;
-}
-
-int zt_config_diff(const zt_config *a, const zt_config *b, zt_config_diff_fn fn, void *ctx) {
-    char va[4 * ZT_PATH_MAX + 8], vb[4 * ZT_PATH_MAX + 8];
-    for (int i = 0; i < N_KEYS; i++) {
-        value_literal(a, &schema[i], va, sizeof va);
-        value_literal(b, &schema[i], vb, sizeof vb);
-        if (strcmp(va, vb) == 0) continue; /* literals are exact: shortest round-trip for floats */
-        int rc = fn(schema[i].key, va, vb, ctx);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-void zt_config_print(const zt_config *c, FILE *f) {
-    size_t need = zt_config_to_string(c, NULL, 0);
-    char *buf = malloc(need + 1);
-    if (!buf) abort();
-    zt_config_to_string(c, buf, need + 1);
-    fputs(buf, f);
-    free(buf);
-}
-
-/* ---------------------------------------------------------------- help */
-
-static void range_text(const key_def *k, char *out, size_t n) {
-    char lo[32], hi[32];
-    fmt_double(k->min, lo, sizeof lo);
-    fmt_double(k->max, hi, sizeof hi);
-    switch (k->type) {
-    case K_ENUM: allowed_list(k, " | ", out, n); break;
-    case K_STRING:
-        snprintf(out, n, "%s<= %zu chars", k->min > 0 ? "non-empty, " : "", k->size - 1);
-        break;
-    case K_BOOL: snprintf(out, n, "true | false"); break;
-    default:
-        if (k->max >= BIG) snprintf(out, n, "%s %s", (k->flags & MIN_OPEN) ? ">" : ">=", lo);
-        else
-            snprintf(out, n, "%c%s, %s%c", (k->flags & MIN_OPEN) ? '(' : '[', lo, hi,
-                     (k->flags & MAX_OPEN) ? ')' : ']');
-    }
-}
-
-void zt_config_help(FILE *f) {
-    zt_config d;
-    zt_config_defaults(&d);
-    int wk = 3, wd = 7, wr = 14;
-    char def[N_KEYS][ZT_PATH_MAX], rng[N_KEYS][96];
-    for (int i = 0; i < N_KEYS; i++) {
-        value_literal(&d, &schema[i], def[i], sizeof def[i]);
-        range_text(&schema[i], rng[i], sizeof rng[i]);
-        int l = (int)strlen(schema[i].key);
-        if (l > wk) wk = l;
-        if ((l = (int)strlen(def[i])) > wd) wd = l;
-        if ((l = (int)strlen(rng[i])) > wr) wr = l;
-    }
-    fprintf(f, "Configuration keys. In a file (libconfig syntax) keys live in groups: train = { lr = 3e-4; };\n"
-               "on the command line: --set train.lr=3e-4. `ztrain config -c FILE` prints the resolved config.\n"
-               "Integers above 2147483647 in a file need an L suffix (3000000000L).\n\n");
-    fprintf(f, "%-*s  %-6s  %-*s  %-*s  %s\n", wk, "KEY", "TYPE", wd, "DEFAULT", wr, "RANGE / VALUES", "DESCRIPTION");
-    for (int i = 0; i < N_KEYS; i++)
-        fprintf(f, "%-*s  %-6s  %-*s  %-*s  %s\n", wk, schema[i].key, type_name(schema[i].type), wd, def[i], wr,
-                rng[i], schema[i].help);
-    fprintf(f, "\nAlso checked: n_embd %% n_head == 0, seq_len <= block_size, padded_vocab (if set) >= vocab_size,\n"
-               "global_batch %% (micro_batch * ranks) == 0, min_lr <= lr, warmup_steps <= steps.\n");
-}
