@@ -13,6 +13,7 @@
  */
 #include "config.h"
 #include "config_internal.h"
+#include "util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -98,17 +99,6 @@ const int cfg_n_keys = (int)(sizeof cfg_schema / sizeof cfg_schema[0]);
 
 /* ---------------------------------------------------------------- small helpers */
 
-static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t n, const char *fmt, ...) {
-    if (err && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-    }
-    return 1;
-}
-
 static void *field(zt_config *c, const key_def *k) { return (char *)c + k->off; }
 const void *cfg_cfield(const zt_config *c, const key_def *k) { return (const char *)c + k->off; }
 
@@ -184,7 +174,7 @@ static void did_you_mean(const char *name, char *out, size_t n) {
 static int unknown_key(const char *loc, const char *name, char *err, size_t n) {
     char hint[ZT_NAME_MAX + 32];
     did_you_mean(name, hint, sizeof hint);
-    return fail(err, n, "%s: unknown key '%s'%s (see `ztrain help config`)", loc, name, hint);
+    return zt_errf(err, n, "%s: unknown key '%s'%s (see `ztrain help config`)", loc, name, hint);
 }
 
 /* shortest "%.Ng" that reads back as exactly v */
@@ -247,12 +237,12 @@ static int check_range(const key_def *k, double v, const char *vtext, const char
     const char *pre = loc ? loc : "", *colon = loc ? ": " : "";
     if ((k->flags & MIN_OPEN) ? !(v > k->min) : !(v >= k->min)) {
         cfg_fmt_double(k->min, lim, sizeof lim);
-        return fail(err, n, "%s%s%s = %s: must be %s %s", pre, colon, k->key, vtext,
+        return zt_errf(err, n, "%s%s%s = %s: must be %s %s", pre, colon, k->key, vtext,
                     (k->flags & MIN_OPEN) ? ">" : ">=", lim);
     }
     if ((k->flags & MAX_OPEN) ? !(v < k->max) : !(v <= k->max)) {
         cfg_fmt_double(k->max, lim, sizeof lim);
-        return fail(err, n, "%s%s%s = %s: must be %s %s", pre, colon, k->key, vtext,
+        return zt_errf(err, n, "%s%s%s = %s: must be %s %s", pre, colon, k->key, vtext,
                     (k->flags & MAX_OPEN) ? "<" : "<=", lim);
     }
     return 0;
@@ -267,7 +257,7 @@ static int store_integer(zt_config *c, const key_def *k, long long v, const char
         return 0;
     }
     if (k->type != K_INT && k->type != K_LONG)
-        return fail(err, n, "%s: %s: expected %s, got an integer", loc, k->key, expected_name(k->type));
+        return zt_errf(err, n, "%s: %s: expected %s, got an integer", loc, k->key, expected_name(k->type));
     if (check_range(k, (double)v, txt, loc, err, n)) return 1;
     if (k->type == K_INT) *(int *)field(c, k) = (int)v;
     else *(long *)field(c, k) = (long)v;
@@ -277,15 +267,15 @@ static int store_integer(zt_config *c, const key_def *k, long long v, const char
 static int store_double(zt_config *c, const key_def *k, double v, const char *loc, char *err, size_t n) {
     char txt[40];
     cfg_fmt_double(v, txt, sizeof txt);
-    if (!isfinite(v)) return fail(err, n, "%s: %s: expected a finite number, got %s", loc, k->key, txt);
+    if (!isfinite(v)) return zt_errf(err, n, "%s: %s: expected a finite number, got %s", loc, k->key, txt);
     if (k->type == K_INT || k->type == K_LONG) {
         if (v != floor(v))
-            return fail(err, n, "%s: %s: expected an integer, got %s", loc, k->key, txt);
-        if (fabs(v) >= 9.2e18) return fail(err, n, "%s: %s = %s: out of range", loc, k->key, txt);
+            return zt_errf(err, n, "%s: %s: expected an integer, got %s", loc, k->key, txt);
+        if (fabs(v) >= 9.2e18) return zt_errf(err, n, "%s: %s = %s: out of range", loc, k->key, txt);
         return store_integer(c, k, (long long)v, loc, err, n);
     }
     if (k->type != K_FLOAT)
-        return fail(err, n, "%s: %s: expected %s, got a number", loc, k->key, expected_name(k->type));
+        return zt_errf(err, n, "%s: %s: expected %s, got a number", loc, k->key, expected_name(k->type));
     if (check_range(k, v, txt, loc, err, n)) return 1;
     *(double *)field(c, k) = v;
     return 0;
@@ -295,22 +285,22 @@ static int check_string(const key_def *k, const char *s, const char *loc, char *
     const char *pre = loc ? loc : "", *colon = loc ? ": " : "";
     size_t len = strnlen(s, k->size);
     if (len >= k->size)
-        return fail(err, n, "%s%s%s: value too long (at most %zu characters)", pre, colon, k->key, k->size - 1);
+        return zt_errf(err, n, "%s%s%s: value too long (at most %zu characters)", pre, colon, k->key, k->size - 1);
     if (k->type == K_ENUM) {
         for (const char *const *a = k->allowed; *a; a++)
             if (strcmp(*a, s) == 0) return 0;
         char list[256];
         cfg_allowed_list(k, ", ", list, sizeof list);
-        return fail(err, n, "%s%s%s: '%s' is not one of %s", pre, colon, k->key, s, list);
+        return zt_errf(err, n, "%s%s%s: '%s' is not one of %s", pre, colon, k->key, s, list);
     }
     if (len < (size_t)k->min)
-        return fail(err, n, "%s%s%s: must not be empty", pre, colon, k->key);
+        return zt_errf(err, n, "%s%s%s: must not be empty", pre, colon, k->key);
     return 0;
 }
 
 static int store_string(zt_config *c, const key_def *k, const char *s, const char *loc, char *err, size_t n) {
     if (k->type != K_STRING && k->type != K_ENUM)
-        return fail(err, n, "%s: %s: expected %s, got a string", loc, k->key, expected_name(k->type));
+        return zt_errf(err, n, "%s: %s: expected %s, got a string", loc, k->key, expected_name(k->type));
     if (check_string(k, s, loc, err, n)) return 1;
     snprintf((char *)field(c, k), k->size, "%s", s);
     return 0;
@@ -318,7 +308,7 @@ static int store_string(zt_config *c, const key_def *k, const char *s, const cha
 
 static int store_bool(zt_config *c, const key_def *k, int v, const char *loc, char *err, size_t n) {
     if (k->type != K_BOOL)
-        return fail(err, n, "%s: %s: expected %s, got a boolean", loc, k->key, expected_name(k->type));
+        return zt_errf(err, n, "%s: %s: expected %s, got a boolean", loc, k->key, expected_name(k->type));
     *(int *)field(c, k) = v != 0;
     return 0;
 }
@@ -411,7 +401,7 @@ static int apply_setting(zt_config *c, const key_def *k, config_setting_t *s, co
                             sizeof txt) &&
             (raw > INT32_MAX || raw < INT32_MIN) &&
             (raw == LLONG_MAX || raw == LLONG_MIN || (int32_t)(uint32_t)(unsigned long long)raw == v))
-            return fail(err, n,
+            return zt_errf(err, n,
                         "%s: %s = %s does not fit in 32 bits: libconfig needs an L suffix (%sL)",
                         loc, k->key, txt, txt);
         return store_integer(c, k, v, loc, err, n);
@@ -421,7 +411,7 @@ static int apply_setting(zt_config *c, const key_def *k, config_setting_t *s, co
     case CONFIG_TYPE_STRING: return store_string(c, k, config_setting_get_string(s), loc, err, n);
     case CONFIG_TYPE_BOOL: return store_bool(c, k, config_setting_get_bool(s), loc, err, n);
     default:
-        return fail(err, n, "%s: %s: expected %s, got %s", loc, k->key, expected_name(k->type),
+        return zt_errf(err, n, "%s: %s: expected %s, got %s", loc, k->key, expected_name(k->type),
                     setting_type_name(t));
     }
 }
@@ -444,7 +434,7 @@ static int walk_group(zt_config *c, config_setting_t *g, const char *prefix, con
             if (apply_setting(c, k, s, loc, file, err, n)) return 1;
         } else if (!prefix && is_group(key)) {
             if (t != CONFIG_TYPE_GROUP)
-                return fail(err, n, "%s: %s: expected a group (%s = { ... };), got %s", loc, key, key,
+                return zt_errf(err, n, "%s: %s: expected a group (%s = { ... };), got %s", loc, key, key,
                             setting_type_name(t));
             if (walk_group(c, s, key, path, err, n)) return 1;
         } else {
@@ -456,16 +446,16 @@ static int walk_group(zt_config *c, config_setting_t *g, const char *prefix, con
 
 static int load_file(zt_config *c, const char *path, char *err, size_t n) {
     FILE *f = fopen(path, "r");
-    if (!f) return fail(err, n, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return zt_errf(err, n, "%s: cannot open: %s", path, strerror(errno));
     fclose(f);
     config_t cf;
     config_init(&cf);
     int rc = 0;
     if (!config_read_file(&cf, path)) {
         if (config_error_type(&cf) == CONFIG_ERR_FILE_IO)
-            rc = fail(err, n, "%s: cannot read: %s", path, config_error_text(&cf));
+            rc = zt_errf(err, n, "%s: cannot read: %s", path, config_error_text(&cf));
         else
-            rc = fail(err, n, "%s:%d: syntax error (libconfig: %s)",
+            rc = zt_errf(err, n, "%s:%d: syntax error (libconfig: %s)",
                       config_error_file(&cf) ? config_error_file(&cf) : path, config_error_line(&cf),
                       config_error_text(&cf));
     } else {
@@ -481,7 +471,7 @@ static int load_text(zt_config *c, const char *text, char *err, size_t n) {
     config_init(&cf);
     int rc = 0;
     if (!config_read_string(&cf, text))
-        rc = fail(err, n, "config text:%d: syntax error (libconfig: %s)", config_error_line(&cf),
+        rc = zt_errf(err, n, "config text:%d: syntax error (libconfig: %s)", config_error_line(&cf),
                   config_error_text(&cf));
     else
         rc = walk_group(c, config_root_setting(&cf), NULL, NULL, err, n);
@@ -522,7 +512,7 @@ static int parse_double(const char *s, double *out) {
 int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen) {
     const char *loc = "--set";
     const char *eq = strchr(assignment, '=');
-    if (!eq) return fail(err, errlen, "%s: '%s': expected key=value (e.g. train.lr=3e-4)", loc, assignment);
+    if (!eq) return zt_errf(err, errlen, "%s: '%s': expected key=value (e.g. train.lr=3e-4)", loc, assignment);
     char key[2 * ZT_NAME_MAX], val[ZT_PATH_MAX + 16];
     size_t kl = (size_t)(eq - assignment);
     if (kl >= sizeof key) kl = sizeof key - 1;
@@ -531,14 +521,14 @@ int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen
     trim(key);
     if (strlen(eq + 1) >= sizeof val) {
         const key_def *k = find_key(key);
-        return fail(err, errlen, "%s: %s: value too long (at most %zu characters)", loc, key,
+        return zt_errf(err, errlen, "%s: %s: value too long (at most %zu characters)", loc, key,
                     k && k->size < sizeof val ? k->size - 1 : sizeof val - 1);
     }
     snprintf(val, sizeof val, "%s", eq + 1);
     const key_def *k = find_key(key);
     if (!k) {
         if (is_group(key))
-            return fail(err, errlen, "%s: '%s' is a group, not a key: set one of its keys, e.g. %s.<key>", loc,
+            return zt_errf(err, errlen, "%s: '%s' is a group, not a key: set one of its keys, e.g. %s.<key>", loc,
                         key, key);
         return unknown_key(loc, key, err, errlen);
     }
@@ -547,17 +537,17 @@ int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen
     if (k->type == K_BOOL) {
         if (!strcasecmp(val, "true") || !strcmp(val, "1")) return store_bool(c, k, 1, loc, err, errlen);
         if (!strcasecmp(val, "false") || !strcmp(val, "0")) return store_bool(c, k, 0, loc, err, errlen);
-        return fail(err, errlen, "%s: %s: expected true or false, got '%s'", loc, k->key, val);
+        return zt_errf(err, errlen, "%s: %s: expected true or false, got '%s'", loc, k->key, val);
     }
     long long iv;
     int overflow = 0;
     double dv;
     if (parse_ll(val, &iv, &overflow)) {
-        if (overflow) return fail(err, errlen, "%s: %s = %s: out of range", loc, k->key, val);
+        if (overflow) return zt_errf(err, errlen, "%s: %s = %s: out of range", loc, k->key, val);
         return store_integer(c, k, iv, loc, err, errlen);
     }
     if (parse_double(val, &dv)) return store_double(c, k, dv, loc, err, errlen);
-    return fail(err, errlen, "%s: %s: expected %s, got '%s'", loc, k->key, expected_name(k->type), val);
+    return zt_errf(err, errlen, "%s: %s: expected %s, got '%s'", loc, k->key, expected_name(k->type), val);
 }
 
 /* ---------------------------------------------------------------- load and validate */
@@ -596,22 +586,22 @@ int zt_config_validate(const zt_config *c, int world_size, char *err, size_t err
             char txt[40];
             double v = num_value(c, k, txt, sizeof txt);
             if (k->type == K_FLOAT && !isfinite(v))
-                return fail(err, errlen, "%s = %s: expected a finite number", k->key, txt);
+                return zt_errf(err, errlen, "%s = %s: expected a finite number", k->key, txt);
             if (check_range(k, v, txt, NULL, err, errlen)) return 1;
         }
     }
-    if (world_size < 1) return fail(err, errlen, "world size %d: must be >= 1", world_size);
+    if (world_size < 1) return zt_errf(err, errlen, "world size %d: must be >= 1", world_size);
     const typeof(c->model) *m = &c->model;
     const typeof(c->train) *t = &c->train;
     if (m->n_embd % m->n_head)
-        return fail(err, errlen,
+        return zt_errf(err, errlen,
                     "model.n_embd = %d is not divisible by model.n_head = %d (each head gets n_embd / n_head "
                     "channels)", m->n_embd, m->n_head);
     if (t->seq_len > m->block_size)
-        return fail(err, errlen, "train.seq_len = %d exceeds model.block_size = %d (the positions the model has)",
+        return zt_errf(err, errlen, "train.seq_len = %d exceeds model.block_size = %d (the positions the model has)",
                     t->seq_len, m->block_size);
     if (m->padded_vocab && m->padded_vocab < m->vocab_size)
-        return fail(err, errlen, "model.padded_vocab = %d is smaller than model.vocab_size = %d (0 = auto)",
+        return zt_errf(err, errlen, "model.padded_vocab = %d is smaller than model.vocab_size = %d (0 = auto)",
                     m->padded_vocab, m->vocab_size);
     long long per_step = (long long)t->micro_batch * world_size;
     if (t->global_batch % per_step) {
@@ -619,7 +609,7 @@ int zt_config_validate(const zt_config *c, int world_size, char *err, size_t err
         char alt[96];
         if (lo > 0) snprintf(alt, sizeof alt, "%lld or %lld", lo, hi);
         else snprintf(alt, sizeof alt, "%lld, %lld or %lld", hi, 2 * hi, 4 * hi);
-        return fail(err, errlen,
+        return zt_errf(err, errlen,
                     "train.global_batch = %d is not a multiple of train.micro_batch * world size = %d * %d = %lld "
                     "(valid global batches: %s; or change train.micro_batch)",
                     t->global_batch, t->micro_batch, world_size, per_step, alt);
@@ -628,10 +618,10 @@ int zt_config_validate(const zt_config *c, int world_size, char *err, size_t err
         char a[40], b[40];
         cfg_fmt_double(t->min_lr, a, sizeof a);
         cfg_fmt_double(t->lr, b, sizeof b);
-        return fail(err, errlen, "train.min_lr = %s is above train.lr = %s (min_lr is an absolute rate)", a, b);
+        return zt_errf(err, errlen, "train.min_lr = %s is above train.lr = %s (min_lr is an absolute rate)", a, b);
     }
     if (t->warmup_steps > t->steps)
-        return fail(err, errlen, "train.warmup_steps = %ld exceeds train.steps = %ld", t->warmup_steps, t->steps);
+        return zt_errf(err, errlen, "train.warmup_steps = %ld exceeds train.steps = %ld", t->warmup_steps, t->steps);
     return 0;
 }
 

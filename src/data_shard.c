@@ -17,17 +17,6 @@
 
 #define WRITE_BUF_TOKENS 65536
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) ZT_PRINTF(3, 4);
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static void put_u32(unsigned char *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
@@ -66,15 +55,15 @@ int zt_shard_writer_open(zt_shard_writer *w, const char *path, uint32_t vocab_si
 {
     memset(w, 0, sizeof *w);
     if (strlen(path) >= sizeof w->path) {
-        set_err(err, errlen, "%s: path too long (at most %zu characters)", path, sizeof w->path - 1);
+        zt_errf(err, errlen, "%s: path too long (at most %zu characters)", path, sizeof w->path - 1);
         return 1;
     }
     if (vocab_size == 0) {
-        set_err(err, errlen, "%s: vocab size 0 (expected at least 1)", path);
+        zt_errf(err, errlen, "%s: vocab size 0 (expected at least 1)", path);
         return 1;
     }
     if (eot != ZT_SHARD_NO_EOT && eot >= vocab_size) {
-        set_err(err, errlen, "%s: end-of-text id %u >= vocab size %u", path, eot, vocab_size);
+        zt_errf(err, errlen, "%s: end-of-text id %u >= vocab size %u", path, eot, vocab_size);
         return 1;
     }
     snprintf(w->path, sizeof w->path, "%s", path);
@@ -85,13 +74,13 @@ int zt_shard_writer_open(zt_shard_writer *w, const char *path, uint32_t vocab_si
     w->h.count = 0;
     w->f = fopen(path, "wb");
     if (!w->f) {
-        set_err(err, errlen, "%s: cannot create shard file (%s)", path, strerror(errno));
+        zt_errf(err, errlen, "%s: cannot create shard file (%s)", path, strerror(errno));
         return 1;
     }
     unsigned char hdr[ZT_SHARD_HEADER];
     encode_header(&w->h, hdr);
     if (fwrite(hdr, 1, sizeof hdr, w->f) != sizeof hdr) {
-        set_err(err, errlen, "%s: write failed (%s)", path, strerror(errno));
+        zt_errf(err, errlen, "%s: write failed (%s)", path, strerror(errno));
         fclose(w->f);
         w->f = NULL;
         return 1;
@@ -104,7 +93,7 @@ int zt_shard_writer_append(zt_shard_writer *w, const uint32_t *tokens, size_t n,
     unsigned char buf[WRITE_BUF_TOKENS * 4];
     const uint32_t width = w->h.width;
     if (!w->f) {
-        set_err(err, errlen, "%s: shard writer is not open", w->path);
+        zt_errf(err, errlen, "%s: shard writer is not open", w->path);
         return 1;
     }
     for (size_t done = 0; done < n;) {
@@ -112,7 +101,7 @@ int zt_shard_writer_append(zt_shard_writer *w, const uint32_t *tokens, size_t n,
         for (size_t i = 0; i < m; i++) {
             uint32_t t = tokens[done + i];
             if (t >= w->h.vocab_size) {
-                set_err(err, errlen, "%s: token %u at index %llu >= vocab size %u", w->path, t,
+                zt_errf(err, errlen, "%s: token %u at index %llu >= vocab size %u", w->path, t,
                         (unsigned long long)(w->h.count + done + i), w->h.vocab_size);
                 return 1;
             }
@@ -124,7 +113,7 @@ int zt_shard_writer_append(zt_shard_writer *w, const uint32_t *tokens, size_t n,
             }
         }
         if (fwrite(buf, width, m, w->f) != m) {
-            set_err(err, errlen, "%s: write failed (%s)", w->path, strerror(errno));
+            zt_errf(err, errlen, "%s: write failed (%s)", w->path, strerror(errno));
             return 1;
         }
         done += m;
@@ -146,7 +135,7 @@ int zt_shard_writer_close(zt_shard_writer *w, char *err, size_t errlen)
     }
     w->f = NULL;
     if (bad) {
-        set_err(err, errlen, "%s: write failed while finishing the shard (%s)", w->path, strerror(saved));
+        zt_errf(err, errlen, "%s: write failed while finishing the shard (%s)", w->path, strerror(saved));
         return 1;
     }
     return 0;
@@ -157,27 +146,27 @@ static int read_header_file(FILE *f, const char *path, zt_shard_header *h, char 
 {
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
-        set_err(err, errlen, "%s: cannot stat (%s)", path, strerror(errno));
+        zt_errf(err, errlen, "%s: cannot stat (%s)", path, strerror(errno));
         return 1;
     }
     if (!S_ISREG(st.st_mode)) {
-        set_err(err, errlen, "%s: not a regular file (expected a ztrain shard)", path);
+        zt_errf(err, errlen, "%s: not a regular file (expected a ztrain shard)", path);
         return 1;
     }
     unsigned long long size = (unsigned long long)st.st_size;
     unsigned char hdr[ZT_SHARD_HEADER];
     if (size < ZT_SHARD_HEADER) {
-        set_err(err, errlen, "%s: not a ztrain shard (%llu bytes, shorter than the %d-byte header)", path,
+        zt_errf(err, errlen, "%s: not a ztrain shard (%llu bytes, shorter than the %d-byte header)", path,
                 size, ZT_SHARD_HEADER);
         return 1;
     }
     if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr) {
-        set_err(err, errlen, "%s: cannot read the shard header (%s)", path,
+        zt_errf(err, errlen, "%s: cannot read the shard header (%s)", path,
                 ferror(f) ? strerror(errno) : "unexpected end of file");
         return 1;
     }
     if (memcmp(hdr, ZT_SHARD_MAGIC, sizeof ZT_SHARD_MAGIC) != 0) {
-        set_err(err, errlen, "%s: not a ztrain shard (bad magic)", path);
+        zt_errf(err, errlen, "%s: not a ztrain shard (bad magic)", path);
         return 1;
     }
     h->version = get_u32(hdr + 8);
@@ -186,21 +175,21 @@ static int read_header_file(FILE *f, const char *path, zt_shard_header *h, char 
     h->eot = get_u32(hdr + 20);
     h->count = get_u64(hdr + 24);
     if (h->version != ZT_SHARD_VERSION) {
-        set_err(err, errlen, "%s: unsupported shard version %u (expected %u)", path, h->version,
+        zt_errf(err, errlen, "%s: unsupported shard version %u (expected %u)", path, h->version,
                 ZT_SHARD_VERSION);
         return 1;
     }
     if (h->width != 2 && h->width != 4) {
-        set_err(err, errlen, "%s: bad token width %u bytes (expected 2 or 4)", path, h->width);
+        zt_errf(err, errlen, "%s: bad token width %u bytes (expected 2 or 4)", path, h->width);
         return 1;
     }
     if (h->vocab_size == 0 || (h->width == 2 && h->vocab_size > 65536u)) {
-        set_err(err, errlen, "%s: vocab size %u does not fit %u-byte tokens (expected 1..%s)", path,
+        zt_errf(err, errlen, "%s: vocab size %u does not fit %u-byte tokens (expected 1..%s)", path,
                 h->vocab_size, h->width, h->width == 2 ? "65536" : "4294967295");
         return 1;
     }
     if (h->eot != ZT_SHARD_NO_EOT && h->eot >= h->vocab_size) {
-        set_err(err, errlen, "%s: end-of-text id %u >= vocab size %u", path, h->eot, h->vocab_size);
+        zt_errf(err, errlen, "%s: end-of-text id %u >= vocab size %u", path, h->eot, h->vocab_size);
         return 1;
     }
     unsigned long long want = 0;
@@ -209,10 +198,10 @@ static int read_header_file(FILE *f, const char *path, zt_shard_header *h, char 
     if (overflow || want != size) {
         const char *what = overflow || want > size ? "truncated" : "size mismatch";
         if (overflow)
-            set_err(err, errlen, "%s: %s: header says %llu tokens but file has %llu bytes", path, what,
+            zt_errf(err, errlen, "%s: %s: header says %llu tokens but file has %llu bytes", path, what,
                     (unsigned long long)h->count, size);
         else
-            set_err(err, errlen, "%s: %s: header says %llu tokens (%llu bytes) but file has %llu bytes",
+            zt_errf(err, errlen, "%s: %s: header says %llu tokens (%llu bytes) but file has %llu bytes",
                     path, what, (unsigned long long)h->count, want, size);
         return 1;
     }
@@ -223,7 +212,7 @@ int zt_shard_read_header(const char *path, zt_shard_header *h, char *err, size_t
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, errlen, "%s: cannot open shard (%s)", path, strerror(errno));
+        zt_errf(err, errlen, "%s: cannot open shard (%s)", path, strerror(errno));
         return 1;
     }
     int rc = read_header_file(f, path, h, err, errlen);
@@ -236,7 +225,7 @@ int zt_shard_load(const char *path, zt_shard_header *h, uint32_t **out, char *er
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, errlen, "%s: cannot open shard (%s)", path, strerror(errno));
+        zt_errf(err, errlen, "%s: cannot open shard (%s)", path, strerror(errno));
         return 1;
     }
     if (read_header_file(f, path, h, err, errlen)) {
@@ -244,14 +233,14 @@ int zt_shard_load(const char *path, zt_shard_header *h, uint32_t **out, char *er
         return 1;
     }
     if (h->count > SIZE_MAX / 4) {
-        set_err(err, errlen, "%s: %llu tokens do not fit in memory", path, (unsigned long long)h->count);
+        zt_errf(err, errlen, "%s: %llu tokens do not fit in memory", path, (unsigned long long)h->count);
         fclose(f);
         return 1;
     }
     size_t n = (size_t)h->count;
     uint32_t *tok = malloc(n ? n * sizeof *tok : 1);
     if (!tok) {
-        set_err(err, errlen, "%s: out of memory loading %zu tokens", path, n);
+        zt_errf(err, errlen, "%s: out of memory loading %zu tokens", path, n);
         fclose(f);
         return 1;
     }
@@ -260,7 +249,7 @@ int zt_shard_load(const char *path, zt_shard_header *h, uint32_t **out, char *er
     for (size_t done = 0; done < n;) {
         size_t m = n - done < WRITE_BUF_TOKENS ? n - done : WRITE_BUF_TOKENS;
         if (fread(buf, h->width, m, f) != m) {
-            set_err(err, errlen, "%s: read failed at token %zu (%s)", path, done,
+            zt_errf(err, errlen, "%s: read failed at token %zu (%s)", path, done,
                     ferror(f) ? strerror(errno) : "unexpected end of file");
             free(tok);
             fclose(f);
@@ -270,7 +259,7 @@ int zt_shard_load(const char *path, zt_shard_header *h, uint32_t **out, char *er
             uint32_t t = h->width == 2 ? (uint32_t)buf[2 * i] | (uint32_t)buf[2 * i + 1] << 8
                                        : get_u32(buf + 4 * i);
             if (t >= h->vocab_size) {
-                set_err(err, errlen, "%s: token %u at index %zu >= vocab size %u", path, t, done + i,
+                zt_errf(err, errlen, "%s: token %u at index %zu >= vocab size %u", path, t, done + i,
                         h->vocab_size);
                 free(tok);
                 fclose(f);

@@ -2,6 +2,7 @@
  * Written from the format description; no Hugging Face code is used. */
 #define _GNU_SOURCE
 #include "safetensors.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,17 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t n, const char *fmt, ...) {
-    if (err && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-    }
-    return 1;
-}
 
 /* ---------------------------------------------------------------- JSON */
 
@@ -36,7 +26,7 @@ static void ws(jp *p) {
         p->i++;
 }
 
-static int jfail(jp *p, const char *what) { return fail(p->err, p->errlen, "byte %zu: %s", p->i, what); }
+static int jfail(jp *p, const char *what) { return zt_errf(p->err, p->errlen, "byte %zu: %s", p->i, what); }
 
 static void put_utf8(char *o, size_t *k, unsigned cp) {
     if (cp < 0x80) o[(*k)++] = (char)cp;
@@ -235,30 +225,30 @@ uint64_t zt_st_numel(const zt_st_tensor *t) {
 static int read_tensor_entry(zt_st_tensor *t, const char *name, const zt_json *v, const char *path, char *err,
                              size_t errlen) {
     memset(t, 0, sizeof *t);
-    if (strlen(name) >= sizeof t->name) return fail(err, errlen, "%s: tensor name too long: %.60s...", path, name);
+    if (strlen(name) >= sizeof t->name) return zt_errf(err, errlen, "%s: tensor name too long: %.60s...", path, name);
     snprintf(t->name, sizeof t->name, "%s", name);
     const zt_json *dt = zt_json_get(v, "dtype"), *sh = zt_json_get(v, "shape"), *of = zt_json_get(v, "data_offsets");
     if (!dt || dt->type != ZT_JSON_STR || !sh || sh->type != ZT_JSON_ARR || !of || of->type != ZT_JSON_ARR ||
         of->n != 2)
-        return fail(err, errlen, "%s: tensor %s: header entry needs dtype, shape and data_offsets [begin, end]", path,
+        return zt_errf(err, errlen, "%s: tensor %s: header entry needs dtype, shape and data_offsets [begin, end]", path,
                     name);
     snprintf(t->dtype, sizeof t->dtype, "%.7s", dt->str);
-    if (sh->n > 4) return fail(err, errlen, "%s: tensor %s has %d dimensions (at most 4 supported)", path, name, sh->n);
+    if (sh->n > 4) return zt_errf(err, errlen, "%s: tensor %s has %d dimensions (at most 4 supported)", path, name, sh->n);
     t->ndim = sh->n;
     for (int k = 0; k < sh->n; k++) {
         if (sh->items[k].type != ZT_JSON_NUM || !sh->items[k].is_int || sh->items[k].inum < 0)
-            return fail(err, errlen, "%s: tensor %s: bad shape", path, name);
+            return zt_errf(err, errlen, "%s: tensor %s: bad shape", path, name);
         t->shape[k] = sh->items[k].inum;
     }
     for (int k = 0; k < 2; k++)
         if (of->items[k].type != ZT_JSON_NUM || !of->items[k].is_int || of->items[k].inum < 0)
-            return fail(err, errlen, "%s: tensor %s: bad data_offsets", path, name);
+            return zt_errf(err, errlen, "%s: tensor %s: bad data_offsets", path, name);
     t->begin = (uint64_t)of->items[0].inum;
     t->end = (uint64_t)of->items[1].inum;
     int sz = dtype_size(t->dtype);
-    if (!sz) return fail(err, errlen, "%s: tensor %s has unknown dtype %s", path, name, t->dtype);
+    if (!sz) return zt_errf(err, errlen, "%s: tensor %s has unknown dtype %s", path, name, t->dtype);
     if (t->end < t->begin || t->end - t->begin != zt_st_numel(t) * (uint64_t)sz)
-        return fail(err, errlen, "%s: tensor %s: data_offsets [%llu, %llu] do not match its %s shape", path, name,
+        return zt_errf(err, errlen, "%s: tensor %s: data_offsets [%llu, %llu] do not match its %s shape", path, name,
                     (unsigned long long)t->begin, (unsigned long long)t->end, t->dtype);
     return 0;
 }
@@ -267,25 +257,25 @@ int zt_st_open(zt_st_file *sf, const char *path, char *err, size_t errlen) {
     memset(sf, 0, sizeof *sf);
     snprintf(sf->path, sizeof sf->path, "%s", path);
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return zt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     unsigned char lenb[8];
     if (fstat(fileno(f), &st) != 0 || st.st_size < 8 || fread(lenb, 1, 8, f) != 8) {
         fclose(f);
-        return fail(err, errlen, "%s: not a safetensors file (shorter than its 8-byte header length)", path);
+        return zt_errf(err, errlen, "%s: not a safetensors file (shorter than its 8-byte header length)", path);
     }
     uint64_t hl = 0;
     for (int k = 7; k >= 0; k--) hl = hl << 8 | lenb[k];
     if (hl < 2 || hl > (uint64_t)st.st_size - 8 || hl > (100u << 20)) {
         fclose(f);
-        return fail(err, errlen, "%s: not a safetensors file (header length %llu for a %lld-byte file)", path,
+        return zt_errf(err, errlen, "%s: not a safetensors file (header length %llu for a %lld-byte file)", path,
                     (unsigned long long)hl, (long long)st.st_size);
     }
     char *h = malloc(hl + 1);
     if (!h || fread(h, 1, hl, f) != hl) {
         free(h);
         fclose(f);
-        return fail(err, errlen, "%s: cannot read the header", path);
+        return zt_errf(err, errlen, "%s: cannot read the header", path);
     }
     h[hl] = 0;
     zt_json j;
@@ -294,21 +284,21 @@ int zt_st_open(zt_st_file *sf, const char *path, char *err, size_t errlen) {
     if (!brace || zt_json_parse(h, hl, &j, jerr, sizeof jerr)) {
         free(h);
         fclose(f);
-        return fail(err, errlen, "%s: not a safetensors file (header is not a JSON object%s%s)", path,
+        return zt_errf(err, errlen, "%s: not a safetensors file (header is not a JSON object%s%s)", path,
                     brace ? ": " : "", brace ? jerr : "");
     }
     free(h);
-    int rc = j.type != ZT_JSON_OBJ ? fail(err, errlen, "%s: not a safetensors file", path) : 0;
+    int rc = j.type != ZT_JSON_OBJ ? zt_errf(err, errlen, "%s: not a safetensors file", path) : 0;
     sf->t = calloc((size_t)j.n + 1, sizeof *sf->t);
     sf->data_start = 8 + hl;
     sf->data_len = (uint64_t)st.st_size - sf->data_start;
     for (int i = 0; i < j.n && !rc; i++) {
         if (!strcmp(j.keys[i], "__metadata__")) continue;
-        if (j.items[i].type != ZT_JSON_OBJ) { rc = fail(err, errlen, "%s: bad header entry %s", path, j.keys[i]); break; }
+        if (j.items[i].type != ZT_JSON_OBJ) { rc = zt_errf(err, errlen, "%s: bad header entry %s", path, j.keys[i]); break; }
         zt_st_tensor *t = &sf->t[sf->n];
         rc = read_tensor_entry(t, j.keys[i], &j.items[i], path, err, errlen);
         if (!rc && t->end > sf->data_len)
-            rc = fail(err, errlen, "%s: truncated: tensor %s ends at byte %llu of a %llu-byte data section", path,
+            rc = zt_errf(err, errlen, "%s: truncated: tensor %s ends at byte %llu of a %llu-byte data section", path,
                       t->name, (unsigned long long)t->end, (unsigned long long)sf->data_len);
         if (!rc) sf->n++;
     }
@@ -352,21 +342,21 @@ int zt_st_read_f32(zt_st_file *sf, const zt_st_tensor *t, float *out, char *err,
     const int f32 = !strcmp(t->dtype, "F32"), f16 = !strcmp(t->dtype, "F16"), bf16 = !strcmp(t->dtype, "BF16"),
               f64 = !strcmp(t->dtype, "F64");
     if (!f32 && !f16 && !bf16 && !f64)
-        return fail(err, errlen, "%s: tensor %s is %s: only F32, F16, BF16 and F64 tensors can be imported", sf->path,
+        return zt_errf(err, errlen, "%s: tensor %s is %s: only F32, F16, BF16 and F64 tensors can be imported", sf->path,
                     t->name, t->dtype);
     if (fseeko(sf->f, (off_t)(sf->data_start + t->begin), SEEK_SET) != 0)
-        return fail(err, errlen, "%s: cannot seek to tensor %s", sf->path, t->name);
+        return zt_errf(err, errlen, "%s: cannot seek to tensor %s", sf->path, t->name);
     /* read in chunks into the tail of `out` (F16/BF16: half the bytes) or a bounce buffer (F64) */
     const size_t chunk = 1 << 20;
     void *buf = f32 ? NULL : malloc(chunk * 8);
-    if (!f32 && !buf) return fail(err, errlen, "out of memory");
+    if (!f32 && !buf) return zt_errf(err, errlen, "out of memory");
     int rc = 0;
     for (uint64_t i = 0; i < n && !rc; i += chunk) {
         size_t m = n - i < chunk ? (size_t)(n - i) : chunk;
         size_t es = bytes / (n ? n : 1);
         void *dst = f32 ? (void *)(out + i) : buf;
         if (fread(dst, es, m, sf->f) != m) {
-            rc = fail(err, errlen, "%s: truncated while reading tensor %s", sf->path, t->name);
+            rc = zt_errf(err, errlen, "%s: truncated while reading tensor %s", sf->path, t->name);
             break;
         }
         if (f16) for (size_t k = 0; k < m; k++) out[i + k] = half_to_float(((uint16_t *)buf)[k]);
@@ -400,7 +390,7 @@ int zt_st_write(const char *path, int n, const zt_st_entry *e, const float *(*da
     char *hbuf = NULL;
     size_t hlen = 0;
     FILE *h = open_memstream(&hbuf, &hlen);
-    if (!h) return fail(err, errlen, "out of memory");
+    if (!h) return zt_errf(err, errlen, "out of memory");
     fprintf(h, "{\"__metadata__\":{\"format\":\"pt\"}");
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -422,7 +412,7 @@ int zt_st_write(const char *path, int n, const zt_st_entry *e, const float *(*da
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         free(hbuf);
-        return fail(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        return zt_errf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
     }
     unsigned char lenb[8];
     for (int k = 0; k < 8; k++) lenb[k] = (unsigned char)((uint64_t)hlen >> (8 * k));
@@ -439,7 +429,7 @@ int zt_st_write(const char *path, int n, const zt_st_entry *e, const float *(*da
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
         unlink(tmp);
-        return fail(err, errlen, "%s: cannot write: %s", path, strerror(e2 ? e2 : errno));
+        return zt_errf(err, errlen, "%s: cannot write: %s", path, strerror(e2 ? e2 : errno));
     }
     return 0;
 }

@@ -62,28 +62,11 @@ struct zt_tokenizer {
     size_t scratch_cap;
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q) zt_panic(__FILE__, __LINE__, "out of memory (%zu bytes)", n);
-    return q;
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) ZT_PRINTF(3, 4);
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 void zt_ids_push(zt_ids *a, uint32_t id)
 {
     if (a->n == a->cap) {
         a->cap = a->cap ? 2 * a->cap : 1024;
-        a->v = xrealloc(a->v, a->cap * sizeof *a->v);
+        a->v = zt_realloc(a->v, a->cap * sizeof *a->v);
     }
     a->v[a->n++] = id;
 }
@@ -132,7 +115,7 @@ zt_pretok *zt_pretok_create(char *err, size_t errlen)
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ec, msg, sizeof msg);
-        set_err(err, errlen, "PCRE2 cannot compile the pre-tokenizer regex at offset %zu: %s", (size_t)eo,
+        zt_errf(err, errlen, "PCRE2 cannot compile the pre-tokenizer regex at offset %zu: %s", (size_t)eo,
                 (char *)msg);
         return NULL;
     }
@@ -202,11 +185,11 @@ zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *tok
                                   char *err, size_t errlen)
 {
     if (vocab_size < 256 || vocab_size > ZT_TOK_MAX_VOCAB) {
-        set_err(err, errlen, "vocab size %u out of range (expected 256..%u)", vocab_size, ZT_TOK_MAX_VOCAB);
+        zt_errf(err, errlen, "vocab size %u out of range (expected 256..%u)", vocab_size, ZT_TOK_MAX_VOCAB);
         return NULL;
     }
     if (eot != ZT_TOK_NO_EOT && eot >= vocab_size) {
-        set_err(err, errlen, "end-of-text id %u >= vocab size %u", eot, vocab_size);
+        zt_errf(err, errlen, "end-of-text id %u >= vocab size %u", eot, vocab_size);
         return NULL;
     }
     zt_tokenizer *t = zt_calloc(1, sizeof *t);
@@ -228,7 +211,7 @@ zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *tok
     t->tok_off[vocab_size] = total;
     for (uint32_t b = 0; b < 256; b++) {
         if (t->byte_id[b] == ZT_TOK_NO_EOT) {
-            set_err(err, errlen, "no token for the single byte 0x%02x (a byte-level BPE vocab has all 256)", b);
+            zt_errf(err, errlen, "no token for the single byte 0x%02x (a byte-level BPE vocab has all 256)", b);
             zt_tokenizer_free(t);
             return NULL;
         }
@@ -243,7 +226,7 @@ zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *tok
     for (uint32_t r = 0; r < n_merges; r++) {
         uint32_t a = merges[r][0], b = merges[r][1], c = merges[r][2];
         if (a >= vocab_size || b >= vocab_size || c >= vocab_size) {
-            set_err(err, errlen, "merge %u (%u %u -> %u) uses an id >= vocab size %u", r, a, b, c, vocab_size);
+            zt_errf(err, errlen, "merge %u (%u %u -> %u) uses an id >= vocab size %u", r, a, b, c, vocab_size);
             zt_tokenizer_free(t);
             return NULL;
         }
@@ -251,7 +234,7 @@ zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *tok
         if (t->tok_off[c + 1] - t->tok_off[c] != la + lb || la == 0 || lb == 0 ||
             memcmp(t->tok_data + t->tok_off[c], t->tok_data + t->tok_off[a], la) != 0 ||
             memcmp(t->tok_data + t->tok_off[c] + la, t->tok_data + t->tok_off[b], lb) != 0) {
-            set_err(err, errlen, "merge %u (%u %u -> %u): the result's bytes are not the two tokens' bytes joined",
+            zt_errf(err, errlen, "merge %u (%u %u -> %u): the result's bytes are not the two tokens' bytes joined",
                     r, a, b, c);
             zt_tokenizer_free(t);
             return NULL;
@@ -349,10 +332,10 @@ static void bpe_word(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out)
     }
     if (n > t->scratch_cap) {
         t->scratch_cap = n;
-        t->sym = xrealloc(t->sym, n * sizeof *t->sym);
-        t->nxt = xrealloc(t->nxt, n * sizeof *t->nxt);
-        t->prv = xrealloc(t->prv, n * sizeof *t->prv);
-        t->heap = xrealloc(t->heap, 2 * n * sizeof *t->heap);
+        t->sym = zt_realloc(t->sym, n * sizeof *t->sym);
+        t->nxt = zt_realloc(t->nxt, n * sizeof *t->nxt);
+        t->prv = zt_realloc(t->prv, n * sizeof *t->prv);
+        t->heap = zt_realloc(t->heap, 2 * n * sizeof *t->heap);
     }
     uint32_t *sym = t->sym;
     int32_t *nxt = t->nxt, *prv = t->prv;
@@ -423,11 +406,11 @@ static void cache_insert(zt_tokenizer *t, uint64_t h, const uint8_t *w, size_t n
     }
     if (t->ckeys_n + n > t->ckeys_cap) {
         t->ckeys_cap = 2 * (t->ckeys_n + n) + 4096;
-        t->ckeys = xrealloc(t->ckeys, t->ckeys_cap);
+        t->ckeys = zt_realloc(t->ckeys, t->ckeys_cap);
     }
     if (t->cvals_n + m > t->cvals_cap) {
         t->cvals_cap = 2 * (t->cvals_n + m) + 4096;
-        t->cvals = xrealloc(t->cvals, t->cvals_cap * sizeof *t->cvals);
+        t->cvals = zt_realloc(t->cvals, t->cvals_cap * sizeof *t->cvals);
     }
     size_t i = h & t->cmask;
     while (t->cslots[i].hash) i = (i + 1) & t->cmask;
@@ -489,12 +472,12 @@ int zt_tokenizer_decode(const zt_tokenizer *t, const uint32_t *ids, size_t n, ui
     size_t need = *out_len;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] >= t->vocab) {
-            set_err(err, errlen, "token %u at index %zu >= vocab size %u", ids[i], i, t->vocab);
+            zt_errf(err, errlen, "token %u at index %zu >= vocab size %u", ids[i], i, t->vocab);
             return 1;
         }
         need += (size_t)(t->tok_off[ids[i] + 1] - t->tok_off[ids[i]]);
     }
-    uint8_t *o = xrealloc(*out, need);
+    uint8_t *o = zt_realloc(*out, need);
     size_t k = *out_len;
     for (size_t i = 0; i < n; i++) {
         size_t len = (size_t)(t->tok_off[ids[i] + 1] - t->tok_off[ids[i]]);
@@ -512,7 +495,7 @@ int zt_tokenizer_save(const zt_tokenizer *t, const char *path, char *err, size_t
 {
     FILE *f = fopen(path, "w");
     if (!f) {
-        set_err(err, errlen, "%s: cannot create tokenizer file (%s)", path, strerror(errno));
+        zt_errf(err, errlen, "%s: cannot create tokenizer file (%s)", path, strerror(errno));
         return 1;
     }
     fprintf(f, "%s %d\nvocab_size %u\neot %lld\ntokens %u\n", ZT_TOK_MAGIC, ZT_TOK_VERSION, t->vocab,
@@ -533,7 +516,7 @@ int zt_tokenizer_save(const zt_tokenizer *t, const char *path, char *err, size_t
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;
     if (bad) {
-        set_err(err, errlen, "%s: write failed (%s)", path, strerror(errno));
+        zt_errf(err, errlen, "%s: write failed (%s)", path, strerror(errno));
         return 1;
     }
     return 0;
@@ -561,7 +544,7 @@ zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen
 {
     FILE *f = fopen(path, "r");
     if (!f) {
-        set_err(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));
+        zt_errf(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));
         return NULL;
     }
     char *line = NULL, msg[300];
@@ -574,7 +557,7 @@ zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen
     long long eot = -1;
     int ver = 0;
     char word[32];
-#define BAD(...) do { snprintf(msg, sizeof msg, __VA_ARGS__); set_err(err, errlen, "%s:%ld: %s", path, ln, msg); goto done; } while (0)
+#define BAD(...) do { snprintf(msg, sizeof msg, __VA_ARGS__); zt_errf(err, errlen, "%s:%ld: %s", path, ln, msg); goto done; } while (0)
 #define NEXT() do { ln++; if ((len = read_line(f, &line, &cap)) < 0) BAD("unexpected end of file (truncated tokenizer)"); } while (0)
     NEXT();
     if (sscanf(line, "%31s %d", word, &ver) != 2 || strcmp(word, ZT_TOK_MAGIC) != 0)
@@ -625,7 +608,7 @@ zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen
     }
     t = zt_tokenizer_create((uint32_t)vocab, (const uint8_t *const *)toks, lens, (uint32_t)nmerge,
                             (const uint32_t(*)[3])merges, eot < 0 ? ZT_TOK_NO_EOT : (uint32_t)eot, msg, sizeof msg);
-    if (!t) set_err(err, errlen, "%s: %s", path, msg);
+    if (!t) zt_errf(err, errlen, "%s: %s", path, msg);
 #undef BAD
 #undef NEXT
 done:
@@ -643,7 +626,7 @@ zt_tokenizer *zt_tokenizer_load(const char *path, const char *merges_path, char 
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));
+        zt_errf(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));
         return NULL;
     }
     char head[64] = {0};
@@ -655,7 +638,7 @@ zt_tokenizer *zt_tokenizer_load(const char *path, const char *merges_path, char 
     if (n >= 3 && memcmp(head, "\xEF\xBB\xBF", 3) == 0) i = 3;
     while (i < n && (head[i] == ' ' || head[i] == '\t' || head[i] == '\n' || head[i] == '\r')) i++;
     if (i < n && head[i] == '{') return zt_tokenizer_load_hf(path, merges_path, err, errlen);
-    set_err(err, errlen,
+    zt_errf(err, errlen,
             "%s: not a tokenizer file (expected a ztrain .zttok file starting '%s', or a Hugging Face "
             "tokenizer.json or vocab.json)", path, ZT_TOK_MAGIC);
     return NULL;

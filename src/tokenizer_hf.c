@@ -18,13 +18,6 @@
 
 #define JSON_MAX_DEPTH 64
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q) zt_panic(__FILE__, __LINE__, "out of memory (%zu bytes)", n);
-    return q;
-}
-
 /* ---------------------------------------------------------------- strings */
 
 /* an arena of byte strings, referred to by (offset, length) */
@@ -35,7 +28,7 @@ static sref arena_add(arena *a, const char *s, size_t n)
 {
     if (a->n + n > a->cap) {
         a->cap = 2 * (a->n + n) + 4096;
-        a->b = xrealloc(a->b, a->cap);
+        a->b = zt_realloc(a->b, a->cap);
     }
     memcpy(a->b + a->n, s, n);
     sref r = {(uint32_t)a->n, (uint32_t)n};
@@ -49,7 +42,7 @@ static void sb_put(sbuf *b, const char *s, size_t n)
 {
     if (b->n + n + 1 > b->cap) {
         b->cap = 2 * (b->n + n + 1) + 64;
-        b->s = xrealloc(b->s, b->cap);
+        b->s = zt_realloc(b->s, b->cap);
     }
     memcpy(b->s + b->n, s, n);
     b->n += n;
@@ -329,8 +322,8 @@ static void hf_vocab_add(hf *h, const char *s, size_t n, long long id)
 {
     if (h->nv == h->capv) {
         h->capv = h->capv ? 2 * h->capv : 1024;
-        h->vtok = xrealloc(h->vtok, h->capv * sizeof *h->vtok);
-        h->vid = xrealloc(h->vid, h->capv * sizeof *h->vid);
+        h->vtok = zt_realloc(h->vtok, h->capv * sizeof *h->vtok);
+        h->vid = zt_realloc(h->vid, h->capv * sizeof *h->vid);
     }
     h->vtok[h->nv] = arena_add(&h->a, s, n);
     h->vid[h->nv++] = (uint32_t)id;
@@ -340,7 +333,7 @@ static void hf_merge_add(hf *h, const char *a, size_t na, const char *b, size_t 
 {
     if (h->nm == h->capm) {
         h->capm = h->capm ? 2 * h->capm : 1024;
-        h->mg = xrealloc(h->mg, h->capm * sizeof *h->mg);
+        h->mg = zt_realloc(h->mg, h->capm * sizeof *h->mg);
     }
     h->mg[h->nm][0] = arena_add(&h->a, a, na);
     h->mg[h->nm][1] = arena_add(&h->a, b, nb);
@@ -410,8 +403,8 @@ static void parse_added(jp *j, hf *h)
         }
         if (h->na == h->capa) {
             h->capa = h->capa ? 2 * h->capa : 16;
-            h->atok = xrealloc(h->atok, h->capa * sizeof *h->atok);
-            h->aid = xrealloc(h->aid, h->capa * sizeof *h->aid);
+            h->atok = zt_realloc(h->atok, h->capa * sizeof *h->atok);
+            h->aid = zt_realloc(h->aid, h->capa * sizeof *h->aid);
         }
         h->atok[h->na] = arena_add(&h->a, v.s, v.n);
         h->aid[h->na++] = (uint32_t)id;
@@ -559,7 +552,7 @@ static char *read_file(const char *path, const char *what, const char *hint, siz
     do {
         if (cap - len < 65536) {
             cap = 2 * cap + 65536;
-            b = xrealloc(b, cap + 1);
+            b = zt_realloc(b, cap + 1);
         }
         got = fread(b + len, 1, cap - len, f);
         len += got;

@@ -32,23 +32,6 @@ struct zt_bpe_trainer {
     int pruned;
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q) zt_panic(__FILE__, __LINE__, "out of memory (%zu bytes)", n);
-    return q;
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) ZT_PRINTF(3, 4);
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static uint64_t hash_word(const uint8_t *p, size_t n)
 {
     uint64_t h = 1469598103934665603ull;
@@ -70,7 +53,7 @@ static uint64_t hash_u64(uint64_t x)
 zt_bpe_trainer *zt_tokenizer_trainer_create(size_t mem_bytes, char *err, size_t errlen)
 {
     if (mem_bytes < (1u << 20)) {
-        set_err(err, errlen, "tokenizer training memory %zu bytes is too small (expected at least 1 MB)", mem_bytes);
+        zt_errf(err, errlen, "tokenizer training memory %zu bytes is too small (expected at least 1 MB)", mem_bytes);
         return NULL;
     }
     zt_bpe_trainer *tr = zt_calloc(1, sizeof *tr);
@@ -190,7 +173,7 @@ static int count_word(const uint8_t *w, size_t n, void *ctx)
     }
     if (need_keys > tr->keys_cap) {
         tr->keys_cap = need_keys + need_keys / 2 + 4096;
-        tr->keys = xrealloc(tr->keys, tr->keys_cap);
+        tr->keys = zt_realloc(tr->keys, tr->keys_cap);
     }
     memcpy(tr->keys + tr->keys_n, w, n);
     tr->slots[i] = (wslot){.hash = h, .count = 1, .off = tr->keys_n, .len = (uint32_t)n};
@@ -228,7 +211,7 @@ static void hpush(hent **h, size_t *n, size_t *cap, hent v)
 {
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 1024;
-        *h = xrealloc(*h, *cap * sizeof **h);
+        *h = zt_realloc(*h, *cap * sizeof **h);
     }
     size_t i = (*n)++;
     while (i > 0 && hent_before(v, (*h)[(i - 1) / 2])) {
@@ -282,12 +265,12 @@ static uint32_t pair_get(pairs *p, uint64_t key)
     }
     if (p->n == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 4096;
-        p->pkey = xrealloc(p->pkey, p->cap * sizeof *p->pkey);
-        p->count = xrealloc(p->count, p->cap * sizeof *p->count);
-        p->words = xrealloc(p->words, p->cap * sizeof *p->words);
-        p->nw = xrealloc(p->nw, p->cap * sizeof *p->nw);
-        p->capw = xrealloc(p->capw, p->cap * sizeof *p->capw);
-        p->stamp = xrealloc(p->stamp, p->cap * sizeof *p->stamp);
+        p->pkey = zt_realloc(p->pkey, p->cap * sizeof *p->pkey);
+        p->count = zt_realloc(p->count, p->cap * sizeof *p->count);
+        p->words = zt_realloc(p->words, p->cap * sizeof *p->words);
+        p->nw = zt_realloc(p->nw, p->cap * sizeof *p->nw);
+        p->capw = zt_realloc(p->capw, p->cap * sizeof *p->capw);
+        p->stamp = zt_realloc(p->stamp, p->cap * sizeof *p->stamp);
     }
     uint32_t k = (uint32_t)p->n++;
     p->key[i] = key;
@@ -305,7 +288,7 @@ static void pair_add_word(pairs *p, uint32_t k, uint32_t w)
     if (p->nw[k] && p->words[k][p->nw[k] - 1] == w) return;
     if (p->nw[k] == p->capw[k]) {
         p->capw[k] = p->capw[k] ? 2 * p->capw[k] : 4;
-        p->words[k] = xrealloc(p->words[k], p->capw[k] * sizeof **p->words);
+        p->words[k] = zt_realloc(p->words[k], p->capw[k] * sizeof **p->words);
     }
     p->words[k][p->nw[k]++] = w;
 }
@@ -316,7 +299,7 @@ zt_tokenizer *zt_tokenizer_trainer_finish(zt_bpe_trainer *tr, uint32_t vocab_siz
                                           zt_tok_progress_fn progress, void *ctx, char *err, size_t errlen)
 {
     if (vocab_size < ZT_TOK_MIN_VOCAB || vocab_size > ZT_TOK_MAX_TRAIN_VOCAB) {
-        set_err(err, errlen, "vocab size %u out of range (expected %d..%d: 256 bytes + merges + <|endoftext|>)",
+        zt_errf(err, errlen, "vocab size %u out of range (expected %d..%d: 256 bytes + merges + <|endoftext|>)",
                 vocab_size, ZT_TOK_MIN_VOCAB, ZT_TOK_MAX_TRAIN_VOCAB);
         return NULL;
     }
@@ -412,7 +395,7 @@ zt_tokenizer *zt_tokenizer_trainer_finish(zt_bpe_trainer *tr, uint32_t vocab_siz
                         p.stamp[qi] = nm;
                         if (ntouched == captouched) {
                             captouched = captouched ? 2 * captouched : 256;
-                            touched = xrealloc(touched, captouched * sizeof *touched);
+                            touched = zt_realloc(touched, captouched * sizeof *touched);
                         }
                         touched[ntouched++] = qi;
                     }

@@ -103,6 +103,22 @@ void *zt_calloc(size_t n, size_t size) {
     return p;
 }
 
+void *zt_realloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) zt_panic(__FILE__, __LINE__, "out of host memory reallocating %zu bytes", n);
+    return q;
+}
+
+int zt_errf(char *err, size_t n, const char *fmt, ...) {
+    if (err && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, n, fmt, ap);
+        va_end(ap);
+    }
+    return 1;
+}
+
 double zt_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

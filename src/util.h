@@ -45,6 +45,11 @@ void zt_log(const char *fmt, ...) ZT_PRINTF(1, 2);
 /* host allocation that panics on failure */
 void *zt_malloc(size_t n);
 void *zt_calloc(size_t n, size_t size);
+void *zt_realloc(void *p, size_t n);
+
+/* a one-line user-error message into err (when err and n are non-zero); returns 1, so error paths
+   read `return zt_errf(err, n, "%s: ...", path)` */
+int zt_errf(char *err, size_t n, const char *fmt, ...) ZT_PRINTF(3, 4);
 
 double zt_now(void);                 /* monotonic seconds */
 void zt_iso_time(char *buf, size_t n);  /* UTC ISO-8601 */

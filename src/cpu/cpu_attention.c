@@ -19,33 +19,9 @@ static void cpu_attention_fwd(zt_backend *be, float *out, float *att, const floa
             for (int t = 0; t < T; t++) {
                 const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
                 float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                float mx = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * hs;
-                    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
-                    s *= scale;
-                    a[t2] = s;
-                    mx = s > mx ? s : mx;
-                }
-                float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    float e = zt_expf(a[t2] - mx);
-                    a[t2] = e;
-                    sum += e;
-                }
-                float inv = 1.0f / sum;
-                for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+                const float *k0 = qkv + (size_t)b * T * C3 + C + h * hs;
+                zt_attention_row(out + ((size_t)b * T + t) * C + h * hs, a, q, k0, k0 + C, (size_t)C3, t + 1, hs, scale);
                 for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
-                float *o = out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) o[i] = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
-                    float w = a[t2];
-#pragma omp simd
-                    for (int i = 0; i < hs; i++) o[i] += w * v[i];
-                }
             }
 }
 

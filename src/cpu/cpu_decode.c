@@ -27,35 +27,6 @@
    (much more when the cores are shared), more than a small one-token op takes */
 #define DECODE_PAR_MIN ((size_t)1 << 16)
 
-static void head_decode(float *o, float *a, const float *q, const float *kcache, const float *vcache, int pos, int C,
-                        int hs, float scale) {
-    float mx = -INFINITY;
-    for (int t2 = 0; t2 <= pos; t2++) {
-        const float *k = kcache + (size_t)t2 * C;
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int i = 0; i < hs; i++) s += q[i] * k[i];
-        s *= scale;
-        a[t2] = s;
-        mx = s > mx ? s : mx;
-    }
-    float sum = 0.0f;
-    for (int t2 = 0; t2 <= pos; t2++) {
-        float e = zt_expf(a[t2] - mx);
-        a[t2] = e;
-        sum += e;
-    }
-    float inv = 1.0f / sum;
-    for (int t2 = 0; t2 <= pos; t2++) a[t2] *= inv;
-    for (int i = 0; i < hs; i++) o[i] = 0.0f;
-    for (int t2 = 0; t2 <= pos; t2++) {
-        const float *v = vcache + (size_t)t2 * C;
-        float w = a[t2];
-#pragma omp simd
-        for (int i = 0; i < hs; i++) o[i] += w * v[i];
-    }
-}
-
 /* qkv(3C) = q | k | v of the token at position pos; kcache, vcache (maxT, C); out(C) */
 static void cpu_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos,
                                  int maxT, int C, int NH) {
@@ -69,7 +40,7 @@ static void cpu_attention_decode(zt_backend *be, float *out, float *kcache, floa
     for (int h = 0; h < NH; h++) {
         float stack[DECODE_STACK_T];
         float *a = pos < DECODE_STACK_T ? stack : zt_malloc((size_t)(pos + 1) * sizeof(float));
-        head_decode(out + h * hs, a, qkv + h * hs, kcache + h * hs, vcache + h * hs, pos, C, hs, scale);
+        zt_attention_row(out + h * hs, a, qkv + h * hs, kcache + h * hs, vcache + h * hs, (size_t)C, pos + 1, hs, scale);
         if (a != stack) free(a);
     }
 }

@@ -4,6 +4,7 @@
 #ifndef ZT_CPU_MATH_H
 #define ZT_CPU_MATH_H
 
+#include <math.h>
 #include <stdint.h>
 
 static inline float zt_expf(float x) {
@@ -33,6 +34,38 @@ static inline float zt_tanhf(float x) {
     float e = zt_expf(2.0f * __builtin_fabsf(x));
     float t = 1.0f - 2.0f / (e + 1.0f);
     return __builtin_copysignf(t, x);
+}
+
+/* One query row of causal attention, shared by the forward (cpu_attention.c) and one-token
+ * decoding (cpu_decode.c) so both compute the same bits: keys and values of positions 0..n-1 start
+ * at k and v, `stride` floats apart; a(n) receives the softmax, o(hs) the output. */
+static inline void zt_attention_row(float *o, float *a, const float *q, const float *k, const float *v, size_t stride,
+                                    int n, int hs, float scale) {
+    float mx = -INFINITY;
+    for (int t2 = 0; t2 < n; t2++) {
+        const float *kr = k + (size_t)t2 * stride;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int i = 0; i < hs; i++) s += q[i] * kr[i];
+        s *= scale;
+        a[t2] = s;
+        mx = s > mx ? s : mx;
+    }
+    float sum = 0.0f;
+    for (int t2 = 0; t2 < n; t2++) {
+        float e = zt_expf(a[t2] - mx);
+        a[t2] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    for (int t2 = 0; t2 < n; t2++) a[t2] *= inv;
+    for (int i = 0; i < hs; i++) o[i] = 0.0f;
+    for (int t2 = 0; t2 < n; t2++) {
+        const float *vr = v + (size_t)t2 * stride;
+        float w = a[t2];
+#pragma omp simd
+        for (int i = 0; i < hs; i++) o[i] += w * vr[i];
+    }
 }
 
 #endif
