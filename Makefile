@@ -5,7 +5,9 @@
 #   make test-long  the slower checks
 #   make demo       install, build, prepare a corpus, train on 2 ranks, sample
 #   make bench      step throughput vs sgemm peak and PyTorch
-# Respects CC/MPICC, CFLAGS, LDFLAGS, ARCH (default -march=native), BLAS=blis|openblas.
+#   make CUDA=1     ./ztrain with the GPU backend too (nvcc, cuBLASLt, NCCL; sm_80 + sm_90)
+#   make cuda       build/ztrain-cuda: the GPU build linked beside ./ztrain (make test does it when nvcc exists)
+# Respects CC/MPICC, CFLAGS, LDFLAGS, ARCH (default -march=native), BLAS=blis|openblas, CUDA_HOME, NVCC.
 
 MPICC ?= mpicc
 CC := $(MPICC)
@@ -28,18 +30,22 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 CFLAGS ?=
-ALL_CFLAGS := -std=gnu11 $(OPT) $(ARCH) -fno-math-errno -fno-trapping-math -fopenmp $(WARN) -Isrc $(BLAS_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
-LIBS := $(PKG_LIBS) $(BLAS_LIBS) -fopenmp -lm $(LDFLAGS)
+ALL_CFLAGS := -std=gnu11 $(OPT) $(ARCH) -fno-math-errno -fno-trapping-math -fopenmp $(WARN) -Isrc -I. $(BLAS_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
+LIBS := $(PKG_LIBS) $(BLAS_LIBS) -fopenmp -lm -lstdc++ -pthread $(LDFLAGS)
 
-SRC := $(wildcard src/*.c src/cpu/*.c)
+SRC := $(wildcard src/*/*.c)
 OBJ := $(patsubst src/%.c,build/obj/%.o,$(SRC))
-LIB_OBJ := $(filter-out build/obj/main.o,$(OBJ))
+LIB_OBJ := $(filter-out build/obj/cmd/main.o,$(OBJ))
 TEST_SRC := $(wildcard tests/c/*.c)
 TEST_BIN := $(patsubst tests/c/%.c,build/tests/%,$(TEST_SRC))
 BENCH_SRC := $(wildcard benchmarks/*.c)
 BENCH_BIN := $(patsubst benchmarks/%.c,build/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps build-all asan test test-long demo bench clean
+.PHONY: all deps build-all asan test test-long demo bench clean cuda
+
+include cuda/cuda.mk
+include cuda/backend.mk
+.DEFAULT_GOAL := all
 # Every entry target first installs missing packages, then re-enters make so pkg-config sees them.
 all: deps
 	@$(MAKE) --no-print-directory build-all
@@ -47,18 +53,26 @@ all: deps
 deps:
 	@scripts/install-deps.sh build
 
-build-all: ztrain $(TEST_BIN) $(BENCH_BIN)
+build-all: ztrain $(TEST_BIN) $(BENCH_BIN) build/tests/test_hostexec $(CU_TEST_BIN)
 
-build/obj/%.o: src/%.c $(wildcard src/*.h src/cpu/*.h)
+build/obj/%.o: src/%.c $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-build/libztrain.a: $(LIB_OBJ)
+build/libztrain.a: $(LIB_OBJ) $(CUSIM_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-ztrain: build/obj/main.o build/libztrain.a
+ifeq ($(CUDA),1)
+ztrain: build/ztrain-cuda
+	cp build/ztrain-cuda $@
+else
+ztrain: build/obj/cmd/main.o build/libztrain.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
+endif
+
+# the GPU build beside ./ztrain (compile and link only where there is no GPU)
+cuda: build/ztrain-cuda
 
 build/tests/%: tests/c/%.c build/libztrain.a
 	@mkdir -p $(dir $@)
@@ -71,14 +85,16 @@ build/bench/%: benchmarks/%.c build/libztrain.a
 asan: deps
 	@$(MAKE) --no-print-directory ztrain-asan
 
-ztrain-asan: $(SRC) $(wildcard src/*.h src/cpu/*.h)
-	$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined $(ARCH) -fopenmp $(WARN) -Isrc \
-	  $(BLAS_CFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $(SRC) $(LIBS) -fsanitize=address,undefined
+ztrain-asan: $(SRC) $(wildcard src/*/*.h) $(CUSIM_OBJ)
+	$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined $(ARCH) -fopenmp $(WARN) -Isrc -I. \
+	  $(BLAS_CFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $(SRC) $(CUSIM_OBJ) $(LIBS) -fsanitize=address,undefined
 
 test: deps
 	@scripts/install-deps.sh test
 	@scripts/setup-venv.sh >/dev/null
 	@$(MAKE) --no-print-directory build-all
+	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory cuda; \
+	  else echo "make test: nvcc not found: the GPU build (make cuda) is skipped"; fi
 	tests/run.sh
 
 test-long: deps

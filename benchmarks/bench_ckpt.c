@@ -18,13 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ckpt.h"
-#include "cli.h"
-#include "comm.h"
-#include "cpu/cpu_backend.h"
-#include "train.h"
-#include "util.h"
-#include "zero.h"
+#include "cmd/cli.h"
+#include "core/backend_factory.h"
+#include "core/zero.h"
+#include "io/ckpt.h"
+#include "util/util.h"
 
 static uint64_t fnv(const void *p, size_t n) {
     const unsigned char *b = p;
@@ -67,33 +65,33 @@ int main(int argc, char **argv) {
     /* the model and a zero state laid out as zt_zero_init does, without gradients or buffers the
        checkpoint does not touch (they would only take memory from the page cache) */
     zt_model_shape s;
-    zt_shape_from_config(c, &s);
-    zt_backend *be = zt_cpu_backend_create(1);
-    zt_comm *comm = zt_comm_mpi_create();
-    zt_zero z;
-    memset(&z, 0, sizeof z);
+    zt_model_shape_from_config(c, &s);
+    /* the cpu backend: its memory is host memory, so the fill and the checks read it directly */
+    zt_backend *be = zt_backend_create("cpu", 1, err, sizeof err);
+    zt_comm *comm = be ? zt_comm_create("mpi", be, err, sizeof err) : NULL;
+    if (!comm) zt_user_error_all("%s", err);
     c->zero.stage = stage;
-    zt_zero_plan_memory(c, &s, size, &z.plan);
-    z.stage = stage;
-    z.N = size;
-    z.rank = rank;
-    z.be = be;
-    z.comm = comm;
-    z.lo = (size_t)rank * z.plan.shard;
-    z.hi = z.lo + z.plan.shard;
+    zt_zero_plan plan;
+    zt_zero_plan_memory(c, &s, size, &plan);
     zt_model m;
-    zt_model_init(&m, be, &s, 1, 1, z.plan.padded, 0);
-    const size_t nm = stage == 0 ? z.plan.padded : z.plan.shard, total = m.table.total;
-    z.m = be->i->alloc(be, nm * sizeof(float));
-    z.v = be->i->alloc(be, nm * sizeof(float));
-    fill(m.params, total, 1); /* cpu backend: device memory is host memory */
+    zt_model_init(&m, be, &s, 1, 1, plan.padded, 0);
+    zt_ckpt_view v = zt_model_ckpt_view(&m);
+    v.lo = (size_t)rank * plan.shard;
+    v.hi = v.lo + plan.shard;
+    v.optim_base = stage == 0 ? 0 : v.lo;
+    v.optim_elems = stage == 0 ? plan.padded : plan.shard;
+    const size_t nm = v.optim_elems, total = m.table.total;
+    float *exp_avg = be->i->alloc(be, nm * sizeof(float)), *exp_avg_sq = be->i->alloc(be, nm * sizeof(float));
+    v.exp_avg = exp_avg;
+    v.exp_avg_sq = exp_avg_sq;
+    fill(m.params, total, 1);
     for (size_t i = 0; i < nm; i++) {
-        size_t flat = (stage == 0 ? 0 : z.lo) + i;
+        size_t flat = v.optim_base + i;
         if (flat >= total) break;
-        z.m[i] = 1e-3f * (float)((flat * 2654435761u) % 1000);
-        z.v[i] = 1e-6f * (float)((flat * 40503u) % 1000);
+        exp_avg[i] = 1e-3f * (float)((flat * 2654435761u) % 1000);
+        exp_avg_sq[i] = 1e-6f * (float)((flat * 40503u) % 1000);
     }
-    const uint64_t hp = fnv(m.params, total * 4), hm = fnv(z.m, nm * 4), hv = fnv(z.v, nm * 4);
+    const uint64_t hp = fnv(m.params, total * 4), hm = fnv(exp_avg, nm * 4), hv = fnv(exp_avg_sq, nm * 4);
 
     char text[65536];
     zt_config_to_string(c, text, sizeof text);
@@ -109,23 +107,31 @@ int main(int argc, char **argv) {
         meta.step = r + 1;
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = zt_now();
-        if (zt_ckpt_save(dir, 1, &meta, &m, &z, path, sizeof path, err, sizeof err)) zt_user_error_all("%s", err);
+        if (zt_ckpt_save(dir, 1, &meta, &v, path, sizeof path, err, sizeof err)) zt_user_error_all("%s", err);
         MPI_Barrier(MPI_COMM_WORLD);
         double dt = zt_now() - t0;
         if (dt < wbest) wbest = dt;
         if (rank == 0) drop_cache(path);
         be->i->zero(be, m.params, total * 4);
-        be->i->zero(be, z.m, nm * 4);
-        be->i->zero(be, z.v, nm * 4);
+        be->i->zero(be, exp_avg, nm * 4);
+        be->i->zero(be, exp_avg_sq, nm * 4);
         zt_ckpt_meta rm;
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = zt_now();
-        if (zt_ckpt_load(path, &rm, &m, &z, err, sizeof err)) zt_user_error_all("%s", err);
+        if (zt_ckpt_load(path, &rm, &v, err, sizeof err)) zt_user_error_all("%s", err);
+        /* as zt_zero_after_load: the parameters (and stage 0's moments) gathered from the shards */
+        if (size > 1) {
+            comm->i->all_gather(comm, m.params + v.lo, m.params, plan.shard, ZT_F32);
+            if (stage == 0) {
+                comm->i->all_gather(comm, exp_avg + v.lo, exp_avg, plan.shard, ZT_F32);
+                comm->i->all_gather(comm, exp_avg_sq + v.lo, exp_avg_sq, plan.shard, ZT_F32);
+            }
+        }
         MPI_Barrier(MPI_COMM_WORLD);
         dt = zt_now() - t0;
         if (dt < rbest) rbest = dt;
         zt_ckpt_meta_free(&rm);
-        long bad = (fnv(m.params, total * 4) != hp) + (fnv(z.m, nm * 4) != hm) + (fnv(z.v, nm * 4) != hv), sum = 0;
+        long bad = (fnv(m.params, total * 4) != hp) + (fnv(exp_avg, nm * 4) != hm) + (fnv(exp_avg_sq, nm * 4) != hv), sum = 0;
         MPI_Allreduce(&bad, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         wrong += sum;
     }
@@ -145,11 +151,11 @@ int main(int argc, char **argv) {
         }
         fflush(stdout);
     }
-    be->i->free(be, z.m);
-    be->i->free(be, z.v);
+    be->i->free(be, exp_avg);
+    be->i->free(be, exp_avg_sq);
     zt_model_free(&m);
-    zt_comm_free(comm);
-    zt_cpu_backend_free(be);
+    zt_comm_destroy(comm);
+    zt_backend_destroy(be);
     free(c);
     MPI_Finalize();
     return wrong ? 1 : 0;

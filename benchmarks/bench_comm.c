@@ -1,6 +1,6 @@
-/* bench_comm.c — communicator bandwidth, nccl-tests style: ztrain's zt_comm (zt_comm_mpi_create) for
+/* bench_comm.c — communicator bandwidth, nccl-tests style: ztrain's zt_comm (the factory's "mpi" communicator) for
  * all_reduce, reduce_scatter, all_gather, all_to_all, and ztrain's ORDERED reduce-scatter (all_to_all +
- * the N received pieces summed in rank order with the backend's accumulate, as src/zero.c does), each
+ * the N received pieces summed in rank order with the backend's accumulate, as src/core/zero.c does), each
  * beside the same collective on raw MPI (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather,
  * MPI_Alltoall; the ordered row is compared with MPI_Reduce_scatter_block, the call it replaces).
  *
@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
-#include "cpu/cpu_backend.h"
-#include "dist.h"
-#include "util.h"
+#include "iface/comm.h"
+#include "core/backend_factory.h"
+#include "core/dist.h"
+#include "util/util.h"
 
 typedef enum { OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_RS_ORDERED, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_N } op_t;
 static const char *const op_names[OP_N] = {"all_reduce", "reduce_scatter", "rs_ordered", "all_gather",
@@ -256,8 +256,10 @@ int main(int argc, char **argv) {
     bufs b = {0};
     b.rank = d.rank;
     b.n = n;
-    b.comm = zt_comm_mpi_create();
-    b.be = zt_cpu_backend_create(o.threads);
+    char err[ZT_ERR_BUF];
+    b.be = zt_backend_create("cpu", o.threads, err, sizeof err);
+    b.comm = b.be ? zt_comm_create("mpi", b.be, err, sizeof err) : NULL;
+    if (!b.comm) zt_user_error_all("%s", err);
     b.send = b.be->i->alloc(b.be, max_count * sizeof(float));
     b.recv = b.be->i->alloc(b.be, max_count * sizeof(float));
     b.scratch = b.be->i->alloc(b.be, max_count * sizeof(float));
@@ -274,7 +276,7 @@ int main(int argc, char **argv) {
         printf("# sizes %zu..%zu B x%d; %s; time = mean per call, max over ranks; busbw factor 2(n-1)/n all_reduce, "
                "(n-1)/n others\n", o.min_bytes, o.max_bytes, o.factor,
                o.iters > 0 ? "fixed iterations" : "iterations for ~--time s per measurement, best of -r loops");
-        printf("# rs_ordered = zt all_to_all + rank-order sum (src/zero.c); its raw column is MPI_Reduce_scatter_block\n");
+        printf("# rs_ordered = zt all_to_all + rank-order sum (src/core/zero.c); its raw column is MPI_Reduce_scatter_block\n");
         printf("#\n");
         printf("# %11s %11s %5s %-15s %10s %8s %8s %7s  %10s %8s %8s %7s %8s\n", "", "", "", "", "zt_comm:", "", "", "",
                "raw MPI:", "", "", "", "");
@@ -342,8 +344,8 @@ int main(int argc, char **argv) {
     b.be->i->free(b.be, b.send);
     b.be->i->free(b.be, b.recv);
     b.be->i->free(b.be, b.scratch);
-    zt_cpu_backend_free(b.be);
-    zt_comm_free(b.comm);
+    zt_comm_destroy(b.comm);
+    zt_backend_destroy(b.be);
     zt_dist_finalize(&d);
     return wrong_total ? 1 : 0;
 }

@@ -20,13 +20,12 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "backend_prof.h"
-#include "cli.h"
-#include "comm.h"
-#include "cpu/cpu_backend.h"
-#include "train.h"
-#include "util.h"
-#include "zero.h"
+#include "core/backend_prof.h"
+#include "cmd/cli.h"
+#include "iface/comm.h"
+#include "core/backend_factory.h"
+#include "util/util.h"
+#include "core/zero.h"
 
 #ifdef ZT_BLAS_BLIS
 #include <cblas.h>
@@ -168,11 +167,17 @@ int main(int argc, char **argv) {
     c.train.seq_len = T;
     /* one rank: stage 0 (the micro-batch gradient is the reduced one) is what `train` runs best */
     c.zero.stage = atoi(stage_s);
-    zt_backend *be = zt_cpu_backend_create(threads);
+    zt_backend *be = zt_backend_create("cpu", threads, err, sizeof err);
+    zt_comm *comm = be ? zt_comm_create("mpi", be, err, sizeof err) : NULL;
+    if (!comm) {
+        fprintf(stderr, "bench_step: %s\n", err);
+        return 2;
+    }
     threads = be->threads;
-    zt_comm *comm = zt_comm_mpi_create();
+    char desc[256];
+    zt_backend_describe(be, desc, sizeof desc);
     zt_model_shape s;
-    zt_shape_from_config(&c, &s);
+    zt_model_shape_from_config(&c, &s);
     zt_model m;
     zt_zero z;
     zt_zero_init(&z, &c, &m, be, comm, &s);
@@ -224,7 +229,7 @@ int main(int argc, char **argv) {
             if (g[k][impl] > best) { best = g[k][impl]; best_impl = impl; best_sh = k; }
         }
     double g_sq = g[SH_SQ][IMPL_ZTRAIN];
-    double fpt = zt_flops_per_token(&s, T);
+    double fpt = zt_model_flops_per_token(&s, T);
     double tok_s = N / (med * 1e-3);
     double gflops = fpt * tok_s * 1e-9;
     if (json) {
@@ -233,7 +238,7 @@ int main(int argc, char **argv) {
                "\"sgemm_square_gflops\": %.2f, \"frac_peak\": %.4f, \"best_sgemm_gflops\": %.2f, "
                "\"best_sgemm_blas\": \"%s\", \"best_sgemm_shape\": \"%s\", \"frac_best\": %.4f, "
                "\"peak_rss_bytes\": %ld, \"openblas\": \"%s\", \"onednn\": \"%s\", \"sgemm\": {",
-               cli.config_path ? cli.config_path : "defaults", m.table.total, B, T, threads, zt_cpu_blas_name(), med,
+               cli.config_path ? cli.config_path : "defaults", m.table.total, B, T, threads, desc, med,
                tok_s, gflops, peak, g_sq, gflops / peak, best, impl_names[best_impl], sh_names[best_sh],
                gflops / best, ru.ru_maxrss * 1024L, bs.openblas_desc, bs.dnnl_desc);
         for (int k = 0; k < N_SH; k++) {
@@ -250,7 +255,7 @@ int main(int argc, char **argv) {
         printf("}}\n");
     } else {
         printf("# ztrain step benchmark: %s, %d thread%s, %s\n", cli.config_path ? cli.config_path : "defaults",
-               threads, threads == 1 ? "" : "s", zt_cpu_blas_name());
+               threads, threads == 1 ? "" : "s", desc);
         printf("# %10s %4s %5s %9s %9s %9s %11s %10s %11s %10s %9s\n", "params", "B", "T", "ms/step", "tokens/s",
                "GFLOP/s", "sgemm_peak", "frac_peak", "best_sgemm", "frac_best", "rss_MB");
         printf("# %10s %4s %5s %9s %9s %9s %11s %10s %11s %10s %9s\n", "", "", "", "(ms)", "(tok/s)", "(GFLOP/s)",
@@ -284,8 +289,8 @@ int main(int argc, char **argv) {
     free(in);
     free(tg);
     zt_zero_free(&z, &m);
-    zt_comm_free(comm);
-    zt_cpu_backend_free(be);
+    zt_comm_destroy(comm);
+    zt_backend_destroy(be);
     MPI_Finalize();
     return 0;
 }

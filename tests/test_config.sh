@@ -166,7 +166,7 @@ expect_err enum_set "zero.reduce: 'fast' is not one of ordered, native" config -
 cfg enum <<'EOF'
 device = "gpu";
 EOF
-expect_err enum_file "$T/enum.cfg:1: device: 'gpu' is not one of cpu, cuda" config -c "$T/enum.cfg"
+expect_err enum_file "$T/enum.cfg:1: device: 'gpu' is not one of cpu, cuda, devsim, cudasim" config -c "$T/enum.cfg"
 expect_err empty_name "run.name: must not be empty" config --set run.name=
 long=$(printf 'x%.0s' $(seq 1 600))
 expect_err string_too_long "data.train: value too long" config --set "data.train=$long"

@@ -3,10 +3,11 @@
 #include "cpu/cpu_backend.h"
 
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "util/util.h"
 
 #ifdef ZT_BLAS_BLIS
 #include <blis.h>
@@ -67,6 +68,12 @@ static void cpu_copy(zt_backend *be, void *dst, const void *src, size_t bytes) {
 }
 static void cpu_zero(zt_backend *be, void *dst, size_t bytes) { (void)be; memset(dst, 0, bytes); }
 static void cpu_sync(zt_backend *be) { (void)be; }
+
+static void cpu_destroy(zt_backend *be) { free(be); }
+
+static void cpu_describe(zt_backend *be, char *buf, size_t n) {
+    snprintf(buf, n, "cpu: %s, %d thread%s", g_blas_name, be->threads, be->threads == 1 ? "" : "s");
+}
 
 /* Row-major c(M, N) = alpha * op(a) @ op(b) + beta * c.
  * With BLIS the call goes through bli_sgemm_ex with our own runtime: only the ic loop (rows of c)
@@ -142,6 +149,9 @@ zt_backend *zt_cpu_backend_create(int threads) {
     set_blas_threads(threads);
     if (!g_cpu_i.name) {
         g_cpu_i.name = "cpu";
+        g_cpu_i.mem = ZT_MEM_HOST;
+        g_cpu_i.destroy = cpu_destroy;
+        g_cpu_i.describe = cpu_describe;
         g_cpu_i.alloc = cpu_alloc;
         g_cpu_i.free = cpu_free;
         g_cpu_i.to_device = cpu_copy;
@@ -162,4 +172,3 @@ zt_backend *zt_cpu_backend_create(int threads) {
     return be;
 }
 
-void zt_cpu_backend_free(zt_backend *be) { free(be); }

@@ -2,12 +2,13 @@
 #ifndef ZT_CPU_BACKEND_H
 #define ZT_CPU_BACKEND_H
 
-#include "backend.h"
+#include "iface/backend.h"
 
 /* threads <= 0: OMP default. Chooses BLIS kernels from the CPU's features when the user has not
-   set BLIS_ARCH_TYPE (must run before the first BLAS call). */
+   set BLIS_ARCH_TYPE (must run before the first BLAS call). Sets the process's OpenMP and BLAS
+   thread counts. Host memory; destroyed through its destroy slot (the factory's zt_backend_destroy).
+   Called by the factory and by the devsim backend, which runs these same ops. */
 zt_backend *zt_cpu_backend_create(int threads);
-void zt_cpu_backend_free(zt_backend *be);
 /* "blis 0.9 (skx kernels)" etc. */
 const char *zt_cpu_blas_name(void);
 /* ops implemented in cpu_ops.c / cpu_attention.c, wired into the vtable by cpu_backend.c */

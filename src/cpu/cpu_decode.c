@@ -19,7 +19,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_math.h"
-#include "util.h"
+#include "util/util.h"
 
 /* scores for positions up to this many stay on the stack; longer contexts use a heap row */
 #define DECODE_STACK_T 4096

@@ -27,9 +27,9 @@ static void cpu_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rs
             float d = x[c] - m;
             v += d * d;
         }
-        float r = 1.0f / sqrtf(v / (float)C + 1e-5f);
+        float r = zt_ln_rstd(v, C);
 #pragma omp simd
-        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c] + b[c];
+        for (int c = 0; c < C; c++) o[c] = zt_ln_out(x[c], m, r, w[c], b[c]);
         mean[n] = m;
         rstd[n] = r;
     }
@@ -56,11 +56,7 @@ static void cpu_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db,
         sum_dn /= (float)C;
         sum_dn_xn /= (float)C;
 #pragma omp simd
-        for (int c = 0; c < C; c++) {
-            float xn = (x[c] - m) * r;
-            float dn = w[c] * dy[c];
-            dx[c] += (dn - sum_dn - xn * sum_dn_xn) * r;
-        }
+        for (int c = 0; c < C; c++) dx[c] += zt_ln_dx(x[c], m, r, w[c], dy[c], sum_dn, sum_dn_xn);
     }
     /* dw, db: each thread owns a block of columns and adds rows in order */
     const int blk = 64;
@@ -86,29 +82,16 @@ static void cpu_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db,
 
 /* ---------------------------------------------------------------- GELU (tanh approximation) */
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-
 static void cpu_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) {
     (void)be;
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = GELU_K * (x + 0.044715f * x * x * x);
-        out[i] = 0.5f * x * (1.0f + zt_tanhf(u));
-    }
+    for (size_t i = 0; i < n; i++) out[i] = zt_gelu(inp[i]);
 }
 
 static void cpu_gelu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
     (void)be;
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = GELU_K * (x + 0.044715f * x * x * x);
-        float t = zt_tanhf(u);
-        float sech2 = 1.0f - t * t;
-        float g = 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = g * dout[i];
-    }
+    for (size_t i = 0; i < n; i++) dinp[i] = zt_gelu_grad(inp[i]) * dout[i];
 }
 
 static void cpu_add(zt_backend *be, float *out, const float *a, const float *b, size_t n) {
@@ -201,17 +184,10 @@ static void cpu_adamw(zt_backend *be, float *param, const float *grad, float *m,
                       float lr, float beta1, float beta2, float eps, float weight_decay,
                       float bias_corr1, float bias_corr2, float grad_scale) {
     (void)be;
-    const float b1c = 1.0f - beta1, b2c = 1.0f - beta2;
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float g = grad[i] * grad_scale;
-        float mi = beta1 * m[i] + b1c * g;
-        float vi = beta2 * v[i] + b2c * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        float mhat = mi / bias_corr1, vhat = vi / bias_corr2;
-        param[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * param[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        zt_adamw_elem(&param[i], &m[i], &v[i], grad[i] * grad_scale, lr, beta1, beta2, eps, weight_decay, bias_corr1,
+                      bias_corr2);
 }
 
 static void cpu_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {

@@ -16,6 +16,7 @@
  *       OUT = float64 (S, 4): loss (mean of the K micro-batch losses), grad norm, clip factor, lr;
  *             then float32 final parameters (table.total).
  *   SHAPE = --layers L --heads H --embd C --vocab V --padded-vocab Vp --block maxT [--threads N]
+ *           [--device cpu|devsim] (default: ZT_TEST_DEVICE, else cpu; the backend comes from the factory)
  *
  * W.bin: table.total float32 in the table's order (Hugging Face layouts: Conv1D weights (in, out),
  * wte padded to Vp rows). TOK.bin: int32 batches, each = tokens (B, T) then targets (B, T).
@@ -26,19 +27,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
-#include "config.h"
-#include "cpu/cpu_backend.h"
-#include "model.h"
-#include "optim.h"
-#include "zero.h"
+#include "iface/comm.h"
+#include "io/config.h"
+#include "core/backend_factory.h"
+#include "core/model.h"
+#include "core/optim.h"
+#include "core/zero.h"
+#include "util/util.h"
 
 typedef struct args {
     const char *mode;
     zt_model_shape s;
     int B, T, K, threads, steps, warmup, stage, table;
     double lr, min_lr, clip, wd, beta1, beta2, eps;
-    const char *schedule, *weights, *tokens, *out;
+    const char *schedule, *weights, *tokens, *out, *device;
 } args;
 
 static void die(const char *msg, const char *what) {
@@ -55,6 +57,7 @@ static void parse(args *a, int argc, char **argv) {
     a->beta2 = 0.95;
     a->eps = 1e-8;
     a->schedule = "cosine";
+    a->device = getenv("ZT_TEST_DEVICE") && *getenv("ZT_TEST_DEVICE") ? getenv("ZT_TEST_DEVICE") : "cpu";
     if (argc < 2) die("usage: model_dump table|fwdbwd|train [options] (see the source)", NULL);
     a->mode = argv[1];
     for (int i = 2; i < argc; i++) {
@@ -72,7 +75,7 @@ static void parse(args *a, int argc, char **argv) {
         DARG("--lr", a->lr) DARG("--min-lr", a->min_lr) DARG("--clip", a->clip) DARG("--wd", a->wd)
         DARG("--beta1", a->beta1) DARG("--beta2", a->beta2) DARG("--eps", a->eps)
         SARG("--schedule", a->schedule) SARG("--weights", a->weights) SARG("--tokens", a->tokens)
-        SARG("--out", a->out)
+        SARG("--out", a->out) SARG("--device", a->device)
 #undef IARG
 #undef DARG
 #undef SARG
@@ -122,8 +125,15 @@ static void write_all(FILE *f, const void *p, size_t bytes, const char *path) {
     if (fwrite(p, 1, bytes, f) != bytes) die("cannot write", path);
 }
 
+static zt_backend *make_backend(const args *a) {
+    char err[ZT_ERR_BUF];
+    zt_backend *be = zt_backend_create(a->device, a->threads, err, sizeof err);
+    if (!be) die(err, NULL);
+    return be;
+}
+
 static int cmd_fwdbwd(const args *a) {
-    zt_backend *be = zt_cpu_backend_create(a->threads);
+    zt_backend *be = make_backend(a);
     zt_model m;
     zt_model_init(&m, be, &a->s, a->B, a->T, 0, 1);
     if (a->table) print_table(&m.table);
@@ -151,7 +161,7 @@ static int cmd_fwdbwd(const args *a) {
     free(w);
     free(tok);
     zt_model_free(&m);
-    zt_cpu_backend_free(be);
+    zt_backend_destroy(be);
     return 0;
 }
 
@@ -183,8 +193,9 @@ static int cmd_train(const args *a, int *argc, char ***argv) {
     char err[ZT_ERR_MAX];
     if (zt_config_validate(c, 1, err, sizeof err)) die("invalid config", err);
 
-    zt_backend *be = zt_cpu_backend_create(a->threads);
-    zt_comm *comm = zt_comm_mpi_create();
+    zt_backend *be = make_backend(a);
+    zt_comm *comm = zt_comm_create("auto", be, err, sizeof err);
+    if (!comm) die(err, NULL);
     if (comm->size != 1) die("train runs on one rank", NULL);
     zt_model m;
     zt_zero z;
@@ -233,8 +244,8 @@ static int cmd_train(const args *a, int *argc, char ***argv) {
     free(w);
     free(tok);
     zt_zero_free(&z, &m);
-    zt_comm_free(comm);
-    zt_cpu_backend_free(be);
+    zt_comm_destroy(comm);
+    zt_backend_destroy(be);
     free(c);
     MPI_Finalize();
     return 0;
@@ -245,7 +256,7 @@ int main(int argc, char **argv) {
     parse(&a, argc, argv);
     if (strcmp(a.mode, "table") == 0) {
         zt_param_table *pt = calloc(1, sizeof *pt);
-        zt_model_build_table(pt, &a.s);
+        zt_param_table_build(pt, &a.s);
         print_table(pt);
         free(pt);
         return 0;

@@ -1,6 +1,12 @@
-/* ops_harness.h — the shared harness of the cpu op tests (test_ops.c, test_ops_elementwise.c):
+/* ops_harness.h — the shared harness of the op tests (test_ops.c, test_ops_elementwise.c):
  * host/device helpers, the checkers, the thread-count invariance check and finite differences.
- * See test_ops.c for the tolerances and what each check means. Included once per test program. */
+ * See test_ops.c for the tolerances and what each check means. Included once per test program.
+ *
+ * The backend under test comes from the factory: ZT_TEST_DEVICE (default "cpu"; "devsim" runs the
+ * same cases on simulated device memory, where any host access to a device buffer crashes). Data
+ * crosses only through to_device / to_host: the harness never dereferences a backend buffer.
+ * Off the cpu, every PASS/FAIL name is prefixed with the device ("devsim:matmul[...]") and the
+ * thread-invariance check also requires the outputs to equal the cpu backend's bit for bit. */
 #ifndef ZT_OPS_HARNESS_H
 #define ZT_OPS_HARNESS_H
 
@@ -10,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "cpu/cpu_backend.h"
-#include "util.h"
+#include "core/backend_factory.h"
+#include "iface/backend.h"
+#include "util/util.h"
 
 #define FWD_TOL 1e-5
 #define BWD_TOL 1e-4
@@ -21,6 +27,39 @@
 static int g_pass, g_fail;
 static zt_backend *g_be; /* the backend under test, 2 threads */
 static zt_rng g_rng;
+static const char *g_dev = "cpu"; /* ZT_TEST_DEVICE */
+static char g_tag[32] = "";       /* "" on the cpu, else "<device>:" before every case name */
+
+/* ------------------------------------------------------------------ backends (through the factory) */
+
+/* the device under test with nt threads; the factory's create sets the OpenMP / BLAS thread count */
+static inline zt_backend *make_backend(const char *dev, int nt) {
+    char err[ZT_ERR_BUF];
+    zt_backend *be = zt_backend_create(dev, nt, err, sizeof err);
+    if (!be) {
+        printf("FAIL %sbackend_create: %s\n", g_tag, err);
+        exit(1);
+    }
+    return be;
+}
+
+/* reads ZT_TEST_DEVICE, seeds the RNG, makes g_be (2 threads) and prints what runs */
+static inline void harness_init(uint64_t seed) {
+    const char *d = getenv("ZT_TEST_DEVICE");
+    if (d && *d) g_dev = d;
+    if (strcmp(g_dev, "cpu") != 0) snprintf(g_tag, sizeof g_tag, "%s:", g_dev);
+    zt_rng_seed(&g_rng, seed);
+    g_be = make_backend(g_dev, 2);
+    char desc[256];
+    zt_backend_describe(g_be, desc, sizeof desc);
+    printf("# backend %s\n", desc);
+}
+
+static inline int harness_finish(const char *prog, double t0) {
+    zt_backend_destroy(g_be);
+    printf("# %s%s: %d passed, %d failed, %.2f s\n", g_tag, prog, g_pass, g_fail, zt_now() - t0);
+    return g_fail ? 1 : 0;
+}
 
 /* ------------------------------------------------------------------ host helpers */
 
@@ -145,10 +184,10 @@ static inline void chk_bits(chk *k, const char *what, const void *got, const voi
 
 static inline void chk_done(const chk *k, const char *name) {
     if (k->ok) {
-        printf("PASS %s (max err %.2e)\n", name, k->err);
+        printf("PASS %s%s (max err %.2e)\n", g_tag, name, k->err);
         g_pass++;
     } else {
-        printf("FAIL %s: %s\n", name, k->why);
+        printf("FAIL %s%s: %s\n", g_tag, name, k->why);
         g_fail++;
     }
     fflush(stdout);
@@ -158,44 +197,58 @@ static inline void chk_done(const chk *k, const char *name) {
 
 typedef void (*run_fn)(zt_backend *be, const void *ctx, void *out);
 
-static inline void set_threads(int nt) { zt_cpu_backend_free(zt_cpu_backend_create(nt)); }
+static inline void set_threads(int nt) { zt_backend_destroy(make_backend(g_dev, nt)); }
 
-/* rerun one case with 1, 2, 3 threads; the output blobs must be bit-identical */
+static inline void report_diff(const char *tname, const char *what, const unsigned char *want,
+                               const unsigned char *got, size_t bytes) {
+    (void)bytes;
+    size_t i = 0;
+    while (want[i] == got[i]) i++;
+    size_t fi = i / 4;
+    float a, b;
+    memcpy(&a, want + fi * 4, 4);
+    memcpy(&b, got + fi * 4, 4);
+    printf("FAIL %s: %s at byte %zu (as float [%zu]: %.9g vs %.9g)\n", tname, what, i, fi, (double)b, (double)a);
+}
+
+/* rerun one case with 1, 2, 3 threads; the output blobs must be bit-identical (and, off the cpu,
+   equal to the cpu backend's with 2 threads: same arithmetic, same bits) */
 static inline void check_threads(const char *name, run_fn run, const void *ctx, size_t bytes) {
     static const int nts[3] = {1, 2, 3};
-    unsigned char *buf[3];
-    for (int k = 0; k < 3; k++) {
+    const int vs_cpu = strcmp(g_dev, "cpu") != 0, nb = vs_cpu ? 4 : 3;
+    unsigned char *buf[4];
+    for (int k = 0; k < nb; k++) {
         buf[k] = xmalloc(bytes);
         memset(buf[k], 0x5a, bytes);
-        zt_backend *be = zt_cpu_backend_create(nts[k]);
+        zt_backend *be = make_backend(k < 3 ? g_dev : "cpu", k < 3 ? nts[k] : 2);
         run(be, ctx, buf[k]);
-        zt_cpu_backend_free(be);
+        zt_backend_destroy(be);
     }
     set_threads(2);
-    char tname[256];
-    snprintf(tname, sizeof tname, "threads:%s", name);
+    char tname[256], what[64];
+    snprintf(tname, sizeof tname, "%sthreads:%s", g_tag, name);
     int ok = 1;
     for (int k = 1; k < 3 && ok; k++) {
         if (memcmp(buf[0], buf[k], bytes) != 0) {
-            size_t i = 0;
-            while (buf[0][i] == buf[k][i]) i++;
-            size_t fi = i / 4;
-            float a, b;
-            memcpy(&a, buf[0] + fi * 4, 4);
-            memcpy(&b, buf[k] + fi * 4, 4);
-            printf("FAIL %s: %d threads differ from 1 thread at byte %zu (as float [%zu]: %.9g vs %.9g)\n", tname,
-                   nts[k], i, fi, (double)b, (double)a);
+            snprintf(what, sizeof what, "%d threads differ from 1 thread", nts[k]);
+            report_diff(tname, what, buf[0], buf[k], bytes);
             ok = 0;
         }
     }
+    if (ok && vs_cpu && memcmp(buf[3], buf[1], bytes) != 0) {
+        snprintf(what, sizeof what, "%s differs from the cpu backend", g_dev);
+        report_diff(tname, what, buf[3], buf[1], bytes);
+        ok = 0;
+    }
     if (ok) {
-        printf("PASS %s (max err 0: bit-identical with 1, 2, 3 threads)\n", tname);
+        printf("PASS %s (max err 0: bit-identical with 1, 2, 3 threads%s)\n", tname,
+               vs_cpu ? " and with the cpu backend" : "");
         g_pass++;
     } else {
         g_fail++;
     }
     fflush(stdout);
-    for (int k = 0; k < 3; k++) free(buf[k]);
+    for (int k = 0; k < nb; k++) free(buf[k]);
 }
 
 /* ------------------------------------------------------------------ finite differences */

@@ -1,21 +1,35 @@
-/* test_decode.c — the KV-cached decode path (sample.c, cpu_decode.c) against the full forward
+/* test_decode.c — the KV-cached decode path (core/sampler.c, cpu_decode.c) against the full forward
  * (model.c): logits at every position, greedy generation == argmax of the full forward, padded
  * vocab rows never sampled, determinism for a seed, top-k, the sliding window, thread invariance.
  * Weights are random everywhere (biases and LayerNorm parameters too) so every op matters.
+ * The backend is ZT_TEST_DEVICE's (default cpu; "devsim": simulated device memory, names prefixed
+ * "devsim:"; the last case then also requires the devsim tokens to equal the cpu backend's).
  * One `PASS name ...` / `FAIL name: reason` line per case; exit 1 if any failed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/cpu_backend.h"
-#include "model.h"
-#include "sample.h"
-#include "util.h"
+#include "core/backend_factory.h"
+#include "core/model.h"
+#include "core/sampler.h"
+#include "util/util.h"
 
 static int g_fail = 0;
-#define PASS(...) do { printf("PASS "); printf(__VA_ARGS__); printf("\n"); } while (0)
-#define FAIL(...) do { printf("FAIL "); printf(__VA_ARGS__); printf("\n"); g_fail++; } while (0)
+static const char *g_dev = "cpu"; /* ZT_TEST_DEVICE */
+static char g_tag[32] = "";       /* "<device>:" off the cpu */
+#define PASS(...) do { printf("PASS %s", g_tag); printf(__VA_ARGS__); printf("\n"); } while (0)
+#define FAIL(...) do { printf("FAIL %s", g_tag); printf(__VA_ARGS__); printf("\n"); g_fail++; } while (0)
+
+static zt_backend *make_backend(const char *dev, int threads) {
+    char err[ZT_ERR_BUF];
+    zt_backend *be = zt_backend_create(dev, threads, err, sizeof err);
+    if (!be) {
+        FAIL("backend_create: %s", err);
+        exit(1);
+    }
+    return be;
+}
 
 typedef struct fixture {
     zt_backend *be;
@@ -227,8 +241,22 @@ static void test_slide(zt_backend *be) {
     fixture_free(&fx);
 }
 
+/* 60 tokens sampled on be from fixture fx's weights (which may live on another backend of the same device) */
+static void sample60(zt_backend *be, fixture *fx, int32_t *out) {
+    int32_t p[1] = {7};
+    zt_sampler *sp = zt_sampler_create(be, &fx->s);
+    zt_sampler_generate(sp, fx->m.params, p, 1, 60, 1.0f, 0, 3, out, NULL, NULL);
+    zt_sampler_free(sp);
+}
+
 int main(void) {
-    zt_backend *be = zt_cpu_backend_create(2);
+    const char *d = getenv("ZT_TEST_DEVICE");
+    if (d && *d) g_dev = d;
+    if (strcmp(g_dev, "cpu") != 0) snprintf(g_tag, sizeof g_tag, "%s:", g_dev);
+    zt_backend *be = make_backend(g_dev, 2);
+    char desc[256];
+    zt_backend_describe(be, desc, sizeof desc);
+    printf("# backend %s\n", desc);
     test_logits("decode_logits_small", be, 2, 4, 64, 300, 384, 64);
     test_logits("decode_logits_hs48", be, 3, 2, 96, 1000, 1024, 96);
     test_greedy(be);
@@ -239,19 +267,27 @@ int main(void) {
     {
         fixture fx;
         fixture_init(&fx, be, 2, 4, 64, 300, 384, 64, 61);
-        int32_t p[1] = {7}, a[60], b[60];
-        zt_sampler *sp = zt_sampler_create(be, &fx.s);
-        zt_sampler_generate(sp, fx.m.params, p, 1, 60, 1.0f, 0, 3, a, NULL, NULL);
-        zt_backend *be1 = zt_cpu_backend_create(1);
-        zt_sampler *sp1 = zt_sampler_create(be1, &fx.s);
-        zt_sampler_generate(sp1, fx.m.params, p, 1, 60, 1.0f, 0, 3, b, NULL, NULL);
+        int32_t a[60], b[60];
+        sample60(be, &fx, a);
+        zt_backend *be1 = make_backend(g_dev, 1);
+        sample60(be1, &fx, b);
+        zt_backend_destroy(be1);
         if (memcmp(a, b, sizeof a) == 0) PASS("threads (60 sampled tokens identical with 2 and 1 threads)");
         else FAIL("threads: 1 and 2 threads sampled different tokens");
-        zt_sampler_free(sp1);
-        zt_cpu_backend_free(be1);
-        zt_sampler_free(sp);
         fixture_free(&fx);
+        /* off the cpu: the same weights and seed on the cpu backend give the same tokens */
+        if (strcmp(g_dev, "cpu") != 0) {
+            zt_backend *cpu = make_backend("cpu", 2);
+            fixture fc;
+            fixture_init(&fc, cpu, 2, 4, 64, 300, 384, 64, 61);
+            int32_t c[60];
+            sample60(cpu, &fc, c);
+            if (memcmp(a, c, sizeof a) == 0) PASS("equals_cpu (60 sampled tokens identical to the cpu backend's)");
+            else FAIL("equals_cpu: %s and cpu sampled different tokens", g_dev);
+            fixture_free(&fc);
+            zt_backend_destroy(cpu);
+        }
     }
-    zt_cpu_backend_free(be);
+    zt_backend_destroy(be);
     return g_fail ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 /* test_ops.c — checks every op (memory, matmul, linear, layernorm and attention here; GELU, add,
  * accumulate, embeddings, softmax + cross-entropy, AdamW and chunked norms in test_ops_elementwise.c) of the cpu backend's zt_backend_i against double-precision
- * references written here, on small and awkward shapes.
+ * references written here, on small and awkward shapes. The backend is ZT_TEST_DEVICE's (default cpu;
+ * ZT_TEST_DEVICE=devsim runs every case on simulated device memory, see ops_harness.h).
  *
  *  - forward ops: max |ours - ref| <= 1e-5 * (1 + max |ref|), ref computed in double from the
  *    same float inputs ("max err" below is max |ours - ref| / (1 + max |ref|));
@@ -12,7 +13,8 @@
  *    with NaN, outputs that accumulate are prefilled with random values, untouched memory
  *    (padded vocabulary columns, dwpe rows >= T) is compared bit for bit;
  *  - thread-count invariance: every case is rerun with 1, 2 and 3 OpenMP/BLAS threads (a fresh
- *    zt_cpu_backend_create(n) each time) and the outputs must be bit-identical (memcmp).
+ *    zt_backend_create(device, n) each time) and the outputs must be bit-identical (memcmp);
+ *    off the cpu they must also equal the cpu backend's (same arithmetic, same bits).
  *
  * Output: one line per case, `PASS name (max err E)` or `FAIL name: reason`; exit 1 if any failed.
  */
@@ -501,8 +503,7 @@ static void test_attention(int B, int T, int C, int NH) {
 
 int main(void) {
     double t0 = zt_now();
-    zt_rng_seed(&g_rng, 20240611);
-    g_be = zt_cpu_backend_create(2);
+    harness_init(20240611);
     {
         /* the thread-count checks rely on create(n) setting the OpenMP thread count */
         set_threads(3);
@@ -510,10 +511,9 @@ int main(void) {
         set_threads(2);
         chk k;
         chk_init(&k);
-        if (n3 != 3 || omp_get_max_threads() != 2) chk_fail(&k, "zt_cpu_backend_create(n) does not set n OpenMP threads");
+        if (n3 != 3 || omp_get_max_threads() != 2) chk_fail(&k, "zt_backend_create(device, n) does not set n OpenMP threads");
         chk_done(&k, "backend_create[threads]");
     }
-    printf("# backend %s, blas %s\n", g_be->i->name, zt_cpu_blas_name());
 
     test_memory();
 
@@ -541,7 +541,5 @@ int main(void) {
     test_attention(1, 9, 12, 4); /* hs = 3 */
     test_attention(3, 1, 6, 2);  /* T = 1 */
 
-    zt_cpu_backend_free(g_be);
-    printf("# %s: %d passed, %d failed, %.2f s\n", "test_ops", g_pass, g_fail, zt_now() - t0);
-    return g_fail ? 1 : 0;
+    return harness_finish("test_ops", t0);
 }

@@ -1,5 +1,5 @@
-/* test_ops_elementwise.c — the second half of the cpu op tests (see test_ops.c for tolerances and
- * checks): GELU, add, accumulate, embeddings, softmax + cross-entropy, AdamW, chunked sums of squares.
+/* test_ops_elementwise.c — the second half of the op tests (see test_ops.c for tolerances, checks
+ * and ZT_TEST_DEVICE): GELU, add, accumulate, embeddings, softmax + cross-entropy, AdamW, chunked sums of squares.
  * Output: one line per case, `PASS name (max err E)` or `FAIL name: reason`; exit 1 if any failed. */
 #include "ops_harness.h"
 
@@ -406,16 +406,18 @@ typedef struct ssq_ctx {
     const float *x;
 } ssq_ctx;
 
-/* blob: out(nc + 1) doubles; the extra one is a sentinel that must stay NaN */
+/* blob: out(nc + 1) doubles, written to backend memory; the extra one is a sentinel that must stay NaN */
 static void run_ssq(zt_backend *be, const void *vc, void *out) {
     const ssq_ctx *c = vc;
     size_t nc = (c->n + c->chunk - 1) / c->chunk;
     double *o = out;
     for (size_t i = 0; i <= nc; i++) o[i] = NAN;
     float *dx = dev_put(be, c->x, c->n * 4);
-    be->i->sumsq_chunks(be, o, dx, c->n, c->chunk);
-    be->i->sync(be);
+    double *dout = dev_put(be, o, (nc + 1) * sizeof(double));
+    be->i->sumsq_chunks(be, dout, dx, c->n, c->chunk);
+    dev_get(be, o, dout, (nc + 1) * sizeof(double));
     dev_free(be, dx);
+    dev_free(be, dout);
 }
 
 static void test_sumsq(size_t n, size_t chunk) {
@@ -453,9 +455,7 @@ static void test_sumsq(size_t n, size_t chunk) {
 
 int main(void) {
     double t0 = zt_now();
-    zt_rng_seed(&g_rng, 20240612);
-    g_be = zt_cpu_backend_create(2);
-    printf("# backend %s, blas %s\n", g_be->i->name, zt_cpu_blas_name());
+    harness_init(20240612);
 
     test_gelu(1003);
     test_add_accumulate(1003);
@@ -477,7 +477,5 @@ int main(void) {
     test_sumsq(128, 64);  /* exact chunks */
     test_sumsq(1001, 7);
 
-    zt_cpu_backend_free(g_be);
-    printf("# %s: %d passed, %d failed, %.2f s\n", "test_ops_elementwise", g_pass, g_fail, zt_now() - t0);
-    return g_fail ? 1 : 0;
+    return harness_finish("test_ops_elementwise", t0);
 }

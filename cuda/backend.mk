@@ -1,0 +1,47 @@
+# cuda/backend.mk — the CUDA backend's two builds, included by the main Makefile (after cuda.mk,
+# which provides the harness objects and HX_* variables).
+#
+#   host execution build ("cudasim", always): the backend's .cu files compiled by g++ against the
+#     harness; its objects go into build/libztrain.a, so ./ztrain, the tests and the benchmarks all
+#     have device = "cudasim".
+#   GPU build ("cuda"): the same .cu files plus comm_nccl.cu compiled by nvcc for sm_80 and sm_90
+#     (warnings are errors), linked with cuBLASLt, NCCL and the CUDA runtime into build/ztrain-cuda
+#     (`make cuda`, run by `make test` whenever nvcc exists), or into ./ztrain itself with `make CUDA=1`.
+#     That binary has cpu, devsim and cuda, not cudasim (see the factory rule below).
+
+CU_SRC := cuda/cuda_backend.cu cuda/kernels_elem.cu cuda/kernels_norm_attn.cu cuda/cuda_gemm.cu
+CU_HDRS := $(wildcard cuda/*.h cuda/*.cuh cuda/hostexec/*.h) $(wildcard src/*/*.h)
+MPI_CFLAGS := $(shell $(MPICC) -showme:compile 2>/dev/null)
+
+# -- host execution build
+CUSIM_OBJ := $(patsubst cuda/%.cu,build/cudasim/%.o,$(CU_SRC)) build/hostexec/hostexec.o build/hostexec/hostexec_sched.o
+build/cudasim/%.o: cuda/%.cu $(CU_HDRS)
+	@mkdir -p $(dir $@)
+	$(HX_CXX) $(HX_FLAGS) -Isrc -I. $(MPI_CFLAGS) -x c++ -c $< -o $@
+
+# -- GPU build
+NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVCC_BUILD_FLAGS := -std=c++17 -O3 $(NVCC_GENCODE) --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
+  -Icuda -Isrc -I. $(MPI_CFLAGS)
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+CUGPU_OBJ := $(patsubst cuda/%.cu,build/cuda/%.o,$(CU_SRC) cuda/comm_nccl.cu)
+build/cuda/%.o: cuda/%.cu $(CU_HDRS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_BUILD_FLAGS) -c $< -o $@
+# The factory with the GPU backend compiled in, and without cudasim: the harness answers a few CUDA
+# runtime calls under their real names (cudaGetLastError, cudaStreamSynchronize, ...), which must never
+# shadow libcudart's in a binary that runs on a GPU. cudasim lives in the cpu build (./ztrain, make test).
+build/cuda/backend_factory.o: src/core/backend_factory.c $(wildcard src/*/*.h) cuda/cuda_backend.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DZT_HAVE_CUDA -DZT_NO_CUDASIM -c $< -o $@
+CUGPU_LINK := build/obj/cmd/main.o build/cuda/backend_factory.o $(CUGPU_OBJ) \
+  $(filter-out build/obj/core/backend_factory.o,$(LIB_OBJ))
+build/ztrain-cuda: $(CUGPU_LINK)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+
+# -- kernel tests: each cuda/tests/*.cc against the cudasim objects in build/libztrain.a
+CU_TEST_SRC := $(wildcard cuda/tests/*.cc)
+CU_TEST_BIN := $(patsubst cuda/tests/%.cc,build/tests/%,$(CU_TEST_SRC))
+build/tests/test_kernels_%: cuda/tests/test_kernels_%.cc build/libztrain.a $(CU_HDRS)
+	@mkdir -p $(dir $@)
+	$(HX_CXX) $(HX_FLAGS) -Isrc -I. $(MPI_CFLAGS) $< build/libztrain.a $(LIBS) -o $@

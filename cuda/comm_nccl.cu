@@ -1,0 +1,241 @@
+// comm_nccl.cu — the NCCL communicator (iface/comm.h) for the GPU build (make CUDA=1).
+//
+// One NCCL communicator per run over MPI_COMM_WORLD (rank 0's unique id broadcast with MPI), on a
+// communication stream of its own. Ordering with the compute stream by events: every operation
+// first makes the comm stream wait for the work already issued on the compute stream; blocking
+// collectives then make the compute stream wait for the comm stream, so later kernels see the
+// result without the host waiting. Groups map to ncclGroupStart/End; send/recv/reduce are NCCL's
+// own (grouped point-to-point is how unequal all-to-alls are written). record() records an event on
+// the comm stream; query() asks it; wait() makes the compute stream wait for it (host code that
+// needs the data goes through the backend's to_host, which syncs the compute stream).
+// In the host execution build the factory uses the devsim communicator instead (MPI under NCCL's
+// rules over devsim memory), which keeps the same rules.
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zt_cuda_compat.cuh"
+
+extern "C" {
+#include "cuda_backend.h"
+#include "util/util.h"
+}
+
+extern "C" cudaStream_t zt_cuda_backend_stream(zt_backend *be);
+
+#define ZT_NCCL(call)                                                                                          \
+    do {                                                                                                       \
+        ncclResult_t r_ = (call);                                                                              \
+        if (r_ != ncclSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", #call, ncclGetErrorString(r_));          \
+    } while (0)
+#define ZT_CUDA(call)                                                                                          \
+    do {                                                                                                       \
+        cudaError_t e_ = (call);                                                                               \
+        if (e_ != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));          \
+    } while (0)
+
+namespace {
+
+constexpr int kEvents = 64; // ring of events for record(): at most this many outstanding
+
+struct nccl_ctx {
+    ncclComm_t comm;
+    cudaStream_t compute, stream;
+    cudaEvent_t ready;               // recorded on the compute stream before each operation
+    cudaEvent_t done;                // recorded on the comm stream after each blocking collective
+    cudaEvent_t ring[kEvents];
+    zt_comm_event issued;            // events recorded so far
+    int in_group;
+};
+
+nccl_ctx *X(zt_comm *c) { return static_cast<nccl_ctx *>(c->ctx); }
+
+ncclDataType_t nccl_type(zt_dtype t) {
+    switch (t) {
+    case ZT_F32: return ncclFloat32;
+    case ZT_F64: return ncclFloat64;
+    case ZT_I32: return ncclInt32;
+    default: return ncclUint8;
+    }
+}
+
+// the comm stream waits for the compute stream's work so far
+void after_compute(nccl_ctx *x) {
+    ZT_CUDA(cudaEventRecord(x->ready, x->compute));
+    ZT_CUDA(cudaStreamWaitEvent(x->stream, x->ready, 0));
+}
+// the compute stream waits for the comm stream's work so far
+void before_compute(nccl_ctx *x) {
+    ZT_CUDA(cudaEventRecord(x->done, x->stream));
+    ZT_CUDA(cudaStreamWaitEvent(x->compute, x->done, 0));
+}
+
+void n_all_reduce(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
+    nccl_ctx *x = X(c);
+    after_compute(x);
+    // ZT_U8 is a bitwise or (flags): max over 0/1 bytes
+    ZT_NCCL(ncclAllReduce(send, recv, n, nccl_type(t), t == ZT_U8 ? ncclMax : ncclSum, x->comm, x->stream));
+    before_compute(x);
+}
+void n_reduce_scatter(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
+    nccl_ctx *x = X(c);
+    after_compute(x);
+    ZT_NCCL(ncclReduceScatter(send, recv, n, nccl_type(t), ncclSum, x->comm, x->stream));
+    before_compute(x);
+}
+void n_all_gather(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
+    nccl_ctx *x = X(c);
+    after_compute(x);
+    ZT_NCCL(ncclAllGather(send, recv, n, nccl_type(t), x->comm, x->stream));
+    before_compute(x);
+}
+void n_all_to_all(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
+    nccl_ctx *x = X(c);
+    after_compute(x);
+    const size_t es = zt_dtype_size(t);
+    ZT_NCCL(ncclGroupStart());
+    for (int r = 0; r < c->size; r++) {
+        ZT_NCCL(ncclSend((const char *)send + (size_t)r * n * es, n, nccl_type(t), r, x->comm, x->stream));
+        ZT_NCCL(ncclRecv((char *)recv + (size_t)r * n * es, n, nccl_type(t), r, x->comm, x->stream));
+    }
+    ZT_NCCL(ncclGroupEnd());
+    before_compute(x);
+}
+void n_broadcast(zt_comm *c, void *buf, size_t n, zt_dtype t, int root) {
+    nccl_ctx *x = X(c);
+    after_compute(x);
+    ZT_NCCL(ncclBroadcast(buf, buf, n, nccl_type(t), root, x->comm, x->stream));
+    before_compute(x);
+}
+void n_barrier(zt_comm *c) {
+    nccl_ctx *x = X(c);
+    ZT_CUDA(cudaStreamSynchronize(x->compute));
+    ZT_CUDA(cudaStreamSynchronize(x->stream));
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void n_group_start(zt_comm *c) {
+    nccl_ctx *x = X(c);
+    if (x->in_group) zt_panic(__FILE__, __LINE__, "communicator: nested group_start");
+    after_compute(x);
+    x->in_group = 1;
+    ZT_NCCL(ncclGroupStart());
+}
+void in_group(nccl_ctx *x) {
+    if (!x->in_group) zt_panic(__FILE__, __LINE__, "communicator: send/recv/reduce outside group_start/group_end");
+}
+void n_send(zt_comm *c, const void *buf, size_t n, zt_dtype t, int peer) {
+    nccl_ctx *x = X(c);
+    in_group(x);
+    ZT_NCCL(ncclSend(buf, n, nccl_type(t), peer, x->comm, x->stream));
+}
+void n_recv(zt_comm *c, void *buf, size_t n, zt_dtype t, int peer) {
+    nccl_ctx *x = X(c);
+    in_group(x);
+    ZT_NCCL(ncclRecv(buf, n, nccl_type(t), peer, x->comm, x->stream));
+}
+void n_reduce(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t, int root) {
+    nccl_ctx *x = X(c);
+    in_group(x);
+    ZT_NCCL(ncclReduce(send, recv, n, nccl_type(t), ncclSum, root, x->comm, x->stream));
+}
+void n_group_end(zt_comm *c) {
+    nccl_ctx *x = X(c);
+    if (!x->in_group) zt_panic(__FILE__, __LINE__, "communicator: group_end without group_start");
+    x->in_group = 0;
+    ZT_NCCL(ncclGroupEnd());
+}
+
+zt_comm_event n_record(zt_comm *c) {
+    nccl_ctx *x = X(c);
+    zt_comm_event e = ++x->issued;
+    ZT_CUDA(cudaEventRecord(x->ring[e % kEvents], x->stream));
+    return e;
+}
+int n_query(zt_comm *c, zt_comm_event e) {
+    nccl_ctx *x = X(c);
+    if (e == 0) return 1;
+    if (x->issued - e >= (zt_comm_event)kEvents) return 1; // its slot was reused: long done (stream order)
+    cudaError_t r = cudaEventQuery(x->ring[e % kEvents]);
+    if (r == cudaErrorNotReady) return 0;
+    ZT_CUDA(r);
+    return 1;
+}
+void n_wait(zt_comm *c, zt_comm_event e) {
+    nccl_ctx *x = X(c);
+    if (e == 0 || x->issued - e >= (zt_comm_event)kEvents) return;
+    ZT_CUDA(cudaStreamWaitEvent(x->compute, x->ring[e % kEvents], 0));
+}
+
+void n_destroy(zt_comm *c) {
+    if (!c) return;
+    nccl_ctx *x = X(c);
+    cudaStreamSynchronize(x->stream);
+    ncclCommDestroy(x->comm);
+    cudaEventDestroy(x->ready);
+    cudaEventDestroy(x->done);
+    for (int i = 0; i < kEvents; i++) cudaEventDestroy(x->ring[i]);
+    cudaStreamDestroy(x->stream);
+    free(x);
+    free(c);
+}
+
+zt_comm_i make_i(void) {
+    zt_comm_i i;
+    memset(&i, 0, sizeof i);
+    i.name = "nccl";
+    i.mem = ZT_MEM_DEVICE;
+    i.destroy = n_destroy;
+    i.all_reduce = n_all_reduce;
+    i.reduce_scatter = n_reduce_scatter;
+    i.all_gather = n_all_gather;
+    i.all_to_all = n_all_to_all;
+    i.broadcast = n_broadcast;
+    i.barrier = n_barrier;
+    i.group_start = n_group_start;
+    i.send = n_send;
+    i.recv = n_recv;
+    i.reduce = n_reduce;
+    i.group_end = n_group_end;
+    i.record = n_record;
+    i.query = n_query;
+    i.wait = n_wait;
+    return i;
+}
+
+const zt_comm_i g_i = make_i();
+
+} // namespace
+
+extern "C" zt_comm *zt_comm_nccl_create(zt_backend *be, char *err, size_t errlen) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    ncclUniqueId id;
+    int bad = rank == 0 ? ncclGetUniqueId(&id) != ncclSuccess : 0;
+    if (zt_any_failed(bad, err, errlen)) {
+        zt_errf(err, errlen, "comm = \"nccl\": ncclGetUniqueId failed on rank 0");
+        return nullptr;
+    }
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    nccl_ctx *x = static_cast<nccl_ctx *>(zt_calloc(1, sizeof *x));
+    x->compute = zt_cuda_backend_stream(be);
+    ncclResult_t r = ncclCommInitRank(&x->comm, size, id, rank);
+    char msg[ZT_ERR_BUF] = "";
+    if (r != ncclSuccess) snprintf(msg, sizeof msg, "comm = \"nccl\": ncclCommInitRank: %s", ncclGetErrorString(r));
+    if (zt_any_failed(r != ncclSuccess, msg, sizeof msg)) {
+        zt_errf(err, errlen, "%s", msg);
+        free(x);
+        return nullptr;
+    }
+    ZT_CUDA(cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking));
+    ZT_CUDA(cudaEventCreateWithFlags(&x->ready, cudaEventDisableTiming));
+    ZT_CUDA(cudaEventCreateWithFlags(&x->done, cudaEventDisableTiming));
+    for (int i = 0; i < kEvents; i++) ZT_CUDA(cudaEventCreateWithFlags(&x->ring[i], cudaEventDisableTiming));
+    zt_comm *c = static_cast<zt_comm *>(zt_calloc(1, sizeof *c));
+    c->i = &g_i;
+    c->ctx = x;
+    c->rank = rank;
+    c->size = size;
+    return c;
+}

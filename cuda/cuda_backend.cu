@@ -1,0 +1,356 @@
+// cuda_backend.cu — the CUDA backend's host side (see cuda_backend.h): lifecycle, device binding,
+// memory, copies, and each backend slot as one launch function of cuda_ops.h on the backend's
+// stream. Kernels never see a pointer the host build could not address: slot arguments are device
+// addresses, translated by dev() (identity on a GPU; devsim's translation under the harness).
+//
+// Ordering: every op is issued on one stream; to_device copies synchronously from the caller's
+// buffer (it may be reused on return), to_host and sync wait for the stream, as iface/backend.h says.
+// Scratch for ops that need it (layernorm / linear / embedding backward) is one buffer that grows to
+// the largest need the first time a shape is seen, then is reused: no per-step allocation.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_ops.h"
+
+extern "C" {
+#include "cuda_backend.h"
+#include "util/util.h"
+#ifdef ZT_HOSTEXEC
+#include "devsim/devsim_mem.h"
+#endif
+}
+
+using namespace ZT_CU_NS;
+
+namespace {
+
+struct cu_ctx {
+    cudaStream_t stream;
+    zt_cu_gemm *gemm;
+    void *scratch;          // device memory
+    size_t scratch_bytes;
+    int device;
+    char desc[512];
+};
+
+cu_ctx *ctx_of(zt_backend *be) { return static_cast<cu_ctx *>(be->ctx); }
+
+#ifdef ZT_HOSTEXEC
+// device address -> the memory kernels and copies use
+template <typename T> T *dev(T *p) { return static_cast<T *>(zt_devsim_real(p, "cudasim")); }
+template <typename T> const T *dev(const T *p) { return static_cast<const T *>(zt_devsim_real(p, "cudasim")); }
+#else
+template <typename T> T *dev(T *p) { return p; }
+#define ZT_CUDA(call)                                                                                          \
+    do {                                                                                                       \
+        cudaError_t e_ = (call);                                                                               \
+        if (e_ != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));          \
+    } while (0)
+#endif
+
+// ------------------------------------------------------------------------------------------ memory
+
+void *b_alloc(zt_backend *be, size_t bytes) {
+    (void)be;
+#ifdef ZT_HOSTEXEC
+    return zt_devsim_mem_alloc(bytes);
+#else
+    void *p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess)
+        zt_panic(__FILE__, __LINE__, "out of GPU memory allocating %zu bytes: %s", bytes, cudaGetErrorString(e));
+    ZT_CUDA(cudaMemsetAsync(p, 0, bytes, ctx_of(be)->stream));
+    ZT_CUDA(cudaStreamSynchronize(ctx_of(be)->stream));
+    return p;
+#endif
+}
+
+void b_free(zt_backend *be, void *p) {
+    (void)be;
+    if (!p) return;
+#ifdef ZT_HOSTEXEC
+    zt_devsim_mem_free(p);
+#else
+    ZT_CUDA(cudaStreamSynchronize(ctx_of(be)->stream));
+    ZT_CUDA(cudaFree(p));
+#endif
+}
+
+void b_to_device(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+#ifdef ZT_HOSTEXEC
+    (void)be;
+    zt_devsim_check_host(src, "cudasim to_device (source)");
+    memcpy(dev(dst), src, bytes);
+#else
+    ZT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_of(be)->stream));
+    ZT_CUDA(cudaStreamSynchronize(ctx_of(be)->stream));
+#endif
+}
+
+void b_to_host(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+#ifdef ZT_HOSTEXEC
+    (void)be;
+    zt_devsim_check_host(dst, "cudasim to_host (destination)");
+    memcpy(dst, dev(src), bytes);
+#else
+    ZT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_of(be)->stream));
+    ZT_CUDA(cudaStreamSynchronize(ctx_of(be)->stream));
+#endif
+}
+
+void b_copy(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return;
+#ifdef ZT_HOSTEXEC
+    (void)be;
+    memmove(dev(dst), dev(src), bytes);
+#else
+    ZT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx_of(be)->stream));
+#endif
+}
+
+void b_zero(zt_backend *be, void *dst, size_t bytes) {
+    if (!bytes) return;
+#ifdef ZT_HOSTEXEC
+    (void)be;
+    memset(dev(dst), 0, bytes);
+#else
+    ZT_CUDA(cudaMemsetAsync(dst, 0, bytes, ctx_of(be)->stream));
+#endif
+}
+
+void b_sync(zt_backend *be) {
+#ifdef ZT_HOSTEXEC
+    (void)be; // every launch of the harness is synchronous
+#else
+    ZT_CUDA(cudaStreamSynchronize(ctx_of(be)->stream));
+#endif
+}
+
+// scratch of at least `bytes`, grown (never shrunk) the first time a larger need is seen
+void *scratch(zt_backend *be, size_t bytes) {
+    cu_ctx *x = ctx_of(be);
+    if (bytes > x->scratch_bytes) {
+        b_free(be, x->scratch);
+        x->scratch = b_alloc(be, bytes);
+        x->scratch_bytes = bytes;
+    }
+    return dev(x->scratch);
+}
+
+// ------------------------------------------------------------------------------------------ ops
+
+#define S ctx_of(be)->stream
+
+void b_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
+              float alpha, float beta) {
+    zt_cu_matmul(ctx_of(be)->gemm, S, dev(c), dev(a), dev(b), M, N, K, ta, tb, alpha, beta);
+}
+void b_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C,
+                  int OC) {
+    zt_cu_linear_fwd(ctx_of(be)->gemm, S, dev(out), dev(inp), dev(w), dev(bias), N, C, OC);
+}
+void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                  const float *w, int N, int C, int OC, int accumulate_dinp) {
+    void *sc = scratch(be, zt_cu_linear_bwd_scratch(N, OC));
+    zt_cu_linear_bwd(ctx_of(be)->gemm, S, dev(dinp), dev(dw), dev(dbias), dev(dout), dev(inp), dev(w), N, C, OC,
+                     accumulate_dinp, sc);
+}
+void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                     const float *b, int N, int C) {
+    zt_cu_layernorm_fwd(S, dev(out), dev(mean), dev(rstd), dev(inp), dev(w), dev(b), N, C);
+}
+void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                     const float *w, const float *mean, const float *rstd, int N, int C) {
+    void *sc = scratch(be, zt_cu_layernorm_bwd_scratch(N, C));
+    zt_cu_layernorm_bwd(S, dev(dinp), dev(dw), dev(db), dev(dout), dev(inp), dev(w), dev(mean), dev(rstd), N, C, sc);
+}
+void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+    zt_cu_attention_fwd(S, dev(out), dev(att), dev(qkv), B, T, C, NH);
+}
+void b_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
+                     int B, int T, int C, int NH) {
+    zt_cu_attention_bwd(S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH);
+}
+void b_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos, int maxT,
+                        int C, int NH) {
+    zt_cu_attention_decode(S, dev(out), dev(kcache), dev(vcache), dev(qkv), pos, maxT, C, NH);
+}
+void b_gemv(zt_backend *be, float *y, const float *x, const float *w, const float *bias, int C, int OC, int w_t) {
+    zt_cu_gemv(S, dev(y), dev(x), dev(w), dev(bias), C, OC, w_t);
+}
+void b_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) { zt_cu_gelu_fwd(S, dev(out), dev(inp), n); }
+void b_gelu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    zt_cu_gelu_bwd(S, dev(dinp), dev(inp), dev(dout), n);
+}
+void b_add(zt_backend *be, float *out, const float *a, const float *b, size_t n) {
+    zt_cu_add(S, dev(out), dev(a), dev(b), n);
+}
+void b_embed_fwd(zt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B, int T,
+                 int C) {
+    zt_cu_embed_fwd(S, dev(out), dev(tokens), dev(wte), dev(wpe), B, T, C);
+}
+void b_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T,
+                 int C) {
+    void *sc = scratch(be, zt_cu_embed_bwd_scratch(B, T));
+    zt_cu_embed_bwd(S, dev(dwte), dev(dwpe), dev(dout), dev(tokens), B, T, C, sc);
+}
+void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
+                    float dscale) {
+    zt_cu_softmax_xent(S, dev(losses), dev(logits), dev(targets), N, V, Vp, dscale);
+}
+void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+             float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale) {
+    zt_cu_adamw(S, dev(param), dev(grad), dev(m), dev(v), n, lr, beta1, beta2, eps, weight_decay, bias_corr1,
+                bias_corr2, grad_scale);
+}
+void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) { zt_cu_accumulate(S, dev(acc), dev(x), n); }
+void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
+    zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);
+}
+
+#undef S
+
+void b_describe(zt_backend *be, char *buf, size_t n) { snprintf(buf, n, "%s", ctx_of(be)->desc); }
+
+void b_destroy(zt_backend *be) {
+    if (!be) return;
+    cu_ctx *x = ctx_of(be);
+    b_free(be, x->scratch);
+    zt_cu_gemm_free(x->gemm);
+#ifndef ZT_HOSTEXEC
+    cudaStreamDestroy(x->stream);
+#endif
+    free(x);
+    free(be);
+}
+
+zt_backend_i make_i(void) {
+    zt_backend_i i;
+    memset(&i, 0, sizeof i);
+#ifdef ZT_HOSTEXEC
+    i.name = "cudasim";
+#else
+    i.name = "cuda";
+#endif
+    i.mem = ZT_MEM_DEVICE;
+    i.destroy = b_destroy;
+    i.describe = b_describe;
+    i.alloc = b_alloc;
+    i.free = b_free;
+    i.to_device = b_to_device;
+    i.to_host = b_to_host;
+    i.copy = b_copy;
+    i.zero = b_zero;
+    i.sync = b_sync;
+    i.matmul = b_matmul;
+    i.linear_fwd = b_linear_fwd;
+    i.linear_bwd = b_linear_bwd;
+    i.layernorm_fwd = b_layernorm_fwd;
+    i.layernorm_bwd = b_layernorm_bwd;
+    i.attention_fwd = b_attention_fwd;
+    i.attention_bwd = b_attention_bwd;
+    i.attention_decode = b_attention_decode;
+    i.gemv = b_gemv;
+    i.gelu_fwd = b_gelu_fwd;
+    i.gelu_bwd = b_gelu_bwd;
+    i.add = b_add;
+    i.embed_fwd = b_embed_fwd;
+    i.embed_bwd = b_embed_bwd;
+    i.softmax_xent = b_softmax_xent;
+    i.adamw = b_adamw;
+    i.accumulate = b_accumulate;
+    i.sumsq_chunks = b_sumsq_chunks;
+    return i;
+}
+
+const zt_backend_i g_i = make_i();
+
+zt_backend *make_backend(cu_ctx *x, int threads) {
+    zt_backend *be = static_cast<zt_backend *>(zt_calloc(1, sizeof *be));
+    be->i = &g_i;
+    be->ctx = x;
+    be->threads = threads;
+    x->gemm = zt_cu_gemm_create(x->stream);
+    return be;
+}
+
+} // namespace
+
+#ifdef ZT_HOSTEXEC
+
+extern "C" zt_backend *zt_cudasim_backend_create(int threads, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    zt_devsim_mem_init();
+    // blocks of a launch spread over `threads` OS threads (the harness's pool); 0 = its default
+    hx::Config cfg = hx::config_get();
+    if (threads > 0 && cfg.threads != (unsigned)threads) {
+        cfg.threads = (unsigned)threads;
+        hx::config_set(cfg);
+    }
+    cu_ctx *x = static_cast<cu_ctx *>(zt_calloc(1, sizeof *x));
+    x->stream = nullptr;
+    snprintf(x->desc, sizeof x->desc,
+             "cudasim: the CUDA kernels run on the CPU by the host execution harness (%u threads), devsim memory",
+             hx::config_get().threads);
+    return make_backend(x, (int)hx::config_get().threads);
+}
+
+#else
+
+extern "C" zt_backend *zt_cuda_backend_create(int threads, char *err, size_t errlen) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        zt_errf(err, errlen, "device = \"cuda\": no usable GPU: %s",
+                e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found 0 devices");
+        return nullptr;
+    }
+    // local rank -> GPU (CUDA_VISIBLE_DEVICES is applied by the runtime)
+    MPI_Comm node;
+    int local_rank = 0, local_size = 1;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_size(node, &local_size);
+    MPI_Comm_free(&node);
+    if (local_size > count) {
+        zt_errf(err, errlen, "device = \"cuda\": %d ranks on this node but only %d visible GPU%s: start at most one "
+                "rank per GPU", local_size, count, count == 1 ? "" : "s");
+        return nullptr;
+    }
+    ZT_CUDA(cudaSetDevice(local_rank));
+    cu_ctx *x = static_cast<cu_ctx *>(zt_calloc(1, sizeof *x));
+    x->device = local_rank;
+    ZT_CUDA(cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking));
+    cudaDeviceProp p;
+    ZT_CUDA(cudaGetDeviceProperties(&p, local_rank));
+    snprintf(x->desc, sizeof x->desc, "cuda: GPU %d %.256s (sm_%d%d, %.1f GiB), cuBLASLt", local_rank, p.name, p.major,
+             p.minor, (double)p.totalGlobalMem / (1 << 30));
+    return make_backend(x, threads > 0 ? threads : 1);
+}
+
+extern "C" int zt_cuda_list_devices(char *buf, size_t n) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        snprintf(buf, n, "%s", cudaGetErrorString(e));
+        return -1;
+    }
+    size_t used = 0;
+    if (n) buf[0] = 0;
+    for (int d = 0; d < count && used < n; d++) {
+        cudaDeviceProp p;
+        if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
+        used += (size_t)snprintf(buf + used, n - used, "%d: %s, %.1f GiB, sm_%d%d\n", d, p.name,
+                                 (double)p.totalGlobalMem / (1 << 30), p.major, p.minor);
+    }
+    return count;
+}
+
+// for comm_nccl.cu
+extern "C" cudaStream_t zt_cuda_backend_stream(zt_backend *be) { return ctx_of(be)->stream; }
+
+#endif

@@ -1,0 +1,398 @@
+// cuda_gemm.cu — matrix products of the CUDA backend (cuda_ops.h): matmul, linear forward /
+// backward, and the one-row products of decoding (gemv). Row-major throughout, as iface/backend.h.
+//
+// Two implementations of the GEMM behind one interface:
+//   - GPU (nvcc): cuBLASLt, fp32 compute (CUBLAS_COMPUTE_32F: no TF32). Row-major c = op(a) op(b)
+//     is column-major c^T = op(b)^T op(a)^T, so b goes in as cuBLASLt's A and a as its B, with the
+//     same transpose flags and the row-major leading dimensions. The bias of linear_fwd is the
+//     CUBLASLT_EPILOGUE_BIAS epilogue (a vector over the rows of column-major c^T = the columns of
+//     c). One handle and one workspace per zt_cu_gemm; each distinct problem (shape, transposes,
+//     epilogue, pointer alignments) gets its algorithm from cublasLtMatmulAlgoGetHeuristic once,
+//     and the plan (descriptors + algorithm) is kept: the same shape always runs the same algorithm,
+//     so results are bitwise reproducible run to run on one GPU model.
+//   - host execution harness (ZT_HOSTEXEC): gemm_ref_kernel, a shared-memory tiled kernel with fp32
+//     accumulation where each output element is summed over k = 0..K-1 in order. It is valid CUDA
+//     too, and the GPU build uses it for the degenerate K == 0 case.
+// Everything else here is the same in both builds and free of atomics: dbias by partial column
+// sums over blocks of rows then a fixed-order sum of the partials; gemv by one thread per output
+// column (x @ w) or one warp per output row (w @ x, the tied LM head) in a fixed order.
+#include <stdint.h>
+#include <stdlib.h>
+
+// util.h includes mpi.h: include it first, outside extern "C", without MPI's deprecated C++ bindings
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include "cuda_ops.h"
+
+#ifndef ZT_HOSTEXEC
+#include <cublasLt.h>
+
+#include <map>
+#include <tuple>
+#endif
+
+extern "C" {
+#include "util/util.h"
+}
+
+namespace ZT_CU_NS {
+namespace {
+
+#define GM_LAUNCH_CHECK(what)                                                                                  \
+    do {                                                                                                       \
+        cudaError_t e_ = cudaGetLastError();                                                                   \
+        if (e_ != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", what, cudaGetErrorString(e_));            \
+    } while (0)
+
+constexpr int kColThreads = 256; // column kernels: threads per block
+constexpr int kBiasRows = 64;    // dbias: rows per partial sum
+
+unsigned blocks_for(size_t n, unsigned per) { return (unsigned)((n + per - 1) / per); }
+
+// ------------------------------------------------------------------------------------ reference GEMM
+
+// c(M, N) = alpha * op(a) @ op(b) (+ bias(N)) (+ beta * c; c is not read when beta == 0).
+// a is stored (M, K), or (K, M) when ta; b is (K, N), or (N, K) when tb. A block computes a BM x BN
+// tile of c with (BM/TM) x (BN/TN) threads, each a TM x TN sub-tile, staging BK-deep slices of
+// op(a) and op(b) in shared memory (zero-filled past the edges: adding 0 * 0 leaves a sum as it is).
+constexpr int kBM = 64, kBN = 64, kBK = 32, kTM = 8, kTN = 8;
+constexpr int kGemmThreadsX = kBN / kTN, kGemmThreadsY = kBM / kTM;
+
+__global__ void __launch_bounds__(kGemmThreadsX *kGemmThreadsY)
+    gemm_ref_kernel(float *c, const float *a, const float *b, const float *bias, int M, int N, int K, int ta, int tb,
+                    float alpha, float beta) {
+    __shared__ float As[kBK][kBM]; // As[k][m] = op(a)[m0 + m][k0 + k]
+    __shared__ float Bs[kBK][kBN]; // Bs[k][n] = op(b)[k0 + k][n0 + n]
+    constexpr int nt = kGemmThreadsX * kGemmThreadsY;
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * kGemmThreadsX + tx;
+    const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+    float acc[kTM][kTN];
+    for (int i = 0; i < kTM; i++)
+        for (int j = 0; j < kTN; j++) acc[i][j] = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += kBK) {
+        // consecutive threads read consecutive addresses for every transpose flag
+        for (int idx = tid; idx < kBK * kBM; idx += nt) {
+            const int kk = ta ? idx / kBM : idx % kBK, mm = ta ? idx % kBM : idx / kBK;
+            const int m = m0 + mm, k = k0 + kk;
+            float v = 0.0f;
+            if (m < M && k < K) v = ta ? a[(size_t)k * M + m] : a[(size_t)m * K + k];
+            As[kk][mm] = v;
+        }
+        for (int idx = tid; idx < kBK * kBN; idx += nt) {
+            const int kk = tb ? idx % kBK : idx / kBN, nn = tb ? idx / kBK : idx % kBN;
+            const int n = n0 + nn, k = k0 + kk;
+            float v = 0.0f;
+            if (n < N && k < K) v = tb ? b[(size_t)n * K + k] : b[(size_t)k * N + n];
+            Bs[kk][nn] = v;
+        }
+        __syncthreads();
+        for (int kk = 0; kk < kBK; kk++) {
+            float af[kTM], bf[kTN];
+            for (int i = 0; i < kTM; i++) af[i] = As[kk][ty * kTM + i];
+            for (int j = 0; j < kTN; j++) bf[j] = Bs[kk][tx * kTN + j];
+            for (int i = 0; i < kTM; i++)
+                for (int j = 0; j < kTN; j++) acc[i][j] += af[i] * bf[j];
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < kTM; i++) {
+        const int m = m0 + ty * kTM + i;
+        if (m >= M) break;
+        for (int j = 0; j < kTN; j++) {
+            const int n = n0 + tx * kTN + j;
+            if (n >= N) break;
+            float v = alpha * acc[i][j];
+            if (bias) v += bias[n];
+            float *cp = c + (size_t)m * N + n;
+            if (beta != 0.0f) v += beta * *cp;
+            *cp = v;
+        }
+    }
+}
+
+void gemm_ref(cudaStream_t s, float *c, const float *a, const float *b, const float *bias, int M, int N, int K, int ta,
+              int tb, float alpha, float beta) {
+    dim3 grid(blocks_for(N, kBN), blocks_for(M, kBM));
+    ZT_ASSERT(grid.y <= 65535);
+    ZT_LAUNCH(gemm_ref_kernel, grid, dim3(kGemmThreadsX, kGemmThreadsY), 0, s, c, a, b, bias, M, N, K, ta, tb, alpha,
+              beta);
+    GM_LAUNCH_CHECK("gemm_ref_kernel");
+}
+
+// ------------------------------------------------------------------------------------ small kernels
+
+// dbias partials: part(nparts, OC), part[p][j] = sum of dout rows [p*kBiasRows, (p+1)*kBiasRows) in order
+__global__ void colsum_partial_kernel(float *part, const float *x, int N, int OC) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= OC) return;
+    const int p = blockIdx.y, n0 = p * kBiasRows, n1 = min(n0 + kBiasRows, N);
+    float acc = 0.0f;
+    for (int n = n0; n < n1; n++) acc += x[(size_t)n * OC + j];
+    part[(size_t)p * OC + j] = acc;
+}
+
+__global__ void colsum_final_kernel(float *out, const float *part, int nparts, int OC) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= OC) return;
+    float acc = 0.0f;
+    for (int p = 0; p < nparts; p++) acc += part[(size_t)p * OC + j];
+    out[j] = acc;
+}
+
+int bias_parts(int N) { return (N + kBiasRows - 1) / kBiasRows; }
+
+// y(OC) = x(C) @ w(C, OC) (+ bias): one thread per output column, i = 0..C-1 in order (the cpu order)
+__global__ void gemv_n_kernel(float *y, const float *x, const float *w, const float *bias, int C, int OC) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= OC) return;
+    float acc = 0.0f;
+    for (int i = 0; i < C; i++) acc += x[i] * w[(size_t)i * OC + j];
+    y[j] = bias ? acc + bias[j] : acc;
+}
+
+// y(OC) = w(OC, C) @ x(C) (+ bias): one warp per output row; lane l adds i = l, l+32, ... in order,
+// then a fixed xor-butterfly over the lanes
+constexpr int kGemvWarps = 4;
+__global__ void __launch_bounds__(32 * kGemvWarps)
+    gemv_t_kernel(float *y, const float *x, const float *w, const float *bias, int C, int OC) {
+    const int j = blockIdx.x * kGemvWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (j >= OC) return; // whole warps leave together
+    const float *wr = w + (size_t)j * C;
+    float acc = 0.0f;
+    for (int i = lane; i < C; i += 32) acc += wr[i] * x[i];
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) y[j] = bias ? acc + bias[j] : acc;
+}
+
+#ifndef ZT_HOSTEXEC
+// out(N, OC) = bias broadcast over rows: linear_fwd when the bias epilogue has no algorithm
+__global__ void bias_broadcast_kernel(float *out, const float *bias, int N, int OC) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * OC) return;
+    out[idx] = bias[idx % OC];
+}
+#endif
+
+} // namespace
+
+// ------------------------------------------------------------------------------------ the handle
+
+#ifdef ZT_HOSTEXEC
+
+struct zt_cu_gemm {
+    int unused;
+};
+
+zt_cu_gemm *zt_cu_gemm_create(cudaStream_t s) {
+    (void)s;
+    return static_cast<zt_cu_gemm *>(zt_calloc(1, sizeof(zt_cu_gemm)));
+}
+
+void zt_cu_gemm_free(zt_cu_gemm *g) { free(g); }
+
+namespace {
+// c = alpha * op(a) @ op(b) (+ bias) (+ beta * c)
+void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, const float *bias, int M, int N,
+          int K, int ta, int tb, float alpha, float beta) {
+    (void)g;
+    gemm_ref(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta);
+}
+} // namespace
+
+#else // cuBLASLt
+
+#define GM_CUDA(call)                                                                                          \
+    do {                                                                                                       \
+        cudaError_t e_ = (call);                                                                               \
+        if (e_ != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));          \
+    } while (0)
+#define GM_CUBLAS(call)                                                                                        \
+    do {                                                                                                       \
+        cublasStatus_t st_ = (call);                                                                           \
+        if (st_ != CUBLAS_STATUS_SUCCESS)                                                                      \
+            zt_panic(__FILE__, __LINE__, "%s: %s (%s)", #call, cublasLtGetStatusName(st_),                      \
+                     cublasLtGetStatusString(st_));                                                            \
+    } while (0)
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = (size_t)32 << 20; // cuBLAS's recommendation for Hopper
+
+// one problem: the row-major (ta, tb, M, N, K), whether the bias epilogue is on, and the alignment
+// class (4, 8 or 16 bytes) of a, b, c and the bias, since the heuristic's choice depends on them
+typedef std::tuple<int, int, int, int, int, int, int, int, int, int> PlanKey;
+
+struct Plan {
+    bool ok; // false: no algorithm for this problem (only allowed with the bias epilogue)
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+};
+
+int align_class(const void *p) {
+    uintptr_t u = reinterpret_cast<uintptr_t>(p);
+    return (u % 16 == 0) ? 16 : (u % 8 == 0) ? 8 : 4;
+}
+
+} // namespace
+
+struct zt_cu_gemm {
+    cublasLtHandle_t lt;
+    void *workspace; // kWorkspaceBytes of device memory
+    std::map<PlanKey, Plan> plans;
+};
+
+zt_cu_gemm *zt_cu_gemm_create(cudaStream_t s) {
+    (void)s;
+    zt_cu_gemm *g = new zt_cu_gemm();
+    GM_CUBLAS(cublasLtCreate(&g->lt));
+    GM_CUDA(cudaMalloc(&g->workspace, kWorkspaceBytes));
+    return g;
+}
+
+void zt_cu_gemm_free(zt_cu_gemm *g) {
+    if (!g) return;
+    for (auto &kv : g->plans) {
+        Plan &p = kv.second;
+        cublasLtMatrixLayoutDestroy(p.la);
+        cublasLtMatrixLayoutDestroy(p.lb);
+        cublasLtMatrixLayoutDestroy(p.lc);
+        cublasLtMatmulDescDestroy(p.desc);
+    }
+    // the workspace may still be in use by issued work
+    cudaDeviceSynchronize();
+    cudaFree(g->workspace);
+    cublasLtDestroy(g->lt);
+    delete g;
+}
+
+namespace {
+
+// The plan for row-major c(M, N) = op(a) @ op(b) (+ bias), made and pinned the first time.
+// Column-major view: D'(N, M) = op'(A' = b) @ op'(B' = a), A' stored (N, K) ld N (tb: (K, N) ld K),
+// B' stored (K, M) ld K (ta: (M, K) ld M), D' ld N.
+const Plan &get_plan(zt_cu_gemm *g, const float *c, const float *a, const float *b, const float *bias, int M, int N,
+                     int K, int ta, int tb) {
+    PlanKey key(ta, tb, M, N, K, bias != nullptr, align_class(a), align_class(b), align_class(c),
+                bias ? align_class(bias) : 0);
+    auto it = g->plans.find(key);
+    if (it != g->plans.end()) return it->second;
+
+    Plan p = {};
+    GM_CUBLAS(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    GM_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    GM_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        GM_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        // the heuristic reads the pointer's alignment
+        GM_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
+    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.la, CUDA_R_32F, tb ? K : N, tb ? N : K, tb ? K : N));
+    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_32F, ta ? M : K, ta ? K : M, ta ? M : K));
+    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_32F, N, M, N));
+
+    cublasLtMatmulPreference_t pref;
+    GM_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = kWorkspaceBytes;
+    GM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    uint32_t al_a = (uint32_t)align_class(b), al_b = (uint32_t)align_class(a), al_c = (uint32_t)align_class(c);
+    GM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+    GM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+    GM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+    GM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
+    cublasLtMatmulHeuristicResult_t res = {};
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    p.ok = st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
+    if (p.ok) p.algo = res.algo;
+    else if (!bias)
+        zt_panic(__FILE__, __LINE__,
+                 "cublasLtMatmulAlgoGetHeuristic: no algorithm for c(%d, %d) = op(a) @ op(b), K %d, ta %d, tb %d: %s", M,
+                 N, K, ta, tb, st == CUBLAS_STATUS_SUCCESS ? "none returned" : cublasLtGetStatusString(st));
+    return g->plans.emplace(key, p).first->second;
+}
+
+void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, const float *bias, int M, int N,
+          int K, int ta, int tb, float alpha, float beta) {
+    if (K == 0) { // nothing to multiply; cuBLASLt's k must be positive
+        gemm_ref(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta);
+        return;
+    }
+    const Plan *p = &get_plan(g, c, a, b, bias, M, N, K, ta, tb);
+    if (bias && !p->ok) { // no epilogue algorithm for this bias: c = bias, then c += op(a) @ op(b)
+        ZT_ASSERT(beta == 0.0f);
+        ZT_LAUNCH(bias_broadcast_kernel, blocks_for((size_t)M * N, kColThreads), kColThreads, 0, s, c, bias, M, N);
+        GM_LAUNCH_CHECK("bias_broadcast_kernel");
+        bias = nullptr;
+        beta = 1.0f;
+        p = &get_plan(g, c, a, b, nullptr, M, N, K, ta, tb);
+    }
+    if (bias)
+        GM_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    GM_CUBLAS(cublasLtMatmul(g->lt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc, &p->algo,
+                             g->workspace, kWorkspaceBytes, s));
+}
+
+} // namespace
+
+#endif
+
+// ------------------------------------------------------------------------------------ launches
+
+void zt_cu_matmul(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K, int ta,
+                  int tb, float alpha, float beta) {
+    if (M <= 0 || N <= 0) return;
+    gemm(g, s, c, a, b, nullptr, M, N, K, ta, tb, alpha, beta);
+}
+
+void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,
+                      int N, int C, int OC) {
+    if (N <= 0 || OC <= 0) return;
+    gemm(g, s, out, inp, w, bias, N, OC, C, 0, 0, 1.0f, 0.0f);
+}
+
+size_t zt_cu_linear_bwd_scratch(int N, int OC) {
+    if (N <= 0 || OC <= 0) return 0;
+    return (size_t)bias_parts(N) * OC * sizeof(float);
+}
+
+void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
+                      const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch) {
+    if (C <= 0 || OC <= 0) return;
+    // dinp(N, C) = dout(N, OC) @ w(C, OC)^T; dw(C, OC) = inp(N, C)^T @ dout(N, OC)
+    if (N > 0) gemm(g, s, dinp, dout, w, nullptr, N, C, OC, 0, 1, 1.0f, accumulate_dinp ? 1.0f : 0.0f);
+    gemm(g, s, dw, inp, dout, nullptr, C, OC, N, 1, 0, 1.0f, 0.0f);
+    if (!dbias) return;
+    const int nparts = N > 0 ? bias_parts(N) : 0;
+    if (nparts > 0) {
+        ZT_ASSERT(scratch != nullptr && nparts <= 65535);
+        ZT_LAUNCH(colsum_partial_kernel, dim3(blocks_for(OC, kColThreads), nparts), kColThreads, 0, s,
+                  static_cast<float *>(scratch), dout, N, OC);
+        GM_LAUNCH_CHECK("colsum_partial_kernel");
+    }
+    ZT_LAUNCH(colsum_final_kernel, blocks_for(OC, kColThreads), kColThreads, 0, s, dbias,
+              (const float *)scratch, nparts, OC);
+    GM_LAUNCH_CHECK("colsum_final_kernel");
+}
+
+void zt_cu_gemv(cudaStream_t s, float *y, const float *x, const float *w, const float *bias, int C, int OC, int w_t) {
+    if (OC <= 0) return;
+    if (w_t) {
+        ZT_LAUNCH(gemv_t_kernel, blocks_for(OC, kGemvWarps), 32 * kGemvWarps, 0, s, y, x, w, bias, C, OC);
+        GM_LAUNCH_CHECK("gemv_t_kernel");
+    } else {
+        ZT_LAUNCH(gemv_n_kernel, blocks_for(OC, kColThreads), kColThreads, 0, s, y, x, w, bias, C, OC);
+        GM_LAUNCH_CHECK("gemv_n_kernel");
+    }
+}
+
+} // namespace ZT_CU_NS

@@ -1,0 +1,81 @@
+// cuda_ops.h — the CUDA backend's kernels as launch functions, one per backend slot (the slot
+// semantics are those of src/iface/backend.h, which is the contract: overwrite vs accumulate,
+// shapes, optional arguments). cuda_backend.cu turns a backend slot into one of these calls on the
+// backend's stream; under the host execution harness (ZT_HOSTEXEC) the pointers are already
+// translated to addressable memory and every launch runs on the CPU.
+//
+// Determinism: no floating-point atomics anywhere; every reduction is done by one thread or one
+// block in a fixed order (tree reductions with a fixed shape), so the same inputs give the same
+// bits on every run, for any grid scheduling. Files: kernels_elem.cu (GELU, add, accumulate,
+// embeddings, softmax + cross-entropy, AdamW, chunked sums of squares), kernels_norm_attn.cu
+// (LayerNorm, attention forward/backward/decode), cuda_gemm.cu (matmul, linear layers, one-row
+// products: cuBLASLt on a GPU, a reference GEMM with fp32 accumulation in the host build).
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zt_cuda_compat.cuh"
+
+// Namespacing: the nvcc build (GPU) and the host build (ZT_HOSTEXEC) of the same sources may be
+// linked into one binary, so every declaration here and every definition in the .cu files lives in
+// namespace ZT_CU_NS: zt_cu_gpu (nvcc) or zt_cu_host (host execution harness) unless set by the build.
+#ifndef ZT_CU_NS
+#ifdef ZT_HOSTEXEC
+#define ZT_CU_NS zt_cu_host
+#else
+#define ZT_CU_NS zt_cu_gpu
+#endif
+#endif
+
+namespace ZT_CU_NS {
+
+// ---- kernels_elem.cu
+void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n);
+void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n);
+void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n);
+void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
+void zt_cu_embed_fwd(cudaStream_t s, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
+                     int T, int C);
+// dwte += scatter of dout by token (deterministic: tokens are bucketed, each (token, column) summed
+// by one thread in position order); dwpe rows [0, T) overwritten with the sum over B.
+// scratch: at least zt_cu_embed_bwd_scratch(B, T) bytes of device memory
+size_t zt_cu_embed_bwd_scratch(int B, int T);
+void zt_cu_embed_bwd(cudaStream_t s, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
+                     int T, int C, void *scratch);
+void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
+                        float dscale);
+void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                 float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale);
+void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk);
+
+// ---- kernels_norm_attn.cu
+void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                         const float *b, int N, int C);
+// dinp += ...; dw, db overwritten (fixed-order partial sums over row blocks, then over the partials)
+// scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory
+size_t zt_cu_layernorm_bwd_scratch(int N, int C);
+void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                         const float *w, const float *mean, const float *rstd, int N, int C, void *scratch);
+void zt_cu_attention_fwd(cudaStream_t s, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+void zt_cu_attention_bwd(cudaStream_t s, float *dqkv, float *datt, const float *dout, const float *qkv,
+                         const float *att, int B, int T, int C, int NH);
+void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vcache, const float *qkv, int pos,
+                            int maxT, int C, int NH);
+
+// ---- cuda_gemm.cu
+typedef struct zt_cu_gemm zt_cu_gemm;   // cuBLASLt handle + workspace + pinned algorithms (GPU); nothing (host)
+zt_cu_gemm *zt_cu_gemm_create(cudaStream_t s);
+void zt_cu_gemm_free(zt_cu_gemm *g);
+void zt_cu_matmul(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K, int ta,
+                  int tb, float alpha, float beta);
+void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,
+                      int N, int C, int OC);
+// dbias (may be NULL) = column sums of dout without atomics: partial sums per row block, then a
+// fixed-order sum of the partials; scratch: at least zt_cu_linear_bwd_scratch(N, OC) bytes
+size_t zt_cu_linear_bwd_scratch(int N, int OC);
+void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
+                      const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch);
+void zt_cu_gemv(cudaStream_t s, float *y, const float *x, const float *w, const float *bias, int C, int OC, int w_t);
+
+} // namespace ZT_CU_NS

@@ -1,0 +1,358 @@
+// kernels_elem.cu — the CUDA backend's elementwise and row kernels (cuda_ops.h, "kernels_elem.cu"):
+// GELU forward/backward, add, accumulate, embeddings forward/backward, fused softmax +
+// cross-entropy, AdamW, chunked sums of squares. One source, two builds: nvcc (GPU) and g++ against
+// the host execution harness (ZT_HOSTEXEC), which runs every launch on the CPU.
+//
+// Determinism: no floating-point atomics. Elementwise ops are one thread per element (grid-stride
+// loops); every reduction is done by one block with a fixed tree (per-thread strided partials, a
+// warp xor-butterfly, then the per-warp partials by the same butterfly) or by one thread in a fixed
+// order, so the bits never depend on block scheduling. The elementwise formulas are
+// src/iface/op_math.h's, shared with the cpu backend.
+//
+// Embedding backward (dwte += scatter by token) — the choice: the B*T positions are sorted on the
+// device by the key (token << 32 | position), a bitonic sort of the keys padded to a power of two
+// (tiles of 2048 keys sorted in shared memory, the larger merge steps one launch each). The keys
+// are unique, so the sorted order, and with it the result, is the same for any schedule. Then each
+// (first position of a token, column) is one thread that adds that token's positions in position
+// order onto dwte's value: the same additions in the same order as the cpu backend, so dwte is
+// bit-identical to it. Work is proportional to B*T*C; the longest serial chain is the count of the
+// most frequent token (as in llm.c's bucketed wte backward). Scratch: 8 bytes per padded position.
+#include "cuda_ops.h"
+
+// util.h includes mpi.h: include it first, outside extern "C", without MPI's deprecated C++ bindings
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+extern "C" {
+#include "util/util.h"
+}
+#include "iface/op_math.h"
+
+#ifndef ZT_CU_NS
+#ifdef ZT_HOSTEXEC
+#define ZT_CU_NS zt_cu_host
+#else
+#define ZT_CU_NS zt_cu_gpu
+#endif
+#endif
+
+namespace ZT_CU_NS {
+
+namespace {
+
+constexpr int kElemThreads = 256;        // elementwise ops: threads per block
+constexpr size_t kElemMaxBlocks = 16384; // grid-stride beyond this many blocks
+constexpr int kRowThreads = 512;         // softmax_xent: one block per row (fewer for short rows)
+constexpr int kChunkThreads = 512;       // sumsq_chunks: one block per chunk (fewer for short chunks)
+constexpr int kSortTile = 2048;          // embed_bwd: keys sorted in shared memory by one block of kSortTile / 2
+constexpr int kEmbedSeg = 32;            // embed_bwd: sorted positions whose tokens one dwte block starts
+constexpr unsigned kFull = 0xffffffffu;
+
+void check_launch(const char *what) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", what, cudaGetErrorString(e));
+}
+
+// threads for a block that strides over len elements: a multiple of 32 in [32, max_threads]
+unsigned row_threads(size_t len, unsigned max_threads) {
+    return len >= max_threads ? max_threads : len <= 32 ? 32u : (unsigned)(len + 31) / 32 * 32;
+}
+
+unsigned elem_blocks(size_t n) {
+    size_t b = (n + kElemThreads - 1) / kElemThreads;
+    return (unsigned)(b < kElemMaxBlocks ? b : kElemMaxBlocks);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block reductions with a fixed tree. blockDim.x is a multiple of 32 (at most 1024); sh holds 32
+// partials. Every lane of a warp ends with the same bits (a + b == b + a), and every warp reduces
+// the per-warp partials the same way, so every thread returns the block's result.
+struct SumOp {
+    template <typename T>
+    __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <typename T, typename Op>
+__device__ T warp_reduce(T v, Op op) {
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(kFull, v, o));
+    return v;
+}
+
+template <typename T, typename Op>
+__device__ T block_reduce(T v, T *sh, T identity, Op op) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    v = warp_reduce(v, op);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = warp_reduce(lane < nwarps ? sh[lane] : identity, op);
+    __syncthreads(); // sh may be reused by the next reduction
+    return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise.
+#define ZT_GRID_STRIDE(i, n)                                                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+__global__ void k_gelu_fwd(float *out, const float *inp, size_t n) {
+    ZT_GRID_STRIDE(i, n) out[i] = zt_gelu(inp[i]);
+}
+
+__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n) {
+    ZT_GRID_STRIDE(i, n) dinp[i] = zt_gelu_grad(inp[i]) * dout[i];
+}
+
+__global__ void k_add(float *out, const float *a, const float *b, size_t n) {
+    ZT_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+__global__ void k_accumulate(float *acc, const float *x, size_t n) {
+    ZT_GRID_STRIDE(i, n) acc[i] += x[i];
+}
+
+__global__ void k_adamw(float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                        float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2,
+                        float grad_scale) {
+    ZT_GRID_STRIDE(i, n) {
+        zt_adamw_elem(&param[i], &m[i], &v[i], grad[i] * grad_scale, lr, beta1, beta2, eps, weight_decay, bias_corr1,
+                      bias_corr2);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embeddings.
+__global__ void k_embed_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe, int T, int C,
+                            size_t n) {
+    ZT_GRID_STRIDE(i, n) {
+        const size_t bt = i / (size_t)C, c = i % (size_t)C, t = bt % (size_t)T;
+        out[i] = wte[(size_t)tokens[bt] * C + c] + wpe[t * C + c];
+    }
+}
+
+// dwpe(t, c) = sum over b in order, starting from 0 (as the cpu backend)
+__global__ void k_embed_dwpe(float *dwpe, const float *dout, int B, int T, int C) {
+    const size_t TC = (size_t)T * C;
+    ZT_GRID_STRIDE(i, TC) {
+        float d = 0.0f;
+        for (int b = 0; b < B; b++) d += dout[(size_t)b * TC + i];
+        dwpe[i] = d;
+    }
+}
+
+__device__ __forceinline__ uint64_t embed_key(int32_t token, unsigned pos) {
+    return ((uint64_t)(uint32_t)token << 32) | pos;
+}
+
+// compare-exchange of a[i], a[l] (i < l) towards ascending (asc) or descending order
+__device__ __forceinline__ void bitonic_cmpx(uint64_t *a, unsigned i, unsigned l, bool asc) {
+    const uint64_t x = a[i], y = a[l];
+    if ((x > y) == asc) {
+        a[i] = y;
+        a[l] = x;
+    }
+}
+
+// The bitonic network's steps that stay inside one tile of 2 * blockDim.x keys, in shared memory:
+// stages k = k_lo .. k_hi (powers of two), each with j = min(k, tile) / 2 .. 1. With tokens, the
+// tile's keys are first built from the tokens (positions >= N are padding, ~0, sorting last).
+__global__ void __launch_bounds__(kSortTile / 2)
+    k_bitonic_tile(uint64_t *keys, const int32_t *tokens, unsigned N, unsigned k_lo, unsigned k_hi) {
+    __shared__ uint64_t s[kSortTile];
+    const unsigned tile = 2 * blockDim.x, base = blockIdx.x * tile, t = threadIdx.x;
+    for (unsigned i = t; i < tile; i += blockDim.x) {
+        const unsigned g = base + i;
+        s[i] = tokens != nullptr ? (g < N ? embed_key(tokens[g], g) : ~(uint64_t)0) : keys[g];
+    }
+    __syncthreads();
+    for (unsigned k = k_lo; k <= k_hi; k <<= 1) {
+        for (unsigned j = (k < tile ? k : tile) / 2; j > 0; j >>= 1) {
+            const unsigned i = ((t & ~(j - 1)) << 1) | (t & (j - 1));
+            bitonic_cmpx(s, i, i + j, ((base + i) & k) == 0);
+            __syncthreads();
+        }
+    }
+    for (unsigned i = t; i < tile; i += blockDim.x) keys[base + i] = s[i];
+}
+
+// one step (k, j) of the bitonic network with j >= tile, over all P keys (half = P / 2 pairs)
+__global__ void k_bitonic_step(uint64_t *keys, unsigned half, unsigned k, unsigned j) {
+    ZT_GRID_STRIDE(t_, half) {
+        const unsigned t = (unsigned)t_;
+        const unsigned i = ((t & ~(j - 1)) << 1) | (t & (j - 1));
+        bitonic_cmpx(keys, i, i + j, (i & k) == 0);
+    }
+}
+
+// dwte: block (x, y) takes the sorted positions [x * kEmbedSeg, +kEmbedSeg) and columns
+// [y * blockDim.x, +blockDim.x). For each of those positions that is its token's first, the thread
+// of column c adds every position of that token (in position order: the keys hold the position
+// below the token) onto dwte(token, c). Each (token, column) belongs to exactly one thread.
+__global__ void k_embed_dwte(float *dwte, const float *dout, const uint64_t *keys, unsigned N, int C) {
+    const int c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) return; // no barriers below
+    const unsigned s0 = blockIdx.x * kEmbedSeg, s1 = s0 + kEmbedSeg < N ? s0 + kEmbedSeg : N;
+    for (unsigned s = s0; s < s1; s++) {
+        const uint32_t tok = (uint32_t)(keys[s] >> 32);
+        if (s > 0 && (uint32_t)(keys[s - 1] >> 32) == tok) continue; // not the token's first position
+        float *d = dwte + (size_t)tok * C + c;
+        float acc = *d;
+        for (unsigned u = s; u < N; u++) {
+            const uint64_t key = keys[u];
+            if ((uint32_t)(key >> 32) != tok) break;
+            acc += dout[(size_t)(uint32_t)key * C + c];
+        }
+        *d = acc;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Softmax + cross-entropy: one block per row.
+__global__ void __launch_bounds__(kRowThreads)
+    k_softmax_xent(float *losses, float *logits, const int32_t *targets, int V, int Vp, float dscale) {
+    __shared__ float sh[32];
+    const size_t row = blockIdx.x;
+    float *x = logits + row * (size_t)Vp;
+    const int tgt = targets[row];
+    const float xt = x[tgt]; // read before any thread overwrites the row (after the reductions' barriers)
+    float mx = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, x[v]);
+    mx = block_reduce(mx, sh, -INFINITY, MaxOp());
+    float s = 0.0f;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) s += zt_expf(x[v] - mx);
+    s = block_reduce(s, sh, 0.0f, SumOp());
+    if (threadIdx.x == 0) losses[row] = logf(s) - (xt - mx);
+    if (dscale != 0.0f) {
+        const float k = dscale / s;
+        for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
+            float d = 0.0f;
+            if (v < V) {
+                d = zt_expf(x[v] - mx) * k;
+                if (v == tgt) d -= dscale;
+            }
+            x[v] = d;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sums of squares in double: one block per chunk.
+__global__ void __launch_bounds__(kChunkThreads) k_sumsq_chunks(double *out, const float *x, size_t n, size_t chunk) {
+    __shared__ double sh[32];
+    const size_t i0 = (size_t)blockIdx.x * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
+    double s = 0.0;
+    for (size_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+        const double d = (double)x[i];
+        s += d * d;
+    }
+    s = block_reduce(s, sh, 0.0, SumOp());
+    if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+
+#undef ZT_GRID_STRIDE
+
+size_t embed_sort_len(int B, int T) {
+    size_t n = (size_t)B * (size_t)T, p = 2;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Launch functions (cuda_ops.h).
+
+void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n) {
+    if (n == 0) return;
+    ZT_LAUNCH(k_gelu_fwd, elem_blocks(n), kElemThreads, 0, s, out, inp, n);
+    check_launch("gelu_fwd");
+}
+
+void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n) {
+    if (n == 0) return;
+    ZT_LAUNCH(k_gelu_bwd, elem_blocks(n), kElemThreads, 0, s, dinp, inp, dout, n);
+    check_launch("gelu_bwd");
+}
+
+void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n) {
+    if (n == 0) return;
+    ZT_LAUNCH(k_add, elem_blocks(n), kElemThreads, 0, s, out, a, b, n);
+    check_launch("add");
+}
+
+void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n) {
+    if (n == 0) return;
+    ZT_LAUNCH(k_accumulate, elem_blocks(n), kElemThreads, 0, s, acc, x, n);
+    check_launch("accumulate");
+}
+
+void zt_cu_embed_fwd(cudaStream_t s, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
+                     int T, int C) {
+    const size_t n = (size_t)B * T * C;
+    if (n == 0) return;
+    ZT_LAUNCH(k_embed_fwd, elem_blocks(n), kElemThreads, 0, s, out, tokens, wte, wpe, T, C, n);
+    check_launch("embed_fwd");
+}
+
+size_t zt_cu_embed_bwd_scratch(int B, int T) { return embed_sort_len(B, T) * sizeof(uint64_t); }
+
+void zt_cu_embed_bwd(cudaStream_t s, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
+                     int T, int C, void *scratch) {
+    const size_t N = (size_t)B * T;
+    if (N == 0 || C <= 0) return;
+    if (N > (1u << 30)) zt_panic(__FILE__, __LINE__, "embed_bwd: B*T = %zu positions, at most 2^30", N);
+    // dwpe rows [0, T): overwritten with the sum over b
+    ZT_LAUNCH(k_embed_dwpe, elem_blocks((size_t)T * C), kElemThreads, 0, s, dwpe, dout, B, T, C);
+    check_launch("embed_bwd (dwpe)");
+    // sort (token, position) keys: tiles in shared memory, then per larger stage k the steps with
+    // j >= tile one launch each and the rest inside tiles
+    uint64_t *keys = static_cast<uint64_t *>(scratch);
+    const unsigned P = (unsigned)embed_sort_len(B, T), tile = P < (unsigned)kSortTile ? P : (unsigned)kSortTile;
+    ZT_LAUNCH(k_bitonic_tile, P / tile, tile / 2, 0, s, keys, tokens, (unsigned)N, 2u, tile);
+    check_launch("embed_bwd (sort tiles)");
+    for (unsigned k = 2 * tile; k <= P; k <<= 1) {
+        for (unsigned j = k / 2; j >= tile; j >>= 1) {
+            ZT_LAUNCH(k_bitonic_step, elem_blocks(P / 2), kElemThreads, 0, s, keys, P / 2, k, j);
+            check_launch("embed_bwd (sort step)");
+        }
+        ZT_LAUNCH(k_bitonic_tile, P / tile, tile / 2, 0, s, keys, nullptr, (unsigned)N, k, k);
+        check_launch("embed_bwd (sort merge)");
+    }
+    // dwte += by token
+    const int bx = C >= 256 ? 256 : (C + 31) / 32 * 32;
+    const dim3 grid((unsigned)((N + kEmbedSeg - 1) / kEmbedSeg), (unsigned)((C + bx - 1) / bx));
+    ZT_LAUNCH(k_embed_dwte, grid, bx, 0, s, dwte, dout, keys, (unsigned)N, C);
+    check_launch("embed_bwd (dwte)");
+}
+
+void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
+                        float dscale) {
+    if (N <= 0) return;
+    ZT_LAUNCH(k_softmax_xent, (unsigned)N, row_threads((size_t)(V > Vp ? V : Vp), kRowThreads), 0, s, losses, logits, targets, V, Vp, dscale);
+    check_launch("softmax_xent");
+}
+
+void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                 float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale) {
+    if (n == 0) return;
+    ZT_LAUNCH(k_adamw, elem_blocks(n), kElemThreads, 0, s, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
+              bias_corr1, bias_corr2, grad_scale);
+    check_launch("adamw");
+}
+
+void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk) {
+    if (n == 0) return;
+    if (chunk == 0) zt_panic(__FILE__, __LINE__, "sumsq_chunks: chunk = 0");
+    const size_t nc = (n + chunk - 1) / chunk;
+    if (nc > 0x7fffffffu) zt_panic(__FILE__, __LINE__, "sumsq_chunks: %zu chunks, at most 2^31 - 1", nc);
+    ZT_LAUNCH(k_sumsq_chunks, (unsigned)nc, row_threads(chunk < n ? chunk : n, kChunkThreads), 0, s, out, x, n, chunk);
+    check_launch("sumsq_chunks");
+}
+
+} // namespace ZT_CU_NS

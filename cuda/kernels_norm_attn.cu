@@ -1,0 +1,335 @@
+// kernels_norm_attn.cu — LayerNorm forward / backward and causal self-attention forward, backward
+// and one-token decoding (cuda_ops.h; slot semantics in src/iface/backend.h; the cpu reference is
+// src/cpu/cpu_ops.c, cpu_attention.c, cpu_decode.c).
+//
+// Determinism without atomics: every output element is written by one thread, and every sum has
+// a fixed shape that does not depend on the grid's scheduling:
+//   - row reductions (LayerNorm statistics, softmax max / sum, attention dot products): one warp
+//     per row; lane l adds elements l, l+32, ... in order, then a fixed xor-butterfly over lanes;
+//   - LayerNorm dw, db: one thread per (column, block of LN_ROWS rows) adds its rows in order into
+//     scratch, then one thread per column adds the partials in order;
+//   - attention backward: one warp per query row turns datt into d(pre-softmax) in place, then one
+//     thread per (b, t, c) sums dq over keys t2 <= t and dk, dv over queries t' >= t in order
+//     (the cpu backend's accumulation order for these three).
+// Elementwise formulas come from iface/op_math.h (zt_ln_rstd, zt_ln_out, zt_ln_dx, zt_expf), so
+// they are the cpu backend's. Attention forward and decode run the same row function, so a decoded
+// token gets the bits of row pos of the forward (as on the cpu).
+#include <math.h>
+
+// util.h includes mpi.h: include it first, outside extern "C", without MPI's deprecated C++ bindings
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include "cuda_ops.h"
+#include "iface/op_math.h"
+
+extern "C" {
+#include "util/util.h"
+}
+
+namespace ZT_CU_NS {
+namespace {
+
+#define NA_LAUNCH_CHECK(what)                                                                               \
+    do {                                                                                                       \
+        cudaError_t e_ = cudaGetLastError();                                                                   \
+        if (e_ != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", what, cudaGetErrorString(e_));            \
+    } while (0)
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kWarpsPerBlock = 4;  // row kernels: one warp per row, 4 rows per block
+constexpr int kLnRows = 64;        // LayerNorm dw / db: rows per partial sum
+constexpr int kColThreads = 256;   // column kernels: threads per block
+
+unsigned blocks_for(size_t n, unsigned per) { return (unsigned)((n + per - 1) / per); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+    return v;
+}
+
+// ------------------------------------------------------------------------------------ LayerNorm
+
+// one warp per row: mean, then the sum of squared deviations (two passes, as the cpu backend)
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                         int N, int C) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= N) return; // whole warps leave together
+    const float *x = inp + (size_t)row * C;
+    float s = 0.0f;
+    for (int c = lane; c < C; c += 32) s += x[c];
+    const float m = warp_sum(s) / (float)C;
+    float v = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float d = x[c] - m;
+        v += d * d;
+    }
+    const float r = zt_ln_rstd(warp_sum(v), C);
+    float *o = out + (size_t)row * C;
+    for (int c = lane; c < C; c += 32) o[c] = zt_ln_out(x[c], m, r, w[c], b[c]);
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+// dinp += ..., one warp per row
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    layernorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w, const float *mean,
+                              const float *rstd, int N, int C) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+    const float m = mean[row], r = rstd[row];
+    float sdn = 0.0f, sdnxn = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float xn = (x[c] - m) * r;
+        float dn = w[c] * dy[c];
+        sdn += dn;
+        sdnxn += dn * xn;
+    }
+    const float mean_dn = warp_sum(sdn) / (float)C, mean_dnxn = warp_sum(sdnxn) / (float)C;
+    float *dx = dinp + (size_t)row * C;
+    for (int c = lane; c < C; c += 32) dx[c] += zt_ln_dx(x[c], m, r, w[c], dy[c], mean_dn, mean_dnxn);
+}
+
+// partial sums of dw, db over rows [p*kLnRows, (p+1)*kLnRows): part (nparts, 2, C), p = blockIdx.y
+__global__ void layernorm_bwd_wb_partial_kernel(float *part, const float *dout, const float *inp, const float *mean,
+                                                const float *rstd, int N, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int p = blockIdx.y, n0 = p * kLnRows, n1 = min(n0 + kLnRows, N);
+    float aw = 0.0f, ab = 0.0f;
+    for (int n = n0; n < n1; n++) {
+        float dy = dout[(size_t)n * C + c];
+        aw += (inp[(size_t)n * C + c] - mean[n]) * rstd[n] * dy;
+        ab += dy;
+    }
+    part[(size_t)p * 2 * C + c] = aw;
+    part[(size_t)p * 2 * C + C + c] = ab;
+}
+
+__global__ void layernorm_bwd_wb_final_kernel(float *dw, float *db, const float *part, int nparts, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float aw = 0.0f, ab = 0.0f;
+    for (int p = 0; p < nparts; p++) {
+        aw += part[(size_t)p * 2 * C + c];
+        ab += part[(size_t)p * 2 * C + C + c];
+    }
+    dw[c] = aw;
+    db[c] = ab;
+}
+
+int ln_parts(int N) { return (N + kLnRows - 1) / kLnRows; }
+
+// ------------------------------------------------------------------------------------ attention
+
+// One query row of causal attention for one warp (every lane calls it): keys and values of
+// positions 0..n-1 start at k and v, `stride` floats apart; a(n) receives the softmax (the warp's
+// scratch: global or shared memory), o(hs) the output. Lane l scores keys l, l+32, ... (each dot
+// product over hs in order), the softmax sum is a warp sum, and lane l sums output dims l, l+32, ...
+// over t2 = 0..n-1 in order.
+__device__ void attention_row_warp(float *o, float *a, const float *q, const float *k, const float *v, size_t stride,
+                                   int n, int hs, float scale) {
+    const int lane = threadIdx.x % 32;
+    float mx = -INFINITY;
+    for (int t2 = lane; t2 < n; t2 += 32) {
+        const float *kr = k + (size_t)t2 * stride;
+        float s = 0.0f;
+        for (int i = 0; i < hs; i++) s += q[i] * kr[i];
+        s *= scale;
+        a[t2] = s;
+        mx = fmaxf(mx, s);
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int t2 = lane; t2 < n; t2 += 32) {
+        float e = zt_expf(a[t2] - mx);
+        a[t2] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    for (int t2 = lane; t2 < n; t2 += 32) a[t2] *= inv;
+    __syncwarp(); // every lane reads the whole row below
+    for (int i = lane; i < hs; i += 32) {
+        float acc = 0.0f;
+        for (int t2 = 0; t2 < n; t2++) acc += a[t2] * v[(size_t)t2 * stride + i];
+        o[i] = acc;
+    }
+}
+
+// one warp per (b, h, t) row; att above the diagonal is zeroed (as the cpu backend)
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    attention_fwd_kernel(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32; // ((b * NH) + h) * T + t
+    if (row >= B * NH * T) return;
+    const int t = row % T, h = (row / T) % NH, b = row / (T * NH);
+    const int hs = C / NH, C3 = 3 * C, lane = threadIdx.x % 32;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+    const float *k0 = qkv + (size_t)b * T * C3 + C + h * hs;
+    float *a = att + (size_t)row * T;
+    attention_row_warp(out + ((size_t)b * T + t) * C + h * hs, a, q, k0, k0 + C, (size_t)C3, t + 1, hs, scale);
+    for (int t2 = t + 1 + lane; t2 < T; t2 += 32) a[t2] = 0.0f;
+}
+
+// One warp per (b, h, t) row: datt[t2] = dout_t . v_t2, then in place the gradient of the
+// pre-softmax score, att * (datt - sum(att * datt)) * scale, for t2 <= t (above the diagonal is
+// left as it is: nothing reads it).
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    attention_bwd_dpre_kernel(float *datt, const float *dout, const float *qkv, const float *att, int B, int T, int C,
+                              int NH) {
+    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= B * NH * T) return;
+    const int t = row % T, h = (row / T) % NH, b = row / (T * NH);
+    const int hs = C / NH, C3 = 3 * C, lane = threadIdx.x % 32;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *dy = dout + ((size_t)b * T + t) * C + h * hs;
+    const float *v0 = qkv + (size_t)b * T * C3 + 2 * C + h * hs;
+    const float *a = att + (size_t)row * T;
+    float *da = datt + (size_t)row * T;
+    float dot = 0.0f;
+    for (int t2 = lane; t2 <= t; t2 += 32) {
+        const float *vr = v0 + (size_t)t2 * C3;
+        float s = 0.0f;
+        for (int i = 0; i < hs; i++) s += dy[i] * vr[i];
+        da[t2] = s;
+        dot += a[t2] * s;
+    }
+    dot = warp_sum(dot);
+    for (int t2 = lane; t2 <= t; t2 += 32) da[t2] = a[t2] * (da[t2] - dot) * scale; // each lane its own t2
+}
+
+// one thread per (b, t, c): dq of row t (keys t2 <= t), dk and dv of row t as a key (queries t' >= t)
+__global__ void attention_bwd_dqkv_kernel(float *dqkv, const float *dpre, const float *dout, const float *qkv,
+                                          const float *att, int B, int T, int C, int NH) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * T * C) return;
+    const int c = (int)(idx % C), t = (int)((idx / C) % T), b = (int)(idx / ((size_t)C * T));
+    const int hs = C / NH, h = c / hs, C3 = 3 * C;
+    const float *qkv_b = qkv + (size_t)b * T * C3;
+    const size_t bh = ((size_t)b * NH + h) * T; // row index of (b, h, 0) in att / dpre
+    const float *drow = dpre + (bh + t) * T;
+    float dq = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++) dq += drow[t2] * qkv_b[(size_t)t2 * C3 + C + c];
+    float dk = 0.0f, dv = 0.0f;
+    for (int t1 = t; t1 < T; t1++) {
+        dk += dpre[(bh + t1) * T + t] * qkv_b[(size_t)t1 * C3 + c];
+        dv += att[(bh + t1) * T + t] * dout[((size_t)b * T + t1) * C + c];
+    }
+    float *d = dqkv + ((size_t)b * T + t) * C3 + c;
+    d[0] = dq;
+    d[C] = dk;
+    d[2 * C] = dv;
+}
+
+// one warp per head: append this head's k, v at row pos, then row pos of the forward over the cache
+__global__ void __launch_bounds__(32)
+    attention_decode_kernel(float *out, float *kcache, float *vcache, const float *qkv, int pos, int C, int NH) {
+    const int h = blockIdx.x, hs = C / NH, lane = threadIdx.x;
+    float *a = ZT_DYNAMIC_SMEM(float); // (pos + 1) scores
+    for (int i = lane; i < hs; i += 32) {
+        kcache[(size_t)pos * C + h * hs + i] = qkv[C + h * hs + i];
+        vcache[(size_t)pos * C + h * hs + i] = qkv[2 * C + h * hs + i];
+    }
+    __syncwarp(); // the row just written is read by every lane
+    const float scale = 1.0f / sqrtf((float)hs);
+    attention_row_warp(out + h * hs, a, qkv + h * hs, kcache + h * hs, vcache + h * hs, (size_t)C, pos + 1, hs, scale);
+}
+
+} // namespace
+
+// ------------------------------------------------------------------------------------ launches
+
+void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                         const float *b, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    ZT_LAUNCH(layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, out, mean, rstd, inp,
+              w, b, N, C);
+    NA_LAUNCH_CHECK("layernorm_fwd_kernel");
+}
+
+size_t zt_cu_layernorm_bwd_scratch(int N, int C) {
+    if (N <= 0 || C <= 0) return 0;
+    return (size_t)ln_parts(N) * 2 * C * sizeof(float);
+}
+
+void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                         const float *w, const float *mean, const float *rstd, int N, int C, void *scratch) {
+    if (C <= 0) return;
+    if (N <= 0) { // nothing to sum: dw, db are zero (the cpu backend's result)
+        ZT_ASSERT(N == 0);
+        ZT_LAUNCH(layernorm_bwd_wb_final_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, db,
+                  (const float *)nullptr, 0, C);
+        NA_LAUNCH_CHECK("layernorm_bwd_wb_final_kernel");
+        return;
+    }
+    ZT_LAUNCH(layernorm_bwd_dinp_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, dinp, dout, inp, w,
+              mean, rstd, N, C);
+    NA_LAUNCH_CHECK("layernorm_bwd_dinp_kernel");
+    const int nparts = ln_parts(N);
+    ZT_ASSERT(scratch != nullptr && nparts <= 65535);
+    float *part = static_cast<float *>(scratch);
+    ZT_LAUNCH(layernorm_bwd_wb_partial_kernel, dim3(blocks_for(C, kColThreads), nparts), kColThreads, 0, s, part,
+              dout, inp, mean, rstd, N, C);
+    NA_LAUNCH_CHECK("layernorm_bwd_wb_partial_kernel");
+    ZT_LAUNCH(layernorm_bwd_wb_final_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, db,
+              (const float *)part, nparts, C);
+    NA_LAUNCH_CHECK("layernorm_bwd_wb_final_kernel");
+}
+
+void zt_cu_attention_fwd(cudaStream_t s, float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    ZT_ASSERT(NH > 0 && C % NH == 0);
+    const size_t rows = (size_t)B * NH * T;
+    ZT_ASSERT(rows <= 0x7fffffff);
+    ZT_LAUNCH(attention_fwd_kernel, blocks_for(rows, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, out, att, qkv, B, T,
+              C, NH);
+    NA_LAUNCH_CHECK("attention_fwd_kernel");
+}
+
+void zt_cu_attention_bwd(cudaStream_t s, float *dqkv, float *datt, const float *dout, const float *qkv,
+                         const float *att, int B, int T, int C, int NH) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    ZT_ASSERT(NH > 0 && C % NH == 0);
+    const size_t rows = (size_t)B * NH * T;
+    ZT_ASSERT(rows <= 0x7fffffff);
+    ZT_LAUNCH(attention_bwd_dpre_kernel, blocks_for(rows, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, datt, dout, qkv,
+              att, B, T, C, NH);
+    NA_LAUNCH_CHECK("attention_bwd_dpre_kernel");
+    ZT_LAUNCH(attention_bwd_dqkv_kernel, blocks_for((size_t)B * T * C, kColThreads), kColThreads, 0, s, dqkv,
+              (const float *)datt, dout, qkv, att, B, T, C, NH);
+    NA_LAUNCH_CHECK("attention_bwd_dqkv_kernel");
+}
+
+void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vcache, const float *qkv, int pos,
+                            int maxT, int C, int NH) {
+    ZT_ASSERT(pos >= 0 && pos < maxT && NH > 0 && C % NH == 0);
+    if (C <= 0) return;
+    const size_t smem = (size_t)(pos + 1) * sizeof(float);
+    if (smem > 48 * 1024) { // above the default limit, opt in (as a GPU requires)
+        cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (e != cudaSuccess)
+            zt_panic(__FILE__, __LINE__, "attention_decode: %zu bytes of shared memory for pos %d: %s", smem, pos,
+                     cudaGetErrorString(e));
+    }
+    ZT_LAUNCH(attention_decode_kernel, NH, 32, smem, s, out, kcache, vcache, qkv, pos, C, NH);
+    NA_LAUNCH_CHECK("attention_decode_kernel");
+}
+
+} // namespace ZT_CU_NS

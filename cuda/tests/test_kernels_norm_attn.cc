@@ -1,0 +1,440 @@
+// test_kernels_norm_attn.cc — the host build of kernels_norm_attn.cu and cuda_gemm.cu (every launch
+// run on the CPU by the host execution harness) checked against the cpu backend, the reference: the
+// same random inputs through both, compared element by element, on odd shapes (C not a multiple
+// of 32, T not a multiple of a warp or a block, several heads, M / N / K off the GEMM tiles, every
+// transpose pair, alpha / beta). Each CUDA op also runs twice, the second time with another harness
+// interleaving seed, and must give the same bits (determinism). Slots that
+// overwrite get NaN-filled outputs first; slots that accumulate get random starting values.
+//
+// Error measure, per tensor: max over elements of |got - ref| / max(|ref|, mean |ref|): relative
+// per element, floored at the tensor's typical magnitude so near-zero elements don't blow it up.
+// The limits (K_TOL_*) are a small multiple of the errors measured (see each one).
+//
+// Usage: [ZT_TEST_SEED=n] test_kernels_norm_attn [--bench]   (--bench: timings of GPT-2-small-sized ops)
+//
+// Build (from the repository root; build/libztrain.a from `make -j2 build-all`):
+//   g++ -std=c++17 -O2 -g -fstack-clash-protection -Wall -Wextra -Wshadow -Icuda -Icuda/hostexec
+//     -isystem /usr/local/cuda/include -Isrc -I. $(mpicc -showme:compile)
+//     -x c++ cuda/kernels_norm_attn.cu cuda/cuda_gemm.cu -x none cuda/tests/test_kernels_norm_attn.cc
+//     cuda/hostexec/hostexec.cc cuda/hostexec/hostexec_sched.cc build/libztrain.a
+//     -L/usr/lib/x86_64-linux-gnu/hdf5/openmpi -lhdf5 -L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi -lconfig
+//     -lpcre2-8 -lcrypto -L/usr/lib/x86_64-linux-gnu/blis-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/blis-openmp
+//     -lblis -fopenmp -lm -pthread -o build/tests/test_kernels_norm_attn
+// or, once build/libztrain.a holds the cudasim objects (cuda/backend.mk: kernels_norm_attn.o, cuda_gemm.o,
+// hostexec.o, hostexec_sched.o), the test alone against it (same flags and libraries):
+//   g++ <flags above> cuda/tests/test_kernels_norm_attn.cc build/libztrain.a <libraries above>
+// nvcc checks of the two kernel files (valid CUDA, warning-free):
+//   nvcc -std=c++17 -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+//     --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror -Icuda -Isrc -I.
+//     $(mpicc -showme:compile) -c cuda/kernels_norm_attn.cu -o /tmp/kna.o    (and cuda/cuda_gemm.cu)
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+// util.h includes mpi.h: include it first, outside extern "C", without MPI's deprecated C++ bindings
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include "cuda_ops.h"
+
+extern "C" {
+#include "core/backend_factory.h"
+#include "util/util.h"
+}
+
+using namespace ZT_CU_NS;
+
+namespace {
+
+// Limits. Measured maxima over 16 data seeds (ZT_TEST_SEED=1..16; this machine: g++ -O2, no FMA,
+// against the cpu backend at -O3 -march=native with BLIS, which contracts to FMA) in the comments;
+// each limit is ~10x that, while a real bug gives errors of order 1.
+constexpr double K_TOL_LN = 1e-5;        // layernorm fwd / bwd: measured <= 1.2e-6
+constexpr double K_TOL_ATT = 2e-5;       // attention fwd / decode: measured <= 2.6e-6
+constexpr double K_TOL_ATT_BWD = 3e-5;   // attention bwd: measured <= 3.5e-6
+constexpr double K_TOL_ATT_LONG = 1e-4;  // decode over 13001 keys (the output averages them): measured <= 9.6e-6
+constexpr double K_TOL_GEMM = 2e-5;      // matmul / linear / gemv: measured <= 2.3e-6
+
+typedef std::vector<float> vec;
+
+zt_backend *g_cpu;
+zt_rng g_rng;
+int g_pass, g_fail;
+
+vec randv(size_t n, double scale = 1.0, double shift = 0.0) {
+    vec v(n);
+    for (auto &x : v) x = (float)(shift + scale * zt_rng_normal(&g_rng));
+    return v;
+}
+
+vec nanv(size_t n) { return vec(n, NAN); }
+
+// The harness configuration of a run: the interleaving seed (1, then 12345). The OS-thread count
+// stays at its default: changing it after a multi-block launch crashes hostexec.cc's pool (a new
+// helper thread starts with seen = 0 while g_pool.gen > 0 and runs the last, stale job).
+void harness_config(int run) {
+    hx::Config c = hx::config_get();
+    c.seed = run == 0 ? 1 : 12345;
+    hx::config_set(c);
+}
+
+double err_of(const vec &got, const vec &ref, size_t *at = nullptr) {
+    double s = 0.0;
+    for (float r : ref) s += fabs(r);
+    s = ref.empty() ? 0.0 : s / (double)ref.size();
+    if (s == 0.0) s = 1e-30;
+    double e = 0.0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        double d = fabs((double)got[i] - ref[i]) / fmax(fabs((double)ref[i]), s);
+        if (!(d <= e)) { // NaN counts as infinite
+            e = d == d ? d : INFINITY;
+            if (at) *at = i;
+        }
+    }
+    return e;
+}
+
+bool same_bits(const vec &a, const vec &b) {
+    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct Out {
+    const char *label;
+    const vec *got, *got2, *ref; // got2: the second (determinism) run
+};
+
+void check(const std::string &name, std::initializer_list<Out> outs, double tol) {
+    double worst = 0.0;
+    std::string msg;
+    for (const Out &o : outs) {
+        size_t at = 0;
+        double e = err_of(*o.got, *o.ref, &at);
+        worst = fmax(worst, e);
+        char buf[256];
+        if (!(e <= tol)) {
+            snprintf(buf, sizeof buf, "%s%s err %.3g > %.1g at [%zu] (got %.9g, ref %.9g)", msg.empty() ? "" : "; ",
+                     o.label, e, tol, at, (double)(*o.got)[at], (double)(*o.ref)[at]);
+            msg += buf;
+        }
+        if (!same_bits(*o.got, *o.got2)) {
+            snprintf(buf, sizeof buf, "%s%s differs between two runs (harness seed changed)",
+                     msg.empty() ? "" : "; ", o.label);
+            msg += buf;
+        }
+    }
+    if (msg.empty()) {
+        printf("PASS %s (max rel err %.2e, deterministic)\n", name.c_str(), worst);
+        g_pass++;
+    } else {
+        printf("FAIL %s: %s\n", name.c_str(), msg.c_str());
+        g_fail++;
+    }
+    fflush(stdout);
+}
+
+// ------------------------------------------------------------------------------------ layernorm
+
+void test_layernorm(int N, int C) {
+    vec x = randv((size_t)N * C, 2.0, 0.5), w = randv(C, 0.5, 1.0), b = randv(C, 0.5), dy = randv((size_t)N * C);
+    vec dx0 = randv((size_t)N * C); // dinp accumulates
+    // cpu
+    vec out_r((size_t)N * C), m_r(N), r_r(N), dx_r = dx0, dw_r(C), db_r(C);
+    g_cpu->i->layernorm_fwd(g_cpu, out_r.data(), m_r.data(), r_r.data(), x.data(), w.data(), b.data(), N, C);
+    g_cpu->i->layernorm_bwd(g_cpu, dx_r.data(), dw_r.data(), db_r.data(), dy.data(), x.data(), w.data(), m_r.data(),
+                            r_r.data(), N, C);
+    // cuda (host build), twice; the backward takes the cpu's mean / rstd so it is checked on its own
+    vec out[2], m[2], r[2], dx[2], dw[2], db[2];
+    std::vector<unsigned char> scratch(zt_cu_layernorm_bwd_scratch(N, C) + 1);
+    for (int run = 0; run < 2; run++) {
+        harness_config(run);
+        out[run] = nanv((size_t)N * C), m[run] = nanv(N), r[run] = nanv(N);
+        zt_cu_layernorm_fwd(0, out[run].data(), m[run].data(), r[run].data(), x.data(), w.data(), b.data(), N, C);
+        dx[run] = dx0, dw[run] = nanv(C), db[run] = nanv(C);
+        memset(scratch.data(), 0xff, scratch.size());
+        zt_cu_layernorm_bwd(0, dx[run].data(), dw[run].data(), db[run].data(), dy.data(), x.data(), w.data(),
+                            m_r.data(), r_r.data(), N, C, scratch.data());
+    }
+    char name[96];
+    snprintf(name, sizeof name, "layernorm_fwd[N%d,C%d]", N, C);
+    check(name, {{"out", &out[0], &out[1], &out_r}, {"mean", &m[0], &m[1], &m_r}, {"rstd", &r[0], &r[1], &r_r}},
+          K_TOL_LN);
+    snprintf(name, sizeof name, "layernorm_bwd[N%d,C%d]", N, C);
+    check(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}, {"db", &db[0], &db[1], &db_r}},
+          K_TOL_LN);
+}
+
+// ------------------------------------------------------------------------------------ attention
+
+void test_attention(int B, int T, int C, int NH) {
+    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    vec qkv = randv(nqkv), dy = randv(nout);
+    vec out_r(nout), att_r = nanv(natt), dqkv_r = nanv(nqkv), datt_r(natt);
+    g_cpu->i->attention_fwd(g_cpu, out_r.data(), att_r.data(), qkv.data(), B, T, C, NH);
+    g_cpu->i->attention_bwd(g_cpu, dqkv_r.data(), datt_r.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH);
+    vec out[2], att[2], dqkv[2];
+    for (int run = 0; run < 2; run++) {
+        harness_config(run);
+        out[run] = nanv(nout), att[run] = nanv(natt), dqkv[run] = nanv(nqkv);
+        vec datt = nanv(natt);
+        zt_cu_attention_fwd(0, out[run].data(), att[run].data(), qkv.data(), B, T, C, NH);
+        // the backward takes the cpu's softmax, so it is checked on its own
+        zt_cu_attention_bwd(0, dqkv[run].data(), datt.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "attention_fwd[B%d,T%d,C%d,NH%d]", B, T, C, NH);
+    check(name, {{"out", &out[0], &out[1], &out_r}, {"att", &att[0], &att[1], &att_r}}, K_TOL_ATT);
+    snprintf(name, sizeof name, "attention_bwd[B%d,T%d,C%d,NH%d]", B, T, C, NH);
+    check(name, {{"dqkv", &dqkv[0], &dqkv[1], &dqkv_r}}, K_TOL_ATT_BWD);
+}
+
+// Decode tokens 0..T-1 one at a time into fresh caches on both backends; then the CUDA decode's
+// outputs must equal rows of the CUDA forward bit for bit (they share the row code).
+void test_decode(int T, int maxT, int C, int NH) {
+    vec qkv = randv((size_t)T * 3 * C);
+    vec kc_r((size_t)maxT * C), vc_r((size_t)maxT * C), out_r((size_t)T * C);
+    vec kc[2], vc[2], out[2];
+    for (int run = 0; run < 2; run++) kc[run] = vec((size_t)maxT * C), vc[run] = kc[run], out[run] = nanv((size_t)T * C);
+    for (int pos = 0; pos < T; pos++) {
+        const float *q = qkv.data() + (size_t)pos * 3 * C;
+        g_cpu->i->attention_decode(g_cpu, out_r.data() + (size_t)pos * C, kc_r.data(), vc_r.data(), q, pos, maxT, C,
+                                   NH);
+        for (int run = 0; run < 2; run++) {
+            harness_config(run);
+            zt_cu_attention_decode(0, out[run].data() + (size_t)pos * C, kc[run].data(), vc[run].data(), q, pos, maxT,
+                                   C, NH);
+        }
+    }
+    harness_config(0);
+    vec fwd((size_t)T * C), att((size_t)NH * T * T);
+    zt_cu_attention_fwd(0, fwd.data(), att.data(), qkv.data(), 1, T, C, NH);
+    char name[96];
+    snprintf(name, sizeof name, "attention_decode[T%d,maxT%d,C%d,NH%d]", T, maxT, C, NH);
+    if (!same_bits(out[0], fwd)) {
+        size_t at = 0;
+        while (at < fwd.size() && !memcmp(&out[0][at], &fwd[at], sizeof(float))) at++;
+        printf("FAIL %s: decode differs from the forward's rows at [%zu] (%.9g vs %.9g)\n", name, at,
+               (double)out[0][at], (double)fwd[at]);
+        g_fail++;
+        return;
+    }
+    check(name, {{"out", &out[0], &out[1], &out_r}, {"kcache", &kc[0], &kc[1], &kc_r}, {"vcache", &vc[0], &vc[1], &vc_r}},
+          K_TOL_ATT);
+}
+
+// One decode step at a late position (scores past 48 KiB of shared memory: the opt-in path),
+// caches pre-filled with random rows 0..pos-1.
+void test_decode_long(int pos, int C, int NH) {
+    const int maxT = pos + 1;
+    vec qkv = randv((size_t)3 * C), kc0 = randv((size_t)maxT * C), vc0 = randv((size_t)maxT * C);
+    vec kc_r = kc0, vc_r = vc0, out_r(C);
+    g_cpu->i->attention_decode(g_cpu, out_r.data(), kc_r.data(), vc_r.data(), qkv.data(), pos, maxT, C, NH);
+    vec kc[2], vc[2], out[2];
+    for (int run = 0; run < 2; run++) {
+        harness_config(run);
+        kc[run] = kc0, vc[run] = vc0, out[run] = nanv(C);
+        zt_cu_attention_decode(0, out[run].data(), kc[run].data(), vc[run].data(), qkv.data(), pos, maxT, C, NH);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "attention_decode[pos%d,C%d,NH%d]", pos, C, NH);
+    check(name, {{"out", &out[0], &out[1], &out_r}, {"kcache", &kc[0], &kc[1], &kc_r}, {"vcache", &vc[0], &vc[1], &vc_r}},
+          K_TOL_ATT_LONG);
+}
+
+// ------------------------------------------------------------------------------------ GEMM
+
+void test_matmul(zt_cu_gemm *g, int M, int N, int K, int ta, int tb, float alpha, float beta) {
+    vec a = randv((size_t)M * K), b = randv((size_t)K * N);
+    vec c0 = beta != 0.0f ? randv((size_t)M * N) : nanv((size_t)M * N); // beta == 0: c must not be read
+    vec c_r = beta != 0.0f ? c0 : vec((size_t)M * N, 0.0f);
+    g_cpu->i->matmul(g_cpu, c_r.data(), a.data(), b.data(), M, N, K, ta, tb, alpha, beta);
+    vec c[2];
+    for (int run = 0; run < 2; run++) {
+        harness_config(run);
+        c[run] = c0;
+        zt_cu_matmul(g, 0, c[run].data(), a.data(), b.data(), M, N, K, ta, tb, alpha, beta);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "matmul[M%d,N%d,K%d,ta%d,tb%d,alpha%g,beta%g]", M, N, K, ta, tb, alpha, beta);
+    check(name, {{"c", &c[0], &c[1], &c_r}}, K_TOL_GEMM);
+}
+
+void test_linear(zt_cu_gemm *g, int N, int C, int OC, int with_bias, int accumulate) {
+    vec x = randv((size_t)N * C), w = randv((size_t)C * OC, 0.1), bias = randv(OC), dy = randv((size_t)N * OC);
+    vec dx0 = accumulate ? randv((size_t)N * C) : nanv((size_t)N * C);
+    vec out_r((size_t)N * OC), dx_r = accumulate ? dx0 : vec((size_t)N * C, 0.0f), dw_r((size_t)C * OC), db_r(OC);
+    const float *bp = with_bias ? bias.data() : nullptr;
+    g_cpu->i->linear_fwd(g_cpu, out_r.data(), x.data(), w.data(), bp, N, C, OC);
+    g_cpu->i->linear_bwd(g_cpu, dx_r.data(), dw_r.data(), with_bias ? db_r.data() : nullptr, dy.data(), x.data(),
+                         w.data(), N, C, OC, accumulate);
+    vec out[2], dx[2], dw[2], db[2];
+    std::vector<unsigned char> scratch(zt_cu_linear_bwd_scratch(N, OC) + 1);
+    for (int run = 0; run < 2; run++) {
+        harness_config(run);
+        out[run] = nanv((size_t)N * OC), dx[run] = dx0, dw[run] = nanv((size_t)C * OC), db[run] = nanv(OC);
+        memset(scratch.data(), 0xff, scratch.size());
+        zt_cu_linear_fwd(g, 0, out[run].data(), x.data(), w.data(), bp, N, C, OC);
+        zt_cu_linear_bwd(g, 0, dx[run].data(), dw[run].data(), with_bias ? db[run].data() : nullptr, dy.data(),
+                         x.data(), w.data(), N, C, OC, accumulate, scratch.data());
+    }
+    char name[96];
+    snprintf(name, sizeof name, "linear_fwd[N%d,C%d,OC%d,bias%d]", N, C, OC, with_bias);
+    check(name, {{"out", &out[0], &out[1], &out_r}}, K_TOL_GEMM);
+    snprintf(name, sizeof name, "linear_bwd[N%d,C%d,OC%d,bias%d,acc%d]", N, C, OC, with_bias, accumulate);
+    if (with_bias)
+        check(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}, {"dbias", &db[0], &db[1], &db_r}},
+              K_TOL_GEMM);
+    else
+        check(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}}, K_TOL_GEMM);
+}
+
+void test_gemv(int C, int OC, int with_bias, int w_t) {
+    vec x = randv(C), w = randv((size_t)C * OC, 0.1), bias = randv(OC);
+    const float *bp = with_bias ? bias.data() : nullptr;
+    vec y_r(OC);
+    g_cpu->i->gemv(g_cpu, y_r.data(), x.data(), w.data(), bp, C, OC, w_t);
+    vec y[2];
+    for (int run = 0; run < 2; run++) {
+        harness_config(run);
+        y[run] = nanv(OC);
+        zt_cu_gemv(0, y[run].data(), x.data(), w.data(), bp, C, OC, w_t);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "gemv[C%d,OC%d,bias%d,w_t%d]", C, OC, with_bias, w_t);
+    check(name, {{"y", &y[0], &y[1], &y_r}}, K_TOL_GEMM);
+}
+
+// ------------------------------------------------------------------------------------ timings
+
+void timeit(const char *what, const std::function<void()> &f) {
+    f(); // warm up: fiber stacks, pages
+    int n = 0;
+    double t0 = zt_now(), t;
+    do {
+        f();
+        n++;
+    } while ((t = zt_now() - t0) < 1.0);
+    printf("# time %-44s %9.2f ms\n", what, t / n * 1e3);
+    fflush(stdout);
+}
+
+void bench(zt_cu_gemm *g) {
+    harness_config(0);
+    printf("# timings under the harness: %u OS threads\n", hx::config_get().threads);
+    {
+        const int M = 256, N = 768, K = 768;
+        vec a = randv((size_t)M * K), b = randv((size_t)K * N), c((size_t)M * N);
+        timeit("matmul 256x768x768 (ta0 tb0)", [&] { zt_cu_matmul(g, 0, c.data(), a.data(), b.data(), M, N, K, 0, 0, 1, 0); });
+        timeit("matmul 256x768x768 (ta1 tb1)", [&] { zt_cu_matmul(g, 0, c.data(), a.data(), b.data(), M, N, K, 1, 1, 1, 0); });
+        double t0 = zt_now();
+        g_cpu->i->matmul(g_cpu, c.data(), a.data(), b.data(), M, N, K, 0, 0, 1, 0);
+        printf("# time %-44s %9.2f ms\n", "(cpu backend, 1 thread: same matmul, once)", (zt_now() - t0) * 1e3);
+    }
+    {
+        const int N = 256, C = 768, OC = 3072;
+        vec x = randv((size_t)N * C), w = randv((size_t)C * OC), bias = randv(OC), dy = randv((size_t)N * OC);
+        vec out((size_t)N * OC), dx((size_t)N * C), dw((size_t)C * OC), db(OC);
+        std::vector<unsigned char> sc(zt_cu_linear_bwd_scratch(N, OC));
+        timeit("linear_fwd N256 C768 OC3072", [&] { zt_cu_linear_fwd(g, 0, out.data(), x.data(), w.data(), bias.data(), N, C, OC); });
+        timeit("linear_bwd N256 C768 OC3072", [&] {
+            zt_cu_linear_bwd(g, 0, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, C, OC, 0, sc.data());
+        });
+    }
+    {
+        const int N = 256, C = 768;
+        vec x = randv((size_t)N * C), w = randv(C), b = randv(C), dy = randv((size_t)N * C);
+        vec out((size_t)N * C), m(N), r(N), dx((size_t)N * C), dw(C), db(C);
+        std::vector<unsigned char> sc(zt_cu_layernorm_bwd_scratch(N, C));
+        timeit("layernorm_fwd N256 C768", [&] { zt_cu_layernorm_fwd(0, out.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C); });
+        timeit("layernorm_bwd N256 C768", [&] {
+            zt_cu_layernorm_bwd(0, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), m.data(), r.data(), N, C, sc.data());
+        });
+    }
+    {
+        const int B = 1, T = 256, C = 768, NH = 12;
+        vec qkv = randv((size_t)B * T * 3 * C), dy = randv((size_t)B * T * C), out((size_t)B * T * C);
+        vec att((size_t)B * NH * T * T), datt(att.size()), dqkv(qkv.size());
+        timeit("attention_fwd B1 T256 C768 NH12", [&] { zt_cu_attention_fwd(0, out.data(), att.data(), qkv.data(), B, T, C, NH); });
+        timeit("attention_bwd B1 T256 C768 NH12", [&] {
+            zt_cu_attention_bwd(0, dqkv.data(), datt.data(), dy.data(), qkv.data(), att.data(), B, T, C, NH);
+        });
+        vec kc((size_t)1024 * C), vc(kc.size()), o(C);
+        timeit("attention_decode pos 255 C768 NH12", [&] { zt_cu_attention_decode(0, o.data(), kc.data(), vc.data(), qkv.data(), 255, 1024, C, NH); });
+    }
+    {
+        const int C = 768, OC = 50304;
+        vec x = randv(C), w = randv((size_t)C * OC), y(OC);
+        timeit("gemv C768 OC50304 w_t1 (LM head)", [&] { zt_cu_gemv(0, y.data(), x.data(), w.data(), nullptr, C, OC, 1); });
+        timeit("gemv C768 OC50304 w_t0", [&] { zt_cu_gemv(0, y.data(), x.data(), w.data(), nullptr, C, OC, 0); });
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    const bool do_bench = argc > 1 && !strcmp(argv[1], "--bench");
+    double t0 = zt_now();
+    char err[ZT_ERR_BUF];
+    g_cpu = zt_backend_create("cpu", 1, err, sizeof err);
+    if (!g_cpu) {
+        printf("FAIL backend_create: %s\n", err);
+        return 1;
+    }
+    const char *seed = getenv("ZT_TEST_SEED"); // data seed (default 20240611)
+    zt_rng_seed(&g_rng, seed && *seed ? strtoull(seed, nullptr, 10) : 20240611);
+    zt_cu_gemm *g = zt_cu_gemm_create(0);
+
+    test_layernorm(5, 37);
+    test_layernorm(4, 130);
+    test_layernorm(67, 45);
+    test_layernorm(130, 768);
+    test_layernorm(7, 3);
+
+    test_attention(2, 7, 15, 3);  // hs 5
+    test_attention(1, 9, 12, 4);  // hs 3
+    test_attention(3, 1, 6, 2);   // T 1
+    test_attention(2, 37, 96, 2); // hs 48 (> a warp), T > a warp
+    test_attention(1, 70, 64, 4); // T > 2 warps
+    test_attention(2, 33, 130, 2); // hs 65
+    test_attention(4, 32, 64, 2); // the tiny model's shape
+
+    test_decode(40, 45, 96, 3);
+    test_decode(9, 9, 15, 3);
+    test_decode_long(13000, 64, 2);
+
+    const float ab[][2] = {{1.0f, 0.0f}, {0.5f, 1.5f}, {-2.0f, 0.0f}, {1.0f, 1.0f}};
+    const int shapes[][3] = {{37, 45, 29}, {65, 130, 67}, {1, 1, 1}, {3, 200, 1}, {128, 64, 257}, {70, 1, 33}};
+    int k = 0;
+    for (const auto &s : shapes)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++, k++) test_matmul(g, s[0], s[1], s[2], ta, tb, ab[k % 4][0], ab[k % 4][1]);
+
+    test_linear(g, 37, 29, 45, 1, 0);
+    test_linear(g, 37, 29, 45, 0, 1);
+    test_linear(g, 130, 64, 192, 1, 1);
+    test_linear(g, 1, 7, 3, 1, 0);
+    test_linear(g, 300, 33, 65, 1, 1);
+    test_linear(g, 128, 64, 256, 0, 0);
+
+    test_gemv(37, 45, 1, 0);
+    test_gemv(37, 45, 0, 1);
+    test_gemv(768, 300, 0, 0);
+    test_gemv(768, 300, 1, 1);
+    test_gemv(1, 5, 1, 1);
+    test_gemv(64, 256, 0, 1);
+
+    if (do_bench) bench(g);
+    zt_cu_gemm_free(g);
+    zt_backend_destroy(g_cpu);
+    printf("# test_kernels_norm_attn: %d passed, %d failed, %.2f s\n", g_pass, g_fail, zt_now() - t0);
+    return g_fail ? 1 : 0;
+}

@@ -1,0 +1,357 @@
+/* train.c — the `train` command: the one place that orchestrates model, zero, optim, data, ckpt
+ * and metrics. Rank r runs micro-batches j = m*N + r of each step (DESIGN section 4).
+ *
+ * Stopping early always leaves a checkpoint: --stop-after N (N more steps), --time-limit
+ * HH:MM:SS (stop while there is still time to save), SIGUSR1/SIGTERM on any rank (finish the
+ * step, save, exit with checkpoint.signal_exit_code). Ranks agree on stopping with one
+ * all-reduce per step, so a signal to one rank stops them all at the same step. */
+#include "cmd/train.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cli.h"
+#include "core/backend_factory.h"
+#include "core/eval.h"
+#include "core/optim.h"
+#include "core/sampler.h"
+#include "core/zero.h"
+#include "io/ckpt.h"
+#include "io/data.h"
+#include "io/metrics.h"
+#include "io/results.h"
+#include "util/util.h"
+
+static volatile sig_atomic_t g_signal = 0;
+static void on_signal(int sig) { g_signal = sig; }
+
+typedef struct trainer {
+    zt_config *c;
+    zt_dist *d;
+    zt_backend *be;
+    zt_comm *comm;
+    zt_model_shape s;
+    zt_model m;
+    zt_zero z;
+    zt_dataset train, val;
+    int has_val, threads;
+    zt_metrics mx;
+    char ckdir[ZT_PATH_MAX + 64];
+    char backend[256];        /* the backend's description */
+    double peak, flops_tok;
+} trainer;
+
+/* "HH:MM:SS", "MM:SS" or seconds -> seconds, or -1 */
+static double parse_duration(const char *s) {
+    double parts[3] = {0, 0, 0};
+    int n = 0;
+    const char *p = s;
+    while (n < 3) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || v < 0) return -1;
+        parts[n++] = v;
+        if (*end == 0) break;
+        if (*end != ':') return -1;
+        p = end + 1;
+    }
+    double t = 0;
+    for (int i = 0; i < n; i++) t = t * 60 + parts[i];
+    return t;
+}
+
+static void init_weights(trainer *t) {
+    /* every rank computes the same seeded init; staged through a small host buffer per tensor
+       piece so no second full-size copy of the parameters is ever resident */
+    float *h = zt_malloc(ZT_INIT_BLOCK * sizeof(float));
+    for (int i = 0; i < t->m.table.n; i++) {
+        const zt_tensor_info *ti = &t->m.table.t[i];
+        for (size_t off = 0; off < ti->numel; off += ZT_INIT_BLOCK) {
+            size_t n = zt_model_init_block_host(&t->m.table, &t->s, i, off / ZT_INIT_BLOCK, h,
+                                                (float)t->c->model.init_std, (uint64_t)t->c->train.seed);
+            t->be->i->to_device(t->be, t->m.params + ti->offset + off, h, n * sizeof(float));
+        }
+    }
+    free(h);
+}
+
+static void save(trainer *t, long step, int quiet) {
+    char err[ZT_ERR_BUF], path[ZT_PATH_MAX + 128], text[65536];
+    zt_config_to_string(t->c, text, sizeof text);
+    zt_ckpt_meta meta = {0};
+    meta.step = step;
+    meta.samples_seen = (uint64_t)step * t->c->train.global_batch;
+    meta.tokens_seen = meta.samples_seen * (uint64_t)t->c->train.seq_len;
+    meta.world_size = t->d->size;
+    meta.loss_scale = 1.0f;
+    meta.seed = (uint64_t)t->c->train.seed;
+    meta.config_text = text;
+    double t0 = zt_now();
+    const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
+    if (zt_ckpt_save(t->ckdir, t->c->checkpoint.keep, &meta, &v, path, sizeof path, err, sizeof err))
+        zt_user_error_all("%s", err);
+    if (!quiet) zt_metrics_note(&t->mx, "checkpoint %s (%.2f s)\n", path, zt_now() - t0);
+}
+
+/* returns the step to start from */
+static long resume(trainer *t, const char *what) {
+    char path[ZT_PATH_MAX + 128] = "", err[ZT_ERR_BUF];
+    int found = 1;
+    if (strcmp(what, "auto") == 0) found = zt_ckpt_find_latest(t->ckdir, path, sizeof path) == 0;
+    else snprintf(path, sizeof path, "%s", what);
+    /* every rank must use the same file: rank 0's view decides */
+    MPI_Bcast(&found, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (!found) {
+        zt_metrics_note(&t->mx, "resume auto: no checkpoint in %s, starting from step 0\n", t->ckdir);
+        return 0;
+    }
+    zt_ckpt_meta meta = {0};
+    int bad = zt_ckpt_read_meta(path, &meta, err, sizeof err);
+    char changes[4096] = "";
+    if (!bad) bad = zt_ckpt_check_resume(meta.config_text, t->c, changes, sizeof changes, err, sizeof err);
+    zt_check_all(bad, err, sizeof err);
+    zt_ckpt_meta_free(&meta);
+    const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
+    if (zt_ckpt_load(path, &meta, &v, err, sizeof err)) zt_user_error_all("%s", err);
+    zt_zero_after_load(&t->z, &t->m);
+    zt_metrics_note(&t->mx, "resumed from %s at step %ld (saved by %d rank%s)%s%s\n", path, meta.step,
+                    meta.world_size, meta.world_size == 1 ? "" : "s", changes[0] ? "; changed: " : "", changes);
+    long step = meta.step;
+    zt_ckpt_meta_free(&meta);
+    zt_metrics_truncate(&t->mx, step);
+    return step;
+}
+
+static void setup(trainer *t, int resuming) {
+    zt_config *c = t->c;
+    zt_dist *d = t->d;
+    char err[ZT_ERR_BUF] = "";
+    t->threads = c->train.threads > 0 ? c->train.threads : zt_dist_default_threads(d);
+    if (!(t->be = zt_backend_create(c->device, t->threads, err, sizeof err))) zt_user_error_all("%s", err);
+    if (!(t->comm = zt_comm_create(c->comm, t->be, err, sizeof err))) zt_user_error_all("%s", err);
+    zt_backend_describe(t->be, t->backend, sizeof t->backend);
+    zt_model_shape_from_config(c, &t->s);
+    const int T = c->train.seq_len;
+    /* data: every rank opens the files; an error on any rank ends all of them */
+    t->has_val = c->data.val[0] != 0;
+    int bad = zt_dataset_open(&t->train, c->data.train, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed,
+                              err, sizeof err);
+    if (!bad && t->has_val)
+        bad = zt_dataset_open(&t->val, c->data.val, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed, err,
+                              sizeof err);
+    zt_check_all(bad, err, sizeof err);
+    bad = zt_metrics_open(&t->mx, d->rank == 0, c->run.root, c->run.session, c->run.name, resuming, err, sizeof err);
+    zt_check_all(bad, err, sizeof err);
+    /* rank 0 chose the run directory (with a suffix if the name was taken): everyone uses it */
+    MPI_Bcast(t->mx.dir, sizeof t->mx.dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (c->checkpoint.dir[0]) snprintf(t->ckdir, sizeof t->ckdir, "%s", c->checkpoint.dir);
+    else snprintf(t->ckdir, sizeof t->ckdir, "%.*s/checkpoints", ZT_PATH_MAX, t->mx.dir);
+    zt_zero_init(&t->z, c, &t->m, t->be, t->comm, &t->s);
+    init_weights(t);
+    t->peak = zt_backend_measure_sgemm(t->be, 2048);
+    t->flops_tok = zt_model_flops_per_token(&t->s, T);
+}
+
+static void announce(trainer *t) {
+    zt_config *c = t->c;
+    if (!t->mx.active) return;
+    char layout[96];
+    zt_dist_layout_string(t->d, layout, sizeof layout);
+    const zt_zero_plan *pl = &t->z.plan;
+    const double MB = 1.0 / (1 << 20);
+    const int K = c->train.global_batch / c->train.micro_batch;
+    zt_log("ztrain train: %s, backend %s, comm %s\n", layout, t->backend, t->comm->i->name);
+    zt_log("model: L%d H%d C%d V%d (padded %d), %zu params; batch %d x %d tokens, %d micro-batch%s/step, ZeRO-%d %s\n",
+           t->s.n_layer, t->s.n_head, t->s.n_embd, t->s.vocab_size, t->s.padded_vocab, t->m.table.total,
+           c->train.global_batch, c->train.seq_len, K, K == 1 ? "" : "es", c->zero.stage, c->zero.reduce);
+    zt_log("memory/rank: params %.1f MB, grads %.1f MB, reduced grads %.1f MB, optimizer %.1f MB, "
+           "comm %.1f MB, activations %.1f MB\n",
+           pl->param_bytes * MB, pl->grad_bytes * MB, pl->acc_bytes * MB, pl->optim_bytes * MB, pl->comm_bytes * MB,
+           pl->act_bytes * MB);
+    zt_log("data: %s: %llu sequences; run dir %s\n", c->data.train, (unsigned long long)t->train.n_windows, t->mx.dir);
+}
+
+/* one optimizer step; returns the step's mean loss on rank 0 (0 elsewhere) and its grad norm */
+static double train_step(trainer *t, long step, int32_t *in, int32_t *tg, float *my_losses, float *all_losses,
+                         double *norm_out) {
+    const zt_config *c = t->c;
+    const int B = c->train.micro_batch, T = c->train.seq_len, GB = c->train.global_batch, K = GB / B;
+    const int N = t->d->size, r = t->d->rank;
+    for (int mi = 0; mi < t->z.micro_steps; mi++) {
+        const int j = mi * N + r;
+        for (int i = 0; i < B; i++) {
+            uint64_t sidx = (uint64_t)step * GB + (uint64_t)j * B + i;
+            zt_dataset_train_sample(&t->train, sidx, in + (size_t)i * T, tg + (size_t)i * T);
+        }
+        my_losses[mi] = zt_model_forward_train(&t->m, in, tg, B, T, 1.0f / (float)K);
+        zt_model_backward(&t->m, 1.0f / (float)K);
+        zt_zero_reduce(&t->z, &t->m, mi);
+    }
+    double norm = zt_zero_grad_norm(&t->z, &t->m);
+    zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
+    zt_zero_update(&t->z, &t->m, &hp, step + 1, (float)zt_lr_at(c, step), zt_clip_factor(norm, c->train.grad_clip));
+    t->be->i->sync(t->be);
+    /* the step's loss: micro-batch losses summed in global micro-batch order */
+    MPI_Gather(my_losses, t->z.micro_steps, MPI_FLOAT, all_losses, t->z.micro_steps, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    double loss = 0;
+    if (r == 0) {
+        for (int jj = 0; jj < K; jj++) loss += all_losses[(jj % N) * t->z.micro_steps + jj / N];
+        loss /= K;
+    }
+    *norm_out = norm;
+    return loss;
+}
+
+int zt_cmd_train(int argc, char **argv, zt_dist *d) {
+    char err[ZT_ERR_BUF] = "";
+    /* a signal during set-up must not kill the rank: it is handled after the first step */
+    signal(SIGUSR1, on_signal);
+    signal(SIGTERM, on_signal);
+    const char *resume_s = NULL, *stop_after_s = NULL, *time_limit_s = NULL, *init_s = NULL;
+    zt_cli_opt opts[] = {{"--resume", 1, &resume_s}, {"--stop-after", 1, &stop_after_s},
+                         {"--time-limit", 1, &time_limit_s}, {"--init-from", 1, &init_s}};
+    zt_cli cli;
+    if (zt_cli_parse(&cli, argc, argv, opts, 4, err, sizeof err)) zt_user_error_all("%s", err);
+    if (init_s && resume_s)
+        zt_user_error_all("--init-from and --resume exclude each other (--init-from starts a new run from a "
+                          "checkpoint's weights; --resume continues one)");
+    long stop_after = -1;
+    double time_limit = -1;
+    if (stop_after_s) {
+        char *end;
+        stop_after = strtol(stop_after_s, &end, 10);
+        if (*end || stop_after < 1) zt_user_error_all("--stop-after %s: expected a number of steps >= 1", stop_after_s);
+    }
+    if (time_limit_s && (time_limit = parse_duration(time_limit_s)) <= 0)
+        zt_user_error_all("--time-limit %s: expected HH:MM:SS (or MM:SS, or seconds) > 0", time_limit_s);
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.d = d;
+    t.c = zt_calloc(1, sizeof *t.c);
+    zt_config *c = t.c;
+    if (zt_cli_load_config(&cli, c, err, sizeof err) || zt_config_validate(c, d->size, err, sizeof err))
+        zt_user_error_all("%s", err);
+    if (strcmp(c->precision, "fp32") != 0)
+        zt_user_error_all("precision = \"%s\": every backend trains in fp32 so far (bf16/fp16 mixed precision is not "
+                          "implemented): set precision = \"fp32\"", c->precision);
+    if (!c->data.train[0]) zt_user_error_all("data.train is empty: set it to a token shard (see `ztrain prepare`)");
+
+    double t_start = zt_now();
+    setup(&t, resume_s != NULL);
+    announce(&t);
+    zt_train_sample *ts = NULL;
+    int sbad = zt_train_sample_create(&ts, t.be, &t.s, c, d->rank == 0, err, sizeof err);
+    zt_check_all(sbad, err, sizeof err);
+    long start = resume_s ? resume(&t, resume_s) : 0;
+    if (init_s) {
+        zt_ckpt_meta im;
+        const zt_ckpt_view v = zt_model_ckpt_view(&t.m);
+        if (zt_ckpt_load(init_s, &im, &v, err, sizeof err)) zt_user_error_all("%s", err);
+        zt_metrics_note(&t.mx, "initialised from %s (weights of its step %ld; fresh optimizer)\n", init_s, im.step);
+        zt_ckpt_meta_free(&im);
+    }
+    /* the resolved config, written only once a resume was accepted (a refused one changes nothing) */
+    if (t.mx.active) {
+        char p[1100];
+        zt_metrics_path(&t.mx, "config.cfg", p, sizeof p);
+        FILE *f = fopen(p, "w");
+        if (f) { zt_config_print(c, f); fclose(f); }
+    }
+
+    const int B = c->train.micro_batch, T = c->train.seq_len, GB = c->train.global_batch, K = GB / B;
+    int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
+    float *my_losses = zt_calloc((size_t)t.z.micro_steps, sizeof(float));
+    float *all_losses = zt_calloc((size_t)K, sizeof(float));
+    double best = 1e30, last_loss = 0, last_val = -1, tok_s_sum = 0, max_step_s = 0, save_s = 0;
+    long timed = 0, step = start;
+    const long steps = c->train.steps;
+    int stop = 0; /* 1: --stop-after, 2: time limit, 3: signal */
+    while (step < steps && !stop) {
+        double t0 = zt_now(), norm = 0;
+        double loss = train_step(&t, step, in, tg, my_losses, all_losses, &norm);
+        step++;
+        double dt = zt_now() - t0;
+        if (dt > max_step_s) max_step_s = dt;
+        double tok_s = (double)GB * T / dt;
+        if (step > start + 1) { tok_s_sum += tok_s; timed++; }
+        last_loss = loss;
+        if (loss < best) best = loss;
+        double vl = -1;
+        int last = step == steps;
+        if (t.has_val && ((c->eval.every > 0 && step % c->eval.every == 0) || last)) last_val = vl = zt_eval_loss(&t.m, &t.val, c, d);
+        if (t.mx.active && (step % c->train.log_every == 0 || last || vl >= 0)) {
+            double g = t.flops_tok * tok_s * 1e-9 / d->size;
+            zt_step_metrics sm = {step, steps, loss, zt_lr_at(c, step - 1), norm, tok_s, g, g / t.peak, dt * 1e3,
+                                  (double)(t.z.plan.param_bytes + t.z.plan.grad_bytes + t.z.plan.acc_bytes +
+                                           t.z.plan.optim_bytes + t.z.plan.comm_bytes + t.z.plan.act_bytes), vl};
+            zt_metrics_step(&t.mx, &sm);
+        }
+        if (ts && step % c->sample.every == 0) zt_sample_during_training(ts, &t.mx, t.m.params, step);
+        /* agree on stopping: any rank's signal, rank 0's clock */
+        int want = 0;
+        if (g_signal) want = 3;
+        else if (stop_after > 0 && step - start >= stop_after) want = 1;
+        else if (time_limit > 0 && d->rank == 0 && zt_now() - t_start + 2 * max_step_s + 2 * save_s + 5 > time_limit) want = 2;
+        MPI_Allreduce(&want, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        int periodic = c->checkpoint.every > 0 && step % c->checkpoint.every == 0;
+        if ((periodic || stop || last)) {
+            double s0 = zt_now();
+            save(&t, step, 0);
+            save_s = zt_now() - s0;
+        }
+    }
+    static const char *why[] = {"", "--stop-after reached", "--time-limit reached", "signal received"};
+    if (stop) zt_metrics_note(&t.mx, "stopped at step %ld/%ld: %s; resume with --resume auto\n", step, steps, why[stop]);
+    double dur = zt_now() - t_start;
+    /* fingerprint of the final parameters (every rank holds them all after the all-gather) */
+    char hash[65] = "";
+    if (d->rank == 0) {
+        /* staged through a small host buffer: no second full copy of the parameters */
+        const size_t chunk = ZT_INIT_BLOCK;
+        float *h = zt_malloc(chunk * sizeof(float));
+        void *sha = zt_sha256_begin();
+        for (size_t off = 0; off < t.m.table.total; off += chunk) {
+            size_t n = t.m.table.total - off < chunk ? t.m.table.total - off : chunk;
+            t.be->i->to_host(t.be, h, t.m.params + off, n * sizeof(float));
+            t.be->i->sync(t.be);
+            zt_sha256_update(sha, h, n * sizeof(float));
+        }
+        zt_sha256_end(sha, hash);
+        free(h);
+    }
+    double tok_s = timed ? tok_s_sum / timed : (double)GB * T * (step - start) / dur;
+    double frac = t.flops_tok * tok_s * 1e-9 / d->size / t.peak;
+    char layout[96];
+    zt_dist_layout_string(d, layout, sizeof layout);
+    const zt_run_results rr = {d->size, d->n_nodes, t.threads, layout, t.backend, hash, t.m.table.total, step, dur,
+                               tok_s, t.peak, frac, last_loss, best, last_val, t.z.comm_s, t.z.comm_flight_s,
+                               t.z.comm_wait_s};
+    zt_results_write(&t.mx, c, &rr);
+    if (t.mx.active) {
+        zt_metrics_note(&t.mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",
+                        step, steps, dur, last_loss, tok_s, 100 * frac, t.peak);
+        if (last_val >= 0) zt_log("val loss %.4f\n", last_val);
+        if (t.z.comm_flight_s > 0)
+            zt_log("gradient communication (stage 2 buckets): %.2f s in flight during backward, %.2f s exposed "
+                   "(%.0f%% hidden)\n", t.z.comm_flight_s, t.z.comm_wait_s,
+                   100.0 * (1.0 - t.z.comm_wait_s / t.z.comm_flight_s));
+        zt_log("params_hash sha256:%s\nresults: %s/results.json\n", hash, t.mx.dir);
+    }
+    zt_metrics_close(&t.mx);
+    free(in);
+    free(tg);
+    free(my_losses);
+    free(all_losses);
+    zt_train_sample_free(ts);
+    zt_zero_free(&t.z, &t.m);
+    zt_dataset_close(&t.train);
+    if (t.has_val) zt_dataset_close(&t.val);
+    zt_comm_destroy(t.comm);
+    zt_backend_destroy(t.be);
+    int rc = stop == 3 ? c->checkpoint.signal_exit_code : 0;
+    free(c);
+    return rc;
+}

@@ -1,0 +1,286 @@
+/* model.c — GPT-2 on the backend interface: parameter table, weight init, activations, forward
+ * and backward. Never dereferences a device buffer; every op goes through be->i. */
+#include "core/model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+
+size_t zt_model_init_block_host(const zt_param_table *pt, const zt_model_shape *s, int i, size_t block, float *p,
+                                float std, uint64_t seed) {
+    const zt_tensor_info *t = &pt->t[i];
+    const size_t off = block * ZT_INIT_BLOCK;
+    ZT_ASSERT(off < t->numel);
+    const size_t n = t->numel - off < ZT_INIT_BLOCK ? t->numel - off : ZT_INIT_BLOCK;
+    const char *nm = t->name;
+    size_t len = strlen(nm);
+    if (len > 5 && strcmp(nm + len - 5, ".bias") == 0) {
+        memset(p, 0, n * sizeof(float));
+        return n;
+    }
+    if (strstr(nm, "ln_") != NULL) {
+        for (size_t j = 0; j < n; j++) p[j] = 1.0f;
+        return n;
+    }
+    const float sd = strstr(nm, "c_proj.weight") ? std / sqrtf(2.0f * (float)s->n_layer) : std;
+    /* the padded rows of wte stay 0 */
+    size_t real = i == 0 ? (size_t)s->vocab_size * s->n_embd : t->numel;
+    zt_rng r;
+    zt_rng_seed(&r, seed * 0x9E3779B97F4A7C15ull + ((uint64_t)i << 32) + block + 1);
+    for (size_t j = 0; j < n; j++) p[j] = off + j < real ? (float)(zt_rng_normal(&r) * sd) : 0.0f;
+    return n;
+}
+
+void zt_model_init_weights_host(const zt_param_table *pt, const zt_model_shape *s, float *host,
+                                float std, uint64_t seed) {
+    for (int i = 0; i < pt->n; i++)
+        for (size_t off = 0; off < pt->t[i].numel; off += ZT_INIT_BLOCK)
+            zt_model_init_block_host(pt, s, i, off / ZT_INIT_BLOCK, host + pt->t[i].offset + off, std, seed);
+}
+
+/* ---------------------------------------------------------------- activations */
+
+typedef struct act_slot { void **ptr; size_t elems; } act_slot;
+
+static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, act_slot *out) {
+    const size_t L = s->n_layer, C = s->n_embd, NH = s->n_head, Vp = s->padded_vocab;
+    const size_t BT = (size_t)B * T;
+    int n = 0;
+#define SLOT(p, e) out[n++] = (act_slot){(void **)&a->p, (e)}
+    SLOT(encoded, BT * C);
+    SLOT(ln1, L * BT * C);
+    SLOT(ln1_mean, L * BT);
+    SLOT(ln1_rstd, L * BT);
+    SLOT(qkv, L * BT * 3 * C);
+    SLOT(atty, L * BT * C);
+    SLOT(att, L * B * NH * T * T);
+    SLOT(attproj, BT * C);
+    SLOT(residual2, L * BT * C);
+    SLOT(ln2, L * BT * C);
+    SLOT(ln2_mean, L * BT);
+    SLOT(ln2_rstd, L * BT);
+    SLOT(fch, L * BT * 4 * C);
+    SLOT(fch_gelu, L * BT * 4 * C);
+    SLOT(fcproj, BT * C);
+    SLOT(residual3, L * BT * C);
+    SLOT(lnf, BT * C);
+    SLOT(lnf_mean, BT);
+    SLOT(lnf_rstd, BT);
+    SLOT(logits, BT * Vp);
+    SLOT(losses, BT);
+    SLOT(dres, BT * C);
+    SLOT(dbt4c, BT * 4 * C);
+    SLOT(dbtc, BT * C);
+    SLOT(dbtc2, BT * C);
+    SLOT(dqkv, BT * 3 * C);
+    SLOT(datt, B * NH * T * T);
+    SLOT(tokens, BT);   /* int32: same size as float */
+    SLOT(targets, BT);
+#undef SLOT
+    return n;
+}
+
+static size_t round_up64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T) {
+    zt_acts a;
+    act_slot slots[64];
+    int n = act_slots(&a, s, B, T, slots);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += round_up64(slots[i].elems * sizeof(float));
+    return total;
+}
+
+int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
+                  int alloc_grads) {
+    memset(m, 0, sizeof *m);
+    m->s = *s;
+    m->be = be;
+    m->B = m->max_B = B;
+    m->T = m->max_T = T;
+    zt_param_table_build(&m->table, s);
+    m->padded = padded > m->table.total ? padded : m->table.total;
+    m->params = be->i->alloc(be, m->padded * sizeof(float));
+    if (alloc_grads) {
+        m->grads = be->i->alloc(be, m->padded * sizeof(float));
+        for (int i = 0; i < m->table.n; i++) m->gptr[i] = m->grads + m->table.t[i].offset;
+    }
+    /* one allocation for all activations, carved into 64-byte aligned slots */
+    act_slot slots[64];
+    int n = act_slots(&m->a, s, B, T, slots);
+    m->act_bytes = zt_model_act_bytes(s, B, T);
+    char *base = be->i->alloc(be, m->act_bytes);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        *slots[i].ptr = base + off;
+        off += round_up64(slots[i].elems * sizeof(float));
+    }
+    m->losses_host = zt_calloc((size_t)B * T, sizeof(float));
+    return 0;
+}
+
+void zt_model_free(zt_model *m) {
+    if (!m || !m->be) return;
+    zt_backend *be = m->be;
+    free(m->losses_host);
+    if (m->a.encoded) be->i->free(be, m->a.encoded);
+    if (m->grads) be->i->free(be, m->grads);
+    if (m->params) be->i->free(be, m->params);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---------------------------------------------------------------- forward / backward */
+
+#define P(i) (m->params + m->table.t[i].offset)
+#define G(i) (m->gptr[i])
+#define BEFORE(a, b) do { if (m->hooks.before) m->hooks.before(m->hooks.ctx, (a), (b)); } while (0)
+#define AFTER(a) do { if (m->hooks.after) m->hooks.after(m->hooks.ctx, (a)); } while (0)
+
+static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float dscale) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int L = m->s.n_layer, C = m->s.n_embd, NH = m->s.n_head;
+    const int V = m->s.vocab_size, Vp = m->s.padded_vocab;
+    ZT_ASSERT(B <= m->max_B && T <= m->max_T);
+    const int N = B * T;
+    const size_t NC = (size_t)N * C;
+    zt_acts *a = &m->a;
+    m->B = B;  /* backward uses the shape of the last forward */
+    m->T = T;
+    f->to_device(be, a->tokens, tokens, (size_t)N * sizeof(int32_t));
+    if (targets) f->to_device(be, a->targets, targets, (size_t)N * sizeof(int32_t));
+
+    f->embed_fwd(be, a->encoded, a->tokens, P(0), P(1), B, T, C);
+    const float *res = a->encoded;
+    for (int l = 0; l < L; l++) {
+        float *ln1 = a->ln1 + l * NC, *qkv = a->qkv + l * NC * 3, *atty = a->atty + l * NC;
+        float *att = a->att + (size_t)l * B * NH * T * T;
+        float *res2 = a->residual2 + l * NC, *ln2 = a->ln2 + l * NC;
+        float *fch = a->fch + l * NC * 4, *fchg = a->fch_gelu + l * NC * 4, *res3 = a->residual3 + l * NC;
+        f->layernorm_fwd(be, ln1, a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, res,
+                         P(zt_param_layer(l, ZT_LN1W)), P(zt_param_layer(l, ZT_LN1B)), N, C);
+        f->linear_fwd(be, qkv, ln1, P(zt_param_layer(l, ZT_QKVW)), P(zt_param_layer(l, ZT_QKVB)), N, C, 3 * C);
+        f->attention_fwd(be, atty, att, qkv, B, T, C, NH);
+        f->linear_fwd(be, a->attproj, atty, P(zt_param_layer(l, ZT_ATTPW)), P(zt_param_layer(l, ZT_ATTPB)), N, C, C);
+        f->add(be, res2, res, a->attproj, NC);
+        f->layernorm_fwd(be, ln2, a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, res2,
+                         P(zt_param_layer(l, ZT_LN2W)), P(zt_param_layer(l, ZT_LN2B)), N, C);
+        f->linear_fwd(be, fch, ln2, P(zt_param_layer(l, ZT_FCW)), P(zt_param_layer(l, ZT_FCB)), N, C, 4 * C);
+        f->gelu_fwd(be, fchg, fch, NC * 4);
+        f->linear_fwd(be, a->fcproj, fchg, P(zt_param_layer(l, ZT_FCPW)), P(zt_param_layer(l, ZT_FCPB)), N, 4 * C, C);
+        f->add(be, res3, res2, a->fcproj, NC);
+        res = res3;
+    }
+    const int lnf = 2 + L * ZT_PER_LAYER;
+    f->layernorm_fwd(be, a->lnf, a->lnf_mean, a->lnf_rstd, res, P(lnf), P(lnf + 1), N, C);
+    /* logits(N, Vp) = lnf(N, C) @ wte(Vp, C)^T */
+    f->matmul(be, a->logits, a->lnf, P(0), N, Vp, C, 0, 1, 1.0f, 0.0f);
+    m->dlogits_ready = 0;
+    if (!targets) return -1.0f;
+    f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dscale / (float)N);
+    m->dlogits_ready = dscale != 0.0f;
+    m->dlogits_scale = dscale;
+    f->to_host(be, m->losses_host, a->losses, (size_t)N * sizeof(float));
+    f->sync(be);
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += m->losses_host[i];
+    return (float)(sum / N);
+}
+
+float zt_model_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {
+    return forward(m, tokens, targets, B, T, 0.0f);
+}
+
+float zt_model_forward_train(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                             float dloss_scale) {
+    return forward(m, tokens, targets, B, T, dloss_scale);
+}
+
+void zt_model_backward(zt_model *m, float dloss_scale) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int L = m->s.n_layer, C = m->s.n_embd, NH = m->s.n_head;
+    const int V = m->s.vocab_size, Vp = m->s.padded_vocab;
+    const int B = m->B, T = m->T, N = B * T;
+    const size_t NC = (size_t)N * C;
+    zt_acts *a = &m->a;
+    ZT_ASSERT(m->gptr[0]);
+    const int lnf = 2 + L * ZT_PER_LAYER;
+
+    /* dlogits in place of the logits; d(mean loss) = dloss_scale / N per position */
+    if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale))
+        f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dloss_scale / (float)N);
+    m->dlogits_ready = 0;
+    BEFORE(0, 0);
+    /* dwte(Vp, C) = dlogits^T @ lnf (the embedding backward adds to it later) */
+    f->matmul(be, G(0), a->logits, a->lnf, Vp, C, N, 1, 0, 1.0f, 0.0f);
+    /* dlnf(N, C) = dlogits(N, Vp) @ wte(Vp, C) */
+    f->matmul(be, a->dbtc, a->logits, P(0), N, C, Vp, 0, 0, 1.0f, 0.0f);
+    f->zero(be, a->dres, NC * sizeof(float));
+    BEFORE(lnf, lnf + 1);
+    f->layernorm_bwd(be, a->dres, G(lnf), G(lnf + 1), a->dbtc, a->residual3 + (size_t)(L - 1) * NC, P(lnf),
+                     a->lnf_mean, a->lnf_rstd, N, C);
+    AFTER(lnf);
+    for (int l = L - 1; l >= 0; l--) {
+        BEFORE(zt_param_layer(l, 0), zt_param_layer(l, ZT_PER_LAYER - 1));
+        const float *res_in = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC;
+        float *ln1 = a->ln1 + l * NC, *qkv = a->qkv + l * NC * 3, *atty = a->atty + l * NC;
+        float *att = a->att + (size_t)l * B * NH * T * T;
+        float *res2 = a->residual2 + l * NC, *ln2 = a->ln2 + l * NC;
+        float *fch = a->fch + l * NC * 4, *fchg = a->fch_gelu + l * NC * 4;
+        /* MLP: dres = d residual3[l] */
+        f->linear_bwd(be, a->dbt4c, G(zt_param_layer(l, ZT_FCPW)), G(zt_param_layer(l, ZT_FCPB)), a->dres, fchg, P(zt_param_layer(l, ZT_FCPW)),
+                      N, 4 * C, C, 0);
+        f->gelu_bwd(be, a->dbt4c, fch, a->dbt4c, NC * 4);
+        f->linear_bwd(be, a->dbtc, G(zt_param_layer(l, ZT_FCW)), G(zt_param_layer(l, ZT_FCB)), a->dbt4c, ln2, P(zt_param_layer(l, ZT_FCW)),
+                      N, C, 4 * C, 0);
+        f->layernorm_bwd(be, a->dres, G(zt_param_layer(l, ZT_LN2W)), G(zt_param_layer(l, ZT_LN2B)), a->dbtc, res2, P(zt_param_layer(l, ZT_LN2W)),
+                         a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, N, C);
+        /* attention: dres = d residual2[l] */
+        f->linear_bwd(be, a->dbtc, G(zt_param_layer(l, ZT_ATTPW)), G(zt_param_layer(l, ZT_ATTPB)), a->dres, atty, P(zt_param_layer(l, ZT_ATTPW)),
+                      N, C, C, 0);
+        f->attention_bwd(be, a->dqkv, a->datt, a->dbtc, qkv, att, B, T, C, NH);
+        f->linear_bwd(be, a->dbtc2, G(zt_param_layer(l, ZT_QKVW)), G(zt_param_layer(l, ZT_QKVB)), a->dqkv, ln1, P(zt_param_layer(l, ZT_QKVW)),
+                      N, C, 3 * C, 0);
+        f->layernorm_bwd(be, a->dres, G(zt_param_layer(l, ZT_LN1W)), G(zt_param_layer(l, ZT_LN1B)), a->dbtc2, res_in, P(zt_param_layer(l, ZT_LN1W)),
+                         a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, N, C);
+        AFTER(zt_param_layer(l, 0));
+    }
+    BEFORE(1, 1);
+    /* rows of wpe past T get no gradient in this micro-batch */
+    if (T < m->s.block_size)
+        f->zero(be, G(1) + (size_t)T * C, (size_t)(m->s.block_size - T) * C * sizeof(float));
+    f->embed_bwd(be, G(0), G(1), a->dres, a->tokens, B, T, C);
+    AFTER(0);
+}
+
+void zt_model_shape_from_config(const zt_config *c, zt_model_shape *s) {
+    s->n_layer = c->model.n_layer;
+    s->n_head = c->model.n_head;
+    s->n_embd = c->model.n_embd;
+    s->vocab_size = c->model.vocab_size;
+    s->padded_vocab = zt_config_padded_vocab(c);
+    s->block_size = c->model.block_size;
+}
+
+double zt_model_flops_per_token(const zt_model_shape *s, int T) {
+    const double C = s->n_embd, L = s->n_layer;
+    const double per_layer = 12.0 * C * C + 13.0 * C;   /* qkv, proj, fc, fcproj weights + biases + LNs */
+    return 6.0 * (L * per_layer + 2.0 * C) + 6.0 * C * s->padded_vocab + 6.0 * L * C * T;
+}
+
+zt_ckpt_view zt_model_ckpt_view(zt_model *m) {
+    zt_ckpt_view v;
+    memset(&v, 0, sizeof v);
+    v.table = &m->table;
+    v.shape = &m->s;
+    v.be = m->be;
+    v.params = m->params;
+    v.padded = m->padded;
+    v.lo = 0;
+    v.hi = m->table.total;
+    return v;
+}

@@ -1,0 +1,120 @@
+/* model.h — GPT-2 over the flat parameter buffer: activations, weight init, forward and backward.
+ *
+ * The parameters live in one flat buffer laid out by iface/param_table.h.
+ *
+ * Memory is planned by the same code that allocates it: zt_model_plan() fills the byte counts
+ * without allocating (used by `ztrain estimate` and the start-up memory report).
+ */
+#ifndef ZT_MODEL_H
+#define ZT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "iface/backend.h"
+#include "iface/param_table.h"
+#include "io/ckpt.h"
+#include "io/config.h"
+
+/* activations for one micro-batch (B, T), allocated once */
+typedef struct zt_acts {
+    float *encoded;   /* (B, T, C) */
+    float *ln1;       /* (L, B, T, C) */
+    float *ln1_mean, *ln1_rstd; /* (L, B, T) */
+    float *qkv;       /* (L, B, T, 3C) */
+    float *atty;      /* (L, B, T, C) */
+    float *att;       /* (L, B, NH, T, T) */
+    float *attproj;   /* (B, T, C) scratch: not needed by backward */
+    float *residual2; /* (L, B, T, C) */
+    float *ln2;       /* (L, B, T, C) */
+    float *ln2_mean, *ln2_rstd; /* (L, B, T) */
+    float *fch;       /* (L, B, T, 4C) */
+    float *fch_gelu;  /* (L, B, T, 4C) */
+    float *fcproj;    /* (B, T, C) scratch */
+    float *residual3; /* (L, B, T, C) */
+    float *lnf;       /* (B, T, C) */
+    float *lnf_mean, *lnf_rstd; /* (B, T) */
+    float *logits;    /* (B, T, Vp): becomes dlogits in backward */
+    float *losses;    /* (B, T) */
+    /* backward scratch */
+    float *dres;      /* (B, T, C) gradient flowing along the residual stream */
+    float *dbt4c;     /* (B, T, 4C) */
+    float *dbtc;      /* (B, T, C) */
+    float *dbtc2;     /* (B, T, C) */
+    float *dqkv;      /* (B, T, 3C) */
+    float *datt;      /* (B, NH, T, T) */
+    int32_t *tokens;  /* (B, T) device */
+    int32_t *targets; /* (B, T) device */
+} zt_acts;
+
+/* Backward progress, for overlapping gradient communication with the rest of backward:
+   before(ctx, first, last): backward is about to write the gradients of tensors [first, last];
+   after(ctx, first): the gradients of tensors [first, n) are final for this micro-batch.
+   Tensors finish in reverse flat order (ln_f, layer L-1, ..., layer 0, wpe, wte); wte is
+   written first (LM head) and finished last (embedding). */
+typedef struct zt_bwd_hooks {
+    void (*before)(void *ctx, int first, int last);
+    void (*after)(void *ctx, int first);
+    void *ctx;
+} zt_bwd_hooks;
+
+typedef struct zt_model {
+    zt_model_shape s;
+    zt_param_table table;
+    zt_backend *be;
+    int max_B, max_T;     /* micro-batch shape the activations were sized for */
+    int B, T;             /* shape of the last forward */
+    float *params;        /* device, flat (padded; the tail past table.total stays 0) */
+    float *grads;         /* device, flat (padded): one micro-batch's gradient (NULL when every
+                             tensor's gradient lives in a bucket buffer: ZeRO-2) */
+    float *gptr[ZT_MAX_TENSORS]; /* where backward writes tensor i's gradient (default grads + offset) */
+    zt_bwd_hooks hooks;   /* optional */
+    size_t padded;        /* elements allocated for params / grads */
+    zt_acts a;
+    size_t act_bytes;     /* activation + scratch bytes */
+    float *losses_host;   /* (B, T) host copy of the last forward's losses */
+    int dlogits_ready;    /* the last forward left dlogits for dlogits_scale in a.logits */
+    float dlogits_scale;
+} zt_model;
+
+/* activation bytes for a micro-batch (B, T), with the same layout zt_model_init allocates */
+size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T);
+
+/* allocates params (zero), grads and activations on be. params/grads get `padded` >= table.total
+   elements (the ZeRO shard padding; 0 = table.total); alloc_grads = 0 skips the gradient. */
+int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
+                  int alloc_grads);
+void zt_model_free(zt_model *m);
+
+/* GPT-2 initialisation: normal(0, std), residual projections std/sqrt(2L), biases 0, LayerNorm
+   weights 1, padded wte rows 0. Each block of ZT_INIT_BLOCK elements of each tensor has its own
+   seeded stream, so a caller can stage the init through a small buffer. Writes block `block` of
+   tensor i into host (ZT_INIT_BLOCK floats) and returns the element count written. */
+#define ZT_INIT_BLOCK ((size_t)1 << 20)
+size_t zt_model_init_block_host(const zt_param_table *pt, const zt_model_shape *s, int i, size_t block, float *host,
+                                float std, uint64_t seed);
+/* the whole flat buffer (table.total floats) on the host, block by block (tests, tools) */
+void zt_model_init_weights_host(const zt_param_table *pt, const zt_model_shape *s, float *host,
+                                float std, uint64_t seed);
+
+/* forward on tokens/targets (B, T) host arrays (targets may be NULL: logits only).
+   Returns the mean loss over B*T (or -1 without targets). T may be <= the allocated T. */
+float zt_model_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T);
+/* training forward: as zt_model_forward, and the same pass over the logits also leaves
+   d(dloss_scale * mean loss)/dlogits in place for the backward that follows (one exp per logit) */
+float zt_model_forward_train(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                             float dloss_scale);
+/* backward of the last forward with targets; writes m->grads (overwritten, not accumulated).
+   dloss_scale multiplies d(mean loss): 1/K for K accumulated micro-batches. */
+void zt_model_backward(zt_model *m, float dloss_scale);
+
+/* the model's parameters as a checkpoint view without optimizer state: loads read the whole
+   buffer on every rank; a writer sets lo/hi to its part */
+zt_ckpt_view zt_model_ckpt_view(zt_model *m);
+
+/* model shape from a config */
+void zt_model_shape_from_config(const zt_config *c, zt_model_shape *s);
+/* model FLOPs per token for forward + backward (README "Performance"): 6 * (non-embedding params)
+   + 6 * C * Vp (tied LM head) + 6 * L * C * T (causal attention, the half that is computed) */
+double zt_model_flops_per_token(const zt_model_shape *s, int T);
+
+#endif

@@ -1,0 +1,170 @@
+/* zero.c — ZeRO stages 0/1/2: shard map, ordered / native gradient reduction, chunked global norm,
+ * sharded AdamW and parameter all-gather (see zero.h). */
+#include "core/zero.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_zero_plan *p) {
+    memset(p, 0, sizeof *p);
+    zt_param_table *pt = zt_malloc(sizeof *pt);
+    zt_param_table_build(pt, s);
+    const zt_shard_layout sl = zt_shard_layout_of(pt->total, N);
+    p->total = sl.total;
+    p->padded = sl.padded;
+    p->shard = sl.shard;
+    const int K = c->train.global_batch / c->train.micro_batch;
+    const int stage = c->zero.stage;
+    const size_t f = sizeof(float);
+    p->param_bytes = p->padded * f;
+    p->optim_bytes = 2 * (stage == 0 ? p->padded : p->shard) * f;
+    if (stage == 2) {
+        /* gradients live only in buckets: the ring, wte's own bucket, and the shard accumulator */
+        p->n_buckets = zt_zero_bucket_layout(pt, c->zero.bucket_mb, NULL, NULL, &p->max_bucket);
+        const size_t wte = pt->t[ZT_P_WTE].numel + pt->t[ZT_P_WPE].numel; /* wte + wpe: their own bucket */
+        p->grad_bytes = (ZT_ZERO_RING * p->max_bucket + wte) * f;
+        p->acc_bytes = p->shard * f;
+        if (N > 1) {
+            const size_t rb = p->max_bucket < p->shard ? p->max_bucket : p->shard;
+            const size_t rw = wte < p->shard ? wte : p->shard;
+            const int ordered = strcmp(c->zero.reduce, "ordered") == 0;
+            p->comm_bytes = (ordered ? (size_t)N : 1) * (ZT_ZERO_RING * rb + rw) * f;
+        }
+    } else {
+        p->grad_bytes = p->padded * f;                     /* one micro-batch's gradient */
+        int alias = N == 1 && K == 1;
+        p->acc_bytes = alias ? 0 : (stage == 0 ? p->padded : p->shard) * f;
+        p->comm_bytes = N > 1 ? p->padded * f : 0;         /* all-to-all receive buffer */
+    }
+    p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len);
+    free(pt);
+}
+
+void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, zt_comm *comm,
+                  const zt_model_shape *s) {
+    memset(z, 0, sizeof *z);
+    z->be = be;
+    z->comm = comm;
+    z->N = comm->size;
+    z->rank = comm->rank;
+    z->stage = c->zero.stage;
+    z->ordered = strcmp(c->zero.reduce, "ordered") == 0;
+    zt_zero_plan_memory(c, s, z->N, &z->plan);
+    const int K = c->train.global_batch / c->train.micro_batch;
+    z->micro_steps = K / z->N;
+    z->alias_acc = z->plan.acc_bytes == 0;
+    z->lo = (size_t)z->rank * z->plan.shard;
+    z->hi = z->lo + z->plan.shard;
+    zt_model_init(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage != 2);
+    if (!z->alias_acc) z->acc = be->i->alloc(be, z->plan.acc_bytes);
+    if (z->stage == 2) zt_zero_buckets_init(z, m, c);
+    size_t opt_elems = z->plan.optim_bytes / 2 / sizeof(float);
+    z->exp_avg = be->i->alloc(be, opt_elems * sizeof(float));
+    z->exp_avg_sq = be->i->alloc(be, opt_elems * sizeof(float));
+    if (z->plan.comm_bytes && z->stage != 2) z->recv = be->i->alloc(be, z->plan.comm_bytes);
+    z->chunk_sums = be->i->alloc(be, z->plan.padded / ZT_NORM_CHUNK * sizeof(double));
+    z->chunk_sums_host = zt_calloc(z->plan.padded / ZT_NORM_CHUNK, sizeof(double));
+}
+
+void zt_zero_free(zt_zero *z, zt_model *m) {
+    zt_backend *be = z->be;
+    if (!be) return;
+    if (z->recv) be->i->free(be, z->recv);
+    if (z->buckets) zt_zero_buckets_free(z);
+    be->i->free(be, z->exp_avg);
+    be->i->free(be, z->exp_avg_sq);
+    if (z->acc) be->i->free(be, z->acc);
+    be->i->free(be, z->chunk_sums);
+    free(z->chunk_sums_host);
+    zt_model_free(m);
+    memset(z, 0, sizeof *z);
+}
+
+/* the reduced gradient of this rank's shard */
+static float *shard_grad(zt_zero *z, zt_model *m) {
+    if (z->alias_acc) return m->grads + z->lo;
+    return z->stage == 0 ? z->acc + z->lo : z->acc;
+}
+
+void zt_zero_reduce(zt_zero *z, zt_model *m, int mi) {
+    zt_backend *be = z->be;
+    const size_t S = z->plan.shard;
+    if (z->alias_acc) return;              /* 1 rank, 1 micro-batch: acc = 0 + g = g */
+    if (z->stage == 2) {                   /* buckets were posted during backward */
+        double t0 = zt_now();
+        zt_zero_buckets_finish(z, m, mi);
+        z->comm_s += zt_now() - t0;
+        return;
+    }
+    float *acc = shard_grad(z, m);
+    if (mi == 0) be->i->zero(be, acc, S * sizeof(float));
+    double t0 = zt_now();
+    if (z->N == 1) {
+        be->i->accumulate(be, acc, m->grads, S);
+    } else if (z->ordered) {
+        /* owners receive every rank's part of its micro-batch gradient and add them in rank
+           order = global micro-batch order */
+        z->comm->i->all_to_all(z->comm, m->grads, z->recv, S, ZT_F32);
+        for (int r = 0; r < z->N; r++) be->i->accumulate(be, acc, z->recv + (size_t)r * S, S);
+    } else {
+        z->comm->i->reduce_scatter(z->comm, m->grads, z->recv, S, ZT_F32);
+        be->i->accumulate(be, acc, z->recv, S);
+    }
+    z->comm_s += zt_now() - t0;
+}
+
+double zt_zero_grad_norm(zt_zero *z, zt_model *m) {
+    const size_t S = z->plan.shard, nck = S / ZT_NORM_CHUNK;
+    double *mine = z->chunk_sums + (size_t)z->rank * nck;
+    z->be->i->sumsq_chunks(z->be, mine, shard_grad(z, m), S, ZT_NORM_CHUNK);
+    if (z->N > 1) z->comm->i->all_gather(z->comm, mine, z->chunk_sums, nck, ZT_F64);
+    /* the chunk sums are combined on the host, in chunk order */
+    z->be->i->to_host(z->be, z->chunk_sums_host, z->chunk_sums, nck * (size_t)z->N * sizeof(double));
+    double sum = 0.0;
+    for (size_t i = 0; i < nck * (size_t)z->N; i++) sum += z->chunk_sums_host[i];
+    return sqrt(sum);
+}
+
+void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, float lr, float grad_scale) {
+    const size_t S = z->plan.shard;
+    const zt_param_table *pt = &m->table;
+    if (z->stage == 0) {
+        /* every rank holds the full reduced gradient and full optimizer state */
+        if (z->N > 1) {
+            z->comm->i->all_gather(z->comm, z->acc + z->lo, z->acc, S, ZT_F32);
+        }
+        const float *g = z->alias_acc ? m->grads : z->acc;
+        zt_adamw_update(z->be, pt, 0, z->plan.padded, m->params, g, z->exp_avg, z->exp_avg_sq, hp, t, lr, grad_scale);
+        return;
+    }
+    zt_adamw_update(z->be, pt, z->lo, z->hi, m->params + z->lo, shard_grad(z, m), z->exp_avg, z->exp_avg_sq, hp, t,
+                    lr, grad_scale);
+    if (z->N > 1) {
+        z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, S, ZT_F32);
+    }
+}
+
+zt_ckpt_view zt_zero_ckpt_view(zt_zero *z, zt_model *m) {
+    zt_ckpt_view v = zt_model_ckpt_view(m);
+    v.lo = z->lo;
+    v.hi = z->hi;
+    v.exp_avg = z->exp_avg;
+    v.exp_avg_sq = z->exp_avg_sq;
+    v.optim_base = z->stage == 0 ? 0 : z->lo;
+    v.optim_elems = z->stage == 0 ? z->plan.padded : z->plan.shard;
+    return v;
+}
+
+void zt_zero_after_load(zt_zero *z, zt_model *m) {
+    if (z->N == 1) return;
+    /* every rank read its shard: gather the full parameters (and stage-0's full moments) */
+    const size_t S = z->plan.shard;
+    z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, S, ZT_F32);
+    if (z->stage == 0) {
+        z->comm->i->all_gather(z->comm, z->exp_avg + z->lo, z->exp_avg, S, ZT_F32);
+        z->comm->i->all_gather(z->comm, z->exp_avg_sq + z->lo, z->exp_avg_sq, S, ZT_F32);
+    }
+}

@@ -1,0 +1,81 @@
+/* zero.h — ZeRO stages 0/1/2 over the flat buffer: the shard map, the gradient reduction
+ * (ordered or native), the chunked global norm, the sharded AdamW update and the parameter
+ * all-gather. DESIGN sections 3-4.
+ *
+ * The flat buffer is padded to a multiple of N*4096 elements; rank r owns [r*S, (r+1)*S).
+ * Ordered reduction: after every micro-step each rank sends each owner that owner's part of its
+ * micro-batch gradient (all-to-all) and the owner adds the N parts in rank order, i.e. in global
+ * micro-batch order j = m*N + r: exactly the additions one rank makes accumulating K micro-batches
+ * alone, so losses and parameters are bit-identical for any N. */
+#ifndef ZT_ZERO_H
+#define ZT_ZERO_H
+
+#include <stddef.h>
+
+#include "iface/backend.h"
+#include "iface/comm.h"
+#include "io/ckpt.h"
+#include "io/config.h"
+#include "core/model.h"
+#include "core/optim.h"
+
+#define ZT_ZERO_RING 2   /* stage 2: bucket buffers in flight at once (besides wte's) */
+
+typedef struct zt_zero_plan {
+    size_t total, padded, shard;      /* elements */
+    int n_buckets;                    /* stage 2 */
+    size_t max_bucket;                /* elements, largest bucket other than wte's */
+    size_t param_bytes, grad_bytes, acc_bytes, optim_bytes, comm_bytes, act_bytes;
+} zt_zero_plan;
+
+typedef struct zt_zero {
+    int stage, ordered, N, rank;
+    zt_zero_plan plan;
+    size_t lo, hi;            /* this rank's shard of the flat buffer */
+    zt_backend *be;
+    zt_comm *comm;
+    float *acc;               /* reduced gradient: shard (stage 1-2) or padded (stage 0, gathered) */
+    float *exp_avg, *exp_avg_sq; /* Adam moments: shard (1-2) or padded (0) */
+    float *recv;              /* (N, shard) all-to-all receive buffer (ordered, N > 1) */
+    double *chunk_sums;       /* backend memory, (padded / 4096): every rank's grad-norm chunk sums */
+    double *chunk_sums_host;  /* host copy of them */
+    int alias_acc;            /* N == 1, K == 1: the micro-batch gradient IS the reduced one */
+    struct zt_bucket *buckets; /* stage 2: in backward order (bucket 0 = the last tensors) */
+    int n_buckets;
+    float *bucket_mem[ZT_ZERO_RING + 1];   /* ring slots, then wte's own buffer */
+    float *recv_mem[ZT_ZERO_RING + 1];
+    int next_mi, in_micro;
+    double comm_wait_s;       /* time blocked waiting for bucket communication (exposed) */
+    double comm_flight_s;     /* time buckets spent in flight (post -> seen complete) */
+    int micro_steps;          /* K / N */
+    double comm_s, comm_hidden_s;
+} zt_zero;
+
+/* stage 2 (zero_bucket.c): build the buckets, point the model's gradients at bucket buffers and
+   install the backward hooks that post each bucket's reduction as soon as it is final */
+void zt_zero_buckets_init(zt_zero *z, zt_model *m, const zt_config *c);
+void zt_zero_buckets_free(zt_zero *z);
+/* stage 2: finish micro-step mi's outstanding bucket reductions */
+void zt_zero_buckets_finish(zt_zero *z, zt_model *m, int mi);
+/* bucket layout for a table (shared by the plan and the init) */
+int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first, int *last, size_t *max_bucket);
+
+/* memory per rank for a config at N ranks: the same function sizes what zt_zero_init allocates */
+void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_zero_plan *p);
+/* allocates the model (params/grads padded) and the zero state */
+void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, zt_comm *comm,
+                  const zt_model_shape *s);
+void zt_zero_free(zt_zero *z, zt_model *m);
+/* after micro-step mi's backward (mi = 0..micro_steps-1): reduce m->grads into acc */
+void zt_zero_reduce(zt_zero *z, zt_model *m, int mi);
+/* after the last micro-step: global grad norm (chunked, same on every rank) */
+double zt_zero_grad_norm(zt_zero *z, zt_model *m);
+/* AdamW on this rank's shard, then all-gather parameters (t = 1-based update number) */
+void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, float lr, float grad_scale);
+
+/* checkpoints: the view of this rank's shard and moments (io/ckpt.h), and after a load of it, the
+   all-gather of the parameters (and of stage 0's full moments) that makes every rank whole */
+zt_ckpt_view zt_zero_ckpt_view(zt_zero *z, zt_model *m);
+void zt_zero_after_load(zt_zero *z, zt_model *m);
+
+#endif

@@ -1,0 +1,199 @@
+/* devsim_backend.c — the devsim backend's slots (see devsim.h): each translates its pointer
+ * arguments to real memory and calls the cpu backend's slot of the same name, so the arithmetic
+ * (and its bits) is the cpu backend's. Memory comes from devsim_mem.c. */
+#include "devsim/devsim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_backend.h"
+#include "devsim/devsim_mem.h"
+#include "util/util.h"
+
+#define CPU(be) ((zt_backend *)(be)->ctx)
+/* the real address of a device pointer argument; a host pointer panics naming the slot */
+#define D(p) zt_devsim_real((p), __func__)
+
+void *zt_devsim_host_ptr(const void *dev) { return zt_devsim_real(dev, "zt_devsim_host_ptr"); }
+
+/* ------------------------------------------------------------------ lifecycle and memory */
+
+static void ds_destroy(zt_backend *be) {
+    zt_backend *cpu = CPU(be);
+    cpu->i->destroy(cpu);
+    free(be);
+}
+
+static void ds_describe(zt_backend *be, char *buf, size_t n) {
+    char inner[200];
+    CPU(be)->i->describe(CPU(be), inner, sizeof inner);
+    snprintf(buf, n, "devsim: simulated device memory (%zu GiB reserved, host access faults) over %s",
+             zt_devsim_mem_span() >> 30, inner);
+}
+
+static void *ds_alloc(zt_backend *be, size_t bytes) {
+    (void)be;
+    return zt_devsim_mem_alloc(bytes);
+}
+
+static void ds_free(zt_backend *be, void *p) {
+    (void)be;
+    zt_devsim_mem_free(p);
+}
+
+static void ds_to_device(zt_backend *be, void *dst, const void *host_src, size_t bytes) {
+    (void)be;
+    zt_devsim_check_host(host_src, __func__);
+    if (bytes) memcpy(D(dst), host_src, bytes);
+}
+
+static void ds_to_host(zt_backend *be, void *host_dst, const void *src, size_t bytes) {
+    (void)be;
+    zt_devsim_check_host(host_dst, __func__);
+    if (bytes) memcpy(host_dst, D(src), bytes);
+}
+
+static void ds_copy(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    CPU(be)->i->copy(CPU(be), D(dst), D(src), bytes);
+}
+
+static void ds_zero(zt_backend *be, void *dst, size_t bytes) { CPU(be)->i->zero(CPU(be), D(dst), bytes); }
+
+static void ds_sync(zt_backend *be) { CPU(be)->i->sync(CPU(be)); }
+
+/* ------------------------------------------------------------------ compute: translate, then the cpu slot */
+
+static void ds_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
+                      float alpha, float beta) {
+    CPU(be)->i->matmul(CPU(be), D(c), D(a), D(b), M, N, K, ta, tb, alpha, beta);
+}
+
+static void ds_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N,
+                          int C, int OC) {
+    CPU(be)->i->linear_fwd(CPU(be), D(out), D(inp), D(w), D(bias), N, C, OC);
+}
+
+static void ds_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                          const float *w, int N, int C, int OC, int accumulate_dinp) {
+    CPU(be)->i->linear_bwd(CPU(be), D(dinp), D(dw), D(dbias), D(dout), D(inp), D(w), N, C, OC, accumulate_dinp);
+}
+
+static void ds_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                             const float *b, int N, int C) {
+    CPU(be)->i->layernorm_fwd(CPU(be), D(out), D(mean), D(rstd), D(inp), D(w), D(b), N, C);
+}
+
+static void ds_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                             const float *w, const float *mean, const float *rstd, int N, int C) {
+    CPU(be)->i->layernorm_bwd(CPU(be), D(dinp), D(dw), D(db), D(dout), D(inp), D(w), D(mean), D(rstd), N, C);
+}
+
+static void ds_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+    CPU(be)->i->attention_fwd(CPU(be), D(out), D(att), D(qkv), B, T, C, NH);
+}
+
+static void ds_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv,
+                             const float *att, int B, int T, int C, int NH) {
+    CPU(be)->i->attention_bwd(CPU(be), D(dqkv), D(datt), D(dout), D(qkv), D(att), B, T, C, NH);
+}
+
+static void ds_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos,
+                                int maxT, int C, int NH) {
+    CPU(be)->i->attention_decode(CPU(be), D(out), D(kcache), D(vcache), D(qkv), pos, maxT, C, NH);
+}
+
+static void ds_gemv(zt_backend *be, float *y, const float *x, const float *w, const float *bias, int C, int OC,
+                    int w_t) {
+    CPU(be)->i->gemv(CPU(be), D(y), D(x), D(w), D(bias), C, OC, w_t);
+}
+
+static void ds_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) {
+    CPU(be)->i->gelu_fwd(CPU(be), D(out), D(inp), n);
+}
+
+static void ds_gelu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    CPU(be)->i->gelu_bwd(CPU(be), D(dinp), D(inp), D(dout), n);
+}
+
+static void ds_add(zt_backend *be, float *out, const float *a, const float *b, size_t n) {
+    CPU(be)->i->add(CPU(be), D(out), D(a), D(b), n);
+}
+
+static void ds_embed_fwd(zt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
+                         int T, int C) {
+    CPU(be)->i->embed_fwd(CPU(be), D(out), D(tokens), D(wte), D(wpe), B, T, C);
+}
+
+static void ds_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
+                         int T, int C) {
+    CPU(be)->i->embed_bwd(CPU(be), D(dwte), D(dwpe), D(dout), D(tokens), B, T, C);
+}
+
+static void ds_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets, int N, int V,
+                            int Vp, float dscale) {
+    CPU(be)->i->softmax_xent(CPU(be), D(losses), D(logits), D(targets), N, V, Vp, dscale);
+}
+
+static void ds_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                     float beta1, float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2,
+                     float grad_scale) {
+    CPU(be)->i->adamw(CPU(be), D(param), D(grad), D(m), D(v), n, lr, beta1, beta2, eps, weight_decay, bias_corr1,
+                      bias_corr2, grad_scale);
+}
+
+static void ds_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
+    CPU(be)->i->accumulate(CPU(be), D(acc), D(x), n);
+}
+
+static void ds_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
+    CPU(be)->i->sumsq_chunks(CPU(be), D(out), D(x), n, chunk);
+}
+
+/* ------------------------------------------------------------------ create */
+
+static zt_backend_i g_devsim_i;
+
+zt_backend *zt_devsim_backend_create(int threads) {
+    zt_backend *cpu = zt_cpu_backend_create(threads);
+    zt_devsim_mem_init();
+    if (!g_devsim_i.name) {
+        const zt_backend_i *c = cpu->i;
+        zt_backend_i *i = &g_devsim_i;
+        i->mem = ZT_MEM_DEVICE;
+        i->destroy = ds_destroy;
+        i->describe = ds_describe;
+        i->alloc = ds_alloc;
+        i->free = ds_free;
+        i->to_device = ds_to_device;
+        i->to_host = ds_to_host;
+        i->copy = ds_copy;
+        i->zero = ds_zero;
+        i->sync = ds_sync;
+        i->matmul = ds_matmul;
+        i->linear_fwd = ds_linear_fwd;
+        i->linear_bwd = ds_linear_bwd;
+        i->layernorm_fwd = ds_layernorm_fwd;
+        i->layernorm_bwd = ds_layernorm_bwd;
+        i->attention_fwd = ds_attention_fwd;
+        i->attention_bwd = ds_attention_bwd;
+        /* optional slots stay optional */
+        i->attention_decode = c->attention_decode ? ds_attention_decode : NULL;
+        i->gemv = c->gemv ? ds_gemv : NULL;
+        i->gelu_fwd = ds_gelu_fwd;
+        i->gelu_bwd = ds_gelu_bwd;
+        i->add = ds_add;
+        i->embed_fwd = ds_embed_fwd;
+        i->embed_bwd = ds_embed_bwd;
+        i->softmax_xent = ds_softmax_xent;
+        i->adamw = ds_adamw;
+        i->accumulate = ds_accumulate;
+        i->sumsq_chunks = ds_sumsq_chunks;
+        i->name = "devsim";   /* last: the table is complete once name is set */
+    }
+    zt_backend *be = zt_calloc(1, sizeof *be);
+    be->i = &g_devsim_i;
+    be->ctx = cpu;
+    be->threads = cpu->threads;
+    return be;
+}

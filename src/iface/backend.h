@@ -1,0 +1,126 @@
+/* backend.h — the compute backend interface (ggml-style `_i` struct of function pointers).
+ *
+ * Every tensor passed to an op is backend memory (`mem` says whether that is host or device
+ * memory): code outside a backend never dereferences it, whatever its kind; data crosses with
+ * to_device / to_host. Ops are issued in order on one stream and may run asynchronously until
+ * a slot that says it syncs (`sync`, `to_host`). Backends are made and destroyed only by the
+ * factory (core/backend_factory.h); the devsim backend (src/devsim/) proves the discipline on
+ * a machine without a GPU. The cpu backend (src/cpu/) is the reference implementation: deterministic and
+ * independent of the thread count (every reduction is split over output elements, never over
+ * the summed dimension). Shapes are given in comments as (rows, cols), row-major.
+ *
+ * Weight layout follows Hugging Face GPT-2 (Conv1D): a linear layer's weight is (in, out),
+ * so out = inp @ W + b.
+ */
+#ifndef ZT_BACKEND_H
+#define ZT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zt_backend zt_backend;
+
+/* the kind of memory a backend hands out, and a communicator accepts */
+typedef enum zt_mem_kind { ZT_MEM_HOST, ZT_MEM_DEVICE } zt_mem_kind;
+
+typedef struct zt_backend_i {
+    const char *name;
+    zt_mem_kind mem;
+    /* lifecycle (the factory calls these) */
+    void (*destroy)(zt_backend *be);
+    /* one line: "cpu: blis 0.9.0 (zen kernels), 2 threads" */
+    void (*describe)(zt_backend *be, char *buf, size_t n);
+    /* memory */
+    void *(*alloc)(zt_backend *be, size_t bytes);        /* zero-filled */
+    void (*free)(zt_backend *be, void *p);
+    /* host -> backend memory; the host buffer may be reused as soon as it returns */
+    void (*to_device)(zt_backend *be, void *dst, const void *host_src, size_t bytes);
+    /* backend -> host memory; syncs: waits for the work issued before it, the data is there on return */
+    void (*to_host)(zt_backend *be, void *host_dst, const void *src, size_t bytes);
+    void (*copy)(zt_backend *be, void *dst, const void *src, size_t bytes);
+    void (*zero)(zt_backend *be, void *dst, size_t bytes);
+    /* waits until every op issued so far is done */
+    void (*sync)(zt_backend *be);
+
+    /* c(M, N) = alpha * op(a) @ op(b) + beta * c, row-major; op = transpose when ta / tb */
+    void (*matmul)(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K,
+                   int ta, int tb, float alpha, float beta);
+    /* out(N, OC) = inp(N, C) @ w(C, OC) + bias(OC); bias may be NULL */
+    void (*linear_fwd)(zt_backend *be, float *out, const float *inp, const float *w,
+                       const float *bias, int N, int C, int OC);
+    /* dinp(N, C) = dout @ w^T (overwritten, or added when accumulate_dinp);
+       dw(C, OC) = inp^T @ dout; dbias(OC) = colsum(dout) (both overwritten; dbias may be NULL) */
+    void (*linear_bwd)(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
+                       const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp);
+
+    /* out(N, C) = LN(inp) * w + b; mean(N), rstd(N) saved for backward */
+    void (*layernorm_fwd)(zt_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                          const float *w, const float *b, int N, int C);
+    /* dinp(N, C) += ..., dw(C), db(C) overwritten */
+    void (*layernorm_bwd)(zt_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, const float *mean, const float *rstd,
+                          int N, int C);
+
+    /* causal self-attention. qkv(B, T, 3C) -> out(B, T, C); att(B, NH, T, T) keeps the softmax */
+    void (*attention_fwd)(zt_backend *be, float *out, float *att, const float *qkv,
+                          int B, int T, int C, int NH);
+    /* dqkv(B, T, 3C) overwritten; datt(B, NH, T, T) is scratch */
+    void (*attention_bwd)(zt_backend *be, float *dqkv, float *datt, const float *dout,
+                          const float *qkv, const float *att, int B, int T, int C, int NH);
+
+    /* incremental decoding, one token: appends k, v of qkv(3C) at row pos of kcache, vcache
+       (maxT, C) and writes out(C) = causal attention of q over rows 0..pos (the same arithmetic
+       as row pos of attention_fwd). Optional: NULL when a backend lacks it. */
+    void (*attention_decode)(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv,
+                             int pos, int maxT, int C, int NH);
+
+    /* one-row products for decoding (optional: NULL = the caller uses linear_fwd / matmul):
+       y(OC) = x(C) @ w(C, OC) + bias(OC) (bias may be NULL), or when w_t, y(OC) = w(OC, C) @ x(C)
+       (the tied LM head). Each y[j] sums over C in a fixed order: thread-count invariant. */
+    void (*gemv)(zt_backend *be, float *y, const float *x, const float *w, const float *bias, int C, int OC,
+                 int w_t);
+
+    /* GELU, tanh approximation, elementwise over n */
+    void (*gelu_fwd)(zt_backend *be, float *out, const float *inp, size_t n);
+    /* dinp = gelu'(inp) * dout */
+    void (*gelu_bwd)(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+
+    /* out = a + b, elementwise */
+    void (*add)(zt_backend *be, float *out, const float *a, const float *b, size_t n);
+
+    /* out(B, T, C) = wte[tok] + wpe[t]; tokens (B, T) int32 on device */
+    void (*embed_fwd)(zt_backend *be, float *out, const int32_t *tokens, const float *wte,
+                      const float *wpe, int B, int T, int C);
+    /* dwte(Vp, C) += scatter of dout by token (accumulates: the LM head wrote it first);
+       dwpe(maxT, C) rows [0, T) overwritten with the sum over B */
+    void (*embed_bwd)(zt_backend *be, float *dwte, float *dwpe, const float *dout,
+                      const int32_t *tokens, int B, int T, int C);
+
+    /* Fused softmax + cross-entropy over the first V of Vp columns (padded columns never
+       enter the loss). logits(N, Vp) is overwritten with dlogits = (softmax - onehot) * dscale
+       (padded columns get 0). losses(N) receives the per-position loss.
+       If dscale == 0 only the losses are computed and logits are left as they were. */
+    void (*softmax_xent)(zt_backend *be, float *losses, float *logits, const int32_t *targets,
+                         int N, int V, int Vp, float dscale);
+
+    /* AdamW on n elements (one tensor's part of a shard).
+       param, m, v updated in place; grad read with scale grad_scale (e.g. clip factor). */
+    void (*adamw)(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay,
+                  float bias_corr1, float bias_corr2, float grad_scale);
+
+    /* acc += x (elementwise), the one addition the ordered reduction makes */
+    void (*accumulate)(zt_backend *be, float *acc, const float *x, size_t n);
+    /* out[c] = sum of x[c*chunk .. (c+1)*chunk)^2 in double, for c < ceil(n/chunk), summed
+       sequentially within a chunk: the norm does not depend on threads or shard bounds.
+       out is backend memory (the caller copies the chunk sums to the host when it needs them) */
+    void (*sumsq_chunks)(zt_backend *be, double *out, const float *x, size_t n, size_t chunk);
+} zt_backend_i;
+
+struct zt_backend {
+    const zt_backend_i *i;
+    void *ctx;
+    int threads;      /* host threads used by ops (cpu: OpenMP and BLAS threads) */
+};
+
+#endif

@@ -1,0 +1,108 @@
+/* op_math.h — the elementwise math both backends compile: the cpu backend (C, inside OpenMP simd
+ * loops) and the CUDA kernels (nvcc, and the host execution harness's C++ build). One definition
+ * of each formula, so the CPU tests cover the formulas the GPU runs: exp and tanh, GELU (tanh
+ * approximation) and its derivative, the AdamW element update, LayerNorm's element forward and
+ * backward, and bf16 rounding (round to nearest even, as __float2bfloat16). The reductions around
+ * them (row sums, maxima) are each backend's own: their order is what makes a backend deterministic.
+ *
+ * Everything here is branch-free float arithmetic; this header must never be compiled with
+ * -ffast-math (zt_expf's rounding trick needs the default rounding of adds). Uses nothing. */
+#ifndef ZT_OP_MATH_H
+#define ZT_OP_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define ZT_HD static __host__ __device__ __forceinline__
+#else
+#define ZT_HD static inline
+#endif
+
+#define ZT_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define ZT_GELU_C 0.044715f
+#define ZT_LN_EPS 1e-5f
+
+ZT_HD float zt_int_bits_to_float(int32_t i) {
+    union { int32_t i; float f; } u;
+    u.i = i;
+    return u.f;
+}
+
+ZT_HD uint32_t zt_float_to_bits(float f) {
+    union { float f; uint32_t u; } v;
+    v.f = f;
+    return v.u;
+}
+
+/* ~2 ulp exp, the same bits everywhere (no libm): clamp, x = n ln2 + r, minimax polynomial */
+ZT_HD float zt_expf(float x) {
+    /* clamp to the finite range; exp(-88) ~ 6e-39 (denormal edge) is as good as 0 here */
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    /* round to nearest: adding and removing 1.5 * 2^23 (exact in the default rounding mode) */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    return p * zt_int_bits_to_float(((int32_t)n + 127) << 23);
+}
+
+/* tanh(x) = sign(x) * (1 - 2 / (exp(2|x|) + 1)) */
+ZT_HD float zt_tanhf(float x) {
+    float e = zt_expf(2.0f * fabsf(x));
+    float t = 1.0f - 2.0f / (e + 1.0f);
+    return copysignf(t, x);
+}
+
+/* GELU, tanh approximation */
+ZT_HD float zt_gelu(float x) {
+    float u = ZT_GELU_K * (x + ZT_GELU_C * x * x * x);
+    return 0.5f * x * (1.0f + zt_tanhf(u));
+}
+
+/* d gelu(x) / dx */
+ZT_HD float zt_gelu_grad(float x) {
+    float u = ZT_GELU_K * (x + ZT_GELU_C * x * x * x);
+    float t = zt_tanhf(u);
+    float sech2 = 1.0f - t * t;
+    return 0.5f * (1.0f + t) + 0.5f * x * sech2 * ZT_GELU_K * (1.0f + 3.0f * ZT_GELU_C * x * x);
+}
+
+/* one AdamW element: updates *param, *m, *v from the gradient g (already scaled) */
+ZT_HD void zt_adamw_elem(float *param, float *m, float *v, float g, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, float bias_corr1, float bias_corr2) {
+    float mi = beta1 * *m + (1.0f - beta1) * g;
+    float vi = beta2 * *v + (1.0f - beta2) * g * g;
+    *m = mi;
+    *v = vi;
+    float mhat = mi / bias_corr1, vhat = vi / bias_corr2;
+    *param -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * *param);
+}
+
+/* LayerNorm: 1/sqrt(var + eps) from the row's mean square deviation sum over C */
+ZT_HD float zt_ln_rstd(float sum_sq_dev, int C) { return 1.0f / sqrtf(sum_sq_dev / (float)C + ZT_LN_EPS); }
+/* out = (x - mean) * rstd * w + b */
+ZT_HD float zt_ln_out(float x, float mean, float rstd, float w, float b) { return (x - mean) * rstd * w + b; }
+/* dx of one element, given the row means of dn = w*dy and dn*xn (sum_dn / C, sum_dn_xn / C) */
+ZT_HD float zt_ln_dx(float x, float mean, float rstd, float w, float dy, float mean_dn, float mean_dn_xn) {
+    float xn = (x - mean) * rstd;
+    float dn = w * dy;
+    return (dn - mean_dn - xn * mean_dn_xn) * rstd;
+}
+
+/* float -> bf16 -> float, round to nearest even (NaN stays NaN) */
+ZT_HD float zt_round_bf16(float f) {
+    uint32_t u = zt_float_to_bits(f);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return f;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return zt_int_bits_to_float((int32_t)(u & 0xffff0000u));
+}
+
+#endif

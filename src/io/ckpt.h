@@ -1,0 +1,86 @@
+/* ckpt.h — checkpoints: ONE parallel-HDF5 file per checkpoint, written collectively by all ranks
+ * through MPI-IO (DESIGN section 5). Each rank writes the hyperslabs of each tensor that lie in
+ * its ZeRO shard [lo, hi) (the view below): working parameters (/model/<name>), Adam moments
+ * (/optim/exp_avg/<name>, /optim/exp_avg_sq/<name>), and fp32 master weights (/master/<name>)
+ * when precision != fp32. Tensors have their true shapes and Hugging Face GPT-2 names, so
+ * resuming on any number of ranks is reading other hyperslabs, and h5py/h5dump read the files
+ * as they are. Root attributes: format="ztrain", version, step, samples_seen, tokens_seen,
+ * world_size, loss_scale, config (resolved config text), created (ISO time).
+ *
+ * Files are written as <dir>/step_<8 digits>.h5.tmp, flushed, closed and renamed; then
+ * <dir>/latest (a one-line text file naming the file) is replaced atomically; then checkpoints
+ * beyond `keep` are pruned (never the newest complete one). Incomplete files are ignored.
+ *
+ * Every function is collective over MPI_COMM_WORLD unless noted, returns 0 on success and
+ * otherwise non-zero with ONE line in err (the same on every rank) that names the file and
+ * what is wrong (missing tensor, shape mismatch, not a ztrain checkpoint, truncated, ...). */
+#ifndef ZT_CKPT_H
+#define ZT_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "iface/backend.h"
+#include "iface/param_table.h"
+#include "io/config.h"
+
+#define ZT_CKPT_VERSION 1
+
+typedef struct zt_ckpt_meta {
+    long step;                  /* optimizer updates done */
+    uint64_t samples_seen, tokens_seen;
+    int world_size;
+    float loss_scale;
+    uint64_t seed;
+    char created[32];
+    char *config_text;          /* malloc'd on load (free with zt_ckpt_meta_free); borrowed on save */
+} zt_ckpt_meta;
+
+/* What a checkpoint writes and reads of a training state: flat buffers in backend memory (staged
+   through the host when the backend's memory is not host memory) and the part this rank moves.
+   ZeRO fills it (zt_zero_ckpt_view: its shard and moments); a command without optimizer state
+   (eval, sample, export, import) fills the model part itself. */
+typedef struct zt_ckpt_view {
+    const zt_param_table *table;
+    const zt_model_shape *shape;
+    zt_backend *be;
+    float *params;                 /* the flat buffer, `padded` elements (every rank holds it whole) */
+    size_t padded;
+    size_t lo, hi;                 /* flat elements this rank writes (and reads, with optimizer state) */
+    float *exp_avg, *exp_avg_sq;   /* AdamW moments, NULL when there are none: optim_elems elements, */
+    size_t optim_base, optim_elems;/* element k of which is flat element optim_base + k */
+} zt_ckpt_view;
+
+/* Save params + (if v->exp_avg) Adam moments of this rank's range. dir is created if needed.
+   On success, path_out (may be NULL) receives the final file name. */
+int zt_ckpt_save(const char *dir, int keep, const zt_ckpt_meta *meta, const zt_ckpt_view *v,
+                 char *path_out, size_t path_len, char *err, size_t errlen);
+
+/* The collective write of ONE file at exactly `path` (used by zt_ckpt_save on <dir>/step_N.h5.tmp,
+   and by `ztrain import`): no rename, no `latest`, no pruning. meta->created "" = now (rank 0's clock). */
+int zt_ckpt_write(const char *path, const zt_ckpt_meta *meta, const zt_ckpt_view *v, char *err,
+                  size_t errlen);
+
+/* Newest complete checkpoint in dir (via `latest`, falling back to scanning step_*.h5 files that
+   open as complete ztrain checkpoints). NOT collective. Returns 0 and the path, or non-zero. */
+int zt_ckpt_find_latest(const char *dir, char *path, size_t n);
+
+/* Read only the root attributes (meta.config_text allocated). NOT collective. */
+int zt_ckpt_read_meta(const char *path, zt_ckpt_meta *meta, char *err, size_t errlen);
+
+/* Load into the view's buffers: with optimizer state (v->exp_avg) this rank's range [lo, hi) of the
+   parameters and its moments (the caller then gathers the rest: zt_zero_after_load); without, the
+   whole parameters on every rank. Checks format, version, every tensor's presence and shape
+   against v->table. */
+int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, char *err, size_t errlen);
+
+void zt_ckpt_meta_free(zt_ckpt_meta *meta);
+
+/* What may change on resume (rank count, micro_batch for the same global batch, train.steps,
+   checkpoint/eval/log cadence, run names, threads, data paths): returns 0 and appends a
+   human-readable list of changes to log (may be empty); anything else: non-zero, err names
+   the first key that differs and says why it cannot change. NOT collective. */
+int zt_ckpt_check_resume(const char *saved_config_text, const zt_config *now, char *log, size_t loglen,
+                         char *err, size_t errlen);
+
+#endif

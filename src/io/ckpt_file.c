@@ -1,0 +1,159 @@
+/* ckpt_file.c — reading a checkpoint file's identity, shared by the collective writer/reader
+ * (ckpt.c) and the resume logic (ckpt_resume.c): HDF5's error stack folded into one line, attribute
+ * readers, what kind of file a path is (missing, not HDF5, truncated, not ztrain, interrupted),
+ * and the root attributes. None of this is collective. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <hdf5.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "io/ckpt.h"
+#include "io/ckpt_internal.h"
+#include "util/util.h"
+
+/* ---------------------------------------------------------------- errors */
+
+static herr_t first_h5_error(unsigned n, const H5E_error2_t *e, void *ctx) {
+    (void)n;
+    char *out = ctx;
+    if (!out[0] && e->desc && e->desc[0]) snprintf(out, 256, "%s", e->desc);
+    return 0;
+}
+
+/* innermost message of the current HDF5 error stack ("" if none) */
+void zt_ckpt_h5_reason(char out[256]) {
+    out[0] = 0;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_h5_error, out);
+}
+
+void zt_ckpt_h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+
+/* ---------------------------------------------------------------- attributes */
+
+int zt_ckpt_attr_read_num(hid_t obj, const char *name, hid_t mtype, void *out) {
+    if (H5Aexists(obj, name) <= 0) return 1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return 1;
+    int bad = H5Aread(a, mtype, out) < 0;
+    H5Aclose(a);
+    return bad;
+}
+
+/* a string attribute, fixed-length or variable-length (h5py writes the latter); malloc'd */
+int zt_ckpt_attr_read_str(hid_t obj, const char *name, char **out) {
+    *out = NULL;
+    if (H5Aexists(obj, name) <= 0) return 1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return 1;
+    hid_t ft = H5Aget_type(a), sp = H5Aget_space(a);
+    int bad = H5Tget_class(ft) != H5T_STRING || H5Sget_simple_extent_npoints(sp) != 1;
+    if (!bad && H5Tis_variable_str(ft) > 0) {
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5T_VARIABLE);
+        char *v = NULL;
+        bad = H5Aread(a, mt, &v) < 0 || !v;
+        if (!bad) *out = strdup(v);
+        if (v) H5free_memory(v);
+        H5Tclose(mt);
+    } else if (!bad) {
+        size_t n = H5Tget_size(ft);
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, n);
+        char *v = zt_calloc(n + 1, 1);
+        bad = H5Aread(a, mt, v) < 0;
+        if (bad) free(v);
+        else *out = v;
+        H5Tclose(mt);
+    }
+    H5Sclose(sp);
+    H5Tclose(ft);
+    H5Aclose(a);
+    return bad;
+}
+
+/* ---------------------------------------------------------------- what kind of file */
+
+int zt_ckpt_precheck(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) != 0) return zt_errf(err, errlen, "%s: cannot open checkpoint: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return zt_errf(err, errlen, "%s: is a directory, not a checkpoint file (use --resume auto to take the "
+                            "newest checkpoint of a run, or name a step_*.h5 file)", path);
+    if (st.st_size == 0) return zt_errf(err, errlen, "%s: empty file, not a ztrain checkpoint", path);
+    zt_ckpt_h5_quiet();
+    htri_t h5 = H5Fis_hdf5(path);
+    if (h5 <= 0) return zt_errf(err, errlen, "%s: not an HDF5 file, so not a ztrain checkpoint", path);
+    return 0;
+}
+
+int zt_ckpt_open_failed(const char *path, char *err, size_t errlen) {
+    char why[256];
+    zt_ckpt_h5_reason(why);
+    struct stat st;
+    long long size = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+    if (strstr(why, "truncated"))
+        return zt_errf(err, errlen, "%s: truncated HDF5 file (%lld bytes: its save was interrupted or the copy is "
+                            "incomplete)", path, size);
+    return zt_errf(err, errlen, "%s: damaged HDF5 file (%s)", path, why[0] ? why : "cannot open");
+}
+
+int zt_ckpt_read_attrs(hid_t fid, const char *path, zt_ckpt_meta *meta, char *err, size_t errlen) {
+    memset(meta, 0, sizeof *meta);
+    char *fmt = NULL;
+    if (zt_ckpt_attr_read_str(fid, "format", &fmt) || strcmp(fmt, "ztrain") != 0) {
+        free(fmt);
+        return zt_errf(err, errlen, "%s: not a ztrain checkpoint (an HDF5 file without the attribute "
+                            "format = \"ztrain\")", path);
+    }
+    free(fmt);
+    int version = 0, complete = 0;
+    if (zt_ckpt_attr_read_num(fid, "version", H5T_NATIVE_INT, &version) || version < 1)
+        return zt_errf(err, errlen, "%s: damaged ztrain checkpoint (no valid version attribute)", path);
+    if (version > ZT_CKPT_VERSION)
+        return zt_errf(err, errlen, "%s: checkpoint format version %d is newer than this ztrain reads (%d)", path,
+                            version, ZT_CKPT_VERSION);
+    if (zt_ckpt_attr_read_num(fid, "complete", H5T_NATIVE_INT, &complete) || complete != 1)
+        return zt_errf(err, errlen, "%s: incomplete checkpoint (its save was interrupted)", path);
+    long long step = 0;
+    unsigned long long ss = 0, ts = 0, seed = 0;
+    char *created = NULL;
+    int bad = zt_ckpt_attr_read_num(fid, "step", H5T_NATIVE_LLONG, &step);
+    bad |= zt_ckpt_attr_read_num(fid, "samples_seen", H5T_NATIVE_ULLONG, &ss);
+    bad |= zt_ckpt_attr_read_num(fid, "tokens_seen", H5T_NATIVE_ULLONG, &ts);
+    bad |= zt_ckpt_attr_read_num(fid, "world_size", H5T_NATIVE_INT, &meta->world_size);
+    bad |= zt_ckpt_attr_read_num(fid, "loss_scale", H5T_NATIVE_FLOAT, &meta->loss_scale);
+    bad |= zt_ckpt_attr_read_num(fid, "seed", H5T_NATIVE_ULLONG, &seed);
+    bad |= zt_ckpt_attr_read_str(fid, "config", &meta->config_text);
+    if (!zt_ckpt_attr_read_str(fid, "created", &created)) snprintf(meta->created, sizeof meta->created, "%s", created);
+    free(created);
+    if (bad) {
+        zt_ckpt_meta_free(meta);
+        return zt_errf(err, errlen, "%s: damaged ztrain checkpoint (missing root attributes step, samples_seen, "
+                            "tokens_seen, world_size, loss_scale, seed or config)", path);
+    }
+    meta->step = (long)step;
+    meta->samples_seen = ss;
+    meta->tokens_seen = ts;
+    meta->seed = seed;
+    return 0;
+}
+
+int zt_ckpt_read_meta(const char *path, zt_ckpt_meta *meta, char *err, size_t errlen) {
+    memset(meta, 0, sizeof *meta);
+    if (zt_ckpt_precheck(path, err, errlen)) return 1;
+    hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (fid < 0) return zt_ckpt_open_failed(path, err, errlen);
+    int bad = zt_ckpt_read_attrs(fid, path, meta, err, errlen);
+    H5Fclose(fid);
+    return bad;
+}
+
+/* ---------------------------------------------------------------- newest complete checkpoint */
+
+void zt_ckpt_meta_free(zt_ckpt_meta *meta) {
+    if (!meta) return;
+    free(meta->config_text);
+    meta->config_text = NULL;
+}

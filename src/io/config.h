@@ -1,0 +1,102 @@
+/* config.h — the resolved configuration of a run: ONE schema table (config.c) drives defaults,
+ * libconfig parsing, --set overrides, validation, unknown-key errors and `ztrain config`.
+ *
+ * Every function that can fail on user input returns 0 on success and, on error, a non-zero
+ * value with a one-line message in err (naming file:line / key / value and what is expected).
+ * The caller (same on every rank) prints it from rank 0 and exits with code 2.
+ */
+#ifndef ZT_CONFIG_H
+#define ZT_CONFIG_H
+
+#include <stdio.h>
+#include <stdint.h>
+
+#define ZT_PATH_MAX 512
+#define ZT_NAME_MAX 64
+#define ZT_ERR_MAX 1024
+
+typedef struct zt_config {
+    char device[ZT_NAME_MAX];       /* "cpu" | "cuda" | "devsim" */
+    char comm[ZT_NAME_MAX];         /* "auto" | "mpi" | "nccl" | "devsim" */
+    char precision[ZT_NAME_MAX];    /* "fp32" (cpu) | "bf16" */
+    struct {
+        int n_layer, n_head, n_embd;
+        int vocab_size;             /* real tokens */
+        int padded_vocab;           /* 0 = auto: vocab_size rounded up to a multiple of 128 */
+        int block_size;             /* max sequence length (position embeddings) */
+        double init_std;
+    } model;
+    struct {
+        int micro_batch;            /* sequences per micro-batch per rank */
+        int global_batch;           /* sequences per optimizer step, all ranks */
+        int seq_len;
+        long steps;
+        double lr, min_lr;
+        long warmup_steps;
+        char schedule[ZT_NAME_MAX]; /* "cosine" | "linear" | "constant" */
+        double weight_decay, beta1, beta2, eps, grad_clip;  /* grad_clip 0 = off */
+        long seed;
+        int threads;                /* 0 = auto: cores on the node / local ranks */
+        int log_every;
+    } train;
+    struct {
+        char train[ZT_PATH_MAX];    /* shard file, or a glob of shard files */
+        char val[ZT_PATH_MAX];      /* "" = no validation */
+        char tokenizer[ZT_PATH_MAX];/* "" = none (sampling prints token ids) */
+    } data;
+    struct {
+        long every;                 /* 0 = only at the end */
+        int batches;                /* micro-batches per evaluation */
+    } eval;
+    struct {
+        long every;                 /* 0 = off */
+        int tokens;
+        double temperature;
+        int top_k;
+        char prompt[ZT_PATH_MAX];
+    } sample;
+    struct {
+        int stage;                  /* 0 | 1 | 2 */
+        char reduce[ZT_NAME_MAX];   /* "ordered" | "native" */
+        double bucket_mb;
+    } zero;
+    struct {
+        long every;                 /* 0 = only the final one */
+        int keep;                   /* 0 = keep all */
+        char dir[ZT_PATH_MAX];      /* "" = <run dir>/checkpoints */
+        int signal_exit_code;       /* exit code after a signal-triggered checkpoint */
+    } checkpoint;
+    struct {
+        char root[ZT_PATH_MAX];     /* "runs" */
+        char session[ZT_NAME_MAX];  /* "default" */
+        char name[ZT_NAME_MAX];     /* "run" */
+    } run;
+} zt_config;
+
+/* defaults from the schema table */
+void zt_config_defaults(zt_config *c);
+/* defaults, then the libconfig file (path may be NULL), then each "key=value" of sets in order;
+   then zt_config_validate(c, 1). */
+int zt_config_load(zt_config *c, const char *path, int n_sets, char *const *sets, char *err, size_t errlen);
+/* defaults, then a config text in libconfig syntax (e.g. the resolved config a checkpoint stores),
+   parsed and checked exactly as a file (messages say "config text:LINE"); then validate(c, 1). */
+int zt_config_load_string(zt_config *c, const char *text, char *err, size_t errlen);
+/* calls fn(key, value in a, value in b, ctx) for each key (schema order) whose values differ, both
+   as libconfig literals (strings quoted); stops at and returns fn's first non-zero result */
+typedef int (*zt_config_diff_fn)(const char *key, const char *va, const char *vb, void *ctx);
+int zt_config_diff(const zt_config *a, const zt_config *b, zt_config_diff_fn fn, void *ctx);
+/* apply one "dotted.key=value" override, typed by the schema */
+int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen);
+/* ranges and cross-key consistency (n_embd % n_head, seq_len <= block_size,
+   global_batch % (micro_batch * world_size), ...). */
+int zt_config_validate(const zt_config *c, int world_size, char *err, size_t errlen);
+/* the resolved config as a valid libconfig file (groups, one key per line) */
+void zt_config_print(const zt_config *c, FILE *f);
+/* the same text into a buffer (for checkpoints); returns bytes needed (excluding NUL) */
+size_t zt_config_to_string(const zt_config *c, char *buf, size_t len);
+/* every key: type, default, range / allowed values, help */
+void zt_config_help(FILE *f);
+/* Vp actually used: padded_vocab, or vocab_size rounded up to 128 when 0 */
+int zt_config_padded_vocab(const zt_config *c);
+
+#endif

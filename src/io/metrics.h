@@ -1,0 +1,52 @@
+/* metrics.h — what a run reports (rank 0 only): the run directory, one status line per step
+ * (drawn by util/progress: a bar on a terminal, plain log lines otherwise), metrics.jsonl (one
+ * object per step), results.json, and the SHA-256 fingerprint of a buffer. Every other rank calls
+ * these as no-ops. */
+#ifndef ZT_METRICS_H
+#define ZT_METRICS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "util/progress.h"
+
+typedef struct zt_step_metrics {
+    long step, steps;
+    double loss, lr, grad_norm;
+    double tokens_per_s, gflops, frac_peak;   /* frac_peak: achieved / measured sgemm peak, or <0 */
+    double step_ms;
+    double mem_bytes;
+    double val_loss;                          /* < 0: not evaluated this step */
+} zt_step_metrics;
+
+typedef struct zt_metrics {
+    int active;           /* rank 0 */
+    zt_progress bar;      /* stdout: the step line, its clock (ETA) */
+    char dir[1024];       /* run directory */
+    FILE *jsonl;
+} zt_metrics;
+
+/* Creates root/session/name (name, name-1, name-2, ... if taken, unless reuse). rank 0 only.
+   Returns 0, or non-zero with a message. */
+int zt_metrics_open(zt_metrics *mx, int active, const char *root, const char *session, const char *name,
+                    int reuse, char *err, size_t errlen);
+void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s);
+/* a line that must not be garbled by the bar */
+void zt_metrics_note(zt_metrics *mx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void zt_metrics_close(zt_metrics *mx);
+/* resuming at `step`: drop metrics.jsonl lines of later steps (a run that went past its last
+   checkpoint before it died), so every step appears once */
+void zt_metrics_truncate(zt_metrics *mx, long step);
+/* path inside the run directory */
+void zt_metrics_path(const zt_metrics *mx, const char *file, char *out, size_t n);
+
+/* hex SHA-256 of bytes (65 chars with NUL) */
+void zt_sha256_hex(const void *data, size_t n, char out[65]);
+/* incremental form: begin, update any number of times, end (writes the hex and frees the state) */
+void *zt_sha256_begin(void);
+void zt_sha256_update(void *state, const void *data, size_t n);
+void zt_sha256_end(void *state, char out[65]);
+/* JSON string escape into out */
+void zt_json_escape(const char *in, char *out, size_t n);
+
+#endif

@@ -1,0 +1,49 @@
+/* results.c — results.json (see results.h). */
+#include "io/results.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+
+#include "util/util.h"
+
+void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_results *r) {
+    if (!mx->active) return;
+    char p[1100];
+    zt_metrics_path(mx, "results.json", p, sizeof p);
+    FILE *f = fopen(p, "w");
+    if (!f) return;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    char when[32], backend[512];
+    zt_iso_time(when, sizeof when);
+    zt_json_escape(r->backend, backend, sizeof backend);
+    fprintf(f, "{\n  \"world_size\": %d,\n  \"nodes\": %d,\n  \"layout\": \"%s\",\n  \"device\": \"%s\",\n"
+            "  \"threads_per_rank\": %d,\n  \"blas\": \"%s\",\n  \"zero_stage\": %d,\n  \"zero_reduce\": \"%s\",\n"
+            "  \"params\": %zu,\n  \"steps\": %ld,\n  \"duration_s\": %.3f,\n  \"steps_per_s\": %.6g,\n"
+            "  \"tokens_per_s\": %.6g,\n  \"sgemm_peak_gflops\": %.6g,\n  \"frac_peak\": %.6g,\n"
+            "  \"final_loss\": %.9g,\n  \"best_loss\": %.9g,\n",
+            r->world_size, r->n_nodes, r->layout, c->device, r->threads, backend, c->zero.stage, c->zero.reduce,
+            r->n_params, r->steps, r->duration_s, r->duration_s > 0 ? r->steps / r->duration_s : 0.0, r->tokens_per_s,
+            r->peak_gflops, r->frac_peak, r->final_loss, r->best_loss);
+    if (r->val_loss >= 0) fprintf(f, "  \"final_val_loss\": %.9g,\n", r->val_loss);
+    /* stage 2: communication in flight during backward vs time blocked waiting for it */
+    double hidden = r->comm_flight_s > 0 ? 1.0 - r->comm_wait_s / r->comm_flight_s : 0.0;
+    fprintf(f, "  \"peak_rss_bytes\": %ld,\n  \"comm_s\": %.6g,\n  \"comm_in_flight_s\": %.6g,\n"
+            "  \"comm_exposed_s\": %.6g,\n  \"comm_hidden_frac\": %.4f,\n  \"finished\": \"%s\",\n",
+            ru.ru_maxrss * 1024L, r->comm_s, r->comm_flight_s, r->comm_wait_s, hidden < 0 ? 0 : hidden, when);
+    fprintf(f, "  \"slurm\": {");
+    static const char *slurm_vars[] = {"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NNODES", "SLURM_NTASKS",
+                                       "SLURM_JOB_NODELIST", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT"};
+    int first = 1;
+    for (size_t i = 0; i < sizeof slurm_vars / sizeof *slurm_vars; i++) {
+        const char *v = getenv(slurm_vars[i]);
+        if (!v) continue;
+        char esc[512];
+        zt_json_escape(v, esc, sizeof esc);
+        fprintf(f, "%s\"%s\": \"%s\"", first ? "" : ", ", slurm_vars[i], esc);
+        first = 0;
+    }
+    fprintf(f, "},\n  \"params_hash\": \"sha256:%s\"\n}\n", r->hash);
+    fclose(f);
+}

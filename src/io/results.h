@@ -1,0 +1,26 @@
+/* results.h — results.json, the summary of a run that rank 0 writes into the run directory
+ * (README "What a run writes"). The caller gathers the figures; this file only formats them. */
+#ifndef ZT_RESULTS_H
+#define ZT_RESULTS_H
+
+#include <stddef.h>
+
+#include "io/config.h"
+#include "io/metrics.h"
+
+typedef struct zt_run_results {
+    int world_size, n_nodes, threads;
+    const char *layout;         /* "4 ranks = 2 nodes x 2" */
+    const char *backend;        /* the backend's one-line description (BLAS and kernels) */
+    const char *hash;           /* hex sha256 of the final flat parameter buffer */
+    size_t n_params;
+    long steps;
+    double duration_s, tokens_per_s, peak_gflops, frac_peak;
+    double final_loss, best_loss, val_loss;      /* val_loss < 0: not evaluated */
+    double comm_s, comm_flight_s, comm_wait_s;   /* gradient communication (stage 2: buckets) */
+} zt_run_results;
+
+/* writes <run dir>/results.json (rank 0; a no-op elsewhere) */
+void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_results *r);
+
+#endif

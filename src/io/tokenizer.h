@@ -1,0 +1,142 @@
+/* tokenizer.h — byte-level BPE (GPT-2 style): train, encode, decode, save/load.
+ *
+ * Model. Every token id stands for a byte string. Text is first cut into pre-tokens by the GPT-2
+ * regex
+ *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * (PCRE2, UTF + UCP; \s is spelled out as the Unicode White_Space set, which is what Hugging Face
+ * tokenizers' regex engine uses). Bytes the regex cannot match (invalid UTF-8) form pre-tokens of
+ * their own, one per maximal run, so ANY byte string encodes and decode(encode(x)) == x.
+ * Each pre-token starts as one token per byte; then, as in GPT-2 / Hugging Face, the adjacent pair
+ * with the lowest merge rank is merged (ties: leftmost first) until no adjacent pair has a rank.
+ * The end-of-text token is never produced from text: the string "<|endoftext|>" in the input is
+ * encoded as ordinary text (Hugging Face would match it as a special token); callers insert the id
+ * where documents end (prepare --eot-between-files).
+ *
+ * Trained tokenizers (zt_tokenizer_trainer_*): ids 0..255 are the single bytes, merge i (rank i)
+ * creates id 256+i, and the last id (vocab_size-1) is "<|endoftext|>". vocab_size 257..65536.
+ * Training rule (what tests/test_tokenizer.py re-implements independently): count every pre-token
+ * of the training text; repeat: take the adjacent pair with the highest total count over all
+ * pre-tokens (count = sum of word counts x occurrences, where occurrences in a word are counted as
+ * adjacent positions, overlaps included), ties broken by the smallest (left id, right id); stop
+ * when the best count is below 2 or the vocab is full; merge every non-overlapping occurrence
+ * left to right in every word.
+ * Memory bound of training: the pre-token count table (open addressing, 32 bytes a slot at most
+ * half full, plus the pre-tokens' bytes) stays within mem_bytes (briefly ~1.5x while it is
+ * compacted); when it would not, the pre-tokens
+ * with the lowest counts are dropped until it is half full (lossy counting: only rare pre-tokens'
+ * counts become approximate; zt_tokenizer_trainer_pruned says so). The merge phase then needs about
+ * 2-3x the table's final size (measured: 2M distinct pre-tokens, 21 MB of text in them -> 390 MB
+ * peak), so the peak is at most about 3-4 x mem_bytes whatever the corpus size.
+ *
+ * File format (ztrain's own, ".zttok", text, one item per line, '\n' line ends):
+ *     ztrain-tokenizer 1
+ *     vocab_size V
+ *     eot E                     (id of <|endoftext|>, or -1 for none)
+ *     tokens V
+ *     <hex of token 0's bytes>  (V lines, id order; "-" for an empty token)
+ *     merges M
+ *     <left> <right> <result>   (M lines, rank order: line i is rank i; decimal ids)
+ * A Hugging Face tokenizer loaded here is saved in the same format with its own ids.
+ *
+ * Hugging Face GPT-2 format: vocab.json + merges.txt, or tokenizer.json (model.type "BPE",
+ * ByteLevel pre-tokenizer with add_prefix_space false, no normalizer). Token strings are mapped
+ * back to bytes through GPT-2's bytes_to_unicode table, so the ids equal HF's.
+ *
+ * Error convention: functions that can fail on user input return non-zero (or NULL) and write a
+ * one-line message (naming the file and what is expected) into err. A zt_tokenizer keeps a
+ * mutable cache: use one object per thread.
+ */
+#ifndef ZT_TOKENIZER_H
+#define ZT_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZT_TOK_MAGIC "ztrain-tokenizer"
+#define ZT_TOK_VERSION 1
+#define ZT_TOK_EOT_TEXT "<|endoftext|>"
+#define ZT_TOK_NO_EOT 0xFFFFFFFFu
+#define ZT_TOK_MIN_VOCAB 257
+#define ZT_TOK_MAX_TRAIN_VOCAB 65536
+#define ZT_TOK_MAX_VOCAB (1 << 24)
+
+typedef struct zt_tokenizer zt_tokenizer;
+
+/* a growable array of token ids */
+typedef struct zt_ids {
+    uint32_t *v;
+    size_t n, cap;
+} zt_ids;
+void zt_ids_push(zt_ids *a, uint32_t id);
+void zt_ids_free(zt_ids *a);
+
+/* ---- pre-tokenizer (shared by training and encoding) ---- */
+typedef struct zt_pretok zt_pretok;
+/* called for each pre-token in order; a non-zero return stops the split */
+typedef int (*zt_pretok_fn)(const uint8_t *word, size_t len, void *ctx);
+zt_pretok *zt_pretok_create(char *err, size_t errlen);
+void zt_pretok_free(zt_pretok *p);
+/* Streaming split of text[0..n): calls fn for every pre-token that more text could not change
+ * (all of them when final != 0) and returns the number of bytes consumed; the caller passes the
+ * rest again, followed by more text. A document ends where final is set (no pre-token spans
+ * documents). The unconsumed rest is never more than ZT_PRETOK_MAX_CARRY bytes (a pre-token longer
+ * than that, e.g. a megabyte without a space, is cut there), so a caller's buffer of
+ * ZT_PRETOK_MAX_CARRY + its read size always suffices. */
+#define ZT_PRETOK_MAX_CARRY (1u << 20)
+size_t zt_pretok_split(zt_pretok *p, const uint8_t *text, size_t n, int final, zt_pretok_fn fn,
+                       void *ctx);
+
+/* ---- construction, files ---- */
+/* from explicit tables: token id i is the byte string toks[i] (lens[i] bytes; NULL/0 = empty);
+ * merges[r] = {left, right, result} for rank r, with bytes(result) == bytes(left)+bytes(right).
+ * Every single byte must be some token. eot = ZT_TOK_NO_EOT for none. Tables are copied. */
+zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *toks, const uint32_t *lens,
+                                  uint32_t n_merges, const uint32_t (*merges)[3], uint32_t eot,
+                                  char *err, size_t errlen);
+/* any supported format, detected from the contents: ztrain .zttok, HF tokenizer.json, or HF
+ * vocab.json (merges from merges_path, or "merges.txt" in the same directory when NULL).
+ * In tokenizer_hf.c with the HF loader (it sits above both formats); the rest of this section is
+ * tokenizer.c's. */
+zt_tokenizer *zt_tokenizer_load(const char *path, const char *merges_path, char *err, size_t errlen);
+zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen);
+/* Hugging Face tokenizer.json or vocab.json (told apart by content; merges_path as above) */
+zt_tokenizer *zt_tokenizer_load_hf(const char *path, const char *merges_path, char *err, size_t errlen);
+int zt_tokenizer_save(const zt_tokenizer *t, const char *path, char *err, size_t errlen);
+void zt_tokenizer_free(zt_tokenizer *t);
+
+/* ---- queries ---- */
+uint32_t zt_tokenizer_vocab_size(const zt_tokenizer *t);
+uint32_t zt_tokenizer_eot(const zt_tokenizer *t);        /* ZT_TOK_NO_EOT if none */
+uint32_t zt_tokenizer_n_merges(const zt_tokenizer *t);
+/* the bytes of one token (NULL and *len 0 if id is out of range) */
+const uint8_t *zt_tokenizer_token(const zt_tokenizer *t, uint32_t id, size_t *len);
+
+/* ---- encode / decode ---- */
+/* streaming: encodes the pre-tokens of text[0..n) that are final (see zt_pretok_split), appends
+ * their ids to out, returns the bytes consumed; final != 0 ends the document and consumes all */
+size_t zt_tokenizer_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out);
+/* a whole document */
+void zt_tokenizer_encode(zt_tokenizer *t, const uint8_t *text, size_t n, zt_ids *out);
+/* appends the bytes of ids to *out (malloc'd/realloc'd; *out_len updated); an id >= vocab size is
+ * an error */
+int zt_tokenizer_decode(const zt_tokenizer *t, const uint32_t *ids, size_t n, uint8_t **out,
+                        size_t *out_len, char *err, size_t errlen);
+
+/* ---- training (streaming, bounded memory; see the rule at the top) ---- */
+typedef struct zt_bpe_trainer zt_bpe_trainer;
+zt_bpe_trainer *zt_tokenizer_trainer_create(size_t mem_bytes, char *err, size_t errlen);
+/* same streaming contract as zt_tokenizer_encode_chunk */
+size_t zt_tokenizer_trainer_feed(zt_bpe_trainer *tr, const uint8_t *text, size_t n, int final);
+/* distinct pre-tokens counted so far, and whether rare ones had to be dropped */
+size_t zt_tokenizer_trainer_words(const zt_bpe_trainer *tr);
+int zt_tokenizer_trainer_pruned(const zt_bpe_trainer *tr);
+/* runs the merges. progress (may be NULL) is called now and then with merges done / wanted.
+ * The result may have fewer tokens than vocab_size if the text has too few repeated pairs
+ * (its vocab is then 256 + merges + 1). */
+typedef void (*zt_tok_progress_fn)(uint32_t done, uint32_t total, void *ctx);
+zt_tokenizer *zt_tokenizer_trainer_finish(zt_bpe_trainer *tr, uint32_t vocab_size,
+                                          zt_tok_progress_fn progress, void *ctx, char *err,
+                                          size_t errlen);
+void zt_tokenizer_trainer_free(zt_bpe_trainer *tr);
+
+#endif

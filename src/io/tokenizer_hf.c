@@ -1,0 +1,508 @@
+/* tokenizer_hf.c — tokenizer files from elsewhere: Hugging Face GPT-2 style tokenizers
+ * (tokenizer.json, or vocab.json + merges.txt), and zt_tokenizer_load, which tells a ztrain .zttok
+ * file (read by tokenizer.c) from these. Builds on tokenizer.c (zt_tokenizer_create), never the
+ * other way round.
+ *
+ * The document is parsed by util/json; this file pulls out what byte-level BPE needs:
+ * model.vocab, model.merges ("a b" strings or ["a", "b"] pairs), added_tokens, and enough of the
+ * pre-tokenizer/normalizer to refuse tokenizers that would encode differently. Token strings are
+ * in GPT-2's bytes_to_unicode alphabet and are mapped back to bytes, so ids equal HF's.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "io/tokenizer.h"
+#include "util/hashmap.h"
+#include "util/json.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- strings */
+
+/* bytes somewhere else (in the JSON tree or the merges.txt text) */
+typedef struct span { const char *s; size_t n; } span;
+
+typedef struct sbuf { char *s; size_t n, cap; } sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        b->cap = 2 * (b->n + n + 1) + 64;
+        b->s = zt_realloc(b->s, b->cap);
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+/* ---------------------------------------------------------------- HF model */
+
+typedef struct hf {
+    const char *path, *text;  /* the file, for error lines */
+    size_t base;              /* bytes before the JSON (a byte order mark) */
+    span *vtok; uint32_t *vid; size_t nv, capv;     /* model vocab */
+    span *atok; uint32_t *aid; size_t na, capa;     /* added tokens */
+    span (*mg)[2]; size_t nm, capm;                 /* merges */
+    char *merges_txt;         /* merges.txt, which the merge spans point into */
+    int has_model, numbers_only, members, bad;
+    char model_type[32], pretok_problem[200], norm_type[64], model_problem[120], msg[300];
+} hf;
+
+/* the first error, as "path:line: what" with the line of value v */
+static void hf_fail(hf *h, const zt_json *v, const char *fmt, ...) ZT_PRINTF(3, 4);
+static void hf_fail(hf *h, const zt_json *v, const char *fmt, ...)
+{
+    if (h->bad) return;
+    h->bad = 1;
+    char m[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    snprintf(h->msg, sizeof h->msg, "%s:%d: %s", h->path, zt_json_line(h->text, h->base + v->off), m);
+}
+
+static void hf_vocab_add(hf *h, const char *s, size_t n, long long id)
+{
+    if (h->nv == h->capv) {
+        h->capv = h->capv ? 2 * h->capv : 1024;
+        h->vtok = zt_realloc(h->vtok, h->capv * sizeof *h->vtok);
+        h->vid = zt_realloc(h->vid, h->capv * sizeof *h->vid);
+    }
+    h->vtok[h->nv] = (span){s, n};
+    h->vid[h->nv++] = (uint32_t)id;
+}
+
+static void hf_merge_add(hf *h, const char *a, size_t na, const char *b, size_t nb)
+{
+    if (h->nm == h->capm) {
+        h->capm = h->capm ? 2 * h->capm : 1024;
+        h->mg = zt_realloc(h->mg, h->capm * sizeof *h->mg);
+    }
+    h->mg[h->nm][0] = (span){a, na};
+    h->mg[h->nm][1] = (span){b, nb};
+    h->nm++;
+}
+
+static int is_true(const zt_json *v) { return v->type == ZT_JSON_BOOL && v->num != 0; }
+static int is_false(const zt_json *v) { return v->type == ZT_JSON_BOOL && v->num == 0; }
+
+/* a token id: an integer in 0..ZT_TOK_MAX_VOCAB-1 */
+static int hf_id(hf *h, const zt_json *v, long long *id)
+{
+    if (v->type != ZT_JSON_NUM || !v->is_int) {
+        hf_fail(h, v, "expected an integer token id");
+        return 0;
+    }
+    if (v->inum < 0 || v->inum >= ZT_TOK_MAX_VOCAB) {
+        hf_fail(h, v, "token id %lld out of range (expected 0..%d)", v->inum, ZT_TOK_MAX_VOCAB - 1);
+        return 0;
+    }
+    *id = v->inum;
+    return 1;
+}
+
+static void hf_vocab(hf *h, const zt_json *v)
+{
+    if (v->type != ZT_JSON_OBJ) {
+        hf_fail(h, v, "model.vocab: expected an object of token -> id");
+        return;
+    }
+    long long id;
+    for (int i = 0; i < v->n && hf_id(h, &v->items[i], &id); i++) hf_vocab_add(h, v->keys[i], v->key_lens[i], id);
+}
+
+static void hf_merges(hf *h, const zt_json *v)
+{
+    if (v->type != ZT_JSON_ARR) {
+        hf_fail(h, v, "model.merges: expected an array");
+        return;
+    }
+    for (int i = 0; i < v->n && !h->bad; i++) {
+        const zt_json *m = &v->items[i];
+        if (m->type == ZT_JSON_ARR) {
+            if (m->n < 2 || m->items[0].type != ZT_JSON_STR || m->items[1].type != ZT_JSON_STR)
+                hf_fail(h, m, "merge %zu: expected a pair [\"a\", \"b\"]", h->nm);
+            else if (m->n > 2)
+                hf_fail(h, m, "merge %zu: expected a pair [\"a\", \"b\"], got more", h->nm);
+            else
+                hf_merge_add(h, m->items[0].str, m->items[0].len, m->items[1].str, m->items[1].len);
+        } else if (m->type == ZT_JSON_STR) {
+            const char *sp = memchr(m->str, ' ', m->len);
+            if (!sp || memchr(sp + 1, ' ', m->len - (size_t)(sp + 1 - m->str)))
+                hf_fail(h, m, "merge %zu: expected \"a b\" (two tokens and one space)", h->nm);
+            else
+                hf_merge_add(h, m->str, (size_t)(sp - m->str), sp + 1, m->len - (size_t)(sp + 1 - m->str));
+        } else {
+            hf_fail(h, m, "merge %zu: expected \"a b\" or [\"a\", \"b\"]", h->nm);
+        }
+    }
+}
+
+static void hf_added(hf *h, const zt_json *v)
+{
+    for (int i = 0; i < v->n && !h->bad; i++) {
+        const zt_json *e = &v->items[i];
+        int have_id = 0, have_content = 0;
+        long long id = -1;
+        span content = {0};
+        for (int k = 0; e->type == ZT_JSON_OBJ && k < e->n && !h->bad; k++) {
+            const zt_json *m = &e->items[k];
+            if (strcmp(e->keys[k], "id") == 0) {
+                have_id = hf_id(h, m, &id);
+            } else if (strcmp(e->keys[k], "content") == 0 && m->type == ZT_JSON_STR) {
+                have_content = 1;
+                content = (span){m->str, m->len};
+            }
+        }
+        if (h->bad) break;
+        if (!have_id || !have_content) {
+            hf_fail(h, e, "added_tokens entry without \"id\" and \"content\"");
+            break;
+        }
+        if (h->na == h->capa) {
+            h->capa = h->capa ? 2 * h->capa : 16;
+            h->atok = zt_realloc(h->atok, h->capa * sizeof *h->atok);
+            h->aid = zt_realloc(h->aid, h->capa * sizeof *h->aid);
+        }
+        h->atok[h->na] = content;
+        h->aid[h->na++] = (uint32_t)id;
+    }
+}
+
+/* pre_tokenizer: ByteLevel (add_prefix_space false, use_regex true), possibly in a Sequence of one */
+static void hf_pretok(hf *h, const zt_json *v, int nested)
+{
+    if (v->type == ZT_JSON_NULL) {
+        if (!nested) snprintf(h->pretok_problem, sizeof h->pretok_problem, "has no pre_tokenizer (expected ByteLevel)");
+        return;
+    }
+    if (v->type != ZT_JSON_OBJ) {
+        hf_fail(h, v, "pre_tokenizer: expected an object or null");
+        return;
+    }
+    int n_seq = 0;
+    char type[64] = "";
+    for (int i = 0; i < v->n && !h->bad; i++) {
+        const char *k = v->keys[i];
+        const zt_json *m = &v->items[i];
+        if (strcmp(k, "type") == 0 && m->type == ZT_JSON_STR) {
+            snprintf(type, sizeof type, "%s", m->str);
+        } else if (strcmp(k, "add_prefix_space") == 0 && is_true(m)) {
+            snprintf(h->pretok_problem, sizeof h->pretok_problem, "uses add_prefix_space=true (not supported)");
+        } else if (strcmp(k, "use_regex") == 0 && is_false(m)) {
+            snprintf(h->pretok_problem, sizeof h->pretok_problem, "uses ByteLevel with use_regex=false (not supported)");
+        } else if (strcmp(k, "pretokenizers") == 0) {
+            if (m->type != ZT_JSON_ARR) {
+                hf_fail(h, m, "pre_tokenizer.pretokenizers: expected an array");
+                break;
+            }
+            for (int s = 0; s < m->n && !h->bad; s++) {
+                hf_pretok(h, &m->items[s], 1);
+                n_seq++;
+            }
+        }
+    }
+    if (!h->bad && !h->pretok_problem[0]) {
+        if (strcmp(type, "Sequence") == 0 ? n_seq != 1 : strcmp(type, "ByteLevel") != 0)
+            snprintf(h->pretok_problem, sizeof h->pretok_problem,
+                     "has pre_tokenizer '%s' (only a plain GPT-2 ByteLevel pre-tokenizer is supported)", type);
+    }
+}
+
+static void hf_model(hf *h, const zt_json *v)
+{
+    for (int i = 0; i < v->n && !h->bad; i++) {
+        const char *k = v->keys[i];
+        const zt_json *m = &v->items[i];
+        if (strcmp(k, "type") == 0 && m->type == ZT_JSON_STR)
+            snprintf(h->model_type, sizeof h->model_type, "%s", m->str);
+        else if (strcmp(k, "vocab") == 0)
+            hf_vocab(h, m);
+        else if (strcmp(k, "merges") == 0)
+            hf_merges(h, m);
+        else if ((strcmp(k, "continuing_subword_prefix") == 0 || strcmp(k, "end_of_word_suffix") == 0) &&
+                 m->type == ZT_JSON_STR && m->len) /* "" (GPT-2's own file) and null are fine */
+            snprintf(h->model_problem, sizeof h->model_problem, "uses %s \"%.40s\" (not supported)", k, m->str);
+        else if (strcmp(k, "ignore_merges") == 0 && is_true(m))
+            snprintf(h->model_problem, sizeof h->model_problem, "uses ignore_merges=true (not supported)");
+        else if (strcmp(k, "byte_fallback") == 0 && is_true(m))
+            snprintf(h->model_problem, sizeof h->model_problem, "uses byte_fallback=true (not byte-level BPE)");
+    }
+}
+
+/* the top-level object: a tokenizer.json (a "model" object) or a vocab.json (token -> id only) */
+static void hf_top(hf *h, const zt_json *top)
+{
+    if (top->type != ZT_JSON_OBJ) {
+        hf_fail(h, top, "expected a JSON object (a tokenizer.json or vocab.json)");
+        return;
+    }
+    h->numbers_only = 1;
+    for (int i = 0; i < top->n && !h->bad; i++) {
+        const char *k = top->keys[i];
+        const zt_json *v = &top->items[i];
+        h->members++;
+        if (v->type == ZT_JSON_NUM) {
+            long long id;
+            if (hf_id(h, v, &id)) hf_vocab_add(h, k, top->key_lens[i], id);
+            continue;
+        }
+        h->numbers_only = 0;
+        if (strcmp(k, "model") == 0 && v->type == ZT_JSON_OBJ) {
+            h->has_model = 1;
+            hf_model(h, v);
+        } else if (strcmp(k, "added_tokens") == 0 && v->type == ZT_JSON_ARR) {
+            hf_added(h, v);
+        } else if (strcmp(k, "pre_tokenizer") == 0) {
+            hf_pretok(h, v, 0);
+        } else if (strcmp(k, "normalizer") == 0 && v->type == ZT_JSON_OBJ) {
+            const zt_json *type = zt_json_get(v, "type");
+            snprintf(h->norm_type, sizeof h->norm_type, "%s", type && type->type == ZT_JSON_STR ? type->str : "?");
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- GPT-2 byte alphabet */
+
+/* bytes_to_unicode: printable Latin-1 bytes map to themselves, the other 68 to U+0100.. in order */
+static void unicode_to_byte(int u2b[324])
+{
+    for (int i = 0; i < 324; i++) u2b[i] = -1;
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        u2b[printable ? b : 256 + n++] = b;
+    }
+}
+
+/* token string -> bytes: through the alphabet when every character is in it, else the raw UTF-8
+ * (added special tokens written in plain text) */
+static void token_bytes(const int u2b[324], const char *s, size_t n, sbuf *out)
+{
+    out->n = 0;
+    sb_put(out, "", 0);
+    const uint8_t *p = (const uint8_t *)s;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = p[i];
+        size_t l = cp < 0x80 ? 1 : cp >= 0xC0 && cp < 0xE0 ? 2 : 0;
+        if (l == 2 && i + 1 < n) cp = (cp & 31) << 6 | (p[i + 1] & 63);
+        if (l == 0 || i + l > n || cp >= 324 || u2b[cp] < 0) {
+            out->n = 0;
+            sb_put(out, s, n);
+            return;
+        }
+        char c = (char)u2b[cp];
+        sb_put(out, &c, 1);
+        i += l;
+    }
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static char *read_file(const char *path, const char *what, const char *hint, size_t *n, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open %s (%s)%s", path, what, strerror(errno), hint);
+        return NULL;
+    }
+    char *b = NULL;
+    size_t len = 0, cap = 0, got;
+    do {
+        if (cap - len < 65536) {
+            cap = 2 * cap + 65536;
+            b = zt_realloc(b, cap + 1);
+        }
+        got = fread(b + len, 1, cap - len, f);
+        len += got;
+    } while (got > 0);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        snprintf(err, errlen, "%s: read failed", path);
+        free(b);
+        return NULL;
+    }
+    b[len] = 0;
+    *n = len;
+    return b;
+}
+
+static int read_merges_txt(const char *path, hf *h, char *err, size_t errlen)
+{
+    size_t n;
+    char *b = read_file(path, "merges file", "; a vocab.json needs merges.txt beside it or --merges PATH", &n, err, errlen);
+    if (!b) return 1;
+    size_t ln = 0;
+    for (char *p = b, *e; p < b + n; p = e + 1) {
+        e = memchr(p, '\n', (size_t)(b + n - p));
+        if (!e) e = b + n;
+        size_t len = (size_t)(e - p);
+        ln++;
+        if (len && p[len - 1] == '\r') len--;
+        if (len == 0 || (len >= 8 && memcmp(p, "#version", 8) == 0)) continue;
+        char *sp = memchr(p, ' ', len);
+        if (!sp || sp == p || sp + 1 == p + len || memchr(sp + 1, ' ', (size_t)(p + len - sp - 1))) {
+            snprintf(err, errlen, "%s:%zu: expected a merge 'a b' (two tokens and one space)", path, ln);
+            free(b);
+            return 1;
+        }
+        hf_merge_add(h, p, (size_t)(sp - p), sp + 1, (size_t)(p + len - sp - 1));
+    }
+    h->merges_txt = b;
+    return 0;
+}
+
+static zt_tokenizer *hf_build(hf *h, const char *path, const char *mpath, char *err, size_t errlen)
+{
+    zt_tokenizer *t = NULL;
+    int u2b[324];
+    unicode_to_byte(u2b);
+    uint32_t vocab = 0;
+    for (size_t i = 0; i < h->nv; i++) vocab = h->vid[i] + 1 > vocab ? h->vid[i] + 1 : vocab;
+    for (size_t i = 0; i < h->na; i++) vocab = h->aid[i] + 1 > vocab ? h->aid[i] + 1 : vocab;
+    uint8_t **toks = zt_calloc(vocab ? vocab : 1, sizeof *toks);
+    uint32_t *lens = zt_calloc(vocab ? vocab : 1, sizeof *lens);
+    uint32_t (*merges)[3] = zt_malloc((h->nm ? h->nm : 1) * sizeof *merges);
+    uint32_t eot = ZT_TOK_NO_EOT;
+    zt_hashmap *m = zt_hashmap_create(2 * h->nv + 2); /* token string -> id */
+    sbuf tb = {0}, cat = {0};
+    for (size_t pass = 0; pass < 2; pass++) { /* model vocab wins over added tokens with the same id */
+        size_t cnt = pass ? h->na : h->nv;
+        for (size_t i = 0; i < cnt; i++) {
+            span s = pass ? h->atok[i] : h->vtok[i];
+            uint32_t id = pass ? h->aid[i] : h->vid[i];
+            int added = 1;
+            if (!pass) zt_hashmap_put(m, s.s, s.n, id, &added);
+            if (!added) {
+                snprintf(err, errlen, "%s: token '%.*s' appears twice in the vocab", path, (int)(s.n > 40 ? 40 : s.n), s.s);
+                goto done;
+            }
+            if (s.n == strlen(ZT_TOK_EOT_TEXT) && memcmp(s.s, ZT_TOK_EOT_TEXT, s.n) == 0) eot = id;
+            if (toks[id]) continue;
+            token_bytes(u2b, s.s, s.n, &tb);
+            toks[id] = zt_malloc(tb.n ? tb.n : 1);
+            memcpy(toks[id], tb.s, tb.n);
+            lens[id] = (uint32_t)tb.n;
+        }
+    }
+    for (size_t r = 0; r < h->nm; r++) {
+        span a = h->mg[r][0], b = h->mg[r][1];
+        cat.n = 0;
+        sb_put(&cat, a.s, a.n);
+        sb_put(&cat, b.s, b.n);
+        const uint64_t *ia = zt_hashmap_get(m, a.s, a.n), *ib = zt_hashmap_get(m, b.s, b.n),
+                       *ic = zt_hashmap_get(m, cat.s, cat.n);
+        const char *which = !ia ? "its first token" : !ib ? "its second token" : !ic ? "the merged token" : NULL;
+        if (which) {
+            snprintf(err, errlen, "%s: merge %zu ('%.*s %.*s'): %s is not in the vocab", mpath ? mpath : path, r + 1,
+                     (int)(a.n > 30 ? 30 : a.n), a.s, (int)(b.n > 30 ? 30 : b.n), b.s, which);
+            goto done;
+        }
+        merges[r][0] = (uint32_t)*ia;
+        merges[r][1] = (uint32_t)*ib;
+        merges[r][2] = (uint32_t)*ic;
+    }
+    char msg[256];
+    t = zt_tokenizer_create(vocab, (const uint8_t *const *)toks, lens, (uint32_t)h->nm,
+                            (const uint32_t(*)[3])merges, eot, msg, sizeof msg);
+    if (!t) snprintf(err, errlen, "%s: %s", path, msg);
+done:
+    for (uint32_t i = 0; i < vocab; i++) free(toks[i]);
+    free(toks);
+    free(lens);
+    free(merges);
+    free(tb.s);
+    free(cat.s);
+    zt_hashmap_free(m);
+    return t;
+}
+
+
+zt_tokenizer *zt_tokenizer_load_hf(const char *path, const char *merges_path, char *err, size_t errlen)
+{
+    size_t n;
+    char *text = read_file(path, "tokenizer file", "", &n, err, errlen);
+    if (!text) return NULL;
+    hf h;
+    memset(&h, 0, sizeof h);
+    h.path = path;
+    h.text = text;
+    if (n >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) h.base = 3;
+    zt_json doc;
+    zt_json_error je;
+    zt_tokenizer *t = NULL;
+    char mp[4096];
+    if (zt_json_parse_ex(text + h.base, n - h.base, &doc, &je)) {
+        char at[48] = "";
+        if (!je.eof) snprintf(at, sizeof at, " at byte %zu", h.base + je.off);
+        snprintf(err, errlen, "%s:%d: invalid JSON: %s%s", path, je.line, je.what, at);
+        free(text);
+        return NULL;
+    }
+    hf_top(&h, &doc);
+    if (h.bad) {
+        snprintf(err, errlen, "%s", h.msg);
+    } else if (h.has_model) { /* tokenizer.json */
+        if (strcmp(h.model_type, "BPE") != 0)
+            snprintf(err, errlen, "%s: model type '%s' (expected a byte-level 'BPE' tokenizer)", path, h.model_type);
+        else if (h.model_problem[0])
+            snprintf(err, errlen, "%s: the BPE model %s", path, h.model_problem);
+        else if (h.norm_type[0])
+            snprintf(err, errlen, "%s: has a '%s' normalizer (expected none, as GPT-2)", path, h.norm_type);
+        else if (h.pretok_problem[0])
+            snprintf(err, errlen, "%s: %s", path, h.pretok_problem);
+        else if (h.nv == 0)
+            snprintf(err, errlen, "%s: model.vocab is empty", path);
+        else
+            t = hf_build(&h, path, NULL, err, errlen);
+    } else if (h.numbers_only && h.members > 0) { /* vocab.json */
+        if (!merges_path) {
+            const char *slash = strrchr(path, '/');
+            snprintf(mp, sizeof mp, "%.*smerges.txt", slash ? (int)(slash - path + 1) : 0, path);
+            merges_path = mp;
+        }
+        if (read_merges_txt(merges_path, &h, err, errlen) == 0) t = hf_build(&h, path, merges_path, err, errlen);
+    } else {
+        snprintf(err, errlen, "%s: JSON but neither a tokenizer.json (no \"model\" object) nor a vocab.json "
+                 "(an object of token -> id)", path);
+    }
+    zt_json_free(&doc);
+    free(text);
+    free(h.merges_txt);
+    free(h.vtok);
+    free(h.vid);
+    free(h.atok);
+    free(h.aid);
+    free(h.mg);
+    return t;
+}
+
+/* ---------------------------------------------------------------- any format */
+
+zt_tokenizer *zt_tokenizer_load(const char *path, const char *merges_path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        zt_errf(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));
+        return NULL;
+    }
+    char head[64] = {0};
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    if (n >= strlen(ZT_TOK_MAGIC) && memcmp(head, ZT_TOK_MAGIC, strlen(ZT_TOK_MAGIC)) == 0)
+        return zt_tokenizer_load_zttok(path, err, errlen);
+    size_t i = 0;
+    if (n >= 3 && memcmp(head, "\xEF\xBB\xBF", 3) == 0) i = 3;
+    while (i < n && (head[i] == ' ' || head[i] == '\t' || head[i] == '\n' || head[i] == '\r')) i++;
+    if (i < n && head[i] == '{') return zt_tokenizer_load_hf(path, merges_path, err, errlen);
+    zt_errf(err, errlen,
+            "%s: not a tokenizer file (expected a ztrain .zttok file starting '%s', or a Hugging Face "
+            "tokenizer.json or vocab.json)", path, ZT_TOK_MAGIC);
+    return NULL;
+}
