@@ -14,11 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "zt_cuda_compat.cuh"
+#include "cuda_check.h"
 
 extern "C" {
 #include "cuda_backend.h"
-#include "util/util.h"
 }
 
 extern "C" cudaStream_t zt_cuda_backend_stream(zt_backend *be);
@@ -27,11 +26,6 @@ extern "C" cudaStream_t zt_cuda_backend_stream(zt_backend *be);
     do {                                                                                                       \
         ncclResult_t r_ = (call);                                                                              \
         if (r_ != ncclSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", #call, ncclGetErrorString(r_));          \
-    } while (0)
-#define ZT_CUDA(call)                                                                                          \
-    do {                                                                                                       \
-        cudaError_t e_ = (call);                                                                               \
-        if (e_ != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));          \
     } while (0)
 
 namespace {

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_check.h"
 #include "cuda_ops.h"
 
 extern "C" {
 #include "cuda_backend.h"
-#include "util/util.h"
 #ifdef ZT_HOSTEXEC
 #include "devsim/devsim_mem.h"
 #endif
@@ -42,11 +42,6 @@ template <typename T> T *dev(T *p) { return static_cast<T *>(zt_devsim_real(p, "
 template <typename T> const T *dev(const T *p) { return static_cast<const T *>(zt_devsim_real(p, "cudasim")); }
 #else
 template <typename T> T *dev(T *p) { return p; }
-#define ZT_CUDA(call)                                                                                          \
-    do {                                                                                                       \
-        cudaError_t e_ = (call);                                                                               \
-        if (e_ != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));          \
-    } while (0)
 #endif
 
 // ------------------------------------------------------------------------------------------ memory

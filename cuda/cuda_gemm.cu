@@ -19,14 +19,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-// util.h includes mpi.h: include it first, outside extern "C", without MPI's deprecated C++ bindings
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
 
 #include "cuda_ops.h"
 
@@ -37,18 +29,12 @@
 #include <tuple>
 #endif
 
-extern "C" {
-#include "util/util.h"
-}
+#include "cuda_check.h"
 
 namespace ZT_CU_NS {
 namespace {
 
-#define GM_LAUNCH_CHECK(what)                                                                                  \
-    do {                                                                                                       \
-        cudaError_t e_ = cudaGetLastError();                                                                   \
-        if (e_ != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", what, cudaGetErrorString(e_));            \
-    } while (0)
+#define GM_LAUNCH_CHECK(what) ZT_CUDA_LAUNCH_CHECK(what)
 
 constexpr int kColThreads = 256; // column kernels: threads per block
 constexpr int kBiasRows = 64;    // dbias: rows per partial sum

@@ -19,26 +19,9 @@
 // most frequent token (as in llm.c's bucketed wte backward). Scratch: 8 bytes per padded position.
 #include "cuda_ops.h"
 
-// util.h includes mpi.h: include it first, outside extern "C", without MPI's deprecated C++ bindings
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
-extern "C" {
-#include "util/util.h"
-}
+#include "cuda_check.h"
 #include "iface/op_math.h"
 
-#ifndef ZT_CU_NS
-#ifdef ZT_HOSTEXEC
-#define ZT_CU_NS zt_cu_host
-#else
-#define ZT_CU_NS zt_cu_gpu
-#endif
-#endif
 
 namespace ZT_CU_NS {
 
@@ -52,10 +35,7 @@ constexpr int kSortTile = 2048;          // embed_bwd: keys sorted in shared mem
 constexpr int kEmbedSeg = 32;            // embed_bwd: sorted positions whose tokens one dwte block starts
 constexpr unsigned kFull = 0xffffffffu;
 
-void check_launch(const char *what) {
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", what, cudaGetErrorString(e));
-}
+void check_launch(const char *what) { ZT_CUDA_LAUNCH_CHECK(what); }
 
 // threads for a block that strides over len elements: a multiple of 32 in [32, max_threads]
 unsigned row_threads(size_t len, unsigned max_threads) {

@@ -16,30 +16,16 @@
 // token gets the bits of row pos of the forward (as on the cpu).
 #include <math.h>
 
-// util.h includes mpi.h: include it first, outside extern "C", without MPI's deprecated C++ bindings
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
 
 #include "cuda_ops.h"
 #include "iface/op_math.h"
 
-extern "C" {
-#include "util/util.h"
-}
+#include "cuda_check.h"
 
 namespace ZT_CU_NS {
 namespace {
 
-#define NA_LAUNCH_CHECK(what)                                                                               \
-    do {                                                                                                       \
-        cudaError_t e_ = cudaGetLastError();                                                                   \
-        if (e_ != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", what, cudaGetErrorString(e_));            \
-    } while (0)
+#define NA_LAUNCH_CHECK(what) ZT_CUDA_LAUNCH_CHECK(what)
 
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kWarpsPerBlock = 4;  // row kernels: one warp per row, 4 rows per block
