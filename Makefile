@@ -41,6 +41,9 @@ TEST_BIN := $(patsubst tests/c/%.c,build/tests/%,$(TEST_SRC))
 BENCH_SRC := $(wildcard benchmarks/*.c)
 BENCH_BIN := $(patsubst benchmarks/%.c,build/bench/%,$(BENCH_SRC))
 
+# parallel jobs for the builds that test/demo/bench start
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
 .PHONY: all deps build-all asan test test-long demo bench clean cuda
 
 include cuda/cuda.mk
@@ -92,15 +95,15 @@ ztrain-asan: $(SRC) $(wildcard src/*/*.h) $(CUSIM_OBJ)
 test: deps
 	@scripts/install-deps.sh test
 	@scripts/setup-venv.sh >/dev/null
-	@$(MAKE) --no-print-directory build-all
-	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory cuda; \
+	@$(MAKE) --no-print-directory -j$(JOBS) build-all
+	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory -j$(JOBS) cuda; \
 	  else echo "make test: nvcc not found: the GPU build (make cuda) is skipped"; fi
 	tests/run.sh
 
 test-long: deps
 	@scripts/install-deps.sh test
 	@scripts/setup-venv.sh >/dev/null
-	@$(MAKE) --no-print-directory build-all
+	@$(MAKE) --no-print-directory -j$(JOBS) build-all
 	ZT_LONG=1 tests/run.sh
 
 demo: deps

@@ -47,8 +47,7 @@ typedef struct progress {
 } progress;
 
 static int fail(const char *fmt, ...) ZT_PRINTF(1, 2);
-static int fail(const char *fmt, ...)
-{
+static int fail(const char *fmt, ...) {
     va_list ap;
     fflush(stdout);
     fputs("ztrain: error: ", stderr);
@@ -59,8 +58,7 @@ static int fail(const char *fmt, ...)
     return ZT_EXIT_USER;
 }
 
-static void usage(FILE *f)
-{
+static void usage(FILE *f) {
     fputs("usage: ztrain prepare --input FILE [--input FILE ...] (--vocab-size N | --tokenizer PATH) --out-dir DIR\n"
           "                      [--val-fraction F] [--max-tokens N] [--eot-between-files]\n"
           "       ztrain prepare --tokenizer PATH --encode FILE --ids-out OUT.bin\n"
@@ -78,16 +76,14 @@ static void usage(FILE *f)
           "  --read-kb N          read block size (default 1024)\n", f);
 }
 
-static void prog_start(progress *p, const char *label, uint64_t total)
-{
+static void prog_start(progress *p, const char *label, uint64_t total) {
     memset(p, 0, sizeof *p);
     p->label = label;
     p->total = total;
     zt_progress_start(&p->bar, stderr);
 }
 
-static void prog_update(progress *p, uint64_t done)
-{
+static void prog_update(progress *p, uint64_t done) {
     p->done = done;
     double t = zt_progress_elapsed(&p->bar);
     double frac = p->total ? (double)done / (double)p->total : 1.0;
@@ -103,8 +99,7 @@ static void prog_update(progress *p, uint64_t done)
 }
 
 /* the closing line, with the throughput; returns the elapsed seconds */
-static double prog_end(progress *p, const char *extra)
-{
+static double prog_end(progress *p, const char *extra) {
     double dt = zt_progress_elapsed(&p->bar);
     zt_progress_print(&p->bar, "%s: %.1f MB in %.2f s (%.1f MB/s)%s\n", p->label, (double)p->done / 1e6, dt,
                       (double)p->done / 1e6 / (dt > 1e-9 ? dt : 1e-9), extra ? extra : "");
@@ -113,8 +108,7 @@ static double prog_end(progress *p, const char *extra)
 
 /* ---------------------------------------------------------------- options */
 
-static int parse_long(const char *opt, const char *v, long long lo, long long hi, long long *out)
-{
+static int parse_long(const char *opt, const char *v, long long lo, long long hi, long long *out) {
     char *e;
     errno = 0;
     long long x = strtoll(v, &e, 10);
@@ -124,8 +118,7 @@ static int parse_long(const char *opt, const char *v, long long lo, long long hi
     return 0;
 }
 
-static int parse_opts(int argc, char **argv, opts *o)
-{
+static int parse_opts(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
     o->val_fraction = 0.05;
     o->read_kb = 1024;
@@ -210,8 +203,7 @@ typedef struct reader {
 
 /* feeds bytes [start, end) of path to fn; *stop (set by fn's context) ends it early */
 static int stream_range(reader *r, const char *path, uint64_t start, uint64_t end, consume_fn fn, void *ctx,
-                        const int *stop)
-{
+                        const int *stop) {
     if (start >= end) return 0;
     FILE *f = fopen(path, "rb");
     if (!f) return fail("%s: cannot open (%s)", path, strerror(errno));
@@ -249,8 +241,7 @@ typedef struct input {
     uint64_t size, cut;  /* [0, cut) train, [cut, size) val */
 } input;
 
-static int check_input(input *in, double val_fraction)
-{
+static int check_input(input *in, double val_fraction) {
     struct stat st;
     FILE *f = fopen(in->path, "rb");
     if (!f) return fail("%s: cannot open input file (%s)", in->path, strerror(errno));
@@ -286,8 +277,7 @@ static int check_input(input *in, double val_fraction)
     return 0;
 }
 
-static int check_out_dir(const char *dir)
-{
+static int check_out_dir(const char *dir) {
     if (zt_mkdirs(dir) != 0) return fail("--out-dir %s: cannot create directory (%s)", dir, strerror(errno));
     char probe[4096];
     snprintf(probe, sizeof probe, "%s/.ztrain-prepare-probe", dir);
@@ -300,13 +290,11 @@ static int check_out_dir(const char *dir)
 
 /* ---------------------------------------------------------------- training and encoding sinks */
 
-static size_t train_consume(void *ctx, const uint8_t *buf, size_t n, int final)
-{
+static size_t train_consume(void *ctx, const uint8_t *buf, size_t n, int final) {
     return zt_tokenizer_trainer_feed(ctx, buf, n, final);
 }
 
-static void merge_progress(uint32_t done, uint32_t total, void *ctx)
-{
+static void merge_progress(uint32_t done, uint32_t total, void *ctx) {
     progress *p = ctx;
     p->total = total;
     p->done = done;
@@ -329,8 +317,7 @@ typedef struct sink {
     char err[ERR_LEN];
 } sink;
 
-static size_t encode_consume(void *ctx, const uint8_t *buf, size_t n, int final)
-{
+static size_t encode_consume(void *ctx, const uint8_t *buf, size_t n, int final) {
     sink *s = ctx;
     s->ids.n = 0;
     size_t used = zt_tokenizer_encode_chunk(s->tok, buf, n, final, &s->ids);
@@ -349,8 +336,7 @@ static size_t encode_consume(void *ctx, const uint8_t *buf, size_t n, int final)
     return used;
 }
 
-static int put_eot(sink *s)
-{
+static int put_eot(sink *s) {
     uint32_t e = zt_tokenizer_eot(s->tok);
     if (s->cap && s->written >= s->cap) return 0;
     if (zt_shard_writer_append(s->w, &e, 1, s->err, sizeof s->err)) return fail("%s", s->err);
@@ -359,8 +345,7 @@ static int put_eot(sink *s)
     return 0;
 }
 
-static reader reader_make(long read_kb)
-{
+static reader reader_make(long read_kb) {
     reader r = {0};
     r.block = (size_t)read_kb * 1024;
     r.cap = ZT_PRETOK_MAX_CARRY + r.block + 16;
@@ -368,8 +353,7 @@ static reader reader_make(long read_kb)
     return r;
 }
 
-static zt_tokenizer *load_tokenizer(const opts *o, int *rc)
-{
+static zt_tokenizer *load_tokenizer(const opts *o, int *rc) {
     char err[ERR_LEN];
     zt_tokenizer *t = zt_tokenizer_load(o->tokenizer, o->merges, err, sizeof err);
     if (!t) *rc = fail("%s", err);
@@ -378,8 +362,7 @@ static zt_tokenizer *load_tokenizer(const opts *o, int *rc)
 
 /* ---------------------------------------------------------------- tool modes */
 
-static int cmd_encode(const opts *o)
-{
+static int cmd_encode(const opts *o) {
     int rc = 0;
     zt_tokenizer *t = load_tokenizer(o, &rc);
     if (!t) return rc;
@@ -410,8 +393,7 @@ static int cmd_encode(const opts *o)
     return rc;
 }
 
-static int cmd_decode(const opts *o)
-{
+static int cmd_decode(const opts *o) {
     int rc = 0;
     zt_tokenizer *t = load_tokenizer(o, &rc);
     if (!t) return rc;
@@ -447,8 +429,7 @@ typedef struct pretok_sink {
     uint64_t n;
 } pretok_sink;
 
-static int pretok_line(const uint8_t *w, size_t n, void *ctx)
-{
+static int pretok_line(const uint8_t *w, size_t n, void *ctx) {
     static const char hex[] = "0123456789abcdef";
     pretok_sink *s = ctx;
     for (size_t i = 0; i < n; i++) {
@@ -460,15 +441,13 @@ static int pretok_line(const uint8_t *w, size_t n, void *ctx)
     return 0;
 }
 
-static size_t pretok_consume(void *ctx, const uint8_t *buf, size_t n, int final)
-{
+static size_t pretok_consume(void *ctx, const uint8_t *buf, size_t n, int final) {
     pretok_sink *s = ctx;
     return zt_pretok_split(s->pre, buf, n, final, pretok_line, s);
 }
 
 /* shows how text is cut before BPE (a debugging aid; the tests compare it with HF's) */
-static int cmd_pretokenize(const opts *o)
-{
+static int cmd_pretokenize(const opts *o) {
     char err[ERR_LEN];
     struct stat st;
     if (stat(o->pretokenize, &st) != 0) return fail("%s: cannot open input file (%s)", o->pretokenize, strerror(errno));
@@ -493,8 +472,7 @@ static int cmd_pretokenize(const opts *o)
 /* ---------------------------------------------------------------- the prepare command */
 
 /* trains on the train parts of the inputs; *mb and *secs report the text read and the time taken */
-static zt_tokenizer *train_tokenizer(const opts *o, const input *in, reader *r, int *rc, double *mb, double *secs)
-{
+static zt_tokenizer *train_tokenizer(const opts *o, const input *in, reader *r, int *rc, double *mb, double *secs) {
     char err[ERR_LEN];
     zt_bpe_trainer *tr = zt_tokenizer_trainer_create((size_t)o->train_mem_mb << 20, err, sizeof err);
     if (!tr) {
@@ -538,16 +516,14 @@ static zt_tokenizer *train_tokenizer(const opts *o, const input *in, reader *r, 
     return t;
 }
 
-static int finish_shard(zt_shard_writer *w, const char *tmp, const char *final_path)
-{
+static int finish_shard(zt_shard_writer *w, const char *tmp, const char *final_path) {
     char err[ERR_LEN];
     if (zt_shard_writer_close(w, err, sizeof err)) return fail("%s", err);
     if (rename(tmp, final_path) != 0) return fail("%s: cannot rename to %s (%s)", tmp, final_path, strerror(errno));
     return 0;
 }
 
-int zt_cmd_prepare(int argc, char **argv)
-{
+int zt_cmd_prepare(int argc, char **argv) {
     opts o;
     int rc = parse_opts(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;

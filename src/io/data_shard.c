@@ -17,30 +17,25 @@
 
 #define WRITE_BUF_TOKENS 65536
 
-static void put_u32(unsigned char *p, uint32_t v)
-{
+static void put_u32(unsigned char *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static void put_u64(unsigned char *p, uint64_t v)
-{
+static void put_u64(unsigned char *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static uint32_t get_u32(const unsigned char *p)
-{
+static uint32_t get_u32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static uint64_t get_u64(const unsigned char *p)
-{
+static uint64_t get_u64(const unsigned char *p) {
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
     return v;
 }
 
-static void encode_header(const zt_shard_header *h, unsigned char buf[ZT_SHARD_HEADER])
-{
+static void encode_header(const zt_shard_header *h, unsigned char buf[ZT_SHARD_HEADER]) {
     memset(buf, 0, ZT_SHARD_HEADER);
     memcpy(buf, ZT_SHARD_MAGIC, sizeof ZT_SHARD_MAGIC); /* 7 chars + NUL = 8 bytes */
     put_u32(buf + 8, h->version);
@@ -51,8 +46,7 @@ static void encode_header(const zt_shard_header *h, unsigned char buf[ZT_SHARD_H
 }
 
 int zt_shard_writer_open(zt_shard_writer *w, const char *path, uint32_t vocab_size, uint32_t eot,
-                         char *err, size_t errlen)
-{
+                         char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     if (strlen(path) >= sizeof w->path) {
         zt_errf(err, errlen, "%s: path too long (at most %zu characters)", path, sizeof w->path - 1);
@@ -88,8 +82,7 @@ int zt_shard_writer_open(zt_shard_writer *w, const char *path, uint32_t vocab_si
     return 0;
 }
 
-int zt_shard_writer_append(zt_shard_writer *w, const uint32_t *tokens, size_t n, char *err, size_t errlen)
-{
+int zt_shard_writer_append(zt_shard_writer *w, const uint32_t *tokens, size_t n, char *err, size_t errlen) {
     unsigned char buf[WRITE_BUF_TOKENS * 4];
     const uint32_t width = w->h.width;
     if (!w->f) {
@@ -122,8 +115,7 @@ int zt_shard_writer_append(zt_shard_writer *w, const uint32_t *tokens, size_t n,
     return 0;
 }
 
-int zt_shard_writer_close(zt_shard_writer *w, char *err, size_t errlen)
-{
+int zt_shard_writer_close(zt_shard_writer *w, char *err, size_t errlen) {
     if (!w->f) return 0;
     unsigned char hdr[ZT_SHARD_HEADER];
     encode_header(&w->h, hdr);
@@ -142,8 +134,7 @@ int zt_shard_writer_close(zt_shard_writer *w, char *err, size_t errlen)
 }
 
 /* checks the header fields against each other and the file size; f is positioned after the header */
-static int read_header_file(FILE *f, const char *path, zt_shard_header *h, char *err, size_t errlen)
-{
+static int read_header_file(FILE *f, const char *path, zt_shard_header *h, char *err, size_t errlen) {
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         zt_errf(err, errlen, "%s: cannot stat (%s)", path, strerror(errno));
@@ -208,8 +199,7 @@ static int read_header_file(FILE *f, const char *path, zt_shard_header *h, char 
     return 0;
 }
 
-int zt_shard_read_header(const char *path, zt_shard_header *h, char *err, size_t errlen)
-{
+int zt_shard_read_header(const char *path, zt_shard_header *h, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         zt_errf(err, errlen, "%s: cannot open shard (%s)", path, strerror(errno));
@@ -220,8 +210,7 @@ int zt_shard_read_header(const char *path, zt_shard_header *h, char *err, size_t
     return rc;
 }
 
-int zt_shard_load(const char *path, zt_shard_header *h, uint32_t **out, char *err, size_t errlen)
-{
+int zt_shard_load(const char *path, zt_shard_header *h, uint32_t **out, char *err, size_t errlen) {
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {

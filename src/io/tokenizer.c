@@ -54,8 +54,7 @@ struct zt_tokenizer {
     size_t scratch_cap;
 };
 
-void zt_ids_push(zt_ids *a, uint32_t id)
-{
+void zt_ids_push(zt_ids *a, uint32_t id) {
     if (a->n == a->cap) {
         a->cap = a->cap ? 2 * a->cap : 1024;
         a->v = zt_realloc(a->v, a->cap * sizeof *a->v);
@@ -63,8 +62,7 @@ void zt_ids_push(zt_ids *a, uint32_t id)
     a->v[a->n++] = id;
 }
 
-void zt_ids_free(zt_ids *a)
-{
+void zt_ids_free(zt_ids *a) {
     free(a->v);
     a->v = NULL;
     a->n = a->cap = 0;
@@ -72,8 +70,7 @@ void zt_ids_free(zt_ids *a)
 
 /* ---------------------------------------------------------------- pre-tokenizer */
 
-zt_pretok *zt_pretok_create(char *err, size_t errlen)
-{
+zt_pretok *zt_pretok_create(char *err, size_t errlen) {
     int ec;
     PCRE2_SIZE eo;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)PRETOK_RE, PCRE2_ZERO_TERMINATED,
@@ -92,16 +89,14 @@ zt_pretok *zt_pretok_create(char *err, size_t errlen)
     return p;
 }
 
-void zt_pretok_free(zt_pretok *p)
-{
+void zt_pretok_free(zt_pretok *p) {
     if (!p) return;
     pcre2_match_data_free(p->md);
     pcre2_code_free(p->re);
     free(p);
 }
 
-size_t zt_pretok_split(zt_pretok *p, const uint8_t *text, size_t n, int final, zt_pretok_fn fn, void *ctx)
-{
+size_t zt_pretok_split(zt_pretok *p, const uint8_t *text, size_t n, int final, zt_pretok_fn fn, void *ctx) {
     size_t pos = 0;
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(p->md);
     while (pos < n) {
@@ -137,16 +132,14 @@ size_t zt_pretok_split(zt_pretok *p, const uint8_t *text, size_t n, int final, z
 
 /* ---------------------------------------------------------------- construction */
 
-static int merge_rank(const zt_tokenizer *t, uint32_t l, uint32_t r)
-{
+static int merge_rank(const zt_tokenizer *t, uint32_t l, uint32_t r) {
     const uint64_t *rank = zt_hashmap_get_u64(t->ranks, (uint64_t)l << 32 | r);
     return rank ? (int)*rank : -1;
 }
 
 zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *toks, const uint32_t *lens,
                                   uint32_t n_merges, const uint32_t (*merges)[3], uint32_t eot,
-                                  char *err, size_t errlen)
-{
+                                  char *err, size_t errlen) {
     if (vocab_size < 256 || vocab_size > ZT_TOK_MAX_VOCAB) {
         zt_errf(err, errlen, "vocab size %u out of range (expected 256..%u)", vocab_size, ZT_TOK_MAX_VOCAB);
         return NULL;
@@ -211,8 +204,7 @@ zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *tok
     return t;
 }
 
-void zt_tokenizer_free(zt_tokenizer *t)
-{
+void zt_tokenizer_free(zt_tokenizer *t) {
     if (!t) return;
     free(t->tok_off);
     free(t->tok_data);
@@ -232,8 +224,7 @@ uint32_t zt_tokenizer_vocab_size(const zt_tokenizer *t) { return t->vocab; }
 uint32_t zt_tokenizer_eot(const zt_tokenizer *t) { return t->eot; }
 uint32_t zt_tokenizer_n_merges(const zt_tokenizer *t) { return t->n_merges; }
 
-const uint8_t *zt_tokenizer_token(const zt_tokenizer *t, uint32_t id, size_t *len)
-{
+const uint8_t *zt_tokenizer_token(const zt_tokenizer *t, uint32_t id, size_t *len) {
     if (id >= t->vocab) {
         *len = 0;
         return NULL;
@@ -244,8 +235,7 @@ const uint8_t *zt_tokenizer_token(const zt_tokenizer *t, uint32_t id, size_t *le
 
 /* ---------------------------------------------------------------- encode */
 
-static void heap_push(uint64_t *h, size_t *n, uint64_t v)
-{
+static void heap_push(uint64_t *h, size_t *n, uint64_t v) {
     size_t i = (*n)++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
@@ -256,8 +246,7 @@ static void heap_push(uint64_t *h, size_t *n, uint64_t v)
     h[i] = v;
 }
 
-static uint64_t heap_pop(uint64_t *h, size_t *n)
-{
+static uint64_t heap_pop(uint64_t *h, size_t *n) {
     uint64_t top = h[0], v = h[--(*n)];
     size_t i = 0;
     for (;;) {
@@ -274,8 +263,7 @@ static uint64_t heap_pop(uint64_t *h, size_t *n)
 
 /* BPE of one pre-token: the lowest-rank adjacent pair first, ties by position (a min-heap keyed
  * rank<<32|position; stale entries are skipped when popped), as Hugging Face does */
-static void bpe_word(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out)
-{
+static void bpe_word(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out) {
     if (n == 1) {
         zt_ids_push(out, t->byte_id[w[0]]);
         return;
@@ -326,8 +314,7 @@ static void bpe_word(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out)
  * The value is CACHE_INLINE | m << 48 | id1 << 24 | id0 for 1 or 2 ids (ids < 2^24; most words
  * are one or two tokens, and reading them from the value saves a cache miss), else
  * offset << 32 | m with the ids at cvals[offset]. */
-static void cache_insert(zt_tokenizer *t, const uint8_t *w, size_t n, const uint32_t *ids, size_t m)
-{
+static void cache_insert(zt_tokenizer *t, const uint8_t *w, size_t n, const uint32_t *ids, size_t m) {
     if (zt_hashmap_slots_for(t->cache, zt_hashmap_count(t->cache) + 1) > CACHE_MAX_SLOTS) {
         zt_hashmap_clear(t->cache);
         t->cvals_n = 0;
@@ -351,8 +338,7 @@ typedef struct encode_ctx {
     zt_ids *out;
 } encode_ctx;
 
-static int encode_word(const uint8_t *w, size_t n, void *ctx)
-{
+static int encode_word(const uint8_t *w, size_t n, void *ctx) {
     zt_tokenizer *t = ((encode_ctx *)ctx)->t;
     zt_ids *out = ((encode_ctx *)ctx)->out;
     if (n > CACHE_MAX_WORD) {
@@ -378,20 +364,17 @@ static int encode_word(const uint8_t *w, size_t n, void *ctx)
     return 0;
 }
 
-size_t zt_tokenizer_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out)
-{
+size_t zt_tokenizer_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out) {
     encode_ctx c = {t, out};
     return zt_pretok_split(t->pre, text, n, final, encode_word, &c);
 }
 
-void zt_tokenizer_encode(zt_tokenizer *t, const uint8_t *text, size_t n, zt_ids *out)
-{
+void zt_tokenizer_encode(zt_tokenizer *t, const uint8_t *text, size_t n, zt_ids *out) {
     zt_tokenizer_encode_chunk(t, text, n, 1, out);
 }
 
 int zt_tokenizer_decode(const zt_tokenizer *t, const uint32_t *ids, size_t n, uint8_t **out,
-                        size_t *out_len, char *err, size_t errlen)
-{
+                        size_t *out_len, char *err, size_t errlen) {
     size_t need = *out_len;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] >= t->vocab) {
@@ -414,8 +397,7 @@ int zt_tokenizer_decode(const zt_tokenizer *t, const uint32_t *ids, size_t n, ui
 
 /* ---------------------------------------------------------------- .zttok files */
 
-int zt_tokenizer_save(const zt_tokenizer *t, const char *path, char *err, size_t errlen)
-{
+int zt_tokenizer_save(const zt_tokenizer *t, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "w");
     if (!f) {
         zt_errf(err, errlen, "%s: cannot create tokenizer file (%s)", path, strerror(errno));
@@ -446,8 +428,7 @@ int zt_tokenizer_save(const zt_tokenizer *t, const char *path, char *err, size_t
 }
 
 /* reads one line (without '\n') into *buf; returns its length or -1 at end of file */
-static long read_line(FILE *f, char **buf, size_t *cap)
-{
+static long read_line(FILE *f, char **buf, size_t *cap) {
     ssize_t n = getline(buf, cap, f);
     if (n < 0) return -1;
     if (n > 0 && (*buf)[n - 1] == '\n') (*buf)[--n] = 0;
@@ -455,16 +436,14 @@ static long read_line(FILE *f, char **buf, size_t *cap)
     return (long)n;
 }
 
-static int hexval(int c)
-{
+static int hexval(int c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
 }
 
-zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen)
-{
+zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
     if (!f) {
         zt_errf(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));

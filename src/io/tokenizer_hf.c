@@ -28,8 +28,7 @@ typedef struct span { const char *s; size_t n; } span;
 
 typedef struct sbuf { char *s; size_t n, cap; } sbuf;
 
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
+static void sb_put(sbuf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
         b->cap = 2 * (b->n + n + 1) + 64;
         b->s = zt_realloc(b->s, b->cap);
@@ -54,8 +53,7 @@ typedef struct hf {
 
 /* the first error, as "path:line: what" with the line of value v */
 static void hf_fail(hf *h, const zt_json *v, const char *fmt, ...) ZT_PRINTF(3, 4);
-static void hf_fail(hf *h, const zt_json *v, const char *fmt, ...)
-{
+static void hf_fail(hf *h, const zt_json *v, const char *fmt, ...) {
     if (h->bad) return;
     h->bad = 1;
     char m[200];
@@ -66,8 +64,7 @@ static void hf_fail(hf *h, const zt_json *v, const char *fmt, ...)
     snprintf(h->msg, sizeof h->msg, "%s:%d: %s", h->path, zt_json_line(h->text, h->base + v->off), m);
 }
 
-static void hf_vocab_add(hf *h, const char *s, size_t n, long long id)
-{
+static void hf_vocab_add(hf *h, const char *s, size_t n, long long id) {
     if (h->nv == h->capv) {
         h->capv = h->capv ? 2 * h->capv : 1024;
         h->vtok = zt_realloc(h->vtok, h->capv * sizeof *h->vtok);
@@ -77,8 +74,7 @@ static void hf_vocab_add(hf *h, const char *s, size_t n, long long id)
     h->vid[h->nv++] = (uint32_t)id;
 }
 
-static void hf_merge_add(hf *h, const char *a, size_t na, const char *b, size_t nb)
-{
+static void hf_merge_add(hf *h, const char *a, size_t na, const char *b, size_t nb) {
     if (h->nm == h->capm) {
         h->capm = h->capm ? 2 * h->capm : 1024;
         h->mg = zt_realloc(h->mg, h->capm * sizeof *h->mg);
@@ -92,8 +88,7 @@ static int is_true(const zt_json *v) { return v->type == ZT_JSON_BOOL && v->num 
 static int is_false(const zt_json *v) { return v->type == ZT_JSON_BOOL && v->num == 0; }
 
 /* a token id: an integer in 0..ZT_TOK_MAX_VOCAB-1 */
-static int hf_id(hf *h, const zt_json *v, long long *id)
-{
+static int hf_id(hf *h, const zt_json *v, long long *id) {
     if (v->type != ZT_JSON_NUM || !v->is_int) {
         hf_fail(h, v, "expected an integer token id");
         return 0;
@@ -106,8 +101,7 @@ static int hf_id(hf *h, const zt_json *v, long long *id)
     return 1;
 }
 
-static void hf_vocab(hf *h, const zt_json *v)
-{
+static void hf_vocab(hf *h, const zt_json *v) {
     if (v->type != ZT_JSON_OBJ) {
         hf_fail(h, v, "model.vocab: expected an object of token -> id");
         return;
@@ -116,8 +110,7 @@ static void hf_vocab(hf *h, const zt_json *v)
     for (int i = 0; i < v->n && hf_id(h, &v->items[i], &id); i++) hf_vocab_add(h, v->keys[i], v->key_lens[i], id);
 }
 
-static void hf_merges(hf *h, const zt_json *v)
-{
+static void hf_merges(hf *h, const zt_json *v) {
     if (v->type != ZT_JSON_ARR) {
         hf_fail(h, v, "model.merges: expected an array");
         return;
@@ -143,8 +136,7 @@ static void hf_merges(hf *h, const zt_json *v)
     }
 }
 
-static void hf_added(hf *h, const zt_json *v)
-{
+static void hf_added(hf *h, const zt_json *v) {
     for (int i = 0; i < v->n && !h->bad; i++) {
         const zt_json *e = &v->items[i];
         int have_id = 0, have_content = 0;
@@ -175,8 +167,7 @@ static void hf_added(hf *h, const zt_json *v)
 }
 
 /* pre_tokenizer: ByteLevel (add_prefix_space false, use_regex true), possibly in a Sequence of one */
-static void hf_pretok(hf *h, const zt_json *v, int nested)
-{
+static void hf_pretok(hf *h, const zt_json *v, int nested) {
     if (v->type == ZT_JSON_NULL) {
         if (!nested) snprintf(h->pretok_problem, sizeof h->pretok_problem, "has no pre_tokenizer (expected ByteLevel)");
         return;
@@ -214,8 +205,7 @@ static void hf_pretok(hf *h, const zt_json *v, int nested)
     }
 }
 
-static void hf_model(hf *h, const zt_json *v)
-{
+static void hf_model(hf *h, const zt_json *v) {
     for (int i = 0; i < v->n && !h->bad; i++) {
         const char *k = v->keys[i];
         const zt_json *m = &v->items[i];
@@ -236,8 +226,7 @@ static void hf_model(hf *h, const zt_json *v)
 }
 
 /* the top-level object: a tokenizer.json (a "model" object) or a vocab.json (token -> id only) */
-static void hf_top(hf *h, const zt_json *top)
-{
+static void hf_top(hf *h, const zt_json *top) {
     if (top->type != ZT_JSON_OBJ) {
         hf_fail(h, top, "expected a JSON object (a tokenizer.json or vocab.json)");
         return;
@@ -270,8 +259,7 @@ static void hf_top(hf *h, const zt_json *top)
 /* ---------------------------------------------------------------- GPT-2 byte alphabet */
 
 /* bytes_to_unicode: printable Latin-1 bytes map to themselves, the other 68 to U+0100.. in order */
-static void unicode_to_byte(int u2b[324])
-{
+static void unicode_to_byte(int u2b[324]) {
     for (int i = 0; i < 324; i++) u2b[i] = -1;
     int n = 0;
     for (int b = 0; b < 256; b++) {
@@ -282,8 +270,7 @@ static void unicode_to_byte(int u2b[324])
 
 /* token string -> bytes: through the alphabet when every character is in it, else the raw UTF-8
  * (added special tokens written in plain text) */
-static void token_bytes(const int u2b[324], const char *s, size_t n, sbuf *out)
-{
+static void token_bytes(const int u2b[324], const char *s, size_t n, sbuf *out) {
     out->n = 0;
     sb_put(out, "", 0);
     const uint8_t *p = (const uint8_t *)s;
@@ -304,8 +291,7 @@ static void token_bytes(const int u2b[324], const char *s, size_t n, sbuf *out)
 
 /* ---------------------------------------------------------------- loading */
 
-static char *read_file(const char *path, const char *what, const char *hint, size_t *n, char *err, size_t errlen)
-{
+static char *read_file(const char *path, const char *what, const char *hint, size_t *n, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open %s (%s)%s", path, what, strerror(errno), hint);
@@ -333,8 +319,7 @@ static char *read_file(const char *path, const char *what, const char *hint, siz
     return b;
 }
 
-static int read_merges_txt(const char *path, hf *h, char *err, size_t errlen)
-{
+static int read_merges_txt(const char *path, hf *h, char *err, size_t errlen) {
     size_t n;
     char *b = read_file(path, "merges file", "; a vocab.json needs merges.txt beside it or --merges PATH", &n, err, errlen);
     if (!b) return 1;
@@ -358,8 +343,7 @@ static int read_merges_txt(const char *path, hf *h, char *err, size_t errlen)
     return 0;
 }
 
-static zt_tokenizer *hf_build(hf *h, const char *path, const char *mpath, char *err, size_t errlen)
-{
+static zt_tokenizer *hf_build(hf *h, const char *path, const char *mpath, char *err, size_t errlen) {
     zt_tokenizer *t = NULL;
     int u2b[324];
     unicode_to_byte(u2b);
@@ -424,8 +408,7 @@ done:
 }
 
 
-zt_tokenizer *zt_tokenizer_load_hf(const char *path, const char *merges_path, char *err, size_t errlen)
-{
+zt_tokenizer *zt_tokenizer_load_hf(const char *path, const char *merges_path, char *err, size_t errlen) {
     size_t n;
     char *text = read_file(path, "tokenizer file", "", &n, err, errlen);
     if (!text) return NULL;
@@ -485,8 +468,7 @@ zt_tokenizer *zt_tokenizer_load_hf(const char *path, const char *merges_path, ch
 
 /* ---------------------------------------------------------------- any format */
 
-zt_tokenizer *zt_tokenizer_load(const char *path, const char *merges_path, char *err, size_t errlen)
-{
+zt_tokenizer *zt_tokenizer_load(const char *path, const char *merges_path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         zt_errf(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));

@@ -30,8 +30,7 @@ struct zt_bpe_trainer {
 
 /* ---------------------------------------------------------------- phase 1: counting */
 
-zt_bpe_trainer *zt_tokenizer_trainer_create(size_t mem_bytes, char *err, size_t errlen)
-{
+zt_bpe_trainer *zt_tokenizer_trainer_create(size_t mem_bytes, char *err, size_t errlen) {
     if (mem_bytes < (1u << 20)) {
         zt_errf(err, errlen, "tokenizer training memory %zu bytes is too small (expected at least 1 MB)", mem_bytes);
         return NULL;
@@ -47,8 +46,7 @@ zt_bpe_trainer *zt_tokenizer_trainer_create(size_t mem_bytes, char *err, size_t 
     return tr;
 }
 
-void zt_tokenizer_trainer_free(zt_bpe_trainer *tr)
-{
+void zt_tokenizer_trainer_free(zt_bpe_trainer *tr) {
     if (!tr) return;
     zt_pretok_free(tr->pre);
     zt_hashmap_free(tr->words);
@@ -62,8 +60,7 @@ static int count_above(uint64_t count, void *ctx) { return count > *(const uint6
 
 /* drop the rarest words until the table uses at most half the budget: all words with count <= t
  * for the smallest t that suffices. Deterministic for a given input. */
-static void prune(zt_bpe_trainer *tr)
-{
+static void prune(zt_bpe_trainer *tr) {
     enum { H = 256 };
     size_t bytes_le[H + 1] = {0}, n_le[H + 1] = {0};
     const uint8_t *key;
@@ -91,15 +88,13 @@ static void prune(zt_bpe_trainer *tr)
 }
 
 /* the memory the count table is charged with after adding a word of n bytes */
-static size_t cost_after_add(const zt_bpe_trainer *tr, size_t n)
-{
+static size_t cost_after_add(const zt_bpe_trainer *tr, size_t n) {
     const size_t need_keys = zt_hashmap_key_bytes(tr->words) + n;
     const size_t keys_after = need_keys > tr->keys_cap ? need_keys + need_keys / 2 : tr->keys_cap;
     return zt_hashmap_slots_for(tr->words, zt_hashmap_count(tr->words) + 1) * ZT_HASHMAP_SLOT_BYTES + keys_after;
 }
 
-static int count_word(const uint8_t *w, size_t n, void *ctx)
-{
+static int count_word(const uint8_t *w, size_t n, void *ctx) {
     zt_bpe_trainer *tr = ctx;
     uint64_t *count = zt_hashmap_get(tr->words, w, n);
     if (count) {
@@ -119,8 +114,7 @@ static int count_word(const uint8_t *w, size_t n, void *ctx)
     return 0;
 }
 
-size_t zt_tokenizer_trainer_feed(zt_bpe_trainer *tr, const uint8_t *text, size_t n, int final)
-{
+size_t zt_tokenizer_trainer_feed(zt_bpe_trainer *tr, const uint8_t *text, size_t n, int final) {
     return zt_pretok_split(tr->pre, text, n, final, count_word, tr);
 }
 
@@ -137,13 +131,12 @@ typedef struct pairs {
 
 typedef struct hent { int64_t count; uint64_t key; } hent;
 
-static int hent_before(hent a, hent b) /* max-heap order: count desc, then key asc */
-{
+/* max-heap order: count desc, then key asc */
+static int hent_before(hent a, hent b) {
     return a.count > b.count || (a.count == b.count && a.key < b.key);
 }
 
-static void hpush(hent **h, size_t *n, size_t *cap, hent v)
-{
+static void hpush(hent **h, size_t *n, size_t *cap, hent v) {
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 1024;
         *h = zt_realloc(*h, *cap * sizeof **h);
@@ -156,8 +149,7 @@ static void hpush(hent **h, size_t *n, size_t *cap, hent v)
     (*h)[i] = v;
 }
 
-static hent hpop(hent *h, size_t *n)
-{
+static hent hpop(hent *h, size_t *n) {
     hent top = h[0], v = h[--(*n)];
     size_t i = 0;
     for (;;) {
@@ -173,8 +165,7 @@ static hent hpop(hent *h, size_t *n)
 }
 
 /* index of a pair, created (count 0) if absent */
-static uint32_t pair_get(pairs *p, uint64_t key)
-{
+static uint32_t pair_get(pairs *p, uint64_t key) {
     int added;
     const uint32_t k = (uint32_t)*zt_hashmap_put_u64(p->index, key, p->n, &added);
     if (!added) return k;
@@ -196,8 +187,7 @@ static uint32_t pair_get(pairs *p, uint64_t key)
     return k;
 }
 
-static void pair_add_word(pairs *p, uint32_t k, uint32_t w)
-{
+static void pair_add_word(pairs *p, uint32_t k, uint32_t w) {
     if (p->nw[k] && p->words[k][p->nw[k] - 1] == w) return;
     if (p->nw[k] == p->capw[k]) {
         p->capw[k] = p->capw[k] ? 2 * p->capw[k] : 4;
@@ -209,8 +199,7 @@ static void pair_add_word(pairs *p, uint32_t k, uint32_t w)
 static uint64_t pkey(uint32_t a, uint32_t b) { return (uint64_t)a << 32 | b; }
 
 zt_tokenizer *zt_tokenizer_trainer_finish(zt_bpe_trainer *tr, uint32_t vocab_size,
-                                          zt_tok_progress_fn progress, void *ctx, char *err, size_t errlen)
-{
+                                          zt_tok_progress_fn progress, void *ctx, char *err, size_t errlen) {
     if (vocab_size < ZT_TOK_MIN_VOCAB || vocab_size > ZT_TOK_MAX_TRAIN_VOCAB) {
         zt_errf(err, errlen, "vocab size %u out of range (expected %d..%d: 256 bytes + merges + <|endoftext|>)",
                 vocab_size, ZT_TOK_MIN_VOCAB, ZT_TOK_MAX_TRAIN_VOCAB);

@@ -35,8 +35,7 @@ typedef struct probe {
 
 /* the n <= 8 bytes at p as a little-endian word, zero-extended, without reading past p + n:
    overlapping loads, whose shared bytes agree */
-static inline uint64_t load_le(const uint8_t *p, size_t n)
-{
+static inline uint64_t load_le(const uint8_t *p, size_t n) {
     if (n >= 4) {
         uint32_t lo, hi;
         memcpy(&lo, p, 4);
@@ -47,8 +46,7 @@ static inline uint64_t load_le(const uint8_t *p, size_t n)
     return p[0] | (uint64_t)p[n / 2] << (8 * (n / 2)) | (uint64_t)p[n - 1] << (8 * (n - 1));
 }
 
-static inline void hash_short(probe *pr, uint64_t k0, uint32_t k1, size_t len)
-{
+static inline void hash_short(probe *pr, uint64_t k0, uint32_t k1, size_t len) {
     pr->k0 = k0;
     pr->k1 = k1;
     uint64_t h = (0x9E3779B97F4A7C15ull ^ k0) * 0xff51afd7ed558ccdull;
@@ -58,8 +56,7 @@ static inline void hash_short(probe *pr, uint64_t k0, uint32_t k1, size_t len)
     pr->hash = h ? h : 1;
 }
 
-static inline void prepare(probe *pr, const void *key, size_t len)
-{
+static inline void prepare(probe *pr, const void *key, size_t len) {
     const uint8_t *p = key;
     if (len <= ZT_HASHMAP_INLINE_KEY) {
         hash_short(pr, load_le(p, len < 8 ? len : 8), len > 8 ? (uint32_t)load_le(p + 8, len - 8) : 0, len);
@@ -80,16 +77,14 @@ static inline void prepare(probe *pr, const void *key, size_t len)
     pr->hash = h ? h : 1;
 }
 
-static const uint8_t *slot_key(const zt_hashmap *m, const slot *s)
-{
+static const uint8_t *slot_key(const zt_hashmap *m, const slot *s) {
     if (s->len <= ZT_HASHMAP_INLINE_KEY) return s->key;
     uint64_t off;
     memcpy(&off, s->key, sizeof off);
     return m->arena + off;
 }
 
-static inline int matches(const zt_hashmap *m, const slot *s, const probe *pr, const void *key, size_t len)
-{
+static inline int matches(const zt_hashmap *m, const slot *s, const probe *pr, const void *key, size_t len) {
     if (s->hash != pr->hash || s->len != len) return 0;
     if (len <= ZT_HASHMAP_INLINE_KEY) {
         uint64_t k0;
@@ -101,16 +96,14 @@ static inline int matches(const zt_hashmap *m, const slot *s, const probe *pr, c
     return memcmp(slot_key(m, s), key, len) == 0;
 }
 
-static size_t slots_needed(size_t from, size_t n)
-{
+static size_t slots_needed(size_t from, size_t n) {
     size_t s = from;
     while (2 * n > s) s *= 2;
     return s;
 }
 
 /* the slots array of `slots` slots, with every entry of `old` (old_n slots) placed by its hash */
-static slot *place_all(const slot *old, size_t old_n, size_t slots)
-{
+static slot *place_all(const slot *old, size_t old_n, size_t slots) {
     slot *s = zt_calloc(slots, sizeof *s);
     const size_t mask = slots - 1;
     for (size_t i = 0; i < old_n; i++) {
@@ -122,8 +115,7 @@ static slot *place_all(const slot *old, size_t old_n, size_t slots)
     return s;
 }
 
-zt_hashmap *zt_hashmap_create(size_t min_slots)
-{
+zt_hashmap *zt_hashmap_create(size_t min_slots) {
     zt_hashmap *m = zt_calloc(1, sizeof *m);
     m->min_slots = 16;
     while (m->min_slots < min_slots) m->min_slots *= 2;
@@ -132,8 +124,7 @@ zt_hashmap *zt_hashmap_create(size_t min_slots)
     return m;
 }
 
-void zt_hashmap_free(zt_hashmap *m)
-{
+void zt_hashmap_free(zt_hashmap *m) {
     if (!m) return;
     free(m->slots);
     free(m->arena);
@@ -141,16 +132,14 @@ void zt_hashmap_free(zt_hashmap *m)
 }
 
 /* the slot of the key, or the empty slot where it would go */
-static inline size_t find(const zt_hashmap *m, const probe *pr, const void *key, size_t len)
-{
+static inline size_t find(const zt_hashmap *m, const probe *pr, const void *key, size_t len) {
     size_t i = pr->hash & m->mask;
     while (m->slots[i].hash && !matches(m, &m->slots[i], pr, key, len)) i = (i + 1) & m->mask;
     return i;
 }
 
 /* stores a new entry at empty slot i (growing first if the map would be more than half full) */
-static uint64_t *insert(zt_hashmap *m, size_t i, const probe *pr, const void *key, size_t len, uint64_t val)
-{
+static uint64_t *insert(zt_hashmap *m, size_t i, const probe *pr, const void *key, size_t len, uint64_t val) {
     ZT_ASSERT(len <= UINT32_MAX);
     if (2 * (m->count + 1) > m->mask + 1) {
         const size_t old_n = m->mask + 1;
@@ -183,16 +172,14 @@ static uint64_t *insert(zt_hashmap *m, size_t i, const probe *pr, const void *ke
     return &s->val;
 }
 
-uint64_t *zt_hashmap_get(const zt_hashmap *m, const void *key, size_t len)
-{
+uint64_t *zt_hashmap_get(const zt_hashmap *m, const void *key, size_t len) {
     probe pr;
     prepare(&pr, key, len);
     const size_t i = find(m, &pr, key, len);
     return m->slots[i].hash ? &m->slots[i].val : NULL;
 }
 
-uint64_t *zt_hashmap_put(zt_hashmap *m, const void *key, size_t len, uint64_t val, int *added)
-{
+uint64_t *zt_hashmap_put(zt_hashmap *m, const void *key, size_t len, uint64_t val, int *added) {
     probe pr;
     prepare(&pr, key, len);
     const size_t i = find(m, &pr, key, len);
@@ -201,16 +188,14 @@ uint64_t *zt_hashmap_put(zt_hashmap *m, const void *key, size_t len, uint64_t va
 }
 
 /* the same for a key of 8 bytes already in a register (the hot lookups of merge ranks and pairs) */
-uint64_t *zt_hashmap_get_u64(const zt_hashmap *m, uint64_t key)
-{
+uint64_t *zt_hashmap_get_u64(const zt_hashmap *m, uint64_t key) {
     probe pr;
     hash_short(&pr, key, 0, sizeof key);
     const size_t i = find(m, &pr, &key, sizeof key);
     return m->slots[i].hash ? &m->slots[i].val : NULL;
 }
 
-uint64_t *zt_hashmap_put_u64(zt_hashmap *m, uint64_t key, uint64_t val, int *added)
-{
+uint64_t *zt_hashmap_put_u64(zt_hashmap *m, uint64_t key, uint64_t val, int *added) {
     probe pr;
     hash_short(&pr, key, 0, sizeof key);
     const size_t i = find(m, &pr, &key, sizeof key);
@@ -223,14 +208,12 @@ size_t zt_hashmap_slots(const zt_hashmap *m) { return m->mask + 1; }
 size_t zt_hashmap_key_bytes(const zt_hashmap *m) { return m->key_bytes; }
 size_t zt_hashmap_slots_for(const zt_hashmap *m, size_t n) { return slots_needed(m->mask + 1, n); }
 
-void zt_hashmap_clear(zt_hashmap *m)
-{
+void zt_hashmap_clear(zt_hashmap *m) {
     memset(m->slots, 0, (m->mask + 1) * sizeof *m->slots);
     m->count = m->key_bytes = m->arena_n = 0;
 }
 
-void zt_hashmap_filter(zt_hashmap *m, int (*keep)(uint64_t val, void *ctx), void *ctx)
-{
+void zt_hashmap_filter(zt_hashmap *m, int (*keep)(uint64_t val, void *ctx), void *ctx) {
     const size_t old_n = m->mask + 1;
     size_t kept = 0, long_bytes = 0, key_bytes = 0;
     for (size_t i = 0; i < old_n; i++) {
@@ -266,8 +249,7 @@ void zt_hashmap_filter(zt_hashmap *m, int (*keep)(uint64_t val, void *ctx), void
     m->key_bytes = key_bytes;
 }
 
-int zt_hashmap_at(const zt_hashmap *m, size_t slot_i, const uint8_t **key, size_t *len, uint64_t *val)
-{
+int zt_hashmap_at(const zt_hashmap *m, size_t slot_i, const uint8_t **key, size_t *len, uint64_t *val) {
     const slot *s = &m->slots[slot_i];
     if (!s->hash) return 0;
     if (key) *key = slot_key(m, s);

@@ -20,8 +20,7 @@ typedef struct jp {
 } jp;
 
 static int jfail(jp *p, size_t off, int eof, const char *fmt, ...) ZT_PRINTF(4, 5);
-static int jfail(jp *p, size_t off, int eof, const char *fmt, ...)
-{
+static int jfail(jp *p, size_t off, int eof, const char *fmt, ...) {
     if (p->e) {
         p->e->off = off;
         p->e->eof = eof;
@@ -35,14 +34,12 @@ static int jfail(jp *p, size_t off, int eof, const char *fmt, ...)
 
 static int at_end(jp *p) { return jfail(p, p->n, 1, "%s", EOF_WHAT); }
 
-static void skip_ws(jp *p)
-{
+static void skip_ws(jp *p) {
     while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r'))
         p->i++;
 }
 
-static int unexpected(jp *p)
-{
+static int unexpected(jp *p) {
     unsigned char c = (unsigned char)p->s[p->i];
     if (c >= 0x20 && c < 0x7F) return jfail(p, p->i, 0, "unexpected character '%c'", c);
     return jfail(p, p->i, 0, "unexpected byte 0x%02x", c);
@@ -50,8 +47,7 @@ static int unexpected(jp *p)
 
 /* ---------------------------------------------------------------- strings */
 
-static int hex4(const char *s, uint32_t *v)
-{
+static int hex4(const char *s, uint32_t *v) {
     *v = 0;
     for (int k = 0; k < 4; k++) {
         char c = s[k];
@@ -62,8 +58,7 @@ static int hex4(const char *s, uint32_t *v)
     return 1;
 }
 
-static size_t put_utf8(char *o, uint32_t cp)
-{
+static size_t put_utf8(char *o, uint32_t cp) {
     if (cp < 0x80) {
         o[0] = (char)cp;
         return 1;
@@ -87,8 +82,7 @@ static size_t put_utf8(char *o, uint32_t cp)
 }
 
 /* the string at p->i (a '"'), unescaped into a new NUL-terminated buffer */
-static int parse_string(jp *p, char **out, size_t *out_len)
-{
+static int parse_string(jp *p, char **out, size_t *out_len) {
     const char *s = p->s;
     size_t q = ++p->i;
     while (q < p->n && s[q] != '"') q += s[q] == '\\' ? 2 : 1;
@@ -139,8 +133,7 @@ static int parse_string(jp *p, char **out, size_t *out_len)
 static int is_digit(jp *p) { return p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9'; }
 
 /* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
-static int parse_number(jp *p, zt_json *v)
-{
+static int parse_number(jp *p, zt_json *v) {
     const size_t start = p->i;
     int is_int = 1;
     if (p->s[p->i] == '-') p->i++;
@@ -190,8 +183,7 @@ static int parse_number(jp *p, zt_json *v)
 
 static int parse_value(jp *p, zt_json *v, int depth);
 
-static void add_child(zt_json *v, int *cap)
-{
+static void add_child(zt_json *v, int *cap) {
     if (v->n == *cap) {
         *cap = *cap ? 2 * *cap : 8;
         v->items = zt_realloc(v->items, (size_t)*cap * sizeof *v->items);
@@ -203,8 +195,7 @@ static void add_child(zt_json *v, int *cap)
     memset(&v->items[v->n], 0, sizeof v->items[0]);
 }
 
-static int parse_container(jp *p, zt_json *v, int obj, int depth)
-{
+static int parse_container(jp *p, zt_json *v, int obj, int depth) {
     const char close = obj ? '}' : ']';
     if (depth > ZT_JSON_MAX_DEPTH) return jfail(p, p->i, 0, "nested too deeply (more than %d levels)", ZT_JSON_MAX_DEPTH);
     v->type = obj ? ZT_JSON_OBJ : ZT_JSON_ARR;
@@ -247,8 +238,7 @@ static int parse_container(jp *p, zt_json *v, int obj, int depth)
     }
 }
 
-static int parse_literal(jp *p, zt_json *v, const char *word, zt_json_type type, double num)
-{
+static int parse_literal(jp *p, zt_json *v, const char *word, zt_json_type type, double num) {
     size_t k = 0, len = strlen(word);
     while (k < len && p->i + k < p->n && p->s[p->i + k] == word[k]) k++;
     if (k < len) {
@@ -261,8 +251,7 @@ static int parse_literal(jp *p, zt_json *v, const char *word, zt_json_type type,
     return 0;
 }
 
-static int parse_value(jp *p, zt_json *v, int depth)
-{
+static int parse_value(jp *p, zt_json *v, int depth) {
     skip_ws(p);
     v->off = p->i;
     if (p->i >= p->n) return at_end(p);
@@ -281,15 +270,13 @@ static int parse_value(jp *p, zt_json *v, int depth)
 
 /* ---------------------------------------------------------------- API */
 
-int zt_json_line(const char *text, size_t off)
-{
+int zt_json_line(const char *text, size_t off) {
     int line = 1;
     for (size_t i = 0; i < off; i++) line += text[i] == '\n';
     return line;
 }
 
-int zt_json_parse_ex(const char *text, size_t len, zt_json *out, zt_json_error *e)
-{
+int zt_json_parse_ex(const char *text, size_t len, zt_json *out, zt_json_error *e) {
     memset(out, 0, sizeof *out);
     if (e) memset(e, 0, sizeof *e);
     jp p = {text, 0, len, e};
@@ -305,15 +292,13 @@ int zt_json_parse_ex(const char *text, size_t len, zt_json *out, zt_json_error *
     return rc;
 }
 
-int zt_json_parse(const char *text, size_t len, zt_json *out, char *err, size_t errlen)
-{
+int zt_json_parse(const char *text, size_t len, zt_json *out, char *err, size_t errlen) {
     zt_json_error e;
     if (zt_json_parse_ex(text, len, out, &e) == 0) return 0;
     return zt_errf(err, errlen, "byte %zu: %s", e.off, e.what);
 }
 
-void zt_json_free(zt_json *j)
-{
+void zt_json_free(zt_json *j) {
     if (!j) return;
     for (int i = 0; i < j->n; i++) {
         zt_json_free(&j->items[i]);
@@ -326,8 +311,7 @@ void zt_json_free(zt_json *j)
     memset(j, 0, sizeof *j);
 }
 
-const zt_json *zt_json_get(const zt_json *obj, const char *key)
-{
+const zt_json *zt_json_get(const zt_json *obj, const char *key) {
     if (!obj || obj->type != ZT_JSON_OBJ) return NULL;
     for (int i = 0; i < obj->n; i++)
         if (strcmp(obj->keys[i], key) == 0) return &obj->items[i];

@@ -5,8 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-void zt_progress_start(zt_progress *p, FILE *out)
-{
+void zt_progress_start(zt_progress *p, FILE *out) {
     memset(p, 0, sizeof *p);
     p->out = out;
     p->on = zt_rank() == 0;
@@ -16,8 +15,7 @@ void zt_progress_start(zt_progress *p, FILE *out)
 
 double zt_progress_elapsed(const zt_progress *p) { return zt_now() - p->t0; }
 
-int zt_progress_due(zt_progress *p, double interval, int force)
-{
+int zt_progress_due(zt_progress *p, double interval, int force) {
     if (!p->tty) return 0;
     const double t = zt_now();
     if (!force && t - p->last < interval) return 0;
@@ -25,8 +23,7 @@ int zt_progress_due(zt_progress *p, double interval, int force)
     return 1;
 }
 
-int zt_progress_tenth(zt_progress *p, double frac, double interval)
-{
+int zt_progress_tenth(zt_progress *p, double frac, double interval) {
     if (!p->on || p->tty) return -1;
     const int tenth = (int)(frac * 10);
     const double t = zt_now();
@@ -36,15 +33,13 @@ int zt_progress_tenth(zt_progress *p, double frac, double interval)
     return tenth;
 }
 
-void zt_progress_bar(char *bar, int width, double done, double total)
-{
+void zt_progress_bar(char *bar, int width, double done, double total) {
     const int filled = total > 0 ? (int)((double)width * done / total) : 0;
     for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
     bar[width] = 0;
 }
 
-void zt_progress_eta(double seconds, char *buf, size_t n)
-{
+void zt_progress_eta(double seconds, char *buf, size_t n) {
     if (!(seconds >= 0) || seconds > 1e7) {
         snprintf(buf, n, "--:--");
         return;
@@ -54,8 +49,7 @@ void zt_progress_eta(double seconds, char *buf, size_t n)
     else snprintf(buf, n, "%02ld:%02ld", t / 60, t % 60);
 }
 
-void zt_progress_draw(zt_progress *p, const char *fmt, ...)
-{
+void zt_progress_draw(zt_progress *p, const char *fmt, ...) {
     if (!p->tty) return;
     va_list ap;
     va_start(ap, fmt);
@@ -66,28 +60,24 @@ void zt_progress_draw(zt_progress *p, const char *fmt, ...)
     fflush(p->out);
 }
 
-void zt_progress_keep(zt_progress *p)
-{
+void zt_progress_keep(zt_progress *p) {
     if (!p->tty) return;
     fputc('\n', p->out);
     fflush(p->out);
 }
 
-void zt_progress_clear(zt_progress *p)
-{
+void zt_progress_clear(zt_progress *p) {
     if (p->tty) fputs("\r\033[K", p->out);
 }
 
-void zt_progress_vprint(zt_progress *p, const char *fmt, va_list ap)
-{
+void zt_progress_vprint(zt_progress *p, const char *fmt, va_list ap) {
     if (!p->on) return;
     zt_progress_clear(p);
     vfprintf(p->out, fmt, ap);
     fflush(p->out);
 }
 
-void zt_progress_print(zt_progress *p, const char *fmt, ...)
-{
+void zt_progress_print(zt_progress *p, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     zt_progress_vprint(p, fmt, ap);
