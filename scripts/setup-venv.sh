@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Creates .venv-ref: Debian's python3 with its numpy/h5py/torch visible, plus the PyPI references
-# the tests compare against (Hugging Face transformers, tokenizers, safetensors).
+# the tests compare against (Hugging Face transformers, tokenizers, safetensors) and TensorBoard
+# (whose own reader checks the event files ztrain writes).
 # Idempotent: does nothing when the venv already imports them. Prints the interpreter path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-ref
 PY=/usr/bin/python3
-check="import torch, numpy, h5py, transformers, tokenizers, safetensors, regex"
+check="import torch, numpy, h5py, transformers, tokenizers, safetensors, regex, tensorboard"
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$check" 2>/dev/null; then
   echo "$VENV/bin/python"; exit 0
 fi
@@ -17,5 +18,7 @@ fi
 # transformers 4.44 is the last line that supports Debian's torch 1.13
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
   "transformers==4.44.2" "tokenizers>=0.19,<0.20" "safetensors>=0.4" regex >&2
+# tensorboard 2.19 runs on Python 3.11 with Debian's numpy 1.24 (it leaves numpy alone)
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check "tensorboard==2.19.0" >&2
 "$VENV/bin/python" -c "$check" >&2 || { echo "setup-venv.sh: $VENV cannot import the references ($check)" >&2; exit 1; }
 echo "$VENV/bin/python"

@@ -9,6 +9,7 @@
 #include "cmd/estimate.h"
 #include "cmd/eval_cmd.h"
 #include "cmd/export.h"
+#include "cmd/launch.h"
 #include "cmd/prepare.h"
 #include "cmd/sample.h"
 #include "cmd/selftest_cmd.h"
@@ -19,6 +20,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ztrain <command> [options]\n"
             "  train     -c FILE [--set key=value ...]   train or fine-tune (mpirun -np N ./ztrain train ...)\n"
+            "  launch    [-n N | --per-node N] [--nodes HOSTFILE] [--dry-run] -- train ...   run on N ranks via mpirun/srun\n"
             "  prepare   --input FILE --vocab-size N --out-dir DIR   train a BPE tokenizer, write token shards\n"
             "  eval      --checkpoint PATH [--set key=value ...]   validation loss of a checkpoint\n"
             "  sample    --checkpoint PATH --prompt TEXT --tokens N [--temperature T --top-k K --seed S]\n"
@@ -43,6 +45,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "prepare") == 0) return zt_cmd_prepare(argc - 1, argv + 1);
+    if (strcmp(cmd, "launch") == 0) return zt_cmd_launch(argc - 1, argv + 1); /* a launcher: no MPI_Init */
 
     zt_dist d;
     zt_dist_init(&d, &argc, &argv);

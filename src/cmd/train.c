@@ -241,6 +241,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
 
     double t_start = zt_now();
     setup(&t, resume_s != NULL);
+    zt_metrics_set_tensorboard(&t.mx, c->metrics.tensorboard);
     announce(&t);
     zt_train_sample *ts = NULL;
     int sbad = zt_train_sample_create(&ts, t.be, &t.s, c, d->rank == 0, err, sizeof err);

@@ -78,7 +78,7 @@ int zt_ckpt_find_latest(const char *dir, char *path, size_t n) {
    train.steps moves the end of the lr schedule. */
 static const char *const may_change[] = {
     "device", "comm", "train.micro_batch", "train.steps", "train.threads", "train.log_every",
-    "checkpoint.", "eval.", "sample.", "run.", "data.", "zero.stage", "zero.reduce", "zero.bucket_mb", NULL,
+    "checkpoint.", "eval.", "sample.", "run.", "metrics.", "data.", "zero.stage", "zero.reduce", "zero.bucket_mb", NULL,
 };
 
 static int allowed(const char *key) {

@@ -32,6 +32,7 @@
 #define INT(k, m, d, lo, hi, h) { k, K_INT, FLD(m), d, NULL, lo, hi, 0, NULL, h }
 #define LONG(k, m, d, lo, hi, h) { k, K_LONG, FLD(m), d, NULL, lo, hi, 0, NULL, h }
 #define FLT(k, m, d, lo, hi, fl, h) { k, K_FLOAT, FLD(m), d, NULL, lo, hi, fl, NULL, h }
+#define BOOL(k, m, d, h) { k, K_BOOL, FLD(m), d, NULL, 0, 1, 0, NULL, h }
 #define STR(k, m, d, minlen, h) { k, K_STRING, FLD(m), 0, d, minlen, 0, 0, NULL, h }
 #define ENUM(k, m, d, h, ...) \
     { k, K_ENUM, FLD(m), 0, d, 0, 0, 0, (const char *const[]){ __VA_ARGS__, NULL }, h }
@@ -97,6 +98,9 @@ const key_def cfg_schema[] = {
     STR("run.root", run.root, "runs", 1, "directory that holds sessions"),
     STR("run.session", run.session, "default", 1, "session: a group of runs compared together"),
     STR("run.name", run.name, "run", 1, "run name (numeric suffix added if it exists)"),
+
+    BOOL("metrics.tensorboard", metrics.tensorboard, 0,
+         "rank 0 also writes TensorBoard event files (events.out.tfevents.*) in the run directory"),
 };
 
 const int cfg_n_keys = (int)(sizeof cfg_schema / sizeof cfg_schema[0]);

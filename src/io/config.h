@@ -71,6 +71,9 @@ typedef struct zt_config {
         char session[ZT_NAME_MAX];  /* "default" */
         char name[ZT_NAME_MAX];     /* "run" */
     } run;
+    struct {
+        int tensorboard;            /* bool: rank 0 writes <run dir>/tb/events.out.tfevents.* */
+    } metrics;
 } zt_config;
 
 /* defaults from the schema table */

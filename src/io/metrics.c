@@ -40,8 +40,33 @@ void zt_metrics_path(const zt_metrics *mx, const char *file, char *out, size_t n
     snprintf(out, n, "%s/%s", mx->dir, file);
 }
 
+void zt_metrics_set_tensorboard(zt_metrics *mx, int on) { mx->tb_state = on ? 1 : -1; }
+
+static void tensorboard_step(zt_metrics *mx, const zt_step_metrics *s) {
+    if (mx->tb_state <= 0) return;
+    if (!mx->tb.f) {
+        char err[ZT_ERR_BUF];
+        if (zt_tb_open(&mx->tb, mx->dir, err, sizeof err)) {
+            zt_progress_print(&mx->bar, "warning: TensorBoard events off: %s\n", err);
+            mx->tb_state = -1;
+            return;
+        }
+    }
+    zt_tb_scalar v[6] = {
+        {"train/loss", (float)s->loss},         {"train/lr", (float)s->lr},
+        {"train/grad_norm", (float)s->grad_norm}, {"train/tokens_per_s", (float)s->tokens_per_s},
+        {"train/mem_bytes", (float)s->mem_bytes}, {"val/loss", (float)s->val_loss},
+    };
+    if (zt_tb_scalars(&mx->tb, s->step, v, s->val_loss >= 0 ? 6 : 5)) {
+        zt_progress_print(&mx->bar, "warning: %s: write failed, TensorBoard events off\n", mx->tb.path);
+        zt_tb_close(&mx->tb);
+        mx->tb_state = -1;
+    }
+}
+
 void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s) {
     if (!mx->active) return;
+    tensorboard_step(mx, s);
     if (mx->jsonl) {
         fprintf(mx->jsonl, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
                 "\"tokens_per_s\": %.6g, \"gflops\": %.6g, \"frac_peak\": %.6g, \"step_ms\": %.6g, "
@@ -84,6 +109,7 @@ void zt_metrics_note(zt_metrics *mx, const char *fmt, ...) {
 void zt_metrics_close(zt_metrics *mx) {
     if (mx->jsonl) fclose(mx->jsonl);
     mx->jsonl = NULL;
+    zt_tb_close(&mx->tb);
 }
 
 void zt_metrics_truncate(zt_metrics *mx, long step) {

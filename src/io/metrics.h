@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "io/tensorboard.h"
 #include "util/progress.h"
 
 typedef struct zt_step_metrics {
@@ -24,13 +25,20 @@ typedef struct zt_metrics {
     zt_progress bar;      /* stdout: the step line, its clock (ETA) */
     char dir[1024];       /* run directory */
     FILE *jsonl;
+    zt_tb tb;             /* TensorBoard events (metrics.tensorboard) */
+    int tb_state;         /* 0: not told (read config.cfg at the first step), 1: on, -1: off */
 } zt_metrics;
 
 /* Creates root/session/name (name, name-1, name-2, ... if taken, unless reuse). rank 0 only.
    Returns 0, or non-zero with a message. */
 int zt_metrics_open(zt_metrics *mx, int active, const char *root, const char *session, const char *name,
                     int reuse, char *err, size_t errlen);
+/* Each step goes to metrics.jsonl, the status line and, with metrics.tensorboard, to a TensorBoard
+   event file in the run directory (scalars train/loss, train/lr, train/grad_norm, train/tokens_per_s,
+   train/mem_bytes, val/loss), flushed together. */
 void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s);
+/* metrics.tensorboard of the run's config (train sets it after opening the run; off until then) */
+void zt_metrics_set_tensorboard(zt_metrics *mx, int on);
 /* a line that must not be garbled by the bar */
 void zt_metrics_note(zt_metrics *mx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void zt_metrics_close(zt_metrics *mx);
