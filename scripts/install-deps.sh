@@ -6,7 +6,7 @@ set -euo pipefail
 what="${1:-build}"
 
 build_pkgs="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev libblis-dev libopenblas-dev pkg-config libpcre2-dev libssl-dev"
-test_pkgs="python3-numpy python3-h5py python3-torch python3-venv python3-pip"
+test_pkgs="python3-numpy python3-h5py python3-torch python3-venv python3-pip slurm-wlm munge"
 demo_pkgs="bible-kjv"
 slurm_pkgs="slurm-wlm munge"
 
