@@ -246,7 +246,7 @@ static int run_ops(zt_backend *cpu, zt_backend *dev, FILE *out) {
         st_case k = {0};
         char *nm = zt_malloc(32);
         snprintf(nm, 32, "matmul[%c%c]", f & 1 ? 'T' : 'N', f & 2 ? 'T' : 'N');
-        k.name = nm; k.nmse_max = 1e-11f; k.rel_max = 1e-5f; k.flag = f; k.M = 37; k.N = 45; k.K = 70;
+        k.name = nm; k.nmse_max = 1e-12f; k.rel_max = 2e-6f; k.flag = f; k.M = 37; k.N = 45; k.K = 70;
         add_in(&k, rnd((size_t)k.M * k.K, 1), (size_t)k.M * k.K);
         add_in(&k, rnd((size_t)k.K * k.N, 1), (size_t)k.K * k.N);
         add_in(&k, rnd((size_t)k.M * k.N, 1), (size_t)k.M * k.N);
