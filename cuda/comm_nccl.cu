@@ -30,7 +30,7 @@ extern "C" cudaStream_t zt_cuda_backend_stream(zt_backend *be);
 
 namespace {
 
-constexpr int kEvents = 64; // ring of events for record(): at most this many outstanding
+constexpr int kEvents = 64; // ring of events for record() (a reused slot only makes a wait longer)
 
 struct nccl_ctx {
     ncclComm_t comm;
@@ -146,10 +146,11 @@ zt_comm_event n_record(zt_comm *c) {
     ZT_CUDA(cudaEventRecord(x->ring[e % kEvents], x->stream));
     return e;
 }
+// An event's ring slot may have been reused by a later record(); the event now in the slot was recorded
+// later on the same comm stream, so waiting for it (or asking it) covers the older one too.
 int n_query(zt_comm *c, zt_comm_event e) {
     nccl_ctx *x = X(c);
     if (e == 0) return 1;
-    if (x->issued - e >= (zt_comm_event)kEvents) return 1; // its slot was reused: long done (stream order)
     cudaError_t r = cudaEventQuery(x->ring[e % kEvents]);
     if (r == cudaErrorNotReady) return 0;
     ZT_CUDA(r);
@@ -157,7 +158,7 @@ int n_query(zt_comm *c, zt_comm_event e) {
 }
 void n_wait(zt_comm *c, zt_comm_event e) {
     nccl_ctx *x = X(c);
-    if (e == 0 || x->issued - e >= (zt_comm_event)kEvents) return;
+    if (e == 0) return;
     ZT_CUDA(cudaStreamWaitEvent(x->compute, x->ring[e % kEvents], 0));
 }
 
