@@ -15,6 +15,7 @@
 #include "cmd/cli.h"
 #include "core/backend_factory.h"
 #include "core/eval.h"
+#include "core/gpu_monitor.h"
 #include "core/optim.h"
 #include "core/sampler.h"
 #include "core/zero.h"
@@ -266,6 +267,9 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
     float *my_losses = zt_calloc((size_t)t.z.micro_steps, sizeof(float));
     float *all_losses = zt_calloc((size_t)K, sizeof(float));
+    /* rank 0's GPU memory and utilisation, when NVML can be opened (GPU runs only) */
+    zt_gpu_monitor *gpu = d->rank == 0 && t.be->i->mem == ZT_MEM_DEVICE && strcmp(c->device, "cuda") == 0
+                              ? zt_gpu_monitor_open(d->local_rank) : NULL;
     double best = 1e30, last_loss = 0, last_val = -1, tok_s_sum = 0, max_step_s = 0, save_s = 0;
     long timed = 0, step = start;
     const long steps = c->train.steps;
@@ -287,7 +291,9 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
             double g = t.flops_tok * tok_s * 1e-9 / d->size;
             zt_step_metrics sm = {step, steps, loss, zt_lr_at(c, step - 1), norm, tok_s, g, g / t.peak, dt * 1e3,
                                   (double)(t.z.plan.param_bytes + t.z.plan.grad_bytes + t.z.plan.acc_bytes +
-                                           t.z.plan.optim_bytes + t.z.plan.comm_bytes + t.z.plan.act_bytes), vl};
+                                           t.z.plan.optim_bytes + t.z.plan.comm_bytes + t.z.plan.act_bytes), vl,
+                                  -1, -1};
+            if (gpu && zt_gpu_monitor_read(gpu, &sm.gpu_mem_bytes, &sm.gpu_util)) sm.gpu_mem_bytes = -1;
             zt_metrics_step(&t.mx, &sm);
         }
         if (ts && step % c->sample.every == 0) zt_sample_during_training(ts, &t.mx, t.m.params, step);
@@ -347,6 +353,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     free(my_losses);
     free(all_losses);
     zt_train_sample_free(ts);
+    zt_gpu_monitor_close(gpu);
     zt_zero_free(&t.z, &t.m);
     zt_dataset_close(&t.train);
     if (t.has_val) zt_dataset_close(&t.val);

@@ -74,6 +74,8 @@ void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s) {
                 s->step, s->loss, s->lr, s->grad_norm, s->tokens_per_s, s->gflops, s->frac_peak, s->step_ms,
                 s->mem_bytes);
         if (s->val_loss >= 0) fprintf(mx->jsonl, ", \"val_loss\": %.9g", s->val_loss);
+        if (s->gpu_mem_bytes >= 0)
+            fprintf(mx->jsonl, ", \"gpu_mem_bytes\": %.0f, \"gpu_util\": %.0f", s->gpu_mem_bytes, s->gpu_util);
         fprintf(mx->jsonl, "}\n");
         fflush(mx->jsonl);
     }
@@ -83,8 +85,11 @@ void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s) {
     zt_progress_eta(eta, etab, sizeof etab);
     char peak[32] = "";
     if (s->frac_peak >= 0) snprintf(peak, sizeof peak, " | %4.1f%% peak", 100.0 * s->frac_peak);
-    char val[48] = "";
+    char val[96] = "";
     if (s->val_loss >= 0) snprintf(val, sizeof val, " | val %.4f", s->val_loss);
+    if (s->gpu_mem_bytes >= 0) /* after the ETA, with the validation loss */
+        snprintf(val + strlen(val), sizeof val - strlen(val), " | gpu %.0f%% %.1f GiB", s->gpu_util,
+                 s->gpu_mem_bytes / (1 << 30));
     if (mx->bar.tty) {
         char bar[32];
         zt_progress_bar(bar, 24, (double)s->step, (double)s->steps);

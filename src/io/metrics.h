@@ -18,6 +18,7 @@ typedef struct zt_step_metrics {
     double step_ms;
     double mem_bytes;
     double val_loss;                          /* < 0: not evaluated this step */
+    double gpu_mem_bytes, gpu_util;           /* rank 0's GPU (NVML): bytes in use, percent; < 0: unknown */
 } zt_step_metrics;
 
 typedef struct zt_metrics {
