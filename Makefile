@@ -103,7 +103,7 @@ test: deps
 test-long: deps
 	@scripts/install-deps.sh test
 	@scripts/setup-venv.sh >/dev/null
-	@$(MAKE) --no-print-directory -j$(JOBS) build-all
+	@$(MAKE) --no-print-directory -j$(JOBS) build-all ztrain-asan build/tests/test_hostexec-asan
 	ZT_LONG=1 tests/run.sh
 
 demo: deps
