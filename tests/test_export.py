@@ -10,6 +10,16 @@ the checkpoint itself (in the parameter table's order), never from the exported 
 name or layout in the export cannot cancel out. Cases:
   export_names_shapes     model.safetensors loads with safetensors.numpy; names transformer.<ztrain name>,
                           true shapes (wte cut from Vp = 384 to V = 256 rows), values == the checkpoint's
+  export_config_json      config.json field by field against the checkpoint's config: vocab_size (V, not Vp),
+                          n_positions = n_ctx = block_size, n_embd, n_layer, n_head, layer_norm_epsilon 1e-5,
+                          activation_function gelu_new, bos/eos = the end-of-text id (V - 1: export.c's
+                          convention, the last id of a GPT-2 vocabulary; byte-level here, no tokenizer),
+                          tie_word_embeddings, model_type gpt2, architectures [GPT2LMHeadModel], no dropout
+  export_st_header        the raw safetensors header: __metadata__ {"format": "pt"}, every dtype F32, shapes,
+                          data_offsets contiguous in the table's order and covering the file exactly
+  ckpt_root_attrs         the checkpoint's root attributes (h5py): format ztrain, version 1, step 20,
+                          samples_seen = 20 x global_batch, tokens_seen = samples x seq_len, world_size 1,
+                          vocab_size, padded_vocab, n_params = the table's total, complete, seed, config text
   export_hf_load          GPT2LMHeadModel.from_pretrained(DIR): no missing / unexpected weights
   export_hf_logits        HF logits == ztrain logits within 1e-5 (max abs) on a (2, 32) batch
   roundtrip_bitexact      import of the export == the original checkpoint's /model bit for bit (wte padded back)
@@ -65,10 +75,22 @@ def zt(*args):
     return p.returncode, p.stdout + p.stderr
 
 
-def table(L, H, C, V, Vp, T):
+def table_rows(L, H, C, V, Vp, T):
+    """model_dump table: [(name, offset, numel, shape)], total"""
     out = subprocess.run([MD, "table", "--layers", str(L), "--heads", str(H), "--embd", str(C), "--vocab", str(V),
                           "--padded-vocab", str(Vp), "--block", str(T)], capture_output=True, text=True, check=True)
-    return [line.split()[1] for line in out.stdout.splitlines() if line.startswith("tensor ")]
+    rows, total = [], None
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "tensor":
+            rows.append((f[1], int(f[2]), int(f[3]), tuple(int(x) for x in f[5:5 + int(f[4])])))
+        elif f and f[0] == "total":
+            total = int(f[1])
+    return rows, total
+
+
+def table(L, H, C, V, Vp, T):
+    return [r[0] for r in table_rows(L, H, C, V, Vp, T)[0]]
 
 
 def ztrain_logits(ckpt, shape, tokens):
@@ -135,6 +157,68 @@ report(not bad and set(tens) == set(want) and meta == {"format": "pt"}, "export_
        f"{len(tens)} F32 tensors, wte {tens['transformer.wte.weight'].shape}, h.0.attn.c_attn.weight "
        f"{tens['transformer.h.0.attn.c_attn.weight'].shape}, equal to the checkpoint; metadata {meta}"
        if not bad else f"mismatched: {bad[:4]}, extra {sorted(set(tens) - set(want))[:4]}")
+
+# config.json, field by field (inputs/tiny.cfg with padded_vocab 384)
+L_, H_, C_, V_, Vp_, T_ = SH
+cj = json.load(open(os.path.join(exp, "config.json")))
+want_cfg = {"vocab_size": V_, "n_positions": T_, "n_ctx": T_, "n_embd": C_, "n_layer": L_, "n_head": H_,
+            "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new", "bos_token_id": V_ - 1,
+            "eos_token_id": V_ - 1, "tie_word_embeddings": True, "model_type": "gpt2",
+            "architectures": ["GPT2LMHeadModel"], "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+            "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
+            "n_inner": None, "initializer_range": 0.02, "torch_dtype": "float32"}
+wrong = [f"{k}: {cj.get(k, '<missing>')!r} != {v!r}" for k, v in want_cfg.items()
+         if k not in cj or cj[k] != v or type(cj[k]) is not type(v)]
+report(not wrong, "export_config_json", f"{len(want_cfg)} fields equal the model's (V {V_}, n_positions {T_}, "
+       f"bos=eos {V_ - 1})" if not wrong else "; ".join(wrong[:6]))
+
+# the raw safetensors header: dtypes, shapes, contiguous offsets in table order, metadata
+rows, ntotal = table_rows(*SH)
+raw = open(st, "rb").read()
+hlen = int.from_bytes(raw[:8], "little")
+hdr = json.loads(raw[8:8 + hlen])
+hmeta = hdr.pop("__metadata__", None)
+probs, off = [], 0
+for n, _, numel, shape in rows:
+    e = hdr.get("transformer." + n)
+    shp = (V_, C_) if n == "wte.weight" else shape
+    if e is None:
+        probs.append(f"{n} missing")
+        continue
+    if e["dtype"] != "F32" or tuple(e["shape"]) != shp:
+        probs.append(f"{n}: {e['dtype']} {e['shape']}, want F32 {list(shp)}")
+    nbytes = 4 * (V_ * C_ if n == "wte.weight" else numel)
+    if e["data_offsets"] != [off, off + nbytes]:
+        probs.append(f"{n}: data_offsets {e['data_offsets']}, want {[off, off + nbytes]}")
+    off += nbytes
+if len(hdr) != len(rows):
+    probs.append(f"{len(hdr)} tensors in the header, {len(rows)} in the table")
+if 8 + hlen + off != len(raw):
+    probs.append(f"file {len(raw)} bytes, header + data {8 + hlen + off}")
+if hmeta != {"format": "pt"}:
+    probs.append(f"__metadata__ {hmeta}")
+report(not probs, "export_st_header", f"{len(hdr)} F32 tensors, offsets contiguous in table order, {off} data "
+       f"bytes, metadata {hmeta}" if not probs else "; ".join(probs[:6]))
+
+# the checkpoint's root attributes against the run: 20 steps of global_batch 8 x seq_len 32, 1 rank
+with h5py.File(ckpt, "r") as h:
+    at = {k: h.attrs[k] for k in h.attrs}
+ctext = at.get("config", b"")
+ctext = ctext.decode() if isinstance(ctext, bytes) else str(ctext)
+want_at = {"format": "ztrain", "version": 1, "step": 20, "samples_seen": 20 * 8, "tokens_seen": 20 * 8 * 32,
+           "world_size": 1, "vocab_size": V_, "padded_vocab": Vp_, "n_params": ntotal, "complete": 1, "seed": 1337}
+wrong = []
+for k, v in want_at.items():
+    g = at.get(k)
+    g = g.decode() if isinstance(g, bytes) else g
+    if g is None or (g != v if isinstance(v, str) else int(g) != v):
+        wrong.append(f"{k}: {g!r} != {v!r}")
+for frag in ("n_layer = 2;", "n_head = 2;", "n_embd = 64;", "vocab_size = 256;", "padded_vocab = 384;",
+             "block_size = 64;", "steps = 20;", "seed = 1337;", "global_batch = 8;", "seq_len = 32;"):
+    if frag not in ctext:
+        wrong.append(f"config attribute lacks '{frag}'")
+report(not wrong, "ckpt_root_attrs", f"{len(want_at)} attributes equal the run's (n_params {ntotal}, tokens_seen "
+       f"{20 * 8 * 32}) and the config text has the run's settings" if not wrong else "; ".join(wrong[:6]))
 
 model, info = GPT2LMHeadModel.from_pretrained(exp, output_loading_info=True)
 miss = [k for k in info["missing_keys"] if not k.endswith(("attn.bias", "attn.masked_bias"))]
