@@ -334,7 +334,7 @@ def case_fwdbwd(tag, sh, B, T, seed, tmp):
 # ----------------------------------------------------------------------------------- training
 
 def lr_at(step, lr, min_lr, warmup, total, schedule="cosine"):
-    """zt_lr_at (src/optim.c), in double"""
+    """zt_lr_at (src/core/optim.c), in double"""
     if step < warmup:
         return lr * (step + 1) / warmup
     if schedule == "constant" or total <= warmup + 1:

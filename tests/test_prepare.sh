@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests of `ztrain prepare` (src/prepare.c, src/data_shard.c): the shards it writes (headers, split,
+# Tests of `ztrain prepare` (src/cmd/prepare.c, src/io/data_shard.c): the shards it writes (headers, split,
 # --max-tokens, --eot-between-files, uint32 tokens for big vocabs, the unigram baseline), and every
 # bad-input case: exit code 2 and one line `ztrain: error: ...` that says what is wrong.
 # Run from the repo root. One line per case: PASS name / FAIL name: reason.

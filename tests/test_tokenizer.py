@@ -5,7 +5,7 @@ Run from the repo root with an interpreter that has Hugging Face `tokenizers` an
 (tests/run.sh uses .venv-ref/bin/python, made by scripts/setup-venv.sh). Prints one line per case,
 `PASS name` or `FAIL name: reason`, and exits non-zero if any failed.
 
-  (a) an independent BPE trainer written here (the rule documented in src/tokenizer.h) gives
+  (a) an independent BPE trainer written here (the rule documented in src/io/tokenizer.h) gives
       exactly the merges of ztrain's trained tokenizer; ztrain's encoding equals a GPT-2 style
       encoder written here with those merges;
   (b) decode(encode(x)) == x for random bytes (invalid UTF-8 included) and for the corpus, and

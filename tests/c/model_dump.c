@@ -10,7 +10,7 @@
  *   model_dump train  SHAPE --B B --T T --K K --steps S --lr LR --min-lr MIN --warmup W --clip CLIP
  *                     --wd WD [--beta1 b1 --beta2 b2 --eps e --schedule cosine --stage 2]
  *                     --weights W.bin --tokens TOK.bin --out OUT.bin
- *       S optimizer steps exactly as src/train.c runs them on one rank (ZeRO path, K micro-batches
+ *       S optimizer steps exactly as src/cmd/train.c runs them on one rank (ZeRO path, K micro-batches
  *       of B sequences per step, each backward scaled by 1/K). Micro-batch j of step s is batch
  *       (s*K + j) mod (number of batches in TOK.bin).
  *       OUT = float64 (S, 4): loss (mean of the K micro-batch losses), grad norm, clip factor, lr;
