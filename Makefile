@@ -67,12 +67,17 @@ build/libztrain.a: $(LIB_OBJ) $(CUSIM_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# ./ztrain remembers which build it is: switching between `make` and `make CUDA=1` relinks it
+BUILD_MODE := $(if $(filter 1,$(CUDA)),cuda,cpu)
+build/.mode-$(BUILD_MODE):
+	@mkdir -p build && rm -f build/.mode-* && touch $@
+
 ifeq ($(CUDA),1)
-ztrain: build/ztrain-cuda
+ztrain: build/ztrain-cuda build/.mode-$(BUILD_MODE)
 	cp build/ztrain-cuda $@
 else
-ztrain: build/obj/cmd/main.o build/libztrain.a
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
+ztrain: build/obj/cmd/main.o build/libztrain.a build/.mode-$(BUILD_MODE)
+	$(CC) $(ALL_CFLAGS) -o $@ $(filter-out build/.mode-%,$^) $(LIBS)
 endif
 
 # the GPU build beside ./ztrain (compile and link only where there is no GPU)
