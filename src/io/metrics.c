@@ -52,12 +52,18 @@ static void tensorboard_step(zt_metrics *mx, const zt_step_metrics *s) {
             return;
         }
     }
-    zt_tb_scalar v[6] = {
+    zt_tb_scalar v[8] = {
         {"train/loss", (float)s->loss},         {"train/lr", (float)s->lr},
         {"train/grad_norm", (float)s->grad_norm}, {"train/tokens_per_s", (float)s->tokens_per_s},
-        {"train/mem_bytes", (float)s->mem_bytes}, {"val/loss", (float)s->val_loss},
+        {"train/mem_bytes", (float)s->mem_bytes},
     };
-    if (zt_tb_scalars(&mx->tb, s->step, v, s->val_loss >= 0 ? 6 : 5)) {
+    int n = 5;
+    if (s->val_loss >= 0) v[n++] = (zt_tb_scalar){"val/loss", (float)s->val_loss};
+    if (s->gpu_mem_bytes >= 0) {
+        v[n++] = (zt_tb_scalar){"gpu/mem_bytes", (float)s->gpu_mem_bytes};
+        v[n++] = (zt_tb_scalar){"gpu/util", (float)s->gpu_util};
+    }
+    if (zt_tb_scalars(&mx->tb, s->step, v, n)) {
         zt_progress_print(&mx->bar, "warning: %s: write failed, TensorBoard events off\n", mx->tb.path);
         zt_tb_close(&mx->tb);
         mx->tb_state = -1;
