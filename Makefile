@@ -57,7 +57,11 @@ all: deps
 deps:
 	@scripts/install-deps.sh build
 
-build-all: ztrain $(TEST_BIN) $(BENCH_BIN) build/tests/test_hostexec $(CU_TEST_BIN)
+build-all: ztrain $(TEST_BIN) $(BENCH_BIN) build/tests/test_hostexec $(CU_TEST_BIN) data/tiny/train.bin
+
+# the tiny model's synthetic data (inputs/tiny.cfg), so `./ztrain train -c inputs/tiny.cfg` works after make
+data/tiny/train.bin: tests/make_data.py
+	/usr/bin/python3 tests/make_data.py data/tiny 256 40000 > /dev/null
 
 build/obj/%.o: src/%.c $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)

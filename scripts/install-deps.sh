@@ -5,8 +5,8 @@
 set -euo pipefail
 what="${1:-build}"
 
-build_pkgs="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev libblis-dev libopenblas-dev pkg-config libpcre2-dev libssl-dev"
-test_pkgs="python3-numpy python3-h5py python3-torch python3-venv python3-pip slurm-wlm munge"
+build_pkgs="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev libblis-dev libopenblas-dev pkg-config libpcre2-dev libssl-dev python3-numpy"
+test_pkgs="python3-matplotlib python3-h5py python3-torch python3-venv python3-pip slurm-wlm munge"
 demo_pkgs="bible-kjv"
 slurm_pkgs="slurm-wlm munge"
 
@@ -15,7 +15,7 @@ case "$what" in
   test)  want="$build_pkgs $test_pkgs" ;;
   demo)  want="$build_pkgs $demo_pkgs" ;;
   slurm) want="$slurm_pkgs" ;;
-  all)   want="$build_pkgs $test_pkgs $demo_pkgs $slurm_pkgs python3-matplotlib" ;;
+  all)   want="$build_pkgs $test_pkgs $demo_pkgs $slurm_pkgs" ;;
   *) echo "install-deps.sh: unknown set '$what' (expected build|test|demo|slurm|all)" >&2; exit 2 ;;
 esac
 

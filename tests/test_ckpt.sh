@@ -78,6 +78,14 @@ if run s40 1 --set train.steps=40 && run split 1 --set train.steps=40 --stop-aft
   if echo "$out" | grep -q "^val loss" && $PY -c "import sys; v=float('$out'.split()[2]); sys.exit(0 if abs(v-$vl) < 6e-7 else 1)"; then
     pass "eval_equals_training_val ($out; training: $vl)"
   else fail "eval_equals_training_val: '$out' vs $vl"; fi
+  # the validation set is counted in sequences: the same value whatever micro_batch and rank count
+  c40=$R/s40/checkpoints/step_00000040.h5
+  v4=$($ZT eval --checkpoint $c40 2>&1 | grep "^val loss")
+  v1=$($ZT eval --checkpoint $c40 --set train.micro_batch=1 2>&1 | grep "^val loss")
+  v3=$($MPIRUN -np 2 $ZT eval --checkpoint $c40 --set train.micro_batch=3 --set train.global_batch=6 --set eval.sequences=16 2>&1 | grep "^val loss")
+  [ -n "$v4" ] && [ "$v4" == "$v1" ] && [ "$v4" == "$v3" ] \
+    && pass "val_loss_independent_of_micro_batch_and_ranks ($v4 at micro_batch 4 / 1 / 2 ranks x 3)" \
+    || fail "val_loss_independent_of_micro_batch_and_ranks: '$v4' / '$v1' / '$v3'"
 else fail "resume_exact: a run failed (see above)"; fi
 
 # ---------------------------------------------------------------- (3) h5py reads the files as they are

@@ -249,4 +249,37 @@ if expect_ok help_config help config && expect_ok help_config config; then
     if [ -n "$bad" ]; then fail set_every_key "could not set:$bad"; else pass set_every_key; fi
 fi
 
+# ---------------------------------------------------------------- per-command help, bad topics
+bad=""
+for c in train launch prepare eval sample export import estimate hwinfo selftest config; do
+  run $c --help
+  if [ "$rc" -ne 0 ] || ! grep -q "usage: ztrain $c" "$T/out"; then bad="$bad $c(rc=$rc)"; fi
+  [ $c = config ] && continue # `help config` lists the config keys (checked above)
+  run help $c
+  if [ "$rc" -ne 0 ] || ! grep -q "usage: ztrain $c" "$T/out"; then bad="$bad help:$c(rc=$rc)"; fi
+done
+[ -z "$bad" ] && pass "command_help (11 commands: --help and help CMD print usage, exit 0)" || fail command_help "$bad"
+expect_err help_bogus "no command or topic 'bogus'" help bogus
+expect_err unknown_command "unknown command 'frobnicate'" frobnicate
+bad=""
+for c in train eval sample export import estimate hwinfo selftest config prepare launch; do
+  run $c --no-such-option
+  [ "$rc" -eq 2 ] && grep -q "no-such-option" "$T/err" || bad="$bad $c(rc=$rc)"
+done
+[ -z "$bad" ] && pass "unknown_option_every_command (exit 2, names the option)" || fail unknown_option_every_command "$bad"
+
+# ---------------------------------------------------------------- presets: parse, and train or say what to do
+bad=""
+for f in inputs/*.cfg; do
+  run config -c "$f"
+  [ "$rc" -eq 0 ] || bad="$bad $f:config(rc=$rc: ${errout:0:120})"
+  # without data a preset must fail in one line naming the data and what to run; with data it trains
+  tr=$(sed -n 's/^ *train = "\(.*\)";/\1/p' "$f" | head -1)
+  if ! compgen -G "$tr" > /dev/null; then
+    run train -c "$f" --set run.root="$T/presets"
+    [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -qE "ztrain prepare|set precision" "$T/err" || bad="$bad $f:nodata(rc=$rc: ${errout:0:160})"
+  fi
+done
+[ -z "$bad" ] && pass "presets (every inputs/*.cfg parses; one that cannot run as shipped says in one line what to do)" || fail presets "$bad"
+
 [ "$nfail" -eq 0 ]

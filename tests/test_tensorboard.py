@@ -60,7 +60,7 @@ def ztrain(*args):
 
 STEPS, EVERY, STOP = 20, 5, 8
 common = ["train", "-c", "inputs/tiny.cfg", "--set", f"train.steps={STEPS}", "--set", f"eval.every={EVERY}",
-          "--set", "eval.batches=2", "--set", "metrics.tensorboard=true", "--set", f"run.root={TMP}",
+          "--set", "eval.sequences=8", "--set", "metrics.tensorboard=true", "--set", f"run.root={TMP}",
           "--set", "run.session=tb", "--set", "run.name=r"]
 rc1, out1 = ztrain(*common, "--stop-after", str(STOP))
 rc2, out2 = ztrain(*common, "--resume", "auto")

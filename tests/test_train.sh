@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 need_tiny_data
 [ -f data/d6/train.bin ] || tests/make_data.py data/d6 50257 60000 >/dev/null
 
+# --- a newcomer's first command: the tiny preset as shipped (only the run root moved) trains and validates
+if $ZT train -c inputs/tiny.cfg --set run.root=$TMP/newcomer > $TMP/newcomer.log 2>&1 && grep -q "^val loss" $TMP/newcomer.log \
+   && [ -f $TMP/newcomer/tests/tiny/results.json ]; then pass "tiny_preset_as_shipped ($(grep '^val loss' $TMP/newcomer.log))"
+else fail "tiny_preset_as_shipped: $(tail -2 $TMP/newcomer.log | tr '\n' ' ')"; fi
+
 # --- thread-count invariance: identical losses and params_hash with 1 and 2 threads
 for cfg in tiny d6; do
   extra=""

@@ -53,9 +53,9 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
 }
 
 int zt_cmd_hwinfo(int argc, char **argv, zt_dist *d) {
-    (void)argc;
-    (void)argv;
     char err[ZT_ERR_BUF];
+    zt_cli cli;
+    if (zt_cli_parse(&cli, argc, argv, NULL, 0, err, sizeof err)) zt_user_error_all("%s", err);
     zt_backend *be = zt_backend_create("cpu", zt_dist_default_threads(d), err, sizeof err);
     if (!be) zt_user_error_all("%s", err);
     char desc[256];

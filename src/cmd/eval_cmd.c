@@ -1,5 +1,5 @@
 /* eval_cmd.c — `ztrain eval`: load a checkpoint's parameters (any rank count; no optimizer state
- * is read) and compute the validation loss exactly as training does (zt_eval_loss: eval.batches
+ * is read) and compute the validation loss exactly as training does (zt_eval_loss: eval.sequences
  * micro-batches of data.val windows in file order, combined in micro-batch order, so the number
  * is the same for any number of ranks and equals the run's own "val" at that step). */
 #include "cmd/eval_cmd.h"
@@ -35,7 +35,7 @@ int zt_cmd_eval(int argc, char **argv, zt_dist *d) {
                               err, sizeof err);
     zt_check_all(bad, err, sizeof err);
     double loss = zt_eval_loss(&lm.m, &val, c, d);
-    zt_log("val loss %.6f (%d batches, step %ld)\n", loss, c->eval.batches, lm.step);
+    zt_log("val loss %.9g (%d sequences, step %ld)\n", loss, zt_eval_sequences(c), lm.step);
     zt_dataset_close(&val);
     zt_loaded_model_close(&lm);
     return 0;

@@ -6,7 +6,7 @@
 
 /* ztrain eval --checkpoint PATH [-c CFG] [--set key=value ...]
    The config is the one stored in the checkpoint (or CFG instead, whose model must match), then
-   the --set overrides (e.g. data.val=FILE, eval.batches=N, train.micro_batch=B). Prints
+   the --set overrides (e.g. data.val=FILE, eval.sequences=N, train.micro_batch=B). Prints
    "val loss X.XXXXXX (N batches, step S)" on rank 0. */
 int zt_cmd_eval(int argc, char **argv, zt_dist *d);
 

@@ -16,21 +16,54 @@
 #include "cmd/train.h"
 #include "util/util.h"
 
+/* one line per command for `ztrain help`, and the same line plus details for `ztrain CMD --help` */
+typedef struct cmd_help {
+    const char *name, *line, *details;
+} cmd_help;
+
+static const cmd_help commands[] = {
+    {"train", "-c FILE [--set key=value ...]   train or fine-tune (mpirun -np N ./ztrain train ...)",
+     "  --resume auto|PATH   continue from the run's latest checkpoint (auto: none is fine) or a file\n"
+     "  --stop-after N       checkpoint and stop after N steps (exit 0)\n"
+     "  --time-limit SECONDS checkpoint and stop before the limit (a Slurm job's remaining time)\n"
+     "  --init-from CKPT     start a new run from a checkpoint's weights (fine-tuning)\n"
+     "  --set key=value      override any config key (`ztrain help config` lists them)\n"},
+    {"launch", "[-n N | --per-node N] [--nodes HOSTFILE] [--dry-run] -- train ...   run on N ranks via mpirun/srun", NULL},
+    {"prepare", "--input FILE --vocab-size N --out-dir DIR   train a BPE tokenizer, write token shards", NULL},
+    {"eval", "--checkpoint PATH [--set key=value ...]   validation loss of a checkpoint",
+     "  the config stored in the checkpoint is used unless -c names one; eval.sequences sets how\n"
+     "  many validation sequences are scored (the value does not depend on micro_batch or ranks)\n"},
+    {"sample", "--checkpoint PATH --prompt TEXT --tokens N [--temperature T --top-k K --seed S]", NULL},
+    {"export", "--checkpoint PATH --format safetensors --out DIR   Hugging Face GPT-2 safetensors", NULL},
+    {"import", "--safetensors FILE|DIR --out CKPT.h5   a ztrain checkpoint from a GPT-2 safetensors", NULL},
+    {"estimate", "-c FILE [--ranks N]   memory per rank and FLOPs for a config, before running it", NULL},
+    {"hwinfo", "  what each rank sees: CPUs, BLAS, MPI layout", NULL},
+    {"selftest", "--device cuda|cudasim|devsim   every op, a short training run and the communicator vs cpu", NULL},
+    {"config", "-c FILE [--set key=value ...]   print the fully resolved config", NULL},
+    {"help", "[COMMAND | config]   this text, a command's usage, or every config key with its default and help", NULL},
+};
+#define N_COMMANDS ((int)(sizeof commands / sizeof *commands))
+
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: ztrain <command> [options]\n"
-            "  train     -c FILE [--set key=value ...]   train or fine-tune (mpirun -np N ./ztrain train ...)\n"
-            "  launch    [-n N | --per-node N] [--nodes HOSTFILE] [--dry-run] -- train ...   run on N ranks via mpirun/srun\n"
-            "  prepare   --input FILE --vocab-size N --out-dir DIR   train a BPE tokenizer, write token shards\n"
-            "  eval      --checkpoint PATH [--set key=value ...]   validation loss of a checkpoint\n"
-            "  sample    --checkpoint PATH --prompt TEXT --tokens N [--temperature T --top-k K --seed S]\n"
-            "  export    --checkpoint PATH --format safetensors --out DIR   Hugging Face GPT-2 safetensors\n"
-            "  import    --safetensors FILE|DIR --out CKPT.h5   a ztrain checkpoint from a GPT-2 safetensors\n"
-            "  estimate  -c FILE [--ranks N]   memory per rank and FLOPs for a config, before running it\n"
-            "  hwinfo    what this rank sees: CPUs, BLAS, MPI layout\n"
-            "  selftest  --device cuda|cudasim|devsim   every op, a short training run and the communicator vs cpu\n"
-            "  config    -c FILE [--set key=value ...]   print the fully resolved config\n"
-            "  help      [config]   this text, or every config key with its default and help\n");
+    fprintf(f, "usage: ztrain <command> [options]   (ztrain <command> --help for one command)\n");
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].line);
+}
+
+static const cmd_help *find_command(const char *name) {
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+static void command_usage(const cmd_help *h) {
+    printf("usage: ztrain %s %s\n%s", h->name, h->line, h->details ? h->details : "");
+}
+
+/* -h/--help among a command's options (before `--`, after which launch's command line starts) */
+static int wants_help(int argc, char **argv) {
+    for (int i = 2; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return 1;
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -40,12 +73,27 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "help") == 0) {
-        if (argc > 2 && strcmp(argv[2], "config") == 0) zt_config_help(stdout);
-        else usage(stdout);
+        if (argc > 3) {
+            fprintf(stderr, "ztrain: error: help takes one topic (a command or config), got %d\n", argc - 2);
+            return ZT_EXIT_USER;
+        }
+        if (argc == 2) usage(stdout);
+        else if (strcmp(argv[2], "config") == 0) zt_config_help(stdout);
+        else if (find_command(argv[2])) command_usage(find_command(argv[2]));
+        else {
+            fprintf(stderr, "ztrain: error: help: no command or topic '%s' (try `ztrain help`)\n", argv[2]);
+            return ZT_EXIT_USER;
+        }
         return 0;
     }
+    /* prepare and launch print their own, longer usage */
     if (strcmp(cmd, "prepare") == 0) return zt_cmd_prepare(argc - 1, argv + 1);
     if (strcmp(cmd, "launch") == 0) return zt_cmd_launch(argc - 1, argv + 1); /* a launcher: no MPI_Init */
+    const cmd_help *h = find_command(cmd);
+    if (h && wants_help(argc, argv)) { /* before MPI: usage needs no ranks */
+        command_usage(h);
+        return 0;
+    }
 
     zt_dist d;
     zt_dist_init(&d, &argc, &argv);

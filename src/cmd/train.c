@@ -270,7 +270,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     /* rank 0's GPU memory and utilisation, when NVML can be opened (GPU runs only) */
     zt_gpu_monitor *gpu = d->rank == 0 && t.be->i->mem == ZT_MEM_DEVICE && strcmp(c->device, "cuda") == 0
                               ? zt_gpu_monitor_open(d->local_rank) : NULL;
-    double best = 1e30, last_loss = 0, last_val = -1, tok_s_sum = 0, max_step_s = 0, save_s = 0;
+    double best = 1e30, last_loss = 0, last_val = -1, best_val = -1, tok_s_sum = 0, max_step_s = 0, save_s = 0;
     long timed = 0, step = start;
     const long steps = c->train.steps;
     int stop = 0; /* 1: --stop-after, 2: time limit, 3: signal */
@@ -286,7 +286,10 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         if (loss < best) best = loss;
         double vl = -1;
         int last = step == steps;
-        if (t.has_val && ((c->eval.every > 0 && step % c->eval.every == 0) || last)) last_val = vl = zt_eval_loss(&t.m, &t.val, c, d);
+        if (t.has_val && ((c->eval.every > 0 && step % c->eval.every == 0) || last)) {
+            last_val = vl = zt_eval_loss(&t.m, &t.val, c, d);
+            if (best_val < 0 || vl < best_val) best_val = vl;
+        }
         if (t.mx.active && (step % c->train.log_every == 0 || last || vl >= 0)) {
             double g = t.flops_tok * tok_s * 1e-9 / d->size;
             zt_step_metrics sm = {step, steps, loss, zt_lr_at(c, step - 1), norm, tok_s, g, g / t.peak, dt * 1e3,
@@ -334,7 +337,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     char layout[96];
     zt_dist_layout_string(d, layout, sizeof layout);
     const zt_run_results rr = {d->size, d->n_nodes, t.threads, layout, t.backend, hash, t.m.table.total, step, dur,
-                               tok_s, t.peak, frac, last_loss, best, last_val, t.z.comm_s, t.z.comm_flight_s,
+                               tok_s, t.peak, frac, last_loss, best, last_val, best_val, t.z.comm_s, t.z.comm_flight_s,
                                t.z.comm_wait_s};
     zt_results_write(&t.mx, c, &rr);
     if (t.mx.active) {

@@ -5,26 +5,37 @@
 
 #include "util/util.h"
 
+int zt_eval_sequences(const zt_config *c) {
+    return c->eval.batches > 0 ? c->eval.batches * c->train.micro_batch : c->eval.sequences;
+}
+
 double zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist *d) {
-    const int B = c->train.micro_batch, T = c->train.seq_len, E = c->eval.batches;
+    const int B = c->train.micro_batch, T = c->train.seq_len, S = zt_eval_sequences(c);
+    const int per = (S + d->size - 1) / d->size; /* sequences per rank (the last ranks may have one fewer) */
     int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
-    int per = (E + d->size - 1) / d->size;
-    float *mine = zt_calloc((size_t)per, sizeof(float)), *all = zt_calloc((size_t)per * d->size, sizeof(float));
-    for (int k = 0; k < per; k++) {
-        int e = k * d->size + d->rank;
-        if (e >= E) break;
-        for (int i = 0; i < B; i++) {
-            uint64_t w = ((uint64_t)e * B + i) % val->n_windows;
-            zt_dataset_window(val, w, in + (size_t)i * T, tg + (size_t)i * T);
+    double *mine = zt_calloc((size_t)per, sizeof(double)), *all = zt_calloc((size_t)per * d->size, sizeof(double));
+    for (int k0 = 0; k0 < per; k0 += B) {
+        int nb = 0; /* sequences in this forward pass */
+        for (int k = k0; k < k0 + B && k < per; k++) {
+            int s = k * d->size + d->rank;
+            if (s >= S) break;
+            zt_dataset_window(val, (uint64_t)s % val->n_windows, in + (size_t)nb * T, tg + (size_t)nb * T);
+            nb++;
         }
-        mine[k] = zt_model_forward(m, in, tg, B, T);
+        if (nb == 0) break;
+        zt_model_forward(m, in, tg, nb, T);
+        for (int i = 0; i < nb; i++) { /* per-token losses of the pass, row i = sequence k0 + i */
+            double sum = 0.0;
+            for (int t = 0; t < T; t++) sum += m->losses_host[(size_t)i * T + t];
+            mine[k0 + i] = sum / T;
+        }
     }
-    MPI_Allgather(mine, per, MPI_FLOAT, all, per, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Allgather(mine, per, MPI_DOUBLE, all, per, MPI_DOUBLE, MPI_COMM_WORLD);
     double sum = 0.0;
-    for (int e = 0; e < E; e++) sum += all[(e % d->size) * per + e / d->size];
+    for (int s = 0; s < S; s++) sum += all[(size_t)(s % d->size) * per + s / d->size];
     free(in);
     free(tg);
     free(mine);
     free(all);
-    return sum / E;
+    return sum / S;
 }

@@ -76,7 +76,10 @@ const key_def cfg_schema[] = {
     STR("data.tokenizer", data.tokenizer, "", 0, "tokenizer file (\"\" = sampling prints token ids)"),
 
     LONG("eval.every", eval.every, 0, 0, BIG, "validate every N steps (0 = only at the end)"),
-    INT("eval.batches", eval.batches, 4, 1, 1 << 30, "micro-batches per evaluation"),
+    INT("eval.sequences", eval.sequences, 32, 1, 1 << 30,
+        "validation sequences per evaluation (the first N windows of data.val, whatever micro_batch and ranks)"),
+    INT("eval.batches", eval.batches, 0, 0, 1 << 30,
+        "obsolete (older configs): > 0 scores batches x micro_batch sequences instead of eval.sequences"),
 
     LONG("sample.every", sample.every, 0, 0, BIG, "sample every N steps (0 = off)"),
     INT("sample.tokens", sample.tokens, 64, 1, 1 << 24, "tokens to generate"),

@@ -46,7 +46,8 @@ typedef struct zt_config {
     } data;
     struct {
         long every;                 /* 0 = only at the end */
-        int batches;                /* micro-batches per evaluation */
+        int sequences;              /* validation sequences per evaluation */
+        int batches;                /* obsolete: > 0 means batches x micro_batch sequences (zt_eval_sequences) */
     } eval;
     struct {
         long every;                 /* 0 = off */

@@ -17,7 +17,7 @@ int zt_dataset_open(zt_dataset *d, const char *pattern, int T, uint32_t model_vo
     glob_t g;
     int rc = glob(pattern, 0, NULL, &g);
     if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) {
-        snprintf(err, errlen, "%s: no such data file (expected a token shard written by `ztrain prepare`)",
+        snprintf(err, errlen, "%s: no such data file (make token shards first: `ztrain prepare --input TEXT --vocab-size N --out-dir DIR`, then point data.train/data.val at them)",
                  pattern);
         return 1;
     }

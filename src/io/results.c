@@ -27,6 +27,16 @@ void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_res
             r->n_params, r->steps, r->duration_s, r->duration_s > 0 ? r->steps / r->duration_s : 0.0, r->tokens_per_s,
             r->peak_gflops, r->frac_peak, r->final_loss, r->best_loss);
     if (r->val_loss >= 0) fprintf(f, "  \"final_val_loss\": %.9g,\n", r->val_loss);
+    if (r->best_val_loss >= 0) fprintf(f, "  \"best_val_loss\": %.9g,\n", r->best_val_loss);
+    /* the batch layout and what the run is, so tools/ can tabulate sessions without parsing config.cfg */
+    char sess[2 * ZT_NAME_MAX], name[2 * ZT_NAME_MAX];
+    zt_json_escape(c->run.session, sess, sizeof sess);
+    zt_json_escape(c->run.name, name, sizeof name);
+    fprintf(f, "  \"session\": \"%s\",\n  \"name\": \"%s\",\n  \"precision\": \"%s\",\n  \"micro_batch\": %d,\n"
+            "  \"global_batch\": %d,\n  \"seq_len\": %d,\n  \"n_layer\": %d,\n  \"n_embd\": %d,\n"
+            "  \"tokens\": %.0f,\n",
+            sess, name, c->precision, c->train.micro_batch, c->train.global_batch, c->train.seq_len, c->model.n_layer,
+            c->model.n_embd, (double)r->steps * c->train.global_batch * c->train.seq_len);
     /* stage 2: communication in flight during backward vs time blocked waiting for it */
     double hidden = r->comm_flight_s > 0 ? 1.0 - r->comm_wait_s / r->comm_flight_s : 0.0;
     fprintf(f, "  \"peak_rss_bytes\": %ld,\n  \"comm_s\": %.6g,\n  \"comm_in_flight_s\": %.6g,\n"

@@ -17,6 +17,7 @@ typedef struct zt_run_results {
     long steps;
     double duration_s, tokens_per_s, peak_gflops, frac_peak;
     double final_loss, best_loss, val_loss;      /* val_loss < 0: not evaluated */
+    double best_val_loss;                        /* < 0: not evaluated */
     double comm_s, comm_flight_s, comm_wait_s;   /* gradient communication (stage 2: buckets) */
 } zt_run_results;
 
