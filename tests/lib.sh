@@ -15,3 +15,42 @@ losses() { $PY -c 'import json,sys; [print(json.loads(l)["loss"]) for l in open(
 result() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1/results.json" "$2"; }
 # ensure the tiny synthetic data exists
 need_tiny_data() { [ -f data/tiny/train.bin ] || tests/make_data.py data/tiny 256 40000 >/dev/null; }
+# "step loss" per step of a run dir (the last record of each step), then "hash H": two runs are the same
+# run when these are equal
+run_sig() {
+  $PY - "$1" <<'EOF'
+import json, sys
+d = {}
+for l in open(sys.argv[1] + "/metrics.jsonl"):
+    r = json.loads(l); d[r["step"]] = r["loss"]
+for s in sorted(d): print(s, d[s])
+print("hash", json.load(open(sys.argv[1] + "/results.json"))["params_hash"])
+EOF
+}
+# pids of the ztrain processes under process $1 (mpirun may sit under timeout, ranks under sh)
+ztrain_pids() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" == ztrain ] && echo $p
+    ztrain_pids $p
+  done
+}
+# run_named NAME NP ARGS...: `ztrain train $common` on NP ranks as run NAME, log appended to $TMP/NAME.log
+# (a resumed run appends to the same log); the caller sets $common (config, run.root, run.session)
+run_named() {
+  local name=$1 np=$2; shift 2
+  timeout 300 $MPIRUN -np $np $ZT train $common --set run.name=$name "$@" >> $TMP/$name.log 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] || echo "run $name exited $rc: $(grep -m1 'ztrain: error' $TMP/$name.log || tail -1 $TMP/$name.log)" >&2
+  return $rc
+}
+# compare_runs DIR_A DIR_B NAME: PASS NAME when per-step losses and params_hash of A equal B's
+compare_runs() {
+  local a b
+  a=$(run_sig "$1" 2>&1); b=$(run_sig "$2" 2>&1)
+  if [ -n "$a" ] && [ "$a" == "$b" ]; then
+    pass "$3 ($(echo "$a" | grep -c '^[0-9]') per-step losses and params_hash identical to $(basename "$2"): $(echo "$a" | tail -1 | cut -c1-24)...)"
+  else
+    fail "$3: differs from $(basename "$2"): $(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ')"
+  fi
+}

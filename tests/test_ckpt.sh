@@ -29,42 +29,8 @@ build/tests/model_dump table --layers 2 --heads 2 --embd 64 --vocab 256 --padded
   || { fail "setup: build/tests/model_dump table failed (make build-all)"; finish; }
 common="-c inputs/tiny.cfg --set train.log_every=1 --set run.root=$TMP --set run.session=ck --set eval.every=0"
 R=$TMP/ck
-run() { # name np args...   (a resumed run appends to the same log)
-  local name=$1 np=$2; shift 2
-  timeout 300 $MPIRUN -np $np $ZT train $common --set run.name=$name "$@" >> $TMP/$name.log 2>&1
-  local rc=$?
-  [ $rc -eq 0 ] || echo "run $name exited $rc: $(grep -m1 'ztrain: error' $TMP/$name.log || tail -1 $TMP/$name.log)" >&2
-  return $rc
-}
-# "step loss" per step (the last record of each step), then "hash H"
-sig() {
-  $PY - "$1" <<'EOF'
-import json, sys
-d = {}
-for l in open(sys.argv[1] + "/metrics.jsonl"):
-    r = json.loads(l); d[r["step"]] = r["loss"]
-for s in sorted(d): print(s, d[s])
-print("hash", json.load(open(sys.argv[1] + "/results.json"))["params_hash"])
-EOF
-}
-# compare run $1 against reference run $2 (per-step losses + params_hash), named $3
-compare() {
-  local a b
-  a=$(sig $R/$1 2>&1); b=$(sig $R/$2 2>&1)
-  if [ -n "$a" ] && [ "$a" == "$b" ]; then
-    pass "$3 ($(echo "$a" | grep -c '^[0-9]') per-step losses and params_hash identical to $2: $(echo "$a" | tail -1 | cut -c1-24)...)"
-  else
-    fail "$3: differs from $2: $(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ')"
-  fi
-}
-# pids of the ztrain processes under ROOT (mpirun may sit under timeout, ranks under sh)
-ztrain_pids() {
-  local p
-  for p in $(pgrep -P "$1"); do
-    [ "$(cat /proc/$p/comm 2>/dev/null)" == ztrain ] && echo $p
-    ztrain_pids $p
-  done
-}
+run() { run_named "$@"; }
+compare() { compare_runs $R/$1 $R/$2 "$3"; } # run $1 against reference run $2, check named $3
 hashof() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["params_hash"].split(":")[1])' "$R/$1/results.json"; }
 
 # ---------------------------------------------------------------- (1) resume exact, pruning, eval

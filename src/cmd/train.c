@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,9 @@ typedef struct trainer {
     zt_metrics mx;
     char ckdir[ZT_PATH_MAX + 64];
     char backend[256];        /* the backend's description */
+    zt_ckpt_saver *saver;     /* checkpoint writes: staging and the background writer (checkpoint.async) */
+    int ck_saves;
+    double ck_stall_sum, ck_stall_max, ck_write_s; /* training time lost to saves; the last save's duration */
     double peak, flops_tok;
 } trainer;
 
@@ -78,8 +82,13 @@ static void init_weights(trainer *t) {
     free(h);
 }
 
-static void save(trainer *t, long step, int quiet) {
+/* starts the checkpoint of `step` (finishing one still in flight first); synchronous saves end
+   here, asynchronous ones once every rank's background write is done (finish_save) */
+static double finish_save(trainer *t);
+
+static void save(trainer *t, long step) {
     char err[ZT_ERR_BUF], path[ZT_PATH_MAX + 128], text[65536];
+    if (zt_ckpt_saver_pending(t->saver)) finish_save(t);
     zt_config_to_string(t->c, text, sizeof text);
     zt_ckpt_meta meta = {0};
     meta.step = step;
@@ -89,11 +98,32 @@ static void save(trainer *t, long step, int quiet) {
     meta.loss_scale = 1.0f;
     meta.seed = (uint64_t)t->c->train.seed;
     meta.config_text = text;
-    double t0 = zt_now();
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
-    if (zt_ckpt_save(t->ckdir, t->c->checkpoint.keep, &meta, &v, path, sizeof path, err, sizeof err))
+    if (zt_ckpt_saver_begin(t->saver, t->ckdir, t->c->checkpoint.keep, &meta, &v, path, sizeof path, err, sizeof err))
         zt_user_error_all("%s", err);
-    if (!quiet) zt_metrics_note(&t->mx, "checkpoint %s (%.2f s)\n", path, zt_now() - t0);
+    t->ck_saves++;
+    double stage_s, write_s, total_s;
+    zt_ckpt_saver_times(t->saver, &stage_s, &write_s, &total_s);
+    if (zt_ckpt_saver_pending(t->saver)) {
+        zt_metrics_note(&t->mx, "checkpoint %s: staged in %.2f s, writing in the background\n", path, stage_s);
+    } else {
+        t->ck_write_s = total_s;
+        zt_metrics_note(&t->mx, "checkpoint %s (%.2f s)\n", path, total_s);
+    }
+}
+
+/* publishes the asynchronous checkpoint in flight (collective); returns the seconds it waited */
+static double finish_save(trainer *t) {
+    char err[ZT_ERR_BUF], path[ZT_PATH_MAX + 128];
+    if (!zt_ckpt_saver_pending(t->saver)) return 0;
+    double t0 = zt_now();
+    if (zt_ckpt_saver_finish(t->saver, path, sizeof path, err, sizeof err)) zt_user_error_all("%s", err);
+    double waited = zt_now() - t0, stage_s, write_s, total_s;
+    zt_ckpt_saver_times(t->saver, &stage_s, &write_s, &total_s);
+    t->ck_write_s = total_s;
+    zt_metrics_note(&t->mx, "checkpoint %s written in the background (%.2f s; training waited %.2f s for it)\n",
+                    path, write_s, waited);
+    return waited;
 }
 
 /* returns the step to start from */
@@ -152,6 +182,8 @@ static void setup(trainer *t, int resuming) {
     else snprintf(t->ckdir, sizeof t->ckdir, "%.*s/checkpoints", ZT_PATH_MAX, t->mx.dir);
     zt_zero_init(&t->z, c, &t->m, t->be, t->comm, &t->s);
     init_weights(t);
+    const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
+    t->saver = zt_ckpt_saver_create(&v, c->checkpoint.async, c->checkpoint.direct_io);
     t->peak = zt_backend_measure_sgemm(t->be, 2048);
     t->flops_tok = zt_model_flops_per_token(&t->s, T);
 }
@@ -270,7 +302,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     /* rank 0's GPU memory and utilisation, when NVML can be opened (GPU runs only) */
     zt_gpu_monitor *gpu = d->rank == 0 && t.be->i->mem == ZT_MEM_DEVICE && strcmp(c->device, "cuda") == 0
                               ? zt_gpu_monitor_open(d->local_rank) : NULL;
-    double best = 1e30, last_loss = 0, last_val = -1, best_val = -1, tok_s_sum = 0, max_step_s = 0, save_s = 0;
+    double best = 1e30, last_loss = 0, last_val = -1, best_val = -1, timed_s = 0, max_step_s = 0, save_s = 0;
     long timed = 0, step = start;
     const long steps = c->train.steps;
     int stop = 0; /* 1: --stop-after, 2: time limit, 3: signal */
@@ -281,7 +313,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         double dt = zt_now() - t0;
         if (dt > max_step_s) max_step_s = dt;
         double tok_s = (double)GB * T / dt;
-        if (step > start + 1) { tok_s_sum += tok_s; timed++; }
+        if (step > start + 1) { timed_s += dt; timed++; } /* the first step warms caches up */
         last_loss = loss;
         if (loss < best) best = loss;
         double vl = -1;
@@ -290,28 +322,38 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
             last_val = vl = zt_eval_loss(&t.m, &t.val, c, d);
             if (best_val < 0 || vl < best_val) best_val = vl;
         }
-        if (t.mx.active && (step % c->train.log_every == 0 || last || vl >= 0)) {
+        /* agree on stopping (any rank's signal, rank 0's clock) and on whether every rank's background
+           checkpoint write is done */
+        int flags[2] = {0, !zt_ckpt_saver_local_done(t.saver)}, all[2];
+        if (g_signal) flags[0] = 3;
+        else if (stop_after > 0 && step - start >= stop_after) flags[0] = 1;
+        else if (time_limit > 0 && d->rank == 0 && zt_now() - t_start + 2 * max_step_s + 2 * save_s + 5 > time_limit) flags[0] = 2;
+        MPI_Allreduce(flags, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        stop = all[0];
+        double stall = -1; /* seconds this step waited for checkpointing */
+        if (zt_ckpt_saver_pending(t.saver) && all[1] == 0) stall = finish_save(&t);
+        int periodic = c->checkpoint.every > 0 && step % c->checkpoint.every == 0;
+        if (periodic || stop || last) {
+            double s0 = zt_now();
+            save(&t, step);
+            if (stop || last) finish_save(&t); /* the run ends: the write in flight must be published */
+            stall = zt_now() - s0;
+            save_s = stall > t.ck_write_s ? stall : t.ck_write_s;
+        }
+        if (stall >= 0) {
+            t.ck_stall_sum += stall;
+            if (stall > t.ck_stall_max) t.ck_stall_max = stall;
+        }
+        if (t.mx.active && (step % c->train.log_every == 0 || last || vl >= 0 || stall >= 0)) {
             double g = t.flops_tok * tok_s * 1e-9 / d->size;
             zt_step_metrics sm = {step, steps, loss, zt_lr_at(c, step - 1), norm, tok_s, g, g / t.peak, dt * 1e3,
                                   (double)(t.z.plan.param_bytes + t.z.plan.grad_bytes + t.z.plan.acc_bytes +
                                            t.z.plan.optim_bytes + t.z.plan.comm_bytes + t.z.plan.act_bytes), vl,
-                                  -1, -1};
+                                  -1, -1, stall};
             if (gpu && zt_gpu_monitor_read(gpu, &sm.gpu_mem_bytes, &sm.gpu_util)) sm.gpu_mem_bytes = -1;
             zt_metrics_step(&t.mx, &sm);
         }
         if (ts && step % c->sample.every == 0) zt_sample_during_training(ts, &t.mx, t.m.params, step);
-        /* agree on stopping: any rank's signal, rank 0's clock */
-        int want = 0;
-        if (g_signal) want = 3;
-        else if (stop_after > 0 && step - start >= stop_after) want = 1;
-        else if (time_limit > 0 && d->rank == 0 && zt_now() - t_start + 2 * max_step_s + 2 * save_s + 5 > time_limit) want = 2;
-        MPI_Allreduce(&want, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        int periodic = c->checkpoint.every > 0 && step % c->checkpoint.every == 0;
-        if ((periodic || stop || last)) {
-            double s0 = zt_now();
-            save(&t, step, 0);
-            save_s = zt_now() - s0;
-        }
     }
     static const char *why[] = {"", "--stop-after reached", "--time-limit reached", "signal received"};
     if (stop) zt_metrics_note(&t.mx, "stopped at step %ld/%ld: %s; resume with --resume auto\n", step, steps, why[stop]);
@@ -332,13 +374,19 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         zt_sha256_end(sha, hash);
         free(h);
     }
-    double tok_s = timed ? tok_s_sum / timed : (double)GB * T * (step - start) / dur;
+    /* tokens over step time (not the mean of per-step rates, which overstates when steps vary) */
+    double tok_s = timed ? (double)GB * T * timed / timed_s : (double)GB * T * (step - start) / dur;
     double frac = t.flops_tok * tok_s * 1e-9 / d->size / t.peak;
     char layout[96];
     zt_dist_layout_string(d, layout, sizeof layout);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double rss = (double)ru.ru_maxrss * 1024.0, rss_max = rss;
+    MPI_Reduce(&rss, &rss_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    zt_ckpt_saver_destroy(t.saver);
     const zt_run_results rr = {d->size, d->n_nodes, t.threads, layout, t.backend, hash, t.m.table.total, step, dur,
                                tok_s, t.peak, frac, last_loss, best, last_val, best_val, t.z.comm_s, t.z.comm_flight_s,
-                               t.z.comm_wait_s};
+                               t.z.comm_wait_s, t.ck_saves, t.ck_stall_sum, t.ck_stall_max, rss_max};
     zt_results_write(&t.mx, c, &rr);
     if (t.mx.active) {
         zt_metrics_note(&t.mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",

@@ -1,5 +1,6 @@
-/* ckpt.h — checkpoints: ONE parallel-HDF5 file per checkpoint, written collectively by all ranks
- * through MPI-IO (DESIGN section 5). Each rank writes the hyperslabs of each tensor that lie in
+/* ckpt.h — checkpoints: ONE parallel-HDF5 file per checkpoint, laid out collectively by all ranks
+ * (DESIGN section 5), its raw data written by every rank at once (ckpt_writer.h: staged O_DIRECT
+ * writes, in the background with checkpoint.async). Each rank writes the part of each tensor in
  * its ZeRO shard [lo, hi) (the view below): working parameters (/model/<name>), Adam moments
  * (/optim/exp_avg/<name>, /optim/exp_avg_sq/<name>), and fp32 master weights (/master/<name>)
  * when precision != fp32. Tensors have their true shapes and Hugging Face GPT-2 names, so
@@ -7,7 +8,8 @@
  * as they are. Root attributes: format="ztrain", version, step, samples_seen, tokens_seen,
  * world_size, loss_scale, config (resolved config text), created (ISO time).
  *
- * Files are written as <dir>/step_<8 digits>.h5.tmp, flushed, closed and renamed; then
+ * Files are written as <dir>/step_<8 digits>.h5.tmp, made durable on every rank, marked complete
+ * (root attribute complete = 1), flushed and renamed; then
  * <dir>/latest (a one-line text file naming the file) is replaced atomically; then checkpoints
  * beyond `keep` are pruned (never the newest complete one). Incomplete files are ignored.
  *
@@ -55,6 +57,29 @@ typedef struct zt_ckpt_view {
    On success, path_out (may be NULL) receives the final file name. */
 int zt_ckpt_save(const char *dir, int keep, const zt_ckpt_meta *meta, const zt_ckpt_view *v,
                  char *path_out, size_t path_len, char *err, size_t errlen);
+
+/* A save in the background (checkpoint.async) or in the foreground through a bounded staging buffer,
+   one per training run (no allocation per save). */
+typedef struct zt_ckpt_saver zt_ckpt_saver;
+/* host staging bytes a saver for this view allocates (`ztrain estimate` counts them) */
+size_t zt_ckpt_saver_stage_bytes(const zt_ckpt_view *v, int async);
+/* NOT collective */
+zt_ckpt_saver *zt_ckpt_saver_create(const zt_ckpt_view *v, int async, int direct_io);
+/* Starts the save of step meta->step into dir (finishing a save still in flight first). Synchronous
+   saver: returns when the file is published (as zt_ckpt_save). Async: returns once this rank's data
+   is copied to staging; the caller goes on and later calls zt_ckpt_saver_finish. */
+int zt_ckpt_saver_begin(zt_ckpt_saver *s, const char *dir, int keep, const zt_ckpt_meta *meta,
+                        const zt_ckpt_view *v, char *path_out, size_t path_len, char *err, size_t errlen);
+/* NOT collective: 1 while a begun save is not finished, and whether this rank's writes are done */
+int zt_ckpt_saver_pending(const zt_ckpt_saver *s);
+int zt_ckpt_saver_local_done(zt_ckpt_saver *s);
+/* Waits for every rank's writes, marks the file complete, renames it into place, updates `latest`,
+   prunes. A no-op without a pending save. path_out receives the published file. */
+int zt_ckpt_saver_finish(zt_ckpt_saver *s, char *path_out, size_t path_len, char *err, size_t errlen);
+/* the last save: seconds copying to staging, writing (background thread, incl. fdatasync), and the
+   whole time from begin to published */
+void zt_ckpt_saver_times(const zt_ckpt_saver *s, double *stage_s, double *write_s, double *total_s);
+void zt_ckpt_saver_destroy(zt_ckpt_saver *s);
 
 /* The collective write of ONE file at exactly `path` (used by zt_ckpt_save on <dir>/step_N.h5.tmp,
    and by `ztrain import`): no rename, no `latest`, no pruning. meta->created "" = now (rank 0's clock). */

@@ -1,9 +1,11 @@
-/* ckpt_internal.h — what ckpt_file.c (HDF5 errors, attributes, file checks) gives ckpt.c (collective
- * write/read) and ckpt_resume.c (find_latest, resume rules). Not part of the public checkpoint API. */
+/* ckpt_internal.h — what ckpt_file.c (HDF5 errors, attributes, file checks) gives ckpt_save.c (the
+ * write), ckpt.c (the collective read) and ckpt_resume.c (find_latest, resume rules), and the tensor
+ * groups and pieces both sides use. Not part of the public checkpoint API. */
 #ifndef ZT_CKPT_INTERNAL_H
 #define ZT_CKPT_INTERNAL_H
 
 #include <hdf5.h>
+#include <mpi.h>
 #include <stddef.h>
 
 #include "io/ckpt.h"
@@ -21,5 +23,46 @@ int zt_ckpt_precheck(const char *path, char *err, size_t errlen);
 int zt_ckpt_open_failed(const char *path, char *err, size_t errlen);
 /* root attributes of an open file: format, version, completion mark, then meta (config malloc'd) */
 int zt_ckpt_read_attrs(hid_t fid, const char *path, zt_ckpt_meta *meta, char *err, size_t errlen);
+
+/* ---- shared by the write (ckpt_save.c) and the read (ckpt.c) */
+/* the part of tensor t inside the flat range [lo, hi), as tensor-local elements [*s, *e) */
+static inline int zt_ckpt_piece_of(const zt_tensor_info *t, size_t lo, size_t hi, size_t *s, size_t *e) {
+    size_t a = t->offset > lo ? t->offset : lo;
+    size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+    if (a >= b) return 0;
+    *s = a - t->offset;
+    *e = b - t->offset;
+    return 1;
+}
+
+
+/* groups of tensors: source buffer and its layout (flat element `base` is at src[0]) */
+typedef struct zt_ckpt_group {
+    const char *path;
+    float *src;
+    size_t base;
+} zt_ckpt_group;
+
+static inline int zt_ckpt_groups(zt_ckpt_group *g, const zt_ckpt_view *v) {
+    int n = 0;
+    g[n++] = (zt_ckpt_group){"/model", v->params, 0};
+    if (v->exp_avg) {
+        g[n++] = (zt_ckpt_group){"/optim/exp_avg", v->exp_avg, v->optim_base};
+        g[n++] = (zt_ckpt_group){"/optim/exp_avg_sq", v->exp_avg_sq, v->optim_base};
+    }
+    /* fp32 master weights (precision != fp32): no source in this build, see the file comment */
+    float *master = NULL;
+    if (master) g[n++] = (zt_ckpt_group){"/master", master, v->optim_base};
+    return n;
+}
+
+static inline hid_t zt_ckpt_mpio_fapl(void) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL);
+    H5Pset_all_coll_metadata_ops(fapl, 1);
+    H5Pset_coll_metadata_write(fapl, 1);
+    return fapl;
+}
+
 
 #endif

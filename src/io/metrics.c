@@ -80,6 +80,7 @@ void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s) {
                 s->step, s->loss, s->lr, s->grad_norm, s->tokens_per_s, s->gflops, s->frac_peak, s->step_ms,
                 s->mem_bytes);
         if (s->val_loss >= 0) fprintf(mx->jsonl, ", \"val_loss\": %.9g", s->val_loss);
+        if (s->ckpt_stall_s >= 0) fprintf(mx->jsonl, ", \"ckpt_stall_s\": %.4f", s->ckpt_stall_s);
         if (s->gpu_mem_bytes >= 0)
             fprintf(mx->jsonl, ", \"gpu_mem_bytes\": %.0f, \"gpu_util\": %.0f", s->gpu_mem_bytes, s->gpu_util);
         fprintf(mx->jsonl, "}\n");

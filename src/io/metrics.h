@@ -19,6 +19,7 @@ typedef struct zt_step_metrics {
     double mem_bytes;
     double val_loss;                          /* < 0: not evaluated this step */
     double gpu_mem_bytes, gpu_util;           /* rank 0's GPU (NVML): bytes in use, percent; < 0: unknown */
+    double ckpt_stall_s;                      /* seconds this step waited for checkpointing; < 0: none */
 } zt_step_metrics;
 
 typedef struct zt_metrics {

@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
+#include <string.h>
 
 #include "util/util.h"
 
@@ -13,8 +13,6 @@ void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_res
     zt_metrics_path(mx, "results.json", p, sizeof p);
     FILE *f = fopen(p, "w");
     if (!f) return;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     char when[32], backend[512];
     zt_iso_time(when, sizeof when);
     zt_json_escape(r->backend, backend, sizeof backend);
@@ -31,7 +29,9 @@ void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_res
     /* the batch layout and what the run is, so tools/ can tabulate sessions without parsing config.cfg */
     char sess[2 * ZT_NAME_MAX], name[2 * ZT_NAME_MAX];
     zt_json_escape(c->run.session, sess, sizeof sess);
-    zt_json_escape(c->run.name, name, sizeof name);
+    /* the run directory's own name: "r1-1" when "r1" was taken */
+    const char *base = strrchr(mx->dir, '/') ? strrchr(mx->dir, '/') + 1 : mx->dir;
+    zt_json_escape(base, name, sizeof name);
     fprintf(f, "  \"session\": \"%s\",\n  \"name\": \"%s\",\n  \"precision\": \"%s\",\n  \"micro_batch\": %d,\n"
             "  \"global_batch\": %d,\n  \"seq_len\": %d,\n  \"n_layer\": %d,\n  \"n_embd\": %d,\n"
             "  \"tokens\": %.0f,\n",
@@ -39,9 +39,11 @@ void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_res
             c->model.n_embd, (double)r->steps * c->train.global_batch * c->train.seq_len);
     /* stage 2: communication in flight during backward vs time blocked waiting for it */
     double hidden = r->comm_flight_s > 0 ? 1.0 - r->comm_wait_s / r->comm_flight_s : 0.0;
-    fprintf(f, "  \"peak_rss_bytes\": %ld,\n  \"comm_s\": %.6g,\n  \"comm_in_flight_s\": %.6g,\n"
+    fprintf(f, "  \"ckpt_async\": %s,\n  \"ckpt_saves\": %d,\n  \"ckpt_stall_s\": %.4f,\n  \"ckpt_stall_max_s\": %.4f,\n",
+            c->checkpoint.async ? "true" : "false", r->ckpt_saves, r->ckpt_stall_s, r->ckpt_stall_max_s);
+    fprintf(f, "  \"peak_rss_bytes\": %.0f,\n  \"comm_s\": %.6g,\n  \"comm_in_flight_s\": %.6g,\n"
             "  \"comm_exposed_s\": %.6g,\n  \"comm_hidden_frac\": %.4f,\n  \"finished\": \"%s\",\n",
-            ru.ru_maxrss * 1024L, r->comm_s, r->comm_flight_s, r->comm_wait_s, hidden < 0 ? 0 : hidden, when);
+            r->peak_rss_bytes, r->comm_s, r->comm_flight_s, r->comm_wait_s, hidden < 0 ? 0 : hidden, when);
     fprintf(f, "  \"slurm\": {");
     static const char *slurm_vars[] = {"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NNODES", "SLURM_NTASKS",
                                        "SLURM_JOB_NODELIST", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT"};

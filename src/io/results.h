@@ -19,6 +19,9 @@ typedef struct zt_run_results {
     double final_loss, best_loss, val_loss;      /* val_loss < 0: not evaluated */
     double best_val_loss;                        /* < 0: not evaluated */
     double comm_s, comm_flight_s, comm_wait_s;   /* gradient communication (stage 2: buckets) */
+    int ckpt_saves;
+    double ckpt_stall_s, ckpt_stall_max_s;       /* training time lost to checkpoint saves: total, worst */
+    double peak_rss_bytes;                       /* the largest over ranks */
 } zt_run_results;
 
 /* writes <run dir>/results.json (rank 0; a no-op elsewhere) */

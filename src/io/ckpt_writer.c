@@ -1,0 +1,260 @@
+/* ckpt_writer.c — staged O_DIRECT writes of a rank's checkpoint pieces by a background thread
+ * (see ckpt_writer.h). */
+#define _GNU_SOURCE
+#include "io/ckpt_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+#define BLK ((uint64_t)4096)
+#define MIN_STAGE ((size_t)2 << 20)
+
+static uint64_t up(uint64_t x) { return (x + BLK - 1) & ~(BLK - 1); }
+static uint64_t down(uint64_t x) { return x & ~(BLK - 1); }
+
+typedef struct seg {
+    uint64_t off;
+    size_t bytes;
+    char *p; /* in staging, p % BLK == off % BLK */
+} seg;
+
+typedef struct slot {
+    seg *s;
+    int n, cap;
+    int posted; /* handed to the thread, not yet written */
+} slot;
+
+struct zt_ckpt_writer {
+    char *stage;
+    size_t cap;
+    int direct_io;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    slot slots[2];
+    int next;         /* the slot the thread writes next */
+    int busy;         /* a start() whose data is not yet durable */
+    int closing;      /* every slot of the job is posted */
+    int quit;
+    int fd_direct, fd_buf;
+    int err_no;       /* first write error of the job */
+    const char *err_op;
+    char path[4096];
+    int delay_ms;     /* ZTRAIN_CKPT_TEST_DELAY_MS: the thread sleeps before each slot (fault-injection tests) */
+    double stage_s, write_s, t_first;
+};
+
+/* whole write of [p, p + n) at off; 0 or errno */
+static int pwrite_all(int fd, const char *p, size_t n, uint64_t off) {
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        if (w == 0) return EIO;
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+/* one segment: its whole 4 KiB blocks with O_DIRECT, the partial ones at the edges buffered */
+static int write_seg(zt_ckpt_writer *w, const seg *s) {
+    const uint64_t end = s->off + s->bytes, a = up(s->off), b = down(end);
+    if (w->fd_direct < 0 || b <= a) return pwrite_all(w->fd_buf, s->p, s->bytes, s->off);
+    int rc = 0;
+    if (a > s->off) rc = pwrite_all(w->fd_buf, s->p, a - s->off, s->off);
+    if (!rc) {
+        rc = pwrite_all(w->fd_direct, s->p + (a - s->off), b - a, a);
+        if (rc == EINVAL) { /* the file system wants other alignment: buffered from here on */
+            close(w->fd_direct);
+            w->fd_direct = -1;
+            rc = pwrite_all(w->fd_buf, s->p + (a - s->off), b - a, a);
+        }
+    }
+    if (!rc && end > b) rc = pwrite_all(w->fd_buf, s->p + (b - s->off), end - b, b);
+    return rc;
+}
+
+static void *thread_main(void *arg) {
+    zt_ckpt_writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->quit && !w->slots[w->next].posted && !(w->busy && w->closing)) pthread_cond_wait(&w->cv, &w->mu);
+        if (w->quit) break;
+        slot *sl = &w->slots[w->next];
+        if (sl->posted) {
+            pthread_mutex_unlock(&w->mu);
+            int rc = 0;
+            if (w->delay_ms > 0) usleep((useconds_t)w->delay_ms * 1000);
+            for (int i = 0; i < sl->n && !w->err_no && !rc; i++) rc = write_seg(w, &sl->s[i]);
+            pthread_mutex_lock(&w->mu);
+            if (rc && !w->err_no) { w->err_no = rc; w->err_op = "write"; }
+            sl->posted = 0;
+            sl->n = 0;
+            w->next ^= 1;
+            pthread_cond_broadcast(&w->cv);
+            continue;
+        }
+        /* closing and every slot written: make it durable, close */
+        pthread_mutex_unlock(&w->mu);
+        int rc = fdatasync(w->fd_buf) != 0 ? errno : 0;
+        if (w->fd_direct >= 0 && !rc && fdatasync(w->fd_direct) != 0) rc = errno;
+        if (w->fd_direct >= 0) close(w->fd_direct);
+        if (close(w->fd_buf) != 0 && !rc) rc = errno;
+        double done = zt_now();
+        pthread_mutex_lock(&w->mu);
+        if (rc && !w->err_no) { w->err_no = rc; w->err_op = "fdatasync"; }
+        w->fd_direct = w->fd_buf = -1;
+        w->write_s = done - w->t_first;
+        w->busy = 0;
+        w->closing = 0;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+size_t zt_ckpt_writer_whole_bytes(const zt_ckpt_piece *pieces, int n) {
+    uint64_t pos = 0;
+    for (int i = 0; i < n; i++) pos = up(pos) + pieces[i].off % BLK + pieces[i].bytes;
+    return (size_t)up(pos);
+}
+
+zt_ckpt_writer *zt_ckpt_writer_create(size_t stage_bytes, int direct_io) {
+    zt_ckpt_writer *w = zt_calloc(1, sizeof *w);
+    w->cap = (size_t)up(stage_bytes < MIN_STAGE ? MIN_STAGE : stage_bytes);
+    if (posix_memalign((void **)&w->stage, BLK, w->cap) != 0)
+        zt_user_error("out of memory: checkpoint staging buffer of %zu bytes", w->cap);
+    w->direct_io = direct_io;
+    const char *delay = getenv("ZTRAIN_CKPT_TEST_DELAY_MS");
+    w->delay_ms = delay ? atoi(delay) : 0;
+    w->fd_direct = w->fd_buf = -1;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->th, NULL, thread_main, w) != 0) zt_panic(__FILE__, __LINE__, "cannot start the checkpoint writer thread");
+    return w;
+}
+
+static void post(zt_ckpt_writer *w, int k) {
+    pthread_mutex_lock(&w->mu);
+    w->slots[k].posted = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void wait_free(zt_ckpt_writer *w, int k) {
+    pthread_mutex_lock(&w->mu);
+    while (w->slots[k].posted) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int zt_ckpt_writer_start(zt_ckpt_writer *w, zt_backend *be, const char *path, const zt_ckpt_piece *pieces, int n,
+                         char *err, size_t errlen) {
+    char e[ZT_ERR_BUF];
+    if (zt_ckpt_writer_wait(w, e, sizeof e)) { /* a previous job's error was not collected */ }
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->fd_buf = open(path, O_WRONLY);
+    if (w->fd_buf < 0) return zt_errf(err, errlen, "cannot write checkpoint %s: %s", path, strerror(errno));
+    w->fd_direct = w->direct_io ? open(path, O_WRONLY | O_DIRECT) : -1; /* refused (EINVAL): buffered */
+    const size_t whole = zt_ckpt_writer_whole_bytes(pieces, n);
+    const int all_at_once = whole <= w->cap;
+    const size_t half = all_at_once ? w->cap : (size_t)down(w->cap / 2);
+    double t0 = zt_now();
+    pthread_mutex_lock(&w->mu);
+    w->busy = 1;
+    w->closing = 0;
+    w->err_no = 0;
+    w->err_op = NULL;
+    w->next = 0;
+    w->t_first = t0;
+    pthread_mutex_unlock(&w->mu);
+    int k = 0;
+    uint64_t pos = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t off = pieces[i].off;
+        const char *src = pieces[i].src;
+        size_t left = pieces[i].bytes;
+        while (left > 0) {
+            uint64_t start = up(pos) + off % BLK;
+            if (start + 2 * BLK > half) { /* this half is full: hand it over, take the other */
+                be->i->sync(be);
+                post(w, k);
+                k ^= 1;
+                wait_free(w, k);
+                pos = 0;
+                continue;
+            }
+            size_t take = half - start < left ? (size_t)(half - start) : left;
+            if (take < left) take = (size_t)(down(off + take) - off); /* cut on a block boundary */
+            slot *sl = &w->slots[k];
+            if (sl->n == sl->cap) {
+                sl->cap = sl->cap ? 2 * sl->cap : 64;
+                sl->s = zt_realloc(sl->s, (size_t)sl->cap * sizeof *sl->s);
+            }
+            be->i->to_host(be, w->stage + (k ? half : 0) + start, src, take);
+            sl->s[sl->n++] = (seg){off, take, w->stage + (k ? half : 0) + start};
+            pos = start + take;
+            off += take;
+            src += take;
+            left -= take;
+        }
+    }
+    be->i->sync(be);
+    w->stage_s = zt_now() - t0;
+    pthread_mutex_lock(&w->mu);
+    if (w->slots[k].n > 0) w->slots[k].posted = 1;
+    w->closing = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    if (!all_at_once) return zt_ckpt_writer_wait(w, err, errlen);
+    return 0;
+}
+
+int zt_ckpt_writer_idle(zt_ckpt_writer *w) {
+    pthread_mutex_lock(&w->mu);
+    int idle = !w->busy;
+    pthread_mutex_unlock(&w->mu);
+    return idle;
+}
+
+int zt_ckpt_writer_wait(zt_ckpt_writer *w, char *err, size_t errlen) {
+    pthread_mutex_lock(&w->mu);
+    while (w->busy) pthread_cond_wait(&w->cv, &w->mu);
+    int e = w->err_no;
+    const char *op = w->err_op;
+    w->err_no = 0;
+    pthread_mutex_unlock(&w->mu);
+    if (!e) return 0;
+    return zt_errf(err, errlen, "cannot write checkpoint %s: %s: %s", w->path, op ? op : "write", strerror(e));
+}
+
+void zt_ckpt_writer_times(const zt_ckpt_writer *w, double *stage_s, double *write_s) {
+    if (stage_s) *stage_s = w->stage_s;
+    if (write_s) *write_s = w->write_s;
+}
+
+void zt_ckpt_writer_destroy(zt_ckpt_writer *w) {
+    if (!w) return;
+    char e[ZT_ERR_BUF];
+    zt_ckpt_writer_wait(w, e, sizeof e);
+    pthread_mutex_lock(&w->mu);
+    w->quit = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    for (int k = 0; k < 2; k++) free(w->slots[k].s);
+    free(w->stage);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}

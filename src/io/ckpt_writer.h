@@ -1,0 +1,52 @@
+/* ckpt_writer.h — the raw bytes of a checkpoint file, moved at disk speed (issue: checkpoints at disk
+ * speed, and asynchronous). ckpt.c lays the file out with HDF5 (metadata only, every dataset
+ * allocated); each rank then hands this writer its pieces: (file offset, bytes, source in the
+ * backend's memory). The writer copies them into a page-aligned host staging buffer, placing each piece
+ * at the same offset modulo 4 KiB as in the file, so a background thread can write the whole 4 KiB
+ * blocks inside a piece with O_DIRECT straight from the staging buffer (no page cache: on this machine
+ * kind first-touch page-cache pages cost more than the disk) and the partial blocks at its edges,
+ * which another rank's piece or HDF5 metadata may share, with an ordinary pwrite. It ends with
+ * fdatasync, so the data is durable on this rank's node when the writer reports done.
+ *
+ * Two modes, one code path:
+ *   whole staging (async checkpoints): the buffer holds every piece; start() copies them all (the
+ *     snapshot) and returns while the thread writes; training goes on and later waits or polls.
+ *   bounded staging (synchronous saves): the buffer is smaller than the pieces; start() copies into
+ *     one half while the thread writes the other, and returns when everything is written.
+ * Where O_DIRECT is refused (tmpfs, some network file systems) everything goes through pwrite.
+ * No MPI and no HDF5 in the thread: the caller agrees on success across ranks afterwards. */
+#ifndef ZT_CKPT_WRITER_H
+#define ZT_CKPT_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "iface/backend.h"
+
+typedef struct zt_ckpt_piece {
+    uint64_t off;        /* file offset */
+    size_t bytes;
+    const void *src;     /* backend memory (device memory on a GPU) */
+} zt_ckpt_piece;
+
+typedef struct zt_ckpt_writer zt_ckpt_writer;
+
+/* staging bytes that hold all of pieces at once (each piece placed at its file offset mod 4 KiB) */
+size_t zt_ckpt_writer_whole_bytes(const zt_ckpt_piece *pieces, int n);
+/* a writer with `stage_bytes` of page-aligned staging (rounded up; at least 2 x 1 MiB) */
+zt_ckpt_writer *zt_ckpt_writer_create(size_t stage_bytes, int direct_io);
+/* writes pieces into path (an existing file of sufficient size). If all fit in the staging buffer,
+   returns after copying them (the write continues in the background; zt_ckpt_writer_wait ends it);
+   otherwise returns when everything is written. Returns 0, or non-zero with err filled (open failed);
+   write errors are reported by zt_ckpt_writer_wait. */
+int zt_ckpt_writer_start(zt_ckpt_writer *w, zt_backend *be, const char *path, const zt_ckpt_piece *pieces, int n,
+                         char *err, size_t errlen);
+/* 1 when no write is in flight (never blocks) */
+int zt_ckpt_writer_idle(zt_ckpt_writer *w);
+/* waits for the write in flight (if any); 0 or non-zero with err naming the file and errno */
+int zt_ckpt_writer_wait(zt_ckpt_writer *w, char *err, size_t errlen);
+/* seconds spent copying into staging / in the thread's writes + fdatasync, for the last start() */
+void zt_ckpt_writer_times(const zt_ckpt_writer *w, double *stage_s, double *write_s);
+void zt_ckpt_writer_destroy(zt_ckpt_writer *w);
+
+#endif
