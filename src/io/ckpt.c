@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "io/ckpt_internal.h"
+#include "io/ckpt_rawio.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- selections */
@@ -256,6 +257,8 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
         if (zt_ckpt_piece_of(&pt->t[i], lo, hi, &s, &e) && e - s > maxpiece) maxpiece = e - s;
     xfer x = make_xfer(be, maxpiece);
     hid_t *ds = zt_malloc((size_t)pt->n * sizeof(hid_t));
+    zt_ckpt_rpiece *rp = zt_calloc((size_t)ng * (size_t)pt->n, sizeof *rp);
+    int nrp = 0;
     for (int g = 0; g < ng && !bad; g++) {
         hid_t gid = H5Gopen2(fid, groups[g].path, H5P_DEFAULT);
         bad |= gid < 0;
@@ -264,8 +267,19 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
             if ((ds[nds] = H5Dopen2(gid, pt->t[nds].name, H5P_DEFAULT)) < 0) { bad = 1; break; }
         for (int i = 0; i < nds && !bad; i++) {
             const zt_tensor_info *t = &pt->t[i];
-            if (zt_ckpt_piece_of(t, lo, hi, &s, &e))
-                bad |= transfer(&x, ds[i], t, s, e, groups[g].src + (t->offset + s - groups[g].base), 1);
+            float *dst = NULL;
+            if (zt_ckpt_piece_of(t, lo, hi, &s, &e)) dst = groups[g].src + (t->offset + s - groups[g].base);
+            /* contiguous little-endian float32 (every file ztrain writes): the bytes are read directly
+               after the file is closed; anything else (a chunked or float64 dataset written by another
+               tool) through HDF5 */
+            haddr_t at = x.collective ? HADDR_UNDEF : H5Dget_offset(ds[i]);
+            hid_t ty = H5Dget_type(ds[i]);
+            int raw = at != HADDR_UNDEF && ty >= 0 && H5Tequal(ty, H5T_IEEE_F32LE) > 0;
+            if (ty >= 0) H5Tclose(ty);
+            if (dst && raw)
+                rp[nrp++] = (zt_ckpt_rpiece){(uint64_t)at + s * sizeof(float), (e - s) * sizeof(float), dst};
+            else if (dst)
+                bad |= transfer(&x, ds[i], t, s, e, dst, 1);
             else if (x.collective)
                 bad |= transfer_none(&x, ds[i], 1);
         }
@@ -282,6 +296,11 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
     H5Pclose(x.dxpl);
     free(x.stage);
     H5Fclose(fid);
+    if (!bad) {
+        bad = zt_ckpt_read_pieces(be, path, rp, nrp, 0, err, errlen);
+        bad = zt_any_failed(bad, err, errlen);
+    }
+    free(rp);
     if (bad) {
         zt_ckpt_meta_free(meta);
         return 1;

@@ -32,7 +32,7 @@
 
 #include "io/ckpt.h"
 #include "io/ckpt_internal.h"
-#include "io/ckpt_writer.h"
+#include "io/ckpt_rawio.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- attributes */

@@ -1,4 +1,4 @@
-/* ckpt_writer.h — the raw bytes of a checkpoint file, moved at disk speed (issue: checkpoints at disk
+/* ckpt_rawio.h — the raw bytes of a checkpoint file, moved at disk speed (issue: checkpoints at disk
  * speed, and asynchronous). ckpt.c lays the file out with HDF5 (metadata only, every dataset
  * allocated); each rank then hands this writer its pieces: (file offset, bytes, source in the
  * backend's memory). The writer copies them into a page-aligned host staging buffer, placing each piece
@@ -48,5 +48,15 @@ int zt_ckpt_writer_wait(zt_ckpt_writer *w, char *err, size_t errlen);
 /* seconds spent copying into staging / in the thread's writes + fdatasync, for the last start() */
 void zt_ckpt_writer_times(const zt_ckpt_writer *w, double *stage_s, double *write_s);
 void zt_ckpt_writer_destroy(zt_ckpt_writer *w);
+
+/* Reads: each piece's bytes from path into backend memory, the whole blocks around it with O_DIRECT
+   into a 16 MiB staging buffer (no page cache), then copied (to_device). NOT collective. */
+typedef struct zt_ckpt_rpiece {
+    uint64_t off;
+    size_t bytes;
+    void *dst;
+} zt_ckpt_rpiece;
+int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, int direct_io,
+                        char *err, size_t errlen);
 
 #endif

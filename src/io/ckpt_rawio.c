@@ -1,7 +1,7 @@
-/* ckpt_writer.c — staged O_DIRECT writes of a rank's checkpoint pieces by a background thread
- * (see ckpt_writer.h). */
+/* ckpt_rawio.c — a rank's checkpoint pieces at disk speed (see ckpt_rawio.h): staged O_DIRECT writes by
+ * a background thread, and O_DIRECT reads through a staging buffer. */
 #define _GNU_SOURCE
-#include "io/ckpt_writer.h"
+#include "io/ckpt_rawio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -257,4 +257,79 @@ void zt_ckpt_writer_destroy(zt_ckpt_writer *w) {
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w);
+}
+
+/* ---------------------------------------------------------------- reads */
+
+#define READ_CHUNK ((size_t)16 << 20)
+
+/* whole read of [p, p + n) at off; returns bytes read (short only at end of file) or -errno */
+static ssize_t pread_all(int fd, char *p, size_t n, uint64_t off) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, p + got, n - got, (off_t)(off + got));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, int direct_io,
+                        char *err, size_t errlen) {
+    if (n == 0) return 0;
+    int fd_buf = open(path, O_RDONLY);
+    if (fd_buf < 0) return zt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    int fd_direct = direct_io ? open(path, O_RDONLY | O_DIRECT) : -1;
+    char *stage = NULL;
+    if (posix_memalign((void **)&stage, BLK, READ_CHUNK + 2 * BLK) != 0) {
+        close(fd_buf);
+        if (fd_direct >= 0) close(fd_direct);
+        return zt_errf(err, errlen, "out of memory: checkpoint read buffer");
+    }
+    int bad = 0;
+    if (fd_direct < 0 && be->i->mem == ZT_MEM_HOST) { /* buffered into host memory: straight to the destination */
+        for (int i = 0; i < n && !bad; i++) {
+            ssize_t got = pread_all(fd_buf, pieces[i].dst, pieces[i].bytes, pieces[i].off);
+            if (got < 0) bad = zt_errf(err, errlen, "%s: read failed: %s", path, strerror((int)-got));
+            else if ((size_t)got < pieces[i].bytes)
+                bad = zt_errf(err, errlen, "%s: truncated (ends inside tensor data at byte %llu)", path,
+                              (unsigned long long)(pieces[i].off + (uint64_t)got));
+        }
+        n = 0;
+    }
+    for (int i = 0; i < n && !bad; i++) {
+        uint64_t off = pieces[i].off;
+        char *dst = pieces[i].dst;
+        size_t left = pieces[i].bytes;
+        while (left > 0 && !bad) {
+            /* whole blocks around the next part: reading a little more than asked is harmless */
+            const uint64_t a = down(off);
+            size_t take = left < READ_CHUNK - (size_t)(off - a) ? left : READ_CHUNK - (size_t)(off - a);
+            const size_t span = (size_t)(up(off + take) - a);
+            ssize_t got = -EINVAL;
+            if (fd_direct >= 0) got = pread_all(fd_direct, stage, span, a);
+            if (got == -EINVAL && fd_direct >= 0) { /* the file system wants other alignment */
+                close(fd_direct);
+                fd_direct = -1;
+            }
+            if (fd_direct < 0) got = pread_all(fd_buf, stage, span, a);
+            if (got < 0) bad = zt_errf(err, errlen, "%s: read failed: %s", path, strerror((int)-got));
+            else if ((uint64_t)got < off - a + take)
+                bad = zt_errf(err, errlen, "%s: truncated (ends inside tensor data at byte %llu)", path,
+                              (unsigned long long)(a + (uint64_t)got));
+            else be->i->to_device(be, dst, stage + (off - a), take);
+            off += take;
+            dst += take;
+            left -= take;
+        }
+    }
+    be->i->sync(be);
+    free(stage);
+    close(fd_buf);
+    if (fd_direct >= 0) close(fd_direct);
+    return bad;
 }
