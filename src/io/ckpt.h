@@ -70,6 +70,10 @@ zt_ckpt_saver *zt_ckpt_saver_create(const zt_ckpt_view *v, int async, int direct
    is copied to staging; the caller goes on and later calls zt_ckpt_saver_finish. */
 int zt_ckpt_saver_begin(zt_ckpt_saver *s, const char *dir, int keep, const zt_ckpt_meta *meta,
                         const zt_ckpt_view *v, char *path_out, size_t path_len, char *err, size_t errlen);
+/* NOT collective: before the parameters or moments change (the optimizer update), wait until the
+   pending save's snapshot of them is taken (the cpu backend takes it in the writer thread); returns the
+   seconds waited */
+double zt_ckpt_saver_wait_snapshot(zt_ckpt_saver *s);
 /* NOT collective: 1 while a begun save is not finished, and whether this rank's writes are done */
 int zt_ckpt_saver_pending(const zt_ckpt_saver *s);
 int zt_ckpt_saver_local_done(zt_ckpt_saver *s);

@@ -22,7 +22,8 @@ static uint64_t down(uint64_t x) { return x & ~(BLK - 1); }
 typedef struct seg {
     uint64_t off;
     size_t bytes;
-    char *p; /* in staging, p % BLK == off % BLK */
+    char *p;         /* in staging, p % BLK == off % BLK */
+    const char *src; /* host memory still to copy into p by the thread (snapshot in the thread), or NULL */
 } seg;
 
 typedef struct slot {
@@ -41,6 +42,7 @@ struct zt_ckpt_writer {
     slot slots[2];
     int next;         /* the slot the thread writes next */
     int busy;         /* a start() whose data is not yet durable */
+    int copying;      /* the thread is still copying the snapshot (host memory backends, whole staging) */
     int closing;      /* every slot of the job is posted */
     int quit;
     int fd_direct, fd_buf;
@@ -95,6 +97,18 @@ static void *thread_main(void *arg) {
         if (sl->posted) {
             pthread_mutex_unlock(&w->mu);
             int rc = 0;
+            if (sl->n > 0 && sl->s[0].src) { /* the snapshot first: the caller's next update waits for it */
+                double c0 = zt_now();
+                for (int i = 0; i < sl->n; i++) {
+                    memcpy(sl->s[i].p, sl->s[i].src, sl->s[i].bytes);
+                    sl->s[i].src = NULL;
+                }
+                pthread_mutex_lock(&w->mu);
+                w->stage_s = zt_now() - c0;
+                w->copying = 0;
+                pthread_cond_broadcast(&w->cv);
+                pthread_mutex_unlock(&w->mu);
+            }
             if (w->delay_ms > 0) usleep((useconds_t)w->delay_ms * 1000);
             for (int i = 0; i < sl->n && !w->err_no && !rc; i++) rc = write_seg(w, &sl->s[i]);
             pthread_mutex_lock(&w->mu);
@@ -135,6 +149,7 @@ zt_ckpt_writer *zt_ckpt_writer_create(size_t stage_bytes, int direct_io) {
     w->cap = (size_t)up(stage_bytes < MIN_STAGE ? MIN_STAGE : stage_bytes);
     if (posix_memalign((void **)&w->stage, BLK, w->cap) != 0)
         zt_user_error("out of memory: checkpoint staging buffer of %zu bytes", w->cap);
+    memset(w->stage, 0, w->cap); /* touched now, at start-up, not during the first save */
     w->direct_io = direct_io;
     const char *delay = getenv("ZTRAIN_CKPT_TEST_DELAY_MS");
     w->delay_ms = delay ? atoi(delay) : 0;
@@ -169,6 +184,8 @@ int zt_ckpt_writer_start(zt_ckpt_writer *w, zt_backend *be, const char *path, co
     const size_t whole = zt_ckpt_writer_whole_bytes(pieces, n);
     const int all_at_once = whole <= w->cap;
     const size_t half = all_at_once ? w->cap : (size_t)down(w->cap / 2);
+    /* host memory, all at once: the thread takes the snapshot itself while the caller computes on */
+    const int thread_copy = all_at_once && be->i->mem == ZT_MEM_HOST;
     double t0 = zt_now();
     pthread_mutex_lock(&w->mu);
     w->busy = 1;
@@ -201,8 +218,9 @@ int zt_ckpt_writer_start(zt_ckpt_writer *w, zt_backend *be, const char *path, co
                 sl->cap = sl->cap ? 2 * sl->cap : 64;
                 sl->s = zt_realloc(sl->s, (size_t)sl->cap * sizeof *sl->s);
             }
-            be->i->to_host(be, w->stage + (k ? half : 0) + start, src, take);
-            sl->s[sl->n++] = (seg){off, take, w->stage + (k ? half : 0) + start};
+            char *dst = w->stage + (k ? half : 0) + start;
+            if (!thread_copy) be->i->to_host(be, dst, src, take);
+            sl->s[sl->n++] = (seg){off, take, dst, thread_copy ? src : NULL};
             pos = start + take;
             off += take;
             src += take;
@@ -210,14 +228,23 @@ int zt_ckpt_writer_start(zt_ckpt_writer *w, zt_backend *be, const char *path, co
         }
     }
     be->i->sync(be);
-    w->stage_s = zt_now() - t0;
     pthread_mutex_lock(&w->mu);
+    w->stage_s = zt_now() - t0;
+    w->copying = thread_copy && w->slots[k].n > 0;
     if (w->slots[k].n > 0) w->slots[k].posted = 1;
     w->closing = 1;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     if (!all_at_once) return zt_ckpt_writer_wait(w, err, errlen);
     return 0;
+}
+
+double zt_ckpt_writer_wait_snapshot(zt_ckpt_writer *w) {
+    double t0 = zt_now();
+    pthread_mutex_lock(&w->mu);
+    while (w->copying) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    return zt_now() - t0;
 }
 
 int zt_ckpt_writer_idle(zt_ckpt_writer *w) {

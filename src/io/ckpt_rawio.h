@@ -10,7 +10,8 @@
  *
  * Two modes, one code path:
  *   whole staging (async checkpoints): the buffer holds every piece; start() copies them all (the
- *     snapshot) and returns while the thread writes; training goes on and later waits or polls.
+ *     snapshot; with host memory the thread copies them, see zt_ckpt_writer_wait_snapshot) and
+ *     returns while the thread writes; training goes on and later waits or polls.
  *   bounded staging (synchronous saves): the buffer is smaller than the pieces; start() copies into
  *     one half while the thread writes the other, and returns when everything is written.
  * Where O_DIRECT is refused (tmpfs, some network file systems) everything goes through pwrite.
@@ -41,6 +42,11 @@ zt_ckpt_writer *zt_ckpt_writer_create(size_t stage_bytes, int direct_io);
    write errors are reported by zt_ckpt_writer_wait. */
 int zt_ckpt_writer_start(zt_ckpt_writer *w, zt_backend *be, const char *path, const zt_ckpt_piece *pieces, int n,
                          char *err, size_t errlen);
+/* With whole staging and host memory (the cpu backend) start() only plans: the thread copies the
+   snapshot before it writes, while the caller computes on. The caller must not change the source
+   memory before this returns (the trainer calls it before the optimizer update); returns the seconds
+   it waited. Otherwise the copy was done in start() and this returns at once. */
+double zt_ckpt_writer_wait_snapshot(zt_ckpt_writer *w);
 /* 1 when no write is in flight (never blocks) */
 int zt_ckpt_writer_idle(zt_ckpt_writer *w);
 /* waits for the write in flight (if any); 0 or non-zero with err naming the file and errno */

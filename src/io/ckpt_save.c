@@ -310,6 +310,8 @@ zt_ckpt_saver *zt_ckpt_saver_create(const zt_ckpt_view *v, int async, int direct
 
 int zt_ckpt_saver_pending(const zt_ckpt_saver *s) { return s->pending; }
 
+double zt_ckpt_saver_wait_snapshot(zt_ckpt_saver *s) { return s->pending ? zt_ckpt_writer_wait_snapshot(s->w) : 0.0; }
+
 int zt_ckpt_saver_local_done(zt_ckpt_saver *s) { return !s->pending || zt_ckpt_writer_idle(s->w); }
 
 void zt_ckpt_saver_times(const zt_ckpt_saver *s, double *stage_s, double *write_s, double *total_s) {
@@ -324,7 +326,7 @@ int zt_ckpt_saver_finish(zt_ckpt_saver *s, char *path_out, size_t path_len, char
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     s->pending = 0;
     int bad = zt_ckpt_writer_wait(s->w, err, errlen);
-    zt_ckpt_writer_times(s->w, NULL, &s->write_s);
+    zt_ckpt_writer_times(s->w, &s->stage_s, &s->write_s);
     if (zt_any_failed(bad, err, errlen)) {
         if (rank == 0) unlink(s->tmp);
         return 1;
