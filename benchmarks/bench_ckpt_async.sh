@@ -33,7 +33,7 @@ for cfg in ${CONFIGS//,/ }; do
     declare -A stall=()
     for mode in false true; do
       name=$cfg-$np-$mode
-      mpirun --oversubscribe --bind-to none -np $np $ZT train -c inputs/$cfg.cfg --set precision=fp32 \
+      mpirun --oversubscribe --bind-to none -np $np $ZT train -c inputs/$cfg.cfg --set precision=fp32 --set device=cpu \
         --set train.micro_batch=1 --set train.global_batch=$np --set train.seq_len=64 --set train.steps=$STEPS \
         --set train.warmup_steps=1 --set checkpoint.every=$EVERY --set checkpoint.keep=2 --set checkpoint.async=$mode \
         --set eval.every=0 --set data.val= --set data.train=$ROOT/data/train.bin --set train.log_every=1 \

@@ -31,7 +31,7 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     zt_zero_plan p;
     zt_zero_plan_memory(&c, &s, N, &p);
     const double MB = 1.0 / (1 << 20);
-    size_t total = p.param_bytes + p.grad_bytes + p.acc_bytes + p.optim_bytes + p.comm_bytes + p.act_bytes;
+    size_t total = p.param_bytes + p.grad_bytes + p.acc_bytes + p.optim_bytes + p.comm_bytes + p.act_bytes + p.ckpt_bytes;
     if (d->rank == 0) {
         printf("config: L%d H%d C%d V%d, %zu params, micro_batch %d x seq_len %d, ZeRO-%d, %d ranks\n", s.n_layer,
                s.n_head, s.n_embd, s.padded_vocab, p.total, c.train.micro_batch, c.train.seq_len, c.zero.stage, N);
@@ -42,6 +42,8 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("%-24s %12.1f\n", "optimizer state (m, v)", p.optim_bytes * MB);
         printf("%-24s %12.1f\n", "communication buffers", p.comm_bytes * MB);
         printf("%-24s %12.1f\n", "activations + scratch", p.act_bytes * MB);
+        printf("%-24s %12.1f   (host; checkpoint.async = %s)\n", "checkpoint staging", p.ckpt_bytes * MB,
+               c.checkpoint.async ? "true: the whole shard" : "false: two 32 MiB halves");
         printf("%-24s %12.1f\n", "total", total * MB);
         if (c.zero.stage == 2)
             printf("stage 2: %d gradient buckets (whole layers, <= %.1f MiB unless one layer is larger: largest %.1f MiB), "

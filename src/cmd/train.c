@@ -354,7 +354,8 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
             double g = t.flops_tok * tok_s * 1e-9 / d->size;
             zt_step_metrics sm = {step, steps, loss, zt_lr_at(c, step - 1), norm, tok_s, g, g / t.peak, dt * 1e3,
                                   (double)(t.z.plan.param_bytes + t.z.plan.grad_bytes + t.z.plan.acc_bytes +
-                                           t.z.plan.optim_bytes + t.z.plan.comm_bytes + t.z.plan.act_bytes), vl,
+                                           t.z.plan.optim_bytes + t.z.plan.comm_bytes + t.z.plan.act_bytes +
+                                           t.z.plan.ckpt_bytes), vl,
                                   -1, -1, stall};
             if (gpu && zt_gpu_monitor_read(gpu, &sm.gpu_mem_bytes, &sm.gpu_util)) sm.gpu_mem_bytes = -1;
             zt_metrics_step(&t.mx, &sm);

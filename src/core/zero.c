@@ -40,6 +40,7 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
         p->comm_bytes = N > 1 ? p->padded * f : 0;         /* all-to-all receive buffer */
     }
     p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len);
+    p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async); /* host memory */
     free(pt);
 }
 

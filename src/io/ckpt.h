@@ -61,8 +61,10 @@ int zt_ckpt_save(const char *dir, int keep, const zt_ckpt_meta *meta, const zt_c
 /* A save in the background (checkpoint.async) or in the foreground through a bounded staging buffer,
    one per training run (no allocation per save). */
 typedef struct zt_ckpt_saver zt_ckpt_saver;
-/* host staging bytes a saver for this view allocates (`ztrain estimate` counts them) */
+/* host staging bytes a saver for this view allocates; the same for a shard of shard_elems elements of
+   a model with n_tensors tensors (with optimizer state), for `ztrain estimate` and the memory plan */
 size_t zt_ckpt_saver_stage_bytes(const zt_ckpt_view *v, int async);
+size_t zt_ckpt_stage_bytes(size_t shard_elems, int n_tensors, int async);
 /* NOT collective */
 zt_ckpt_saver *zt_ckpt_saver_create(const zt_ckpt_view *v, int async, int direct_io);
 /* Starts the save of step meta->step into dir (finishing a save still in flight first). Synchronous

@@ -291,13 +291,16 @@ struct zt_ckpt_saver {
 
 #define SYNC_STAGE ((size_t)64 << 20) /* two 32 MiB halves: copy one while the other is written */
 
-size_t zt_ckpt_saver_stage_bytes(const zt_ckpt_view *v, int async) {
+size_t zt_ckpt_stage_bytes(size_t shard_elems, int n_tensors, int async) {
     if (!async) return SYNC_STAGE;
+    /* params, exp_avg, exp_avg_sq of the shard, plus up to one block of alignment per piece */
+    return 3 * shard_elems * sizeof(float) + (size_t)3 * (size_t)n_tensors * 4096 + 4096;
+}
+
+size_t zt_ckpt_saver_stage_bytes(const zt_ckpt_view *v, int async) {
     const zt_param_table *pt = v->table;
     const size_t lo = v->lo, hi = v->hi < pt->total ? v->hi : pt->total;
-    const int ngroups = v->exp_avg ? 3 : 1;
-    /* the shard of every group, plus up to one block of alignment per piece */
-    return (size_t)ngroups * (hi > lo ? hi - lo : 0) * sizeof(float) + (size_t)max_pieces(v) * 4096 + 4096;
+    return zt_ckpt_stage_bytes(hi > lo ? hi - lo : 0, pt->n, async);
 }
 
 zt_ckpt_saver *zt_ckpt_saver_create(const zt_ckpt_view *v, int async, int direct_io) {
