@@ -67,8 +67,8 @@ def table(path, style):
               scaling_line(mode, runs), losses_line(rows, mode)]
     footer = ["speedup = tokens/s / tokens/s of the 1-rank run of the same model (with the same ZeRO stage, "
               "micro-batch and device when there is one); effic = speedup / ranks",
-              "tokens/s: mean over training steps 2.. (results.json); time: the whole run, start-up, evaluation and "
-              "checkpoints included; peak_mem: rank 0's peak RSS"]
+              "tokens/s: tokens of training steps 2.. over their time (results.json); time: the whole run, start-up, "
+              "evaluation and checkpoints included; peak_mem: the largest peak RSS over the ranks"]
     if not any(r.ranks == 1 for r in runs):
         footer.insert(0, "no 1-rank run in this session: no speedup, efficiency or loss comparison")
     doc = {"session": name, "path": path, "scaling": mode, "losses": losses_line(rows, mode),
