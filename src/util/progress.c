@@ -1,15 +1,33 @@
 /* progress.c — the one progress display (see progress.h). */
 #include "util/progress.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Under mpirun a rank's stdout is a pseudo-terminal that Open MPI opens and forwards, whatever mpirun's
+   own stdout is (a file, a pipe, a terminal). The launcher is the rank's parent on mpirun's node
+   (Open MPI 4 starts local ranks itself): its stdout decides. Elsewhere (a remote node's orted,
+   srun) the parent's stdout is not a terminal and the output is plain lines. */
+static int really_a_terminal(FILE *out) {
+    if (!isatty(fileno(out))) return 0;
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK")) return 1; /* not launched by mpirun */
+    char link[64];
+    snprintf(link, sizeof link, "/proc/%d/fd/1", (int)getppid());
+    int fd = open(link, O_WRONLY | O_NOCTTY);
+    if (fd < 0) return 0;
+    int tty = isatty(fd);
+    close(fd);
+    return tty;
+}
 
 void zt_progress_start(zt_progress *p, FILE *out) {
     memset(p, 0, sizeof *p);
     p->out = out;
     p->on = zt_rank() == 0;
-    p->tty = p->on && isatty(fileno(out));
+    p->tty = p->on && really_a_terminal(out);
     p->t0 = p->last = zt_now();
 }
 
