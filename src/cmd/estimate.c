@@ -7,16 +7,70 @@
 
 #include "cmd/cli.h"
 #include "core/backend_factory.h"
+#include "core/perf_model.h"
 #include "core/zero.h"
 #include "util/util.h"
 
+/* the step-time model (core/perf_model.h) for N ranks on M nodes of hardware `hw` */
+static void performance(const zt_config *c, const zt_model_shape *s, int N, int M, const char *hw_name,
+                        const char *net, const char *flops, int json, zt_dist *d) {
+    double sgemm = 0;
+    if (strcmp(hw_name, "cpu") == 0 && !flops) { /* this machine: one core's sgemm, measured now */
+        char err[ZT_ERR_BUF];
+        zt_backend *be = zt_backend_create("cpu", 1, err, sizeof err);
+        if (!be) zt_user_error_all("%s", err);
+        sgemm = zt_backend_measure_sgemm(be, 1024);
+        zt_backend_destroy(be);
+    }
+    zt_hw hw;
+    if (zt_hw_preset(hw_name, sgemm, d->node_cores, &hw))
+        zt_user_error_all("--hw %s: expected cpu (this machine, measured), h100 or h200", hw_name);
+    if (net && zt_hw_set_net(&hw, net))
+        zt_user_error_all("--net %s: expected BANDWIDTH_GBIT[,LATENCY_US] per node, e.g. 400,12", net);
+    if (flops) {
+        char *end;
+        double g = strtod(flops, &end);
+        if (*end || g <= 0) zt_user_error_all("--flops %s: expected sustained GFLOP/s per rank (per core on cpu)", flops);
+        hw.flops = g * 1e9;
+    }
+    zt_perf p;
+    zt_perf_predict(c, s, N, M, &hw, &p);
+    if (d->rank != 0) return;
+    if (json) {
+        printf("{\"hw\": \"%s\", \"ranks\": %d, \"nodes\": %d, \"stage\": %d, \"reduce\": \"%s\", \"step_s\": %.6g, "
+               "\"compute_s\": %.6g, \"grad_comm_s\": %.6g, \"grad_exposed_s\": %.6g, \"gather_s\": %.6g, \"optim_s\": %.6g, "
+               "\"ckpt_s\": %.6g, \"tokens_per_s\": %.6g, \"efficiency\": %.4f, \"inter_node_bytes\": %.6g, "
+               "\"fixed_exposed_s\": %.6g, \"fixed_step_s\": %.6g, \"fixed_inter_node_bytes\": %.6g}\n",
+               hw.name, N, M, c->zero.stage, c->zero.reduce, p.step_s, p.compute_s, p.grad_comm_s, p.grad_exposed_s,
+               p.gather_s + p.norm_s, p.optim_s, p.ckpt_s, p.tokens_per_s, p.efficiency, p.inter_node_bytes,
+               p.fixed_exposed_s, p.fixed_step_s, p.fixed_inter_node_bytes);
+        return;
+    }
+    printf("performance model (%s, %d ranks on %d node%s, %d per node, %d micro-batch%s per rank per step; "
+           "see src/core/perf_model.h):\n", hw.name, N, M, M > 1 ? "s" : "", p.ranks_per_node, p.micro_per_rank,
+           p.micro_per_rank > 1 ? "es" : "");
+    printf("  %-34s %10.4f s\n", "compute (forward + backward)", p.compute_s);
+    printf("  %-34s %10.4f s (%.4f s in flight%s)\n", "gradient exchange, exposed", p.grad_exposed_s, p.grad_comm_s,
+           c->zero.stage == 2 ? ", overlapped with backward" : "");
+    printf("  %-34s %10.4f s\n", "all-gathers after the update", p.gather_s + p.norm_s);
+    printf("  %-34s %10.4f s\n", "optimizer", p.optim_s);
+    printf("  %-34s %10.4f s\n", "checkpoint (per step, amortized)", p.ckpt_s);
+    printf("  %-34s %10.4f s  -> %.0f tokens/s, weak-scaling efficiency %.1f%%\n", "step", p.step_s, p.tokens_per_s,
+           100 * p.efficiency);
+    if (M > 1) printf("  inter-node traffic: %.3g GB per node per step at %.0f Gbit/s\n", p.inter_node_bytes / 1e9, hw.inter_bw * 8 / 1e9);
+    if (N > 1)
+        printf("  exact alternative, int64 fixed-point gradients (not implemented): exposed %.4f s, step %.4f s%s\n",
+               p.fixed_exposed_s, p.fixed_step_s, M > 1 ? "" : "");
+}
+
 int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     char err[ZT_ERR_BUF];
-    const char *ranks_s = NULL;
-    zt_cli_opt opts[] = {{"--ranks", 1, &ranks_s}};
+    const char *ranks_s = NULL, *nodes_s = NULL, *hw_s = NULL, *net_s = NULL, *flops_s = NULL, *json_s = NULL;
+    zt_cli_opt opts[] = {{"--ranks", 1, &ranks_s}, {"--nodes", 1, &nodes_s}, {"--hw", 1, &hw_s},
+                         {"--net", 1, &net_s},     {"--flops", 1, &flops_s}, {"--json", 0, &json_s}};
     zt_cli cli;
     zt_config c;
-    if (zt_cli_parse(&cli, argc, argv, opts, 1, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
+    if (zt_cli_parse(&cli, argc, argv, opts, 6, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
         zt_user_error_all("%s", err);
     int N = d->size;
     if (ranks_s) {
@@ -24,6 +78,13 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         long v = strtol(ranks_s, &end, 10);
         if (*end || v < 1 || v > 1 << 20) zt_user_error_all("--ranks %s: expected a rank count >= 1", ranks_s);
         N = (int)v;
+    }
+    int M = 1;
+    if (nodes_s) {
+        char *end;
+        long v = strtol(nodes_s, &end, 10);
+        if (*end || v < 1 || v > N) zt_user_error_all("--nodes %s: expected a node count from 1 to --ranks (%d)", nodes_s, N);
+        M = (int)v;
     }
     if (zt_config_validate(&c, N, err, sizeof err)) zt_user_error_all("%s", err);
     zt_model_shape s;
@@ -51,6 +112,7 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("FLOPs per token (fwd+bwd): %.4g; per step: %.4g\n", zt_model_flops_per_token(&s, c.train.seq_len),
                zt_model_flops_per_token(&s, c.train.seq_len) * c.train.global_batch * c.train.seq_len);
     }
+    if (hw_s || nodes_s || net_s || flops_s || json_s) performance(&c, &s, N, M, hw_s ? hw_s : "cpu", net_s, flops_s, json_s != NULL, d);
     return 0;
 }
 

@@ -1,0 +1,66 @@
+/* perf_model.h — predicted step time of a training config on N ranks over M nodes (issue: scaling
+ * past one machine, on paper and checked). `ztrain estimate --ranks N --nodes M` prints it.
+ *
+ * The step is what src/core/zero.c and zero_bucket.c issue, costed with an alpha-beta model per link:
+ *   compute   FLOPs per token (zt_model_flops_per_token) x tokens per rank / the rank's sustained FLOP/s
+ *             (a third forward, two thirds backward). On the cpu device ranks beyond the node's cores
+ *             share them, so a rank's rate is scaled by cores / ranks per node.
+ *   gradients every micro-batch's full fp32 gradient (padded P elements) goes to the shard owners:
+ *             ordered: an all-to-all (each rank sends P/N to each other rank); native: a reduce-scatter
+ *             (stages 0-1) or per-bucket reduces to the owners (stage 2). Stage 2 overlaps the exchange
+ *             with backward bucket by bucket: what is exposed is the part longer than the backward that
+ *             remains once a bucket is posted, and at least the last bucket.
+ *   all-to-all across nodes: of a rank's (N-1)/N x P x 4 bytes, (N-G)/N cross nodes, and a node's G
+ *             ranks share its network link: G x (N-G)/N x P x 4 bytes per node per exchange.
+ *   ring collectives (reduce-scatter, all-gather): (N-1)/N x bytes through the slowest link of the ring
+ *             (the node link when M > 1), latency (N-1) x alpha.
+ *   after the update: stages 1-2 all-gather the parameters, stage 0 the reduced gradient (same bytes);
+ *             the gradient norm's chunk sums are one more (small) all-gather.
+ *   optimizer AdamW over the rank's elements (the shard; all of them at stage 0): ~32 bytes of memory
+ *             traffic per element at the device's memory bandwidth.
+ *   checkpoint the synchronous write of 3 x P x 4 bytes at the file system's bandwidth shared by every
+ *             rank (or, with checkpoint.async, the staging copy), spread over checkpoint.every steps.
+ * The fixed-point alternative (fields fixed_*) is costed the same way for comparison.
+ * Tokens/s = global batch x seq_len / step time; scaling efficiency = the 1-rank step's time for the
+ * same per-rank work / this step's time (weak scaling at fixed micro-batch per rank). */
+#ifndef ZT_PERF_MODEL_H
+#define ZT_PERF_MODEL_H
+
+#include "core/model.h"
+#include "io/config.h"
+
+typedef struct zt_hw {
+    char name[64];
+    double flops;             /* sustained FLOP/s per rank on the model's matmuls (one rank per device) */
+    double mem_bw;            /* bytes/s per rank (optimizer) */
+    double intra_bw, intra_lat; /* within a node, per rank: bytes/s, seconds per message */
+    double inter_bw, inter_lat; /* between nodes, per node (all its NICs): bytes/s, seconds per message */
+    double a2a_bw_factor;     /* all-to-all bandwidth as a fraction of intra_bw (measured; 1 = as a ring) */
+    double disk_bw;           /* checkpoint writes, bytes/s for the whole job */
+    int cores_per_node;       /* cpu: ranks beyond this share cores; 0 = one device per rank */
+    int ranks_per_device;     /* informational */
+} zt_hw;
+
+typedef struct zt_perf {
+    double compute_s, backward_s;
+    double grad_comm_s, grad_exposed_s;   /* per step: all micro-batches */
+    double gather_s, norm_s, optim_s, ckpt_s;
+    double step_s, tokens_per_s, efficiency;
+    double inter_node_bytes;              /* per node per step */
+    /* the exact alternative evaluated (not implemented): gradients accumulated locally as int64 fixed
+       point with a per-bucket shared exponent (one small max-all-reduce per step), so any reduction
+       order gives the same bits; ONE ring reduce-scatter of P x 8 bytes per step, overlapped with the
+       last micro-batch's backward at stage 2 */
+    double fixed_comm_s, fixed_exposed_s, fixed_step_s, fixed_inter_node_bytes;
+    int ranks_per_node, micro_per_rank;
+} zt_perf;
+
+/* "cpu" (this machine: the caller passes the measured single-thread sgemm GFLOP/s and core count),
+   "h100", "h200"; 0 or -1 for an unknown name. */
+int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, zt_hw *hw);
+/* --net "BW_Gbit,LAT_us" (per node): 0 or -1 */
+int zt_hw_set_net(zt_hw *hw, const char *spec);
+
+void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, const zt_hw *hw, zt_perf *out);
+
+#endif
