@@ -45,8 +45,13 @@ void zt_model_init_weights_host(const zt_param_table *pt, const zt_model_shape *
 
 typedef struct act_slot { void **ptr; size_t elems; } act_slot;
 
-static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, act_slot *out) {
-    const size_t L = s->n_layer, C = s->n_embd, NH = s->n_head, Vp = s->padded_vocab;
+/* recompute (ZT_RECOMPUTE_*): which per-layer activations are kept for every layer (L copies) and which
+   only for the layer being computed (1 copy, recomputed in backward) */
+static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, int recompute, act_slot *out) {
+    const size_t C = s->n_embd, NH = s->n_head, Vp = s->padded_vocab;
+    const size_t L = recompute == ZT_RECOMPUTE_LAYER ? 1 : (size_t)s->n_layer; /* layer internals */
+    const size_t LG = recompute == ZT_RECOMPUTE_NONE ? (size_t)s->n_layer : 1;  /* the GELU output */
+    const size_t LR = s->n_layer;                                                /* layer outputs */
     const size_t BT = (size_t)B * T;
     int n = 0;
 #define SLOT(p, e) out[n++] = (act_slot){(void **)&a->p, (e)}
@@ -63,9 +68,9 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, act_slot
     SLOT(ln2_mean, L * BT);
     SLOT(ln2_rstd, L * BT);
     SLOT(fch, L * BT * 4 * C);
-    SLOT(fch_gelu, L * BT * 4 * C);
+    SLOT(fch_gelu, LG * BT * 4 * C);
     SLOT(fcproj, BT * C);
-    SLOT(residual3, L * BT * C);
+    SLOT(residual3, LR * BT * C);
     SLOT(lnf, BT * C);
     SLOT(lnf_mean, BT);
     SLOT(lnf_rstd, BT);
@@ -85,10 +90,10 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, act_slot
 
 static size_t round_up64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
-size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T) {
+size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T, int recompute) {
     zt_acts a;
     act_slot slots[64];
-    int n = act_slots(&a, s, B, T, slots);
+    int n = act_slots(&a, s, B, T, recompute, slots);
     size_t total = 0;
     for (int i = 0; i < n; i++) total += round_up64(slots[i].elems * sizeof(float));
     return total;
@@ -96,7 +101,13 @@ size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T) {
 
 int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
                   int alloc_grads) {
+    return zt_model_init_recompute(m, be, s, B, T, padded, alloc_grads, ZT_RECOMPUTE_NONE);
+}
+
+int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
+                            int alloc_grads, int recompute) {
     memset(m, 0, sizeof *m);
+    m->recompute = recompute;
     m->s = *s;
     m->be = be;
     m->B = m->max_B = B;
@@ -110,8 +121,8 @@ int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, i
     }
     /* one allocation for all activations, carved into 64-byte aligned slots */
     act_slot slots[64];
-    int n = act_slots(&m->a, s, B, T, slots);
-    m->act_bytes = zt_model_act_bytes(s, B, T);
+    int n = act_slots(&m->a, s, B, T, recompute, slots);
+    m->act_bytes = zt_model_act_bytes(s, B, T, recompute);
     char *base = be->i->alloc(be, m->act_bytes);
     size_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -139,10 +150,41 @@ void zt_model_free(zt_model *m) {
 #define BEFORE(a, b) do { if (m->hooks.before) m->hooks.before(m->hooks.ctx, (a), (b)); } while (0)
 #define AFTER(a) do { if (m->hooks.after) m->hooks.after(m->hooks.ctx, (a)); } while (0)
 
+/* the layer's slot in the per-layer buffers: its own, or the one shared copy when recomputed */
+static size_t lay(const zt_model *m, int l) { return m->recompute == ZT_RECOMPUTE_LAYER ? 0 : (size_t)l; }
+
+/* layer l's forward from its input (the embedding or layer l-1's output). out = 0: a recomputation in
+   backward, which rebuilds the internals and leaves the stored output (identical bits) alone */
+static void layer_fwd(zt_model *m, int l, int out) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int C = m->s.n_embd, NH = m->s.n_head, B = m->B, T = m->T, N = B * T;
+    const size_t NC = (size_t)N * C, k = lay(m, l), g = m->recompute == ZT_RECOMPUTE_NONE ? (size_t)l : 0;
+    zt_acts *a = &m->a;
+    const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC;
+    float *ln1 = a->ln1 + k * NC, *qkv = a->qkv + k * NC * 3, *atty = a->atty + k * NC;
+    float *att = a->att + k * B * NH * T * T;
+    float *res2 = a->residual2 + k * NC, *ln2 = a->ln2 + k * NC;
+    float *fch = a->fch + k * NC * 4, *fchg = a->fch_gelu + g * NC * 4, *res3 = a->residual3 + (size_t)l * NC;
+    f->layernorm_fwd(be, ln1, a->ln1_mean + k * N, a->ln1_rstd + k * N, res, P(zt_param_layer(l, ZT_LN1W)),
+                     P(zt_param_layer(l, ZT_LN1B)), N, C);
+    f->linear_fwd(be, qkv, ln1, P(zt_param_layer(l, ZT_QKVW)), P(zt_param_layer(l, ZT_QKVB)), N, C, 3 * C);
+    f->attention_fwd(be, atty, att, qkv, B, T, C, NH);
+    f->linear_fwd(be, a->attproj, atty, P(zt_param_layer(l, ZT_ATTPW)), P(zt_param_layer(l, ZT_ATTPB)), N, C, C);
+    f->add(be, res2, res, a->attproj, NC);
+    f->layernorm_fwd(be, ln2, a->ln2_mean + k * N, a->ln2_rstd + k * N, res2, P(zt_param_layer(l, ZT_LN2W)),
+                     P(zt_param_layer(l, ZT_LN2B)), N, C);
+    f->linear_fwd(be, fch, ln2, P(zt_param_layer(l, ZT_FCW)), P(zt_param_layer(l, ZT_FCB)), N, C, 4 * C);
+    f->gelu_fwd(be, fchg, fch, NC * 4);
+    if (!out) return; /* backward needs the internals only */
+    f->linear_fwd(be, a->fcproj, fchg, P(zt_param_layer(l, ZT_FCPW)), P(zt_param_layer(l, ZT_FCPB)), N, 4 * C, C);
+    f->add(be, res3, res2, a->fcproj, NC);
+}
+
 static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float dscale) {
     zt_backend *be = m->be;
     const zt_backend_i *f = be->i;
-    const int L = m->s.n_layer, C = m->s.n_embd, NH = m->s.n_head;
+    const int L = m->s.n_layer, C = m->s.n_embd;
     const int V = m->s.vocab_size, Vp = m->s.padded_vocab;
     ZT_ASSERT(B <= m->max_B && T <= m->max_T);
     const int N = B * T;
@@ -154,26 +196,8 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     if (targets) f->to_device(be, a->targets, targets, (size_t)N * sizeof(int32_t));
 
     f->embed_fwd(be, a->encoded, a->tokens, P(0), P(1), B, T, C);
-    const float *res = a->encoded;
-    for (int l = 0; l < L; l++) {
-        float *ln1 = a->ln1 + l * NC, *qkv = a->qkv + l * NC * 3, *atty = a->atty + l * NC;
-        float *att = a->att + (size_t)l * B * NH * T * T;
-        float *res2 = a->residual2 + l * NC, *ln2 = a->ln2 + l * NC;
-        float *fch = a->fch + l * NC * 4, *fchg = a->fch_gelu + l * NC * 4, *res3 = a->residual3 + l * NC;
-        f->layernorm_fwd(be, ln1, a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, res,
-                         P(zt_param_layer(l, ZT_LN1W)), P(zt_param_layer(l, ZT_LN1B)), N, C);
-        f->linear_fwd(be, qkv, ln1, P(zt_param_layer(l, ZT_QKVW)), P(zt_param_layer(l, ZT_QKVB)), N, C, 3 * C);
-        f->attention_fwd(be, atty, att, qkv, B, T, C, NH);
-        f->linear_fwd(be, a->attproj, atty, P(zt_param_layer(l, ZT_ATTPW)), P(zt_param_layer(l, ZT_ATTPB)), N, C, C);
-        f->add(be, res2, res, a->attproj, NC);
-        f->layernorm_fwd(be, ln2, a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, res2,
-                         P(zt_param_layer(l, ZT_LN2W)), P(zt_param_layer(l, ZT_LN2B)), N, C);
-        f->linear_fwd(be, fch, ln2, P(zt_param_layer(l, ZT_FCW)), P(zt_param_layer(l, ZT_FCB)), N, C, 4 * C);
-        f->gelu_fwd(be, fchg, fch, NC * 4);
-        f->linear_fwd(be, a->fcproj, fchg, P(zt_param_layer(l, ZT_FCPW)), P(zt_param_layer(l, ZT_FCPB)), N, 4 * C, C);
-        f->add(be, res3, res2, a->fcproj, NC);
-        res = res3;
-    }
+    for (int l = 0; l < L; l++) layer_fwd(m, l, 1);
+    const float *res = a->residual3 + (size_t)(L - 1) * NC;
     const int lnf = 2 + L * ZT_PER_LAYER;
     f->layernorm_fwd(be, a->lnf, a->lnf_mean, a->lnf_rstd, res, P(lnf), P(lnf + 1), N, C);
     /* logits(N, Vp) = lnf(N, C) @ wte(Vp, C)^T */
@@ -227,10 +251,14 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     for (int l = L - 1; l >= 0; l--) {
         BEFORE(zt_param_layer(l, 0), zt_param_layer(l, ZT_PER_LAYER - 1));
         const float *res_in = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC;
-        float *ln1 = a->ln1 + l * NC, *qkv = a->qkv + l * NC * 3, *atty = a->atty + l * NC;
-        float *att = a->att + (size_t)l * B * NH * T * T;
-        float *res2 = a->residual2 + l * NC, *ln2 = a->ln2 + l * NC;
-        float *fch = a->fch + l * NC * 4, *fchg = a->fch_gelu + l * NC * 4;
+        const size_t k = lay(m, l), g = m->recompute == ZT_RECOMPUTE_NONE ? (size_t)l : 0;
+        float *ln1 = a->ln1 + k * NC, *qkv = a->qkv + k * NC * 3, *atty = a->atty + k * NC;
+        float *att = a->att + k * B * NH * T * T;
+        float *res2 = a->residual2 + k * NC, *ln2 = a->ln2 + k * NC;
+        float *fch = a->fch + k * NC * 4, *fchg = a->fch_gelu + g * NC * 4;
+        /* recomputation: the same kernels on the same inputs give the same bits as the stored copy */
+        if (m->recompute == ZT_RECOMPUTE_LAYER) layer_fwd(m, l, 0);
+        else if (m->recompute == ZT_RECOMPUTE_GELU) f->gelu_fwd(be, fchg, fch, NC * 4);
         /* MLP: dres = d residual3[l] */
         f->linear_bwd(be, a->dbt4c, G(zt_param_layer(l, ZT_FCPW)), G(zt_param_layer(l, ZT_FCPB)), a->dres, fchg, P(zt_param_layer(l, ZT_FCPW)),
                       N, 4 * C, C, 0);
@@ -238,7 +266,7 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         f->linear_bwd(be, a->dbtc, G(zt_param_layer(l, ZT_FCW)), G(zt_param_layer(l, ZT_FCB)), a->dbt4c, ln2, P(zt_param_layer(l, ZT_FCW)),
                       N, C, 4 * C, 0);
         f->layernorm_bwd(be, a->dres, G(zt_param_layer(l, ZT_LN2W)), G(zt_param_layer(l, ZT_LN2B)), a->dbtc, res2, P(zt_param_layer(l, ZT_LN2W)),
-                         a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, N, C);
+                         a->ln2_mean + k * N, a->ln2_rstd + k * N, N, C);
         /* attention: dres = d residual2[l] */
         f->linear_bwd(be, a->dbtc, G(zt_param_layer(l, ZT_ATTPW)), G(zt_param_layer(l, ZT_ATTPB)), a->dres, atty, P(zt_param_layer(l, ZT_ATTPW)),
                       N, C, C, 0);
@@ -246,7 +274,7 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         f->linear_bwd(be, a->dbtc2, G(zt_param_layer(l, ZT_QKVW)), G(zt_param_layer(l, ZT_QKVB)), a->dqkv, ln1, P(zt_param_layer(l, ZT_QKVW)),
                       N, C, 3 * C, 0);
         f->layernorm_bwd(be, a->dres, G(zt_param_layer(l, ZT_LN1W)), G(zt_param_layer(l, ZT_LN1B)), a->dbtc2, res_in, P(zt_param_layer(l, ZT_LN1W)),
-                         a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, N, C);
+                         a->ln1_mean + k * N, a->ln1_rstd + k * N, N, C);
         AFTER(zt_param_layer(l, 0));
     }
     BEFORE(1, 1);

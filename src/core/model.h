@@ -71,16 +71,24 @@ typedef struct zt_model {
     size_t padded;        /* elements allocated for params / grads */
     zt_acts a;
     size_t act_bytes;     /* activation + scratch bytes */
+    int recompute;        /* ZT_RECOMPUTE_* */
     float *losses_host;   /* (B, T) host copy of the last forward's losses */
     int dlogits_ready;    /* the last forward left dlogits for dlogits_scale in a.logits */
     float dlogits_scale;
 } zt_model;
 
 /* activation bytes for a micro-batch (B, T), with the same layout zt_model_init allocates */
-size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T);
+size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T, int recompute);
 
 /* allocates params (zero), grads and activations on be. params/grads get `padded` >= table.total
    elements (the ZeRO shard padding; 0 = table.total); alloc_grads = 0 skips the gradient. */
+/* train.recompute: which activations backward recomputes instead of keeping. GELU: the GELU output
+   (4C per token per layer) is recomputed from its input; LAYER: only each layer's output (the residual
+   stream) is kept and backward reruns the layer's forward first. Same kernels on the same inputs: the
+   results are bit-identical to NONE. */
+enum { ZT_RECOMPUTE_NONE = 0, ZT_RECOMPUTE_GELU = 1, ZT_RECOMPUTE_LAYER = 2 };
+int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
+                            int alloc_grads, int recompute);
 int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
                   int alloc_grads);
 void zt_model_free(zt_model *m);

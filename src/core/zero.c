@@ -39,7 +39,7 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
         p->acc_bytes = alias ? 0 : (stage == 0 ? p->padded : p->shard) * f;
         p->comm_bytes = N > 1 ? p->padded * f : 0;         /* all-to-all receive buffer */
     }
-    p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len);
+    p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len, c->train.recompute);
     p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async); /* host memory */
     free(pt);
 }
@@ -59,7 +59,8 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     z->alias_acc = z->plan.acc_bytes == 0;
     z->lo = (size_t)z->rank * z->plan.shard;
     z->hi = z->lo + z->plan.shard;
-    zt_model_init(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage != 2);
+    zt_model_init_recompute(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage != 2,
+                            c->train.recompute);
     if (!z->alias_acc) z->acc = be->i->alloc(be, z->plan.acc_bytes);
     if (z->stage == 2) zt_zero_buckets_init(z, m, c);
     size_t opt_elems = z->plan.optim_bytes / 2 / sizeof(float);

@@ -37,6 +37,7 @@ typedef struct zt_config {
         double weight_decay, beta1, beta2, eps, grad_clip;  /* grad_clip 0 = off */
         long seed;
         int threads;                /* 0 = auto: cores on the node / local ranks */
+        int recompute;              /* ZT_RECOMPUTE_* (core/model.h): none | gelu | layer */
         int log_every;
     } train;
     struct {
