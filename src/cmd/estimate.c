@@ -2,14 +2,47 @@
  * zt_zero_plan_memory(), the function zt_zero_init() allocates by. */
 #include "cmd/estimate.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd/cli.h"
 #include "core/backend_factory.h"
 #include "core/perf_model.h"
 #include "core/zero.h"
 #include "util/util.h"
+
+/* ---------------------------------------------------------------- fitting a memory limit */
+
+
+/* "24G", "512M", "1.5T", bytes: 0 on error */
+static size_t parse_size(const char *v) {
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || x <= 0) return 0;
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
+    else if (*end == 'T' || *end == 't') mul = 1024.0 * 1024 * 1024 * 1024, end++;
+    if (*end == 'i') end++;
+    if (*end == 'B') end++;
+    return *end ? 0 : (size_t)(x * mul);
+}
+
+/* MemAvailable of this node (bytes), 0 if unknown */
+static size_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
 
 /* the step-time model (core/perf_model.h) for N ranks on M nodes of hardware `hw` */
 static void performance(const zt_config *c, const zt_model_shape *s, int N, int M, const char *hw_name,
@@ -65,12 +98,14 @@ static void performance(const zt_config *c, const zt_model_shape *s, int N, int 
 
 int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     char err[ZT_ERR_BUF];
-    const char *ranks_s = NULL, *nodes_s = NULL, *hw_s = NULL, *net_s = NULL, *flops_s = NULL, *json_s = NULL;
+    const char *ranks_s = NULL, *nodes_s = NULL, *hw_s = NULL, *net_s = NULL, *flops_s = NULL, *json_s = NULL,
+               *limit_s = NULL;
     zt_cli_opt opts[] = {{"--ranks", 1, &ranks_s}, {"--nodes", 1, &nodes_s}, {"--hw", 1, &hw_s},
-                         {"--net", 1, &net_s},     {"--flops", 1, &flops_s}, {"--json", 0, &json_s}};
+                         {"--net", 1, &net_s},     {"--flops", 1, &flops_s}, {"--json", 0, &json_s},
+                         {"--mem-limit", 1, &limit_s}};
     zt_cli cli;
     zt_config c;
-    if (zt_cli_parse(&cli, argc, argv, opts, 6, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
+    if (zt_cli_parse(&cli, argc, argv, opts, 7, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
         zt_user_error_all("%s", err);
     int N = d->size;
     if (ranks_s) {
@@ -92,7 +127,7 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     zt_zero_plan p;
     zt_zero_plan_memory(&c, &s, N, &p);
     const double MB = 1.0 / (1 << 20);
-    size_t total = p.param_bytes + p.grad_bytes + p.acc_bytes + p.optim_bytes + p.comm_bytes + p.act_bytes + p.ckpt_bytes;
+    size_t total = zt_zero_plan_total(&p);
     if (d->rank == 0) {
         printf("config: L%d H%d C%d V%d, %zu params, micro_batch %d x seq_len %d, ZeRO-%d, %d ranks\n", s.n_layer,
                s.n_head, s.n_embd, s.padded_vocab, p.total, c.train.micro_batch, c.train.seq_len, c.zero.stage, N);
@@ -112,8 +147,101 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("FLOPs per token (fwd+bwd): %.4g; per step: %.4g\n", zt_model_flops_per_token(&s, c.train.seq_len),
                zt_model_flops_per_token(&s, c.train.seq_len) * c.train.global_batch * c.train.seq_len);
     }
+    if (limit_s) {
+        size_t limit = parse_size(limit_s);
+        if (!limit) zt_user_error_all("--mem-limit %s: expected a size such as 16G, 512M or bytes", limit_s);
+        size_t fit_bytes = 0;
+        int mb = zt_zero_fit_micro_batch(&c, &s, N, limit, &fit_bytes);
+        if (d->rank == 0) {
+            if (mb > 0)
+                printf("largest micro_batch within %.1f MiB per rank: %d (%.1f MiB; global_batch %d = %d x %d ranks x %d "
+                       "accumulation steps)\n", limit * MB, mb, fit_bytes * MB, c.train.global_batch, mb, N,
+                       c.train.global_batch / (mb * N));
+            else
+                printf("no micro_batch fits %.1f MiB per rank at ZeRO-%d, recompute %s: even micro_batch 1 needs more "
+                       "(try a higher zero.stage, train.recompute = \"layer\", or more ranks)\n",
+                       limit * MB, c.zero.stage, c.train.recompute == 2 ? "layer" : c.train.recompute == 1 ? "gelu" : "none");
+        }
+    }
     if (hw_s || nodes_s || net_s || flops_s || json_s) performance(&c, &s, N, M, hw_s ? hw_s : "cpu", net_s, flops_s, json_s != NULL, d);
     return 0;
+}
+
+/* "model name" of /proc/cpuinfo and the vector extensions the kernels care about */
+static void cpu_info(char *model, size_t mn, char *vec, size_t vn) {
+    snprintf(model, mn, "unknown");
+    vec[0] = 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[8192];
+    int got_model = 0, got_flags = 0;
+    while (fgets(line, sizeof line, f) && !(got_model && got_flags)) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        char *v = colon + 1;
+        while (*v == ' ') v++;
+        v[strcspn(v, "\n")] = 0;
+        if (!got_model && strncmp(line, "model name", 10) == 0) { snprintf(model, mn, "%s", v); got_model = 1; }
+        if (!got_flags && strncmp(line, "flags", 5) == 0) {
+            static const char *want[] = {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_tile"};
+            size_t o = 0;
+            for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+                char pat[32];
+                snprintf(pat, sizeof pat, " %s ", want[i]);
+                char padded[8200];
+                snprintf(padded, sizeof padded, " %s ", v);
+                if (strstr(padded, pat) && o < vn) o += (size_t)snprintf(vec + o, vn - o, "%s%s", o ? " " : "", want[i]);
+            }
+            got_flags = 1;
+        }
+    }
+    fclose(f);
+}
+
+static const char *recompute_name(int r) { return r == 2 ? "layer" : r == 1 ? "gelu" : "none"; }
+
+/* hwinfo -c CFG: the settings to use on this machine, with the memory estimate behind them */
+static void recommend(const char *cfg_path, int n_sets, char **sets, const zt_dist *d, size_t avail) {
+    char err[ZT_ERR_BUF];
+    zt_config c;
+    if (zt_config_load(&c, cfg_path, n_sets, sets, err, sizeof err)) zt_user_error_all("%s", err);
+    zt_model_shape s;
+    zt_model_shape_from_config(&c, &s);
+    /* ranks per node: as `ztrain launch` (one rank per up to 8 cores), within what divides the batch */
+    const int cores = d->node_cores > 0 ? d->node_cores : 1;
+    int ranks = (cores + 7) / 8;
+    while (ranks > 1 && c.train.global_batch % ranks) ranks--;
+    const int threads = cores / ranks > 0 ? cores / ranks : 1;
+    const size_t limit = (size_t)(0.9 * (double)avail / ranks); /* leave 10% of what is available */
+    if (d->rank != 0) return;
+    if (strcmp(c.device, "cpu") != 0)
+        printf("note: %s has device = \"%s\"; this recommendation is for this node's CPUs (device = \"cpu\")\n",
+               cfg_path, c.device);
+    printf("recommendation for %s on this node (%d cores, %.1f GiB available; 90%% of it split over the ranks):\n",
+           cfg_path, cores, avail / (1024.0 * 1024 * 1024));
+    /* the cheapest setting that fits: ZeRO stage first (free with ordered reduction on one node), then
+       recomputation (costs compute), then the largest micro-batch */
+    static const int stages[] = {2, 1, 0};
+    for (int rc = 0; rc <= 2; rc++) {
+        for (int si = 0; si < 3; si++) {
+            zt_config t = c;
+            t.zero.stage = ranks > 1 ? stages[si] : 0;
+            t.train.recompute = rc;
+            size_t bytes = 0;
+            int mb = zt_zero_fit_micro_batch(&t, &s, ranks, limit, &bytes);
+            if (mb <= 0) continue;
+            printf("  ranks per node %d, train.threads %d, zero.stage %d, train.recompute \"%s\", train.micro_batch %d\n"
+                   "  (estimate: %.1f MiB per rank of a %.1f MiB share; global_batch %d = %d x %d ranks x %d accumulation steps)\n"
+                   "  run: ./ztrain launch -n %d -- train -c %s --set train.micro_batch=%d --set zero.stage=%d%s\n",
+                   ranks, threads, t.zero.stage, recompute_name(rc), mb, bytes / 1048576.0, limit / 1048576.0,
+                   c.train.global_batch, mb, ranks, c.train.global_batch / (mb * ranks), ranks, cfg_path, mb, t.zero.stage,
+                   rc ? (rc == 2 ? " --set train.recompute=layer" : " --set train.recompute=gelu") : "");
+            return;
+        }
+        if (ranks == 1) continue;
+    }
+    printf("  nothing fits: even micro_batch 1 with ZeRO-2 and train.recompute = \"layer\" needs more than %.1f MiB "
+           "per rank (`ztrain estimate -c %s --ranks N` for more ranks or nodes)\n", limit / 1048576.0, cfg_path);
 }
 
 int zt_cmd_hwinfo(int argc, char **argv, zt_dist *d) {
@@ -127,18 +255,22 @@ int zt_cmd_hwinfo(int argc, char **argv, zt_dist *d) {
     double g = zt_backend_measure_sgemm(be, 1024);
     char layout[96];
     zt_dist_layout_string(d, layout, sizeof layout);
-    for (int r = 0; r < d->size; r++) {
-        if (r == d->rank && d->rank == 0)
-            printf("layout: %s\n", layout);
-        MPI_Barrier(MPI_COMM_WORLD);
-    }
     double *all = zt_calloc((size_t)d->size, sizeof(double));
     MPI_Gather(&g, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     int info[4] = {d->local_rank, d->node_cores, d->affinity_cores, be->threads};
     int *ai = zt_calloc((size_t)d->size * 4, sizeof(int));
     MPI_Gather(info, 4, MPI_INT, ai, 4, MPI_INT, 0, MPI_COMM_WORLD);
+    const size_t avail = mem_available();
     if (d->rank == 0) {
-        char gpus[4096];
+        char model[256], vec[256], host[256] = "?", gpus[4096];
+        cpu_info(model, sizeof model, vec, sizeof vec);
+        gethostname(host, sizeof host);
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        printf("host: %s\n", host);
+        printf("cpu: %s, %d cores online, vector extensions: %s\n", model, d->node_cores, vec[0] ? vec : "none known");
+        printf("memory: %.1f GiB total, %.1f GiB available\n", (double)pages * psz / (1024.0 * 1024 * 1024),
+               avail / (1024.0 * 1024 * 1024));
+        printf("layout: %s\n", layout);
         int ng = zt_backend_list_gpus(gpus, sizeof gpus);
         printf("backend: %s\n", desc);
         if (ng > 0) printf("gpus (rank 0's node): %d\n%s", ng, gpus);
@@ -147,6 +279,7 @@ int zt_cmd_hwinfo(int argc, char **argv, zt_dist *d) {
         for (int r = 0; r < d->size; r++)
             printf("%6d %6d %10d %10d %8d %14.1f\n", r, ai[4 * r], ai[4 * r + 1], ai[4 * r + 2], ai[4 * r + 3], all[r]);
     }
+    if (cli.config_path) recommend(cli.config_path, cli.n_sets, cli.sets, d, avail);
     free(all);
     free(ai);
     zt_backend_destroy(be);

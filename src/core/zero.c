@@ -44,6 +44,28 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     free(pt);
 }
 
+size_t zt_zero_plan_total(const zt_zero_plan *p) {
+    return p->param_bytes + p->grad_bytes + p->acc_bytes + p->optim_bytes + p->comm_bytes + p->act_bytes + p->ckpt_bytes;
+}
+
+/* the largest micro-batch (dividing the per-rank batch) whose plan fits `limit` bytes per rank, with
+   the config's stage and recompute; 0 if none does. *bytes gets its plan total. */
+int zt_zero_fit_micro_batch(const zt_config *c0, const zt_model_shape *s, int N, size_t limit, size_t *bytes) {
+    zt_config c = *c0;
+    const int per_rank = c.train.global_batch / N;
+    for (int mb = per_rank; mb >= 1; mb--) {
+        if (per_rank % mb) continue;
+        c.train.micro_batch = mb;
+        zt_zero_plan p;
+        zt_zero_plan_memory(&c, s, N, &p);
+        if (zt_zero_plan_total(&p) <= limit) {
+            if (bytes) *bytes = zt_zero_plan_total(&p);
+            return mb;
+        }
+    }
+    return 0;
+}
+
 void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, zt_comm *comm,
                   const zt_model_shape *s) {
     memset(z, 0, sizeof *z);

@@ -62,6 +62,11 @@ void zt_zero_buckets_finish(zt_zero *z, zt_model *m, int mi);
 int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first, int *last, size_t *max_bucket);
 
 /* memory per rank for a config at N ranks: the same function sizes what zt_zero_init allocates */
+/* the plan's bytes per rank, all components */
+size_t zt_zero_plan_total(const zt_zero_plan *p);
+/* the largest micro-batch dividing global_batch / N whose plan fits `limit` bytes per rank (with the
+   config's stage and recompute), its plan total in *bytes; 0 when not even 1 fits */
+int zt_zero_fit_micro_batch(const zt_config *c, const zt_model_shape *s, int N, size_t limit, size_t *bytes);
 void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_zero_plan *p);
 /* allocates the model (params/grads padded) and the zero state */
 void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, zt_comm *comm,
