@@ -49,6 +49,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 include cuda/cuda.mk
 include cuda/backend.mk
 include tests/mutate/mutate.mk
+include tests/fuzz/fuzz.mk
 .DEFAULT_GOAL := all
 # Every entry target first installs missing packages, then re-enters make so pkg-config sees them.
 all: deps

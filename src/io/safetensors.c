@@ -53,7 +53,15 @@ static int read_tensor_entry(zt_st_tensor *t, const char *name, const zt_json *v
     t->end = (uint64_t)of->items[1].inum;
     int sz = dtype_size(t->dtype);
     if (!sz) return zt_errf(err, errlen, "%s: tensor %s has unknown dtype %s", path, name, t->dtype);
-    if (t->end < t->begin || t->end - t->begin != zt_st_numel(t) * (uint64_t)sz)
+    /* the byte count must not wrap: shape [2^62 + 1, 4] of F32 would otherwise "match" 16 bytes
+       (tests/fuzz/fuzz_safetensors.c checks this); a product past 2^64 is refused, as safetensors does */
+    uint64_t bytes = 1;
+    int overflow = 0;
+    for (int k = 0; k < t->ndim; k++) overflow |= __builtin_mul_overflow(bytes, (uint64_t)t->shape[k], &bytes);
+    overflow |= __builtin_mul_overflow(bytes, (uint64_t)sz, &bytes);
+    if (overflow)
+        return zt_errf(err, errlen, "%s: tensor %s: its shape has more than 2^64 bytes", path, name);
+    if (t->end < t->begin || t->end - t->begin != bytes)
         return zt_errf(err, errlen, "%s: tensor %s: data_offsets [%llu, %llu] do not match its %s shape", path, name,
                     (unsigned long long)t->begin, (unsigned long long)t->end, t->dtype);
     return 0;
