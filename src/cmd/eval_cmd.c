@@ -1,7 +1,10 @@
 /* eval_cmd.c — `ztrain eval`: load a checkpoint's parameters (any rank count; no optimizer state
  * is read) and compute the validation loss exactly as training does (zt_eval_loss: eval.sequences
  * micro-batches of data.val windows in file order, combined in micro-batch order, so the number
- * is the same for any number of ranks and equals the run's own "val" at that step). */
+ * is the same for any number of ranks and equals the run's own "val" at that step). More sequences
+ * than the shard has windows are clamped to the windows, with a note. A checkpoint holding NaN/Inf or
+ * a negative step is refused by the load (one line, exit 2). SIGTERM/SIGINT keep their default
+ * action here: there is nothing to save, so ending at once is the bounded answer. */
 #include "cmd/eval_cmd.h"
 
 #include <stdlib.h>
@@ -34,8 +37,13 @@ int zt_cmd_eval(int argc, char **argv, zt_dist *d) {
     int bad = zt_dataset_open(&val, c->data.val, c->train.seq_len, (uint32_t)lm.s.vocab_size, (uint64_t)c->train.seed,
                               err, sizeof err);
     zt_check_all(bad, err, sizeof err);
-    double loss = zt_eval_loss(&lm.m, &val, c, d);
-    zt_log("val loss %.9g (%d sequences, step %ld)\n", loss, zt_eval_sequences(c), lm.step);
+    const int asked = zt_eval_sequences(c), n = zt_eval_count(c, &val);
+    if (n < asked)
+        zt_log("note: %d validation sequences asked for (eval.sequences) but %s has only %d windows of %d tokens: "
+               "scoring those %d\n", asked, c->data.val, n, c->train.seq_len, n);
+    double loss = 0;
+    zt_eval_loss(&lm.m, &val, c, d, NULL, &loss);
+    zt_log("val loss %.9g (%d sequences, step %ld)\n", loss, n, lm.step);
     zt_dataset_close(&val);
     zt_loaded_model_close(&lm);
     return 0;

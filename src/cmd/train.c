@@ -4,7 +4,26 @@
  * Stopping early always leaves a checkpoint: --stop-after N (N more steps), --time-limit
  * HH:MM:SS (stop while there is still time to save), SIGUSR1/SIGTERM on any rank (finish the
  * step, save, exit with checkpoint.signal_exit_code). Ranks agree on stopping with one
- * all-reduce per step, so a signal to one rank stops them all at the same step. */
+ * all-reduce per step, so a signal to one rank stops them all at the same step. Every phase answers
+ * a signal within a bounded time: set-up (data loading, resume) is followed by an agreement before
+ * the first step (a signal there stops the run with nothing new to save); an evaluation checks after
+ * each forward pass, collectively (zt_eval_loss), and is abandoned; a sample during training is
+ * skipped once a signal is pending (one sample is sample.tokens one-row forwards); a checkpoint
+ * write is bounded by the disk and the step's agreement follows it.
+ *
+ * Divergence: a non-finite loss or gradient norm (every rank knows both: the losses are all-gathered
+ * and the norm is global) stops the run at that step with one line naming it and the last checkpoint,
+ * exit 2 (ZT_EXIT_USER: the config needs a change, typically train.lr; resuming would diverge again).
+ * Nothing of the diverged state is written: no checkpoint (ckpt_save.c also refuses any state holding
+ * NaN/Inf), no metrics line, no results.json; a save in flight (an earlier, checked state) is
+ * published, and pruning only ever runs after a finite save, so the last finite checkpoint stays.
+ *
+ * --resume auto: when the run's checkpoint directory holds step files but none is usable (all
+ * damaged), it refuses with one line naming them (exit 2) instead of starting over from step 0 and
+ * overwriting them; starting afresh is an explicit choice (move them away, or another run.name). On a
+ * finished run (checkpoint step >= train.steps) it says so and exits 0 without touching any file:
+ * a re-submitted job script has nothing left to do, which is not a failure (raising train.steps
+ * continues it). */
 #include "cmd/train.h"
 
 #include <math.h>
@@ -126,25 +145,36 @@ static double finish_save(trainer *t) {
     return waited;
 }
 
-/* returns the step to start from */
+/* returns the step to start from, or -1 when the run is already finished (nothing changed) */
 static long resume(trainer *t, const char *what) {
-    char path[ZT_PATH_MAX + 128] = "", err[ZT_ERR_BUF];
-    int found = 1;
-    if (strcmp(what, "auto") == 0) found = zt_ckpt_find_latest(t->ckdir, path, sizeof path) == 0;
-    else snprintf(path, sizeof path, "%s", what);
-    /* every rank must use the same file: rank 0's view decides */
+    char path[ZT_PATH_MAX + 128] = "", err[ZT_ERR_BUF] = "", skipped[512] = "";
+    int found = 0; /* 0: path, 1: no checkpoint yet, 2: only damaged ones (err) */
+    /* every rank must use the same file: rank 0 looks and decides */
+    if (strcmp(what, "auto") == 0) {
+        if (t->d->rank == 0)
+            found = zt_ckpt_find_resume(t->ckdir, path, sizeof path, skipped, sizeof skipped, err, sizeof err);
+    } else snprintf(path, sizeof path, "%s", what);
     MPI_Bcast(&found, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
-    if (!found) {
+    if (found == 2) zt_user_error_all("%s", err); /* rank 0's line */
+    if (found == 1) {
         zt_metrics_note(&t->mx, "resume auto: no checkpoint in %s, starting from step 0\n", t->ckdir);
         return 0;
     }
+    if (skipped[0]) zt_metrics_note(&t->mx, "resume auto: skipped damaged newer checkpoints: %s\n", skipped);
     zt_ckpt_meta meta = {0};
     int bad = zt_ckpt_read_meta(path, &meta, err, sizeof err);
     char changes[4096] = "";
     if (!bad) bad = zt_ckpt_check_resume(meta.config_text, t->c, changes, sizeof changes, err, sizeof err);
     zt_check_all(bad, err, sizeof err);
+    const long saved = meta.step;
     zt_ckpt_meta_free(&meta);
+    if (saved >= t->c->train.steps) { /* the same file, so the same answer, on every rank */
+        zt_metrics_note(&t->mx, "the run is already finished: resumed from %s at step %ld and train.steps = %ld: "
+                        "nothing to do, no file changed (raise train.steps to train further)\n", path, saved,
+                        t->c->train.steps);
+        return -1;
+    }
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     if (zt_ckpt_load(path, &meta, &v, err, sizeof err)) zt_user_error_all("%s", err);
     zt_zero_after_load(&t->z, &t->m);
@@ -154,6 +184,30 @@ static long resume(trainer *t, const char *what) {
     zt_ckpt_meta_free(&meta);
     zt_metrics_truncate(&t->mx, step);
     return step;
+}
+
+/* "NaN", "+Inf", "-Inf" or the number */
+static const char *num_text(double x, char *buf, size_t n) {
+    if (isnan(x)) return "NaN";
+    if (isinf(x)) return x > 0 ? "+Inf" : "-Inf";
+    snprintf(buf, n, "%.6g", x);
+    return buf;
+}
+
+/* training produced a NaN/Inf loss or gradient norm at `step`: ends every rank with exit 2 (see the
+   file comment); every rank calls it at the same step (both values are the same on every rank) */
+static void diverged(trainer *t, long step, double loss, double norm) {
+    char lb[32], nb[32];
+    const char *ls = num_text(loss, lb, sizeof lb), *ns = num_text(norm, nb, sizeof nb);
+    if (zt_ckpt_saver_pending(t->saver)) finish_save(t); /* an earlier state, checked finite when it began */
+    char last[ZT_PATH_MAX + 128] = "";
+    if (t->d->rank == 0 && zt_ckpt_find_latest(t->ckdir, last, sizeof last)) last[0] = 0;
+    if (last[0])
+        zt_user_error_all("training diverged at step %ld: loss %s, grad norm %s (not finite); stopped without saving "
+                          "it: the last checkpoint, %s, is kept (lower train.lr or raise train.warmup_steps, then "
+                          "start from it with --init-from)", step, ls, ns, last);
+    zt_user_error_all("training diverged at step %ld: loss %s, grad norm %s (not finite); stopped without saving it "
+                      "(no checkpoint was written before; lower train.lr or raise train.warmup_steps)", step, ls, ns);
 }
 
 static void setup(trainer *t, int resuming) {
@@ -188,6 +242,19 @@ static void setup(trainer *t, int resuming) {
     t->flops_tok = zt_model_flops_per_token(&t->s, T);
 }
 
+/* frees what setup() made (and the sampler), in reverse; writes nothing */
+static void teardown(trainer *t, zt_train_sample *ts) {
+    zt_ckpt_saver_destroy(t->saver);
+    t->saver = NULL;
+    zt_metrics_close(&t->mx);
+    zt_train_sample_free(ts);
+    zt_zero_free(&t->z, &t->m);
+    zt_dataset_close(&t->train);
+    if (t->has_val) zt_dataset_close(&t->val);
+    zt_comm_destroy(t->comm);
+    zt_backend_destroy(t->be);
+}
+
 static void announce(trainer *t) {
     zt_config *c = t->c;
     if (!t->mx.active) return;
@@ -205,9 +272,13 @@ static void announce(trainer *t) {
            pl->param_bytes * MB, pl->grad_bytes * MB, pl->acc_bytes * MB, pl->optim_bytes * MB, pl->comm_bytes * MB,
            pl->act_bytes * MB);
     zt_log("data: %s: %llu sequences; run dir %s\n", c->data.train, (unsigned long long)t->train.n_windows, t->mx.dir);
+    if (t->has_val && zt_eval_count(c, &t->val) < zt_eval_sequences(c))
+        zt_log("note: %d validation sequences asked for (eval.sequences) but %s has only %d windows of %d tokens: "
+               "scoring those %d\n", zt_eval_sequences(c), c->data.val, zt_eval_count(c, &t->val), c->train.seq_len,
+               zt_eval_count(c, &t->val));
 }
 
-/* one optimizer step; returns the step's mean loss on rank 0 (0 elsewhere) and its grad norm */
+/* one optimizer step; returns the step's mean loss and its grad norm (the same on every rank) */
 static double train_step(trainer *t, long step, int32_t *in, int32_t *tg, float *my_losses, float *all_losses,
                          double *norm_out) {
     const zt_config *c = t->c;
@@ -229,13 +300,12 @@ static double train_step(trainer *t, long step, int32_t *in, int32_t *tg, float 
     zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
     zt_zero_update(&t->z, &t->m, &hp, step + 1, (float)zt_lr_at(c, step), zt_clip_factor(norm, c->train.grad_clip));
     t->be->i->sync(t->be);
-    /* the step's loss: micro-batch losses summed in global micro-batch order */
-    MPI_Gather(my_losses, t->z.micro_steps, MPI_FLOAT, all_losses, t->z.micro_steps, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    /* the step's loss: micro-batch losses summed in global micro-batch order, on every rank (all of
+       them must see a non-finite loss at the same step) */
+    MPI_Allgather(my_losses, t->z.micro_steps, MPI_FLOAT, all_losses, t->z.micro_steps, MPI_FLOAT, MPI_COMM_WORLD);
     double loss = 0;
-    if (r == 0) {
-        for (int jj = 0; jj < K; jj++) loss += all_losses[(jj % N) * t->z.micro_steps + jj / N];
-        loss /= K;
-    }
+    for (int jj = 0; jj < K; jj++) loss += all_losses[(jj % N) * t->z.micro_steps + jj / N];
+    loss /= K;
     *norm_out = norm;
     return loss;
 }
@@ -282,12 +352,29 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     int sbad = zt_train_sample_create(&ts, t.be, &t.s, c, d->rank == 0, err, sizeof err);
     zt_check_all(sbad, err, sizeof err);
     long start = resume_s ? resume(&t, resume_s) : 0;
+    if (start < 0) { /* already finished: nothing written */
+        teardown(&t, ts);
+        free(c);
+        return 0;
+    }
     if (init_s) {
         zt_ckpt_meta im;
         const zt_ckpt_view v = zt_model_ckpt_view(&t.m);
         if (zt_ckpt_load(init_s, &im, &v, err, sizeof err)) zt_user_error_all("%s", err);
         zt_metrics_note(&t.mx, "initialised from %s (weights of its step %ld; fresh optimizer)\n", init_s, im.step);
         zt_ckpt_meta_free(&im);
+    }
+    /* a signal during set-up (data loading, resume, --init-from) is acted on now, before the first step:
+       the state is the checkpoint's (or step 0's), so there is nothing new to save */
+    int early = g_signal != 0, any_early = 0;
+    MPI_Allreduce(&early, &any_early, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_early) {
+        zt_metrics_note(&t.mx, "stopped at step %ld/%ld before training: signal received during set-up (nothing new "
+                        "to save); resume with --resume auto\n", start, c->train.steps);
+        teardown(&t, ts);
+        int rc = c->checkpoint.signal_exit_code;
+        free(c);
+        return rc;
     }
     /* the resolved config, written only once a resume was accepted (a refused one changes nothing) */
     if (t.mx.active) {
@@ -308,10 +395,20 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     long timed = 0, step = start;
     const long steps = c->train.steps;
     int stop = 0; /* 1: --stop-after, 2: time limit, 3: signal */
+    /* fault-injection tests: a NaN written into rank 0's first parameter after that step's update (the
+       loss and norm of the step stay finite, so only the checkpoint's own finite check can catch it) */
+    const char *poison = getenv("ZTRAIN_TEST_NAN_PARAM_STEP");
+    const long poison_step = poison ? atol(poison) : -1;
     while (step < steps && !stop) {
         double t0 = zt_now(), norm = 0;
         double loss = train_step(&t, step, in, tg, my_losses, all_losses, &norm);
         step++;
+        if (!isfinite(loss) || !isfinite(norm)) diverged(&t, step, loss, norm);
+        if (step == poison_step && d->rank == 0) { /* fault injection: the save must refuse this state */
+            const float nan = NAN;
+            t.be->i->to_device(t.be, t.m.params + t.z.lo, &nan, sizeof nan);
+            t.be->i->sync(t.be);
+        }
         double dt = zt_now() - t0;
         if (dt > max_step_s) max_step_s = dt;
         double tok_s = (double)GB * T / dt;
@@ -321,8 +418,13 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         double vl = -1;
         int last = step == steps;
         if (t.has_val && ((c->eval.every > 0 && step % c->eval.every == 0) || last)) {
-            last_val = vl = zt_eval_loss(&t.m, &t.val, c, d);
-            if (best_val < 0 || vl < best_val) best_val = vl;
+            double v = 0;
+            if (zt_eval_loss(&t.m, &t.val, c, d, &g_signal, &v)) {
+                zt_metrics_note(&t.mx, "step %ld: evaluation abandoned: signal received\n", step);
+            } else {
+                last_val = vl = v;
+                if (best_val < 0 || vl < best_val) best_val = vl;
+            }
         }
         /* agree on stopping (any rank's signal, rank 0's clock) and on whether every rank's background
            checkpoint write is done */
@@ -360,7 +462,8 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
             if (gpu && zt_gpu_monitor_read(gpu, &sm.gpu_mem_bytes, &sm.gpu_util)) sm.gpu_mem_bytes = -1;
             zt_metrics_step(&t.mx, &sm);
         }
-        if (ts && step % c->sample.every == 0) zt_sample_during_training(ts, &t.mx, t.m.params, step);
+        if (ts && step % c->sample.every == 0 && stop != 3 && !g_signal)
+            zt_sample_during_training(ts, &t.mx, t.m.params, step);
     }
     static const char *why[] = {"", "--stop-after reached", "--time-limit reached", "signal received"};
     if (stop) zt_metrics_note(&t.mx, "stopped at step %ld/%ld: %s; resume with --resume auto\n", step, steps, why[stop]);
@@ -391,6 +494,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     double rss = (double)ru.ru_maxrss * 1024.0, rss_max = rss;
     MPI_Reduce(&rss, &rss_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     zt_ckpt_saver_destroy(t.saver);
+    t.saver = NULL;
     const zt_run_results rr = {d->size, d->n_nodes, t.threads, layout, t.backend, hash, t.m.table.total, step, dur,
                                tok_s, t.peak, frac, last_loss, best, last_val, best_val, t.z.comm_s, t.z.comm_flight_s,
                                t.z.comm_wait_s, t.ck_saves, t.ck_stall_sum, t.ck_stall_max, rss_max};
@@ -405,18 +509,12 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
                    100.0 * (1.0 - t.z.comm_wait_s / t.z.comm_flight_s));
         zt_log("params_hash sha256:%s\nresults: %s/results.json\n", hash, t.mx.dir);
     }
-    zt_metrics_close(&t.mx);
     free(in);
     free(tg);
     free(my_losses);
     free(all_losses);
-    zt_train_sample_free(ts);
     zt_gpu_monitor_close(gpu);
-    zt_zero_free(&t.z, &t.m);
-    zt_dataset_close(&t.train);
-    if (t.has_val) zt_dataset_close(&t.val);
-    zt_comm_destroy(t.comm);
-    zt_backend_destroy(t.be);
+    teardown(&t, ts);
     int rc = stop == 3 ? c->checkpoint.signal_exit_code : 0;
     free(c);
     return rc;

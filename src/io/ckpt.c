@@ -5,7 +5,8 @@
  * File layout (h5py and h5dump read it as it is):
  *   /                 attrs format="ztrain", version, step, samples_seen, tokens_seen, world_size,
  *                     loss_scale, seed, config (resolved config text), created (ISO time, UTC),
- *                     vocab_size, padded_vocab, n_params, complete=1 (written last)
+ *                     vocab_size, padded_vocab, n_params, finite=1 (every value was checked before
+ *                     the write), complete=1 (written last)
  *   /model/<name>     working parameters, float32, true shapes, Hugging Face GPT-2 names
  *                     (wte.weight, h.0.attn.c_attn.weight, ...; Conv1D weights (in, out)).
  *                     wte.weight is stored as the model holds it, (Vp, C): rows V..Vp-1 are the
@@ -26,9 +27,9 @@
  * the tensor: a partial row, full rows, a partial row), so each byte is written once. Moments are
  * shards at stages 1-2 (element k of exp_avg is flat element lo + k) and full copies at stage 0
  * (element k is flat element k): the view's optim_base says which; the rank writes its [lo, hi).
- * Metadata (file, groups, datasets, attributes) is created and read collectively (collective
- * metadata writes and reads); the raw data then moves with independent MPI-IO, each rank its own
- * parts, all ranks at once. Why not collective transfers: a tensor almost always lies in ONE
+ * Metadata (file, groups, datasets, attributes) is created by rank 0 alone (ckpt_save.c says why) and
+ * read collectively (collective metadata reads); the raw data then moves with independent I/O, each
+ * rank its own parts, all ranks at once. Why not collective transfers: a tensor almost always lies in ONE
  * rank's shard, so a collective H5Dwrite/H5Dread per tensor makes the other ranks wait for it and
  * the ranks take turns (measured here, GPT-2 124M + Adam state on 4 ranks: load 2.5-2.8 s
  * collective vs 1.0 s independent; MPI-IO's individual mode inside collective calls and ROMIO
@@ -41,6 +42,10 @@
  * stage-0 moments: zt_zero_after_load), so any rank count and stage can resume any file. A view
  * without optimizer state (eval, export) reads the full tensors on every rank.
  *
+ * Values: after a load each rank checks what it read for NaN/Inf (a slice of the parameters each when
+ * every rank read them all) and a file holding any is refused with one line naming the tensor: resume,
+ * --init-from, eval, sample and export all load through here.
+ *
  * Errors: every failure is agreed on by all ranks (all-reduce of a flag, the lowest failing
  * rank's message broadcast), so each rank returns the same code and line; HDF5's own error
  * stacks are silenced and their innermost message folded into ours. */
@@ -50,7 +55,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <hdf5.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -152,6 +159,75 @@ static xfer make_xfer(zt_backend *be, size_t maxpiece) {
     if (!x.host_mem) x.stage = zt_malloc(maxpiece * sizeof(float));
     H5Pset_dxpl_mpio(x.dxpl, x.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT);
     return x;
+}
+
+/* ---------------------------------------------------------------- finite values */
+
+/* index of the first element of p[0, n) that is NaN or +-Inf, or n. Blocks of 4096 are OR-reduced
+   (vectorised; memory speed) and only a block with a hit is searched element by element. */
+static size_t first_nonfinite(const float *p, size_t n) {
+    for (size_t b = 0; b < n; b += 4096) {
+        const size_t e = n - b < 4096 ? n : b + 4096;
+        int hit = 0;
+        for (size_t i = b; i < e; i++) hit |= !(fabsf(p[i]) <= FLT_MAX);
+        if (hit)
+            for (size_t i = b; i < e; i++)
+                if (!(fabsf(p[i]) <= FLT_MAX)) return i;
+    }
+    return n;
+}
+
+/* first non-finite element of buf[0, n) (backend memory); device memory is staged through the host */
+static size_t scan_buffer(zt_backend *be, const float *buf, size_t n, float *stage, size_t stage_n) {
+    if (be->i->mem == ZT_MEM_HOST) return first_nonfinite(buf, n);
+    for (size_t off = 0; off < n; off += stage_n) {
+        const size_t k = n - off < stage_n ? n - off : stage_n;
+        be->i->to_host(be, stage, buf + off, k * sizeof(float));
+        be->i->sync(be);
+        const size_t j = first_nonfinite(stage, k);
+        if (j < k) return off + j;
+    }
+    return n;
+}
+
+int zt_ckpt_view_nonfinite(const zt_ckpt_view *v, size_t lo, size_t hi, int moments, char *what, size_t n) {
+    const zt_param_table *pt = v->table;
+    if (hi > pt->total) hi = pt->total;
+    if (hi <= lo) return 0;
+    zt_ckpt_group groups[4];
+    const int ng = moments ? zt_ckpt_groups(groups, v) : 1;
+    if (!moments) groups[0] = (zt_ckpt_group){"/model", v->params, 0};
+    const size_t stage_n = (size_t)1 << 20;
+    float *stage = v->be->i->mem == ZT_MEM_HOST ? NULL : zt_malloc(stage_n * sizeof(float));
+    int found = 0;
+    for (int g = 0; g < ng && !found; g++) {
+        /* the group's source holds flat elements [base, ...): its part of [lo, hi) */
+        const size_t a = lo > groups[g].base ? lo : groups[g].base;
+        if (hi <= a) continue;
+        const size_t j = scan_buffer(v->be, groups[g].src + (a - groups[g].base), hi - a, stage, stage_n);
+        if (j == hi - a) continue;
+        const size_t flat = a + j;
+        float x = 0;
+        if (v->be->i->mem == ZT_MEM_HOST) x = groups[g].src[flat - groups[g].base];
+        else {
+            v->be->i->to_host(v->be, &x, groups[g].src + (flat - groups[g].base), sizeof x);
+            v->be->i->sync(v->be);
+        }
+        char where[128] = "?";
+        for (int i = 0; i < pt->n; i++)
+            if (flat >= pt->t[i].offset && flat < pt->t[i].offset + pt->t[i].numel) {
+                const zt_tensor_info *t = &pt->t[i];
+                const size_t el = flat - t->offset;
+                if (t->ndim == 2) snprintf(where, sizeof where, "%s[%zu, %zu]", t->name, el / (size_t)t->shape[1],
+                                           el % (size_t)t->shape[1]);
+                else snprintf(where, sizeof where, "%s[%zu]", t->name, el);
+                break;
+            }
+        snprintf(what, n, "%s in %s/%s", isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf", groups[g].path, where);
+        found = 1;
+    }
+    free(stage);
+    return found;
 }
 
 /* ---------------------------------------------------------------- load */
@@ -301,6 +377,24 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
         bad = zt_any_failed(bad, err, errlen);
     }
     free(rp);
+    if (!bad) {
+        /* refuse NaN/Inf weights or moments (a diverged run, or a damaged or edited file): each rank
+           scans what it read, a slice of the parameters when every rank read them all */
+        be->i->sync(be);
+        int rank, size;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        size_t a = lo, b = hi;
+        if (!v->exp_avg) {
+            a = pt->total / (size_t)size * (size_t)rank;
+            b = rank == size - 1 ? pt->total : pt->total / (size_t)size * (size_t)(rank + 1);
+        }
+        char what[256];
+        if (zt_ckpt_view_nonfinite(v, a, b, v->exp_avg != NULL, what, sizeof what))
+            bad = zt_errf(err, errlen, "%s: holds non-finite values (%s): refusing it (the run had diverged or "
+                          "the file is damaged; use an earlier checkpoint)", path, what);
+        bad = zt_any_failed(bad, err, errlen);
+    }
     if (bad) {
         zt_ckpt_meta_free(meta);
         return 1;

@@ -6,7 +6,8 @@
  * when precision != fp32. Tensors have their true shapes and Hugging Face GPT-2 names, so
  * resuming on any number of ranks is reading other hyperslabs, and h5py/h5dump read the files
  * as they are. Root attributes: format="ztrain", version, step, samples_seen, tokens_seen,
- * world_size, loss_scale, config (resolved config text), created (ISO time).
+ * world_size, loss_scale, config (resolved config text), created (ISO time), finite = 1 (no NaN/Inf:
+ * a state holding any is never written, and a file holding any is refused on load).
  *
  * Files are written as <dir>/step_<8 digits>.h5.tmp, made durable on every rank, marked complete
  * (root attribute complete = 1), flushed and renamed; then
@@ -95,6 +96,12 @@ int zt_ckpt_write(const char *path, const zt_ckpt_meta *meta, const zt_ckpt_view
 /* Newest complete checkpoint in dir (via `latest`, falling back to scanning step_*.h5 files that
    open as complete ztrain checkpoints). NOT collective. Returns 0 and the path, or non-zero. */
 int zt_ckpt_find_latest(const char *dir, char *path, size_t n);
+/* The same search for --resume auto, telling the cases apart (NOT collective): 0 and the path (any
+   damaged step files newer than it listed in skipped as "name (why), ...", "" if none); 1 when dir
+   holds no step_*.h5 file at all (a new run starts at step 0); 2 when it holds step files but none is
+   usable (truncated, not HDF5, incomplete, negative step, marked non-finite): err is one line naming
+   each with why, and the caller must refuse (starting over would overwrite them). */
+int zt_ckpt_find_resume(const char *dir, char *path, size_t n, char *skipped, size_t skn, char *err, size_t errlen);
 
 /* Read only the root attributes (meta.config_text allocated). NOT collective. */
 int zt_ckpt_read_meta(const char *path, zt_ckpt_meta *meta, char *err, size_t errlen);

@@ -1,7 +1,9 @@
 /* ckpt_file.c — reading a checkpoint file's identity, shared by the collective writer/reader
  * (ckpt.c) and the resume logic (ckpt_resume.c): HDF5's error stack folded into one line, attribute
  * readers, what kind of file a path is (missing, not HDF5, truncated, not ztrain, interrupted),
- * and the root attributes. None of this is collective. */
+ * and the root attributes, with the checks every reader (resume, eval, sample, export, --resume
+ * auto's search) relies on: format, version, complete = 1, step >= 0, finite = 1 when present (the
+ * values themselves are checked after the collective load, ckpt.c). None of this is collective. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <hdf5.h>
@@ -36,7 +38,10 @@ int zt_ckpt_attr_read_num(hid_t obj, const char *name, hid_t mtype, void *out) {
     if (H5Aexists(obj, name) <= 0) return 1;
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
     if (a < 0) return 1;
-    int bad = H5Aread(a, mtype, out) < 0;
+    /* exactly one element: an array attribute would be read past `out` (found by tests/fuzz) */
+    hid_t sp = H5Aget_space(a);
+    int bad = sp < 0 || H5Sget_simple_extent_npoints(sp) != 1 || H5Aread(a, mtype, out) < 0;
+    if (sp >= 0) H5Sclose(sp);
     H5Aclose(a);
     return bad;
 }
@@ -52,6 +57,7 @@ int zt_ckpt_attr_read_str(hid_t obj, const char *name, char **out) {
     if (!bad && H5Tis_variable_str(ft) > 0) {
         hid_t mt = H5Tcopy(H5T_C_S1);
         H5Tset_size(mt, H5T_VARIABLE);
+        H5Tset_cset(mt, H5Tget_cset(ft)); /* h5py writes str as UTF-8 */
         char *v = NULL;
         bad = H5Aread(a, mt, &v) < 0 || !v;
         if (!bad) *out = strdup(v);
@@ -60,8 +66,9 @@ int zt_ckpt_attr_read_str(hid_t obj, const char *name, char **out) {
     } else if (!bad) {
         size_t n = H5Tget_size(ft);
         hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, n);
-        char *v = zt_calloc(n + 1, 1);
+        H5Tset_size(mt, n + 1); /* room for the NUL a NULLPAD string that fills its size lacks */
+        H5Tset_cset(mt, H5Tget_cset(ft));
+        char *v = zt_calloc(n + 2, 1);
         bad = H5Aread(a, mt, v) < 0;
         if (bad) free(v);
         else *out = v;
@@ -132,6 +139,18 @@ int zt_ckpt_read_attrs(hid_t fid, const char *path, zt_ckpt_meta *meta, char *er
         zt_ckpt_meta_free(meta);
         return zt_errf(err, errlen, "%s: damaged ztrain checkpoint (missing root attributes step, samples_seen, "
                             "tokens_seen, world_size, loss_scale, seed or config)", path);
+    }
+    /* a negative step or a finite mark other than 1 (ckpt_save.c publishes a file marked finite = 1 only
+       once every value was checked; files from before the mark have none) is not a state to start from */
+    int finite = 1;
+    if (step < 0) {
+        zt_ckpt_meta_free(meta);
+        return zt_errf(err, errlen, "%s: damaged ztrain checkpoint (step %lld is negative)", path, step);
+    }
+    if (H5Aexists(fid, "finite") > 0 && (zt_ckpt_attr_read_num(fid, "finite", H5T_NATIVE_INT, &finite) || finite != 1)) {
+        zt_ckpt_meta_free(meta);
+        return zt_errf(err, errlen, "%s: marked as holding non-finite values (attribute finite = %d), refusing it",
+                       path, finite);
     }
     meta->step = (long)step;
     meta->samples_seen = ss;

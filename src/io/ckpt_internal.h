@@ -25,6 +25,9 @@ int zt_ckpt_open_failed(const char *path, char *err, size_t errlen);
 int zt_ckpt_read_attrs(hid_t fid, const char *path, zt_ckpt_meta *meta, char *err, size_t errlen);
 
 /* ---- shared by the write (ckpt_save.c) and the read (ckpt.c) */
+/* NOT collective: 1 when a NaN or Inf lies among the view's flat elements [lo, hi) of the parameters
+   (and, with moments, of exp_avg / exp_avg_sq), with "NaN in /model/<name> (element k)" in what */
+int zt_ckpt_view_nonfinite(const zt_ckpt_view *v, size_t lo, size_t hi, int moments, char *what, size_t n);
 /* the part of tensor t inside the flat range [lo, hi), as tensor-local elements [*s, *e) */
 static inline int zt_ckpt_piece_of(const zt_tensor_info *t, size_t lo, size_t hi, size_t *s, size_t *e) {
     size_t a = t->offset > lo ? t->offset : lo;

@@ -1,6 +1,8 @@
 /* ckpt_resume.c — what resuming needs before the collective load: finding the newest complete
- * checkpoint of a directory, and the rules for what a resumed run may change in its config. None of
- * this is collective. (What kind of file a path is: ckpt_file.c.) */
+ * checkpoint of a directory (and telling "no checkpoint yet" from "only damaged ones", which
+ * --resume auto must refuse rather than start over from step 0 and overwrite), and the rules for
+ * what a resumed run may change in its config. None of this is collective. (What kind of file a
+ * path is: ckpt_file.c.) */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -13,11 +15,19 @@
 #include "io/ckpt_internal.h"
 #include "util/util.h"
 
-static int is_complete(const char *path) {
+/* why path is not usable, short: "truncated HDF5 file", "incomplete checkpoint", ...; 0 when it is */
+static int unusable(const char *path, char *why, size_t n) {
     zt_ckpt_meta meta;
     char err[ZT_ERR_BUF];
-    if (zt_ckpt_read_meta(path, &meta, err, sizeof err)) return 0;
-    zt_ckpt_meta_free(&meta);
+    if (zt_ckpt_read_meta(path, &meta, err, sizeof err) == 0) {
+        zt_ckpt_meta_free(&meta);
+        return 0;
+    }
+    /* the messages read "<path>: <what> (<details>)": keep <what> */
+    const char *w = strncmp(err, path, strlen(path)) == 0 && err[strlen(path)] == ':' ? err + strlen(path) + 2 : err;
+    snprintf(why, n, "%.*s", (int)strcspn(w, "("), w);
+    size_t l = strlen(why);
+    while (l > 0 && why[l - 1] == ' ') why[--l] = 0;
     return 1;
 }
 
@@ -26,9 +36,21 @@ static int cmp_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-int zt_ckpt_find_latest(const char *dir, char *path, size_t n) {
+/* appends "name (why)" to a ", "-separated list, marking a cut with "..." */
+static void list_add(char *list, size_t n, const char *name, const char *why) {
+    size_t used = strlen(list);
+    if (!n || used + 4 >= n) return;
+    int w = snprintf(list + used, n - used, "%s%s (%s)", used ? ", " : "", name, why);
+    if (w < 0 || (size_t)w >= n - used) snprintf(list + (n > 4 ? n - 4 : 0), n > 4 ? 4 : n, "...");
+}
+
+int zt_ckpt_find_resume(const char *dir, char *path, size_t n, char *skipped, size_t skn, char *err, size_t errlen) {
+    char why[256];
+    if (skipped && skn) skipped[0] = 0;
+    if (n) path[0] = 0;
     /* `latest` names the last file a save published; it is replaced only after that file was
-       renamed into place, so it normally names a complete file */
+       renamed into place, so it normally names a complete file (and the branch a run is on when
+       it was resumed from an older checkpoint than its newest file) */
     char lp[ZT_PATH_MAX + 16], name[256] = "";
     snprintf(lp, sizeof lp, "%.*s/latest", ZT_PATH_MAX, dir);
     FILE *f = fopen(lp, "r");
@@ -38,10 +60,10 @@ int zt_ckpt_find_latest(const char *dir, char *path, size_t n) {
         name[strcspn(name, "\r\n")] = 0;
         if (name[0] && !strchr(name, '/')) {
             snprintf(path, n, "%s/%s", dir, name);
-            if (is_complete(path)) return 0;
+            if (!unusable(path, why, sizeof why)) return 0;
         }
     }
-    /* fallback: step_*.h5 files (never .tmp), highest step first, the first that is complete */
+    /* otherwise step_*.h5 files (never .tmp), highest step first, the first that is usable */
     DIR *dp = opendir(dir);
     if (!dp) return 1;
     long *steps = NULL;
@@ -60,14 +82,28 @@ int zt_ckpt_find_latest(const char *dir, char *path, size_t n) {
     }
     closedir(dp);
     if (cnt) qsort(steps, cnt, sizeof *steps, cmp_desc);
-    int rc = 1;
+    char damaged[ZT_ERR_BUF] = "";
+    int rc = cnt ? 2 : 1;
     for (size_t i = 0; i < cnt && rc; i++) {
-        snprintf(path, n, "%s/step_%08ld.h5", dir, steps[i]);
-        if (is_complete(path)) rc = 0;
+        char base[64];
+        snprintf(base, sizeof base, "step_%08ld.h5", steps[i]);
+        snprintf(path, n, "%s/%s", dir, base);
+        if (!unusable(path, why, sizeof why)) rc = 0;
+        else list_add(damaged, sizeof damaged, base, why);
     }
     free(steps);
+    if (rc == 0 && skipped && skn) snprintf(skipped, skn, "%s", damaged);
     if (rc && n) path[0] = 0;
+    if (rc == 2)
+        zt_errf(err, errlen, "--resume auto: every checkpoint in %s is damaged: %s; refusing to start over from "
+                "step 0 and overwrite them (move them away to start this run afresh, or give the new run another "
+                "run.name)", dir, damaged);
     return rc;
+}
+
+int zt_ckpt_find_latest(const char *dir, char *path, size_t n) {
+    char err[ZT_ERR_BUF];
+    return zt_ckpt_find_resume(dir, path, n, NULL, 0, err, sizeof err) != 0;
 }
 
 /* ---------------------------------------------------------------- what a resumed run may change */

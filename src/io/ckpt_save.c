@@ -1,7 +1,7 @@
-/* ckpt_save.c — writing checkpoints (ckpt.h): the collective layout of the file with HDF5, each rank's
+/* ckpt_save.c — writing checkpoints (ckpt.h): the layout of the file with HDF5 (rank 0), each rank's
  * raw data through its ckpt_writer (staged O_DIRECT, in the background for checkpoint.async), the
- * completion mark, and the save protocol (tmp name, durable on every rank, complete = 1, fsync,
- * rename, `latest`, pruning).
+ * completion mark, and the save protocol (values checked finite, tmp name, durable on every rank,
+ * complete = 1, fsync, `latest` prepared, rename, `latest` replaced, pruning).
  *
  * Why the raw data does not go through HDF5/MPI-IO (issue 15, measured on this machine kind, ext4 on a
  * virtual disk, GPT-2 124M + Adam state, 1.49 GB): MPI-IO's pwrite calls into the page cache ran at
@@ -11,11 +11,23 @@
  * whole 4 KiB blocks with O_DIRECT from a reused, aligned staging buffer skips the page cache and runs
  * at the disk's speed; the same staging buffer is the snapshot an asynchronous save needs.
  *
- * Layout: H5Fcreate with MPI-IO and collective metadata, root attributes (complete = 0), every dataset
- * contiguous with early allocation and no fill (H5Dget_offset gives its file offset), datasets of
- * 64 KiB and more aligned to 4 KiB; H5Fclose. Then each rank writes its pieces at those offsets and
- * fdatasyncs (durable on its own node: correct on a shared file system across nodes); all ranks
- * agree; rank 0 reopens the file alone, sets complete = 1, fsyncs, renames. A file without
+ * Finite values: every rank checks the part it writes (parameters and moments) for NaN/Inf, in a thread
+ * beside the write for host memory (scan_job), before anything is created otherwise; all ranks agree
+ * before the file is published, and a diverged state is refused with one line and its .tmp removed,
+ * so no file with non-finite values is ever published or counted by pruning. Files carry finite = 1.
+ *
+ * Layout: rank 0 alone (sec2 driver, no collective HDF5 call anywhere in a save) creates the file,
+ * checks the free space (statvfs) and reserves it (fallocate) before HDF5 writes a byte, writes the
+ * root attributes (complete = 0) and every dataset contiguous with early allocation and no fill
+ * (H5Dget_offset gives its file offset), datasets of 64 KiB and more aligned to 4 KiB; H5Fclose. All
+ * ranks agree on the outcome, then rank 0 broadcasts the offsets. Why not collectively: with MPI-IO and
+ * collective metadata writes a disk that filled up made the metadata flush fail on rank 0 alone while
+ * the other ranks waited in the same collective: a hang (the metadata went through rank 0 anyway).
+ * Then each rank writes its pieces at those offsets and fdatasyncs (durable on its own node: correct
+ * on a shared file system across nodes); all ranks agree; rank 0 reopens the file alone, sets
+ * complete = 1, fsyncs, writes latest.tmp, renames the file and then `latest` into place. Every step
+ * that can fail on one rank is followed by zt_any_failed before the next collective, and a failed save
+ * removes its .tmp and leaves the previous checkpoint and `latest` as they were. A file without
  * complete = 1 is never published and never loaded (ckpt_file.c). */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -23,6 +35,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,41 +153,34 @@ static void prune(const char *dir, int keep, long newest) {
 /* this rank's pieces of every group (at most groups x tensors) */
 static int max_pieces(const zt_ckpt_view *v) { return 4 * v->table->n; }
 
-/* Collective: creates path with every dataset allocated (complete = 0) and returns this rank's
-   pieces (file offset, bytes, source). */
-static int layout(const char *path, const zt_ckpt_meta *meta, const zt_ckpt_view *v, zt_ckpt_piece *pieces,
-                  int *n_pieces, char *err, size_t errlen) {
-    zt_ckpt_h5_quiet();
-    *n_pieces = 0;
-    int rank;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+/* Rank 0 alone: creates path with the sec2 driver, every dataset allocated (complete = 0, finite = 1),
+   and returns each dataset's file offset, offs[g * n_tensors + i]. Nothing here is collective, so a
+   failure (a full disk included) is this rank's error, which the caller then agrees on. */
+static int layout_rank0(const char *path, const zt_ckpt_meta *meta, const zt_ckpt_view *v, const zt_ckpt_group *groups,
+                        int ng, uint64_t *offs, char *err, size_t errlen) {
     const zt_param_table *pt = v->table;
-    const size_t lo = v->lo, hi = v->hi < pt->total ? v->hi : pt->total;
-    /* every rank writes the same attribute values: rank 0's text and clock decide */
     char created[32];
     if (meta->created[0]) snprintf(created, sizeof created, "%s", meta->created);
     else zt_iso_time(created, sizeof created);
-    MPI_Bcast(created, sizeof created, MPI_CHAR, 0, MPI_COMM_WORLD);
-    unsigned long long clen = meta->config_text ? strlen(meta->config_text) : 0;
-    MPI_Bcast(&clen, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+    const char *config = meta->config_text ? meta->config_text : "";
+    const unsigned long long clen = strlen(config);
     if (clen > 60000)
         return zt_errf(err, errlen, "%s: the config text is %llu bytes: too long for an HDF5 attribute", path, clen);
-    char *config = zt_calloc(clen + 1, 1);
-    if (rank == 0 && clen) memcpy(config, meta->config_text, clen);
-    MPI_Bcast(config, (int)clen, MPI_CHAR, 0, MPI_COMM_WORLD);
-
-    /* rank 0 tries the plain create first: its errno names the problem (MPI-IO's would not) */
-    int pre = 0;
-    if (rank == 0) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd < 0) pre = zt_errf(err, errlen, "cannot create checkpoint %s: %s", path, strerror(errno));
-        else close(fd);
-    }
-    if (zt_any_failed(pre, err, errlen)) {
-        free(config);
-        return 1;
-    }
-    hid_t fapl = zt_ckpt_mpio_fapl();
+    /* the plain create first: its errno names the problem (HDF5's would not) */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return zt_errf(err, errlen, "cannot create checkpoint %s: %s", path, strerror(errno));
+    close(fd);
+    /* The file's space is reserved before any byte is written: a full disk or quota shows up here, as
+       one error, not as a write error in the middle. statvfs first (H5Fcreate truncates the file, so
+       the reservation itself comes after it, before HDF5 writes anything: its metadata is flushed at
+       H5Fclose) */
+    const off_t need = (off_t)ng * (off_t)pt->total * 4 + (1 << 20) + (off_t)ng * pt->n * 8192 + (off_t)clen;
+    struct statvfs sv;
+    if (statvfs(path, &sv) == 0 && (double)sv.f_bavail * (double)sv.f_frsize < (double)need)
+        return zt_errf(err, errlen, "cannot write checkpoint %s: %s (it needs %.1f MB, %.1f MB are free)", path,
+                       strerror(ENOSPC), (double)need / 1e6, (double)sv.f_bavail * (double)sv.f_frsize / 1e6);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_sec2(fapl);
     H5Pset_alignment(fapl, 65536, 4096); /* big datasets start on a block: fewer partial blocks */
     hid_t fid = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
@@ -182,47 +188,35 @@ static int layout(const char *path, const zt_ckpt_meta *meta, const zt_ckpt_view
         char why[256];
         zt_ckpt_h5_reason(why);
         int e = errno;
-        zt_errf(err, errlen, "cannot create checkpoint %s: %s", path, why[0] ? why : e ? strerror(e) : "?");
+        return zt_errf(err, errlen, "cannot create checkpoint %s: %s", path, why[0] ? why : e ? strerror(e) : "?");
     }
-    if (zt_any_failed(fid < 0, err, errlen)) {
-        /* the file is shared: a create that failed on some ranks only cannot be closed collectively */
-        if (fid >= 0) zt_panic(__FILE__, __LINE__, "ranks disagree on creating %s: %s", path, err);
-        free(config);
-        return 1;
-    }
-    /* Reserve the file's space before any data is written: a full disk or quota shows up here, on
-       every rank at once, not as a write error on some ranks in the middle */
-    const int ngroups = v->exp_avg ? 3 : 1;
-    off_t need = (off_t)ngroups * (off_t)pt->total * 4 + (1 << 20) + (off_t)ngroups * pt->n * 8192 + (off_t)clen;
-    int bad = rank == 0 ? reserve_space(path, need, err, errlen) : 0;
-    if (zt_any_failed(bad, err, errlen)) {
-        H5Fclose(fid);
-        free(config);
-        return 1;
-    }
+    /* fault-injection tests: a pause between the create and the reservation, for filling the disk there */
+    const char *delay = getenv("ZTRAIN_CKPT_TEST_LAYOUT_DELAY_MS");
+    if (delay && atoi(delay) > 0) usleep((useconds_t)atoi(delay) * 1000);
+    int bad = reserve_space(path, need, err, errlen);
     long long step = meta->step;
     unsigned long long ss = meta->samples_seen, ts = meta->tokens_seen, seed = meta->seed;
     int version = ZT_CKPT_VERSION, ws = meta->world_size, V = v->shape->vocab_size, Vp = v->shape->padded_vocab, zero = 0;
+    int one = 1;
     unsigned long long np = pt->total;
-    bad |= attr_write_str(fid, "format", "ztrain");
-    bad |= attr_write(fid, "version", H5T_STD_I32LE, H5T_NATIVE_INT, &version);
-    bad |= attr_write(fid, "step", H5T_STD_I64LE, H5T_NATIVE_LLONG, &step);
-    bad |= attr_write(fid, "samples_seen", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &ss);
-    bad |= attr_write(fid, "tokens_seen", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &ts);
-    bad |= attr_write(fid, "world_size", H5T_STD_I32LE, H5T_NATIVE_INT, &ws);
-    bad |= attr_write(fid, "loss_scale", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &meta->loss_scale);
-    bad |= attr_write(fid, "seed", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &seed);
-    bad |= attr_write(fid, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &V);
-    bad |= attr_write(fid, "padded_vocab", H5T_STD_I32LE, H5T_NATIVE_INT, &Vp);
-    bad |= attr_write(fid, "n_params", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &np);
-    bad |= attr_write_str(fid, "config", config);
-    bad |= attr_write_str(fid, "created", created);
-    bad |= attr_write(fid, "complete", H5T_STD_I32LE, H5T_NATIVE_INT, &zero); /* 1 once every byte is durable */
-    free(config);
-    if (zt_any_failed(bad, err, errlen)) bad = 1;
-
-    zt_ckpt_group groups[4];
-    const int ng = zt_ckpt_groups(groups, v);
+    if (!bad) {
+        bad |= attr_write_str(fid, "format", "ztrain");
+        bad |= attr_write(fid, "version", H5T_STD_I32LE, H5T_NATIVE_INT, &version);
+        bad |= attr_write(fid, "step", H5T_STD_I64LE, H5T_NATIVE_LLONG, &step);
+        bad |= attr_write(fid, "samples_seen", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &ss);
+        bad |= attr_write(fid, "tokens_seen", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &ts);
+        bad |= attr_write(fid, "world_size", H5T_STD_I32LE, H5T_NATIVE_INT, &ws);
+        bad |= attr_write(fid, "loss_scale", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &meta->loss_scale);
+        bad |= attr_write(fid, "seed", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &seed);
+        bad |= attr_write(fid, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &V);
+        bad |= attr_write(fid, "padded_vocab", H5T_STD_I32LE, H5T_NATIVE_INT, &Vp);
+        bad |= attr_write(fid, "n_params", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &np);
+        bad |= attr_write_str(fid, "config", config);
+        bad |= attr_write_str(fid, "created", created);
+        bad |= attr_write(fid, "finite", H5T_STD_I32LE, H5T_NATIVE_INT, &one); /* every value was checked */
+        bad |= attr_write(fid, "complete", H5T_STD_I32LE, H5T_NATIVE_INT, &zero); /* 1 once every byte is durable */
+        if (bad) write_failed(path, err, errlen);
+    }
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -238,22 +232,64 @@ static int layout(const char *path, const zt_ckpt_meta *meta, const zt_ckpt_view
             hid_t sp = H5Screate_simple(t->ndim, dims, NULL);
             hid_t ds = H5Dcreate2(gid, t->name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
             H5Sclose(sp);
-            if (ds < 0) { bad = 1; break; } /* creation is collective: fails on every rank alike */
+            if (ds < 0) { bad = 1; break; }
             if (i == 0 && g == 0) bad |= attr_write(ds, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &V);
             haddr_t off = H5Dget_offset(ds);
-            size_t s = 0, e = 0;
             if (off == HADDR_UNDEF) bad = 1;
-            else if (zt_ckpt_piece_of(t, lo, hi, &s, &e))
-                pieces[(*n_pieces)++] = (zt_ckpt_piece){(uint64_t)off + s * sizeof(float), (e - s) * sizeof(float),
-                                                        groups[g].src + (t->offset + s - groups[g].base)};
+            else offs[(size_t)g * (size_t)pt->n + (size_t)i] = (uint64_t)off;
             H5Dclose(ds);
         }
         if (gid >= 0) H5Gclose(gid);
+        if (bad) write_failed(path, err, errlen);
     }
     H5Pclose(dcpl);
     H5Pclose(lcpl);
-    if (bad) write_failed(path, err, errlen);
     if (H5Fclose(fid) < 0 && !bad) bad = write_failed(path, err, errlen);
+    return bad;
+}
+
+/* Collective: rank 0 lays the file out (layout_rank0), every rank agrees on the outcome, then learns
+   the dataset offsets and returns its pieces (file offset, bytes, source). The file is created by one
+   rank and no HDF5 call here is collective: a failure on the one rank that touches the disk cannot
+   leave the others inside a collective (a full disk used to hang HDF5's collective metadata flush). */
+static int layout(const char *path, const zt_ckpt_meta *meta, const zt_ckpt_view *v, zt_ckpt_piece *pieces,
+                  int *n_pieces, char *err, size_t errlen) {
+    zt_ckpt_h5_quiet();
+    *n_pieces = 0;
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const zt_param_table *pt = v->table;
+    const size_t lo = v->lo, hi = v->hi < pt->total ? v->hi : pt->total;
+    zt_ckpt_group groups[4];
+    const int ng = zt_ckpt_groups(groups, v);
+    uint64_t *offs = zt_calloc((size_t)ng * (size_t)pt->n, sizeof *offs);
+    int bad = rank == 0 ? layout_rank0(path, meta, v, groups, ng, offs, err, errlen) : 0;
+    if (zt_any_failed(bad, err, errlen)) {
+        free(offs);
+        return 1;
+    }
+    ZT_MPI(MPI_Bcast(offs, ng * pt->n, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+    for (int g = 0; g < ng; g++)
+        for (int i = 0; i < pt->n; i++) {
+            const zt_tensor_info *t = &pt->t[i];
+            size_t s = 0, e = 0;
+            if (zt_ckpt_piece_of(t, lo, hi, &s, &e))
+                pieces[(*n_pieces)++] = (zt_ckpt_piece){offs[(size_t)g * (size_t)pt->n + (size_t)i] + s * sizeof(float),
+                                                        (e - s) * sizeof(float),
+                                                        groups[g].src + (t->offset + s - groups[g].base)};
+        }
+    free(offs);
+    return 0;
+}
+
+/* Collective: refuses to write a state holding NaN or Inf (a diverged run): each rank checks the part it
+   writes, so no file with non-finite weights or moments is ever created */
+static int check_finite(const zt_ckpt_meta *meta, const zt_ckpt_view *v, char *err, size_t errlen) {
+    char what[256];
+    int bad = zt_ckpt_view_nonfinite(v, v->lo, v->hi, v->exp_avg != NULL, what, sizeof what);
+    if (bad)
+        zt_errf(err, errlen, "checkpoint of step %ld not written: the state holds non-finite values (%s); "
+                "the earlier checkpoints are kept", meta->step, what);
     return zt_any_failed(bad, err, errlen);
 }
 
@@ -278,13 +314,90 @@ static int mark_complete(const char *path, char *err, size_t errlen) {
     return bad;
 }
 
+/* rank 0, every byte durable: complete = 1 (mark_complete also returns the unused tail of the reservation,
+   which leaves room for the pointer), then the new `latest` written to latest.tmp (fsync), then the
+   file renamed into place, then latest.tmp renamed over `latest`, then pruning. The pointer is
+   prepared before anything is published, so a disk that is still full at this point (latest.tmp needs
+   a block) fails with nothing changed: the previous checkpoint and `latest` stay as they were. */
+static int publish(const char *tmp, const char *final, const char *dir, int keep, long step, char *err, size_t errlen) {
+    if (mark_complete(tmp, err, errlen)) return 1;
+    char lp[ZT_PATH_MAX + 16], lt[ZT_PATH_MAX + 32];
+    snprintf(lp, sizeof lp, "%.*s/latest", ZT_PATH_MAX, dir);
+    snprintf(lt, sizeof lt, "%s.tmp", lp);
+    FILE *f = fopen(lt, "w");
+    const char *base = strrchr(final, '/') ? strrchr(final, '/') + 1 : final;
+    int ok = f && fprintf(f, "%s\n", base) > 0;
+    if (f) {
+        ok &= fflush(f) == 0 && fsync(fileno(f)) == 0;
+        ok &= fclose(f) == 0;
+    }
+    if (!ok) {
+        int e = errno;
+        unlink(lt);
+        return zt_errf(err, errlen, "cannot write checkpoint %s: cannot update %s: %s", final, lp, strerror(e));
+    }
+    if (rename(tmp, final) != 0) {
+        int e = errno;
+        unlink(lt);
+        return zt_errf(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(e));
+    }
+    fsync_path(dir, 1);
+    if (rename(lt, lp) != 0) {
+        int e = errno;
+        unlink(lt);
+        return zt_errf(err, errlen, "checkpoint %s written but %s not updated: %s", final, lp, strerror(e));
+    }
+    fsync_path(dir, 1);
+    prune(dir, keep, step);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- the saver */
+
+/* The finite check of a save's values (check_finite's scan) in a thread, for host memory: it reads the
+   same source memory as the writer while the layout and the writes go on (a synchronous save) or while
+   training computes the next step (async: the sources do not change before zt_ckpt_saver_wait_snapshot,
+   which joins it). Its outcome is agreed on before the file is published; a failed check unlinks the
+   .tmp, so nothing non-finite is ever published. At memory speed (~7 GB/s here) it would otherwise add
+   0.2 s to each save of GPT-2 124M with Adam state on one rank. */
+typedef struct scan_job {
+    pthread_t th;
+    int running;
+    zt_ckpt_view v;
+    int bad;
+    char what[256];
+} scan_job;
+
+static void *scan_main(void *arg) {
+    scan_job *j = arg;
+    j->bad = zt_ckpt_view_nonfinite(&j->v, j->v.lo, j->v.hi, j->v.exp_avg != NULL, j->what, sizeof j->what);
+    return NULL;
+}
+
+/* 1: started; 0: not (the caller scans inline) */
+static int scan_start(scan_job *j, const zt_ckpt_view *v) {
+    j->running = 0;
+    j->bad = 0;
+    j->what[0] = 0;
+    if (v->be->i->mem != ZT_MEM_HOST) return 0;
+    j->v = *v;
+    if (pthread_create(&j->th, NULL, scan_main, j) != 0) return 0;
+    j->running = 1;
+    return 1;
+}
+
+static void scan_join(scan_job *j) {
+    if (!j->running) return;
+    pthread_join(j->th, NULL);
+    j->running = 0;
+}
 
 struct zt_ckpt_saver {
     zt_ckpt_writer *w;
     int async, pending, keep;
     long step;
     zt_ckpt_piece *pieces;
+    scan_job scan;  /* the finite check of the pending save */
     char dir[ZT_PATH_MAX + 1], final[ZT_PATH_MAX + 64], tmp[ZT_PATH_MAX + 80];
     double t_begin, stage_s, write_s, total_s;
 };
@@ -313,7 +426,12 @@ zt_ckpt_saver *zt_ckpt_saver_create(const zt_ckpt_view *v, int async, int direct
 
 int zt_ckpt_saver_pending(const zt_ckpt_saver *s) { return s->pending; }
 
-double zt_ckpt_saver_wait_snapshot(zt_ckpt_saver *s) { return s->pending ? zt_ckpt_writer_wait_snapshot(s->w) : 0.0; }
+double zt_ckpt_saver_wait_snapshot(zt_ckpt_saver *s) {
+    if (!s->pending) return 0.0;
+    const double t0 = zt_now();
+    scan_join(&s->scan);
+    return zt_now() - t0 + zt_ckpt_writer_wait_snapshot(s->w);
+}
 
 int zt_ckpt_saver_local_done(zt_ckpt_saver *s) { return !s->pending || zt_ckpt_writer_idle(s->w); }
 
@@ -328,40 +446,20 @@ int zt_ckpt_saver_finish(zt_ckpt_saver *s, char *path_out, size_t path_len, char
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     s->pending = 0;
+    scan_join(&s->scan);
     int bad = zt_ckpt_writer_wait(s->w, err, errlen);
     zt_ckpt_writer_times(s->w, &s->stage_s, &s->write_s);
+    if (!bad && s->scan.bad)
+        bad = zt_errf(err, errlen, "checkpoint of step %ld not written: the state holds non-finite values (%s); the "
+                      "earlier checkpoints are kept", s->step, s->scan.what);
     if (zt_any_failed(bad, err, errlen)) {
         if (rank == 0) unlink(s->tmp);
         return 1;
     }
-    /* every rank's bytes are durable: mark, publish, then the pointer, each by an atomic rename */
-    if (rank == 0) {
-        if (mark_complete(s->tmp, err, errlen)) {
-            bad = 1;
-            unlink(s->tmp);
-        } else if (rename(s->tmp, s->final) != 0) {
-            bad = zt_errf(err, errlen, "cannot rename %s to %s: %s", s->tmp, s->final, strerror(errno));
-            unlink(s->tmp);
-        } else {
-            fsync_path(s->dir, 1);
-            char lp[ZT_PATH_MAX + 16], lt[ZT_PATH_MAX + 32];
-            snprintf(lp, sizeof lp, "%.*s/latest", ZT_PATH_MAX, s->dir);
-            snprintf(lt, sizeof lt, "%s.tmp", lp);
-            FILE *f = fopen(lt, "w");
-            const char *base = strrchr(s->final, '/') ? strrchr(s->final, '/') + 1 : s->final;
-            int ok = f && fprintf(f, "%s\n", base) > 0;
-            if (f) {
-                ok &= fflush(f) == 0 && fsync(fileno(f)) == 0;
-                ok &= fclose(f) == 0;
-            }
-            if (!ok || rename(lt, lp) != 0) {
-                bad = zt_errf(err, errlen, "cannot update %s: %s", lp, strerror(errno));
-                unlink(lt);
-            } else {
-                fsync_path(s->dir, 1);
-                prune(s->dir, s->keep, s->step);
-            }
-        }
+    /* every rank's bytes are durable: rank 0 marks and publishes */
+    if (rank == 0 && publish(s->tmp, s->final, s->dir, s->keep, s->step, err, errlen)) {
+        bad = 1;
+        unlink(s->tmp);
     }
     if (zt_any_failed(bad, err, errlen)) return 1;
     s->total_s = zt_now() - s->t_begin;
@@ -379,6 +477,8 @@ int zt_ckpt_saver_begin(zt_ckpt_saver *s, const char *dir, int keep, const zt_ck
         bad = zt_errf(err, errlen, "checkpoint directory %s: cannot create: %s", dir, strerror(errno));
     if (zt_any_failed(bad, err, errlen)) return 1;
     s->t_begin = zt_now();
+    /* host memory: checked in a thread (joined before publishing); otherwise here, before anything is created */
+    if (!scan_start(&s->scan, v) && check_finite(meta, v, err, errlen)) return 1;
     snprintf(s->dir, sizeof s->dir, "%.*s", ZT_PATH_MAX, dir);
     snprintf(s->final, sizeof s->final, "%.*s/step_%08ld.h5", ZT_PATH_MAX, dir, meta->step);
     snprintf(s->tmp, sizeof s->tmp, "%s.tmp", s->final);
@@ -386,6 +486,7 @@ int zt_ckpt_saver_begin(zt_ckpt_saver *s, const char *dir, int keep, const zt_ck
     s->step = meta->step;
     int n = 0;
     if (layout(s->tmp, meta, v, s->pieces, &n, err, errlen)) {
+        scan_join(&s->scan);
         if (rank == 0) unlink(s->tmp);
         return 1;
     }
@@ -394,6 +495,7 @@ int zt_ckpt_saver_begin(zt_ckpt_saver *s, const char *dir, int keep, const zt_ck
     s->pending = 1;
     if (bad) zt_ckpt_writer_wait(s->w, NULL, 0);
     if (zt_any_failed(bad, err, errlen)) {
+        scan_join(&s->scan);
         s->pending = 0;
         if (rank == 0) unlink(s->tmp);
         return 1;
@@ -405,6 +507,7 @@ int zt_ckpt_saver_begin(zt_ckpt_saver *s, const char *dir, int keep, const zt_ck
 
 void zt_ckpt_saver_destroy(zt_ckpt_saver *s) {
     if (!s) return;
+    scan_join(&s->scan);
     zt_ckpt_writer_destroy(s->w);
     free(s->pieces);
     free(s);
@@ -424,6 +527,7 @@ int zt_ckpt_write(const char *path, const zt_ckpt_meta *meta, const zt_ckpt_view
                   size_t errlen) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (check_finite(meta, v, err, errlen)) return 1;
     zt_ckpt_piece *pieces = zt_calloc((size_t)max_pieces(v), sizeof *pieces);
     int n = 0;
     int bad = layout(path, meta, v, pieces, &n, err, errlen);
