@@ -1,6 +1,6 @@
-/* ckpt.c — parallel-HDF5 checkpoints (ckpt.h, DESIGN section 5): the collective write and read of
- * one file, the atomic save protocol (tmp + flush + rename, then `latest`, then pruning) and the
- * checks that turn a wrong file into one clear line on every rank.
+/* ckpt.c — parallel-HDF5 checkpoints (ckpt.h, DESIGN section 5): the collective read of
+ * one file, and the checks that turn a wrong file into one clear line on every rank (the save protocol
+ * is in ckpt_save.c).
  *
  * File layout (h5py and h5dump read it as it is):
  *   /                 attrs format="ztrain", version, step, samples_seen, tokens_seen, world_size,
@@ -27,17 +27,15 @@
  * the tensor: a partial row, full rows, a partial row), so each byte is written once. Moments are
  * shards at stages 1-2 (element k of exp_avg is flat element lo + k) and full copies at stage 0
  * (element k is flat element k): the view's optim_base says which; the rank writes its [lo, hi).
- * Metadata (file, groups, datasets, attributes) is created by rank 0 alone (ckpt_save.c says why) and
- * read collectively (collective metadata reads); the raw data then moves with independent I/O, each
- * rank its own parts, all ranks at once. Why not collective transfers: a tensor almost always lies in ONE
- * rank's shard, so a collective H5Dwrite/H5Dread per tensor makes the other ranks wait for it and
- * the ranks take turns (measured here, GPT-2 124M + Adam state on 4 ranks: load 2.5-2.8 s
- * collective vs 1.0 s independent; MPI-IO's individual mode inside collective calls and ROMIO
- * were no better; ZTRAIN_CKPT_IO=collective selects collective transfers, with empty selections
- * on ranks without a part: 4-rank read 19% of dd's bandwidth vs 61% independent). With the cpu backend the buffers are host memory and go to HDF5 in place;
- * other backends stage each piece through a host buffer. Durability: after the collective close,
- * rank 0 fsyncs the file once (it holds every rank's pages) before the rename publishes it, then
- * fsyncs the directory.
+ * Writing is ckpt_save.c's (layout by rank 0 alone, raw pieces by every rank through ckpt_rawio.c,
+ * completion mark, rename); this file reads. Metadata is read collectively (collective metadata
+ * reads); each rank then reads its parts: contiguous float32 datasets (every file ztrain writes) with
+ * plain pread at their offsets straight into host buffers after the file is closed, anything else
+ * (a chunked or float64 dataset another tool wrote) with independent H5Dread. Why not collective
+ * transfers: a tensor almost always lies in ONE rank's shard, so a collective H5Dread per tensor makes
+ * the other ranks wait for it and the ranks take turns (measured here, GPT-2 124M + Adam state on 4
+ * ranks: load 2.5-2.8 s collective vs 1.0 s independent; ZTRAIN_CKPT_IO=collective still selects
+ * collective H5Dread transfers for parallel file systems where collective buffering pays).
  * Load reads this rank's range of every tensor; ZeRO then all-gathers the parameters (and the
  * stage-0 moments: zt_zero_after_load), so any rank count and stage can resume any file. A view
  * without optimizer state (eval, export) reads the full tensors on every rank.
