@@ -91,6 +91,13 @@ int zt_cmd_export(int argc, char **argv, zt_dist *d) {
     if (strcmp(format, "safetensors") != 0)
         zt_user_error_all("export: --format %s: the only format is safetensors (Hugging Face GPT-2)", format);
     if (cli.config_path || cli.n_sets) zt_user_error_all("export: takes no -c/--set (the checkpoint has its config)");
+    /* before the checkpoint is read: its type (a named pipe would block its open) and a usable --out */
+    struct stat ost;
+    int bad = zt_check_input_file(path, "a ztrain checkpoint (.h5)", err, sizeof err);
+    if (!bad && stat(out, &ost) == 0 && !S_ISDIR(ost.st_mode))
+        bad = zt_errf(err, sizeof err, "export: --out %s: %s, not a directory (expected a directory for "
+                      "model.safetensors and config.json)", out, zt_file_kind((unsigned)ost.st_mode));
+    zt_check_all(bad, err, sizeof err);
     const zt_load_opts lo = {NULL, NULL, 0, 1, 1, 1};
     zt_loaded_model lm;
     zt_loaded_model_open(&lm, path, &lo);
@@ -98,7 +105,6 @@ int zt_cmd_export(int argc, char **argv, zt_dist *d) {
     const zt_model_shape s = lm.s;
     zt_model *m = &lm.m;
     zt_backend *be = lm.be;
-    int bad = 0;
     char stp[ZT_PATH_MAX + 32], cjp[ZT_PATH_MAX + 32];
     snprintf(stp, sizeof stp, "%s/model.safetensors", out);
     snprintf(cjp, sizeof cjp, "%s/config.json", out);
@@ -139,7 +145,14 @@ typedef struct source {
     char what[ZT_PATH_MAX];              /* for messages */
 } source;
 
+/* zt_st_open after the type check (a named pipe would block the open) */
+static int st_open_checked(zt_st_file *f, const char *path, char *err, size_t errlen) {
+    if (zt_check_input_file(path, "a safetensors file", err, errlen)) return 1;
+    return zt_st_open(f, path, err, errlen);
+}
+
 static int open_index(source *src, const char *dir, const char *index, char *err, size_t errlen) {
+    if (zt_check_input_file(index, "a model.safetensors.index.json file", err, errlen)) return 1;
     FILE *f = fopen(index, "rb");
     if (!f) return snprintf(err, errlen, "%s: cannot open: %s", index, strerror(errno)), 1;
     char *txt = NULL;
@@ -166,7 +179,7 @@ static int open_index(source *src, const char *dir, const char *index, char *err
         for (int s = 0; s < src->n; s++) seen |= strcmp(src->f[s].path, p) == 0;
         if (seen) continue;
         if (src->n == MAX_SHARDS) { rc = snprintf(err, errlen, "%s: more than %d shard files", index, MAX_SHARDS) > 0; break; }
-        rc = zt_st_open(&src->f[src->n], p, err, errlen);
+        rc = st_open_checked(&src->f[src->n], p, err, errlen);
         if (!rc) src->n++;
     }
     zt_json_free(&j);
@@ -178,12 +191,14 @@ static int open_source(source *src, const char *arg, char *err, size_t errlen) {
     snprintf(src->what, sizeof src->what, "%s", arg);
     struct stat st;
     if (stat(arg, &st) != 0) return snprintf(err, errlen, "import: %s: %s", arg, strerror(errno)), 1;
+    if (zt_check_input_file_or_dir(arg, "a safetensors file or a directory holding model.safetensors", err, errlen))
+        return 1;
     char dir[ZT_PATH_MAX + 1], p[ZT_PATH_MAX + 64];
     if (S_ISDIR(st.st_mode)) {
         snprintf(dir, sizeof dir, "%s", arg);
         snprintf(p, sizeof p, "%s/model.safetensors", dir);
         if (access(p, R_OK) == 0) {
-            if (zt_st_open(&src->f[0], p, err, errlen)) return 1;
+            if (st_open_checked(&src->f[0], p, err, errlen)) return 1;
             src->n = 1;
         } else {
             snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
@@ -196,11 +211,14 @@ static int open_source(source *src, const char *arg, char *err, size_t errlen) {
         char cp[ZT_PATH_MAX + 1];
         snprintf(cp, sizeof cp, "%s", arg);
         snprintf(dir, sizeof dir, "%s", dirname(cp));
-        if (zt_st_open(&src->f[0], arg, err, errlen)) return 1;
+        if (st_open_checked(&src->f[0], arg, err, errlen)) return 1;
         src->n = 1;
     }
     snprintf(p, sizeof p, "%s/config.json", dir);
-    if (access(p, R_OK) == 0) snprintf(src->config_json, sizeof src->config_json, "%s", p);
+    if (access(p, R_OK) == 0) {
+        if (zt_check_input_file(p, "a Hugging Face config.json", err, errlen)) return 1;
+        snprintf(src->config_json, sizeof src->config_json, "%s", p);
+    }
     return 0;
 }
 
@@ -377,6 +395,10 @@ int zt_cmd_import(int argc, char **argv, zt_dist *d) {
     zt_cli cli;
     if (zt_cli_parse(&cli, argc, argv, opts, 2, err, sizeof err)) zt_user_error_all("%s", err);
     if (!in || !out) zt_user_error_all("import: needs --safetensors FILE_OR_DIR and --out CKPT.h5");
+    struct stat ost;
+    if (stat(out, &ost) == 0 && !S_ISREG(ost.st_mode))
+        zt_user_error_all("import: --out %s: %s (expected the path of the checkpoint file to write, e.g. "
+                          "%s/step_00000000.h5)", out, zt_file_kind((unsigned)ost.st_mode), out);
     source *src = zt_calloc(1, sizeof *src);
     shape_in sh;
     int bad = open_source(src, in, err, sizeof err);

@@ -241,8 +241,16 @@ typedef struct input {
     uint64_t size, cut;  /* [0, cut) train, [cut, size) val */
 } input;
 
+/* an input read by path: the type before any open (a named pipe would block it, /dev/zero never ends) */
+static int check_type(const char *path, const char *what) {
+    char err[ERR_LEN];
+    if (zt_check_input_file(path, what, err, sizeof err)) return fail("%s", err);
+    return 0;
+}
+
 static int check_input(input *in, double val_fraction) {
     struct stat st;
+    if (check_type(in->path, "a text file")) return ZT_EXIT_USER;
     FILE *f = fopen(in->path, "rb");
     if (!f) return fail("%s: cannot open input file (%s)", in->path, strerror(errno));
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -355,6 +363,9 @@ static reader reader_make(long read_kb) {
 
 static zt_tokenizer *load_tokenizer(const opts *o, int *rc) {
     char err[ERR_LEN];
+    if ((*rc = check_type(o->tokenizer, "a tokenizer file: .zttok, tokenizer.json or vocab.json")) ||
+        (o->merges && (*rc = check_type(o->merges, "a merges.txt file"))))
+        return NULL;
     zt_tokenizer *t = zt_tokenizer_load(o->tokenizer, o->merges, err, sizeof err);
     if (!t) *rc = fail("%s", err);
     return t;
@@ -370,6 +381,10 @@ static int cmd_encode(const opts *o) {
     if (stat(o->encode, &st) != 0) {
         zt_tokenizer_free(t);
         return fail("%s: cannot open input file (%s)", o->encode, strerror(errno));
+    }
+    if ((rc = check_type(o->encode, "a text file"))) {
+        zt_tokenizer_free(t);
+        return rc;
     }
     char err[ERR_LEN];
     zt_shard_writer w;
@@ -402,7 +417,8 @@ static int cmd_decode(const opts *o) {
     uint32_t *ids = NULL;
     uint8_t *text = NULL;
     size_t len = 0;
-    if (zt_shard_load(o->decode, &h, &ids, err, sizeof err)) {
+    if (zt_check_input_file(o->decode, "a ztrain token shard", err, sizeof err) ||
+        zt_shard_load(o->decode, &h, &ids, err, sizeof err)) {
         rc = fail("%s", err);
     } else if (zt_tokenizer_decode(t, ids, (size_t)h.count, &text, &len, err, sizeof err)) {
         rc = fail("%s: %s (tokenizer %s)", o->decode, err, o->tokenizer);
@@ -451,6 +467,7 @@ static int cmd_pretokenize(const opts *o) {
     char err[ERR_LEN];
     struct stat st;
     if (stat(o->pretokenize, &st) != 0) return fail("%s: cannot open input file (%s)", o->pretokenize, strerror(errno));
+    if (check_type(o->pretokenize, "a text file")) return ZT_EXIT_USER;
     pretok_sink s = {0};
     s.pre = zt_pretok_create(err, sizeof err);
     if (!s.pre) return fail("%s", err);
@@ -516,11 +533,18 @@ static zt_tokenizer *train_tokenizer(const opts *o, const input *in, reader *r, 
     return t;
 }
 
-static int finish_shard(zt_shard_writer *w, const char *tmp, const char *final_path) {
-    char err[ERR_LEN];
-    if (zt_shard_writer_close(w, err, sizeof err)) return fail("%s", err);
-    if (rename(tmp, final_path) != 0) return fail("%s: cannot rename to %s (%s)", tmp, final_path, strerror(errno));
-    return 0;
+/* the outputs are written as .tmp files and renamed into place only when all of them are complete:
+   a failed prepare leaves an earlier tokenizer.zttok / train.bin / val.bin of DIR as they were */
+static int publish(const char *out_dir, const char *const *names, int n, int ok) {
+    char tmp[4200], path[4096];
+    int rc = 0;
+    for (int k = 0; k < n; k++) {
+        snprintf(path, sizeof path, "%s/%s", out_dir, names[k]);
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        if (!ok || rc) remove(tmp);
+        else if (rename(tmp, path) != 0) rc = fail("%s: cannot rename to %s (%s)", tmp, path, strerror(errno));
+    }
+    return rc;
 }
 
 int zt_cmd_prepare(int argc, char **argv) {
@@ -547,19 +571,29 @@ int zt_cmd_prepare(int argc, char **argv) {
         in[i].path = o.inputs[i];
         rc = check_input(&in[i], o.val_fraction);
     }
-    if (!rc) rc = check_out_dir(o.out_dir);
+    /* a given tokenizer is loaded before --out-dir is made (a bad one changes nothing); a trained one
+       after (a long training must not end at an unwritable directory) */
+    struct stat dst;
+    const int made_out = stat(o.out_dir, &dst) != 0;
     reader r = reader_make(o.read_kb);
     zt_tokenizer *t = NULL;
     double train_mb = 0, train_s = 0;
-    if (!rc) t = o.tokenizer ? load_tokenizer(&o, &rc) : train_tokenizer(&o, in, &r, &rc, &train_mb, &train_s);
+    if (!rc && o.tokenizer) t = load_tokenizer(&o, &rc);
+    if (!rc) rc = check_out_dir(o.out_dir);
+    if (!rc && !o.tokenizer) t = train_tokenizer(&o, in, &r, &rc, &train_mb, &train_s);
     char path[4096], tmp[4200], err[ERR_LEN];
     if (t && o.eot_between_files && zt_tokenizer_eot(t) == ZT_TOK_NO_EOT)
         rc = fail("%s: the tokenizer has no %s token (needed by --eot-between-files)", o.tokenizer, ZT_TOK_EOT_TEXT);
+    int tok_saved = 0;
     if (t && !rc) {
         snprintf(path, sizeof path, "%s/%s", o.out_dir, TOK_FILE);
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        if (zt_tokenizer_save(t, tmp, err, sizeof err)) rc = fail("%s", err);
-        else if (rename(tmp, path) != 0) rc = fail("%s: cannot rename (%s)", tmp, strerror(errno));
+        if (zt_tokenizer_save(t, tmp, err, sizeof err)) {
+            rc = fail("%s", err);
+            remove(tmp);
+        } else {
+            tok_saved = 1;
+        }
     }
     uint32_t V = t ? zt_tokenizer_vocab_size(t) : 0;
     zt_shard_writer w[2];
@@ -602,15 +636,16 @@ int zt_cmd_prepare(int argc, char **argv) {
         snprintf(extra, sizeof extra, ", %.2f bytes/token", nt ? (double)r.bytes_done / (double)nt : 0.0);
         enc_s = prog_end(&p, extra);
     }
-    for (int k = 0; k < opened; k++) {
-        snprintf(tmp, sizeof tmp, "%s/%s.tmp", o.out_dir, names[k]);
-        snprintf(path, sizeof path, "%s/%s", o.out_dir, names[k]);
-        if (rc) {
-            zt_shard_writer_close(&w[k], err, sizeof err);
-            remove(tmp);
-        } else {
-            rc = finish_shard(&w[k], tmp, path);
-        }
+    for (int k = 0; k < opened; k++)
+        if (zt_shard_writer_close(&w[k], err, sizeof err) && !rc) rc = fail("%s", err);
+    /* shards first, the tokenizer last: train.bin, val.bin, tokenizer.zttok */
+    const char *outs[3] = {names[0], names[1], TOK_FILE};
+    int prc = publish(o.out_dir, outs, opened, rc == 0);
+    if (tok_saved) {
+        int trc = publish(o.out_dir, outs + 2, 1, rc == 0 && prc == 0);
+        if (!rc) rc = prc ? prc : trc;
+    } else if (!rc) {
+        rc = prc;
     }
     if (!rc) {
         double H = 0, T = (double)s[0].written;
@@ -633,6 +668,7 @@ int zt_cmd_prepare(int argc, char **argv) {
             fprintf(stderr, "ztrain: warning: the validation split is empty (inputs too short for --val-fraction %g)\n",
                     o.val_fraction);
     }
+    if (rc && made_out) rmdir(o.out_dir); /* a failed prepare leaves no new (empty) directory */
     for (int k = 0; k < 2; k++) zt_ids_free(&s[k].ids);
     free(s[0].unigram);
     free(r.buf);

@@ -88,7 +88,11 @@ int zt_cmd_sample(int argc, char **argv, zt_dist *d) {
     char path[ZT_PATH_MAX + 128];
     snprintf(path, sizeof path, "%s", ck_s);
     struct stat st;
-    int bad = 0;
+    /* the type first: a named pipe would block the checkpoint's open */
+    int bad = zt_check_input_file_or_dir(ck_s, "a ztrain checkpoint (.h5) or a directory of them", err, sizeof err);
+    if (!bad && tok_s && strcmp(tok_s, "none") != 0)
+        bad = zt_check_input_file(tok_s, "a tokenizer file: .zttok, tokenizer.json or vocab.json", err, sizeof err);
+    zt_check_all(bad, err, sizeof err);
     if (d->rank == 0 && stat(ck_s, &st) == 0 && S_ISDIR(st.st_mode) && zt_ckpt_find_latest(ck_s, path, sizeof path)) {
         snprintf(err, sizeof err, "%s: no complete checkpoint in this directory", ck_s);
         bad = 1;
@@ -114,7 +118,10 @@ int zt_cmd_sample(int argc, char **argv, zt_dist *d) {
     const char *prompt_text = prompt_s ? prompt_s : c->sample.prompt;
     bad = 0;
     if (d->rank == 0) {
-        if (tok_path[0] && !(tok = zt_sampler_load_tokenizer(tok_path, s.vocab_size, err, sizeof err))) bad = 1;
+        if (tok_path[0] && (zt_check_input_file(tok_path, "a tokenizer file (data.tokenizer of the checkpoint's config, "
+                                                "or --tokenizer PATH|none)", err, sizeof err) ||
+                            !(tok = zt_sampler_load_tokenizer(tok_path, s.vocab_size, err, sizeof err))))
+            bad = 1;
         if (!bad && (n_prompt = zt_sampler_prompt_ids(tok, prompt_text, s.vocab_size, &prompt, err, sizeof err)) < 0) bad = 1;
         if (!bad && n_prompt == 0) {
             snprintf(err, sizeof err, "--prompt '%.200s' encodes to no tokens", prompt_text);
@@ -143,7 +150,9 @@ int zt_cmd_sample(int argc, char **argv, zt_dist *d) {
         double t1 = zt_now();
         ZT_ASSERT(rc == n_new);
         printf("\n");
-        fflush(stdout);
+        /* only rank 0 writes (the others wait in quiet_barrier): a failed write ends them through MPI */
+        if (fflush(stdout) != 0 || ferror(stdout))
+            zt_user_error("sample: cannot write the generated text to stdout: %s", strerror(errno));
         /* the first token comes after the prompt's pass; the rest each cost one decode step */
         double gen_s = t1 - sc.t_first, pre_s = sc.t_first - t0;
         fprintf(stderr,

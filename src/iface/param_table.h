@@ -20,7 +20,10 @@
 
 #include <stddef.h>
 
-#define ZT_MAX_TENSORS 1024
+/* The table is a fixed array (it lives inside zt_model, on the stack of the commands): the config's
+   range of model.n_layer is [1, ZT_MAX_LAYERS], so a documented value never overflows it. */
+#define ZT_MAX_LAYERS 128
+#define ZT_MAX_TENSORS (4 + 12 * ZT_MAX_LAYERS)   /* wte, wpe, ZT_PER_LAYER (12) per layer, ln_f x 2 */
 #define ZT_SHARD_UNIT 4096   /* shards are whole multiples of this (the grad-norm chunk) */
 
 typedef struct zt_model_shape {
@@ -50,6 +53,8 @@ typedef enum zt_layer_tensor {
     ZT_LN1W, ZT_LN1B, ZT_QKVW, ZT_QKVB, ZT_ATTPW, ZT_ATTPB, ZT_LN2W, ZT_LN2B,
     ZT_FCW, ZT_FCB, ZT_FCPW, ZT_FCPB, ZT_PER_LAYER
 } zt_layer_tensor;
+
+_Static_assert(ZT_MAX_TENSORS == 4 + ZT_PER_LAYER * ZT_MAX_LAYERS, "ZT_MAX_TENSORS must hold ZT_MAX_LAYERS layers");
 
 /* table indices of the tensors outside the layers */
 enum { ZT_P_WTE = 0, ZT_P_WPE = 1 };

@@ -13,6 +13,7 @@
  */
 #include "io/config.h"
 #include "io/config_internal.h"
+#include "iface/param_table.h"
 #include "util/util.h"
 
 #include <ctype.h>
@@ -45,7 +46,7 @@ const key_def cfg_schema[] = {
          "mpi", "nccl", "devsim"),
     ENUM("precision", precision, "fp32", "working precision of params/activations", "fp32", "bf16"),
 
-    INT("model.n_layer", model.n_layer, 2, 1, 4096, "transformer blocks"),
+    INT("model.n_layer", model.n_layer, 2, 1, ZT_MAX_LAYERS, "transformer blocks"),
     INT("model.n_head", model.n_head, 2, 1, 4096, "attention heads (must divide n_embd)"),
     INT("model.n_embd", model.n_embd, 64, 1, 65536, "embedding width C"),
     INT("model.vocab_size", model.vocab_size, 512, 2, 1 << 24, "real tokens in the vocabulary"),
@@ -103,8 +104,10 @@ const key_def cfg_schema[] = {
         "exit code after a SIGUSR1/SIGTERM checkpoint (e.g. 3 to make a Slurm script requeue)"),
 
     STR("run.root", run.root, "runs", 1, "directory that holds sessions"),
-    STR("run.session", run.session, "default", 1, "session: a group of runs compared together"),
-    STR("run.name", run.name, "run", 1, "run name (numeric suffix added if it exists)"),
+    STR("run.session", run.session, "default", 1,
+        "session: a group of runs compared together (a directory name: no '/', not '.' or '..')"),
+    STR("run.name", run.name, "run", 1,
+        "run name (numeric suffix added if it exists), a directory name: no '/', not '.' or '..'"),
 
     BOOL("metrics.tensorboard", metrics.tensorboard, 0,
          "rank 0 also writes TensorBoard event files (events.out.tfevents.*) in the run directory"),
@@ -459,7 +462,37 @@ static int walk_group(zt_config *c, config_setting_t *g, const char *prefix, con
     return 0;
 }
 
+/* libconfig 1.5 opens @include files itself (no hook): their types are checked first, recursively (a
+   named pipe would block its open, a directory kills the process from inside libconfig's scanner) */
+static int check_includes(const char *path, int depth, char *err, size_t n) {
+    if (depth > 10) return zt_errf(err, n, "%s: @include nested more than 10 deep", path);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0; /* reported by libconfig in its words */
+    char line[4096];
+    int ln = 0, rc = 0;
+    while (!rc && fgets(line, sizeof line, f)) {
+        ln++;
+        char *p = line;
+        while (isspace((unsigned char)*p)) p++;
+        if (strncmp(p, "@include", 8) != 0) continue;
+        p += 8;
+        while (isspace((unsigned char)*p)) p++;
+        char *q = *p == '"' ? strchr(p + 1, '"') : NULL;
+        if (!q) continue;
+        *q = 0;
+        char e[ZT_ERR_BUF];
+        if (zt_check_input_file(p + 1, "a libconfig file", e, sizeof e))
+            rc = zt_errf(err, n, "%s:%d: @include: %s", path, ln, e);
+        else
+            rc = check_includes(p + 1, depth + 1, err, n);
+    }
+    fclose(f);
+    return rc;
+}
+
 static int load_file(zt_config *c, const char *path, char *err, size_t n) {
+    /* before any open: fopen of a named pipe would block until a writer appears */
+    if (zt_check_input_file(path, "a libconfig config file", err, n) || check_includes(path, 0, err, n)) return 1;
     FILE *f = fopen(path, "r");
     if (!f) return zt_errf(err, n, "%s: cannot open: %s", path, strerror(errno));
     fclose(f);
@@ -592,6 +625,18 @@ static double num_value(const zt_config *c, const key_def *k, char *txt, size_t 
     }
 }
 
+/* a single path component: no '/', not "." or "..", no control characters */
+static int check_dir_name(const char *key, const char *v, char *err, size_t errlen) {
+    if (strcmp(v, ".") == 0 || strcmp(v, "..") == 0 || strchr(v, '/'))
+        return zt_errf(err, errlen, "%s = \"%s\": must be a plain directory name (no '/', not '.' or '..'): the run "
+                       "directory is run.root/run.session/run.name and must stay inside run.root", key, v);
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return zt_errf(err, errlen, "%s: contains a control character (0x%02x): must be a plain directory name",
+                           key, *p);
+    return 0;
+}
+
 int zt_config_validate(const zt_config *c, int world_size, char *err, size_t errlen) {
     for (int i = 0; i < N_KEYS; i++) {
         const key_def *k = &cfg_schema[i];
@@ -637,6 +682,16 @@ int zt_config_validate(const zt_config *c, int world_size, char *err, size_t err
     }
     if (t->warmup_steps > t->steps)
         return zt_errf(err, errlen, "train.warmup_steps = %ld exceeds train.steps = %ld", t->warmup_steps, t->steps);
+    /* the obsolete eval.batches counts micro-batches: its sequences must stay in eval.sequences' range */
+    const key_def *es = find_key("eval.sequences");
+    if (c->eval.batches > 0 && (double)c->eval.batches * t->micro_batch > es->max)
+        return zt_errf(err, errlen,
+                       "eval.batches = %d x train.micro_batch = %d = %.0f validation sequences: must be <= %.0f "
+                       "(eval.batches is obsolete: set eval.sequences and eval.batches = 0)",
+                       c->eval.batches, t->micro_batch, (double)c->eval.batches * t->micro_batch, es->max);
+    /* run.session and run.name are one directory level each under run.root */
+    if (check_dir_name("run.session", c->run.session, err, errlen) || check_dir_name("run.name", c->run.name, err, errlen))
+        return 1;
     return 0;
 }
 

@@ -159,5 +159,6 @@ void zt_config_help(FILE *f) {
         fprintf(f, "%-*s  %-6s  %-*s  %-*s  %s\n", wk, cfg_schema[i].key, cfg_type_name(cfg_schema[i].type), wd, def[i], wr,
                 rng[i], cfg_schema[i].help);
     fprintf(f, "\nAlso checked: n_embd %% n_head == 0, seq_len <= block_size, padded_vocab (if set) >= vocab_size,\n"
-               "global_batch %% (micro_batch * ranks) == 0, min_lr <= lr, warmup_steps <= steps.\n");
+               "global_batch %% (micro_batch * ranks) == 0, min_lr <= lr, warmup_steps <= steps, eval.batches x\n"
+               "micro_batch within eval.sequences' range, run.session and run.name plain directory names.\n");
 }

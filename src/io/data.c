@@ -32,7 +32,12 @@ int zt_dataset_open(zt_dataset *d, const char *pattern, int T, uint32_t model_vo
     for (int i = 0; i < d->n_files; i++) {
         const char *path = g.gl_pathv[i];
         zt_shard_header h;
-        if (zt_shard_load(path, &h, &d->tokens[i], err, errlen) != 0) { globfree(&g); return 1; }
+        /* the type before any open: a named pipe would block the open, a device never ends */
+        if (zt_check_input_file(path, "a ztrain token shard (see `ztrain prepare`)", err, errlen) ||
+            zt_shard_load(path, &h, &d->tokens[i], err, errlen) != 0) {
+            globfree(&g);
+            return 1;
+        }
         if (h.vocab_size > model_vocab) {
             snprintf(err, errlen, "%s: shard vocab size %u is larger than model.vocab_size %u "
                      "(the tokenizer does not match the model)", path, h.vocab_size, model_vocab);

@@ -1,7 +1,14 @@
 /* metrics.h — what a run reports (rank 0 only): the run directory, one status line per step
  * (drawn by util/progress: a bar on a terminal, plain log lines otherwise), metrics.jsonl (one
  * object per step), results.json, and the SHA-256 fingerprint of a buffer. Every other rank calls
- * these as no-ops. */
+ * these as no-ops.
+ *
+ * The run directory is owned by one run at a time: rank 0 holds RUN_DIR/run.lock ("host H pid P
+ * since T", and an flock on it) from zt_metrics_open to zt_metrics_close or process exit. A second
+ * run opening the same directory (--resume) is refused with a line naming the owner; a lock left by
+ * a process that is gone (its flock released: killed, crashed) is taken over with a note. Nothing
+ * in the directory is created before it can be filled: metrics.jsonl appears with the first step's
+ * line, other files (results.json, config.cfg) are written whole, atomically (zt_metrics_write). */
 #ifndef ZT_METRICS_H
 #define ZT_METRICS_H
 
@@ -29,10 +36,13 @@ typedef struct zt_metrics {
     FILE *jsonl;
     zt_tb tb;             /* TensorBoard events (metrics.tensorboard) */
     int tb_state;         /* 0: not told (read config.cfg at the first step), 1: on, -1: off */
+    int lock_fd;          /* run.lock, held (flock) while the run owns the directory; -1 none */
+    int write_warned;     /* metrics.jsonl: a failed write was reported */
 } zt_metrics;
 
-/* Creates root/session/name (name, name-1, name-2, ... if taken, unless reuse). rank 0 only.
-   Returns 0, or non-zero with a message. */
+/* Creates root/session/name (name, name-1, name-2, ... if taken, unless reuse) and takes its lock
+   (see above). rank 0 only; session and name must be plain directory names. Returns 0, or
+   non-zero with a message (the directory is in use, cannot be created, ...). */
 int zt_metrics_open(zt_metrics *mx, int active, const char *root, const char *session, const char *name,
                     int reuse, char *err, size_t errlen);
 /* Each step goes to metrics.jsonl, the status line and, with metrics.tensorboard, to a TensorBoard
@@ -43,7 +53,11 @@ void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s);
 void zt_metrics_set_tensorboard(zt_metrics *mx, int on);
 /* a line that must not be garbled by the bar */
 void zt_metrics_note(zt_metrics *mx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* closes the files and releases the run directory's lock */
 void zt_metrics_close(zt_metrics *mx);
+/* writes `file` in the run directory whole and atomically (tmp + fsync + rename): e.g. config.cfg.
+   0, or non-zero with a message. */
+int zt_metrics_write(const zt_metrics *mx, const char *file, const void *data, size_t len, char *err, size_t errlen);
 /* resuming at `step`: drop metrics.jsonl lines of later steps (a run that went past its last
    checkpoint before it died), so every step appears once */
 void zt_metrics_truncate(zt_metrics *mx, long step);

@@ -1,6 +1,10 @@
-/* results.c — results.json (see results.h). */
+/* results.c — results.json (see results.h), written whole and atomically: a reader (tools/, a
+ * scheduler's epilogue) sees the previous file or the complete new one, never a partial one. */
 #include "io/results.h"
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* open_memstream */
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,9 +13,9 @@
 
 void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_results *r) {
     if (!mx->active) return;
-    char p[1100];
-    zt_metrics_path(mx, "results.json", p, sizeof p);
-    FILE *f = fopen(p, "w");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
     if (!f) return;
     char when[32], backend[512];
     zt_iso_time(when, sizeof when);
@@ -58,4 +62,8 @@ void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_res
     }
     fprintf(f, "},\n  \"params_hash\": \"sha256:%s\"\n}\n", r->hash);
     fclose(f);
+    char err[ZT_ERR_BUF];
+    if (zt_metrics_write(mx, "results.json", text, len, err, sizeof err))
+        fprintf(stderr, "ztrain: warning: %s (the run's results.json is not updated)\n", err);
+    free(text);
 }

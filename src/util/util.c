@@ -1,7 +1,9 @@
-/* util.c — error exits, rank-0 logging, host allocation, time, the deterministic RNG, mkdir -p. */
+/* util.c — error exits, rank-0 logging, host allocation, time, the deterministic RNG, mkdir -p, the
+ * type check of input files and atomic file writes. */
 #include "util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
@@ -54,8 +56,8 @@ void zt_user_error(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (g_size > 1)
-        fprintf(stderr, "ztrain: error (rank %d): %s\n", g_rank, msg);
+    if (g_size > 1) /* only this rank may have seen it: say where */
+        fprintf(stderr, "ztrain: error: rank %d on %s: %s\n", g_rank, g_host, msg);
     else
         fprintf(stderr, "ztrain: error: %s\n", msg);
     end_all(ZT_EXIT_USER);
@@ -182,18 +184,96 @@ int zt_mkdirs(const char *path) {
     return 0;
 }
 
-int zt_any_failed(int failed, char *msg, size_t len) {
+const char *zt_file_kind(unsigned mode) {
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a named pipe (FIFO)";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    }
+    return "not a regular file";
+}
+
+static int check_input(const char *path, const char *what, int dir_ok, char *err, size_t n) {
+    struct stat st;
+    if (!path || !path[0] || stat(path, &st) != 0) return 0; /* the caller's open says what is wrong */
+    if (S_ISREG(st.st_mode) || (dir_ok && S_ISDIR(st.st_mode))) return 0;
+    return zt_errf(err, n, "%s: %s, not a regular file (expected %s)", path, zt_file_kind((unsigned)st.st_mode),
+                   what);
+}
+
+int zt_check_input_file(const char *path, const char *what, char *err, size_t n) {
+    return check_input(path, what, 0, err, n);
+}
+
+int zt_check_input_file_or_dir(const char *path, const char *what, char *err, size_t n) {
+    return check_input(path, what, 1, err, n);
+}
+
+int zt_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t n) {
+    char tmp[1200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return zt_errf(err, n, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return zt_errf(err, n, "%s: cannot write: %s", path, strerror(errno));
+    const char *p = data;
+    size_t done = 0;
+    int e = 0;
+    while (done < len) {
+        ssize_t w = write(fd, p + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) { e = w < 0 ? errno : EIO; break; }
+        done += (size_t)w;
+    }
+    if (!e && fsync(fd) != 0 && errno != EINVAL) e = errno;
+    if (close(fd) != 0 && !e) e = errno;
+    if (!e && rename(tmp, path) != 0) e = errno;
+    if (e) {
+        unlink(tmp);
+        return zt_errf(err, n, "%s: cannot write: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+/* the agreement: first = the lowest failing rank (size if none), count = how many failed, msg and host of
+   the first one on every rank */
+static int agree(int failed, char *msg, size_t len, int *count, char *host, size_t hn) {
     int rank = zt_rank(), size = zt_world();
     int mine = failed ? rank : size, first = size;
     ZT_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first == size) return 0;
-    char buf[ZT_ERR_BUF];
-    if (rank == first) snprintf(buf, sizeof buf, "%s", msg ? msg : "");
+    if (first == size) return size;
+    int one = failed != 0;
+    *count = 0;
+    ZT_MPI(MPI_Allreduce(&one, count, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    char buf[ZT_ERR_BUF + 64];
+    if (rank == first) {
+        snprintf(buf, ZT_ERR_BUF, "%s", msg ? msg : "");
+        snprintf(buf + ZT_ERR_BUF, 64, "%s", g_host);
+    }
     ZT_MPI(MPI_Bcast(buf, sizeof buf, MPI_CHAR, first, MPI_COMM_WORLD));
     if (msg && len) snprintf(msg, len, "%s", buf);
-    return 1;
+    if (host && hn) snprintf(host, hn, "%s", buf + ZT_ERR_BUF);
+    return first;
+}
+
+int zt_any_failed(int failed, char *msg, size_t len) {
+    int count = 0;
+    return agree(failed, msg, len, &count, NULL, 0) != zt_world();
 }
 
 void zt_check_all(int failed, char *msg, size_t len) {
-    if (zt_any_failed(failed, msg, len)) zt_user_error_all("%s", msg);
+    int count = 0;
+    char host[64] = "";
+    const int first = agree(failed, msg, len, &count, host, sizeof host);
+    if (first == zt_world()) return;
+    /* rank 0 passed the check, other ranks did not: the line says where it failed (a file one node
+       lacks), since rank 0's own view would contradict it */
+    if (first > 0) {
+        char others[48] = "";
+        if (count > 1) snprintf(others, sizeof others, " (and %d other rank%s)", count - 1, count > 2 ? "s" : "");
+        zt_user_error_all("rank %d on %s%s: %s", first, host, others, msg);
+    }
+    zt_user_error_all("%s", msg);
 }

@@ -2,11 +2,11 @@
  *
  * Two kinds of failure (DESIGN section 7):
  *  - bugs: ZT_ASSERT(cond) -> "ztrain: rank R on HOST: file:line: assertion failed", abort all ranks;
- *  - user errors (config, files, shapes): zt_user_error(fmt, ...) prints ONE line
- *    "ztrain: error: ..." (rank 0 only, unless only this rank saw it) and ends every rank with
- *    exit code 2. Code that can detect the error on every rank at once calls
- *    zt_user_error_all(); code where only some ranks may see it calls zt_user_error() (it aborts
- *    the others through MPI with the same exit code).
+ *  - user errors (config, files, shapes): ONE line and exit code 2 on every rank. Code that detects
+ *    the error on every rank at once calls zt_user_error_all(): rank 0 prints "ztrain: error: ...",
+ *    every rank exits 2. Code where only some ranks may see it calls zt_user_error(): that rank
+ *    prints "ztrain: error: rank R on HOST: ..." (plain "ztrain: error: ..." in a 1-rank run) and
+ *    aborts the others through MPI with the same exit code.
  */
 #ifndef ZT_UTIL_H
 #define ZT_UTIL_H
@@ -80,7 +80,8 @@ double zt_rng_normal(zt_rng *r);     /* Box-Muller, deterministic */
 /* Collective over MPI_COMM_WORLD: 0 if no rank passes failed != 0; else 1 on every rank, with the
    message of the lowest failing rank in msg (the one "any rank failed" agreement) */
 int zt_any_failed(int failed, char *msg, size_t len);
-/* collective error exit: when zt_any_failed() reports an error, rank 0 prints it and every rank exits 2 */
+/* collective error exit: when zt_any_failed() reports an error, rank 0 prints it and every rank exits 2;
+   when rank 0 itself passed, the line starts "rank R on HOST: " (the lowest failing rank) */
 void zt_check_all(int failed, char *msg, size_t len);
 
 /* MPI calls that must not fail: rank, host, file:line and MPI's message, then abort all ranks */
@@ -89,5 +90,20 @@ void zt_check_all(int failed, char *msg, size_t len);
 
 /* mkdir -p; returns 0 or -1 (errno set) */
 int zt_mkdirs(const char *path);
+
+/* Input files are checked for type BEFORE they are opened for reading: open() of a named pipe blocks
+   until a writer appears (a hang before any check), and a directory or a device reads as garbage or
+   forever (/dev/zero). 0 when path is a regular file or does not exist / cannot be stat'ed (the
+   caller's open then reports that in its own words); 1 with "PATH: a named pipe (FIFO), not a regular
+   file (expected WHAT)" in err otherwise. */
+int zt_check_input_file(const char *path, const char *what, char *err, size_t n);
+/* the same for a path that may also be a directory (a checkpoint directory, a safetensors folder) */
+int zt_check_input_file_or_dir(const char *path, const char *what, char *err, size_t n);
+/* "a directory", "a named pipe (FIFO)", "a character device", ... for an st_mode */
+const char *zt_file_kind(unsigned mode);
+/* writes len bytes to path atomically: path.tmp.PID, fsync, rename over path (readers see the old file
+   or the whole new one, never a 0-byte or partial one; a failure leaves the old file as it was).
+   0, or 1 with "PATH: cannot write: REASON" in err. */
+int zt_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t n);
 
 #endif
