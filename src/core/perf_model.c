@@ -21,6 +21,7 @@ int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, 
         hw->intra_bw = 2.5e9;       /* MPI over shared memory, ring collectives (bench_comm all_gather) */
         hw->intra_lat = 2.6e-6;
         hw->a2a_bw_factor = 1.15;   /* all-to-all busbw 2.9 GB/s vs all-gather 2.5 here */
+        hw->rs_bw_factor = 0.34;    /* MPI_Reduce_scatter_block busbw 0.84 GB/s from 16 MB up */
         hw->inter_bw = 25e9 / 8.0;  /* 25 Gbit/s Ethernet per node unless --net says otherwise */
         hw->inter_lat = 20e-6;
         hw->disk_bw = 1.2e9;        /* bench_ckpt.sh: 1.0-1.5 GB/s */
@@ -36,6 +37,7 @@ int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, 
         hw->intra_bw = 0.8 * 450e9;
         hw->intra_lat = 6e-6;
         hw->a2a_bw_factor = 0.75;   /* NCCL all-to-all reaches less of NVLink than rings */
+        hw->rs_bw_factor = 1.0;     /* NCCL's ring reduce-scatter runs at ring speed */
         hw->inter_bw = 400e9 / 8.0;
         hw->inter_lat = 12e-6;
         hw->disk_bw = 20e9;
@@ -61,10 +63,11 @@ int zt_hw_set_net(zt_hw *hw, const char *spec) {
     return 0;
 }
 
-/* a ring collective (reduce-scatter or all-gather) over `bytes` (the whole buffer) */
-static double ring(const zt_hw *hw, int N, int M, double bytes) {
+/* a ring collective (reduce-scatter: factor hw->rs_bw_factor, or all-gather: 1) over `bytes` (the whole
+   buffer) */
+static double ring_f(const zt_hw *hw, int N, int M, double bytes, double factor) {
     if (N <= 1) return 0;
-    double bw = hw->intra_bw, lat = hw->intra_lat;
+    double bw = hw->intra_bw * factor, lat = hw->intra_lat;
     if (M > 1) {
         /* one ring crosses each node link once per step of the ring: (N-1)/N of the buffer per node */
         bw = hw->inter_bw < bw ? hw->inter_bw : bw;
@@ -72,6 +75,8 @@ static double ring(const zt_hw *hw, int N, int M, double bytes) {
     }
     return (double)(N - 1) / N * bytes / bw + (N - 1) * lat;
 }
+
+static double ring(const zt_hw *hw, int N, int M, double bytes) { return ring_f(hw, N, M, bytes, 1.0); }
 
 /* an all-to-all in which each rank sends bytes/N to every other rank; returns the time, adds the
    bytes one node sends to other nodes */
@@ -118,7 +123,7 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
             tx = all_to_all(hw, N, M, gbytes, &inter);
             tx += (double)(N + 2) * p.shard * 4.0 / hw->mem_bw; /* the owner's sum in rank order */
         } else {
-            tx = ring(hw, N, M, gbytes);
+            tx = ring_f(hw, N, M, gbytes, hw->rs_bw_factor);
             if (M > 1) inter += (double)(N - 1) / N * gbytes;
         }
     }
@@ -150,7 +155,7 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     o->step_s = o->compute_s + o->grad_exposed_s + o->gather_s + o->norm_s + o->optim_s + o->ckpt_s;
     if (N > 1) { /* fixed point: one int64 reduce-scatter per step + the exponents' max (latency) */
         const int nb = p.n_buckets > 0 ? p.n_buckets : 1;
-        o->fixed_comm_s = ring(hw, N, M, 2.0 * gbytes) + ring(hw, N, M, 8.0 * nb);
+        o->fixed_comm_s = ring_f(hw, N, M, 2.0 * gbytes, hw->rs_bw_factor) + ring(hw, N, M, 8.0 * nb);
         const double bwd_micro = t_micro * 2.0 / 3.0;
         double exposed = o->fixed_comm_s;
         if (c->zero.stage == 2) {

@@ -36,6 +36,7 @@ typedef struct zt_hw {
     double intra_bw, intra_lat; /* within a node, per rank: bytes/s, seconds per message */
     double inter_bw, inter_lat; /* between nodes, per node (all its NICs): bytes/s, seconds per message */
     double a2a_bw_factor;     /* all-to-all bandwidth as a fraction of intra_bw (measured; 1 = as a ring) */
+    double rs_bw_factor;      /* reduce-scatter (with its sums) as a fraction of intra_bw (measured) */
     double disk_bw;           /* checkpoint writes, bytes/s for the whole job */
     int cores_per_node;       /* cpu: ranks beyond this share cores; 0 = one device per rank */
     int ranks_per_device;     /* informational */
