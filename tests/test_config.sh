@@ -216,7 +216,7 @@ expect_line bigint_L_suffix '^  steps = 3000000000L;' config -c "$T/bigok.cfg"
 expect_line bigint_small_long_no_L '^  warmup_steps = 10;' config -c "$T/bigok.cfg"
 expect_line bigint_set '^  steps = 3000000000L;' config --set train.steps=3000000000
 expect_line bigint_set_L '^  seed = 5000000000L;' config --set train.seed=5000000000L
-expect_err bigint_for_int "model.n_layer = 3000000000: must be <= 4096" config --set model.n_layer=3000000000
+expect_err bigint_for_int "model.n_layer = 3000000000: must be <= 128" config --set model.n_layer=3000000000
 cfg bigint64 <<'EOF'
 model = { n_embd = 3000000000L; };
 EOF

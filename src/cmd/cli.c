@@ -89,10 +89,17 @@ static int note_diff(const char *key, const char *va, const char *vb, void *ctx)
 
 /* every rank must run the same resolved config (one command line, one config file's content): a rank
    started with another --set, or reading another file of the same name on its node, would train
-   something else or wait in another collective. Collective; 0, or 1 on the ranks whose config differs
+   something else or wait in another collective. The data.* paths are exempt (node-local copies). Collective; 0, or 1 on the ranks whose config differs
    from rank 0's, with the first differing key in err. */
-static int check_same_on_every_rank(const zt_config *c, char *err, size_t errlen) {
+static int check_same_on_every_rank(const zt_config *cfg, char *err, size_t errlen) {
     if (zt_world() < 2) return 0;
+    /* data paths may name node-local copies (each rank's loader checks its files): only whether each is
+       set is compared (a validation set on some ranks only would put them in different collectives) */
+    zt_config *c = zt_malloc(sizeof *c);
+    *c = *cfg;
+    char *paths[3] = {c->data.train, c->data.val, c->data.tokenizer};
+    for (int i = 0; i < 3; i++)
+        if (paths[i][0]) snprintf(paths[i], ZT_PATH_MAX, "(a path)");
     size_t n = zt_config_to_string(c, NULL, 0) + 1;
     unsigned long long len = n;
     ZT_MPI(MPI_Bcast(&len, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD));
@@ -116,6 +123,7 @@ static int check_same_on_every_rank(const zt_config *c, char *err, size_t errlen
     }
     free(mine);
     free(root);
+    free(c);
     return bad;
 }
 

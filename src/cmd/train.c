@@ -36,6 +36,7 @@
 #include "core/backend_factory.h"
 #include "core/eval.h"
 #include "core/gpu_monitor.h"
+#include "core/mem_check.h"
 #include "core/optim.h"
 #include "core/sampler.h"
 #include "core/zero.h"
@@ -159,6 +160,7 @@ static long resume(trainer *t, const char *what) {
     if (found == 2) zt_user_error_all("%s", err); /* rank 0's line */
     if (found == 1) {
         zt_metrics_note(&t->mx, "resume auto: no checkpoint in %s, starting from step 0\n", t->ckdir);
+        zt_metrics_truncate(&t->mx, 0); /* lines of a run that died before its first checkpoint */
         return 0;
     }
     if (skipped[0]) zt_metrics_note(&t->mx, "resume auto: skipped damaged newer checkpoints: %s\n", skipped);
@@ -228,6 +230,8 @@ static void setup(trainer *t, int resuming) {
         bad = zt_dataset_open(&t->val, c->data.val, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed, err,
                               sizeof err);
     zt_check_all(bad, err, sizeof err);
+    /* before anything large is allocated, and before the run directory is made */
+    zt_mem_check(c, &t->s, d);
     bad = zt_metrics_open(&t->mx, d->rank == 0, c->run.root, c->run.session, c->run.name, resuming, err, sizeof err);
     zt_check_all(bad, err, sizeof err);
     /* rank 0 chose the run directory (with a suffix if the name was taken): everyone uses it */
@@ -377,12 +381,15 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         return rc;
     }
     /* the resolved config, written only once a resume was accepted (a refused one changes nothing) */
-    if (t.mx.active) {
-        char p[1100];
-        zt_metrics_path(&t.mx, "config.cfg", p, sizeof p);
-        FILE *f = fopen(p, "w");
-        if (f) { zt_config_print(c, f); fclose(f); }
+    int wbad = 0;
+    if (t.mx.active) { /* whole or not at all: never a 0-byte config.cfg (a full disk is exit 2 here) */
+        size_t n = zt_config_to_string(c, NULL, 0);
+        char *text = zt_malloc(n + 1);
+        zt_config_to_string(c, text, n + 1);
+        wbad = zt_metrics_write(&t.mx, "config.cfg", text, n, err, sizeof err);
+        free(text);
     }
+    zt_check_all(wbad, err, sizeof err);
 
     const int B = c->train.micro_batch, T = c->train.seq_len, GB = c->train.global_batch, K = GB / B;
     int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
