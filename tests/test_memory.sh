@@ -38,7 +38,7 @@ awk -v a=$a0 -v b=$a1 -v c=$a2 'BEGIN { exit !(a > b && b > c) }' \
   && pass "recompute_plan (d6 activations: none $a0 MiB > gelu $a1 > layer $a2)" || fail "recompute_plan: $a0 $a1 $a2"
 
 # ---------------------------------------------------------------- the estimate against measured memory
-d6="-c inputs/d6.cfg --set train.micro_batch=2 --set train.global_batch=8 --set train.seq_len=128 --set train.threads=1
+d6="-c inputs/d6.cfg --set train.micro_batch=2 --set train.global_batch=8 --set train.seq_len=128 --set train.threads=1 --set train.warmup_steps=1
     --set data.train=data/d6/train.bin --set data.val="
 if [ -n "${ZT_LONG:-}" ]; then cases="1:0:none 2:0:none 4:0:none 1:1:none 2:1:none 4:1:none 1:2:none 2:2:none 4:2:none 2:2:layer 4:2:gelu"
 else cases="1:0:none 2:1:none 4:2:layer"; fi
@@ -72,19 +72,19 @@ if [ -n "$mb" ]; then
 else fail "mem_limit_fit: $out"; fi
 
 # ---------------------------------------------------------------- micro_batch = "auto"
-want=$($ZT estimate $d6 --set train.global_batch=16 --ranks 2 --mem-limit 700M | sed -n 's/^largest micro_batch within .*: \([0-9]*\) (.*/\1/p')
+want=$($ZT estimate $d6 --set train.global_batch=16 --ranks 2 --mem-limit 900M | sed -n 's/^largest micro_batch within .*: \([0-9]*\) (.*/\1/p')
 if $MPIRUN -np 2 $ZT train $d6 $common --set train.global_batch=16 --set train.steps=2 --set 'train.micro_batch="auto"' \
-     --set train.mem_limit=700M --set run.name=auto > $TMP/auto.log 2>&1; then
+     --set train.mem_limit=900M --set run.name=auto > $TMP/auto.log 2>&1; then
   got=$(result $TMP/mem/auto micro_batch)
   [ -n "$want" ] && [ "$got" == "$want" ] && grep -q "micro_batch auto" $TMP/auto.log \
-    && pass "micro_batch_auto (700 MiB per rank on 2 ranks: micro_batch $got, as estimate --mem-limit; logged)" \
+    && pass "micro_batch_auto (900 MiB per rank on 2 ranks: micro_batch $got, as estimate --mem-limit; logged)" \
     || fail "micro_batch_auto: got '$got', estimate says '$want'; log: $(grep -m1 micro_batch $TMP/auto.log)"
 else fail "micro_batch_auto: run failed: $(grep -m1 error $TMP/auto.log)"; fi
 
 # ---------------------------------------------------------------- hwinfo's advice runs
 rec=$($ZT hwinfo -c inputs/tiny.cfg 2>&1)
 cmd=$(echo "$rec" | sed -n 's/^  run: //p')
-if [ -n "$cmd" ] && (eval "$cmd --set train.steps=3 --set run.root=$TMP/rec" > $TMP/rec.log 2>&1); then
+if [ -n "$cmd" ] && (eval "$cmd --set train.steps=6 --set run.root=$TMP/rec" > $TMP/rec.log 2>&1); then
   pass "hwinfo_recommend ($(echo "$rec" | grep -m1 'ranks per node' | sed 's/^ *//'))"
 else fail "hwinfo_recommend: '$cmd': $(tail -2 $TMP/rec.log 2>/dev/null | tr '\n' ' ') $(echo "$rec" | tail -3)"; fi
 finish

@@ -138,6 +138,7 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("%-24s %12.1f\n", "optimizer state (m, v)", p.optim_bytes * MB);
         printf("%-24s %12.1f\n", "communication buffers", p.comm_bytes * MB);
         printf("%-24s %12.1f\n", "activations + scratch", p.act_bytes * MB);
+        printf("%-24s %12.1f\n", "sampling in training", p.sample_bytes * MB);
         printf("%-24s %12.1f   (host; checkpoint.async = %s)\n", "checkpoint staging", p.ckpt_bytes * MB,
                c.checkpoint.async ? "true: the whole shard" : "false: two 32 MiB halves");
         printf("%-24s %12.1f\n", "total", total * MB);
@@ -160,7 +161,7 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
             else
                 printf("no micro_batch fits %.1f MiB per rank at ZeRO-%d, recompute %s: even micro_batch 1 needs more "
                        "(try a higher zero.stage, train.recompute = \"layer\", or more ranks)\n",
-                       limit * MB, c.zero.stage, c.train.recompute == 2 ? "layer" : c.train.recompute == 1 ? "gelu" : "none");
+                       limit * MB, c.zero.stage, c.train.recompute);
         }
     }
     if (hw_s || nodes_s || net_s || flops_s || json_s) performance(&c, &s, N, M, hw_s ? hw_s : "cpu", net_s, flops_s, json_s != NULL, d);
@@ -226,7 +227,7 @@ static void recommend(const char *cfg_path, int n_sets, char **sets, const zt_di
         for (int si = 0; si < 3; si++) {
             zt_config t = c;
             t.zero.stage = ranks > 1 ? stages[si] : 0;
-            t.train.recompute = rc;
+            snprintf(t.train.recompute, sizeof t.train.recompute, "%s", recompute_name(rc));
             size_t bytes = 0;
             int mb = zt_zero_fit_micro_batch(&t, &s, ranks, limit, &bytes);
             if (mb <= 0) continue;

@@ -26,6 +26,7 @@
  * continues it). */
 #include "cmd/train.h"
 
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -37,6 +38,7 @@
 #include "core/eval.h"
 #include "core/gpu_monitor.h"
 #include "core/mem_check.h"
+#include "util/memstat.h"
 #include "core/optim.h"
 #include "core/sampler.h"
 #include "core/zero.h"
@@ -63,6 +65,8 @@ typedef struct trainer {
     char ckdir[ZT_PATH_MAX + 64];
     char backend[256];        /* the backend's description */
     zt_ckpt_saver *saver;     /* checkpoint writes: staging and the background writer (checkpoint.async) */
+    char auto_note[256];      /* micro_batch auto: what was chosen, logged once the run directory exists */
+    size_t rss0;              /* resident bytes just before the plan's allocations */
     int ck_saves;
     double ck_stall_sum, ck_stall_max, ck_write_s, ck_exit_wait_s; /* training time lost to saves; the last save's duration */
     double peak, flops_tok;
@@ -231,6 +235,11 @@ static void setup(trainer *t, int resuming) {
                               sizeof err);
     zt_check_all(bad, err, sizeof err);
     /* before anything large is allocated, and before the run directory is made */
+    /* train.micro_batch = "auto": the largest that fits, the same on every rank (the tightest node's) */
+    int bad_auto = zt_mem_auto_micro_batch(c, &t->s, d->size, d->local_size, t->auto_note, sizeof t->auto_note, err,
+                                           sizeof err);
+    zt_check_all(bad_auto, err, sizeof err);
+    MPI_Allreduce(MPI_IN_PLACE, &c->train.micro_batch, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     zt_mem_check(c, &t->s, d);
     bad = zt_metrics_open(&t->mx, d->rank == 0, c->run.root, c->run.session, c->run.name, resuming, err, sizeof err);
     zt_check_all(bad, err, sizeof err);
@@ -238,11 +247,17 @@ static void setup(trainer *t, int resuming) {
     MPI_Bcast(t->mx.dir, sizeof t->mx.dir, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (c->checkpoint.dir[0]) snprintf(t->ckdir, sizeof t->ckdir, "%s", c->checkpoint.dir);
     else snprintf(t->ckdir, sizeof t->ckdir, "%.*s/checkpoints", ZT_PATH_MAX, t->mx.dir);
+    /* the sgemm probe first: its buffers (and BLAS's own) are not part of the plan */
+    t->peak = zt_backend_measure_sgemm(t->be, 2048);
+    /* large blocks always from mmap and back to the system when freed (glibc otherwise raises its mmap
+       threshold after the first free and keeps freed blocks resident), so resident memory follows the
+       live allocations and the plan can be checked against it */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    t->rss0 = zt_mem_rss(); /* what the plan's allocations add is measured from here */
     zt_zero_init(&t->z, c, &t->m, t->be, t->comm, &t->s);
     init_weights(t);
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     t->saver = zt_ckpt_saver_create(&v, c->checkpoint.async, c->checkpoint.direct_io);
-    t->peak = zt_backend_measure_sgemm(t->be, 2048);
     t->flops_tok = zt_model_flops_per_token(&t->s, T);
 }
 
@@ -352,6 +367,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     setup(&t, resume_s != NULL);
     zt_metrics_set_tensorboard(&t.mx, c->metrics.tensorboard);
     announce(&t);
+    if (t.auto_note[0]) zt_metrics_note(&t.mx, "%s\n", t.auto_note);
     zt_train_sample *ts = NULL;
     int sbad = zt_train_sample_create(&ts, t.be, &t.s, c, d->rank == 0, err, sizeof err);
     zt_check_all(sbad, err, sizeof err);
@@ -462,9 +478,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         if (t.mx.active && (step % c->train.log_every == 0 || last || vl >= 0 || stall >= 0)) {
             double g = t.flops_tok * tok_s * 1e-9 / d->size;
             zt_step_metrics sm = {step, steps, loss, zt_lr_at(c, step - 1), norm, tok_s, g, g / t.peak, dt * 1e3,
-                                  (double)(t.z.plan.param_bytes + t.z.plan.grad_bytes + t.z.plan.acc_bytes +
-                                           t.z.plan.optim_bytes + t.z.plan.comm_bytes + t.z.plan.act_bytes +
-                                           t.z.plan.ckpt_bytes), vl,
+                                  (double)zt_zero_plan_total(&t.z.plan), vl,
                                   -1, -1, stall};
             if (gpu && zt_gpu_monitor_read(gpu, &sm.gpu_mem_bytes, &sm.gpu_util)) sm.gpu_mem_bytes = -1;
             zt_metrics_step(&t.mx, &sm);
@@ -500,11 +514,14 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     getrusage(RUSAGE_SELF, &ru);
     double rss = (double)ru.ru_maxrss * 1024.0, rss_max = rss;
     MPI_Reduce(&rss, &rss_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    /* what the allocations touched at their peak, to compare with the plan (`ztrain estimate`) */
+    double grown = (double)zt_mem_peak() - (double)t.rss0, grown_max = grown;
+    MPI_Reduce(&grown, &grown_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     zt_ckpt_saver_destroy(t.saver);
     t.saver = NULL;
     const zt_run_results rr = {d->size, d->n_nodes, t.threads, layout, t.backend, hash, t.m.table.total, step, dur,
                                tok_s, t.peak, frac, last_loss, best, last_val, best_val, t.z.comm_s, t.z.comm_flight_s,
-                               t.z.comm_wait_s, t.ck_saves, t.ck_stall_sum, t.ck_stall_max, rss_max};
+                               t.z.comm_wait_s, t.ck_saves, t.ck_stall_sum, t.ck_stall_max, rss_max, grown_max};
     zt_results_write(&t.mx, c, &rr);
     if (t.mx.active) {
         zt_metrics_note(&t.mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",

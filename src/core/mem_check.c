@@ -10,7 +10,7 @@
 #include "util/util.h"
 
 /* "123", "1.5G", "512 MiB": bytes, 0 when it does not parse */
-static size_t parse_size(const char *s) {
+size_t zt_mem_parse_size(const char *s) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -50,7 +50,7 @@ size_t zt_mem_available(const char **source) {
     const char *src = NULL;
     size_t avail = 0;
     const char *env = getenv("ZTRAIN_MEM_LIMIT");
-    if (env && env[0] && (avail = parse_size(env)) > 0) {
+    if (env && env[0] && (avail = zt_mem_parse_size(env)) > 0) {
         if (source) *source = "ZTRAIN_MEM_LIMIT";
         return avail;
     }
@@ -139,4 +139,44 @@ void zt_mem_check(const zt_config *c, const zt_model_shape *s, const zt_dist *d)
     const int host_only = strcmp(c->device, "cuda") == 0;
     int bad = zt_mem_check_plan(&p, c->zero.stage, d->local_size, host_only, avail, source, d->host, err, sizeof err);
     zt_check_all(bad, err, sizeof err);
+}
+
+int zt_mem_auto_micro_batch(zt_config *c, const zt_model_shape *s, int N, int local_ranks, char *note, size_t nn,
+                            char *err, size_t errlen) {
+    if (c->train.micro_batch > 0) return 0;
+    size_t limit = 0;
+    const char *from = "train.mem_limit";
+    if (c->train.mem_limit[0]) {
+        limit = zt_mem_parse_size(c->train.mem_limit);
+        if (!limit)
+            return zt_errf(err, errlen, "train.mem_limit = \"%s\": expected a size such as 8G, 512M or bytes",
+                           c->train.mem_limit);
+    } else {
+        const char *source = NULL;
+        const size_t avail = zt_mem_available(&source);
+        if (!avail)
+            return zt_errf(err, errlen, "train.micro_batch = \"auto\": the available memory is unknown here: set "
+                                        "train.mem_limit (per rank)");
+        limit = (size_t)(0.9 * (double)avail / (local_ranks > 0 ? local_ranks : 1));
+        from = source;
+    }
+    size_t bytes = 0;
+    const int mb = zt_zero_fit_micro_batch(c, s, N, limit, &bytes);
+    char l[24], b[24];
+    zt_mem_fmt((double)limit, l, sizeof l);
+    if (mb <= 0) {
+        zt_config one = *c;
+        one.train.micro_batch = 1;
+        zt_zero_plan p;
+        zt_zero_plan_memory(&one, s, N, &p);
+        zt_mem_fmt((double)zt_zero_plan_total(&p), b, sizeof b);
+        return zt_errf(err, errlen, "train.micro_batch = \"auto\": not even micro_batch 1 fits: it needs %s per rank, "
+                       "the limit is %s (from %s); raise zero.stage, set train.recompute = \"layer\" or use more ranks",
+                       b, l, from);
+    }
+    zt_mem_fmt((double)bytes, b, sizeof b);
+    c->train.micro_batch = mb;
+    snprintf(note, nn, "micro_batch auto: %d (%s per rank planned within %s from %s; %d accumulation step%s)", mb, b,
+             l, from, c->train.global_batch / (mb * N), c->train.global_batch / (mb * N) > 1 ? "s" : "");
+    return 0;
 }

@@ -20,6 +20,14 @@
 /* bytes of host memory this node has for the run, 0 if unknown; *source (may be NULL) says from where
    ("ZTRAIN_MEM_LIMIT", "MemAvailable in /proc/meminfo", "the cgroup's memory.max") */
 size_t zt_mem_available(const char **source);
+/* "123", "1.5G", "512 MiB": bytes; 0 when it does not parse */
+size_t zt_mem_parse_size(const char *s);
+/* train.micro_batch = "auto" (stored as 0): sets c->train.micro_batch to the largest micro-batch that
+   divides the per-rank batch and whose plan fits train.mem_limit, or 90% of the node's available memory
+   (zt_mem_available) over its local ranks; note gets the line to log. A no-op for a set micro_batch.
+   Returns 0, or 1 with one line in err (not even 1 fits, unknown memory, a bad mem_limit). */
+int zt_mem_auto_micro_batch(zt_config *c, const zt_model_shape *s, int N, int local_ranks, char *note, size_t nn,
+                            char *err, size_t errlen);
 /* "1.5 GiB" */
 void zt_mem_fmt(double bytes, char *buf, size_t n);
 /* 0 if `local_ranks` ranks with plan p fit in `avail` bytes (0 = unknown: fits); else 1 with one line

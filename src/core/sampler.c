@@ -38,6 +38,13 @@ struct zt_sampler {
 
 static float *dev_floats(zt_backend *be, size_t n) { return be->i->alloc(be, n * sizeof(float)); }
 
+size_t zt_sampler_bytes(const zt_model_shape *s) {
+    const size_t C = s->n_embd, cache = (size_t)s->n_layer * s->block_size * C;
+    return (2 * cache + 15 * C + 2 + (size_t)s->padded_vocab) * sizeof(float) + 1 /* tok */ +
+           ((size_t)s->padded_vocab + 2 * (size_t)s->vocab_size + (size_t)s->block_size) * sizeof(float) +
+           sizeof(zt_param_table) + sizeof(zt_sampler);
+}
+
 zt_sampler *zt_sampler_create(zt_backend *be, const zt_model_shape *s) {
     if (!be->i->attention_decode) return NULL; /* an optional slot: the callers say so */
     zt_sampler *sp = zt_calloc(1, sizeof *sp);

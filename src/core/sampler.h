@@ -37,6 +37,8 @@ typedef struct zt_sampler zt_sampler;
 /* caches for block_size positions (2 x L x block_size x C floats), one-token activations and the
    host logits: everything allocated once, here. NULL when the backend has no attention_decode
    (an optional slot). */
+/* the bytes zt_sampler_create allocates (KV caches, one token's activations, host buffers) */
+size_t zt_sampler_bytes(const zt_model_shape *s);
 zt_sampler *zt_sampler_create(zt_backend *be, const zt_model_shape *s);
 void zt_sampler_free(zt_sampler *sp);
 

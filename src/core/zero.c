@@ -2,6 +2,8 @@
  * sharded AdamW and parameter all-gather (see zero.h). */
 #include "core/zero.h"
 
+#include "core/sampler.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +41,15 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
         p->acc_bytes = alias ? 0 : (stage == 0 ? p->padded : p->shard) * f;
         p->comm_bytes = N > 1 ? p->padded * f : 0;         /* all-to-all receive buffer */
     }
-    p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len, c->train.recompute);
+    p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len, zt_config_recompute(c));
+    p->sample_bytes = c->sample.every > 0 ? zt_sampler_bytes(s) : 0; /* decoding during training */
     p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async); /* host memory */
     free(pt);
 }
 
 size_t zt_zero_plan_total(const zt_zero_plan *p) {
-    return p->param_bytes + p->grad_bytes + p->acc_bytes + p->optim_bytes + p->comm_bytes + p->act_bytes + p->ckpt_bytes;
+    return p->param_bytes + p->grad_bytes + p->acc_bytes + p->optim_bytes + p->comm_bytes + p->act_bytes + p->ckpt_bytes +
+           p->sample_bytes;
 }
 
 /* the largest micro-batch (dividing the per-rank batch) whose plan fits `limit` bytes per rank, with
@@ -82,7 +86,7 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     z->lo = (size_t)z->rank * z->plan.shard;
     z->hi = z->lo + z->plan.shard;
     zt_model_init_recompute(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage != 2,
-                            c->train.recompute);
+                            zt_config_recompute(c));
     if (!z->alias_acc) z->acc = be->i->alloc(be, z->plan.acc_bytes);
     if (z->stage == 2) zt_zero_buckets_init(z, m, c);
     size_t opt_elems = z->plan.optim_bytes / 2 / sizeof(float);

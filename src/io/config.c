@@ -55,7 +55,13 @@ const key_def cfg_schema[] = {
     INT("model.block_size", model.block_size, 64, 1, 1 << 20, "max sequence length (position embeddings)"),
     FLT("model.init_std", model.init_std, 0.02, 0, 10, 0, "std of the normal weight init"),
 
-    INT("train.micro_batch", train.micro_batch, 4, 1, 1 << 20, "sequences per micro-batch per rank"),
+    INT("train.micro_batch", train.micro_batch, 4, 0, 1 << 20,
+        "sequences per micro-batch per rank, or \"auto\" (stored as 0): the largest that fits train.mem_limit"),
+    STR("train.mem_limit", train.mem_limit, "", 0,
+        "memory per rank for micro_batch auto, e.g. 8G (\"\" = the node's available memory / its ranks, x 0.9)"),
+    ENUM("train.recompute", train.recompute, "none",
+         "activations recomputed in backward instead of kept (bit-identical results): gelu = the GELU outputs, layer = all but each layer's output",
+         "none", "gelu", "layer"),
     INT("train.global_batch", train.global_batch, 4, 1, 1 << 30, "sequences per optimizer step, all ranks"),
     INT("train.seq_len", train.seq_len, 64, 1, 1 << 20, "tokens per training sequence (<= block_size)"),
     LONG("train.steps", train.steps, 100, 0, BIG, "optimizer steps"),
@@ -317,6 +323,10 @@ static int check_string(const key_def *k, const char *s, const char *loc, char *
 }
 
 static int store_string(zt_config *c, const key_def *k, const char *s, const char *loc, char *err, size_t n) {
+    if (k->type == K_INT && strcmp(k->key, "train.micro_batch") == 0 && strcmp(s, "auto") == 0) {
+        *(int *)field(c, k) = 0; /* resolved at start-up (zt_zero_auto_micro_batch) */
+        return 0;
+    }
     if (k->type != K_STRING && k->type != K_ENUM)
         return zt_errf(err, n, "%s: %s: expected %s, got a string", loc, k->key, expected_name(k->type));
     if (check_string(k, s, loc, err, n)) return 1;
@@ -582,6 +592,7 @@ int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen
     }
     if (k->type == K_STRING || k->type == K_ENUM) return store_string(c, k, val, loc, err, errlen);
     trim(val);
+    if (k->type == K_INT && (!strcmp(val, "auto") || !strcmp(val, "\"auto\""))) return store_string(c, k, "auto", loc, err, errlen);
     if (k->type == K_BOOL) {
         if (!strcasecmp(val, "true") || !strcmp(val, "1")) return store_bool(c, k, 1, loc, err, errlen);
         if (!strcasecmp(val, "false") || !strcmp(val, "0")) return store_bool(c, k, 0, loc, err, errlen);
@@ -637,6 +648,10 @@ static int check_dir_name(const char *key, const char *v, char *err, size_t errl
     return 0;
 }
 
+int zt_config_recompute(const zt_config *c) {
+    return strcmp(c->train.recompute, "layer") == 0 ? 2 : strcmp(c->train.recompute, "gelu") == 0 ? 1 : 0;
+}
+
 int zt_config_validate(const zt_config *c, int world_size, char *err, size_t errlen) {
     for (int i = 0; i < N_KEYS; i++) {
         const key_def *k = &cfg_schema[i];
@@ -663,7 +678,7 @@ int zt_config_validate(const zt_config *c, int world_size, char *err, size_t err
     if (m->padded_vocab && m->padded_vocab < m->vocab_size)
         return zt_errf(err, errlen, "model.padded_vocab = %d is smaller than model.vocab_size = %d (0 = auto)",
                     m->padded_vocab, m->vocab_size);
-    long long per_step = (long long)t->micro_batch * world_size;
+    long long per_step = (long long)(t->micro_batch > 0 ? t->micro_batch : 1) * world_size; /* 0 = auto */
     if (t->global_batch % per_step) {
         long long lo = t->global_batch / per_step * per_step, hi = lo + per_step;
         char alt[96];

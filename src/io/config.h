@@ -27,7 +27,7 @@ typedef struct zt_config {
         double init_std;
     } model;
     struct {
-        int micro_batch;            /* sequences per micro-batch per rank */
+        int micro_batch;            /* sequences per micro-batch per rank; 0 = auto until resolved */
         int global_batch;           /* sequences per optimizer step, all ranks */
         int seq_len;
         long steps;
@@ -37,7 +37,8 @@ typedef struct zt_config {
         double weight_decay, beta1, beta2, eps, grad_clip;  /* grad_clip 0 = off */
         long seed;
         int threads;                /* 0 = auto: cores on the node / local ranks */
-        int recompute;              /* ZT_RECOMPUTE_* (core/model.h): none | gelu | layer */
+        char recompute[ZT_NAME_MAX]; /* none | gelu | layer (zt_config_recompute: ZT_RECOMPUTE_*) */
+        char mem_limit[ZT_NAME_MAX]; /* per rank for micro_batch auto; "" = available / local ranks */
         int log_every;
     } train;
     struct {
@@ -94,6 +95,9 @@ typedef int (*zt_config_diff_fn)(const char *key, const char *va, const char *vb
 int zt_config_diff(const zt_config *a, const zt_config *b, zt_config_diff_fn fn, void *ctx);
 /* apply one "dotted.key=value" override, typed by the schema */
 int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen);
+/* train.recompute as ZT_RECOMPUTE_* (core/model.h): 0 none, 1 gelu, 2 layer */
+int zt_config_recompute(const zt_config *c);
+
 /* ranges and cross-key consistency (n_embd % n_head, seq_len <= block_size,
    global_batch % (micro_batch * world_size), ...). */
 int zt_config_validate(const zt_config *c, int world_size, char *err, size_t errlen);

@@ -22,6 +22,7 @@ typedef struct zt_run_results {
     int ckpt_saves;
     double ckpt_stall_s, ckpt_stall_max_s;       /* training time lost to checkpoint saves: total, worst */
     double peak_rss_bytes;                       /* the largest over ranks */
+    double mem_alloc_bytes;                      /* peak RSS - RSS before the plan's allocations, max over ranks */
 } zt_run_results;
 
 /* writes <run dir>/results.json (rank 0; a no-op elsewhere) */
