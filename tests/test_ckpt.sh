@@ -115,7 +115,7 @@ if run kref 2 $big; then
 else fail "sigkill: reference run failed"; fi
 
 # ---------------------------------------------------------------- (6) SIGUSR1 to one rank / all ranks
-sg="--set train.steps=60 --set checkpoint.signal_exit_code=3 --set checkpoint.every=0"
+sg="--set train.steps=300 --set checkpoint.signal_exit_code=3 --set checkpoint.every=0"
 if run sref 2 $sg; then
   for mode in one all; do
     rm -f $TMP/rc.$mode.*
@@ -129,7 +129,7 @@ if run sref 2 $sg; then
     if [ $mode == one ]; then kill -USR1 $(echo $zp | cut -d' ' -f1); else kill -USR1 $zp; fi
     wait $mp
     rcs="$(cat $TMP/rc.$mode.0 2>/dev/null) $(cat $TMP/rc.$mode.1 2>/dev/null)"
-    at=$(grep -o "stopped at step [0-9]*/60: signal received" $TMP/sig$mode.log)
+    at=$(grep -o "stopped at step [0-9]*/300: signal received" $TMP/sig$mode.log)
     if [ "$rcs" == "3 3" ] && [ -n "$at" ] && grep -q "checkpoint .*step_" $TMP/sig$mode.log; then
       pass "sigusr1_$mode (every rank saved and exited 3: $at)"
     else fail "sigusr1_$mode: rank exit codes '$rcs', '$at'"; fi

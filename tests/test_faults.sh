@@ -259,7 +259,7 @@ fault cfg_missing_file_2ranks 2 "$F/nope.cfg: cannot open" $ZT train -c $F/nope.
 fault cfg_unknown_key_2ranks 2 "unknown key 'data.trian' (did you mean 'data.train'?)" $ZT train $tiny --set data.trian=x
 fault cfg_bool_bad_value 1 "checkpoint.async: expected true or false, got 'maybe'" $ZT train $tiny --set checkpoint.async=maybe
 fault cfg_negative_stage 1 "zero.stage = -1: must be >= 0" $ZT train $tiny --set zero.stage=-1
-fault cfg_negative_micro_batch 1 "train.micro_batch = -4: must be >= 1" $ZT train $tiny --set train.micro_batch=-4
+fault cfg_negative_micro_batch 1 "train.micro_batch = -4: must be >= 0" $ZT train $tiny --set train.micro_batch=-4
 fault cfg_negative_seed 1 "train.seed = -1: must be >= 0" $ZT train $tiny --set train.seed=-1
 fault cfg_zero_temperature 1 "sample.temperature = 0: must be > 0" $ZT train $tiny --set sample.temperature=0
 fault cfg_string_for_int 1 "model.n_embd: expected an integer, got 'wide'" $ZT train $tiny --set model.n_embd=wide
