@@ -127,6 +127,10 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
             if (M > 1) inter += (double)(N - 1) / N * gbytes;
         }
     }
+    /* cpu ranks beyond the node's cores take turns on them: their message progress (busy polling, the
+       ordered sums) shares the cores too */
+    const double oversub = hw->cores_per_node > 0 && G > hw->cores_per_node ? (double)G / hw->cores_per_node : 1.0;
+    tx *= oversub;
     o->grad_comm_s = K * tx;
     if (c->zero.stage == 2 && N > 1) {
         const int nb = p.n_buckets > 0 ? p.n_buckets : 1;
@@ -140,7 +144,7 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     inter *= K;
     /* after the update: parameters (stages 1-2) or the reduced gradient (stage 0), and the norm */
     if (N > 1) {
-        o->gather_s = ring(hw, N, M, gbytes);
+        o->gather_s = ring(hw, N, M, gbytes) * oversub;
         if (M > 1) inter += (double)(N - 1) / N * gbytes;
         o->norm_s = ring(hw, N, M, (double)p.padded / 4096.0 * 8.0);
     }

@@ -12,6 +12,7 @@
  *             remains once a bucket is posted, and at least the last bucket.
  *   all-to-all across nodes: of a rank's (N-1)/N x P x 4 bytes, (N-G)/N cross nodes, and a node's G
  *             ranks share its network link: G x (N-G)/N x P x 4 bytes per node per exchange.
+ *   oversubscribed cpu ranks (more ranks than cores on a node): collective times x ranks / cores.
  *   ring collectives (reduce-scatter, all-gather): (N-1)/N x bytes through the slowest link of the ring
  *             (the node link when M > 1), latency (N-1) x alpha.
  *   after the update: stages 1-2 all-gather the parameters, stage 0 the reduced gradient (same bytes);
