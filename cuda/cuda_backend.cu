@@ -205,6 +205,7 @@ void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) { zt_cu_
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
     zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);
 }
+void b_round_to(zt_backend *be, float *x, size_t n, int prec) { zt_cu_round_to(S, dev(x), n, prec); }
 
 #undef S
 
@@ -258,6 +259,7 @@ zt_backend_i make_i(void) {
     i.adamw = b_adamw;
     i.accumulate = b_accumulate;
     i.sumsq_chunks = b_sumsq_chunks;
+    i.round_to = b_round_to;
     return i;
 }
 

@@ -35,6 +35,7 @@ void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n);
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n);
 void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n);
 void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
+void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec);
 void zt_cu_embed_fwd(cudaStream_t s, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
                      int T, int C);
 // dwte += scatter of dout by token (deterministic: tokens are bucketed, each (token, column) summed

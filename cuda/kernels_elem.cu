@@ -20,6 +20,7 @@
 #include "cuda_ops.h"
 
 #include "cuda_check.h"
+#include "iface/backend.h"
 #include "iface/op_math.h"
 
 
@@ -95,6 +96,14 @@ __global__ void k_add(float *out, const float *a, const float *b, size_t n) {
 
 __global__ void k_accumulate(float *acc, const float *x, size_t n) {
     ZT_GRID_STRIDE(i, n) acc[i] += x[i];
+}
+
+__global__ void k_round_bf16(float *x, size_t n) {
+    ZT_GRID_STRIDE(i, n) x[i] = zt_round_bf16(x[i]);
+}
+
+__global__ void k_round_fp16(float *x, size_t n) {
+    ZT_GRID_STRIDE(i, n) x[i] = zt_round_fp16(x[i]);
 }
 
 __global__ void k_adamw(float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
@@ -324,6 +333,13 @@ void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, floa
     ZT_LAUNCH(k_adamw, elem_blocks(n), kElemThreads, 0, s, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
               bias_corr1, bias_corr2, grad_scale);
     check_launch("adamw");
+}
+
+void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec) {
+    if (n == 0 || prec == ZT_PREC_FP32) return;
+    if (prec == ZT_PREC_BF16) ZT_LAUNCH(k_round_bf16, elem_blocks(n), kElemThreads, 0, s, x, n);
+    else ZT_LAUNCH(k_round_fp16, elem_blocks(n), kElemThreads, 0, s, x, n);
+    check_launch("round_to");
 }
 
 void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk) {

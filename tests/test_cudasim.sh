@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA backend's own kernels, executed on the CPU by the host execution harness (device
 # "cudasim": cuda/*.cu compiled by g++ against cuda/hostexec/, memory from devsim's discipline):
-#  - `ztrain selftest --device cudasim` on 1 and 2 ranks: every op forward and backward vs the cpu
+#  - `ztrain selftest --device cudasim` on 1 and 2 ranks: every op forward and backward in fp32, bf16
+#    and fp16 vs the cpu
 #    backend (the same table and thresholds as `ztrain selftest --device cuda` on a GPU), each op
 #    twice with identical bits, a 20-step training run vs cpu, the devsim communicator's exact checks;
 #  - a 2-rank ZeRO-2 tiny training run on cudasim: losses within tolerance of the cpu backend's, and
@@ -30,6 +31,12 @@ run() { # name np device
     || { fail "run_$1: exit $? ($(tail -2 $TMP/$1.log | tr '\n' ' '))"; return 1; }
 }
 run cpu1 1 cpu; run sim1 1 cudasim; run sim2 2 cudasim
+common="$common --set precision=bf16"
+run sim1bf16 1 cudasim; run sim2bf16 2 cudasim
+if [ -f $TMP/cs/sim2bf16/results.json ] && [ "$(losses $TMP/cs/sim1bf16)" == "$(losses $TMP/cs/sim2bf16)" ] &&
+   [ "$(result $TMP/cs/sim1bf16 params_hash)" == "$(result $TMP/cs/sim2bf16 params_hash)" ]; then
+  pass "cudasim_bf16_ordered_1_vs_2_ranks (12 losses + params_hash identical: $(result $TMP/cs/sim2bf16 params_hash))"
+else fail "cudasim_bf16_ordered_1_vs_2_ranks: losses or params_hash differ"; fi
 if [ -f $TMP/cs/sim2/results.json ] && [ -f $TMP/cs/cpu1/results.json ]; then
   worst=$($PY - $TMP/cs/cpu1/metrics.jsonl $TMP/cs/sim2/metrics.jsonl <<'PYEOF'
 import json, sys

@@ -22,6 +22,20 @@ name or layout in the export cannot cancel out. Cases:
                           vocab_size, padded_vocab, n_params = the table's total, complete, seed, config text
   export_hf_load          GPT2LMHeadModel.from_pretrained(DIR): no missing / unexpected weights
   export_hf_logits        HF logits == ztrain logits within 1e-5 (max abs) on a (2, 32) batch
+  export_bf16 / _fp16     --dtype bf16 / fp16: every tensor BF16 / F16 (safetensors.torch) and bit for bit torch's
+                          .to(bfloat16) / .to(float16) of the fp32 export; config.json the same but torch_dtype
+  export_bf16_hf_logits   transformers loads the bf16 export as a bf16 model (explicit and "auto"); logits within
+                          0.03 of the fp32 model's (measured 0.0106, max |logit| 0.73) and equal to the fp32 model
+                          converted by torch
+  export_fp16_hf_load     "auto" loads the fp16 export as float16; upcast to fp32, logits within 1e-3 (measured 3e-4)
+  export_fp32_default     --dtype fp32 == no --dtype, byte for byte
+  export_*_edges          a checkpoint edited (h5py) to hold fp16/bf16 edge values (65519.996, subnormals, ties) and
+                          200 values over 2^-30..2^16: both exports equal torch's rounding bit for bit
+  export_fp16_overflow    a weight of 70000 (then -65520): --dtype fp16 is one line naming tensor[i, j] and value,
+                          exit 2, and writes nothing (no new --out, an existing --out stays empty); bf16 exports it
+  export_bf16_overflow    FLT_MAX (rounds to Inf in bf16) is refused the same way
+  bad_export_dtype        --dtype fp8: one line, exit 2
+  export_help_dtype       `ztrain export --help` documents --dtype fp32|bf16|fp16
   roundtrip_bitexact      import of the export == the original checkpoint's /model bit for bit (wte padded back)
   import_resume           an import made with -c CFG resumes with `ztrain train -c CFG --resume` (step 0)
   hf_random_import        save_pretrained of a random GPT2LMHeadModel (V 300 -> Vp 384, 3 layers, 4 heads from
@@ -29,10 +43,11 @@ name or layout in the export cannot cancel out. Cases:
   hf_unprefixed_names     the same tensors named without "transformer." (+ a tied lm_head.weight) import identically
   hf_f16 / hf_bf16        F16 / BF16 files import as exactly the fp32 values of the half tensors
   bad_*                   not safetensors, no n_head, a transposed tensor, an unsupported activation, export of
-                          a non-checkpoint, an unknown format: exit 2 with one `ztrain: error` line
+                          a non-checkpoint, an unknown format or dtype: exit 2 with one `ztrain: error` line
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,6 +74,7 @@ try:
     import torch
     from safetensors import safe_open
     from safetensors.numpy import load_file, save_file
+    from safetensors.torch import load_file as load_pt
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
     hf_logging.set_verbosity_error()
@@ -231,6 +247,160 @@ a, b = ztrain_logits(ckpt, SH, tokens), hf_logits(model, tokens)
 d = float(np.abs(a - b).max())
 report(d <= TOL, "export_hf_logits", f"max |ztrain - HF| = {d:.3g} <= {TOL} over {a.size} logits (max |logit| "
        f"{np.abs(b).max():.3g})")
+
+# ---------------------------------------------------------------- --dtype bf16 / fp16
+# Every tensor must equal torch's own rounding (.to(bfloat16) / .to(float16): round to nearest even,
+# subnormals kept) of the fp32 export, bit for bit; config.json differs from the fp32 one only in torch_dtype.
+DTYPES = (("bf16", torch.bfloat16, "bfloat16", "BF16"), ("fp16", torch.float16, "float16", "F16"))
+fp32_pt = load_pt(st)
+fp32_cfg = json.load(open(os.path.join(exp, "config.json")))
+hf_fp32_logits = b
+
+
+def export_as(ck, dt, out_dir):
+    return zt("export", "--checkpoint", ck, "--out", out_dir, "--dtype", dt)
+
+
+def st_header(path):
+    raw_ = open(path, "rb").read()
+    n_ = int.from_bytes(raw_[:8], "little")
+    h_ = json.loads(raw_[8:8 + n_])
+    h_.pop("__metadata__", None)
+    return h_, len(raw_) - 8 - n_
+
+
+def half_mismatches(got, want32, tdt):
+    """names whose tensor is not tdt or differs in any bit from want32[name].to(tdt)"""
+    return [k for k in want32 if k not in got or got[k].dtype != tdt or got[k].shape != want32[k].shape
+            or not torch.equal(got[k].view(torch.int16), want32[k].to(tdt).view(torch.int16))]
+
+
+for dt, tdt, tname, stname in DTYPES:
+    dd = os.path.join(TMP, "export_" + dt)
+    rc, out = export_as(ckpt, dt, dd)
+    if rc != 0:
+        report(False, "export_" + dt, out[-300:])
+        continue
+    got = load_pt(os.path.join(dd, "model.safetensors"))
+    bad = half_mismatches(got, fp32_pt, tdt)
+    hdr_, data_bytes = st_header(os.path.join(dd, "model.safetensors"))
+    dts = {e["dtype"] for e in hdr_.values()}
+    nel = sum(v.numel() for v in fp32_pt.values())
+    cj_ = json.load(open(os.path.join(dd, "config.json")))
+    cdiff = sorted(k for k in set(cj_) | set(fp32_cfg) if k != "torch_dtype" and cj_.get(k) != fp32_cfg.get(k))
+    sub = sum(int(((v.abs() < 2.0 ** -14) & (v != 0)).sum()) for v in fp32_pt.values())
+    ok = not bad and set(got) == set(fp32_pt) and dts == {stname} and data_bytes == 2 * nel and \
+        cj_.get("torch_dtype") == tname and not cdiff
+    report(ok, "export_" + dt, f"{len(got)} {stname} tensors ({data_bytes} data bytes) == torch .to({tname}) of the "
+           f"fp32 export bit for bit ({sub} values below 2^-14 among them); config.json torch_dtype \"{tname}\", "
+           f"otherwise equal to fp32's" if ok else
+           f"bit mismatches {bad[:4]}, dtypes {dts}, data {data_bytes} of {2 * nel} bytes, "
+           f"torch_dtype {cj_.get('torch_dtype')!r}, other config differences {cdiff[:4]}")
+
+# transformers: the bf16 export as a bf16 model (explicit and torch_dtype="auto", which reads config.json).
+# Its logits on the (2, 32) batch against the fp32 model's: measured max |diff| 0.0106 (max |logit| 0.73;
+# 0.0106-0.0108 on three batches); the tolerance is 0.03. They are also exactly the logits of the fp32
+# model converted by torch (.to(torch.bfloat16)): the same weights, the same computation.
+TOL_BF16 = 0.03
+bdir = os.path.join(TMP, "export_bf16")
+try:
+    mb = GPT2LMHeadModel.from_pretrained(bdir, torch_dtype=torch.bfloat16)
+    ma = GPT2LMHeadModel.from_pretrained(bdir, torch_dtype="auto")
+    lb = hf_logits(mb, tokens)
+    lt = hf_logits(GPT2LMHeadModel.from_pretrained(exp).to(torch.bfloat16), tokens)
+    d = float(np.abs(lb - hf_fp32_logits).max())
+    pdt = {str(p.dtype) for p in mb.parameters()}
+    report(d <= TOL_BF16 and pdt == {"torch.bfloat16"} and ma.dtype == torch.bfloat16 and np.array_equal(lb, lt),
+           "export_bf16_hf_logits", f"from_pretrained(torch_dtype=bfloat16 / \"auto\" -> {ma.dtype}): max |bf16 - "
+           f"fp32 logits| = {d:.3g} <= {TOL_BF16} (max |logit| {np.abs(hf_fp32_logits).max():.3g}); == the fp32 "
+           f"model .to(bfloat16): {np.array_equal(lb, lt)}")
+except Exception as e:
+    report(False, "export_bf16_hf_logits", f"{type(e).__name__}: {e}")
+
+# the fp16 export in transformers: "auto" gives a float16 model; this torch has no CPU fp16 LayerNorm, so
+# the logits are taken with the weights upcast (torch_dtype=float32): measured max |diff| 3.1e-4 against
+# the fp32 model, tolerance 1e-3 (fp16 rounding of the weights alone)
+TOL_FP16_W = 1e-3
+hdir = os.path.join(TMP, "export_fp16")
+try:
+    mha = GPT2LMHeadModel.from_pretrained(hdir, torch_dtype="auto")
+    lh = hf_logits(GPT2LMHeadModel.from_pretrained(hdir, torch_dtype=torch.float32), tokens)
+    d = float(np.abs(lh - hf_fp32_logits).max())
+    report(d <= TOL_FP16_W and mha.dtype == torch.float16, "export_fp16_hf_load",
+           f"from_pretrained(torch_dtype=\"auto\") -> {mha.dtype}; fp16 weights in fp32: max |diff| to the fp32 "
+           f"logits = {d:.3g} <= {TOL_FP16_W}")
+except Exception as e:
+    report(False, "export_fp16_hf_load", f"{type(e).__name__}: {e}")
+
+# --dtype fp32 given explicitly is the default, byte for byte
+rc, out = export_as(ckpt, "fp32", os.path.join(TMP, "export_fp32"))
+same = rc == 0 and all(open(os.path.join(TMP, "export_fp32", f), "rb").read() == open(os.path.join(exp, f), "rb").read()
+                       for f in ("model.safetensors", "config.json"))
+report(same, "export_fp32_default", "--dtype fp32 writes the same model.safetensors and config.json bytes as no "
+       "--dtype" if same else out[-300:])
+
+
+def edited_ckpt(name, edits):
+    """a copy of ckpt with /model values replaced: {tensor: [(flat index, value)]}; still finite"""
+    path = os.path.join(TMP, name)
+    shutil.copyfile(ckpt, path)
+    with h5py.File(path, "r+") as h:
+        for t, vals in edits.items():
+            w = h["model"][t][...]
+            flat = w.reshape(-1)
+            for i, v in vals:
+                flat[i] = v
+            h["model"][t][...] = w
+    return path
+
+
+# values at the edges of the two formats (fp16: largest finite, the last value below the overflow threshold,
+# subnormals and their ties, ties between normals; bf16: ties) and 200 values spread over 2^-30 .. 2^15.99,
+# placed in h.0.mlp.c_fc.weight (64 x 256); each export must equal torch's rounding of the checkpoint's values
+f32 = np.float32
+edge = [65504, np.nextafter(f32(65520), f32(0)), -np.nextafter(f32(65520), f32(0)), 65505, 2.0 ** -24, 2.0 ** -25,
+        3 * 2.0 ** -25, np.nextafter(f32(2.0 ** -25), f32(1)), 2.0 ** -14, 2.0 ** -14 - 2.0 ** -25, 1 + 2.0 ** -11,
+        1 + 3 * 2.0 ** -11, 1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, -(1 + 2.0 ** -8), -0.0, 1e-10, 1e-30]
+erng = np.random.default_rng(7)
+edge += list(erng.choice([-1.0, 1.0], 200) * 2.0 ** erng.uniform(-30, 15.99, 200))
+eck = edited_ckpt("edges.h5", {"h.0.mlp.c_fc.weight": list(enumerate(f32(edge)))})
+e32 = {"transformer." + k: torch.from_numpy(v[:V_] if k == "wte.weight" else v) for k, v in h5_model(eck).items()}
+for dt, tdt, tname, stname in DTYPES:
+    dd = os.path.join(TMP, "edges_" + dt)
+    rc, out = export_as(eck, dt, dd)
+    bad = half_mismatches(load_pt(os.path.join(dd, "model.safetensors")), e32, tdt) if rc == 0 else ["(export failed)"]
+    report(rc == 0 and not bad, "export_" + dt + "_edges", f"{len(edge)} edge and wide-range values (up to "
+           f"65519.996, subnormal ties) == torch .to({tname}) of the checkpoint bit for bit" if not bad else
+           f"{bad[:4]} {out[-200:] if rc else ''}")
+
+# fp16 cannot hold |x| >= 65520 (rounds to Inf): refused with one line naming the tensor, the element and the
+# value, exit 2, before anything is written (neither --out nor a file in an existing --out); bf16 holds it
+ovf = edited_ckpt("ovf.h5", {"h.1.mlp.c_proj.weight": [(3 * 64 + 5, 70000.0)]})
+ovf_new, ovf_dir = os.path.join(TMP, "ovf_new"), os.path.join(TMP, "ovf_dir")
+os.makedirs(ovf_dir)
+rc, out = export_as(ovf, "fp16", ovf_new)
+one_error("export_fp16_overflow", "tensor transformer.h.1.mlp.c_proj.weight[3, 5] = 70000 is outside float16's range",
+          rc, out)
+rc2, out2 = export_as(ovf, "fp16", ovf_dir)
+rc3, out3 = export_as(edited_ckpt("ovf2.h5", {"wpe.weight": [(17, -65520.0)]}), "fp16", ovf_new)
+rc4, _ = export_as(ovf, "bf16", os.path.join(TMP, "ovf_bf16"))
+left = os.listdir(ovf_dir) + ([ovf_new] if os.path.exists(ovf_new) else [])
+report(rc2 == 2 and rc3 == 2 and "wpe.weight[0, 17] = -65520" in out3 and rc4 == 0 and not left,
+       "export_fp16_overflow_nothing_written", "nothing written (a new --out is not created, an existing one stays "
+       "empty); -65520 (the threshold itself) refused too; the same checkpoint exports as bf16"
+       if not left and rc4 == 0 else f"left {left}, rc {rc2} {rc3} {rc4}: {out3.strip()[-200:]}")
+
+# bf16 holds fp32's range but for the top half-ulp: FLT_MAX rounds to Inf and is refused the same way
+bovf = edited_ckpt("bovf.h5", {"ln_f.weight": [(2, float(np.finfo(np.float32).max))]})
+one_error("export_bf16_overflow", "ln_f.weight[2] = 3.40282347e+38 is outside bfloat16's range",
+          *export_as(bovf, "bf16", os.path.join(TMP, "bovf_out")))
+
+# an unknown --dtype: one line, exit 2, nothing created
+one_error("bad_export_dtype", "--dtype fp8: expected fp32, bf16 or fp16",
+          *export_as(ckpt, "fp8", os.path.join(TMP, "e")))
+rc, out = zt("export", "--help")
+report(rc == 0 and "--dtype fp32|bf16|fp16" in out, "export_help_dtype",
+       next((l.strip() for l in out.splitlines() if "--dtype" in l), f"no --dtype in `ztrain export --help`: {out!r}"))
 
 back = os.path.join(TMP, "back.h5")
 rc, out = zt("import", "--safetensors", exp, "--out", back, "--set", "model.padded_vocab=384")

@@ -261,6 +261,32 @@ void test_add_acc(size_t n, Rng &r) {
     report("accumulate", fmt("n=%zu", n), e2, 0.0, det, now_s() - t0);
 }
 
+// round_to: bf16 and fp16 storage rounding, one op_math.h formula each: limit 0 (bits). The input
+// spans fp16's subnormals, normals, the 65504..65520 edge and overflow, and NaN/Inf.
+void test_round_to(size_t n, Rng &r) {
+    std::vector<float> x0 = rand_vec(r, n, -1.0f, 1.0f);
+    for (size_t i = 0; i < n; i++) x0[i] = ldexpf(x0[i], (int)(i % 48) - 30); // 2^-30 .. 2^17
+    const float edge[] = {65504.0f, 65519.99f, 65520.0f, -65536.0f, 5.9604645e-08f, 2.9802322e-08f, 0.0f, -0.0f,
+                          INFINITY, -INFINITY, NAN, 1.00390625f, 1.0009765625f, 3.0e38f};
+    for (size_t i = 0; i < sizeof edge / sizeof *edge && i < n; i++) x0[i] = edge[i];
+    for (int prec : {ZT_PREC_BF16, ZT_PREC_FP16}) {
+        std::vector<float> ref = x0, out;
+        g_cpu->i->round_to(g_cpu, ref.data(), n, prec);
+        double t0 = now_s();
+        bool det = two_runs([&](int) {
+            out = x0;
+            zt_cu_round_to(kStream, out.data(), n, prec);
+            return std::vector<Buf>{{out.data(), n * 4}};
+        });
+        size_t diff = 0;
+        for (size_t i = 0; i < n; i++) diff += memcmp(&out[i], &ref[i], 4) != 0;
+        Err e;
+        compare(e, out.data(), ref.data(), n, 1.0);
+        report(prec == ZT_PREC_BF16 ? "round_to[bf16]" : "round_to[fp16]", fmt("n=%zu, %zu words differ", n, diff),
+               e, 0.0, det && diff == 0, now_s() - t0);
+    }
+}
+
 void test_adamw(size_t n, Rng &r) {
     std::vector<float> p0 = rand_vec(r, n, -1.0f, 1.0f), g = rand_vec(r, n, -0.1f, 0.1f);
     std::vector<float> m0 = rand_vec(r, n, -0.01f, 0.01f), v0 = rand_vec(r, n, 0.0f, 1e-4f);
@@ -456,6 +482,7 @@ int main(int argc, char **argv) {
     if (!quick) test_gelu((size_t)4200000 + 3, r); // more than the grid cap's 16384 x 256: the grid-stride loop
     for (size_t n : {(size_t)1, (size_t)257, (size_t)100003}) test_add_acc(n, r);
     for (size_t n : {(size_t)3, (size_t)4099, (size_t)300001}) test_adamw(n, r);
+    for (size_t n : {(size_t)14, (size_t)70001}) test_round_to(n, r);
 
     test_embed(1, 1, 1, 1, r);
     test_embed(2, 7, 33, 50, r);

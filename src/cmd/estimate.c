@@ -136,6 +136,9 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("%-24s %12.1f\n", "micro-batch gradients", p.grad_bytes * MB);
         printf("%-24s %12.1f\n", "reduced gradients", p.acc_bytes * MB);
         printf("%-24s %12.1f\n", "optimizer state (m, v)", p.optim_bytes * MB);
+        if (p.master_bytes)
+            printf("%-24s %12.1f   (precision %s: values rounded to it in float32 buffers)\n", "fp32 master weights",
+                   p.master_bytes * MB, c.precision);
         printf("%-24s %12.1f\n", "communication buffers", p.comm_bytes * MB);
         printf("%-24s %12.1f\n", "activations + scratch", p.act_bytes * MB);
         printf("%-24s %12.1f\n", "sampling in training", p.sample_bytes * MB);

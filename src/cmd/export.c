@@ -7,6 +7,11 @@
  * lm_head.weight only when it equals wte.weight (ztrain ties them). wte is exported with its V
  * real rows and padded back to Vp zero rows on import, so export -> import is bit-exact.
  *
+ * Precision: --dtype fp32 (the default) writes the checkpoint's floats as they are; bf16 / fp16 round
+ * each to nearest even (op_math.h, as the GPU's __float2bfloat16_rn / __float2half_rn do) and
+ * config.json's torch_dtype says so. A finite weight that fp16 cannot hold (|x| >= 65520 would become
+ * Inf) is refused before anything is written: a model with an Inf weight is not an export.
+ *
  * Fine-tuning from an import: give import the training config so the checkpoint stores it,
  *   ztrain import --safetensors gpt2/ --out ft/ckpt/step_00000000.h5 -c finetune.cfg
  *   ztrain train -c finetune.cfg --set checkpoint.dir=ft/ckpt --resume auto
@@ -36,6 +41,14 @@
 
 /* ---------------------------------------------------------------- export */
 
+/* --dtype: one row per precision (the name given, safetensors' element type, config.json's torch_dtype) */
+static const struct export_dtype {
+    const char *name;
+    zt_st_dtype st;
+    const char *torch;
+} export_dtypes[] = {{"fp32", ZT_ST_F32, "float32"}, {"bf16", ZT_ST_BF16, "bfloat16"}, {"fp16", ZT_ST_F16, "float16"}};
+#define N_EXPORT_DTYPES ((int)(sizeof export_dtypes / sizeof *export_dtypes))
+
 typedef struct export_ctx {
     zt_backend *be;
     const zt_model *m;
@@ -51,7 +64,7 @@ static const float *export_data(void *p, int i) {
     return x->host;
 }
 
-static int write_config_json(const char *path, const zt_config *c, char *err, size_t errlen) {
+static int write_config_json(const char *path, const zt_config *c, const char *torch_dtype, char *err, size_t errlen) {
     char tmp[ZT_PATH_MAX + 64];
     snprintf(tmp, sizeof tmp, "%.*s.tmp", ZT_PATH_MAX + 32, path);
     FILE *f = fopen(tmp, "w");
@@ -68,9 +81,10 @@ static int write_config_json(const char *path, const zt_config *c, char *err, si
             "  \"scale_attn_by_inverse_layer_idx\": false,\n  \"scale_attn_weights\": true,\n"
             "  \"summary_activation\": null,\n  \"summary_first_dropout\": 0.0,\n  \"summary_proj_to_labels\": true,\n"
             "  \"summary_type\": \"cls_index\",\n  \"summary_use_proj\": true,\n  \"tie_word_embeddings\": true,\n"
-            "  \"torch_dtype\": \"float32\",\n  \"use_cache\": true,\n  \"vocab_size\": %d\n}\n",
+            "  \"use_cache\": true,\n  \"vocab_size\": %d,\n",
             V - 1, V - 1, c->model.init_std, c->model.block_size, c->model.n_embd, c->model.n_head, c->model.n_layer,
             c->model.block_size, V);
+    fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n", torch_dtype); /* model.safetensors' precision (--dtype) */
     int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
@@ -83,13 +97,24 @@ static int write_config_json(const char *path, const zt_config *c, char *err, si
 
 int zt_cmd_export(int argc, char **argv, zt_dist *d) {
     char err[ZT_ERR_BUF] = "";
-    const char *path = NULL, *format = "safetensors", *out = NULL;
-    zt_cli_opt opts[] = {{"--checkpoint", 1, &path}, {"--format", 1, &format}, {"--out", 1, &out}};
+    const char *path = NULL, *format = "safetensors", *out = NULL, *dtype = "fp32";
+    zt_cli_opt opts[] = {{"--checkpoint", 1, &path}, {"--format", 1, &format}, {"--out", 1, &out},
+                         {"--dtype", 1, &dtype}};
     zt_cli cli;
-    if (zt_cli_parse(&cli, argc, argv, opts, 3, err, sizeof err)) zt_user_error_all("%s", err);
+    if (zt_cli_parse(&cli, argc, argv, opts, 4, err, sizeof err)) zt_user_error_all("%s", err);
     if (!path || !out) zt_user_error_all("export: needs --checkpoint PATH and --out DIR");
     if (strcmp(format, "safetensors") != 0)
         zt_user_error_all("export: --format %s: the only format is safetensors (Hugging Face GPT-2)", format);
+    const struct export_dtype *dt = NULL;
+    for (int i = 0; i < N_EXPORT_DTYPES; i++)
+        if (strcmp(dtype, export_dtypes[i].name) == 0) dt = &export_dtypes[i];
+    if (!dt) {
+        char names[64] = "";
+        for (int i = 0; i < N_EXPORT_DTYPES; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i == 0 ? "" :
+                     i == N_EXPORT_DTYPES - 1 ? " or " : ", ", export_dtypes[i].name);
+        zt_user_error_all("export: --dtype %s: expected %s", dtype, names);
+    }
     if (cli.config_path || cli.n_sets) zt_user_error_all("export: takes no -c/--set (the checkpoint has its config)");
     /* before the checkpoint is read: its type (a named pipe would block its open) and a usable --out */
     struct stat ost;
@@ -109,7 +134,6 @@ int zt_cmd_export(int argc, char **argv, zt_dist *d) {
     snprintf(stp, sizeof stp, "%s/model.safetensors", out);
     snprintf(cjp, sizeof cjp, "%s/config.json", out);
     if (d->rank == 0) {
-        if (zt_mkdirs(out) != 0) bad = snprintf(err, sizeof err, "export: %s: cannot create: %s", out, strerror(errno)) > 0;
         zt_st_entry *e = zt_calloc((size_t)m->table.n, sizeof *e);
         char(*names)[64] = zt_calloc((size_t)m->table.n, sizeof *names);
         size_t maxn = 1;
@@ -120,16 +144,24 @@ int zt_cmd_export(int argc, char **argv, zt_dist *d) {
             if (t->numel > maxn) maxn = t->numel;
         }
         export_ctx x = {be, m, zt_malloc(maxn * sizeof(float))};
-        if (!bad) bad = zt_st_write(stp, m->table.n, e, export_data, &x, err, sizeof err);
-        if (!bad) bad = write_config_json(cjp, c, err, sizeof err);
+        /* every value must fit the precision before --out or a file is touched (the writer checks again) */
+        char rerr[ZT_ERR_BUF];
+        for (int i = 0; i < m->table.n && !bad && dt->st != ZT_ST_F32; i++)
+            if (zt_st_check_range(dt->st, &e[i], export_data(&x, i), rerr, sizeof rerr))
+                bad = zt_errf(err, sizeof err, "export: --dtype %s: %s: export as %s", dt->name, rerr,
+                              dt->st == ZT_ST_F16 ? "bf16 or fp32" : "fp32");
+        if (!bad && zt_mkdirs(out) != 0)
+            bad = zt_errf(err, sizeof err, "export: %s: cannot create: %s", out, strerror(errno));
+        if (!bad) bad = zt_st_write_as(stp, dt->st, m->table.n, e, export_data, &x, err, sizeof err);
+        if (!bad) bad = write_config_json(cjp, c, dt->torch, err, sizeof err);
         free(x.host);
         free(names);
         free(e);
     }
     zt_check_all(bad, err, sizeof err);
-    zt_log("exported %s (step %ld): %d tensors, %zu params (wte %d x %d) -> %s + config.json\n", path, lm.step,
-           m->table.n, m->table.total - (size_t)(s.padded_vocab - s.vocab_size) * s.n_embd, s.vocab_size, s.n_embd,
-           stp);
+    zt_log("exported %s (step %ld): %d tensors, %zu params (wte %d x %d) as %s -> %s + config.json\n", path,
+           lm.step, m->table.n, m->table.total - (size_t)(s.padded_vocab - s.vocab_size) * s.n_embd, s.vocab_size,
+           s.n_embd, zt_st_dtype_name(dt->st), stp);
     zt_loaded_model_close(&lm);
     return 0;
 }

@@ -5,9 +5,11 @@
 
 #include "core/dist.h"
 
-/* ztrain export --checkpoint PATH [--format safetensors] --out DIR
-   writes DIR/model.safetensors (float32; wte cut to the V real rows) and DIR/config.json
-   (GPT2Config), loadable by transformers' GPT2LMHeadModel.from_pretrained(DIR). */
+/* ztrain export --checkpoint PATH [--format safetensors] --out DIR [--dtype fp32|bf16|fp16]
+   writes DIR/model.safetensors (F32, or BF16 / F16 rounded to nearest even; wte cut to the V real
+   rows) and DIR/config.json (GPT2Config, torch_dtype float32 / bfloat16 / float16), loadable by
+   transformers' GPT2LMHeadModel.from_pretrained(DIR). fp16 refuses a weight with |x| >= 65520 (it
+   would be Inf), naming the tensor and value, before --out is touched. */
 int zt_cmd_export(int argc, char **argv, zt_dist *d);
 
 /* ztrain import --safetensors FILE_OR_DIR --out CKPT.h5 [-c CFG] [--set key=value ...]

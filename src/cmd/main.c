@@ -34,11 +34,17 @@ static const cmd_help commands[] = {
      "  the config stored in the checkpoint is used unless -c names one; eval.sequences sets how\n"
      "  many validation sequences are scored (the value does not depend on micro_batch or ranks)\n"},
     {"sample", "--checkpoint PATH --prompt TEXT --tokens N [--temperature T --top-k K --seed S]", NULL},
-    {"export", "--checkpoint PATH --format safetensors --out DIR   Hugging Face GPT-2 safetensors", NULL},
+    {"export", "--checkpoint PATH --out DIR [--dtype fp32|bf16|fp16]   Hugging Face GPT-2 safetensors",
+     "  --out DIR               model.safetensors + config.json for GPT2LMHeadModel.from_pretrained(DIR)\n"
+     "  --dtype fp32|bf16|fp16  the tensors' precision (default fp32: the checkpoint's values as they are);\n"
+     "                          bf16 and fp16 round to nearest even and set config.json's torch_dtype;\n"
+     "                          fp16 refuses a weight with |x| >= 65520 (it would be Inf), naming it (exit 2)\n"
+     "  --format safetensors    the only format (the default)\n"
+     "  A checkpoint of a bf16/fp16 run is exported from its fp32 master weights.\n"},
     {"import", "--safetensors FILE|DIR --out CKPT.h5   a ztrain checkpoint from a GPT-2 safetensors", NULL},
     {"estimate", "-c FILE [--ranks N] [--mem-limit SIZE] [--nodes M --hw cpu|h100|h200 --net GBIT,LAT_US --flops G --json]   memory per rank, FLOPs, the largest micro-batch that fits, predicted step time", NULL},
     {"hwinfo", "[-c FILE [--set ...]]   the host (CPU, memory, vector extensions, GPUs), BLAS, MPI layout; with a config, the settings to use here", NULL},
-    {"selftest", "--device cuda|cudasim|devsim   every op, a short training run and the communicator vs cpu", NULL},
+    {"selftest", "--device cuda|cudasim|devsim [--precision fp32|bf16|fp16|all]   every op, a short training run and the communicator vs cpu", NULL},
     {"config", "-c FILE [--set key=value ...]   print the fully resolved config", NULL},
     {"help", "[COMMAND | config]   this text, a command's usage, or every config key with its default and help", NULL},
 };

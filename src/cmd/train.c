@@ -70,6 +70,10 @@ typedef struct trainer {
     int ck_saves;
     double ck_stall_sum, ck_stall_max, ck_write_s, ck_exit_wait_s; /* training time lost to saves; the last save's duration */
     double peak, flops_tok;
+    /* fp16 dynamic loss scaling (fp16.*): the scale, finite steps since it last changed, skipped steps */
+    int fp16;
+    float scale;
+    long good, skipped;
 } trainer;
 
 /* "HH:MM:SS", "MM:SS" or seconds -> seconds, or -1 */
@@ -119,7 +123,8 @@ static void save(trainer *t, long step) {
     meta.samples_seen = (uint64_t)step * t->c->train.global_batch;
     meta.tokens_seen = meta.samples_seen * (uint64_t)t->c->train.seq_len;
     meta.world_size = t->d->size;
-    meta.loss_scale = 1.0f;
+    meta.loss_scale = t->fp16 ? t->scale : 1.0f;
+    meta.loss_scale_good = t->fp16 ? t->good : 0;
     meta.seed = (uint64_t)t->c->train.seed;
     meta.config_text = text;
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
@@ -184,6 +189,10 @@ static long resume(trainer *t, const char *what) {
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     if (zt_ckpt_load(path, &meta, &v, err, sizeof err)) zt_user_error_all("%s", err);
     zt_zero_after_load(&t->z, &t->m);
+    if (t->fp16 && meta.loss_scale > 1.0f) { /* the scaler's state goes on (an fp32/bf16 file has scale 1) */
+        t->scale = meta.loss_scale;
+        t->good = meta.loss_scale_good;
+    }
     zt_metrics_note(&t->mx, "resumed from %s at step %ld (saved by %d rank%s)%s%s\n", path, meta.step,
                     meta.world_size, meta.world_size == 1 ? "" : "s", changes[0] ? "; changed: " : "", changes);
     long step = meta.step;
@@ -256,6 +265,9 @@ static void setup(trainer *t, int resuming) {
     t->rss0 = zt_mem_rss(); /* what the plan's allocations add is measured from here */
     zt_zero_init(&t->z, c, &t->m, t->be, t->comm, &t->s);
     init_weights(t);
+    zt_zero_master_init(&t->z, &t->m); /* bf16/fp16: master weights, rounded working copy */
+    t->fp16 = zt_config_prec(c) == ZT_PREC_FP16;
+    t->scale = t->fp16 ? (float)c->fp16.init_scale : 1.0f;
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     t->saver = zt_ckpt_saver_create(&v, c->checkpoint.async, c->checkpoint.direct_io);
     t->flops_tok = zt_model_flops_per_token(&t->s, T);
@@ -290,6 +302,10 @@ static void announce(trainer *t) {
            "comm %.1f MB, activations %.1f MB\n",
            pl->param_bytes * MB, pl->grad_bytes * MB, pl->acc_bytes * MB, pl->optim_bytes * MB, pl->comm_bytes * MB,
            pl->act_bytes * MB);
+    if (pl->master_bytes)
+        zt_log("precision %s: values rounded to %s in float32 buffers (fp32 arithmetic); fp32 master weights %.1f MB%s\n",
+               c->precision, c->precision, pl->master_bytes * MB,
+               t->fp16 ? "; dynamic loss scaling" : "");
     zt_log("data: %s: %llu sequences; run dir %s\n", c->data.train, (unsigned long long)t->train.n_windows, t->mx.dir);
     if (t->has_val && zt_eval_count(c, &t->val) < zt_eval_sequences(c))
         zt_log("note: %d validation sequences asked for (eval.sequences) but %s has only %d windows of %d tokens: "
@@ -297,27 +313,52 @@ static void announce(trainer *t) {
                zt_eval_count(c, &t->val));
 }
 
-/* one optimizer step; returns the step's mean loss and its grad norm (the same on every rank) */
+/* one optimizer step; returns the step's mean loss and its grad norm (the same on every rank).
+   fp16: the loss is scaled by t->scale for backward (the gradients, in fp16, are scaled by it) and the
+   update unscales them; gradients that overflowed (a non-finite global norm, the same on every rank)
+   skip the update, halve the scale (fp16.backoff_factor) and set *skipped; growth_interval finite steps
+   in a row multiply it by growth_factor. The norm returned is the unscaled one. A skipped step still
+   counts as a step (the data, learning-rate schedule and Adam's bias correction follow the step number). */
 static double train_step(trainer *t, long step, int32_t *in, int32_t *tg, float *my_losses, float *all_losses,
-                         double *norm_out) {
+                         double *norm_out, int *skipped) {
     const zt_config *c = t->c;
     const int B = c->train.micro_batch, T = c->train.seq_len, GB = c->train.global_batch, K = GB / B;
     const int N = t->d->size, r = t->d->rank;
+    /* fault-injection tests (fp16): rank 0's first micro-batch of that step gets its loss scaled by a further
+       2^40, so its fp16 gradients overflow as real ones do */
+    static long inject = -2;
+    if (inject == -2) inject = getenv("ZTRAIN_TEST_OVERFLOW_STEP") ? atol(getenv("ZTRAIN_TEST_OVERFLOW_STEP")) : -1;
     for (int mi = 0; mi < t->z.micro_steps; mi++) {
         const int j = mi * N + r;
         for (int i = 0; i < B; i++) {
             uint64_t sidx = (uint64_t)step * GB + (uint64_t)j * B + i;
             zt_dataset_train_sample(&t->train, sidx, in + (size_t)i * T, tg + (size_t)i * T);
         }
-        my_losses[mi] = zt_model_forward_train(&t->m, in, tg, B, T, 1.0f / (float)K);
-        zt_model_backward(&t->m, 1.0f / (float)K);
+        float ds = t->scale / (float)K;
+        if (step + 1 == inject && r == 0 && mi == 0) ds *= 1099511627776.0f;
+        my_losses[mi] = zt_model_forward_train(&t->m, in, tg, B, T, ds);
+        zt_model_backward(&t->m, ds);
         zt_zero_reduce(&t->z, &t->m, mi);
     }
-    double norm = zt_zero_grad_norm(&t->z, &t->m);
+    double norm = zt_zero_grad_norm(&t->z, &t->m) / t->scale;
     /* an asynchronous checkpoint's snapshot of the parameters and moments must be taken first */
     t->ck_stall_sum += zt_ckpt_saver_wait_snapshot(t->saver);
-    zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
-    zt_zero_update(&t->z, &t->m, &hp, step + 1, (float)zt_lr_at(c, step), zt_clip_factor(norm, c->train.grad_clip));
+    *skipped = 0;
+    if (t->fp16 && !isfinite(norm)) {
+        *skipped = 1;
+        t->skipped++;
+        t->good = 0;
+        t->scale = (float)(t->scale * c->fp16.backoff_factor);
+        norm = NAN;
+    } else {
+        zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
+        zt_zero_update(&t->z, &t->m, &hp, step + 1, (float)zt_lr_at(c, step),
+                       zt_clip_factor(norm, c->train.grad_clip) / t->scale);
+        if (t->fp16 && ++t->good >= c->fp16.growth_interval) {
+            t->scale = (float)(t->scale * c->fp16.growth_factor);
+            t->good = 0;
+        }
+    }
     t->be->i->sync(t->be);
     /* the step's loss: micro-batch losses summed in global micro-batch order, on every rank (all of
        them must see a non-finite loss at the same step) */
@@ -358,9 +399,6 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     zt_config *c = t.c;
     if (zt_cli_load_config(&cli, c, err, sizeof err) || zt_config_validate(c, d->size, err, sizeof err))
         zt_user_error_all("%s", err);
-    if (strcmp(c->precision, "fp32") != 0)
-        zt_user_error_all("precision = \"%s\": every backend trains in fp32 so far (bf16/fp16 mixed precision is not "
-                          "implemented): set precision = \"fp32\"", c->precision);
     if (!c->data.train[0]) zt_user_error_all("data.train is empty: set it to a token shard (see `ztrain prepare`)");
 
     double t_start = zt_now();
@@ -381,6 +419,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         zt_ckpt_meta im;
         const zt_ckpt_view v = zt_model_ckpt_view(&t.m);
         if (zt_ckpt_load(init_s, &im, &v, err, sizeof err)) zt_user_error_all("%s", err);
+        zt_zero_master_init(&t.z, &t.m);
         zt_metrics_note(&t.mx, "initialised from %s (weights of its step %ld; fresh optimizer)\n", init_s, im.step);
         zt_ckpt_meta_free(&im);
     }
@@ -424,9 +463,19 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     const long poison_step = poison ? atol(poison) : -1;
     while (step < steps && !stop) {
         double t0 = zt_now(), norm = 0;
-        double loss = train_step(&t, step, in, tg, my_losses, all_losses, &norm);
+        const float used_scale = t.scale;
+        int skipped = 0;
+        double loss = train_step(&t, step, in, tg, my_losses, all_losses, &norm, &skipped);
         step++;
-        if (!isfinite(loss) || !isfinite(norm)) diverged(&t, step, loss, norm);
+        if (!isfinite(loss) || (!skipped && !isfinite(norm))) diverged(&t, step, loss, norm);
+        if (skipped) {
+            zt_metrics_note(&t.mx, "step %ld: fp16 gradients overflowed at loss scale %g: step skipped, scale now %g\n",
+                            step, used_scale, t.scale);
+            if (t.scale < 1.0f) /* DeepSpeed's min_loss_scale: below 1 the gradients overflow at any scale */
+                zt_user_error_all("training diverged at step %ld: fp16 gradients overflow even at loss scale %g (%ld "
+                                  "steps skipped); use precision = \"bf16\" or lower train.lr", step, used_scale,
+                                  t.skipped);
+        }
         if (step == poison_step && d->rank == 0) { /* fault injection: the save must refuse this state */
             const float nan = NAN;
             t.be->i->to_device(t.be, t.m.params + t.z.lo, &nan, sizeof nan);
@@ -475,11 +524,11 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
             t.ck_stall_sum += stall;
             if (stall > t.ck_stall_max) t.ck_stall_max = stall;
         }
-        if (t.mx.active && (step % c->train.log_every == 0 || last || vl >= 0 || stall >= 0)) {
+        if (t.mx.active && (step % c->train.log_every == 0 || last || vl >= 0 || stall >= 0 || skipped)) {
             double g = t.flops_tok * tok_s * 1e-9 / d->size;
             zt_step_metrics sm = {step, steps, loss, zt_lr_at(c, step - 1), norm, tok_s, g, g / t.peak, dt * 1e3,
                                   (double)zt_zero_plan_total(&t.z.plan), vl,
-                                  -1, -1, stall};
+                                  -1, -1, stall, t.fp16 ? used_scale : 0.0, skipped};
             if (gpu && zt_gpu_monitor_read(gpu, &sm.gpu_mem_bytes, &sm.gpu_util)) sm.gpu_mem_bytes = -1;
             zt_metrics_step(&t.mx, &sm);
         }
@@ -521,7 +570,8 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     t.saver = NULL;
     const zt_run_results rr = {d->size, d->n_nodes, t.threads, layout, t.backend, hash, t.m.table.total, step, dur,
                                tok_s, t.peak, frac, last_loss, best, last_val, best_val, t.z.comm_s, t.z.comm_flight_s,
-                               t.z.comm_wait_s, t.ck_saves, t.ck_stall_sum, t.ck_stall_max, rss_max, grown_max};
+                               t.z.comm_wait_s, t.ck_saves, t.ck_stall_sum, t.ck_stall_max, rss_max, grown_max,
+                               t.skipped, t.fp16 ? t.scale : 0.0};
     zt_results_write(&t.mx, c, &rr);
     if (t.mx.active) {
         zt_metrics_note(&t.mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",

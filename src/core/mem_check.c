@@ -91,12 +91,13 @@ int zt_mem_check_plan(const zt_zero_plan *p, int zero_stage, int local_ranks, in
     if (avail == 0) return 0;
     /* in double: a huge config must not wrap around to a small size */
     const double dev = (double)p->param_bytes + (double)p->grad_bytes + (double)p->acc_bytes + (double)p->optim_bytes +
-                       (double)p->comm_bytes + (double)p->act_bytes;
+                       (double)p->master_bytes + (double)p->comm_bytes + (double)p->act_bytes;
     const double per_rank = (host_only ? 0 : dev) + (double)p->ckpt_bytes;
     const double need = per_rank * (local_ranks > 0 ? local_ranks : 1);
     if (need <= (double)avail) return 0;
     char t[7][24], a[24], r[24];
-    const double parts[7] = {(double)p->param_bytes, (double)p->grad_bytes + p->acc_bytes, (double)p->optim_bytes,
+    const double parts[7] = {(double)p->param_bytes, (double)p->grad_bytes + p->acc_bytes,
+                             (double)p->optim_bytes + (double)p->master_bytes,
                              (double)p->comm_bytes, (double)p->act_bytes, (double)p->ckpt_bytes, need};
     for (int i = 0; i < 7; i++) zt_mem_fmt(parts[i], t[i], sizeof t[i]);
     zt_mem_fmt((double)avail, a, sizeof a);

@@ -149,6 +149,8 @@ void zt_model_free(zt_model *m) {
 #define G(i) (m->gptr[i])
 #define BEFORE(a, b) do { if (m->hooks.before) m->hooks.before(m->hooks.ctx, (a), (b)); } while (0)
 #define AFTER(a) do { if (m->hooks.after) m->hooks.after(m->hooks.ctx, (a)); } while (0)
+/* bf16/fp16 storage: what an op just wrote, rounded to the working precision (DESIGN: mixed precision) */
+#define RND(p, n) do { if (m->prec) f->round_to(be, (p), (n), m->prec); } while (0)
 
 /* the layer's slot in the per-layer buffers: its own, or the one shared copy when recomputed */
 static size_t lay(const zt_model *m, int l) { return m->recompute == ZT_RECOMPUTE_LAYER ? 0 : (size_t)l; }
@@ -168,17 +170,28 @@ static void layer_fwd(zt_model *m, int l, int out) {
     float *fch = a->fch + k * NC * 4, *fchg = a->fch_gelu + g * NC * 4, *res3 = a->residual3 + (size_t)l * NC;
     f->layernorm_fwd(be, ln1, a->ln1_mean + k * N, a->ln1_rstd + k * N, res, P(zt_param_layer(l, ZT_LN1W)),
                      P(zt_param_layer(l, ZT_LN1B)), N, C);
+    RND(ln1, NC);
     f->linear_fwd(be, qkv, ln1, P(zt_param_layer(l, ZT_QKVW)), P(zt_param_layer(l, ZT_QKVB)), N, C, 3 * C);
+    RND(qkv, NC * 3);
     f->attention_fwd(be, atty, att, qkv, B, T, C, NH);
+    RND(atty, NC);
+    RND(att, (size_t)B * NH * T * T);
     f->linear_fwd(be, a->attproj, atty, P(zt_param_layer(l, ZT_ATTPW)), P(zt_param_layer(l, ZT_ATTPB)), N, C, C);
+    RND(a->attproj, NC);
     f->add(be, res2, res, a->attproj, NC);
+    RND(res2, NC);
     f->layernorm_fwd(be, ln2, a->ln2_mean + k * N, a->ln2_rstd + k * N, res2, P(zt_param_layer(l, ZT_LN2W)),
                      P(zt_param_layer(l, ZT_LN2B)), N, C);
+    RND(ln2, NC);
     f->linear_fwd(be, fch, ln2, P(zt_param_layer(l, ZT_FCW)), P(zt_param_layer(l, ZT_FCB)), N, C, 4 * C);
+    RND(fch, NC * 4);
     f->gelu_fwd(be, fchg, fch, NC * 4);
+    RND(fchg, NC * 4);
     if (!out) return; /* backward needs the internals only */
     f->linear_fwd(be, a->fcproj, fchg, P(zt_param_layer(l, ZT_FCPW)), P(zt_param_layer(l, ZT_FCPB)), N, 4 * C, C);
+    RND(a->fcproj, NC);
     f->add(be, res3, res2, a->fcproj, NC);
+    RND(res3, NC);
 }
 
 static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float dscale) {
@@ -196,15 +209,20 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     if (targets) f->to_device(be, a->targets, targets, (size_t)N * sizeof(int32_t));
 
     f->embed_fwd(be, a->encoded, a->tokens, P(0), P(1), B, T, C);
+    RND(a->encoded, NC);
     for (int l = 0; l < L; l++) layer_fwd(m, l, 1);
     const float *res = a->residual3 + (size_t)(L - 1) * NC;
     const int lnf = 2 + L * ZT_PER_LAYER;
     f->layernorm_fwd(be, a->lnf, a->lnf_mean, a->lnf_rstd, res, P(lnf), P(lnf + 1), N, C);
+    RND(a->lnf, NC);
     /* logits(N, Vp) = lnf(N, C) @ wte(Vp, C)^T */
     f->matmul(be, a->logits, a->lnf, P(0), N, Vp, C, 0, 1, 1.0f, 0.0f);
+    RND(a->logits, (size_t)N * Vp);
     m->dlogits_ready = 0;
     if (!targets) return -1.0f;
+    /* the loss is fp32 arithmetic on the stored logits; the dlogits it leaves are stored (rounded) */
     f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dscale / (float)N);
+    if (dscale != 0.0f) RND(a->logits, (size_t)N * Vp);
     m->dlogits_ready = dscale != 0.0f;
     m->dlogits_scale = dscale;
     f->to_host(be, m->losses_host, a->losses, (size_t)N * sizeof(float));
@@ -235,18 +253,24 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     const int lnf = 2 + L * ZT_PER_LAYER;
 
     /* dlogits in place of the logits; d(mean loss) = dloss_scale / N per position */
-    if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale))
+    if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) {
         f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dloss_scale / (float)N);
+        RND(a->logits, (size_t)N * Vp);
+    }
     m->dlogits_ready = 0;
     BEFORE(0, 0);
-    /* dwte(Vp, C) = dlogits^T @ lnf (the embedding backward adds to it later) */
+    /* dwte(Vp, C) = dlogits^T @ lnf (the embedding backward adds to it later; rounded once, after it) */
     f->matmul(be, G(0), a->logits, a->lnf, Vp, C, N, 1, 0, 1.0f, 0.0f);
     /* dlnf(N, C) = dlogits(N, Vp) @ wte(Vp, C) */
     f->matmul(be, a->dbtc, a->logits, P(0), N, C, Vp, 0, 0, 1.0f, 0.0f);
+    RND(a->dbtc, NC);
     f->zero(be, a->dres, NC * sizeof(float));
     BEFORE(lnf, lnf + 1);
     f->layernorm_bwd(be, a->dres, G(lnf), G(lnf + 1), a->dbtc, a->residual3 + (size_t)(L - 1) * NC, P(lnf),
                      a->lnf_mean, a->lnf_rstd, N, C);
+    RND(a->dres, NC);
+    RND(G(lnf), (size_t)C);
+    RND(G(lnf + 1), (size_t)C);
     AFTER(lnf);
     for (int l = L - 1; l >= 0; l--) {
         BEFORE(zt_param_layer(l, 0), zt_param_layer(l, ZT_PER_LAYER - 1));
@@ -262,19 +286,33 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         /* MLP: dres = d residual3[l] */
         f->linear_bwd(be, a->dbt4c, G(zt_param_layer(l, ZT_FCPW)), G(zt_param_layer(l, ZT_FCPB)), a->dres, fchg, P(zt_param_layer(l, ZT_FCPW)),
                       N, 4 * C, C, 0);
+        RND(a->dbt4c, NC * 4);
         f->gelu_bwd(be, a->dbt4c, fch, a->dbt4c, NC * 4);
+        RND(a->dbt4c, NC * 4);
         f->linear_bwd(be, a->dbtc, G(zt_param_layer(l, ZT_FCW)), G(zt_param_layer(l, ZT_FCB)), a->dbt4c, ln2, P(zt_param_layer(l, ZT_FCW)),
                       N, C, 4 * C, 0);
+        RND(a->dbtc, NC);
         f->layernorm_bwd(be, a->dres, G(zt_param_layer(l, ZT_LN2W)), G(zt_param_layer(l, ZT_LN2B)), a->dbtc, res2, P(zt_param_layer(l, ZT_LN2W)),
                          a->ln2_mean + k * N, a->ln2_rstd + k * N, N, C);
+        RND(a->dres, NC);
         /* attention: dres = d residual2[l] */
         f->linear_bwd(be, a->dbtc, G(zt_param_layer(l, ZT_ATTPW)), G(zt_param_layer(l, ZT_ATTPB)), a->dres, atty, P(zt_param_layer(l, ZT_ATTPW)),
                       N, C, C, 0);
+        RND(a->dbtc, NC);
         f->attention_bwd(be, a->dqkv, a->datt, a->dbtc, qkv, att, B, T, C, NH);
+        RND(a->dqkv, NC * 3);
         f->linear_bwd(be, a->dbtc2, G(zt_param_layer(l, ZT_QKVW)), G(zt_param_layer(l, ZT_QKVB)), a->dqkv, ln1, P(zt_param_layer(l, ZT_QKVW)),
                       N, C, 3 * C, 0);
+        RND(a->dbtc2, NC);
         f->layernorm_bwd(be, a->dres, G(zt_param_layer(l, ZT_LN1W)), G(zt_param_layer(l, ZT_LN1B)), a->dbtc2, res_in, P(zt_param_layer(l, ZT_LN1W)),
                          a->ln1_mean + k * N, a->ln1_rstd + k * N, N, C);
+        RND(a->dres, NC);
+        /* the layer's parameter gradients, as a bf16/fp16 gradient buffer stores them */
+        if (m->prec)
+            for (int j = 0; j < ZT_PER_LAYER; j++) {
+                const int ti = zt_param_layer(l, j);
+                f->round_to(be, G(ti), m->table.t[ti].numel, m->prec);
+            }
         AFTER(zt_param_layer(l, 0));
     }
     BEFORE(1, 1);
@@ -282,6 +320,8 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     if (T < m->s.block_size)
         f->zero(be, G(1) + (size_t)T * C, (size_t)(m->s.block_size - T) * C * sizeof(float));
     f->embed_bwd(be, G(0), G(1), a->dres, a->tokens, B, T, C);
+    RND(G(0), m->table.t[0].numel);
+    RND(G(1), m->table.t[1].numel);
     AFTER(0);
 }
 

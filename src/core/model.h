@@ -72,6 +72,8 @@ typedef struct zt_model {
     zt_acts a;
     size_t act_bytes;     /* activation + scratch bytes */
     int recompute;        /* ZT_RECOMPUTE_* */
+    int prec;             /* ZT_PREC_*: bf16/fp16 round every activation and gradient an op stores (the
+                             statistics mean/rstd and the losses stay fp32); set after init */
     float *losses_host;   /* (B, T) host copy of the last forward's losses */
     int dlogits_ready;    /* the last forward left dlogits for dlogits_scale in a.logits */
     float dlogits_scale;

@@ -2,9 +2,15 @@
  *
  * Each op check is one function that, given a backend, uploads the case's host inputs, runs the op
  * and downloads every output; it runs on cpu (the reference), on D, and on D again (determinism).
- * Thresholds are per op and precision (only fp32 exists so far) and sit at about 10x the errors
- * measured under the host execution harness (README "GPU status" has the table); a GPU's cuBLASLt and
- * fused multiply-adds change the rounding, not the size, of these errors. */
+ * Thresholds are per op and precision and sit at about 10x the errors measured under the host execution
+ * harness (README "GPU status" has the table); a GPU's cuBLASLt and fused multiply-adds change the
+ * rounding, not the size, of these errors.
+ *
+ * Precisions: in bf16/fp16 each op sees inputs rounded to the precision (what its buffers store) and
+ * each backend rounds its own outputs with its round_to, as the model does (core/model.c); the fp32
+ * master-weight ops (adamw, the norm's chunk sums) keep fp32 outputs. Both backends round nearly equal
+ * fp32 values, so an output differs by at most one unit of the precision where the fp32 values straddle
+ * a rounding boundary: the limits are one unit (bf16 2^-8, fp16 2^-11) of the largest output. */
 #include "core/selftest.h"
 
 #include <math.h>
@@ -15,6 +21,7 @@
 #include "core/model.h"
 #include "core/optim.h"
 #include "core/zero.h"
+#include "iface/op_math.h"
 #include "util/util.h"
 
 /* ------------------------------------------------------------------ cases */
@@ -24,6 +31,8 @@
 typedef struct st_case {
     const char *name;
     float nmse_max, rel_max;             /* thresholds (fp32) */
+    int fp32_out;                        /* outputs stay fp32 in every precision (master-weight ops) */
+    unsigned int_in;                     /* bit i: input i holds int32 (tokens): never rounded */
     int n_in;
     float *in[6];                        /* host inputs (float or int32 bit patterns) */
     size_t in_n[6];
@@ -191,6 +200,10 @@ static float *ints(size_t n, int hi) {
     return (float *)x;
 }
 static void add_in(st_case *k, float *x, size_t n) { k->in[k->n_in] = x; k->in_n[k->n_in++] = n; }
+static void add_in_int(st_case *k, float *x, size_t n) {
+    k->int_in |= 1u << k->n_in;
+    add_in(k, x, n);
+}
 static void add_out(st_case *k, const char *name, size_t n) { k->out_name[k->n_out] = name; k->out_n[k->n_out++] = n; }
 
 typedef struct st_stats { double nmse, rel; } st_stats;
@@ -209,22 +222,48 @@ static st_stats compare(const float *d, const float *c, size_t n) {
     return s;
 }
 
+static int g_prec; /* the precision run_ops checks (ZT_PREC_*) */
+
+/* the outputs of one run of the case on be, rounded by be to the precision (its round_to) */
+static void run_rounded(zt_backend *be, st_case *k, st_fn fn, float **outs) {
+    fn(be, k, outs);
+    if (g_prec == ZT_PREC_FP32 || k->fp32_out) return;
+    for (int o = 0; o < k->n_out; o++) {
+        /* LayerNorm statistics and the losses stay fp32 in the model too */
+        const char *nm = k->out_name[o];
+        if (!strcmp(nm, "mean") || !strcmp(nm, "rstd") || !strcmp(nm, "losses")) continue;
+        float *d = up(be, outs[o], k->out_n[o]);
+        be->i->round_to(be, d, k->out_n[o], g_prec);
+        down(be, outs[o], d, k->out_n[o]);
+        be->i->free(be, d);
+    }
+}
+
 /* runs one case on cpu, D, D; prints one row per output; returns failures */
 static int check_case(st_case *k, st_fn fn, zt_backend *cpu, zt_backend *dev, FILE *out) {
     for (int r = 0; r < 3; r++)
         for (int o = 0; o < k->n_out; o++) k->out[r][o] = zt_calloc(k->out_n[o], sizeof(float));
-    fn(cpu, k, k->out[0]);
-    fn(dev, k, k->out[1]);
-    fn(dev, k, k->out[2]);
+    if (g_prec != ZT_PREC_FP32) /* what a buffer of the precision stores */
+        for (int i = 0; i < k->n_in; i++)
+            if (!(k->int_in >> i & 1))
+                for (size_t j = 0; j < k->in_n[i]; j++)
+                    k->in[i][j] = g_prec == ZT_PREC_BF16 ? zt_round_bf16(k->in[i][j]) : zt_round_fp16(k->in[i][j]);
+    run_rounded(cpu, k, fn, k->out[0]);
+    run_rounded(dev, k, fn, k->out[1]);
+    run_rounded(dev, k, fn, k->out[2]);
+    /* limits: the op's fp32 ones, or one unit of the precision (file comment) */
+    const float unit = k->fp32_out || g_prec == ZT_PREC_FP32 ? 0.0f : g_prec == ZT_PREC_BF16 ? 0x1p-8f : 0x1p-11f;
+    const float nmse_max = k->nmse_max > unit * unit ? k->nmse_max : unit * unit;
+    const float rel_max = k->rel_max > unit ? k->rel_max : unit;
     int fails = 0;
     for (int o = 0; o < k->n_out; o++) {
         st_stats s = compare(k->out[1][o], k->out[0][o], k->out_n[o]);
         int det = memcmp(k->out[1][o], k->out[2][o], k->out_n[o] * sizeof(float)) == 0;
-        int ok = s.nmse <= k->nmse_max && s.rel <= k->rel_max && det;
+        int ok = s.nmse <= nmse_max && s.rel <= rel_max && det;
         fails += !ok;
         if (out)
             fprintf(out, "%-26s %-8s %9zu  %9.2e %9.2e  %9.2e %9.2e  %-4s  %s\n", k->name, k->out_name[o], k->out_n[o],
-                    s.nmse, (double)k->nmse_max, s.rel, (double)k->rel_max, det ? "yes" : "NO", ok ? "PASS" : "FAIL");
+                    s.nmse, (double)nmse_max, s.rel, (double)rel_max, det ? "yes" : "NO", ok ? "PASS" : "FAIL");
     }
     for (int r = 0; r < 3; r++)
         for (int o = 0; o < k->n_out; o++) free(k->out[r][o]);
@@ -232,15 +271,18 @@ static int check_case(st_case *k, st_fn fn, zt_backend *cpu, zt_backend *dev, FI
     return fails;
 }
 
-static int run_ops(zt_backend *cpu, zt_backend *dev, FILE *out) {
+static const char *prec_name(int p) { return p == ZT_PREC_BF16 ? "bf16" : p == ZT_PREC_FP16 ? "fp16" : "fp32"; }
+
+static int run_ops(zt_backend *cpu, zt_backend *dev, int prec, FILE *out) {
     zt_rng_seed(&g_rng, 1234);
+    g_prec = prec;
     /* training-like shapes with awkward sizes: C not a multiple of 32, T not of the block */
     const int B = 2, T = 19, C = 72, NH = 3, N = B * T, V = 251, Vp = 256;
     int fails = 0;
     if (out)
         fprintf(out, "%-26s %-8s %9s  %9s %9s  %9s %9s  %-4s  %s\n%-26s %-8s %9s  %9s %9s  %9s %9s  %-4s\n", "op", "output",
-                "elements", "nmse", "limit", "max rel", "limit", "det", "", "", "", "", "", "(fp32)", "", "(fp32)",
-                "");
+                "elements", "nmse", "limit", "max rel", "limit", "det", "", "", "", "", "", prec_name(prec), "",
+                prec_name(prec), "");
     /* matmul: every transpose combination */
     for (int f = 0; f < 4; f++) {
         st_case k = {0};
@@ -353,7 +395,7 @@ static int run_ops(zt_backend *cpu, zt_backend *dev, FILE *out) {
     {
         st_case k = {.name = "embed_fwd, embed_bwd", .nmse_max = 1e-13f, .rel_max = 1e-6f};
         k.B = B; k.T = T; k.C = C;
-        add_in(&k, ints((size_t)N, 13), (size_t)N); /* few distinct tokens: repeats in the scatter */
+        add_in_int(&k, ints((size_t)N, 13), (size_t)N); /* few distinct tokens: repeats in the scatter */
         add_in(&k, rnd((size_t)Vp * C, 1), (size_t)Vp * C);
         add_in(&k, rnd((size_t)T * C, 1), (size_t)T * C);
         add_in(&k, rnd((size_t)N * C, 1), (size_t)N * C);
@@ -367,13 +409,13 @@ static int run_ops(zt_backend *cpu, zt_backend *dev, FILE *out) {
         st_case k = {.name = "softmax_xent", .nmse_max = 1e-12f, .rel_max = 2e-6f};
         k.N = N; k.V = V; k.Vp = Vp;
         add_in(&k, rnd((size_t)N * Vp, 3), (size_t)N * Vp);
-        add_in(&k, ints((size_t)N, V), (size_t)N);
+        add_in_int(&k, ints((size_t)N, V), (size_t)N);
         add_out(&k, "losses", (size_t)N);
         add_out(&k, "dlogits", (size_t)N * Vp);
         fails += check_case(&k, op_softmax_xent, cpu, dev, out);
     }
     {
-        st_case k = {.name = "adamw", .nmse_max = 1e-13f, .rel_max = 1e-6f};
+        st_case k = {.name = "adamw", .nmse_max = 1e-13f, .rel_max = 1e-6f, .fp32_out = 1};
         const size_t n = 10007;
         add_in(&k, rnd(n, 1), n);
         add_in(&k, rnd(n, 1), n);
@@ -387,7 +429,7 @@ static int run_ops(zt_backend *cpu, zt_backend *dev, FILE *out) {
         fails += check_case(&k, op_adamw, cpu, dev, out);
     }
     {
-        st_case k = {.name = "sumsq_chunks", .nmse_max = 1e-13f, .rel_max = 1e-6f};
+        st_case k = {.name = "sumsq_chunks", .nmse_max = 1e-13f, .rel_max = 1e-6f, .fp32_out = 1};
         const size_t n = 3 * 4096 + 1001;
         add_in(&k, rnd(n, 1), n);
         add_out(&k, "chunks", 4);
@@ -400,7 +442,7 @@ static int run_ops(zt_backend *cpu, zt_backend *dev, FILE *out) {
 
 /* `steps` AdamW steps of a tiny GPT on synthetic tokens on device `dev`; losses[steps] and the
    final parameters' hash (rank 0's host copy) */
-static void train_run(const char *device, int threads, int steps, double *losses, uint64_t *hash) {
+static void train_run(const char *device, int threads, int steps, int prec, double *losses, uint64_t *hash) {
     char err[ZT_ERR_BUF];
     zt_config c;
     if (zt_config_load_string(&c, "", err, sizeof err)) zt_panic(__FILE__, __LINE__, "%s", err);
@@ -408,6 +450,7 @@ static void train_run(const char *device, int threads, int steps, double *losses
     c.model.n_layer = 2; c.model.n_head = 2; c.model.n_embd = 48; c.model.vocab_size = 97; c.model.block_size = 16;
     c.train.micro_batch = 2; c.train.seq_len = 16; c.train.global_batch = 2 * N * 2; c.zero.stage = 2;
     snprintf(c.device, sizeof c.device, "%s", device);
+    snprintf(c.precision, sizeof c.precision, "%s", prec_name(prec));
     zt_backend *be = zt_backend_create(device, threads, err, sizeof err);
     zt_comm *comm = be ? zt_comm_create("auto", be, err, sizeof err) : NULL;
     if (!comm) zt_user_error_all("%s", err);
@@ -419,6 +462,7 @@ static void train_run(const char *device, int threads, int steps, double *losses
     float *h = zt_calloc(z.plan.padded, sizeof(float));
     zt_model_init_weights_host(&m.table, &s, h, 0.02f, 7);
     be->i->to_device(be, m.params, h, m.table.total * sizeof(float));
+    zt_zero_master_init(&z, &m);
     const int B = c.train.micro_batch, T = c.train.seq_len, K = c.train.global_batch / B;
     int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
     zt_adamw_hp hp = {0.9f, 0.95f, 1e-8f, 0.1f};
@@ -458,14 +502,16 @@ static void train_run(const char *device, int threads, int steps, double *losses
     zt_backend_destroy(be);
 }
 
-static int run_train(const char *device, int threads, int steps, FILE *out) {
+static int run_train(const char *device, int threads, int steps, int prec, FILE *out) {
     double *lc = zt_calloc((size_t)steps, sizeof(double)), *l1 = zt_calloc((size_t)steps, sizeof(double));
     double *l2 = zt_calloc((size_t)steps, sizeof(double));
     uint64_t hc, h1, h2;
-    train_run("cpu", threads, steps, lc, &hc);
-    train_run(device, threads, steps, l1, &h1);
-    train_run(device, threads, steps, l2, &h2);
-    const double tol = 1e-5; /* relative, per step: measured 2.7e-7 under the harness (README "GPU status") */
+    train_run("cpu", threads, steps, prec, lc, &hc);
+    train_run(device, threads, steps, prec, l1, &h1);
+    train_run(device, threads, steps, prec, l2, &h2);
+    /* relative, per step: measured under the harness (README "GPU status"): fp32 2.7e-7, bf16 1.8e-4, fp16
+       2.2e-5 (a last-bit difference of the fp32 GEMMs flips a bf16/fp16 rounding now and then) */
+    const double tol = prec == ZT_PREC_BF16 ? 2e-3 : prec == ZT_PREC_FP16 ? 2e-4 : 1e-5;
     double worst = 0;
     for (int i = 0; i < steps; i++) {
         double r = fabs(l1[i] - lc[i]) / fabs(lc[i]);
@@ -474,7 +520,8 @@ static int run_train(const char *device, int threads, int steps, FILE *out) {
     int same = memcmp(l1, l2, (size_t)steps * sizeof(double)) == 0 && h1 == h2;
     int fails = !(worst <= tol) + !same + !(lc[steps - 1] < lc[0]);
     if (out) {
-        fprintf(out, "\ntrain: tiny GPT (L2 C48 V97), %d ranks, ZeRO-2 ordered, %d steps\n", zt_world(), steps);
+        fprintf(out, "\ntrain: tiny GPT (L2 C48 V97), %d ranks, ZeRO-2 ordered, %d steps, %s\n", zt_world(), steps,
+                prec_name(prec));
         fprintf(out, "  loss step 1 / %d: cpu %.6f / %.6f, %s %.6f / %.6f\n", steps, lc[0], lc[steps - 1], device, l1[0],
                 l1[steps - 1]);
         fprintf(out, "  %-40s %.2e (limit %.0e)  %s\n", "max relative loss difference vs cpu", worst, tol,
@@ -577,10 +624,15 @@ int zt_selftest_run(const zt_selftest_opts *o, char *err, size_t errlen) {
         zt_backend_describe(cpu, d2, sizeof d2);
         fprintf(out, "ztrain selftest: %s\n  against %s\n\n", d1, d2);
     }
-    if (o->ops) fails += run_ops(cpu, dev, out);
+    for (int p = 0; p < 3; p++)
+        if (o->ops && (o->precisions >> p & 1)) {
+            if (out && p) fprintf(out, "\n");
+            fails += run_ops(cpu, dev, p, out);
+        }
     zt_backend_destroy(dev);
     zt_backend_destroy(cpu);
-    if (o->train_steps > 0) fails += run_train(o->device, o->threads, o->train_steps, out);
+    for (int p = 0; p < 3; p++)
+        if (o->train_steps > 0 && (o->precisions >> p & 1)) fails += run_train(o->device, o->threads, o->train_steps, p, out);
     if (o->comm) fails += run_comm(o->device, o->threads, out);
     if (out) fprintf(out, "\nselftest %s: %d check%s failed\n", fails ? "FAILED" : "passed", fails, fails == 1 ? "" : "s");
     return fails;

@@ -2,7 +2,8 @@
  * (run on the first machine that has a GPU) and by `make test` (D = cudasim: the CUDA kernels under
  * the host execution harness; D = devsim).
  *
- *  - ops: every backend op, forward and backward, on seeded random inputs of training-like shapes,
+ *  - ops: every backend op, forward and backward, on seeded random inputs of training-like shapes, in
+ *    fp32, bf16 and fp16 (inputs and outputs rounded as the model's buffers store them),
  *    on D and on the cpu backend; a table of normalised errors (NMSE = sum (d - c)^2 / sum c^2, and the
  *    largest |d - c| relative to max |c|) against per-op, per-precision thresholds; each op run twice
  *    on D must give identical bits.
@@ -22,6 +23,7 @@ typedef struct zt_selftest_opts {
     int threads;          /* <= 0: defaults */
     int train_steps;      /* 0: skip the training check */
     int ops, comm;        /* run those parts */
+    int precisions;       /* bit p: check ops and training in precision p (ZT_PREC_*: fp32, bf16, fp16) */
     FILE *out;            /* rank 0's report (others: NULL) */
 } zt_selftest_opts;
 

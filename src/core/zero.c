@@ -23,6 +23,8 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     const size_t f = sizeof(float);
     p->param_bytes = p->padded * f;
     p->optim_bytes = 2 * (stage == 0 ? p->padded : p->shard) * f;
+    /* bf16/fp16: fp32 master weights beside the moments (the working buffers stay float32 containers) */
+    p->master_bytes = zt_config_prec(c) != ZT_PREC_FP32 ? p->optim_bytes / 2 : 0;
     if (stage == 2) {
         /* gradients live only in buckets: the ring, wte's own bucket, and the shard accumulator */
         p->n_buckets = zt_zero_bucket_layout(pt, c->zero.bucket_mb, NULL, NULL, &p->max_bucket);
@@ -43,13 +45,13 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     }
     p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len, zt_config_recompute(c));
     p->sample_bytes = c->sample.every > 0 ? zt_sampler_bytes(s) : 0; /* decoding during training */
-    p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async); /* host memory */
+    p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async, p->master_bytes > 0); /* host memory */
     free(pt);
 }
 
 size_t zt_zero_plan_total(const zt_zero_plan *p) {
-    return p->param_bytes + p->grad_bytes + p->acc_bytes + p->optim_bytes + p->comm_bytes + p->act_bytes + p->ckpt_bytes +
-           p->sample_bytes;
+    return p->param_bytes + p->grad_bytes + p->acc_bytes + p->optim_bytes + p->master_bytes + p->comm_bytes + p->act_bytes +
+           p->ckpt_bytes + p->sample_bytes;
 }
 
 /* the largest micro-batch (dividing the per-rank batch) whose plan fits `limit` bytes per rank, with
@@ -79,6 +81,7 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     z->rank = comm->rank;
     z->stage = c->zero.stage;
     z->ordered = strcmp(c->zero.reduce, "ordered") == 0;
+    z->prec = zt_config_prec(c);
     zt_zero_plan_memory(c, s, z->N, &z->plan);
     const int K = c->train.global_batch / c->train.micro_batch;
     z->micro_steps = K / z->N;
@@ -87,11 +90,13 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     z->hi = z->lo + z->plan.shard;
     zt_model_init_recompute(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage != 2,
                             zt_config_recompute(c));
+    m->prec = z->prec;
     if (!z->alias_acc) z->acc = be->i->alloc(be, z->plan.acc_bytes);
     if (z->stage == 2) zt_zero_buckets_init(z, m, c);
     size_t opt_elems = z->plan.optim_bytes / 2 / sizeof(float);
     z->exp_avg = be->i->alloc(be, opt_elems * sizeof(float));
     z->exp_avg_sq = be->i->alloc(be, opt_elems * sizeof(float));
+    if (z->plan.master_bytes) z->master = be->i->alloc(be, z->plan.master_bytes);
     if (z->plan.comm_bytes && z->stage != 2) z->recv = be->i->alloc(be, z->plan.comm_bytes);
     z->chunk_sums = be->i->alloc(be, z->plan.padded / ZT_NORM_CHUNK * sizeof(double));
     z->chunk_sums_host = zt_calloc(z->plan.padded / ZT_NORM_CHUNK, sizeof(double));
@@ -104,6 +109,7 @@ void zt_zero_free(zt_zero *z, zt_model *m) {
     if (z->buckets) zt_zero_buckets_free(z);
     be->i->free(be, z->exp_avg);
     be->i->free(be, z->exp_avg_sq);
+    if (z->master) be->i->free(be, z->master);
     if (z->acc) be->i->free(be, z->acc);
     be->i->free(be, z->chunk_sums);
     free(z->chunk_sums_host);
@@ -156,6 +162,23 @@ double zt_zero_grad_norm(zt_zero *z, zt_model *m) {
     return sqrt(sum);
 }
 
+/* bf16/fp16: the working parameters from the master weights: this rank's range (stage 0: all of it)
+   copied and rounded to the precision, then gathered (stages 1-2) */
+static void publish_params(zt_zero *z, zt_model *m) {
+    zt_backend *be = z->be;
+    const size_t base = z->stage == 0 ? 0 : z->lo, n = z->stage == 0 ? z->plan.padded : z->plan.shard;
+    be->i->copy(be, m->params + base, z->master, n * sizeof(float));
+    be->i->round_to(be, m->params + base, n, z->prec);
+    if (z->stage != 0 && z->N > 1) z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, n, ZT_F32);
+}
+
+void zt_zero_master_init(zt_zero *z, zt_model *m) {
+    if (!z->master) return;
+    const size_t base = z->stage == 0 ? 0 : z->lo, n = z->stage == 0 ? z->plan.padded : z->plan.shard;
+    z->be->i->copy(z->be, z->master, m->params + base, n * sizeof(float));
+    publish_params(z, m);
+}
+
 void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, float lr, float grad_scale) {
     const size_t S = z->plan.shard;
     const zt_param_table *pt = &m->table;
@@ -165,14 +188,15 @@ void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, floa
             z->comm->i->all_gather(z->comm, z->acc + z->lo, z->acc, S, ZT_F32);
         }
         const float *g = z->alias_acc ? m->grads : z->acc;
-        zt_adamw_update(z->be, pt, 0, z->plan.padded, m->params, g, z->exp_avg, z->exp_avg_sq, hp, t, lr, grad_scale);
+        zt_adamw_update(z->be, pt, 0, z->plan.padded, z->master ? z->master : m->params, g, z->exp_avg, z->exp_avg_sq,
+                        hp, t, lr, grad_scale);
+        if (z->master) publish_params(z, m);
         return;
     }
-    zt_adamw_update(z->be, pt, z->lo, z->hi, m->params + z->lo, shard_grad(z, m), z->exp_avg, z->exp_avg_sq, hp, t,
-                    lr, grad_scale);
-    if (z->N > 1) {
-        z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, S, ZT_F32);
-    }
+    zt_adamw_update(z->be, pt, z->lo, z->hi, z->master ? z->master : m->params + z->lo, shard_grad(z, m), z->exp_avg,
+                    z->exp_avg_sq, hp, t, lr, grad_scale);
+    if (z->master) publish_params(z, m);
+    else if (z->N > 1) z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, S, ZT_F32);
 }
 
 zt_ckpt_view zt_zero_ckpt_view(zt_zero *z, zt_model *m) {
@@ -183,16 +207,19 @@ zt_ckpt_view zt_zero_ckpt_view(zt_zero *z, zt_model *m) {
     v.exp_avg_sq = z->exp_avg_sq;
     v.optim_base = z->stage == 0 ? 0 : z->lo;
     v.optim_elems = z->stage == 0 ? z->plan.padded : z->plan.shard;
+    v.master = z->master;
     return v;
 }
 
 void zt_zero_after_load(zt_zero *z, zt_model *m) {
-    if (z->N == 1) return;
-    /* every rank read its shard: gather the full parameters (and stage-0's full moments) */
+    /* every rank read its shard: gather the full parameters (and stage-0's full moments and master
+       weights); with master weights the parameters are made from them */
     const size_t S = z->plan.shard;
-    z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, S, ZT_F32);
-    if (z->stage == 0) {
+    if (z->N > 1 && z->stage == 0) {
         z->comm->i->all_gather(z->comm, z->exp_avg + z->lo, z->exp_avg, S, ZT_F32);
         z->comm->i->all_gather(z->comm, z->exp_avg_sq + z->lo, z->exp_avg_sq, S, ZT_F32);
+        if (z->master) z->comm->i->all_gather(z->comm, z->master + z->lo, z->master, S, ZT_F32);
     }
+    if (z->master) publish_params(z, m);
+    else if (z->N > 1) z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, S, ZT_F32);
 }

@@ -26,6 +26,7 @@ typedef struct zt_zero_plan {
     int n_buckets;                    /* stage 2 */
     size_t max_bucket;                /* elements, largest bucket other than wte's */
     size_t param_bytes, grad_bytes, acc_bytes, optim_bytes, comm_bytes, act_bytes;
+    size_t master_bytes;              /* bf16/fp16: fp32 master weights (shard; stage 0: padded) */
     size_t sample_bytes;              /* sampling during training (sample.every > 0): KV caches, buffers */
     size_t ckpt_bytes;                /* checkpoint staging (host memory; whole shard with checkpoint.async) */
 } zt_zero_plan;
@@ -38,6 +39,8 @@ typedef struct zt_zero {
     zt_comm *comm;
     float *acc;               /* reduced gradient: shard (stage 1-2) or padded (stage 0, gathered) */
     float *exp_avg, *exp_avg_sq; /* Adam moments: shard (1-2) or padded (0) */
+    float *master;            /* bf16/fp16: fp32 master weights, laid out as the moments (NULL in fp32) */
+    int prec;                 /* ZT_PREC_* */
     float *recv;              /* (N, shard) all-to-all receive buffer (ordered, N > 1) */
     double *chunk_sums;       /* backend memory, (padded / 4096): every rank's grad-norm chunk sums */
     double *chunk_sums_host;  /* host copy of them */
@@ -77,7 +80,11 @@ void zt_zero_free(zt_zero *z, zt_model *m);
 void zt_zero_reduce(zt_zero *z, zt_model *m, int mi);
 /* after the last micro-step: global grad norm (chunked, same on every rank) */
 double zt_zero_grad_norm(zt_zero *z, zt_model *m);
-/* AdamW on this rank's shard, then all-gather parameters (t = 1-based update number) */
+/* bf16/fp16, after the parameters were initialised (the same on every rank): the master weights
+   take this rank's range of them, and the parameters become their rounding. No-op in fp32. */
+void zt_zero_master_init(zt_zero *z, zt_model *m);
+/* AdamW on this rank's shard (of the master weights when there are some), then all-gather parameters
+   (rounded to the precision) (t = 1-based update number) */
 void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, float lr, float grad_scale);
 
 /* checkpoints: the view of this rank's shard and moments (io/ckpt.h), and after a load of it, the

@@ -208,6 +208,17 @@ static void cpu_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t
     }
 }
 
+static void cpu_round_to(zt_backend *be, float *x, size_t n, int prec) {
+    (void)be;
+    if (prec == ZT_PREC_BF16) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) x[i] = zt_round_bf16(x[i]);
+    } else if (prec == ZT_PREC_FP16) {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) x[i] = zt_round_fp16(x[i]);
+    }
+}
+
 void zt_cpu_fill_ops(zt_backend_i *i) {
     i->layernorm_fwd = cpu_layernorm_fwd;
     i->layernorm_bwd = cpu_layernorm_bwd;
@@ -220,4 +231,5 @@ void zt_cpu_fill_ops(zt_backend_i *i) {
     i->adamw = cpu_adamw;
     i->accumulate = cpu_accumulate;
     i->sumsq_chunks = cpu_sumsq_chunks;
+    i->round_to = cpu_round_to;
 }

@@ -150,6 +150,8 @@ static void ds_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t 
     CPU(be)->i->sumsq_chunks(CPU(be), D(out), D(x), n, chunk);
 }
 
+static void ds_round_to(zt_backend *be, float *x, size_t n, int prec) { CPU(be)->i->round_to(CPU(be), D(x), n, prec); }
+
 /* ------------------------------------------------------------------ create */
 
 static zt_backend_i g_devsim_i;
@@ -189,6 +191,7 @@ zt_backend *zt_devsim_backend_create(int threads) {
         i->adamw = ds_adamw;
         i->accumulate = ds_accumulate;
         i->sumsq_chunks = ds_sumsq_chunks;
+        i->round_to = ds_round_to;
         i->name = "devsim";   /* last: the table is complete once name is set */
     }
     zt_backend *be = zt_calloc(1, sizeof *be);

@@ -20,6 +20,11 @@
 
 typedef struct zt_backend zt_backend;
 
+/* working precision (config `precision`): the values a parameter, activation or gradient buffer
+   stores. Buffers are float32 on every backend today; under bf16/fp16 each stored value is rounded
+   to the precision (round_to), so the arithmetic is that of bf16/fp16 storage with fp32 math. */
+typedef enum zt_prec { ZT_PREC_FP32 = 0, ZT_PREC_BF16 = 1, ZT_PREC_FP16 = 2 } zt_prec;
+
 /* the kind of memory a backend hands out, and a communicator accepts */
 typedef enum zt_mem_kind { ZT_MEM_HOST, ZT_MEM_DEVICE } zt_mem_kind;
 
@@ -115,6 +120,10 @@ typedef struct zt_backend_i {
        sequentially within a chunk: the norm does not depend on threads or shard bounds.
        out is backend memory (the caller copies the chunk sums to the host when it needs them) */
     void (*sumsq_chunks)(zt_backend *be, double *out, const float *x, size_t n, size_t chunk);
+    /* x[i] = the value a `prec` buffer stores for x[i]: round to nearest even to bf16 or fp16
+       (fp16: |x| >= 65520 becomes Inf, its overflow); ZT_PREC_FP32 leaves x alone. Elementwise:
+       the same bits on every backend (op_math.h's zt_round_bf16 / zt_round_fp16) */
+    void (*round_to)(zt_backend *be, float *x, size_t n, int prec);
 } zt_backend_i;
 
 struct zt_backend {

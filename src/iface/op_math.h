@@ -2,7 +2,7 @@
  * loops) and the CUDA kernels (nvcc, and the host execution harness's C++ build). One definition
  * of each formula, so the CPU tests cover the formulas the GPU runs: exp and tanh, GELU (tanh
  * approximation) and its derivative, the AdamW element update, LayerNorm's element forward and
- * backward, and bf16 rounding (round to nearest even, as __float2bfloat16). The reductions around
+ * backward, and bf16/fp16 conversions (round to nearest even, as __float2bfloat16_rn / __float2half_rn). The reductions around
  * them (row sums, maxima) are each backend's own: their order is what makes a backend deterministic.
  *
  * Everything here is branch-free float arithmetic; this header must never be compiled with
@@ -96,6 +96,47 @@ ZT_HD float zt_ln_dx(float x, float mean, float rstd, float w, float dy, float m
     float dn = w * dy;
     return (dn - mean_dn - xn * mean_dn_xn) * rstd;
 }
+
+/* float -> bf16 bits, round to nearest even (as __float2bfloat16_rn); NaN stays a (quiet) NaN */
+ZT_HD uint16_t zt_f32_to_bf16_bits(float f) {
+    uint32_t u = zt_float_to_bits(f);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+ZT_HD float zt_bf16_bits_to_f32(uint16_t h) { return zt_int_bits_to_float((int32_t)((uint32_t)h << 16)); }
+
+/* float -> IEEE binary16 bits, round to nearest even (as __float2half_rn): |x| >= 65520 gives Inf,
+   subnormals below 2^-14 are rounded to multiples of 2^-24, NaN stays a (quiet) NaN */
+ZT_HD uint16_t zt_f32_to_fp16_bits(float f) {
+    const uint32_t u = zt_float_to_bits(f);
+    const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);          /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);         /* Inf, or rounds to it */
+    if (a >= 0x38800000u) {                                          /* normal: rebias 127 -> 15 */
+        const uint32_t r = a + 0x0fffu + ((a >> 13) & 1u) - (112u << 23);
+        return (uint16_t)(sign | (r >> 13));
+    }
+    if (a <= 0x33000000u) return (uint16_t)sign;                     /* <= 2^-25 (the tie goes to 0) */
+    /* subnormal: the value in units of 2^-24 is m * 2^(e - 126), rounded to nearest even */
+    const uint32_t e = a >> 23, m = (a & 0x007fffffu) | 0x00800000u, sh = 126u - e;
+    const uint32_t q = m >> sh, rem = m & ((1u << sh) - 1u), hw = 1u << (sh - 1u);
+    return (uint16_t)(sign | (q + (rem > hw || (rem == hw && (q & 1u)))));
+}
+
+ZT_HD float zt_fp16_bits_to_f32(uint16_t h) {
+    const uint32_t sign = ((uint32_t)h & 0x8000u) << 16, e = ((uint32_t)h >> 10) & 0x1fu, m = (uint32_t)h & 0x3ffu;
+    if (e == 0x1fu) return zt_int_bits_to_float((int32_t)(sign | 0x7f800000u | (m << 13)));
+    if (e == 0) {
+        const float x = (float)m * 5.9604644775390625e-08f; /* m * 2^-24, exact */
+        return sign ? -x : x;
+    }
+    return zt_int_bits_to_float((int32_t)(sign | ((e + 112u) << 23) | (m << 13)));
+}
+
+/* float -> fp16 -> float: the value an fp16 buffer stores (Inf past 65504: fp16's overflow) */
+ZT_HD float zt_round_fp16(float f) { return zt_fp16_bits_to_f32(zt_f32_to_fp16_bits(f)); }
 
 /* float -> bf16 -> float, round to nearest even (NaN stays NaN) */
 ZT_HD float zt_round_bf16(float f) {

@@ -14,10 +14,14 @@
  *                     is one buffer per tensor; its attr vocab_size (= V) tells readers such as
  *                     `ztrain export` to keep the first V rows.
  *   /optim/exp_avg/<name>, /optim/exp_avg_sq/<name>   AdamW moments, same names and shapes
- *   /master/<name>    fp32 master weights when precision != fp32. This build trains in fp32 only
- *                     (the working parameters ARE the master copy) and ZeRO keeps no separate
- *                     master buffer, so the group is not written; the group table below has its
- *                     slot ready (source NULL) for when the view grows one.
+ *   /master/<name>    fp32 master weights when precision is bf16 or fp16 (/model then holds the working
+ *                     parameters, each value rounded to the precision); an fp32 run's parameters are
+ *                     its master weights and the group is absent. Loading: a view with a master
+ *                     buffer fills it from /master, or from /model when the file has none (an fp32
+ *                     file resumed in bf16); a view without one (fp32 training, eval, sample, export)
+ *                     takes its parameters from /master when the file has it, so every consumer sees
+ *                     the full-precision weights and a bf16 run resumes in fp32 from exactly them.
+ *                     Root attr loss_scale_good (fp16: finite steps since the scale changed).
  * There is no /rng or /data group: the sample order is a pure function of (seed, global sample
  * index) (data.h) and ztrain keeps no other generator state, so step + seed (root attrs) is the
  * whole data position.
@@ -299,7 +303,10 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
     if (fid < 0) bad = zt_ckpt_open_failed(path, err, errlen);
     if (zt_any_failed(bad, err, errlen)) return 1;
     bad = zt_ckpt_read_attrs(fid, path, meta, err, errlen);
+    /* fp32 master weights: a bf16/fp16 run's file has them beside its working (rounded) parameters */
+    const int file_master = !bad && H5Lexists(fid, "/master", H5P_DEFAULT) > 0;
     if (!bad) bad = check_group(fid, path, "/model", v->table, err, errlen);
+    if (!bad && file_master) bad = check_group(fid, path, "/master", v->table, err, errlen);
     if (!bad && v->exp_avg) {
         if (H5Lexists(fid, "/optim", H5P_DEFAULT) <= 0)
             bad = zt_errf(err, errlen,
@@ -326,6 +333,13 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
     if (v->padded > pt->total) be->i->zero(be, v->params + pt->total, (v->padded - pt->total) * sizeof(float));
     zt_ckpt_group groups[4];
     const int ng = zt_ckpt_groups(groups, v);
+    /* the master weights are what a state is: a view without a master copy (fp32 training, eval, sample,
+       export) takes its parameters from /master when the file has it; a view with one fills it from
+       /model when the file has none (an fp32 run's parameters ARE its master weights) */
+    for (int g = 0; g < ng; g++) {
+        if (!strcmp(groups[g].path, "/model") && !v->master && file_master) groups[g].path = "/master";
+        else if (!strcmp(groups[g].path, "/master") && !file_master) groups[g].path = "/model";
+    }
     size_t maxpiece = 1, s = 0, e = 0;
     for (int i = 0; i < pt->n; i++)
         if (zt_ckpt_piece_of(&pt->t[i], lo, hi, &s, &e) && e - s > maxpiece) maxpiece = e - s;

@@ -33,7 +33,8 @@ typedef struct zt_ckpt_meta {
     long step;                  /* optimizer updates done */
     uint64_t samples_seen, tokens_seen;
     int world_size;
-    float loss_scale;
+    float loss_scale;           /* fp16's dynamic loss scale (1 otherwise) */
+    long loss_scale_good;       /* fp16: finite steps since the scale last changed (attr loss_scale_good, 0 if absent) */
     uint64_t seed;
     char created[32];
     char *config_text;          /* malloc'd on load (free with zt_ckpt_meta_free); borrowed on save */
@@ -52,6 +53,8 @@ typedef struct zt_ckpt_view {
     size_t lo, hi;                 /* flat elements this rank writes (and reads, with optimizer state) */
     float *exp_avg, *exp_avg_sq;   /* AdamW moments, NULL when there are none: optim_elems elements, */
     size_t optim_base, optim_elems;/* element k of which is flat element optim_base + k */
+    float *master;                 /* fp32 master weights (precision bf16/fp16), laid out as the moments;
+                                      NULL in fp32, where the parameters are the master copy */
 } zt_ckpt_view;
 
 /* Save params + (if v->exp_avg) Adam moments of this rank's range. dir is created if needed.
@@ -65,7 +68,7 @@ typedef struct zt_ckpt_saver zt_ckpt_saver;
 /* host staging bytes a saver for this view allocates; the same for a shard of shard_elems elements of
    a model with n_tensors tensors (with optimizer state), for `ztrain estimate` and the memory plan */
 size_t zt_ckpt_saver_stage_bytes(const zt_ckpt_view *v, int async);
-size_t zt_ckpt_stage_bytes(size_t shard_elems, int n_tensors, int async);
+size_t zt_ckpt_stage_bytes(size_t shard_elems, int n_tensors, int async, int master);
 /* NOT collective */
 zt_ckpt_saver *zt_ckpt_saver_create(const zt_ckpt_view *v, int async, int direct_io);
 /* Starts the save of step meta->step into dir (finishing a save still in flight first). Synchronous

@@ -132,6 +132,9 @@ int zt_ckpt_read_attrs(hid_t fid, const char *path, zt_ckpt_meta *meta, char *er
     bad |= zt_ckpt_attr_read_num(fid, "world_size", H5T_NATIVE_INT, &meta->world_size);
     bad |= zt_ckpt_attr_read_num(fid, "loss_scale", H5T_NATIVE_FLOAT, &meta->loss_scale);
     bad |= zt_ckpt_attr_read_num(fid, "seed", H5T_NATIVE_ULLONG, &seed);
+    long long good = 0; /* optional (files before mixed precision have none) */
+    if (H5Aexists(fid, "loss_scale_good") > 0) bad |= zt_ckpt_attr_read_num(fid, "loss_scale_good", H5T_NATIVE_LLONG, &good);
+    meta->loss_scale_good = (long)good;
     bad |= zt_ckpt_attr_read_str(fid, "config", &meta->config_text);
     if (!zt_ckpt_attr_read_str(fid, "created", &created)) snprintf(meta->created, sizeof meta->created, "%s", created);
     free(created);

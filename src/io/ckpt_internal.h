@@ -53,9 +53,8 @@ static inline int zt_ckpt_groups(zt_ckpt_group *g, const zt_ckpt_view *v) {
         g[n++] = (zt_ckpt_group){"/optim/exp_avg", v->exp_avg, v->optim_base};
         g[n++] = (zt_ckpt_group){"/optim/exp_avg_sq", v->exp_avg_sq, v->optim_base};
     }
-    /* fp32 master weights (precision != fp32): no source in this build, see the file comment */
-    float *master = NULL;
-    if (master) g[n++] = (zt_ckpt_group){"/master", master, v->optim_base};
+    /* fp32 master weights (precision bf16/fp16) */
+    if (v->master) g[n++] = (zt_ckpt_group){"/master", v->master, v->optim_base};
     return n;
 }
 

@@ -207,6 +207,8 @@ static int layout_rank0(const char *path, const zt_ckpt_meta *meta, const zt_ckp
         bad |= attr_write(fid, "tokens_seen", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &ts);
         bad |= attr_write(fid, "world_size", H5T_STD_I32LE, H5T_NATIVE_INT, &ws);
         bad |= attr_write(fid, "loss_scale", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &meta->loss_scale);
+        long long good = meta->loss_scale_good;
+        bad |= attr_write(fid, "loss_scale_good", H5T_STD_I64LE, H5T_NATIVE_LLONG, &good);
         bad |= attr_write(fid, "seed", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &seed);
         bad |= attr_write(fid, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &V);
         bad |= attr_write(fid, "padded_vocab", H5T_STD_I32LE, H5T_NATIVE_INT, &Vp);
@@ -404,16 +406,17 @@ struct zt_ckpt_saver {
 
 #define SYNC_STAGE ((size_t)64 << 20) /* two 32 MiB halves: copy one while the other is written */
 
-size_t zt_ckpt_stage_bytes(size_t shard_elems, int n_tensors, int async) {
+size_t zt_ckpt_stage_bytes(size_t shard_elems, int n_tensors, int async, int master) {
     if (!async) return SYNC_STAGE;
-    /* params, exp_avg, exp_avg_sq of the shard, plus up to one block of alignment per piece */
-    return 3 * shard_elems * sizeof(float) + (size_t)3 * (size_t)n_tensors * 4096 + 4096;
+    /* params, exp_avg, exp_avg_sq (and master) of the shard, plus up to one block of alignment per piece */
+    const size_t ng = master ? 4 : 3;
+    return ng * shard_elems * sizeof(float) + ng * (size_t)n_tensors * 4096 + 4096;
 }
 
 size_t zt_ckpt_saver_stage_bytes(const zt_ckpt_view *v, int async) {
     const zt_param_table *pt = v->table;
     const size_t lo = v->lo, hi = v->hi < pt->total ? v->hi : pt->total;
-    return zt_ckpt_stage_bytes(hi > lo ? hi - lo : 0, pt->n, async);
+    return zt_ckpt_stage_bytes(hi > lo ? hi - lo : 0, pt->n, async, v->master != NULL);
 }
 
 zt_ckpt_saver *zt_ckpt_saver_create(const zt_ckpt_view *v, int async, int direct_io) {

@@ -44,7 +44,16 @@ const key_def cfg_schema[] = {
          "kernels run on the CPU)", "cpu", "cuda", "devsim", "cudasim"),
     ENUM("comm", comm, "auto", "gradient communicator (auto: mpi for cpu, nccl for cuda, devsim for devsim and cudasim)", "auto",
          "mpi", "nccl", "devsim"),
-    ENUM("precision", precision, "fp32", "working precision of params/activations", "fp32", "bf16"),
+    ENUM("precision", precision, "fp32",
+         "working precision: bf16/fp16 round every stored parameter, activation and gradient to it (fp32 "
+         "arithmetic) and keep fp32 master weights and Adam moments in each rank's shard, fp16 with dynamic loss scaling",
+         "fp32", "bf16", "fp16"),
+    FLT("fp16.init_scale", fp16.init_scale, 65536, 1, 1e30, 0, "fp16: the first loss scale"),
+    FLT("fp16.growth_factor", fp16.growth_factor, 2, 1, 1e6, MIN_OPEN,
+        "fp16: the scale is multiplied by this after growth_interval finite steps in a row"),
+    FLT("fp16.backoff_factor", fp16.backoff_factor, 0.5, 0, 1, MIN_OPEN | MAX_OPEN,
+        "fp16: the scale is multiplied by this when a step's gradients overflow (that step is skipped)"),
+    LONG("fp16.growth_interval", fp16.growth_interval, 2000, 1, 1000000000L, "fp16: finite steps before the scale grows"),
 
     INT("model.n_layer", model.n_layer, 2, 1, ZT_MAX_LAYERS, "transformer blocks"),
     INT("model.n_head", model.n_head, 2, 1, 4096, "attention heads (must divide n_embd)"),
@@ -646,6 +655,10 @@ static int check_dir_name(const char *key, const char *v, char *err, size_t errl
             return zt_errf(err, errlen, "%s: contains a control character (0x%02x): must be a plain directory name",
                            key, *p);
     return 0;
+}
+
+int zt_config_prec(const zt_config *c) {
+    return strcmp(c->precision, "bf16") == 0 ? 1 : strcmp(c->precision, "fp16") == 0 ? 2 : 0;
 }
 
 int zt_config_recompute(const zt_config *c) {

@@ -18,7 +18,13 @@
 typedef struct zt_config {
     char device[ZT_NAME_MAX];       /* "cpu" | "cuda" | "devsim" */
     char comm[ZT_NAME_MAX];         /* "auto" | "mpi" | "nccl" | "devsim" */
-    char precision[ZT_NAME_MAX];    /* "fp32" (cpu) | "bf16" */
+    char precision[ZT_NAME_MAX];    /* "fp32" | "bf16" | "fp16" (zt_config_prec: ZT_PREC_*) */
+    struct {                        /* fp16's dynamic loss scaling (the names of torch.cuda.amp.GradScaler) */
+        double init_scale;          /* the first loss scale */
+        double growth_factor;       /* scale *= this after growth_interval finite steps in a row */
+        double backoff_factor;      /* scale *= this when a step's gradients overflow (the step is skipped) */
+        long growth_interval;
+    } fp16;
     struct {
         int n_layer, n_head, n_embd;
         int vocab_size;             /* real tokens */
@@ -97,6 +103,8 @@ int zt_config_diff(const zt_config *a, const zt_config *b, zt_config_diff_fn fn,
 int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen);
 /* train.recompute as ZT_RECOMPUTE_* (core/model.h): 0 none, 1 gelu, 2 layer */
 int zt_config_recompute(const zt_config *c);
+/* precision as ZT_PREC_* (iface/backend.h): 0 fp32, 1 bf16, 2 fp16 */
+int zt_config_prec(const zt_config *c);
 
 /* ranges and cross-key consistency (n_embd % n_head, seq_len <= block_size,
    global_batch % (micro_batch * world_size), ...). */

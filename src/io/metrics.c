@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -270,13 +271,16 @@ void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s) {
     if (!mx->active) return;
     tensorboard_step(mx, s);
     if (!open_jsonl(mx)) {
-        fprintf(mx->jsonl, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
+        char gn[32] = "null"; /* an fp16 step skipped for overflow has no (finite) norm: JSON null */
+        if (isfinite(s->grad_norm)) snprintf(gn, sizeof gn, "%.9g", s->grad_norm);
+        fprintf(mx->jsonl, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %s, "
                 "\"tokens_per_s\": %.6g, \"gflops\": %.6g, \"frac_peak\": %.6g, \"step_ms\": %.6g, "
                 "\"mem_bytes\": %.0f",
-                s->step, s->loss, s->lr, s->grad_norm, s->tokens_per_s, s->gflops, s->frac_peak, s->step_ms,
+                s->step, s->loss, s->lr, gn, s->tokens_per_s, s->gflops, s->frac_peak, s->step_ms,
                 s->mem_bytes);
         if (s->val_loss >= 0) fprintf(mx->jsonl, ", \"val_loss\": %.9g", s->val_loss);
         if (s->ckpt_stall_s >= 0) fprintf(mx->jsonl, ", \"ckpt_stall_s\": %.4f", s->ckpt_stall_s);
+        if (s->loss_scale > 0) fprintf(mx->jsonl, ", \"loss_scale\": %.9g, \"skipped\": %d", s->loss_scale, s->skipped);
         if (s->gpu_mem_bytes >= 0)
             fprintf(mx->jsonl, ", \"gpu_mem_bytes\": %.0f, \"gpu_util\": %.0f", s->gpu_mem_bytes, s->gpu_util);
         fprintf(mx->jsonl, "}\n");

@@ -27,6 +27,8 @@ typedef struct zt_step_metrics {
     double val_loss;                          /* < 0: not evaluated this step */
     double gpu_mem_bytes, gpu_util;           /* rank 0's GPU (NVML): bytes in use, percent; < 0: unknown */
     double ckpt_stall_s;                      /* seconds this step waited for checkpointing; < 0: none */
+    double loss_scale;                        /* fp16: the loss scale the step used; 0: not fp16 */
+    int skipped;                              /* fp16: the step's gradients overflowed, no update was made */
 } zt_step_metrics;
 
 typedef struct zt_metrics {

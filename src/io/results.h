@@ -23,6 +23,8 @@ typedef struct zt_run_results {
     double ckpt_stall_s, ckpt_stall_max_s;       /* training time lost to checkpoint saves: total, worst */
     double peak_rss_bytes;                       /* the largest over ranks */
     double mem_alloc_bytes;                      /* peak RSS - RSS before the plan's allocations, max over ranks */
+    long skipped_steps;                          /* fp16: steps skipped for overflowing gradients (this process) */
+    double loss_scale;                           /* fp16: the final loss scale; 0 otherwise */
 } zt_run_results;
 
 /* writes <run dir>/results.json (rank 0; a no-op elsewhere) */

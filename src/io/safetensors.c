@@ -2,10 +2,12 @@
  * Written from the format description; no Hugging Face code is used. */
 #define _GNU_SOURCE
 #include "io/safetensors.h"
+#include "iface/op_math.h"
 #include "util/json.h"
 #include "util/util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -137,22 +139,6 @@ const zt_st_tensor *zt_st_find(const zt_st_file *sf, const char *name) {
     return NULL;
 }
 
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;
-    if (e == 0) {
-        if (m == 0) bits = sign;
-        else { /* subnormal: normalise */
-            e = 127 - 15 + 1;
-            while (!(m & 1024)) { m <<= 1; e--; }
-            bits = sign | e << 23 | (m & 1023) << 13;
-        }
-    } else if (e == 31) bits = sign | 0x7F800000u | m << 13;
-    else bits = sign | (e + 127 - 15) << 23 | m << 13;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 int zt_st_read_f32(zt_st_file *sf, const zt_st_tensor *t, float *out, char *err, size_t errlen) {
     const uint64_t n = zt_st_numel(t), bytes = t->end - t->begin;
     const int f32 = !strcmp(t->dtype, "F32"), f16 = !strcmp(t->dtype, "F16"), bf16 = !strcmp(t->dtype, "BF16"),
@@ -175,12 +161,8 @@ int zt_st_read_f32(zt_st_file *sf, const zt_st_tensor *t, float *out, char *err,
             rc = zt_errf(err, errlen, "%s: truncated while reading tensor %s", sf->path, t->name);
             break;
         }
-        if (f16) for (size_t k = 0; k < m; k++) out[i + k] = half_to_float(((uint16_t *)buf)[k]);
-        if (bf16)
-            for (size_t k = 0; k < m; k++) {
-                uint32_t b = (uint32_t)((uint16_t *)buf)[k] << 16;
-                memcpy(&out[i + k], &b, 4);
-            }
+        if (f16) for (size_t k = 0; k < m; k++) out[i + k] = zt_fp16_bits_to_f32(((uint16_t *)buf)[k]);
+        if (bf16) for (size_t k = 0; k < m; k++) out[i + k] = zt_bf16_bits_to_f32(((uint16_t *)buf)[k]);
         if (f64) for (size_t k = 0; k < m; k++) out[i + k] = (float)((double *)buf)[k];
     }
     free(buf);
@@ -200,8 +182,49 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-int zt_st_write(const char *path, int n, const zt_st_entry *e, const float *(*data)(void *ctx, int i), void *ctx,
-                char *err, size_t errlen) {
+const char *zt_st_dtype_name(zt_st_dtype dt) { return dt == ZT_ST_BF16 ? "BF16" : dt == ZT_ST_F16 ? "F16" : "F32"; }
+
+int zt_st_dtype_size(zt_st_dtype dt) { return dt == ZT_ST_F32 ? 4 : 2; }
+
+static uint64_t entry_numel(const zt_st_entry *e) {
+    uint64_t numel = 1;
+    for (int k = 0; k < e->ndim; k++) numel *= (uint64_t)e->shape[k];
+    return numel;
+}
+
+/* x[0..n) as dt's bytes into out; the 16-bit kinds are little-endian like everything here */
+static void encode(zt_st_dtype dt, const float *x, size_t n, uint16_t *out) {
+    if (dt == ZT_ST_BF16) for (size_t k = 0; k < n; k++) out[k] = zt_f32_to_bf16_bits(x[k]);
+    else for (size_t k = 0; k < n; k++) out[k] = zt_f32_to_fp16_bits(x[k]);
+}
+
+/* a finite float whose dt encoding is Inf: the exponent field all ones (NaN in, NaN out, is no overflow) */
+static int overflows(zt_st_dtype dt, float x) {
+    if (dt == ZT_ST_F32 || !isfinite(x)) return 0;
+    if (dt == ZT_ST_BF16) return (zt_f32_to_bf16_bits(x) & 0x7f80u) == 0x7f80u;
+    return (zt_f32_to_fp16_bits(x) & 0x7c00u) == 0x7c00u;
+}
+
+int zt_st_check_range(zt_st_dtype dt, const zt_st_entry *e, const float *x, char *err, size_t errlen) {
+    if (dt == ZT_ST_F32) return 0;
+    const uint64_t n = entry_numel(e);
+    for (uint64_t k = 0; k < n; k++) {
+        if (!overflows(dt, x[k])) continue;
+        char at[64];
+        if (e->ndim == 2) snprintf(at, sizeof at, "[%llu, %llu]", (unsigned long long)(k / (uint64_t)e->shape[1]),
+                                   (unsigned long long)(k % (uint64_t)e->shape[1]));
+        else snprintf(at, sizeof at, "[%llu]", (unsigned long long)k);
+        return zt_errf(err, errlen, "tensor %s%s = %.9g is outside %s's range (%s)", e->name, at, (double)x[k],
+                       dt == ZT_ST_F16 ? "float16" : "bfloat16",
+                       dt == ZT_ST_F16 ? "|x| >= 65520 rounds to Inf; the largest float16 is 65504"
+                                       : "|x| >= 3.3961e38 rounds to Inf");
+    }
+    return 0;
+}
+
+int zt_st_write_as(const char *path, zt_st_dtype dt, int n, const zt_st_entry *e,
+                   const float *(*data)(void *ctx, int i), void *ctx, char *err, size_t errlen) {
+    const int es = zt_st_dtype_size(dt);
     /* the header first into memory, to know its length */
     char *hbuf = NULL;
     size_t hlen = 0;
@@ -210,15 +233,13 @@ int zt_st_write(const char *path, int n, const zt_st_entry *e, const float *(*da
     fprintf(h, "{\"__metadata__\":{\"format\":\"pt\"}");
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
-        uint64_t numel = 1;
-        for (int k = 0; k < e[i].ndim; k++) numel *= (uint64_t)e[i].shape[k];
+        const uint64_t bytes = entry_numel(&e[i]) * (uint64_t)es;
         fputc(',', h);
         json_str(h, e[i].name);
-        fprintf(h, ":{\"dtype\":\"F32\",\"shape\":[");
+        fprintf(h, ":{\"dtype\":\"%s\",\"shape\":[", zt_st_dtype_name(dt));
         for (int k = 0; k < e[i].ndim; k++) fprintf(h, "%s%lld", k ? "," : "", (long long)e[i].shape[k]);
-        fprintf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                (unsigned long long)(off + numel * 4));
-        off += numel * 4;
+        fprintf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off, (unsigned long long)(off + bytes));
+        off += bytes;
     }
     fputc('}', h);
     while ((ftello(h) + 8) % 8) fputc(' ', h); /* data 8-byte aligned, as safetensors writes it */
@@ -232,20 +253,36 @@ int zt_st_write(const char *path, int n, const zt_st_entry *e, const float *(*da
     }
     unsigned char lenb[8];
     for (int k = 0; k < 8; k++) lenb[k] = (unsigned char)((uint64_t)hlen >> (8 * k));
-    int ok = fwrite(lenb, 1, 8, f) == 8 && fwrite(hbuf, 1, hlen, f) == hlen;
+    int ok = fwrite(lenb, 1, 8, f) == 8 && fwrite(hbuf, 1, hlen, f) == hlen, range = 0;
     free(hbuf);
+    const size_t chunk = 1 << 20; /* 16-bit kinds: converted a chunk at a time */
+    uint16_t *half = dt == ZT_ST_F32 ? NULL : malloc(chunk * sizeof *half);
+    if (dt != ZT_ST_F32 && !half) ok = 0;
     for (int i = 0; i < n && ok; i++) {
-        uint64_t numel = 1;
-        for (int k = 0; k < e[i].ndim; k++) numel *= (uint64_t)e[i].shape[k];
+        const uint64_t numel = entry_numel(&e[i]);
         const float *p = data(ctx, i);
-        ok = p && fwrite(p, sizeof(float), (size_t)numel, f) == numel;
+        if (!p) { ok = 0; break; }
+        if ((range = zt_st_check_range(dt, &e[i], p, err, errlen))) { ok = 0; break; }
+        if (dt == ZT_ST_F32) { ok = fwrite(p, sizeof(float), (size_t)numel, f) == numel; continue; }
+        for (uint64_t k = 0; k < numel && ok; k += chunk) {
+            const size_t m = numel - k < chunk ? (size_t)(numel - k) : chunk;
+            encode(dt, p + k, m, half);
+            ok = fwrite(half, sizeof *half, m, f) == m;
+        }
     }
+    free(half);
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int e2 = errno;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
         unlink(tmp);
+        if (range) return 1;
         return zt_errf(err, errlen, "%s: cannot write: %s", path, strerror(e2 ? e2 : errno));
     }
     return 0;
+}
+
+int zt_st_write(const char *path, int n, const zt_st_entry *e, const float *(*data)(void *ctx, int i), void *ctx,
+                char *err, size_t errlen) {
+    return zt_st_write_as(path, ZT_ST_F32, n, e, data, ctx, err, errlen);
 }

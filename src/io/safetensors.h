@@ -42,7 +42,16 @@ uint64_t zt_st_numel(const zt_st_tensor *t);
 /* the tensor as float32 (F32 as is; F16, BF16 and F64 converted) into out (numel floats) */
 int zt_st_read_f32(zt_st_file *sf, const zt_st_tensor *t, float *out, char *err, size_t errlen);
 
-/* ---------------------------------------------------------------- writing (F32) */
+/* ---------------------------------------------------------------- writing */
+
+/* the element types ztrain writes: float32 as is, or rounded to nearest even (op_math.h's
+   zt_f32_to_bf16_bits / zt_f32_to_fp16_bits, the GPU's __float2bfloat16_rn / __float2half_rn) */
+typedef enum zt_st_dtype { ZT_ST_F32, ZT_ST_BF16, ZT_ST_F16 } zt_st_dtype;
+
+/* the header's spelling: "F32", "BF16", "F16" */
+const char *zt_st_dtype_name(zt_st_dtype dt);
+/* bytes per element: 4 or 2 */
+int zt_st_dtype_size(zt_st_dtype dt);
 
 typedef struct zt_st_entry {
     const char *name;
@@ -50,8 +59,18 @@ typedef struct zt_st_entry {
     int64_t shape[2];
 } zt_st_entry;
 
-/* writes path (via path.tmp + rename): the header for the n entries, then for each entry i the
-   floats data(ctx, i) returns (numel of entry i; NULL = error). 0 or err. */
+/* 0 when every finite value of x (entry e's numel floats) stays finite in dt; else 1 with
+   "tensor NAME[i, j] = VALUE is outside float16's range (...)" in err, for the first that would
+   round to Inf (F16: |x| >= 65520; BF16: |x| >= 0x1.ffp127 ~ 3.39e38; F32: never) */
+int zt_st_check_range(zt_st_dtype dt, const zt_st_entry *e, const float *x, char *err, size_t errlen);
+
+/* writes path via path.tmp + rename (on failure path is as it was and path.tmp is removed): the
+   header for the n entries, then for each entry i the floats data(ctx, i) returns (numel of entry i;
+   NULL = error), converted to dt. A finite value that dt cannot hold fails as zt_st_check_range
+   says. 0 or err. */
+int zt_st_write_as(const char *path, zt_st_dtype dt, int n, const zt_st_entry *e,
+                   const float *(*data)(void *ctx, int i), void *ctx, char *err, size_t errlen);
+/* zt_st_write_as(path, ZT_ST_F32, ...) */
 int zt_st_write(const char *path, int n, const zt_st_entry *e, const float *(*data)(void *ctx, int i), void *ctx,
                 char *err, size_t errlen);
 

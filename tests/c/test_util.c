@@ -23,23 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_fail;
-
-static void check(int ok, const char *name, const char *fmt, ...) ZT_PRINTF(3, 4);
-static void check(int ok, const char *name, const char *fmt, ...)
-{
-    if (ok) {
-        printf("PASS %s\n", name);
-        return;
-    }
-    g_fail++;
-    printf("FAIL %s: ", name);
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-}
+#include "check.h"
 
 /* ================================================================== JSON */
 
