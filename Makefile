@@ -4,7 +4,7 @@
 #   make test       install missing packages, build, run tests/run.sh (ends "N passed, N failed")
 #   make test-long  the slower checks
 #   make demo       install, build, prepare a corpus, train on 2 ranks, sample
-#   make bench      step throughput vs sgemm peak and PyTorch
+#   make bench      step throughput vs sgemm peak and PyTorch; with a GPU, GPT-2 124M/350M tokens/s and MFU
 #   make CUDA=1     ./ztrain with the GPU backend too (nvcc, cuBLASLt, NCCL; sm_80 + sm_90)
 #   make cuda       build/ztrain-cuda: the GPU build linked beside ./ztrain (make test does it when nvcc exists)
 # Respects CC/MPICC, CFLAGS, LDFLAGS, ARCH (default -march=native), BLAS=blis|openblas, CUDA_HOME, NVCC.
@@ -126,6 +126,7 @@ bench: deps
 	@scripts/install-deps.sh test
 	@$(MAKE) --no-print-directory build-all
 	benchmarks/run_step_bench.sh
+	benchmarks/bench_gpu.sh
 
 clean:
 	rm -rf build ztrain ztrain-asan

@@ -23,9 +23,13 @@ common="$base --set run.session=curve --set train.steps=300"
 for p in fp32 bf16 fp16; do run_named $p 1 --set precision=$p || fail "curve_$p: run failed"; done
 curve=$($PY - $TMP/curve <<'PYEOF'
 import json, sys
-d = {p: [json.loads(l)["loss"] for l in open(f"{sys.argv[1]}/{p}/metrics.jsonl")] for p in ("fp32", "bf16", "fp16")}
+m = {p: [json.loads(l) for l in open(f"{sys.argv[1]}/{p}/metrics.jsonl")] for p in ("fp32", "bf16", "fp16")}
+d = {p: [x["loss"] for x in v] for p, v in m.items()}
 assert all(len(v) == 300 for v in d.values()), {p: len(v) for p, v in d.items()}
 for p in ("bf16", "fp16"):
+    # the reported gradient norm is the unscaled one (fp16's loss scale divided out): step 1 agrees
+    g32, gp = m["fp32"][0]["grad_norm"], m[p][0]["grad_norm"]
+    assert abs(gp - g32) / g32 < 2e-2, f"{p}: step-1 grad norm {gp} vs fp32 {g32}"
     rel = max(abs(a - b) / a for a, b in zip(d["fp32"], d[p]))
     tail = abs(sum(d[p][-50:]) - sum(d["fp32"][-50:])) / sum(d["fp32"][-50:])
     print(p, rel, tail, d["fp32"][-1], d[p][-1])

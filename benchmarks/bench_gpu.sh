@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# bench_gpu.sh — the GPU benchmark (`make bench` runs it when a GPU is present): training tokens/s and
+# model FLOPs utilisation (MFU) of GPT-2 124M and 350M, on 1 GPU and on every GPU of the node, for each
+# precision asked (default bf16 and fp32), on synthetic GPT-2-vocabulary tokens.
+#   MFU = model FLOPs per token (ztrain's count: 6 x params + attention, README "Performance") x tokens/s
+#         / (GPUs x the GPU's dense bf16 peak): H100/H200 SXM 989 TFLOP/s, A100 312 (PEAK_TFLOPS= overrides).
+# It runs build/ztrain-cuda (`make cuda`); without a usable GPU it says so and exits 0 having measured
+# nothing. NOT RUN YET: no machine this project has used had a GPU (README "GPU status"); note that
+# bf16 today rounds values in float32 buffers (README "Mixed precision"), so it is expected to be no
+# faster than fp32 until 2-byte storage and bf16 GEMMs exist.
+#   benchmarks/bench_gpu.sh [--steps N] [--precisions "bf16 fp32"] [--models "gpt2-124m gpt2-350m"]
+set -u
+cd "$(dirname "$0")/.."
+STEPS=30 PRECS="bf16 fp32" MODELS="gpt2-124m gpt2-350m"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --steps) STEPS=$2; shift ;;
+    --precisions) PRECS=$2; shift ;;
+    --models) MODELS=$2; shift ;;
+    *) echo "usage: $0 [--steps N] [--precisions LIST] [--models LIST]" >&2; exit 2 ;;
+  esac
+  shift
+done
+ZT=build/ztrain-cuda
+NG=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$NG" -eq 0 ]; then echo "bench_gpu.sh: no GPU here (nvidia-smi lists none): nothing measured"; exit 0; fi
+[ -x $ZT ] || make --no-print-directory cuda >/dev/null || { echo "bench_gpu.sh: make cuda failed" >&2; exit 2; }
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$name" in
+  *H100*|*H200*) peak=989 ;;
+  *A100*) peak=312 ;;
+  *) peak=0 ;;
+esac
+peak=${PEAK_TFLOPS:-$peak}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+DATA=build/bench-gpu-data
+[ -f $DATA/train.bin ] || /usr/bin/python3 tests/make_data.py $DATA 50257 20000000 >/dev/null
+ROOT=$(mktemp -d /tmp/zt-benchgpu.XXXXXX)
+trap 'rm -rf "$ROOT"' EXIT
+echo "# $name x $NG, dense bf16 peak $peak TFLOP/s per GPU; $STEPS steps, tokens/s over steps 2..$STEPS"
+printf "%-10s %-5s %5s %12s %8s %10s\n" model prec gpus tokens/s MFU% step_ms
+for m in $MODELS; do
+  for p in $PRECS; do
+    for g in 1 $([ "$NG" -gt 1 ] && echo "$NG"); do
+      run=$m-$p-$g
+      if ! mpirun --bind-to none -np $g $ZT train -c inputs/$m.cfg --set precision=$p --set train.steps=$STEPS \
+          --set data.train=$DATA/train.bin --set data.val=$DATA/val.bin --set eval.every=0 --set eval.sequences=16 \
+          --set checkpoint.every=0 --set sample.every=0 --set train.global_batch=$((16 * g)) \
+          --set run.root=$ROOT --set run.session=bench --set run.name=$run > $ROOT/$run.log 2>&1; then
+        printf "%-10s %-5s %5s %s\n" $m $p $g "failed: $(grep -m1 'error' $ROOT/$run.log)"
+        continue
+      fi
+      /usr/bin/python3 - $ROOT/bench/$run $m $p $g $peak <<'PYEOF'
+import json, sys
+d, m, p, g, peak = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+r = json.load(open(d + "/results.json"))
+steps = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+ms = sorted(s["step_ms"] for s in steps[1:])[len(steps[1:]) // 2]
+gflops_tok = steps[-1]["gflops"] * 1e9 / (steps[-1]["tokens_per_s"] / g) if steps[-1]["tokens_per_s"] else 0
+mfu = 100 * gflops_tok * r["tokens_per_s"] / (g * peak * 1e12) if peak else float("nan")
+print(f"{m:<10} {p:<5} {g:5d} {r['tokens_per_s']:12.0f} {mfu:8.1f} {ms:10.1f}")
+PYEOF
+    done
+  done
+done
