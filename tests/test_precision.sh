@@ -9,7 +9,10 @@
 #    the scale, and the scale sequence follows the growth/backoff rule recomputed here;
 #  - bit-identical 1 vs 2 ranks (bf16 ZeRO-2, fp16 ZeRO-1 with the overflow), bit-exact resume (bf16;
 #    fp16 across a scale growth), resume across precisions, export of a bf16 checkpoint = its master
-#    weights, the memory plan's master weights, and config errors.
+#    weights, the memory plan's master weights, and config errors;
+#  - reduced-precision base weights for QLoRA: `ztrain eval --quantize nf4|nf4_dq|int8` of the fp32
+#    curve run's checkpoint: the loss moves (the weights were quantised) but stays within a stated
+#    tolerance, and the storage per parameter is the format's.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -168,6 +171,25 @@ t32=$(echo "$e32" | awk '/^total/ {print $2}'); t16=$(echo "$e16" | awk '/^total
 if [ -n "$mst" ] && $PY -c "import sys; sys.exit(0 if abs($opt/2 - $mst) < 0.06 and abs($t16 - $t32 - $mst) < 0.11 else 1)"; then
   pass "estimate_counts_master_weights (bf16, 2 ranks: master $mst MiB = optimizer $opt / 2; total $t32 -> $t16 MiB)"
 else fail "estimate_counts_master_weights: master '$mst' optimizer '$opt' totals $t32 $t16"; fi
+
+# quantised base (QLoRA storage): the loss of the fp32 checkpoint with its linear weights through each format.
+# Measured on this checkpoint: nf4 +3.5e-4, nf4_dq +3.8e-4, int8 -4.5e-6 relative; limits 1e-2 and 1e-3.
+ck=$TMP/curve/fp32/checkpoints/step_00000300.h5
+full=$($ZT eval --checkpoint $ck 2>&1 | awk '/^val loss/ {print $3}')
+for q in nf4:1e-2:4.0:4.6 nf4_dq:1e-2:4.0:4.2 int8:1e-3:8.0:8.4; do
+  IFS=: read -r fmt tol blo bhi <<< "$q"
+  out=$($ZT eval --checkpoint $ck --quantize $fmt 2>&1)
+  ql=$(echo "$out" | awk '/^val loss/ {print $3}')
+  bits=$(echo "$out" | sed -n 's/.* at \([0-9.]*\) bits each.*/\1/p')
+  if [ -n "$full" ] && [ -n "$ql" ] && [ -n "$bits" ] && $PY -c "
+import sys; f, q, b = $full, $ql, $bits
+sys.exit(0 if q != f and abs(q - f) / f <= $tol and $blo <= b <= $bhi else 1)"; then
+    pass "eval_quantized_$fmt (val loss $ql vs fp32 $full, within $tol relative and not equal; $bits bits/param)"
+  else fail "eval_quantized_$fmt: loss ${ql:-?} vs ${full:-?} (limit $tol), bits ${bits:-?} (expected $blo..$bhi): $(echo "$out" | tail -1)"; fi
+done
+$ZT eval --checkpoint $ck --quantize nf3 > $TMP/q.out 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "expected nf4, nf4_dq or int8" $TMP/q.out && pass "eval_quantize_bad_format (exit 2: $(head -1 $TMP/q.out))" \
+  || fail "eval_quantize_bad_format: exit $rc: $(head -1 $TMP/q.out)"
 
 # config errors: one line, exit 2
 expect_err() { # name expected-substring args...

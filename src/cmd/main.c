@@ -30,7 +30,9 @@ static const cmd_help commands[] = {
      "  --set key=value      override any config key (`ztrain help config` lists them)\n"},
     {"launch", "[-n N | --per-node N] [--nodes HOSTFILE] [--dry-run] -- train ...   run on N ranks via mpirun/srun", NULL},
     {"prepare", "--input FILE --vocab-size N --out-dir DIR   train a BPE tokenizer, write token shards", NULL},
-    {"eval", "--checkpoint PATH [--set key=value ...]   validation loss of a checkpoint",
+    {"eval", "--checkpoint PATH [--quantize nf4|nf4_dq|int8] [--set key=value ...]   validation loss of a checkpoint",
+     "  --quantize FMT: the layers' linear weights through a QLoRA base format first (NF4 blocks of 64,\n"
+     "  NF4 with double-quantised constants, or int8 per row): the quantised model's loss and its storage\n"
      "  the config stored in the checkpoint is used unless -c names one; eval.sequences sets how\n"
      "  many validation sequences are scored (the value does not depend on micro_batch or ranks)\n"},
     {"sample", "--checkpoint PATH --prompt TEXT --tokens N [--temperature T --top-k K --seed S]", NULL},
