@@ -1,6 +1,6 @@
 # ztrain — build, test, demo, bench.
 #   make            ./ztrain (cpu backend, MPI, OpenMP, BLIS, parallel HDF5, libconfig)
-#   make asan       ./ztrain-asan with AddressSanitizer + UBSan
+#   make asan       ./ztrain-asan and build/tests/*-asan with AddressSanitizer + UBSan
 #   make test       install missing packages, build, run tests/run.sh (ends "N passed, N failed")
 #   make test-long  the slower checks
 #   make demo       install, build, prepare a corpus, train on 2 ranks, sample
@@ -97,16 +97,34 @@ build/bench/%: benchmarks/%.c build/libztrain.a
 	$(CC) $(ALL_CFLAGS) -o $@ $< build/libztrain.a $(LIBS)
 
 asan: deps
-	@$(MAKE) --no-print-directory ztrain-asan
+	@$(MAKE) --no-print-directory -j$(JOBS) ztrain-asan $(ASAN_TEST_BIN)
 
-ztrain-asan: $(SRC) $(wildcard src/*/*.h) $(CUSIM_OBJ)
-	$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined $(ARCH) -fopenmp $(WARN) -Isrc -I. \
-	  $(BLAS_CFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $(SRC) $(CUSIM_OBJ) $(LIBS) -fsanitize=address,undefined
+# AddressSanitizer + UBSan: the sources object by object into build/asan/ (so -j applies); ./ztrain-asan
+# and the unit tests' ASan builds (build/tests/NAME-asan) link the same objects.
+ASAN_OPT ?= -O1
+ASAN_CFLAGS := -std=gnu11 $(ASAN_OPT) -g -fno-omit-frame-pointer -fsanitize=address,undefined $(ARCH) -fopenmp $(WARN) \
+  -Isrc -I. $(BLAS_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
+ASAN_OBJ := $(patsubst src/%.c,build/asan/%.o,$(SRC))
+ASAN_TEST_BIN := $(patsubst %,build/tests/%-asan,test_util test_ops test_ops_elementwise test_decode)
+build/asan/%.o: src/%.c $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ASAN_CFLAGS) -c $< -o $@
+
+build/libztrain-asan.a: $(filter-out build/asan/cmd/main.o,$(ASAN_OBJ)) $(CUSIM_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+ztrain-asan: build/asan/cmd/main.o build/libztrain-asan.a
+	$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LIBS) -fsanitize=address,undefined
+
+build/tests/%-asan: tests/c/%.c build/libztrain-asan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ASAN_CFLAGS) -o $@ $< build/libztrain-asan.a $(LIBS) -fsanitize=address,undefined
 
 test: deps
 	@scripts/install-deps.sh test
 	@scripts/setup-venv.sh >/dev/null
-	@$(MAKE) --no-print-directory -j$(JOBS) build-all
+	@$(MAKE) --no-print-directory -j$(JOBS) build-all ztrain-asan $(ASAN_TEST_BIN)
 	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory -j$(JOBS) cuda; \
 	  else echo "make test: nvcc not found: the GPU build (make cuda) is skipped"; fi
 	tests/run.sh
@@ -114,7 +132,7 @@ test: deps
 test-long: deps
 	@scripts/install-deps.sh test
 	@scripts/setup-venv.sh >/dev/null
-	@$(MAKE) --no-print-directory -j$(JOBS) build-all ztrain-asan build/tests/test_hostexec-asan
+	@$(MAKE) --no-print-directory -j$(JOBS) build-all ztrain-asan $(ASAN_TEST_BIN) build/tests/test_hostexec-asan
 	ZT_LONG=1 tests/run.sh
 
 demo: deps

@@ -54,3 +54,12 @@ compare_runs() {
     fail "$3: differs from $(basename "$2"): $(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ')"
   fi
 }
+# asan_env: the sanitizer settings of tests/test_asan.sh and tests/test_long.sh (leak check on, MPI's own
+# start-up allocations suppressed by tests/asan.supp, which needs full stacks), and SAN_RE, the lines a
+# clean run must not print
+asan_env() {
+  export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0"
+  export LSAN_OPTIONS="suppressions=$PWD/tests/asan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS="print_stacktrace=1"
+  SAN_RE='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error|SUMMARY: (Address|Leak|UndefinedBehavior)Sanitizer'
+}

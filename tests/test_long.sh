@@ -1,29 +1,31 @@
 #!/usr/bin/env bash
 # The slow checks (make test-long): AddressSanitizer + UBSan builds on the paths the normal suite runs
-# optimized: the host execution harness's own tests, and 2-rank ZeRO-2 training runs of ./ztrain-asan
-# on the cpu, devsim and cudasim backends (memory errors in the model, ZeRO, checkpoints, devsim's
-# translation and the CUDA kernels under the harness): clean, and finished with a checkpoint.
+# optimized, beyond tests/test_asan.sh (make test: the unit tests and a cpu training run with a resume
+# under ASan): the host execution harness's own tests, and 2-rank ZeRO-2 training runs of ./ztrain-asan
+# on the devsim and cudasim backends (devsim's translation and the CUDA kernels under the harness):
+# clean, leak check on (tests/asan.supp as in test_asan.sh), and finished with a checkpoint.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 need_tiny_data
+asan_env
 if [ -x build/tests/test_hostexec-asan ]; then
-  if ASAN_OPTIONS=detect_leaks=0 timeout 600 build/tests/test_hostexec-asan > $TMP/hx.log 2>&1; then
+  if timeout 600 build/tests/test_hostexec-asan > $TMP/hx.log 2>&1; then
     pass "hostexec_asan ($(tail -1 $TMP/hx.log))"
-  else fail "hostexec_asan: $(grep -E 'FAIL|ERROR|runtime error' $TMP/hx.log | head -3 | tr '\n' ' ')"; fi
+  else fail "hostexec_asan: $(grep -E 'FAIL|ERROR|runtime error|SUMMARY' $TMP/hx.log | head -3 | tr '\n' ' ')"; fi
 else fail "hostexec_asan: build/tests/test_hostexec-asan missing (make test-long builds it)"; fi
 if [ ! -x ./ztrain-asan ]; then fail "ztrain_asan: ./ztrain-asan missing (make test-long builds it)"; finish; fi
 common="-c inputs/tiny.cfg --set train.micro_batch=2 --set train.global_batch=8 --set train.steps=6
         --set train.log_every=1 --set run.root=$TMP --set run.session=long --set eval.every=3"
-for dev in cpu devsim cudasim; do
-  ASAN_OPTIONS=detect_leaks=0 timeout 900 $MPIRUN -np 2 ./ztrain-asan train $common --set device=$dev \
+for dev in devsim cudasim; do
+  timeout 900 $MPIRUN -x ASAN_OPTIONS -x LSAN_OPTIONS -x UBSAN_OPTIONS -np 2 ./ztrain-asan train $common --set device=$dev \
     --set run.name=asan-$dev > $TMP/asan-$dev.log 2>&1
   rc=$?
-  if [ $rc -ne 0 ] || grep -qE "ERROR: AddressSanitizer|runtime error" $TMP/asan-$dev.log || \
+  if [ $rc -ne 0 ] || grep -qE "$SAN_RE" $TMP/asan-$dev.log || \
      ! ls $TMP/long/asan-$dev/checkpoints/step_00000006.h5 >/dev/null 2>&1; then
     fail "asan_train_$dev: exit $rc: $(grep -E 'ERROR|runtime error|error:' $TMP/asan-$dev.log | head -2 | tr '\n' ' ')"
   else
-    pass "asan_train_$dev (clean: 6 steps, eval, checkpoint; final loss $(losses $TMP/long/asan-$dev | tail -1))"
+    pass "asan_train_$dev (clean, leak check on: 6 steps, eval, checkpoint; final loss $(losses $TMP/long/asan-$dev | tail -1))"
   fi
 done
 finish
