@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA backend's own kernels, executed on the CPU by the host execution harness (device
 # "cudasim": cuda/*.cu compiled by g++ against cuda/hostexec/, memory from devsim's discipline):
-#  - `ztrain selftest --device cudasim` on 1 and 2 ranks: every op forward and backward in fp32, bf16
-#    and fp16 vs the cpu
+#  - `ztrain selftest --device cudasim` on 1 rank (fp32, bf16 and fp16) and 2 ranks (fp32): every op
+#    forward and backward vs the cpu
 #    backend (the same table and thresholds as `ztrain selftest --device cuda` on a GPU), each op
 #    twice with identical bits, a 20-step training run vs cpu, the devsim communicator's exact checks;
 #  - a 2-rank ZeRO-2 tiny training run on cudasim: losses within tolerance of the cpu backend's, and
@@ -16,7 +16,10 @@ need_tiny_data
 
 for np in 1 2; do
   out=$TMP/selftest$np.log
-  if timeout 600 $MPIRUN -np $np $ZT selftest --device cudasim --steps 20 > $out 2>&1; then
+  # every precision on 1 rank; fp32 on 2 (the ops are per rank; the 2-rank bf16 training is checked below:
+  # bf16/fp16 selftest training on 2 oversubscribed ranks takes ~35 s of kernel launches more)
+  prec=all; [ $np -gt 1 ] && prec=fp32
+  if timeout 600 $MPIRUN -np $np $ZT selftest --device cudasim --steps 20 --precision $prec > $out 2>&1; then
     pass "selftest_cudasim_${np}rank$([ $np -gt 1 ] && echo s) ($(grep -c PASS $out) checks; $(tail -1 $out))"
   else
     fail "selftest_cudasim_${np}ranks: exit $?: $(grep -E 'FAIL|error' $out | head -5 | tr '\n' ' ')"

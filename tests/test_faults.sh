@@ -267,7 +267,7 @@ printf 'model = {\n  n_layer = ;\n};\n' > $F/syntax.cfg
 fault cfg_syntax_2ranks 2 "syntax.cfg:2: syntax error" $ZT train -c $F/syntax.cfg
 : > $F/empty.cfg
 fault cfg_empty_file_no_data 1 "data.train is empty" $ZT train -c $F/empty.cfg --set run.root=$R
-fault cfg_precision_bf16 1 "precision = \"bf16\"" $ZT train $tiny --set precision=bf16
+fault cfg_precision_unknown 1 "precision: 'fp8' is not one of fp32, bf16, fp16" $ZT train $tiny --set precision=fp8
 # --- data
 fault data_bad_magic 2 "$F/magic.bin: not a ztrain shard (bad magic)" $ZT train $tiny --set data.train=$F/magic.bin
 fault data_vocab_exceeds_model 2 "$F/bigvocab.bin: shard vocab size 50257 is larger than model.vocab_size 256" $ZT train $tiny --set data.train=$F/bigvocab.bin
