@@ -141,7 +141,8 @@ expect_error bad_both_tokenizer_and_vocab "exactly one of --vocab-size" --input 
 expect_error bad_unknown_option "unknown option '--vocab'" --input "$TMP/ok.txt" --vocab 300 --out-dir "$TMP/o"
 expect_error bad_val_fraction "--val-fraction 1.5: expected a number in [0, 1)" --input "$TMP/ok.txt" --vocab-size 300 --val-fraction 1.5 --out-dir "$TMP/o"
 # corrupt / unreadable tokenizer files
-head -c 3000 /dev/urandom > "$TMP/garbage.tok"
+# (random bytes after a fixed binary start: a random first byte of '{' made it a JSON file 1 run in 256)
+{ printf '\001\002\003'; head -c 2997 /dev/urandom; } > "$TMP/garbage.tok"
 head -n 100 "$OUT/tokenizer.zttok" > "$TMP/truncated.zttok"
 sed '5s/.*/zz/' "$OUT/tokenizer.zttok" > "$TMP/badhex.zttok"
 head -c 2000 "$TMP/big/vocab.json" > "$TMP/cut.json"
