@@ -22,8 +22,7 @@ int zt_quant_model_linear(zt_model *m, zt_quant_fmt fmt, zt_quant_report *r, cha
         for (int k = 0; k < 4 && !bad; k++) {
             const zt_tensor_info *t = &m->table.t[zt_param_layer(l, linear[k])];
             const zt_quant_layout L = zt_quant_plan(fmt, (size_t)t->shape[0], (size_t)t->shape[1]);
-            blob = realloc(blob, L.bytes ? L.bytes : 1);
-            if (!blob) zt_panic(__FILE__, __LINE__, "out of memory: %zu bytes for a quantised tensor", L.bytes);
+            blob = zt_realloc(blob, L.bytes);
             be->i->to_host(be, w, m->params + t->offset, t->numel * sizeof(float));
             be->i->sync(be);
             char why[160];

@@ -162,11 +162,18 @@ double zt_zero_grad_norm(zt_zero *z, zt_model *m) {
     return sqrt(sum);
 }
 
+/* the flat range the master weights (and moments) cover: this rank's shard, or all of it at stage 0 */
+static size_t master_range(const zt_zero *z, size_t *n) {
+    *n = z->stage == 0 ? z->plan.padded : z->plan.shard;
+    return z->stage == 0 ? 0 : z->lo;
+}
+
 /* bf16/fp16: the working parameters from the master weights: this rank's range (stage 0: all of it)
    copied and rounded to the precision, then gathered (stages 1-2) */
 static void publish_params(zt_zero *z, zt_model *m) {
     zt_backend *be = z->be;
-    const size_t base = z->stage == 0 ? 0 : z->lo, n = z->stage == 0 ? z->plan.padded : z->plan.shard;
+    size_t n;
+    const size_t base = master_range(z, &n);
     be->i->copy(be, m->params + base, z->master, n * sizeof(float));
     be->i->round_to(be, m->params + base, n, z->prec);
     if (z->stage != 0 && z->N > 1) z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, n, ZT_F32);
@@ -174,7 +181,8 @@ static void publish_params(zt_zero *z, zt_model *m) {
 
 void zt_zero_master_init(zt_zero *z, zt_model *m) {
     if (!z->master) return;
-    const size_t base = z->stage == 0 ? 0 : z->lo, n = z->stage == 0 ? z->plan.padded : z->plan.shard;
+    size_t n;
+    const size_t base = master_range(z, &n);
     z->be->i->copy(z->be, z->master, m->params + base, n * sizeof(float));
     publish_params(z, m);
 }
