@@ -10,6 +10,7 @@
 #include "cmd/cli.h"
 #include "core/backend_factory.h"
 #include "core/perf_model.h"
+#include "core/model_load.h"
 #include "core/zero.h"
 #include "util/util.h"
 
@@ -122,6 +123,8 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         M = (int)v;
     }
     if (zt_config_validate(&c, N, err, sizeof err)) zt_user_error_all("%s", err);
+    /* LoRA: the model is lora.base's (when the file can be read; else the config's model.*) */
+    int base_read = c.lora.enabled && zt_lora_base_shape(&c, err, sizeof err) == 0;
     zt_model_shape s;
     zt_model_shape_from_config(&c, &s);
     zt_zero_plan p;
@@ -145,6 +148,16 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("%-24s %12.1f   (host; checkpoint.async = %s)\n", "checkpoint staging", p.ckpt_bytes * MB,
                c.checkpoint.async ? "true: the whole shard" : "false: two 32 MiB halves");
         printf("%-24s %12.1f\n", "total", total * MB);
+        if (c.lora.enabled) {
+            zt_config full = c;
+            full.lora.enabled = 0;
+            zt_zero_plan fp;
+            zt_zero_plan_memory(&full, &s, N, &fp);
+            printf("LoRA r %d on %s (model %s): %zu trainable params of %zu; full fine-tuning would need %.1f MiB per "
+                   "rank (LoRA saves %.1f MiB: no gradients or optimizer state for the base)\n", c.lora.rank,
+                   c.lora.targets, base_read ? "from lora.base" : "from model.*: lora.base not readable", p.total,
+                   fp.total, zt_zero_plan_total(&fp) * MB, (zt_zero_plan_total(&fp) - (double)total) * MB);
+        }
         if (c.zero.stage == 2)
             printf("stage 2: %d gradient buckets (whole layers, <= %.1f MiB unless one layer is larger: largest %.1f MiB), "
                    "%d in flight + wte/wpe's own\n", p.n_buckets, c.zero.bucket_mb, p.max_bucket * 4.0 * MB, ZT_ZERO_RING);

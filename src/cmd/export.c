@@ -12,6 +12,11 @@
  * config.json's torch_dtype says so. A finite weight that fp16 cannot hold (|x| >= 65520 would become
  * Inf) is refused before anything is written: a model with an Inf weight is not an export.
  *
+ * LoRA checkpoints (lora.enabled): export writes the adapters as PEFT saves them (adapter_model.safetensors
+ * with base_model.model.transformer.h.<l>.<module>.lora_A/B.weight, adapter_config.json: r, lora_alpha,
+ * use_rslora, target_modules, fan_in_fan_out = true for GPT-2's Conv1D), for PeftModel.from_pretrained on
+ * the base; --merge writes the merged model (W + s (B A)^T) as a plain GPT-2 export instead.
+ *
  * Fine-tuning from an import: give import the training config so the checkpoint stores it,
  *   ztrain import --safetensors gpt2/ --out ft/ckpt/step_00000000.h5 -c finetune.cfg
  *   ztrain train -c finetune.cfg --set checkpoint.dir=ft/ckpt --resume auto
@@ -95,13 +100,80 @@ static int write_config_json(const char *path, const zt_config *c, const char *t
     return 0;
 }
 
+typedef struct adapter_ctx {
+    const zt_loaded_model *lm;
+    zt_st_dtype st;
+} adapter_ctx;
+
+static const float *adapter_data(void *p, int i) {
+    const adapter_ctx *x = p;
+    return x->lm->adapters + x->lm->lora_table->t[i].offset;
+}
+
+/* a LoRA checkpoint's adapters as PEFT writes them: adapter_model.safetensors + adapter_config.json */
+static int export_adapters(const zt_loaded_model *lm, const char *path, const char *out, const struct export_dtype *dt,
+                           char *err, size_t errlen) {
+    const zt_param_table *pt = lm->lora_table;
+    zt_st_entry *e = zt_calloc((size_t)pt->n, sizeof *e);
+    char(*names)[96] = zt_calloc((size_t)pt->n, sizeof *names);
+    for (int i = 0; i < pt->n; i++) {
+        const zt_tensor_info *t = &pt->t[i];
+        snprintf(names[i], sizeof names[i], "base_model.model." PREFIX "%s.weight", t->name);
+        e[i] = (zt_st_entry){names[i], t->ndim, {t->shape[0], t->shape[1]}};
+    }
+    adapter_ctx x = {lm, dt->st};
+    char stp[ZT_PATH_MAX + 32], cjp[ZT_PATH_MAX + 32], tmp[ZT_PATH_MAX + 64], rerr[ZT_ERR_BUF];
+    snprintf(stp, sizeof stp, "%s/adapter_model.safetensors", out);
+    snprintf(cjp, sizeof cjp, "%s/adapter_config.json", out);
+    snprintf(tmp, sizeof tmp, "%s.tmp", cjp);
+    int bad = 0;
+    for (int i = 0; i < pt->n && !bad && dt->st != ZT_ST_F32; i++)
+        if (zt_st_check_range(dt->st, &e[i], adapter_data(&x, i), rerr, errlen < sizeof rerr ? errlen : sizeof rerr))
+            bad = zt_errf(err, errlen, "export: --dtype %s: %s: export as fp32", dt->name, rerr);
+    if (!bad && zt_mkdirs(out) != 0) bad = zt_errf(err, errlen, "export: %s: cannot create: %s", out, strerror(errno));
+    if (!bad) bad = zt_st_write_as(stp, dt->st, pt->n, e, adapter_data, &x, err, errlen);
+    if (!bad) {
+        FILE *f = fopen(tmp, "w");
+        if (!f) {
+            bad = zt_errf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        } else {
+            const zt_lora_cfg *lc = &lm->lora;
+            fprintf(f, "{\n  \"peft_type\": \"LORA\",\n  \"task_type\": \"CAUSAL_LM\",\n  \"base_model_name_or_path\": null,\n"
+                       "  \"r\": %d,\n  \"lora_alpha\": %.9g,\n  \"lora_dropout\": %.9g,\n  \"use_rslora\": %s,\n"
+                       "  \"fan_in_fan_out\": true,\n  \"bias\": \"none\",\n  \"inference_mode\": true,\n"
+                       "  \"init_lora_weights\": true,\n  \"modules_to_save\": null,\n  \"target_modules\": [",
+                    lc->rank, lc->alpha, lc->dropout, lc->rslora ? "true" : "false");
+            int first = 1;
+            for (int k = 0; k < ZT_LORA_N_TARGETS; k++)
+                if ((lc->targets >> k) & 1) {
+                    fprintf(f, "%s\"%s\"", first ? "" : ", ", zt_lora_target_module(k));
+                    first = 0;
+                }
+            fprintf(f, "]\n}\n");
+            int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+            ok = fclose(f) == 0 && ok;
+            if (!ok || rename(tmp, cjp) != 0) {
+                unlink(tmp);
+                bad = zt_errf(err, errlen, "%s: cannot write: %s", cjp, strerror(errno));
+            }
+        }
+    }
+    if (!bad)
+        zt_log("exported the LoRA adapters of %s (step %ld): %d tensors, %zu params as %s -> %s + adapter_config.json "
+               "(PEFT; base: %s; --merge for merged weights)\n", path, lm->step, pt->n, pt->total,
+               zt_st_dtype_name(dt->st), stp, lm->c->lora.base);
+    free(names);
+    free(e);
+    return bad;
+}
+
 int zt_cmd_export(int argc, char **argv, zt_dist *d) {
     char err[ZT_ERR_BUF] = "";
-    const char *path = NULL, *format = "safetensors", *out = NULL, *dtype = "fp32";
+    const char *path = NULL, *format = "safetensors", *out = NULL, *dtype = "fp32", *merge = NULL;
     zt_cli_opt opts[] = {{"--checkpoint", 1, &path}, {"--format", 1, &format}, {"--out", 1, &out},
-                         {"--dtype", 1, &dtype}};
+                         {"--dtype", 1, &dtype}, {"--merge", 0, &merge}};
     zt_cli cli;
-    if (zt_cli_parse(&cli, argc, argv, opts, 4, err, sizeof err)) zt_user_error_all("%s", err);
+    if (zt_cli_parse(&cli, argc, argv, opts, 5, err, sizeof err)) zt_user_error_all("%s", err);
     if (!path || !out) zt_user_error_all("export: needs --checkpoint PATH and --out DIR");
     if (strcmp(format, "safetensors") != 0)
         zt_user_error_all("export: --format %s: the only format is safetensors (Hugging Face GPT-2)", format);
@@ -126,6 +198,15 @@ int zt_cmd_export(int argc, char **argv, zt_dist *d) {
     const zt_load_opts lo = {NULL, NULL, 0, 1, 1, 1};
     zt_loaded_model lm;
     zt_loaded_model_open(&lm, path, &lo);
+    if (merge && !lm.adapters)
+        zt_user_error_all("export: --merge: %s is not a LoRA checkpoint (lora.enabled is false in its config): it "
+                          "holds full weights already; drop --merge", path);
+    if (lm.adapters && !merge) {
+        bad = d->rank == 0 ? export_adapters(&lm, path, out, dt, err, sizeof err) : 0;
+        zt_check_all(bad, err, sizeof err);
+        zt_loaded_model_close(&lm);
+        return 0;
+    }
     const zt_config *c = lm.c;
     const zt_model_shape s = lm.s;
     zt_model *m = &lm.m;

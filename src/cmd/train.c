@@ -38,6 +38,7 @@
 #include "core/eval.h"
 #include "core/gpu_monitor.h"
 #include "core/mem_check.h"
+#include "core/model_load.h"
 #include "util/memstat.h"
 #include "core/optim.h"
 #include "core/sampler.h"
@@ -74,6 +75,7 @@ typedef struct trainer {
     int fp16;
     float scale;
     long good, skipped;
+    uint64_t base_hash;       /* LoRA: fingerprint of the frozen base (lora.base) */
 } trainer;
 
 /* "HH:MM:SS", "MM:SS" or seconds -> seconds, or -1 */
@@ -95,7 +97,26 @@ static double parse_duration(const char *s) {
     return t;
 }
 
+/* LoRA: the frozen base from lora.base (rounded to the working precision) and the seeded adapters */
+static void init_lora(trainer *t) {
+    char err[ZT_ERR_BUF] = "";
+    zt_check_all(zt_lora_base_load(&t->m, t->c, &t->base_hash, err, sizeof err), err, sizeof err);
+    const int prec = zt_config_prec(t->c);
+    if (prec) t->be->i->round_to(t->be, t->m.params, t->m.table.total, prec);
+    zt_lora_model *lp = t->m.lora;
+    float *h = zt_malloc(lp->table.total * sizeof(float));
+    zt_lora_init_host(&lp->table, (uint64_t)t->c->train.seed, h);
+    t->be->i->to_device(t->be, lp->params, h, lp->table.total * sizeof(float));
+    t->be->i->sync(t->be);
+    free(h);
+    lp->seed = (uint64_t)t->c->train.seed;
+}
+
 static void init_weights(trainer *t) {
+    if (t->m.lora) {
+        init_lora(t);
+        return;
+    }
     /* every rank computes the same seeded init; staged through a small host buffer per tensor
        piece so no second full-size copy of the parameters is ever resident */
     float *h = zt_malloc(ZT_INIT_BLOCK * sizeof(float));
@@ -126,6 +147,7 @@ static void save(trainer *t, long step) {
     meta.loss_scale = t->fp16 ? t->scale : 1.0f;
     meta.loss_scale_good = t->fp16 ? t->good : 0;
     meta.seed = (uint64_t)t->c->train.seed;
+    meta.lora_base_hash = t->base_hash;
     meta.config_text = text;
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     if (zt_ckpt_saver_begin(t->saver, t->ckdir, t->c->checkpoint.keep, &meta, &v, path, sizeof path, err, sizeof err))
@@ -188,6 +210,11 @@ static long resume(trainer *t, const char *what) {
     }
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     if (zt_ckpt_load(path, &meta, &v, err, sizeof err)) zt_user_error_all("%s", err);
+    if (meta.lora_base_hash != t->base_hash)
+        zt_user_error_all("%s: %s (fingerprint %016llx) than this run's lora.base = \"%s\" (%016llx): resume with the "
+                          "base it was trained on", path, t->base_hash ? "its adapters were trained on another base"
+                          : "not a LoRA checkpoint of this base: it has another fingerprint",
+                          (unsigned long long)meta.lora_base_hash, t->c->lora.base, (unsigned long long)t->base_hash);
     zt_zero_after_load(&t->z, &t->m);
     if (t->fp16 && meta.loss_scale > 1.0f) { /* the scaler's state goes on (an fp32/bf16 file has scale 1) */
         t->scale = meta.loss_scale;
@@ -232,6 +259,9 @@ static void setup(trainer *t, int resuming) {
     t->threads = c->train.threads > 0 ? c->train.threads : zt_dist_default_threads(d);
     if (!(t->be = zt_backend_create(c->device, t->threads, err, sizeof err))) zt_user_error_all("%s", err);
     if (!(t->comm = zt_comm_create(c->comm, t->be, err, sizeof err))) zt_user_error_all("%s", err);
+    if (c->lora.enabled && c->lora.dropout > 0 && !t->be->i->dropout)
+        zt_user_error_all("lora.dropout = %g: the %s backend has no dropout op; set lora.dropout = 0", c->lora.dropout,
+                          c->device);
     zt_backend_describe(t->be, t->backend, sizeof t->backend);
     zt_model_shape_from_config(c, &t->s);
     const int T = c->train.seq_len;
@@ -271,6 +301,10 @@ static void setup(trainer *t, int resuming) {
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     t->saver = zt_ckpt_saver_create(&v, c->checkpoint.async, c->checkpoint.direct_io);
     t->flops_tok = zt_model_flops_per_token(&t->s, T);
+    if (t->m.lora) { /* the frozen base needs no weight gradients (2 of 6 FLOPs per weight); the adapters train */
+        const double att = 6.0 * t->s.n_layer * t->s.n_embd * T;
+        t->flops_tok = (t->flops_tok - att) * 4.0 / 6.0 + att + 6.0 * (double)t->m.lora->table.total;
+    }
 }
 
 /* frees what setup() made (and the sampler), in reverse; writes nothing */
@@ -302,6 +336,18 @@ static void announce(trainer *t) {
            "comm %.1f MB, activations %.1f MB\n",
            pl->param_bytes * MB, pl->grad_bytes * MB, pl->acc_bytes * MB, pl->optim_bytes * MB, pl->comm_bytes * MB,
            pl->act_bytes * MB);
+    if (t->m.lora) {
+        const zt_lora_model *lp = t->m.lora;
+        zt_config full = *c;
+        full.lora.enabled = 0;
+        zt_zero_plan fp;
+        zt_zero_plan_memory(&full, &t->s, t->d->size, &fp);
+        zt_log("LoRA: r %d, alpha %g (scale %g%s), dropout %g, targets %s: %zu trainable params (%.2f%% of %zu, frozen "
+               "base %s); memory/rank %.1f MB vs %.1f MB for full fine-tuning\n", lp->cfg.rank, lp->cfg.alpha, lp->scale,
+               lp->cfg.rslora ? ", rank-stabilised" : "", lp->cfg.dropout, c->lora.targets, lp->table.total,
+               100.0 * lp->table.total / t->m.table.total, t->m.table.total, c->lora.base, zt_zero_plan_total(pl) * MB,
+               zt_zero_plan_total(&fp) * MB);
+    }
     if (pl->master_bytes)
         zt_log("precision %s: values rounded to %s in float32 buffers (fp32 arithmetic); fp32 master weights %.1f MB%s\n",
                c->precision, c->precision, pl->master_bytes * MB,
@@ -330,6 +376,7 @@ static double train_step(trainer *t, long step, int32_t *in, int32_t *tg, float 
     if (inject == -2) inject = getenv("ZTRAIN_TEST_OVERFLOW_STEP") ? atol(getenv("ZTRAIN_TEST_OVERFLOW_STEP")) : -1;
     for (int mi = 0; mi < t->z.micro_steps; mi++) {
         const int j = mi * N + r;
+        if (t->m.lora) t->m.lora->micro = (long)step * K + j; /* dropout masks: by global micro-batch */
         for (int i = 0; i < B; i++) {
             uint64_t sidx = (uint64_t)step * GB + (uint64_t)j * B + i;
             zt_dataset_train_sample(&t->train, sidx, in + (size_t)i * T, tg + (size_t)i * T);
@@ -400,6 +447,18 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     if (zt_cli_load_config(&cli, c, err, sizeof err) || zt_config_validate(c, d->size, err, sizeof err))
         zt_user_error_all("%s", err);
     if (!c->data.train[0]) zt_user_error_all("data.train is empty: set it to a token shard (see `ztrain prepare`)");
+    if (c->lora.enabled) { /* the model is the base's: its shape from lora.base's stored config */
+        if (init_s)
+            zt_user_error_all("--init-from with lora.enabled: the frozen base is lora.base (%s); drop --init-from",
+                              c->lora.base);
+        if (c->sample.every > 0)
+            zt_user_error_all("sample.every = %ld with lora.enabled: sampling during LoRA training is not supported; set "
+                              "sample.every = 0 and sample from a checkpoint (`ztrain sample` merges the adapters)",
+                              c->sample.every);
+        zt_check_all(zt_lora_base_shape(c, err, sizeof err), err, sizeof err);
+        if (zt_config_validate(c, d->size, err, sizeof err))
+            zt_user_error_all("lora.base = \"%s\" sets the model: %s", c->lora.base, err);
+    }
 
     double t_start = zt_now();
     setup(&t, resume_s != NULL);
@@ -478,7 +537,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         }
         if (step == poison_step && d->rank == 0) { /* fault injection: the save must refuse this state */
             const float nan = NAN;
-            t.be->i->to_device(t.be, t.m.params + t.z.lo, &nan, sizeof nan);
+            t.be->i->to_device(t.be, zt_model_tparams(&t.m) + t.z.lo, &nan, sizeof nan);
             t.be->i->sync(t.be);
         }
         double dt = zt_now() - t0;
@@ -545,9 +604,10 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         const size_t chunk = ZT_INIT_BLOCK;
         float *h = zt_malloc(chunk * sizeof(float));
         void *sha = zt_sha256_begin();
-        for (size_t off = 0; off < t.m.table.total; off += chunk) {
-            size_t n = t.m.table.total - off < chunk ? t.m.table.total - off : chunk;
-            t.be->i->to_host(t.be, h, t.m.params + off, n * sizeof(float));
+        const size_t total = zt_model_ttable(&t.m)->total; /* what was trained: the adapters with LoRA */
+        for (size_t off = 0; off < total; off += chunk) {
+            size_t n = total - off < chunk ? total - off : chunk;
+            t.be->i->to_host(t.be, h, zt_model_tparams(&t.m) + off, n * sizeof(float));
             t.be->i->sync(t.be);
             zt_sha256_update(sha, h, n * sizeof(float));
         }

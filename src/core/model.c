@@ -104,21 +104,7 @@ int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, i
     return zt_model_init_recompute(m, be, s, B, T, padded, alloc_grads, ZT_RECOMPUTE_NONE);
 }
 
-int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
-                            int alloc_grads, int recompute) {
-    memset(m, 0, sizeof *m);
-    m->recompute = recompute;
-    m->s = *s;
-    m->be = be;
-    m->B = m->max_B = B;
-    m->T = m->max_T = T;
-    zt_param_table_build(&m->table, s);
-    m->padded = padded > m->table.total ? padded : m->table.total;
-    m->params = be->i->alloc(be, m->padded * sizeof(float));
-    if (alloc_grads) {
-        m->grads = be->i->alloc(be, m->padded * sizeof(float));
-        for (int i = 0; i < m->table.n; i++) m->gptr[i] = m->grads + m->table.t[i].offset;
-    }
+static void init_acts(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, int recompute) {
     /* one allocation for all activations, carved into 64-byte aligned slots */
     act_slot slots[64];
     int n = act_slots(&m->a, s, B, T, recompute, slots);
@@ -130,14 +116,73 @@ int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s
         off += round_up64(slots[i].elems * sizeof(float));
     }
     m->losses_host = zt_calloc((size_t)B * T, sizeof(float));
+}
+
+static void init_shape(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, int recompute) {
+    memset(m, 0, sizeof *m);
+    m->recompute = recompute;
+    m->s = *s;
+    m->be = be;
+    m->B = m->max_B = B;
+    m->T = m->max_T = T;
+    zt_param_table_build(&m->table, s);
+}
+
+int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
+                            int alloc_grads, int recompute) {
+    init_shape(m, be, s, B, T, recompute);
+    m->padded = padded > m->table.total ? padded : m->table.total;
+    m->params = be->i->alloc(be, m->padded * sizeof(float));
+    if (alloc_grads) {
+        m->grads = be->i->alloc(be, m->padded * sizeof(float));
+        for (int i = 0; i < m->table.n; i++) m->gptr[i] = m->grads + m->table.t[i].offset;
+    }
+    init_acts(m, be, s, B, T, recompute);
     return 0;
 }
+
+int zt_model_init_lora(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, const zt_lora_cfg *lc,
+                       size_t padded, int alloc_grads, int recompute) {
+    init_shape(m, be, s, B, T, recompute);
+    m->padded = m->table.total;
+    m->params = be->i->alloc(be, m->padded * sizeof(float));
+    zt_lora_model *lp = m->lora = zt_calloc(1, sizeof *lp);
+    lp->cfg = *lc;
+    lp->scale = zt_lora_scale(lc);
+    zt_lora_table_build(&lp->table, s, lc);
+    lp->padded = padded > lp->table.total ? padded : lp->table.total;
+    lp->params = be->i->alloc(be, lp->padded * sizeof(float));
+    if (alloc_grads) {
+        m->grads = be->i->alloc(be, lp->padded * sizeof(float));
+        for (int i = 0; i < lp->table.n; i++) m->gptr[i] = m->grads + lp->table.t[i].offset;
+    }
+    const size_t N = (size_t)B * T, C = s->n_embd, r = lc->rank;
+    const size_t elems[4] = {(size_t)s->n_layer * ZT_LORA_N_TARGETS * N * r, N * r, N * 4 * C, 2 * C};
+    float **slot[4] = {&lp->u, &lp->du, &lp->xd, &lp->sink};
+    char *mem = be->i->alloc(be, zt_lora_act_bytes(s, lc, B, T));
+    size_t off = 0;
+    for (int i = 0; i < 4; i++) {
+        *slot[i] = (float *)(mem + off);
+        off += round_up64(elems[i] * sizeof(float));
+    }
+    init_acts(m, be, s, B, T, recompute);
+    m->act_bytes += off;
+    return 0;
+}
+
+const zt_param_table *zt_model_ttable(const zt_model *m) { return m->lora ? &m->lora->table : &m->table; }
+float *zt_model_tparams(const zt_model *m) { return m->lora ? m->lora->params : m->params; }
 
 void zt_model_free(zt_model *m) {
     if (!m || !m->be) return;
     zt_backend *be = m->be;
     free(m->losses_host);
     if (m->a.encoded) be->i->free(be, m->a.encoded);
+    if (m->lora) {
+        if (m->lora->u) be->i->free(be, m->lora->u);
+        if (m->lora->params) be->i->free(be, m->lora->params);
+        free(m->lora);
+    }
     if (m->grads) be->i->free(be, m->grads);
     if (m->params) be->i->free(be, m->params);
     memset(m, 0, sizeof *m);
@@ -151,6 +196,93 @@ void zt_model_free(zt_model *m) {
 #define AFTER(a) do { if (m->hooks.after) m->hooks.after(m->hooks.ctx, (a)); } while (0)
 /* bf16/fp16 storage: what an op just wrote, rounded to the working precision (DESIGN: mixed precision) */
 #define RND(p, n) do { if (m->prec) f->round_to(be, (p), (n), m->prec); } while (0)
+
+/* ---------------------------------------------------------------- LoRA adapters (lora.h) */
+
+/* the dropout stream of layer l's target k in the current global micro-batch */
+static uint64_t drop_seed(const zt_lora_model *lp, int l, int k) {
+    uint64_t x = lp->seed * 0x9E3779B97F4A7C15ull + (uint64_t)lp->micro * 0xBF58476D1CE4E5B9ull +
+                 (uint64_t)(l * ZT_LORA_N_TARGETS + k) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return x;
+}
+
+/* the adapter's input: x, or dropout(x) in lp->xd */
+static const float *lora_input(zt_model *m, int l, int k, const float *x, size_t n) {
+    zt_lora_model *lp = m->lora;
+    if (lp->cfg.dropout <= 0.0f || !lp->training) return x;
+    m->be->i->dropout(m->be, lp->xd, x, n, lp->cfg.dropout, drop_seed(lp, l, k));
+    if (m->prec) m->be->i->round_to(m->be, lp->xd, n, m->prec);
+    return lp->xd;
+}
+
+static float *lora_u(const zt_model *m, int l, int k) {
+    return m->lora->u + (size_t)(l * ZT_LORA_N_TARGETS + k) * (size_t)m->max_B * m->max_T * m->lora->cfg.rank;
+}
+
+/* y(N, out) += s (dropout(x) A^T) B^T for layer l's target k, when it is adapted */
+static void lora_fwd(zt_model *m, int l, int k, const float *x, float *y) {
+    zt_lora_model *lp = m->lora;
+    if (!lp) return;
+    const int ai = zt_lora_index(&lp->cfg, l, k);
+    if (ai < 0) return;
+    zt_backend *be = m->be;
+    const int N = m->B * m->T, r = lp->cfg.rank;
+    int in, out;
+    zt_lora_target_dims(&m->s, k, &in, &out);
+    const float *A = lp->params + lp->table.t[ai].offset, *Bw = lp->params + lp->table.t[ai + 1].offset;
+    float *u = lora_u(m, l, k);
+    const float *xin = lora_input(m, l, k, x, (size_t)N * in);
+    be->i->matmul(be, u, xin, A, N, r, in, 0, 1, 1.0f, 0.0f);
+    if (m->prec) be->i->round_to(be, u, (size_t)N * r, m->prec);
+    be->i->matmul(be, y, u, Bw, N, out, r, 0, 1, lp->scale, 1.0f);
+}
+
+/* backward of layer l's linear k (weight tensor wt, bias bt; x (N, in) its input, dy (N, out)): dx is
+   overwritten. Full training: linear_bwd. LoRA: dx through the frozen W, and the adapter's gradients
+   dB = s dy^T u, du = s dy B, dA = du^T dropout(x), and its part of dx, du A (through the dropout) */
+static void lin_bwd(zt_model *m, int l, int k, float *dx, const float *dy, const float *x, int wt, int bt) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int N = m->B * m->T;
+    int in, out;
+    zt_lora_target_dims(&m->s, k, &in, &out);
+    const float *W = m->params + m->table.t[wt].offset;
+    zt_lora_model *lp = m->lora;
+    if (!lp) {
+        f->linear_bwd(be, dx, m->gptr[wt], m->gptr[bt], dy, x, W, N, in, out, 0);
+        return;
+    }
+    f->matmul(be, dx, dy, W, N, in, out, 0, 1, 1.0f, 0.0f);
+    const int ai = zt_lora_index(&lp->cfg, l, k), r = lp->cfg.rank;
+    if (ai < 0) return;
+    const float *A = lp->params + lp->table.t[ai].offset, *Bw = lp->params + lp->table.t[ai + 1].offset;
+    const float *u = lora_u(m, l, k);
+    f->matmul(be, m->gptr[ai + 1], dy, u, out, r, N, 1, 0, lp->scale, 0.0f);
+    f->matmul(be, lp->du, dy, Bw, N, r, out, 0, 0, lp->scale, 0.0f);
+    if (m->prec) f->round_to(be, lp->du, (size_t)N * r, m->prec);
+    const float *xin = lora_input(m, l, k, x, (size_t)N * in);
+    f->matmul(be, m->gptr[ai], lp->du, xin, r, in, N, 1, 0, 1.0f, 0.0f);
+    if (lp->cfg.dropout <= 0.0f || !lp->training) {
+        f->matmul(be, dx, lp->du, A, N, in, r, 0, 0, 1.0f, 1.0f);
+    } else {
+        f->matmul(be, lp->xd, lp->du, A, N, in, r, 0, 0, 1.0f, 0.0f);
+        f->dropout(be, lp->xd, lp->xd, (size_t)N * in, lp->cfg.dropout, drop_seed(lp, l, k));
+        f->add(be, dx, dx, lp->xd, (size_t)N * in);
+    }
+}
+
+/* layer l's first and last trained tensors (their gradients): GPT-2's layer, or its adapters */
+static void layer_tensors(const zt_model *m, int l, int *first, int *last) {
+    if (!m->lora) {
+        *first = zt_param_layer(l, 0);
+        *last = zt_param_layer(l, ZT_PER_LAYER - 1);
+        return;
+    }
+    const int P = m->lora->table.lora_per_layer;
+    *first = l * P;
+    *last = l * P + P - 1;
+}
 
 /* the layer's slot in the per-layer buffers: its own, or the one shared copy when recomputed */
 static size_t lay(const zt_model *m, int l) { return m->recompute == ZT_RECOMPUTE_LAYER ? 0 : (size_t)l; }
@@ -172,11 +304,13 @@ static void layer_fwd(zt_model *m, int l, int out) {
                      P(zt_param_layer(l, ZT_LN1B)), N, C);
     RND(ln1, NC);
     f->linear_fwd(be, qkv, ln1, P(zt_param_layer(l, ZT_QKVW)), P(zt_param_layer(l, ZT_QKVB)), N, C, 3 * C);
+    lora_fwd(m, l, 0, ln1, qkv);
     RND(qkv, NC * 3);
     f->attention_fwd(be, atty, att, qkv, B, T, C, NH);
     RND(atty, NC);
     RND(att, (size_t)B * NH * T * T);
     f->linear_fwd(be, a->attproj, atty, P(zt_param_layer(l, ZT_ATTPW)), P(zt_param_layer(l, ZT_ATTPB)), N, C, C);
+    lora_fwd(m, l, 1, atty, a->attproj);
     RND(a->attproj, NC);
     f->add(be, res2, res, a->attproj, NC);
     RND(res2, NC);
@@ -184,11 +318,13 @@ static void layer_fwd(zt_model *m, int l, int out) {
                      P(zt_param_layer(l, ZT_LN2B)), N, C);
     RND(ln2, NC);
     f->linear_fwd(be, fch, ln2, P(zt_param_layer(l, ZT_FCW)), P(zt_param_layer(l, ZT_FCB)), N, C, 4 * C);
+    lora_fwd(m, l, 2, ln2, fch);
     RND(fch, NC * 4);
     f->gelu_fwd(be, fchg, fch, NC * 4);
     RND(fchg, NC * 4);
     if (!out) return; /* backward needs the internals only */
     f->linear_fwd(be, a->fcproj, fchg, P(zt_param_layer(l, ZT_FCPW)), P(zt_param_layer(l, ZT_FCPB)), N, 4 * C, C);
+    lora_fwd(m, l, 3, fchg, a->fcproj);
     RND(a->fcproj, NC);
     f->add(be, res3, res2, a->fcproj, NC);
     RND(res3, NC);
@@ -204,6 +340,7 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     const size_t NC = (size_t)N * C;
     zt_acts *a = &m->a;
     m->B = B;  /* backward uses the shape of the last forward */
+    if (m->lora) m->lora->training = dscale != 0.0f;
     m->T = T;
     f->to_device(be, a->tokens, tokens, (size_t)N * sizeof(int32_t));
     if (targets) f->to_device(be, a->targets, targets, (size_t)N * sizeof(int32_t));
@@ -251,6 +388,9 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     zt_acts *a = &m->a;
     ZT_ASSERT(m->gptr[0]);
     const int lnf = 2 + L * ZT_PER_LAYER;
+    const int lora = m->lora != NULL;
+    /* the frozen base's LayerNorm weight and bias gradients (LoRA) go to a sink */
+#define GLN(i) (lora ? m->lora->sink + ((i) % 2 ? C : 0) : G(i))
 
     /* dlogits in place of the logits; d(mean loss) = dloss_scale / N per position */
     if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) {
@@ -258,22 +398,28 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         RND(a->logits, (size_t)N * Vp);
     }
     m->dlogits_ready = 0;
-    BEFORE(0, 0);
-    /* dwte(Vp, C) = dlogits^T @ lnf (the embedding backward adds to it later; rounded once, after it) */
-    f->matmul(be, G(0), a->logits, a->lnf, Vp, C, N, 1, 0, 1.0f, 0.0f);
+    if (!lora) {
+        BEFORE(0, 0);
+        /* dwte(Vp, C) = dlogits^T @ lnf (the embedding backward adds to it later; rounded once, after it) */
+        f->matmul(be, G(0), a->logits, a->lnf, Vp, C, N, 1, 0, 1.0f, 0.0f);
+    }
     /* dlnf(N, C) = dlogits(N, Vp) @ wte(Vp, C) */
     f->matmul(be, a->dbtc, a->logits, P(0), N, C, Vp, 0, 0, 1.0f, 0.0f);
     RND(a->dbtc, NC);
     f->zero(be, a->dres, NC * sizeof(float));
-    BEFORE(lnf, lnf + 1);
-    f->layernorm_bwd(be, a->dres, G(lnf), G(lnf + 1), a->dbtc, a->residual3 + (size_t)(L - 1) * NC, P(lnf),
+    if (!lora) BEFORE(lnf, lnf + 1);
+    f->layernorm_bwd(be, a->dres, GLN(lnf), GLN(lnf + 1), a->dbtc, a->residual3 + (size_t)(L - 1) * NC, P(lnf),
                      a->lnf_mean, a->lnf_rstd, N, C);
     RND(a->dres, NC);
-    RND(G(lnf), (size_t)C);
-    RND(G(lnf + 1), (size_t)C);
-    AFTER(lnf);
+    if (!lora) {
+        RND(G(lnf), (size_t)C);
+        RND(G(lnf + 1), (size_t)C);
+        AFTER(lnf);
+    }
     for (int l = L - 1; l >= 0; l--) {
-        BEFORE(zt_param_layer(l, 0), zt_param_layer(l, ZT_PER_LAYER - 1));
+        int first, last;
+        layer_tensors(m, l, &first, &last);
+        BEFORE(first, last);
         const float *res_in = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC;
         const size_t k = lay(m, l), g = m->recompute == ZT_RECOMPUTE_NONE ? (size_t)l : 0;
         float *ln1 = a->ln1 + k * NC, *qkv = a->qkv + k * NC * 3, *atty = a->atty + k * NC;
@@ -284,37 +430,33 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         if (m->recompute == ZT_RECOMPUTE_LAYER) layer_fwd(m, l, 0);
         else if (m->recompute == ZT_RECOMPUTE_GELU) f->gelu_fwd(be, fchg, fch, NC * 4);
         /* MLP: dres = d residual3[l] */
-        f->linear_bwd(be, a->dbt4c, G(zt_param_layer(l, ZT_FCPW)), G(zt_param_layer(l, ZT_FCPB)), a->dres, fchg, P(zt_param_layer(l, ZT_FCPW)),
-                      N, 4 * C, C, 0);
+        lin_bwd(m, l, 3, a->dbt4c, a->dres, fchg, zt_param_layer(l, ZT_FCPW), zt_param_layer(l, ZT_FCPB));
         RND(a->dbt4c, NC * 4);
         f->gelu_bwd(be, a->dbt4c, fch, a->dbt4c, NC * 4);
         RND(a->dbt4c, NC * 4);
-        f->linear_bwd(be, a->dbtc, G(zt_param_layer(l, ZT_FCW)), G(zt_param_layer(l, ZT_FCB)), a->dbt4c, ln2, P(zt_param_layer(l, ZT_FCW)),
-                      N, C, 4 * C, 0);
+        lin_bwd(m, l, 2, a->dbtc, a->dbt4c, ln2, zt_param_layer(l, ZT_FCW), zt_param_layer(l, ZT_FCB));
         RND(a->dbtc, NC);
-        f->layernorm_bwd(be, a->dres, G(zt_param_layer(l, ZT_LN2W)), G(zt_param_layer(l, ZT_LN2B)), a->dbtc, res2, P(zt_param_layer(l, ZT_LN2W)),
-                         a->ln2_mean + k * N, a->ln2_rstd + k * N, N, C);
+        f->layernorm_bwd(be, a->dres, GLN(zt_param_layer(l, ZT_LN2W)), GLN(zt_param_layer(l, ZT_LN2B)), a->dbtc, res2,
+                         P(zt_param_layer(l, ZT_LN2W)), a->ln2_mean + k * N, a->ln2_rstd + k * N, N, C);
         RND(a->dres, NC);
         /* attention: dres = d residual2[l] */
-        f->linear_bwd(be, a->dbtc, G(zt_param_layer(l, ZT_ATTPW)), G(zt_param_layer(l, ZT_ATTPB)), a->dres, atty, P(zt_param_layer(l, ZT_ATTPW)),
-                      N, C, C, 0);
+        lin_bwd(m, l, 1, a->dbtc, a->dres, atty, zt_param_layer(l, ZT_ATTPW), zt_param_layer(l, ZT_ATTPB));
         RND(a->dbtc, NC);
         f->attention_bwd(be, a->dqkv, a->datt, a->dbtc, qkv, att, B, T, C, NH);
         RND(a->dqkv, NC * 3);
-        f->linear_bwd(be, a->dbtc2, G(zt_param_layer(l, ZT_QKVW)), G(zt_param_layer(l, ZT_QKVB)), a->dqkv, ln1, P(zt_param_layer(l, ZT_QKVW)),
-                      N, C, 3 * C, 0);
+        lin_bwd(m, l, 0, a->dbtc2, a->dqkv, ln1, zt_param_layer(l, ZT_QKVW), zt_param_layer(l, ZT_QKVB));
         RND(a->dbtc2, NC);
-        f->layernorm_bwd(be, a->dres, G(zt_param_layer(l, ZT_LN1W)), G(zt_param_layer(l, ZT_LN1B)), a->dbtc2, res_in, P(zt_param_layer(l, ZT_LN1W)),
-                         a->ln1_mean + k * N, a->ln1_rstd + k * N, N, C);
+        f->layernorm_bwd(be, a->dres, GLN(zt_param_layer(l, ZT_LN1W)), GLN(zt_param_layer(l, ZT_LN1B)), a->dbtc2,
+                         res_in, P(zt_param_layer(l, ZT_LN1W)), a->ln1_mean + k * N, a->ln1_rstd + k * N, N, C);
         RND(a->dres, NC);
-        /* the layer's parameter gradients, as a bf16/fp16 gradient buffer stores them */
+        /* the layer's trained gradients, as a bf16/fp16 gradient buffer stores them */
         if (m->prec)
-            for (int j = 0; j < ZT_PER_LAYER; j++) {
-                const int ti = zt_param_layer(l, j);
-                f->round_to(be, G(ti), m->table.t[ti].numel, m->prec);
-            }
-        AFTER(zt_param_layer(l, 0));
+            for (int ti = first; ti <= last; ti++)
+                f->round_to(be, G(ti), zt_model_ttable(m)->t[ti].numel, m->prec);
+        AFTER(first);
     }
+#undef GLN
+    if (lora) return; /* the embeddings are frozen: nothing upstream needs dres */
     BEFORE(1, 1);
     /* rows of wpe past T get no gradient in this micro-batch */
     if (T < m->s.block_size)
@@ -338,6 +480,17 @@ double zt_model_flops_per_token(const zt_model_shape *s, int T) {
     const double C = s->n_embd, L = s->n_layer;
     const double per_layer = 12.0 * C * C + 13.0 * C;   /* qkv, proj, fc, fcproj weights + biases + LNs */
     return 6.0 * (L * per_layer + 2.0 * C) + 6.0 * C * s->padded_vocab + 6.0 * L * C * T;
+}
+
+zt_ckpt_view zt_model_train_view(zt_model *m) {
+    zt_ckpt_view v = zt_model_ckpt_view(m);
+    if (m->lora) {
+        v.table = &m->lora->table;
+        v.params = m->lora->params;
+        v.padded = m->lora->padded;
+        v.hi = m->lora->table.total;
+    }
+    return v;
 }
 
 zt_ckpt_view zt_model_ckpt_view(zt_model *m) {

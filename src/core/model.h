@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include "iface/backend.h"
 #include "iface/param_table.h"
+#include "core/lora.h"
 #include "io/ckpt.h"
 #include "io/config.h"
 
@@ -74,6 +75,8 @@ typedef struct zt_model {
     int recompute;        /* ZT_RECOMPUTE_* */
     int prec;             /* ZT_PREC_*: bf16/fp16 round every activation and gradient an op stores (the
                              statistics mean/rstd and the losses stay fp32); set after init */
+    zt_lora_model *lora;  /* LoRA fine-tuning: params is the frozen base (no gradient), and grads / gptr / the hooks
+                             are the adapters' (zt_model_ttable); NULL: every parameter is trained */
     float *losses_host;   /* (B, T) host copy of the last forward's losses */
     int dlogits_ready;    /* the last forward left dlogits for dlogits_scale in a.logits */
     float dlogits_scale;
@@ -93,6 +96,15 @@ int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s
                             int alloc_grads, int recompute);
 int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
                   int alloc_grads);
+/* LoRA: the base parameters (table.total, frozen, no gradient) and the adapters of lc (params zero; `padded`
+   elements, like their gradient when alloc_grads) */
+int zt_model_init_lora(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, const zt_lora_cfg *lc,
+                       size_t padded, int alloc_grads, int recompute);
+/* what the optimizer trains: GPT-2's table and params, or (LoRA) the adapters' */
+const zt_param_table *zt_model_ttable(const zt_model *m);
+float *zt_model_tparams(const zt_model *m);
+/* the trained parameters as a checkpoint view (whole, every rank; a writer sets lo/hi) */
+zt_ckpt_view zt_model_train_view(zt_model *m);
 void zt_model_free(zt_model *m);
 
 /* GPT-2 initialisation: normal(0, std), residual projections std/sqrt(2L), biases 0, LayerNorm

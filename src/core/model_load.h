@@ -12,8 +12,12 @@ typedef struct zt_loaded_model {
     zt_config *c;
     zt_model_shape s;
     zt_backend *be;
-    zt_model m;
+    zt_model m;                  /* a LoRA checkpoint: the base with the adapters merged in */
     long step;
+    /* a LoRA checkpoint (c->lora.enabled): its adapters on the host, their table and settings */
+    float *adapters;
+    zt_param_table *lora_table;
+    zt_lora_cfg lora;
 } zt_loaded_model;
 
 typedef struct zt_load_opts {
@@ -28,5 +32,10 @@ typedef struct zt_load_opts {
 int zt_loaded_config(const char *path, const zt_load_opts *o, zt_config *c, char *err, size_t errlen);
 void zt_loaded_model_open(zt_loaded_model *lm, const char *path, const zt_load_opts *o);
 void zt_loaded_model_close(zt_loaded_model *lm);
+
+/* LoRA: model.* of c from the config stored in lora.base (the adapters' shape is the base's). NOT collective. */
+int zt_lora_base_shape(zt_config *c, char *err, size_t errlen);
+/* LoRA: the weights of lora.base into m->params (whole, every rank; collective) and their fingerprint */
+int zt_lora_base_load(zt_model *m, const zt_config *c, uint64_t *hash, char *err, size_t errlen);
 
 #endif

@@ -13,7 +13,7 @@
 void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_zero_plan *p) {
     memset(p, 0, sizeof *p);
     zt_param_table *pt = zt_malloc(sizeof *pt);
-    zt_param_table_build(pt, s);
+    zt_trainable_table_build(c, s, pt); /* GPT-2's, or the LoRA adapters' */
     const zt_shard_layout sl = zt_shard_layout_of(pt->total, N);
     p->total = sl.total;
     p->padded = sl.padded;
@@ -22,13 +22,20 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     const int stage = c->zero.stage;
     const size_t f = sizeof(float);
     p->param_bytes = p->padded * f;
+    zt_param_table *base = NULL;
+    if (c->lora.enabled) { /* the frozen base, whole on every rank, besides the adapters */
+        base = zt_malloc(sizeof *base);
+        zt_param_table_build(base, s);
+        p->param_bytes += base->total * f;
+        free(base);
+    }
     p->optim_bytes = 2 * (stage == 0 ? p->padded : p->shard) * f;
     /* bf16/fp16: fp32 master weights beside the moments (the working buffers stay float32 containers) */
     p->master_bytes = zt_config_prec(c) != ZT_PREC_FP32 ? p->optim_bytes / 2 : 0;
     if (stage == 2) {
         /* gradients live only in buckets: the ring, wte's own bucket, and the shard accumulator */
         p->n_buckets = zt_zero_bucket_layout(pt, c->zero.bucket_mb, NULL, NULL, &p->max_bucket);
-        const size_t wte = pt->t[ZT_P_WTE].numel + pt->t[ZT_P_WPE].numel; /* wte + wpe: their own bucket */
+        const size_t wte = zt_zero_wte_bucket(pt); /* wte + wpe: their own bucket */
         p->grad_bytes = (ZT_ZERO_RING * p->max_bucket + wte) * f;
         p->acc_bytes = p->shard * f;
         if (N > 1) {
@@ -44,6 +51,11 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
         p->comm_bytes = N > 1 ? p->padded * f : 0;         /* all-to-all receive buffer */
     }
     p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len, zt_config_recompute(c));
+    if (c->lora.enabled) {
+        zt_lora_cfg lc;
+        zt_lora_cfg_from_config(c, &lc);
+        p->act_bytes += zt_lora_act_bytes(s, &lc, c->train.micro_batch, c->train.seq_len);
+    }
     p->sample_bytes = c->sample.every > 0 ? zt_sampler_bytes(s) : 0; /* decoding during training */
     p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async, p->master_bytes > 0); /* host memory */
     free(pt);
@@ -88,8 +100,15 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     z->alias_acc = z->plan.acc_bytes == 0;
     z->lo = (size_t)z->rank * z->plan.shard;
     z->hi = z->lo + z->plan.shard;
-    zt_model_init_recompute(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage != 2,
-                            zt_config_recompute(c));
+    if (c->lora.enabled) {
+        zt_lora_cfg lc;
+        zt_lora_cfg_from_config(c, &lc);
+        zt_model_init_lora(m, be, s, c->train.micro_batch, c->train.seq_len, &lc, z->plan.padded, z->stage != 2,
+                           zt_config_recompute(c));
+    } else {
+        zt_model_init_recompute(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage != 2,
+                                zt_config_recompute(c));
+    }
     m->prec = z->prec;
     if (!z->alias_acc) z->acc = be->i->alloc(be, z->plan.acc_bytes);
     if (z->stage == 2) zt_zero_buckets_init(z, m, c);
@@ -174,41 +193,43 @@ static void publish_params(zt_zero *z, zt_model *m) {
     zt_backend *be = z->be;
     size_t n;
     const size_t base = master_range(z, &n);
-    be->i->copy(be, m->params + base, z->master, n * sizeof(float));
-    be->i->round_to(be, m->params + base, n, z->prec);
-    if (z->stage != 0 && z->N > 1) z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, n, ZT_F32);
+    float *tp = zt_model_tparams(m);
+    be->i->copy(be, tp + base, z->master, n * sizeof(float));
+    be->i->round_to(be, tp + base, n, z->prec);
+    if (z->stage != 0 && z->N > 1) z->comm->i->all_gather(z->comm, tp + z->lo, tp, n, ZT_F32);
 }
 
 void zt_zero_master_init(zt_zero *z, zt_model *m) {
     if (!z->master) return;
     size_t n;
     const size_t base = master_range(z, &n);
-    z->be->i->copy(z->be, z->master, m->params + base, n * sizeof(float));
+    z->be->i->copy(z->be, z->master, zt_model_tparams(m) + base, n * sizeof(float));
     publish_params(z, m);
 }
 
 void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, float lr, float grad_scale) {
     const size_t S = z->plan.shard;
-    const zt_param_table *pt = &m->table;
+    const zt_param_table *pt = zt_model_ttable(m);
+    float *tp = zt_model_tparams(m);
     if (z->stage == 0) {
         /* every rank holds the full reduced gradient and full optimizer state */
         if (z->N > 1) {
             z->comm->i->all_gather(z->comm, z->acc + z->lo, z->acc, S, ZT_F32);
         }
         const float *g = z->alias_acc ? m->grads : z->acc;
-        zt_adamw_update(z->be, pt, 0, z->plan.padded, z->master ? z->master : m->params, g, z->exp_avg, z->exp_avg_sq,
+        zt_adamw_update(z->be, pt, 0, z->plan.padded, z->master ? z->master : tp, g, z->exp_avg, z->exp_avg_sq,
                         hp, t, lr, grad_scale);
         if (z->master) publish_params(z, m);
         return;
     }
-    zt_adamw_update(z->be, pt, z->lo, z->hi, z->master ? z->master : m->params + z->lo, shard_grad(z, m), z->exp_avg,
+    zt_adamw_update(z->be, pt, z->lo, z->hi, z->master ? z->master : tp + z->lo, shard_grad(z, m), z->exp_avg,
                     z->exp_avg_sq, hp, t, lr, grad_scale);
     if (z->master) publish_params(z, m);
-    else if (z->N > 1) z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, S, ZT_F32);
+    else if (z->N > 1) z->comm->i->all_gather(z->comm, tp + z->lo, tp, S, ZT_F32);
 }
 
 zt_ckpt_view zt_zero_ckpt_view(zt_zero *z, zt_model *m) {
-    zt_ckpt_view v = zt_model_ckpt_view(m);
+    zt_ckpt_view v = zt_model_train_view(m);
     v.lo = z->lo;
     v.hi = z->hi;
     v.exp_avg = z->exp_avg;
@@ -229,5 +250,5 @@ void zt_zero_after_load(zt_zero *z, zt_model *m) {
         if (z->master) z->comm->i->all_gather(z->comm, z->master + z->lo, z->master, S, ZT_F32);
     }
     if (z->master) publish_params(z, m);
-    else if (z->N > 1) z->comm->i->all_gather(z->comm, m->params + z->lo, m->params, S, ZT_F32);
+    else if (z->N > 1) z->comm->i->all_gather(z->comm, zt_model_tparams(m) + z->lo, zt_model_tparams(m), S, ZT_F32);
 }

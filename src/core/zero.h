@@ -62,6 +62,8 @@ void zt_zero_buckets_init(zt_zero *z, zt_model *m, const zt_config *c);
 void zt_zero_buckets_free(zt_zero *z);
 /* stage 2: finish micro-step mi's outstanding bucket reductions */
 void zt_zero_buckets_finish(zt_zero *z, zt_model *m, int mi);
+/* elements of the bucket with its own buffer (wte + wpe; 0 for a LoRA adapter table) */
+size_t zt_zero_wte_bucket(const zt_param_table *pt);
 /* bucket layout for a table (shared by the plan and the init) */
 int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first, int *last, size_t *max_bucket);
 

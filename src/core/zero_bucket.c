@@ -33,32 +33,54 @@ typedef struct zt_bucket {
     double t_post;
 } zt_bucket;
 
+size_t zt_zero_wte_bucket(const zt_param_table *pt) {
+    return pt->lora_per_layer ? 0 : pt->t[ZT_P_WTE].numel + pt->t[ZT_P_WPE].numel;
+}
+
+/* a table's layer l: its first and last tensor (GPT-2's with ln_f in the last layer; an adapter table's) */
+static void layer_range(const zt_param_table *pt, int L, int l, int *lo, int *hi) {
+    const int P = pt->lora_per_layer;
+    if (P) {
+        *lo = l * P;
+        *hi = l * P + P - 1;
+        return;
+    }
+    *lo = zt_param_layer(l, 0);
+    *hi = l == L - 1 ? pt->n - 1 : zt_param_layer(l + 1, 0) - 1;
+}
+
 int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first, int *last, size_t *max_bucket) {
     /* Buckets are whole layers, because backward announces progress at layer boundaries: at most
        one ring bucket is being written while the previous one is in flight. Consecutive layers
        (from the last) share a bucket while it stays within bucket_mb; ln_f goes with the last
-       layer; wte + wpe form the final bucket with a buffer of its own. */
+       layer; wte + wpe form the final bucket with a buffer of its own. An adapter table (LoRA) has
+       layers only. */
     const size_t cap = (size_t)(bucket_mb * (1 << 20) / sizeof(float));
-    const int L = zt_param_n_layers(pt);
+    const int L = pt->lora_per_layer ? pt->n / pt->lora_per_layer : zt_param_n_layers(pt);
     int nb = 0;
     size_t maxb = 0;
     int l = L - 1;
     while (l >= 0) {
         /* the last layer's bucket ends with ln_f */
-        int hi_t = l == L - 1 ? pt->n - 1 : zt_param_layer(l + 1, 0) - 1;
-        int lo_t = zt_param_layer(l, 0);
+        int lo_t, hi_t, lo_l, hi_l;
+        layer_range(pt, L, l, &lo_t, &hi_t);
         size_t sz = pt->t[hi_t].offset + pt->t[hi_t].numel - pt->t[lo_t].offset;
         l--;
         while (l >= 0) {
-            size_t more = pt->t[lo_t].offset - pt->t[zt_param_layer(l, 0)].offset; /* layer l */
+            layer_range(pt, L, l, &lo_l, &hi_l);
+            size_t more = pt->t[lo_t].offset - pt->t[lo_l].offset; /* layer l */
             if (sz + more > cap) break;
             sz += more;
-            lo_t = zt_param_layer(l, 0);
+            lo_t = lo_l;
             l--;
         }
         if (first) { first[nb] = lo_t; last[nb] = hi_t; }
         if (sz > maxb) maxb = sz;
         nb++;
+    }
+    if (pt->lora_per_layer) {
+        if (max_bucket) *max_bucket = maxb;
+        return nb;
     }
     if (first) { first[nb] = ZT_P_WTE; last[nb] = ZT_P_WPE; }
     nb++;
@@ -158,7 +180,7 @@ static void hook_after(void *ctx, int first) {
 }
 
 void zt_zero_buckets_init(zt_zero *z, zt_model *m, const zt_config *c) {
-    const zt_param_table *pt = &m->table;
+    const zt_param_table *pt = zt_model_ttable(m);
     int *first = zt_malloc((size_t)(pt->n + 1) * sizeof(int)), *last = zt_malloc((size_t)(pt->n + 1) * sizeof(int));
     size_t maxb = 0;
     z->n_buckets = zt_zero_bucket_layout(pt, c->zero.bucket_mb, first, last, &maxb);
@@ -170,12 +192,12 @@ void zt_zero_buckets_init(zt_zero *z, zt_model *m, const zt_config *c) {
         b->last = last[k];
         b->lo = pt->t[b->first].offset;
         b->hi = pt->t[b->last].offset + pt->t[b->last].numel;
-        b->slot = b->first == ZT_P_WTE ? ZT_ZERO_RING : k % ZT_ZERO_RING;
+        b->slot = !pt->lora_per_layer && b->first == ZT_P_WTE ? ZT_ZERO_RING : k % ZT_ZERO_RING;
         for (int i = b->first; i <= b->last; i++) m->gptr[i] = NULL; /* set below, once buffers exist */
     }
     free(first);
     free(last);
-    const size_t wte = pt->t[ZT_P_WTE].numel + pt->t[ZT_P_WPE].numel; /* with wpe */
+    const size_t wte = zt_zero_wte_bucket(pt); /* with wpe; 0 for adapters */
     for (int s = 0; s <= ZT_ZERO_RING; s++) {
         size_t n = s == ZT_ZERO_RING ? wte : maxb;
         if (n == 0) continue;

@@ -124,6 +124,9 @@ typedef struct zt_backend_i {
        (fp16: |x| >= 65520 becomes Inf, its overflow); ZT_PREC_FP32 leaves x alone. Elementwise:
        the same bits on every backend (op_math.h's zt_round_bf16 / zt_round_fp16) */
     void (*round_to)(zt_backend *be, float *x, size_t n, int prec);
+    /* out[i] = keep(seed, i) ? in[i] * (1 / (1 - p)) : 0 (out == in allowed); keep from a counter-based hash
+       of (seed, i) (op_math.h), the same mask on every backend and thread count; p == 0 copies */
+    void (*dropout)(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed);
 } zt_backend_i;
 
 struct zt_backend {

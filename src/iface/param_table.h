@@ -45,6 +45,7 @@ typedef struct zt_tensor_info {
 typedef struct zt_param_table {
     int n;
     size_t total;       /* elements */
+    int lora_per_layer; /* 0: GPT-2's table; > 0: a LoRA adapter table (core/lora.h), this many tensors per layer */
     zt_tensor_info t[ZT_MAX_TENSORS];
 } zt_param_table;
 

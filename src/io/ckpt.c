@@ -22,6 +22,9 @@
  *                     takes its parameters from /master when the file has it, so every consumer sees
  *                     the full-precision weights and a bf16 run resumes in fp32 from exactly them.
  *                     Root attr loss_scale_good (fp16: finite steps since the scale changed).
+ *   LoRA (lora.enabled in the config): the groups hold the adapters (h.<l>.attn.c_attn.lora_A, ...),
+ *                     not GPT-2's tensors; root attr lora_base_hash fingerprints the frozen base
+ *                     (lora.base) they apply to (core/lora.h), checked when the file is used.
  * There is no /rng or /data group: the sample order is a pure function of (seed, global sample
  * index) (data.h) and ztrain keeps no other generator state, so step + seed (root attrs) is the
  * whole data position.

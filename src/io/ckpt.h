@@ -36,6 +36,7 @@ typedef struct zt_ckpt_meta {
     float loss_scale;           /* fp16's dynamic loss scale (1 otherwise) */
     long loss_scale_good;       /* fp16: finite steps since the scale last changed (attr loss_scale_good, 0 if absent) */
     uint64_t seed;
+    uint64_t lora_base_hash;    /* LoRA: fingerprint of the frozen base the adapters apply to (attr lora_base_hash; 0: none) */
     char created[32];
     char *config_text;          /* malloc'd on load (free with zt_ckpt_meta_free); borrowed on save */
 } zt_ckpt_meta;

@@ -135,6 +135,9 @@ int zt_ckpt_read_attrs(hid_t fid, const char *path, zt_ckpt_meta *meta, char *er
     long long good = 0; /* optional (files before mixed precision have none) */
     if (H5Aexists(fid, "loss_scale_good") > 0) bad |= zt_ckpt_attr_read_num(fid, "loss_scale_good", H5T_NATIVE_LLONG, &good);
     meta->loss_scale_good = (long)good;
+    unsigned long long bh = 0; /* LoRA checkpoints only */
+    if (H5Aexists(fid, "lora_base_hash") > 0) bad |= zt_ckpt_attr_read_num(fid, "lora_base_hash", H5T_NATIVE_ULLONG, &bh);
+    meta->lora_base_hash = bh;
     bad |= zt_ckpt_attr_read_str(fid, "config", &meta->config_text);
     if (!zt_ckpt_attr_read_str(fid, "created", &created)) snprintf(meta->created, sizeof meta->created, "%s", created);
     free(created);

@@ -112,10 +112,12 @@ int zt_ckpt_find_latest(const char *dir, char *path, size_t n) {
    or the optimizer. train.micro_batch may change because train.global_batch may not: each step
    still averages the gradient over the same samples (the bits differ, the math does not).
    train.steps moves the end of the lr schedule. precision (and fp16.*) may change: the state is the fp32
-   master weights and moments, which every precision keeps (an fp32 run's parameters are its master). */
+   master weights and moments, which every precision keeps (an fp32 run's parameters are its master).
+   lora.base may name the base at another path: its content is checked by fingerprint (lora_base_hash). */
 static const char *const may_change[] = {
     "device", "comm", "precision", "fp16.", "train.micro_batch", "train.steps", "train.threads", "train.log_every",
-    "checkpoint.", "eval.", "sample.", "run.", "metrics.", "data.", "zero.stage", "zero.reduce", "zero.bucket_mb", NULL,
+    "checkpoint.", "eval.", "sample.", "run.", "metrics.", "data.", "zero.stage", "zero.reduce", "zero.bucket_mb",
+    "lora.base", NULL,
 };
 
 static int allowed(const char *key) {

@@ -210,6 +210,10 @@ static int layout_rank0(const char *path, const zt_ckpt_meta *meta, const zt_ckp
         long long good = meta->loss_scale_good;
         bad |= attr_write(fid, "loss_scale_good", H5T_STD_I64LE, H5T_NATIVE_LLONG, &good);
         bad |= attr_write(fid, "seed", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &seed);
+        if (meta->lora_base_hash) {
+            unsigned long long bh = meta->lora_base_hash;
+            bad |= attr_write(fid, "lora_base_hash", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &bh);
+        }
         bad |= attr_write(fid, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &V);
         bad |= attr_write(fid, "padded_vocab", H5T_STD_I32LE, H5T_NATIVE_INT, &Vp);
         bad |= attr_write(fid, "n_params", H5T_STD_U64LE, H5T_NATIVE_ULLONG, &np);

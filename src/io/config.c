@@ -126,6 +126,17 @@ const key_def cfg_schema[] = {
 
     BOOL("metrics.tensorboard", metrics.tensorboard, 0,
          "rank 0 also writes TensorBoard event files (events.out.tfevents.*) in the run directory"),
+
+    BOOL("lora.enabled", lora.enabled, 0,
+         "LoRA fine-tuning: train low-rank adapters on the frozen weights of lora.base (its model.* shape is used)"),
+    STR("lora.base", lora.base, "", 0, "checkpoint with the frozen base weights (e.g. from `ztrain import`)"),
+    INT("lora.rank", lora.rank, 8, 1, 4096, "adapter rank r"),
+    FLT("lora.alpha", lora.alpha, 16, 0, 1e6, MIN_OPEN, "adapter scaling alpha / r (alpha / sqrt(r) with lora.rslora)"),
+    BOOL("lora.rslora", lora.rslora, 0, "rank-stabilised scaling alpha / sqrt(r)"),
+    FLT("lora.dropout", lora.dropout, 0, 0, 1, MAX_OPEN, "dropout probability on the adapter input"),
+    STR("lora.targets", lora.targets, "all", 1,
+        "adapted linear layers: comma list of qkv (attn.c_attn), proj (attn.c_proj), fc (mlp.c_fc), fcproj "
+        "(mlp.c_proj), or all"),
 };
 
 const int cfg_n_keys = (int)(sizeof cfg_schema / sizeof cfg_schema[0]);
@@ -717,10 +728,39 @@ int zt_config_validate(const zt_config *c, int world_size, char *err, size_t err
                        "eval.batches = %d x train.micro_batch = %d = %.0f validation sequences: must be <= %.0f "
                        "(eval.batches is obsolete: set eval.sequences and eval.batches = 0)",
                        c->eval.batches, t->micro_batch, (double)c->eval.batches * t->micro_batch, es->max);
+    if (c->lora.enabled) {
+        if (!c->lora.base[0])
+            return zt_errf(err, errlen, "lora.enabled = true needs lora.base: the checkpoint with the frozen base weights "
+                           "(e.g. made by `ztrain import`)");
+        if (!zt_config_lora_targets(c->lora.targets, err, errlen)) return 1;
+    }
     /* run.session and run.name are one directory level each under run.root */
     if (check_dir_name("run.session", c->run.session, err, errlen) || check_dir_name("run.name", c->run.name, err, errlen))
         return 1;
     return 0;
+}
+
+unsigned zt_config_lora_targets(const char *list, char *err, size_t errlen) {
+    static const char *const names[] = {"qkv", "proj", "fc", "fcproj"};
+    unsigned mask = 0;
+    const char *p = list;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        unsigned bit = 0;
+        if (n == 3 && strncmp(p, "all", 3) == 0) bit = 15;
+        for (int i = 0; i < 4 && !bit; i++)
+            if (strlen(names[i]) == n && strncmp(p, names[i], n) == 0) bit = 1u << i;
+        if (!bit) {
+            zt_errf(err, errlen, "lora.targets = \"%s\": \"%.*s\" is not a target (expected a comma list of qkv, proj, "
+                    "fc, fcproj, or all)", list, (int)n, p);
+            return 0;
+        }
+        mask |= bit;
+        p += n;
+        if (*p == ',') p++;
+    }
+    if (!mask) zt_errf(err, errlen, "lora.targets = \"%s\": empty (expected a comma list of qkv, proj, fc, fcproj, or all)", list);
+    return mask;
 }
 
 int zt_config_padded_vocab(const zt_config *c) {

@@ -85,6 +85,15 @@ typedef struct zt_config {
     struct {
         int tensorboard;            /* bool: rank 0 writes <run dir>/tb/events.out.tfevents.* */
     } metrics;
+    struct {                        /* LoRA fine-tuning (core/lora.h): adapters on a frozen base */
+        int enabled;
+        char base[ZT_PATH_MAX];     /* checkpoint holding the frozen base weights (its model.* are used) */
+        int rank;                   /* r */
+        double alpha;               /* scaling alpha / r (alpha / sqrt(r) with rslora) */
+        int rslora;
+        double dropout;             /* on the adapter input */
+        char targets[ZT_NAME_MAX];  /* comma list of qkv, proj, fc, fcproj, or all (zt_config_lora_targets) */
+    } lora;
 } zt_config;
 
 /* defaults from the schema table */
@@ -103,6 +112,9 @@ int zt_config_diff(const zt_config *a, const zt_config *b, zt_config_diff_fn fn,
 int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen);
 /* train.recompute as ZT_RECOMPUTE_* (core/model.h): 0 none, 1 gelu, 2 layer */
 int zt_config_recompute(const zt_config *c);
+/* lora.targets as a bit mask (ZT_LORA_T_* of core/lora.h: 1 qkv, 2 proj, 4 fc, 8 fcproj); 0 and a message
+   naming the bad item when the list is not valid */
+unsigned zt_config_lora_targets(const char *list, char *err, size_t errlen);
 /* precision as ZT_PREC_* (iface/backend.h): 0 fp32, 1 bf16, 2 fp16 */
 int zt_config_prec(const zt_config *c);
 

@@ -15,6 +15,14 @@
  *       (s*K + j) mod (number of batches in TOK.bin).
  *       OUT = float64 (S, 4): loss (mean of the K micro-batch losses), grad norm, clip factor, lr;
  *             then float32 final parameters (table.total).
+ *   model_dump lora-table SHAPE LORA
+ *       the LoRA adapter table (core/lora.h), printed as `table` prints GPT-2's.
+ *   model_dump lora-fwdbwd SHAPE LORA --B B --T T --weights W.bin --adapters A.bin --tokens TOK.bin --out OUT.bin
+ *       as fwdbwd with adapters A.bin (adapter table total float32) on the frozen base W.bin.
+ *       OUT = float32: loss (1), logits (B, T, Vp), adapter grads (adapter total).
+ *   model_dump lora-train SHAPE LORA ... (as train) --adapters A.bin
+ *       as train, AdamW updating only the adapters. OUT = float64 (S, 4), then float32 final adapters.
+ *   LORA = --lora-rank r --lora-alpha a [--lora-rslora 0|1] [--lora-targets qkv,proj,fc,fcproj|all]
  *   SHAPE = --layers L --heads H --embd C --vocab V --padded-vocab Vp --block maxT [--threads N]
  *           [--device cpu|devsim] (default: ZT_TEST_DEVICE, else cpu; the backend comes from the factory)
  *
@@ -41,6 +49,10 @@ typedef struct args {
     int B, T, K, threads, steps, warmup, stage, table;
     double lr, min_lr, clip, wd, beta1, beta2, eps;
     const char *schedule, *weights, *tokens, *out, *device;
+    int lora;                       /* a lora-* mode */
+    zt_lora_cfg lc;
+    const char *adapters, *targets;
+    double alpha;
 } args;
 
 static void die(const char *msg, const char *what) {
@@ -60,6 +72,10 @@ static void parse(args *a, int argc, char **argv) {
     a->device = getenv("ZT_TEST_DEVICE") && *getenv("ZT_TEST_DEVICE") ? getenv("ZT_TEST_DEVICE") : "cpu";
     if (argc < 2) die("usage: model_dump table|fwdbwd|train [options] (see the source)", NULL);
     a->mode = argv[1];
+    a->lora = strncmp(a->mode, "lora-", 5) == 0;
+    a->lc.rank = 8;
+    a->alpha = 16;
+    a->targets = "all";
     for (int i = 2; i < argc; i++) {
         const char *k = argv[i];
         if (strcmp(k, "--table") == 0) { a->table = 1; continue; }
@@ -76,6 +92,8 @@ static void parse(args *a, int argc, char **argv) {
         DARG("--beta1", a->beta1) DARG("--beta2", a->beta2) DARG("--eps", a->eps)
         SARG("--schedule", a->schedule) SARG("--weights", a->weights) SARG("--tokens", a->tokens)
         SARG("--out", a->out) SARG("--device", a->device)
+        IARG("--lora-rank", a->lc.rank) DARG("--lora-alpha", a->alpha) IARG("--lora-rslora", a->lc.rslora)
+        SARG("--lora-targets", a->targets) SARG("--adapters", a->adapters)
 #undef IARG
 #undef DARG
 #undef SARG
@@ -86,10 +104,17 @@ static void parse(args *a, int argc, char **argv) {
     if (a->s.n_embd % a->s.n_head) die("--embd must be a multiple of --heads", NULL);
     if (a->s.padded_vocab == 0) a->s.padded_vocab = a->s.vocab_size;
     if (a->s.padded_vocab < a->s.vocab_size) die("--padded-vocab < --vocab", NULL);
-    if (strcmp(a->mode, "table") == 0) return;
+    if (a->lora) {
+        char err[256];
+        a->lc.alpha = (float)a->alpha;
+        if (!(a->lc.targets = zt_config_lora_targets(a->targets, err, sizeof err))) die(err, NULL);
+        if (a->lc.rank <= 0) die("need --lora-rank > 0", NULL);
+        if (strcmp(a->mode, "lora-table") != 0 && !a->adapters) die("need --adapters", NULL);
+    }
+    if (strcmp(a->mode, "table") == 0 || strcmp(a->mode, "lora-table") == 0) return;
     if (a->B <= 0 || a->T <= 0 || a->T > a->s.block_size) die("need --B > 0 and 0 < --T <= --block", NULL);
     if (!a->weights || !a->tokens || !a->out) die("need --weights --tokens --out", NULL);
-    if (strcmp(a->mode, "train") == 0 && (a->steps <= 0 || a->K <= 0)) die("train needs --steps > 0, --K > 0", NULL);
+    if ((strcmp(a->mode, "train") == 0 || strcmp(a->mode, "lora-train") == 0) && (a->steps <= 0 || a->K <= 0)) die("train needs --steps > 0, --K > 0", NULL);
 }
 
 static void print_table(const zt_param_table *pt) {
@@ -132,29 +157,41 @@ static zt_backend *make_backend(const args *a) {
     return be;
 }
 
+/* LoRA: the adapters from --adapters into the model */
+static void load_adapters(const args *a, zt_model *m) {
+    if (!a->lora) return;
+    const size_t n = m->lora->table.total;
+    float *ad = read_file(a->adapters, n * sizeof(float), NULL);
+    m->be->i->to_device(m->be, m->lora->params, ad, n * sizeof(float));
+    free(ad);
+}
+
 static int cmd_fwdbwd(const args *a) {
     zt_backend *be = make_backend(a);
     zt_model m;
-    zt_model_init(&m, be, &a->s, a->B, a->T, 0, 1);
-    if (a->table) print_table(&m.table);
+    if (a->lora) zt_model_init_lora(&m, be, &a->s, a->B, a->T, &a->lc, 0, 1, ZT_RECOMPUTE_NONE);
+    else zt_model_init(&m, be, &a->s, a->B, a->T, 0, 1);
+    if (a->table) print_table(zt_model_ttable(&m));
     const size_t total = m.table.total, BT = (size_t)a->B * a->T, Vp = (size_t)a->s.padded_vocab;
     float *w = read_file(a->weights, total * sizeof(float), NULL);
     int32_t *tok = read_file(a->tokens, 2 * BT * sizeof(int32_t), NULL);
     be->i->to_device(be, m.params, w, total * sizeof(float));
+    load_adapters(a, &m);
+    const size_t gtotal = zt_model_ttable(&m)->total;
     float loss = zt_model_forward(&m, tok, tok + BT, a->B, a->T);
     float *logits = malloc(BT * Vp * sizeof(float));
     /* backward overwrites the logits with dlogits: copy them out first */
     be->i->to_host(be, logits, m.a.logits, BT * Vp * sizeof(float));
     be->i->sync(be);
     zt_model_backward(&m, 1.0f);
-    float *g = malloc(total * sizeof(float));
-    be->i->to_host(be, g, m.grads, total * sizeof(float));
+    float *g = malloc(gtotal * sizeof(float));
+    be->i->to_host(be, g, m.grads, gtotal * sizeof(float));
     be->i->sync(be);
     FILE *f = fopen(a->out, "wb");
     if (!f) die("cannot create", a->out);
     write_all(f, &loss, sizeof loss, a->out);
     write_all(f, logits, BT * Vp * sizeof(float), a->out);
-    write_all(f, g, total * sizeof(float), a->out);
+    write_all(f, g, gtotal * sizeof(float), a->out);
     if (fclose(f)) die("cannot write", a->out);
     free(g);
     free(logits);
@@ -190,6 +227,14 @@ static int cmd_train(const args *a, int *argc, char ***argv) {
     c->train.grad_clip = a->clip;
     c->train.threads = a->threads;
     c->zero.stage = a->stage;
+    if (a->lora) {
+        c->lora.enabled = 1;
+        snprintf(c->lora.base, sizeof c->lora.base, "%s", a->weights);
+        c->lora.rank = a->lc.rank;
+        c->lora.alpha = a->alpha;
+        c->lora.rslora = a->lc.rslora;
+        snprintf(c->lora.targets, sizeof c->lora.targets, "%s", a->targets);
+    }
     char err[ZT_ERR_MAX];
     if (zt_config_validate(c, 1, err, sizeof err)) die("invalid config", err);
 
@@ -200,10 +245,12 @@ static int cmd_train(const args *a, int *argc, char ***argv) {
     zt_model m;
     zt_zero z;
     zt_zero_init(&z, c, &m, be, comm, &a->s);
-    if (a->table) print_table(&m.table);
+    if (a->table) print_table(zt_model_ttable(&m));
     const size_t total = m.table.total, BT = (size_t)a->B * a->T;
     float *w = read_file(a->weights, total * sizeof(float), NULL);
     be->i->to_device(be, m.params, w, total * sizeof(float));
+    load_adapters(a, &m);
+    const size_t ttotal = zt_model_ttable(&m)->total; /* what is trained and written out */
     size_t tlen = 0;
     int32_t *tok = read_file(a->tokens, 0, &tlen);
     const size_t per = 2 * BT * sizeof(int32_t);
@@ -233,12 +280,12 @@ static int cmd_train(const args *a, int *argc, char ***argv) {
         rec[step * 4 + 2] = clip;
         rec[step * 4 + 3] = lr;
     }
-    be->i->to_host(be, w, m.params, total * sizeof(float));
+    be->i->to_host(be, w, zt_model_tparams(&m), ttotal * sizeof(float));
     be->i->sync(be);
     FILE *f = fopen(a->out, "wb");
     if (!f) die("cannot create", a->out);
     write_all(f, rec, (size_t)a->steps * 4 * sizeof(double), a->out);
-    write_all(f, w, total * sizeof(float), a->out);
+    write_all(f, w, ttotal * sizeof(float), a->out);
     if (fclose(f)) die("cannot write", a->out);
     free(rec);
     free(w);
@@ -261,8 +308,15 @@ int main(int argc, char **argv) {
         free(pt);
         return 0;
     }
-    if (strcmp(a.mode, "fwdbwd") == 0) return cmd_fwdbwd(&a);
-    if (strcmp(a.mode, "train") == 0) return cmd_train(&a, &argc, &argv);
-    die("unknown mode (table | fwdbwd | train)", a.mode);
+    if (strcmp(a.mode, "lora-table") == 0) {
+        zt_param_table *pt = calloc(1, sizeof *pt);
+        zt_lora_table_build(pt, &a.s, &a.lc);
+        print_table(pt);
+        free(pt);
+        return 0;
+    }
+    if (strcmp(a.mode, "fwdbwd") == 0 || strcmp(a.mode, "lora-fwdbwd") == 0) return cmd_fwdbwd(&a);
+    if (strcmp(a.mode, "train") == 0 || strcmp(a.mode, "lora-train") == 0) return cmd_train(&a, &argc, &argv);
+    die("unknown mode (table | fwdbwd | train | lora-table | lora-fwdbwd | lora-train)", a.mode);
     return 2;
 }
