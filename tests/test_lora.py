@@ -23,6 +23,11 @@ adapters (PEFT), checked against those libraries. Run with the reference venv (.
   peft_adapters        export (no --merge) loads with PeftModel.from_pretrained on the base; its logits equal
                        the merged export's (1e-5), and PEFT's merge_and_unload weights equal ours (1e-6)
   memory               estimate and measured peak RSS: LoRA < full fine-tune for the same model
+  qlora_<fmt>          lora.quant = nf4_dq / int8: 8 steps bit-identical to LoRA on a base whose linear weights
+                       are tests/test_quant.py's independent numpy quantise-dequantise, and to 2 ranks; the
+                       first loss within 1% of the fp32 base's; bits per parameter printed
+  qlora_eval           eval of an nf4 QLoRA checkpoint == training's final validation loss
+  qlora_estimate       estimate: QLoRA < LoRA per rank
   config_errors        lora.enabled without lora.base, a bad target, --init-from with LoRA: exit 2, one line
 """
 import json
@@ -333,6 +338,60 @@ if rcl == 0 and rcf2 == 0:
            f"LoRA {ref_res['peak_rss_bytes'] / 2**20:.1f} MiB, full {rfull['peak_rss_bytes'] / 2**20:.1f} MiB")
 else:
     report(False, "memory", (outl + outf2)[-300:])
+
+# ---------------------------------------------------------------- QLoRA
+# The base's linear weights quantised and dequantised on the fly (lora.quant) must train exactly as LoRA on
+# a base whose linear weights were replaced by an independent reference's quantise-dequantise
+# (tests/test_quant.py's numpy implementation of the paper's NF4 / double quantisation and of int8).
+sys.path.insert(0, os.path.join(REPO, "tests"))
+import test_quant as tq  # noqa: E402
+LIN = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+for fmt in ("nf4_dq", "int8"):
+    qbase = os.path.join(TMP, f"base_{fmt}.h5")
+    shutil.copy(base, qbase)
+    with h5py.File(qbase, "r+") as f:
+        for l in range(2):
+            for mod in LIN:
+                ds = f[f"model/h.{l}.{mod}.weight"]
+                w = ds[...].astype(np.float32)
+                ds[...] = tq.ref(fmt, w.reshape(-1), w.shape[0], w.shape[1])[1].reshape(w.shape)
+    stop = ["--stop-after", "8"]
+    rq, oq = train("q_" + fmt, 1, "--set", f"lora.quant={fmt}", *stop)
+    rr, orr = zt("train", *common, "--set", "lora.enabled=true", "--set", f"lora.base={qbase}", "--set", "lora.rank=8",
+                 "--set", "lora.alpha=16", "--set", f"run.name=qref_{fmt}", *stop)
+    r2, o2 = train("q2_" + fmt, 2, "--set", f"lora.quant={fmt}", *stop)
+    if rq == 0 and rr == 0 and r2 == 0:
+        lq, hq, _ = sig("q_" + fmt)
+        lr_, hr, _ = sig("qref_" + fmt)
+        l2, h2, _ = sig("q2_" + fmt)
+        d0 = abs(lq[0] - ref_l[0]) / ref_l[0]
+        bits = re.search(r"QLoRA: base [0-9.]+ MB = ([0-9.]+) bits per base param \(\S+ ([0-9]+) linear-weight params in "
+                         r"[0-9.]+ MB = ([0-9.]+) bits", oq)
+        ok = lq == lr_ and hq == hr and l2 == lq and h2 == hq and 0 < d0 < 0.01 and bits is not None
+        report(ok, f"qlora_{fmt}",
+               f"8 steps with the base stored {fmt}: losses and adapters bit-identical to LoRA on the reference-"
+               f"dequantised base and to 2 ranks; first loss {d0:.2g} (rel) from the fp32 base's; "
+               f"{bits.group(3) if bits else '?'} bits per linear-weight param, {bits.group(1) if bits else '?'} per base "
+               f"param" if ok else f"q {lq[:3]} ref {lr_[:3]} 2r {l2[:3]} d0 {d0} bits {bits}")
+    else:
+        report(False, f"qlora_{fmt}", (oq + orr + o2)[-400:])
+# eval of a QLoRA checkpoint scores what training scored (the base's quantise-dequantise, then the adapters)
+rq, oq = train("q_eval", 1, "--set", "lora.quant=nf4", "--set", "train.steps=12", "--set", "eval.every=12")
+ckq = os.path.join(run_dir("q_eval"), "checkpoints", "step_00000012.h5")
+re_, oe = zt("eval", "--checkpoint", ckq, "--set", "data.val=data/tiny/val.bin", "--set", "eval.sequences=16")
+if rq == 0 and re_ == 0:
+    vt = json.load(open(os.path.join(run_dir("q_eval"), "results.json")))["final_val_loss"]
+    ve = float(re.search(r"loss ([0-9.]+)", oe).group(1))
+    report(abs(vt - ve) / vt < 1e-5, "qlora_eval", f"ztrain eval of the nf4 QLoRA checkpoint {ve:.6f} == training's "
+           f"final validation loss {vt:.6f} (rel {abs(vt - ve) / vt:.2g} < 1e-5: dequantised base + merged adapters)")
+else:
+    report(False, "qlora_eval", (oq + oe)[-300:])
+rcq, outq = zt("estimate", *common, *lora, "--set", "lora.quant=nf4_dq")
+if rcq == 0 and rcl == 0:
+    report(tot(outq) < tot(outl), "qlora_estimate", f"estimate per rank: QLoRA nf4_dq {tot(outq):.2f} MiB < LoRA "
+           f"{tot(outl):.2f} MiB")
+else:
+    report(False, "qlora_estimate", outq[-300:])
 
 # ---------------------------------------------------------------- config errors
 cases = [

@@ -324,5 +324,6 @@ def main():
     print(f"   ({time.time() - T0:.1f} s)")
 
 
-main()
-sys.exit(1 if FAILS else 0)
+if __name__ == "__main__":  # tests/test_lora.py imports the reference (ref) from here
+    main()
+    sys.exit(1 if FAILS else 0)

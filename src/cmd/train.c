@@ -102,7 +102,7 @@ static void init_lora(trainer *t) {
     char err[ZT_ERR_BUF] = "";
     zt_check_all(zt_lora_base_load(&t->m, t->c, &t->base_hash, err, sizeof err), err, sizeof err);
     const int prec = zt_config_prec(t->c);
-    if (prec) t->be->i->round_to(t->be, t->m.params, t->m.table.total, prec);
+    if (prec) t->be->i->round_to(t->be, t->m.params, t->m.padded, prec);
     zt_lora_model *lp = t->m.lora;
     float *h = zt_malloc(lp->table.total * sizeof(float));
     zt_lora_init_host(&lp->table, (uint64_t)t->c->train.seed, h);
@@ -262,6 +262,9 @@ static void setup(trainer *t, int resuming) {
     if (c->lora.enabled && c->lora.dropout > 0 && !t->be->i->dropout)
         zt_user_error_all("lora.dropout = %g: the %s backend has no dropout op; set lora.dropout = 0", c->lora.dropout,
                           c->device);
+    if (c->lora.enabled && strcmp(c->lora.quant, "none") != 0 && !t->be->i->dequant)
+        zt_user_error_all("lora.quant = \"%s\": the %s backend has no dequant op; set lora.quant = \"none\"",
+                          c->lora.quant, c->device);
     zt_backend_describe(t->be, t->backend, sizeof t->backend);
     zt_model_shape_from_config(c, &t->s);
     const int T = c->train.seq_len;
@@ -347,6 +350,12 @@ static void announce(trainer *t) {
                lp->cfg.rslora ? ", rank-stabilised" : "", lp->cfg.dropout, c->lora.targets, lp->table.total,
                100.0 * lp->table.total / t->m.table.total, t->m.table.total, c->lora.base, zt_zero_plan_total(pl) * MB,
                zt_zero_plan_total(&fp) * MB);
+        size_t f32 = 0, qb = 0, qp = 0;
+        const size_t bb = zt_lora_base_bytes(&t->s, lp->cfg.quant, &f32, &qb, &qp);
+        if (lp->cfg.quant >= 0)
+            zt_log("QLoRA: base %.1f MB = %.3f bits per base param (%s: %zu linear-weight params in %.1f MB = %.3f bits "
+                   "each; %zu params fp32); fp32 base %.1f MB\n", bb * MB, 8.0 * bb / t->m.table.total, c->lora.quant, qp,
+                   qb * MB, 8.0 * qb / qp, f32, t->m.table.total * 4.0 * MB);
     }
     if (pl->master_bytes)
         zt_log("precision %s: values rounded to %s in float32 buffers (fp32 arithmetic); fp32 master weights %.1f MB%s\n",

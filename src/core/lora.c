@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/quant.h"
 #include "util/util.h"
 
 static const int target_tensor[ZT_LORA_N_TARGETS] = {ZT_QKVW, ZT_ATTPW, ZT_FCW, ZT_FCPW};
@@ -20,6 +21,8 @@ void zt_lora_cfg_from_config(const zt_config *c, zt_lora_cfg *lc) {
     lc->rslora = c->lora.rslora;
     char err[256];
     lc->targets = zt_config_lora_targets(c->lora.targets, err, sizeof err);
+    zt_quant_fmt f;
+    lc->quant = strcmp(c->lora.quant, "none") != 0 && zt_quant_fmt_parse(c->lora.quant, &f) == 0 ? (int)f : -1;
 }
 
 float zt_lora_scale(const zt_lora_cfg *lc) {
@@ -136,6 +139,41 @@ size_t zt_lora_act_bytes(const zt_model_shape *s, const zt_lora_cfg *lc, int B, 
     size_t total = 0;
     for (int i = 0; i < 4; i++) total += (elems[i] * sizeof(float) + 63) & ~(size_t)63;
     return total;
+}
+
+size_t zt_lora_base_bytes(const zt_model_shape *s, int quant, size_t *fp32_elems, size_t *quant_bytes,
+                          size_t *quant_params) {
+    zt_param_table *bt = zt_malloc(sizeof *bt);
+    zt_param_table_build(bt, s);
+    size_t f = bt->total, qb = 0, qp = 0;
+    if (quant >= 0)
+        for (int l = 0; l < s->n_layer; l++)
+            for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
+                const zt_tensor_info *t = &bt->t[zt_param_layer(l, zt_lora_target_tensor(k))];
+                const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)quant, (size_t)t->shape[0], (size_t)t->shape[1]);
+                f -= t->numel;
+                qp += t->numel;
+                qb += L.bytes;
+            }
+    free(bt);
+    if (fp32_elems) *fp32_elems = f;
+    if (quant_bytes) *quant_bytes = qb;
+    if (quant_params) *quant_params = qp;
+    return f * sizeof(float) + qb;
+}
+
+void zt_lora_quant_roundtrip_host(const zt_param_table *bt, float *base, const zt_model_shape *s, int quant) {
+    if (quant < 0) return;
+    for (int l = 0; l < s->n_layer; l++)
+        for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
+            const zt_tensor_info *t = &bt->t[zt_param_layer(l, zt_lora_target_tensor(k))];
+            const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)quant, (size_t)t->shape[0], (size_t)t->shape[1]);
+            void *blob = zt_malloc(L.bytes);
+            char err[128];
+            ZT_ASSERT(zt_quant_encode(&L, base + t->offset, blob, err, sizeof err) == 0); /* a loaded base is finite */
+            zt_quant_decode(&L, blob, 0, L.n, base + t->offset);
+            free(blob);
+        }
 }
 
 uint64_t zt_lora_hash(zt_backend *be, const float *dev, size_t n) {

@@ -13,6 +13,10 @@
  * checkpoints hold only it, with the base named by lora.base and fingerprinted (lora_base_hash).
  * The base has no gradient buffer and no optimizer state.
  *
+ * QLoRA (lora.quant = nf4 | nf4_dq | int8): the base's four linear weights per layer are stored in that
+ * format (core/quant.h) and dequantised by the backend into one scratch weight right before each use,
+ * forward and backward; the other base tensors stay fp32. The fingerprint is the fp32 base's.
+ *
  * Dropout masks are a hash of (train.seed, global micro-batch, layer, target, element): the same on any
  * rank count. Uses: iface, io/config, util. */
 #ifndef ZT_LORA_H
@@ -32,6 +36,7 @@ typedef struct zt_lora_cfg {
     float alpha, dropout;
     int rslora;
     unsigned targets;       /* ZT_LORA_T_* mask */
+    int quant;              /* QLoRA: the base's linear weights as zt_quant_fmt (core/quant.h); -1: fp32 */
 } zt_lora_cfg;
 
 /* the adapter state a LoRA model carries (zt_model.lora) */
@@ -72,6 +77,14 @@ void zt_lora_merge_host(const zt_param_table *bt, float *base, const zt_model_sh
                         const float *adapters);
 /* activation bytes the adapters add for a micro-batch (B, T) */
 size_t zt_lora_act_bytes(const zt_model_shape *s, const zt_lora_cfg *lc, int B, int T);
+/* QLoRA: bytes of the frozen base on the device: the fp32 tensors that stay (embeddings, LayerNorms, biases)
+   in *fp32_elems, the quantised linear weights in *quant_bytes over *quant_params values; total returned
+   (without quantisation: every tensor in fp32) */
+size_t zt_lora_base_bytes(const zt_model_shape *s, int quant, size_t *fp32_elems, size_t *quant_bytes,
+                          size_t *quant_params);
+/* QLoRA: in place on the host, each linear weight of a GPT-2 flat buffer replaced by its quantise-dequantise
+   (what training computed with) */
+void zt_lora_quant_roundtrip_host(const zt_param_table *bt, float *base, const zt_model_shape *s, int quant);
 /* fingerprint of a base: FNV-1a over the float bits of n elements of backend memory */
 uint64_t zt_lora_hash(zt_backend *be, const float *dev, size_t n);
 

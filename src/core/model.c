@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/quant.h"
 #include "util/util.h"
 
 
@@ -126,6 +127,12 @@ static void init_shape(zt_model *m, zt_backend *be, const zt_model_shape *s, int
     m->B = m->max_B = B;
     m->T = m->max_T = T;
     zt_param_table_build(&m->table, s);
+    m->qfmt = -1;
+}
+
+/* every tensor's data pointer into the flat params */
+static void point_tensors(zt_model *m) {
+    for (int i = 0; i < m->table.n; i++) m->w[i] = m->params + m->table.t[i].offset;
 }
 
 int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
@@ -133,6 +140,7 @@ int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s
     init_shape(m, be, s, B, T, recompute);
     m->padded = padded > m->table.total ? padded : m->table.total;
     m->params = be->i->alloc(be, m->padded * sizeof(float));
+    point_tensors(m);
     if (alloc_grads) {
         m->grads = be->i->alloc(be, m->padded * sizeof(float));
         for (int i = 0; i < m->table.n; i++) m->gptr[i] = m->grads + m->table.t[i].offset;
@@ -141,11 +149,42 @@ int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s
     return 0;
 }
 
+/* QLoRA: params holds the base tensors other than the linear weights, packed in table order; each linear
+   weight gets its quantised blob */
+static void init_quant_base(zt_model *m, zt_backend *be, int quant) {
+    const zt_model_shape *s = &m->s;
+    size_t fp32 = 0;
+    zt_lora_base_bytes(s, quant, &fp32, NULL, NULL);
+    m->qfmt = quant;
+    m->padded = fp32;
+    m->params = be->i->alloc(be, fp32 * sizeof(float));
+    for (int i = 0; i < m->table.n; i++) m->w[i] = (float *)1; /* marked: stays fp32 */
+    for (int l = 0; l < s->n_layer; l++)
+        for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
+            const zt_tensor_info *t = &m->table.t[zt_param_layer(l, zt_lora_target_tensor(k))];
+            const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)quant, (size_t)t->shape[0], (size_t)t->shape[1]);
+            m->qw[l][k] = be->i->alloc(be, L.bytes);
+            m->w[zt_param_layer(l, zt_lora_target_tensor(k))] = NULL;
+        }
+    size_t off = 0;
+    for (int i = 0; i < m->table.n; i++)
+        if (m->w[i]) {
+            m->w[i] = m->params + off;
+            off += m->table.t[i].numel;
+        }
+    m->wdq = be->i->alloc(be, (size_t)4 * s->n_embd * s->n_embd * sizeof(float));
+}
+
 int zt_model_init_lora(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, const zt_lora_cfg *lc,
                        size_t padded, int alloc_grads, int recompute) {
     init_shape(m, be, s, B, T, recompute);
-    m->padded = m->table.total;
-    m->params = be->i->alloc(be, m->padded * sizeof(float));
+    if (lc->quant >= 0) {
+        init_quant_base(m, be, lc->quant);
+    } else {
+        m->padded = m->table.total;
+        m->params = be->i->alloc(be, m->padded * sizeof(float));
+        point_tensors(m);
+    }
     zt_lora_model *lp = m->lora = zt_calloc(1, sizeof *lp);
     lp->cfg = *lc;
     lp->scale = zt_lora_scale(lc);
@@ -178,6 +217,10 @@ void zt_model_free(zt_model *m) {
     zt_backend *be = m->be;
     free(m->losses_host);
     if (m->a.encoded) be->i->free(be, m->a.encoded);
+    for (int l = 0; l < m->s.n_layer; l++)
+        for (int k = 0; k < ZT_LORA_N_TARGETS; k++)
+            if (m->qw[l][k]) be->i->free(be, m->qw[l][k]);
+    if (m->wdq) be->i->free(be, m->wdq);
     if (m->lora) {
         if (m->lora->u) be->i->free(be, m->lora->u);
         if (m->lora->params) be->i->free(be, m->lora->params);
@@ -190,12 +233,22 @@ void zt_model_free(zt_model *m) {
 
 /* ---------------------------------------------------------------- forward / backward */
 
-#define P(i) (m->params + m->table.t[i].offset)
+#define P(i) (m->w[i])
 #define G(i) (m->gptr[i])
 #define BEFORE(a, b) do { if (m->hooks.before) m->hooks.before(m->hooks.ctx, (a), (b)); } while (0)
 #define AFTER(a) do { if (m->hooks.after) m->hooks.after(m->hooks.ctx, (a)); } while (0)
 /* bf16/fp16 storage: what an op just wrote, rounded to the working precision (DESIGN: mixed precision) */
 #define RND(p, n) do { if (m->prec) f->round_to(be, (p), (n), m->prec); } while (0)
+
+/* layer l's target-k linear weight (in, out): its fp32 tensor, or (QLoRA) its dequantisation into m->wdq */
+static const float *base_w(zt_model *m, int l, int k) {
+    const int ti = zt_param_layer(l, zt_lora_target_tensor(k));
+    if (!m->qw[l][k]) return m->w[ti];
+    const zt_tensor_info *t = &m->table.t[ti];
+    m->be->i->dequant(m->be, m->wdq, m->qw[l][k], m->qfmt, (size_t)t->shape[0], (size_t)t->shape[1]);
+    if (m->prec) m->be->i->round_to(m->be, m->wdq, t->numel, m->prec);
+    return m->wdq;
+}
 
 /* ---------------------------------------------------------------- LoRA adapters (lora.h) */
 
@@ -247,7 +300,7 @@ static void lin_bwd(zt_model *m, int l, int k, float *dx, const float *dy, const
     const int N = m->B * m->T;
     int in, out;
     zt_lora_target_dims(&m->s, k, &in, &out);
-    const float *W = m->params + m->table.t[wt].offset;
+    const float *W = base_w(m, l, k);
     zt_lora_model *lp = m->lora;
     if (!lp) {
         f->linear_bwd(be, dx, m->gptr[wt], m->gptr[bt], dy, x, W, N, in, out, 0);
@@ -303,13 +356,13 @@ static void layer_fwd(zt_model *m, int l, int out) {
     f->layernorm_fwd(be, ln1, a->ln1_mean + k * N, a->ln1_rstd + k * N, res, P(zt_param_layer(l, ZT_LN1W)),
                      P(zt_param_layer(l, ZT_LN1B)), N, C);
     RND(ln1, NC);
-    f->linear_fwd(be, qkv, ln1, P(zt_param_layer(l, ZT_QKVW)), P(zt_param_layer(l, ZT_QKVB)), N, C, 3 * C);
+    f->linear_fwd(be, qkv, ln1, base_w(m, l, 0), P(zt_param_layer(l, ZT_QKVB)), N, C, 3 * C);
     lora_fwd(m, l, 0, ln1, qkv);
     RND(qkv, NC * 3);
     f->attention_fwd(be, atty, att, qkv, B, T, C, NH);
     RND(atty, NC);
     RND(att, (size_t)B * NH * T * T);
-    f->linear_fwd(be, a->attproj, atty, P(zt_param_layer(l, ZT_ATTPW)), P(zt_param_layer(l, ZT_ATTPB)), N, C, C);
+    f->linear_fwd(be, a->attproj, atty, base_w(m, l, 1), P(zt_param_layer(l, ZT_ATTPB)), N, C, C);
     lora_fwd(m, l, 1, atty, a->attproj);
     RND(a->attproj, NC);
     f->add(be, res2, res, a->attproj, NC);
@@ -317,13 +370,13 @@ static void layer_fwd(zt_model *m, int l, int out) {
     f->layernorm_fwd(be, ln2, a->ln2_mean + k * N, a->ln2_rstd + k * N, res2, P(zt_param_layer(l, ZT_LN2W)),
                      P(zt_param_layer(l, ZT_LN2B)), N, C);
     RND(ln2, NC);
-    f->linear_fwd(be, fch, ln2, P(zt_param_layer(l, ZT_FCW)), P(zt_param_layer(l, ZT_FCB)), N, C, 4 * C);
+    f->linear_fwd(be, fch, ln2, base_w(m, l, 2), P(zt_param_layer(l, ZT_FCB)), N, C, 4 * C);
     lora_fwd(m, l, 2, ln2, fch);
     RND(fch, NC * 4);
     f->gelu_fwd(be, fchg, fch, NC * 4);
     RND(fchg, NC * 4);
     if (!out) return; /* backward needs the internals only */
-    f->linear_fwd(be, a->fcproj, fchg, P(zt_param_layer(l, ZT_FCPW)), P(zt_param_layer(l, ZT_FCPB)), N, 4 * C, C);
+    f->linear_fwd(be, a->fcproj, fchg, base_w(m, l, 3), P(zt_param_layer(l, ZT_FCPB)), N, 4 * C, C);
     lora_fwd(m, l, 3, fchg, a->fcproj);
     RND(a->fcproj, NC);
     f->add(be, res3, res2, a->fcproj, NC);

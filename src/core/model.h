@@ -75,6 +75,11 @@ typedef struct zt_model {
     int recompute;        /* ZT_RECOMPUTE_* */
     int prec;             /* ZT_PREC_*: bf16/fp16 round every activation and gradient an op stores (the
                              statistics mean/rstd and the losses stay fp32); set after init */
+    float *w[ZT_MAX_TENSORS]; /* base tensor i's data: params + its offset, or (QLoRA) NULL for a quantised linear
+                             weight, whose data is qw[layer][target] (params then holds the other tensors, packed) */
+    void *qw[ZT_MAX_LAYERS][ZT_LORA_N_TARGETS]; /* QLoRA: the quantised linear weights (backend memory) */
+    int qfmt;             /* QLoRA: their zt_quant_fmt; -1 none */
+    float *wdq;           /* QLoRA: one dequantised weight (up to 4C x C), made right before each use */
     zt_lora_model *lora;  /* LoRA fine-tuning: params is the frozen base (no gradient), and grads / gptr / the hooks
                              are the adapters' (zt_model_ttable); NULL: every parameter is trained */
     float *losses_host;   /* (B, T) host copy of the last forward's losses */

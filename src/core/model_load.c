@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/backend_factory.h"
+#include "core/quant.h"
 #include "io/ckpt.h"
 #include "util/util.h"
 
@@ -43,15 +44,54 @@ int zt_lora_base_shape(zt_config *c, char *err, size_t errlen) {
     return bad;
 }
 
+/* QLoRA: the fp32 base in `flat` (backend memory, table.total) into the model: the fp32 tensors packed into
+   params, each linear weight encoded on the host and its blob uploaded */
+static int quantise_base(zt_model *m, const float *flat, char *err, size_t errlen) {
+    zt_backend *be = m->be;
+    size_t maxn = 0;
+    for (int i = 0; i < m->table.n; i++)
+        if (m->table.t[i].numel > maxn) maxn = m->table.t[i].numel;
+    float *h = zt_malloc(maxn * sizeof(float));
+    void *blob = zt_malloc(zt_quant_plan((zt_quant_fmt)m->qfmt, 1, maxn).bytes + maxn); /* >= any blob */
+    int bad = 0;
+    for (int l = 0; l < m->s.n_layer && !bad; l++)
+        for (int k = 0; k < ZT_LORA_N_TARGETS && !bad; k++) {
+            const zt_tensor_info *t = &m->table.t[zt_param_layer(l, zt_lora_target_tensor(k))];
+            const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)m->qfmt, (size_t)t->shape[0], (size_t)t->shape[1]);
+            be->i->to_host(be, h, flat + t->offset, t->numel * sizeof(float));
+            be->i->sync(be);
+            char e[128];
+            if (zt_quant_encode(&L, h, blob, e, sizeof e))
+                bad = zt_errf(err, errlen, "lora.base: %s: %s", t->name, e);
+            else
+                be->i->to_device(be, m->qw[l][k], blob, L.bytes);
+            be->i->sync(be);
+        }
+    for (int i = 0; i < m->table.n && !bad; i++)
+        if (m->w[i]) be->i->copy(be, m->w[i], flat + m->table.t[i].offset, m->table.t[i].numel * sizeof(float));
+    be->i->sync(be);
+    free(blob);
+    free(h);
+    return bad;
+}
+
 int zt_lora_base_load(zt_model *m, const zt_config *c, uint64_t *hash, char *err, size_t errlen) {
     zt_ckpt_meta meta;
-    const zt_ckpt_view v = zt_model_ckpt_view(m);
+    zt_ckpt_view v = zt_model_ckpt_view(m);
+    float *flat = m->params;
+    if (m->qfmt >= 0) { /* QLoRA: read through a transient fp32 copy (freed before training allocates more) */
+        flat = m->be->i->alloc(m->be, m->table.total * sizeof(float));
+        v.params = flat;
+        v.padded = v.hi = m->table.total;
+    }
     char e[ZT_ERR_BUF] = "";
-    if (zt_ckpt_load(c->lora.base, &meta, &v, e, sizeof e))
-        return zt_errf(err, errlen, "lora.base: %s", e);
-    zt_ckpt_meta_free(&meta);
-    *hash = zt_lora_hash(m->be, m->params, m->table.total);
-    return 0;
+    int bad = zt_ckpt_load(c->lora.base, &meta, &v, e, sizeof e);
+    if (bad) zt_errf(err, errlen, "lora.base: %s", e);
+    else zt_ckpt_meta_free(&meta);
+    if (!bad) *hash = zt_lora_hash(m->be, flat, m->table.total);
+    if (!bad && m->qfmt >= 0) bad = quantise_base(m, flat, err, errlen);
+    if (flat != m->params) m->be->i->free(m->be, flat);
+    return bad;
 }
 
 /* a LoRA checkpoint: the base (lora.base, its fingerprint checked), the adapters onto the host, merged */
@@ -83,6 +123,7 @@ static void open_lora(zt_loaded_model *lm, const char *path) {
     be->i->free(be, dev);
     float *w = zt_malloc(total * sizeof(float));
     be->i->to_host(be, w, lm->m.params, total * sizeof(float));
+    zt_lora_quant_roundtrip_host(&lm->m.table, w, &lm->s, lm->lora.quant); /* QLoRA: the base it trained on */
     zt_lora_merge_host(&lm->m.table, w, &lm->s, &lm->lora, lm->adapters);
     be->i->to_device(be, lm->m.params, w, total * sizeof(float));
     be->i->sync(be);

@@ -22,12 +22,11 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     const int stage = c->zero.stage;
     const size_t f = sizeof(float);
     p->param_bytes = p->padded * f;
-    zt_param_table *base = NULL;
-    if (c->lora.enabled) { /* the frozen base, whole on every rank, besides the adapters */
-        base = zt_malloc(sizeof *base);
-        zt_param_table_build(base, s);
-        p->param_bytes += base->total * f;
-        free(base);
+    if (c->lora.enabled) { /* the frozen base, whole on every rank, besides the adapters (QLoRA: quantised) */
+        zt_lora_cfg lc;
+        zt_lora_cfg_from_config(c, &lc);
+        p->param_bytes += zt_lora_base_bytes(s, lc.quant, NULL, NULL, NULL);
+        if (lc.quant >= 0) p->param_bytes += (size_t)4 * s->n_embd * s->n_embd * f; /* the dequantised weight */
     }
     p->optim_bytes = 2 * (stage == 0 ? p->padded : p->shard) * f;
     /* bf16/fp16: fp32 master weights beside the moments (the working buffers stay float32 containers) */

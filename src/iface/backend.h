@@ -127,6 +127,10 @@ typedef struct zt_backend_i {
     /* out[i] = keep(seed, i) ? in[i] * (1 / (1 - p)) : 0 (out == in allowed); keep from a counter-based hash
        of (seed, i) (op_math.h), the same mask on every backend and thread count; p == 0 copies */
     void (*dropout)(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed);
+    /* out(rows, cols) = the decoding of a whole matrix quantised by core/quant.c in format fmt
+       (zt_quant_fmt; layout zt_quant_plan(fmt, rows, cols)); blob is backend memory holding the
+       encoded bytes. Bit-exact zt_quant_decode on every backend. */
+    void (*dequant)(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols);
 } zt_backend_i;
 
 struct zt_backend {

@@ -137,6 +137,9 @@ const key_def cfg_schema[] = {
     STR("lora.targets", lora.targets, "all", 1,
         "adapted linear layers: comma list of qkv (attn.c_attn), proj (attn.c_proj), fc (mlp.c_fc), fcproj "
         "(mlp.c_proj), or all"),
+    ENUM("lora.quant", lora.quant, "none",
+         "QLoRA: the frozen base's linear weights stored quantised (nf4: 4-bit NormalFloat, blocks of 64; nf4_dq: with "
+         "double-quantised block scales; int8: per-row absmax) and dequantised on the fly", "none", "nf4", "nf4_dq", "int8"),
 };
 
 const int cfg_n_keys = (int)(sizeof cfg_schema / sizeof cfg_schema[0]);

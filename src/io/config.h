@@ -93,6 +93,7 @@ typedef struct zt_config {
         int rslora;
         double dropout;             /* on the adapter input */
         char targets[ZT_NAME_MAX];  /* comma list of qkv, proj, fc, fcproj, or all (zt_config_lora_targets) */
+        char quant[ZT_NAME_MAX];    /* QLoRA: the base's linear weights stored as none | nf4 | nf4_dq | int8 */
     } lora;
 } zt_config;
 
