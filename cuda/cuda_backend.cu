@@ -15,6 +15,7 @@
 #include "cuda_ops.h"
 
 extern "C" {
+#include "core/quant.h"
 #include "cuda_backend.h"
 #ifdef ZT_HOSTEXEC
 #include "devsim/devsim_mem.h"
@@ -206,6 +207,14 @@ void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_
     zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);
 }
 void b_round_to(zt_backend *be, float *x, size_t n, int prec) { zt_cu_round_to(S, dev(x), n, prec); }
+void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
+    zt_cu_dropout(S, dev(out), dev(in), n, p, seed);
+}
+void b_dequant(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols) {
+    const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)fmt, rows, cols);
+    zt_cu_dequant(S, dev(out), static_cast<const uint8_t *>(dev(blob)), fmt, L.n, L.cols, L.codes, L.absmax,
+                  L.qabsmax, L.absmax2, L.mean, L.scales);
+}
 
 #undef S
 
@@ -260,6 +269,8 @@ zt_backend_i make_i(void) {
     i.accumulate = b_accumulate;
     i.sumsq_chunks = b_sumsq_chunks;
     i.round_to = b_round_to;
+    i.dropout = b_dropout;
+    i.dequant = b_dequant;
     return i;
 }
 

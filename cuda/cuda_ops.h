@@ -7,7 +7,7 @@
 // Determinism: no floating-point atomics anywhere; every reduction is done by one thread or one
 // block in a fixed order (tree reductions with a fixed shape), so the same inputs give the same
 // bits on every run, for any grid scheduling. Files: kernels_elem.cu (GELU, add, accumulate,
-// embeddings, softmax + cross-entropy, AdamW, chunked sums of squares), kernels_norm_attn.cu
+// embeddings, softmax + cross-entropy, AdamW, chunked sums of squares, dropout, dequantisation), kernels_norm_attn.cu
 // (LayerNorm, attention forward/backward/decode), cuda_gemm.cu (matmul, linear layers, one-row
 // products: cuBLASLt on a GPU, a reference GEMM with fp32 accumulation in the host build).
 #pragma once
@@ -49,6 +49,12 @@ void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int3
 void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                  float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale);
 void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk);
+// out[i] = zt_dropout_keep(seed, i, p) ? in[i] / (1 - p) : 0 (op_math.h; out == in allowed)
+void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed);
+// out = the decoding of a quantised matrix (core/quant.h): fmt and the section offsets of its layout (the
+// host computes them with zt_quant_plan), one thread per element with quant.h's inline decode math
+void zt_cu_dequant(cudaStream_t s, float *out, const uint8_t *blob, int fmt, size_t n, size_t cols, size_t codes,
+                   size_t absmax, size_t qabsmax, size_t absmax2, size_t mean, size_t scales);
 
 // ---- kernels_norm_attn.cu
 void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,

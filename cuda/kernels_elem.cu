@@ -22,6 +22,7 @@
 #include "cuda_check.h"
 #include "iface/backend.h"
 #include "iface/op_math.h"
+#include "core/quant.h"
 
 
 namespace ZT_CU_NS {
@@ -104,6 +105,32 @@ __global__ void k_round_bf16(float *x, size_t n) {
 
 __global__ void k_round_fp16(float *x, size_t n) {
     ZT_GRID_STRIDE(i, n) x[i] = zt_round_fp16(x[i]);
+}
+
+__global__ void k_add_zero_copy(float *out, const float *in, size_t n) {
+    ZT_GRID_STRIDE(i, n) out[i] = in[i];
+}
+
+__global__ void k_dropout(float *out, const float *in, size_t n, float p, float scale, uint64_t seed) {
+    ZT_GRID_STRIDE(i, n) out[i] = zt_dropout_keep(seed, i, p) ? in[i] * scale : 0.0f;
+}
+
+// element i of a quantised matrix: the formulas of zt_quant_decode (core/quant.c) per element
+__global__ void k_dequant(float *out, const uint8_t *blob, int fmt, size_t n, size_t cols, size_t codes, size_t absmax,
+                          size_t qabsmax, size_t absmax2, size_t mean_off, size_t scales) {
+    ZT_GRID_STRIDE(i, n) {
+        if (fmt == ZT_QUANT_INT8) {
+            out[i] = zt_int8_decode((const int8_t *)(blob + codes), (const float *)(blob + scales), cols, i / cols,
+                                    i % cols);
+            continue;
+        }
+        const size_t b = i / ZT_NF4_BLOCK;
+        const float sc = fmt == ZT_QUANT_NF4_DQ
+                             ? zt_nf4dq_absmax(blob + qabsmax, (const float *)(blob + absmax2),
+                                               *(const float *)(blob + mean_off), b)
+                             : ((const float *)(blob + absmax))[b];
+        out[i] = zt_nf4_decode(blob + codes, sc, i);
+    }
 }
 
 __global__ void k_adamw(float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
@@ -340,6 +367,25 @@ void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec) {
     if (prec == ZT_PREC_BF16) ZT_LAUNCH(k_round_bf16, elem_blocks(n), kElemThreads, 0, s, x, n);
     else ZT_LAUNCH(k_round_fp16, elem_blocks(n), kElemThreads, 0, s, x, n);
     check_launch("round_to");
+}
+
+void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed) {
+    if (n == 0) return;
+    const float scale = 1.0f / (1.0f - p);
+    if (p == 0.0f) {
+        if (out != in) ZT_LAUNCH(k_add_zero_copy, elem_blocks(n), kElemThreads, 0, s, out, in, n);
+    } else {
+        ZT_LAUNCH(k_dropout, elem_blocks(n), kElemThreads, 0, s, out, in, n, p, scale, seed);
+    }
+    check_launch("dropout");
+}
+
+void zt_cu_dequant(cudaStream_t s, float *out, const uint8_t *blob, int fmt, size_t n, size_t cols, size_t codes,
+                   size_t absmax, size_t qabsmax, size_t absmax2, size_t mean, size_t scales) {
+    if (n == 0) return;
+    ZT_LAUNCH(k_dequant, elem_blocks(n), kElemThreads, 0, s, out, blob, fmt, n, cols, codes, absmax, qabsmax, absmax2,
+              mean, scales);
+    check_launch("dequant");
 }
 
 void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk) {

@@ -207,6 +207,22 @@ for dev in ("devsim", "cudasim"):
     if (dev == "devsim" and l != ref_l[:6]) or d > 1e-5:
         dev_ok = False
     msgs.append(f"{dev}: max rel loss diff {d:.2g}")
+# QLoRA + dropout: the dequantisation and dropout kernels in the training path
+qd = ["--set", "lora.quant=nf4_dq", "--set", "lora.dropout=0.1", "--stop-after", "4"]
+rc_c, out_c = train("qd_cpu", 1, *qd)
+rc_s, out_s = train("qd_cudasim", 1, "--set", "device=cudasim", *qd)
+rc_d, out_d = train("qd_devsim", 2, "--set", "device=devsim", *qd)
+if rc_c == 0 and rc_s == 0 and rc_d == 0:
+    lc_, _, _ = sig("qd_cpu")
+    ls_, _, _ = sig("qd_cudasim")
+    ld_, _, _ = sig("qd_devsim")
+    d = max(abs(a - b) / abs(b) for a, b in zip(ls_, lc_))
+    if d > 1e-5 or ld_ != lc_:
+        dev_ok = False
+    msgs.append(f"nf4_dq + dropout 0.1: devsim {'identical' if ld_ == lc_ else 'differs'}, cudasim max rel {d:.2g}")
+else:
+    dev_ok = False
+    msgs.append(f"nf4_dq + dropout runs failed: {(out_c + out_s + out_d)[-200:]}")
 report(dev_ok, "devices", "6 steps: " + "; ".join(msgs) + " (devsim 2 ranks must be bit-identical to cpu, cudasim "
        "within 1e-5)")
 

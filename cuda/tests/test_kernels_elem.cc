@@ -37,6 +37,7 @@
 #include <mpi.h>
 extern "C" {
 #include "core/backend_factory.h"
+#include "core/quant.h"
 #include "util/util.h"
 }
 
@@ -287,6 +288,59 @@ void test_round_to(size_t n, Rng &r) {
     }
 }
 
+// dropout: op_math.h's counter-based mask, limit 0 (bits), in place and out of place, several p
+void test_dropout(size_t n, Rng &r) {
+    std::vector<float> x0 = rand_vec(r, n, -2.0f, 2.0f);
+    for (float p : {0.0f, 0.1f, 0.5f}) {
+        const uint64_t seed = 0x1234567ull + (uint64_t)(p * 1000);
+        std::vector<float> ref(n), out(n), inplace = x0;
+        g_cpu->i->dropout(g_cpu, ref.data(), x0.data(), n, p, seed);
+        double t0 = now_s();
+        bool det = two_runs([&](int) {
+            zt_cu_dropout(kStream, out.data(), x0.data(), n, p, seed);
+            return std::vector<Buf>{{out.data(), n * 4}};
+        });
+        zt_cu_dropout(kStream, inplace.data(), inplace.data(), n, p, seed);
+        size_t diff = 0, kept = 0;
+        for (size_t i = 0; i < n; i++) {
+            diff += memcmp(&out[i], &ref[i], 4) != 0 || memcmp(&inplace[i], &ref[i], 4) != 0;
+            kept += ref[i] != 0.0f;
+        }
+        Err e;
+        compare(e, out.data(), ref.data(), n, 1.0);
+        report(fmt("dropout[p=%.1f]", p).c_str(), fmt("n=%zu, kept %.4f, %zu words differ", n, (double)kept / (double)n, diff), e,
+               0.0, det && diff == 0, now_s() - t0);
+    }
+}
+
+// dequant: the three quantised formats of core/quant.h, limit 0 (bits) against the cpu backend's decode
+void test_dequant(size_t rows, size_t cols, Rng &r) {
+    std::vector<float> w = rand_vec(r, rows * cols, -0.5f, 0.5f);
+    for (int f : {(int)ZT_QUANT_NF4, (int)ZT_QUANT_NF4_DQ, (int)ZT_QUANT_INT8}) {
+        const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)f, rows, cols);
+        std::vector<uint8_t> blob(L.bytes);
+        char err[128];
+        if (zt_quant_encode(&L, w.data(), blob.data(), err, sizeof err)) {
+            fprintf(stderr, "encode: %s\n", err);
+            exit(1);
+        }
+        std::vector<float> ref(L.n), out(L.n);
+        g_cpu->i->dequant(g_cpu, ref.data(), blob.data(), f, rows, cols);
+        double t0 = now_s();
+        bool det = two_runs([&](int) {
+            zt_cu_dequant(kStream, out.data(), blob.data(), f, L.n, L.cols, L.codes, L.absmax, L.qabsmax, L.absmax2,
+                          L.mean, L.scales);
+            return std::vector<Buf>{{out.data(), L.n * 4}};
+        });
+        size_t diff = 0;
+        for (size_t i = 0; i < L.n; i++) diff += memcmp(&out[i], &ref[i], 4) != 0;
+        Err e;
+        compare(e, out.data(), ref.data(), L.n, 1.0);
+        report(fmt("dequant[%s]", zt_quant_fmt_name((zt_quant_fmt)f)).c_str(), fmt("%zux%zu, %zu words differ", rows, cols, diff),
+               e, 0.0, det && diff == 0, now_s() - t0);
+    }
+}
+
 void test_adamw(size_t n, Rng &r) {
     std::vector<float> p0 = rand_vec(r, n, -1.0f, 1.0f), g = rand_vec(r, n, -0.1f, 0.1f);
     std::vector<float> m0 = rand_vec(r, n, -0.01f, 0.01f), v0 = rand_vec(r, n, 0.0f, 1e-4f);
@@ -483,6 +537,11 @@ int main(int argc, char **argv) {
     for (size_t n : {(size_t)1, (size_t)257, (size_t)100003}) test_add_acc(n, r);
     for (size_t n : {(size_t)3, (size_t)4099, (size_t)300001}) test_adamw(n, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_round_to(n, r);
+    for (size_t n : {(size_t)1, (size_t)100003}) test_dropout(n, r);
+    test_dequant(3, 70, r);      // partial NF4 blocks
+    test_dequant(64, 64, r);
+    test_dequant(5, 1000, r);
+    test_dequant(300, 257, r);   // more than 256 NF4 blocks: two double-quantisation groups
 
     test_embed(1, 1, 1, 1, r);
     test_embed(2, 7, 33, 50, r);

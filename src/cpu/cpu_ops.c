@@ -1,5 +1,7 @@
 /* cpu_ops.c — the cpu backend's fused OpenMP loops: layernorm, GELU, residual add, embeddings,
- * softmax + cross-entropy, AdamW, accumulation and chunked sums of squares.
+ * softmax + cross-entropy, AdamW, accumulation and chunked sums of squares, dropout (op_math.h's
+ * counter-based mask) and the dequantisation of a quantised weight (core/quant.h: the format's one
+ * definition and decoder, shared with the CUDA kernel through its inline decode math).
  * Every reduction is split over output elements and summed in a fixed order, so the bits do not
  * depend on the number of threads. */
 #include <math.h>
@@ -7,6 +9,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_math.h"
+#include "core/quant.h"
 
 /* ---------------------------------------------------------------- layernorm */
 
@@ -219,6 +222,24 @@ static void cpu_round_to(zt_backend *be, float *x, size_t n, int prec) {
     }
 }
 
+static void cpu_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
+    (void)be;
+    const float scale = 1.0f / (1.0f - p);
+    if (p == 0.0f) {
+        if (out != in) memcpy(out, in, n * sizeof(float));
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = zt_dropout_keep(seed, i, p) ? in[i] * scale : 0.0f;
+}
+
+/* the one decoder of core/quant.h (the format's single definition) over the whole matrix */
+static void cpu_dequant(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols) {
+    (void)be;
+    const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)fmt, rows, cols);
+    zt_quant_decode(&L, blob, 0, L.n, out);
+}
+
 void zt_cpu_fill_ops(zt_backend_i *i) {
     i->layernorm_fwd = cpu_layernorm_fwd;
     i->layernorm_bwd = cpu_layernorm_bwd;
@@ -232,4 +253,6 @@ void zt_cpu_fill_ops(zt_backend_i *i) {
     i->accumulate = cpu_accumulate;
     i->sumsq_chunks = cpu_sumsq_chunks;
     i->round_to = cpu_round_to;
+    i->dropout = cpu_dropout;
+    i->dequant = cpu_dequant;
 }

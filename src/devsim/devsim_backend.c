@@ -152,6 +152,14 @@ static void ds_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t 
 
 static void ds_round_to(zt_backend *be, float *x, size_t n, int prec) { CPU(be)->i->round_to(CPU(be), D(x), n, prec); }
 
+static void ds_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
+    CPU(be)->i->dropout(CPU(be), D(out), D(in), n, p, seed);
+}
+
+static void ds_dequant(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols) {
+    CPU(be)->i->dequant(CPU(be), D(out), D(blob), fmt, rows, cols);
+}
+
 /* ------------------------------------------------------------------ create */
 
 static zt_backend_i g_devsim_i;
@@ -192,6 +200,8 @@ zt_backend *zt_devsim_backend_create(int threads) {
         i->accumulate = ds_accumulate;
         i->sumsq_chunks = ds_sumsq_chunks;
         i->round_to = ds_round_to;
+        i->dropout = ds_dropout;
+        i->dequant = ds_dequant;
         i->name = "devsim";   /* last: the table is complete once name is set */
     }
     zt_backend *be = zt_calloc(1, sizeof *be);

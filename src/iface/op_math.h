@@ -146,4 +146,19 @@ ZT_HD float zt_round_bf16(float f) {
     return zt_int_bits_to_float((int32_t)(u & 0xffff0000u));
 }
 
+/* dropout's mask: element i of stream `seed` is kept iff u >= p, u = the top 24 bits of splitmix64's
+   finaliser of (seed, i) as a multiple of 2^-24 (exact in fp32): a counter-based hash, so every backend,
+   thread count and tiling gives the same mask */
+ZT_HD uint64_t zt_mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+ZT_HD int zt_dropout_keep(uint64_t seed, uint64_t i, float p) {
+    const uint32_t b = (uint32_t)(zt_mix64(seed ^ (i * 0xD1B54A32D192ED03ull)) >> 40);
+    return (float)b * 5.9604644775390625e-08f >= p;
+}
+
 #endif
