@@ -75,6 +75,12 @@ static int quantise_base(zt_model *m, const float *flat, char *err, size_t errle
     return bad;
 }
 
+int zt_lora_base_set(zt_model *m, const float *flat, char *err, size_t errlen) {
+    if (m->qfmt >= 0) return quantise_base(m, flat, err, errlen);
+    m->be->i->copy(m->be, m->params, flat, m->table.total * sizeof(float));
+    return 0;
+}
+
 int zt_lora_base_load(zt_model *m, const zt_config *c, uint64_t *hash, char *err, size_t errlen) {
     zt_ckpt_meta meta;
     zt_ckpt_view v = zt_model_ckpt_view(m);

@@ -36,6 +36,8 @@ void zt_loaded_model_close(zt_loaded_model *lm);
 /* LoRA: model.* of c from the config stored in lora.base (the adapters' shape is the base's). NOT collective. */
 int zt_lora_base_shape(zt_config *c, char *err, size_t errlen);
 /* LoRA: the weights of lora.base into m->params (whole, every rank; collective) and their fingerprint */
+/* LoRA: a base given as a GPT-2 flat buffer in backend memory (table.total) into the model (QLoRA: quantised) */
+int zt_lora_base_set(zt_model *m, const float *flat, char *err, size_t errlen);
 int zt_lora_base_load(zt_model *m, const zt_config *c, uint64_t *hash, char *err, size_t errlen);
 
 #endif

@@ -19,7 +19,9 @@
 
 #include "core/backend_factory.h"
 #include "core/model.h"
+#include "core/model_load.h"
 #include "core/optim.h"
+#include "core/quant.h"
 #include "core/zero.h"
 #include "iface/op_math.h"
 #include "util/util.h"
@@ -183,6 +185,21 @@ static void op_sumsq(zt_backend *be, st_case *k, float **out) {
     for (size_t c = 0; c < nc; c++) out[0][c] = (float)h[c];
     free(h);
     be->i->free(be, x); be->i->free(be, o);
+}
+
+static void op_dropout(zt_backend *be, st_case *k, float **out) {
+    float *x = up(be, k->in[0], k->in_n[0]), *y = up(be, NULL, k->in_n[0]);
+    be->i->dropout(be, y, x, k->in_n[0], 0.25f, 0x5eedull);
+    be->i->dropout(be, x, x, k->in_n[0], 0.5f, 77); /* in place */
+    down(be, out[0], y, k->out_n[0]); down(be, out[1], x, k->out_n[1]);
+    be->i->free(be, x); be->i->free(be, y);
+}
+static void op_dequant(zt_backend *be, st_case *k, float **out) {
+    /* in: the encoded blob (as 32-bit words); flag = zt_quant_fmt, M x N the matrix */
+    float *blob = up(be, k->in[0], k->in_n[0]), *w = up(be, NULL, (size_t)k->M * k->N);
+    be->i->dequant(be, w, blob, k->flag, (size_t)k->M, (size_t)k->N);
+    down(be, out[0], w, k->out_n[0]);
+    be->i->free(be, blob); be->i->free(be, w);
 }
 
 /* ------------------------------------------------------------------ building and checking cases */
@@ -429,6 +446,27 @@ static int run_ops(zt_backend *cpu, zt_backend *dev, int prec, FILE *out) {
         fails += check_case(&k, op_adamw, cpu, dev, out);
     }
     {
+        /* the same counter-based mask on every backend: bit-identical */
+        st_case k = {.name = "dropout", .nmse_max = 0, .rel_max = 0};
+        const size_t n = 30011;
+        add_in(&k, rnd(n, 1), n);
+        add_out(&k, "p0.25", n);
+        add_out(&k, "p0.5_inplace", n);
+        fails += check_case(&k, op_dropout, cpu, dev, out);
+    }
+    for (int f = 0; f < 3; f++) { /* QLoRA's base weights: the same decoding on every backend (bit-identical) */
+        static const char *const nm[3] = {"dequant[nf4]", "dequant[nf4_dq]", "dequant[int8]"};
+        st_case k = {.name = nm[f], .nmse_max = 0, .rel_max = 0, .fp32_out = 1, .int_in = 1, .flag = f, .M = 67, .N = 300};
+        const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)f, (size_t)k.M, (size_t)k.N);
+        float *w = rnd(L.n, 0.1f), *blob = zt_calloc(L.bytes / 4, sizeof(float));
+        char e[128];
+        if (zt_quant_encode(&L, w, blob, e, sizeof e)) zt_panic(__FILE__, __LINE__, "%s", e);
+        free(w);
+        add_in(&k, blob, L.bytes / 4);
+        add_out(&k, "w", L.n);
+        fails += check_case(&k, op_dequant, cpu, dev, out);
+    }
+    {
         st_case k = {.name = "sumsq_chunks", .nmse_max = 1e-13f, .rel_max = 1e-6f, .fp32_out = 1};
         const size_t n = 3 * 4096 + 1001;
         add_in(&k, rnd(n, 1), n);
@@ -442,7 +480,7 @@ static int run_ops(zt_backend *cpu, zt_backend *dev, int prec, FILE *out) {
 
 /* `steps` AdamW steps of a tiny GPT on synthetic tokens on device `dev`; losses[steps] and the
    final parameters' hash (rank 0's host copy) */
-static void train_run(const char *device, int threads, int steps, int prec, double *losses, uint64_t *hash) {
+static void train_run(const char *device, int threads, int steps, int prec, int lora, double *losses, uint64_t *hash) {
     char err[ZT_ERR_BUF];
     zt_config c;
     if (zt_config_load_string(&c, "", err, sizeof err)) zt_panic(__FILE__, __LINE__, "%s", err);
@@ -451,6 +489,14 @@ static void train_run(const char *device, int threads, int steps, int prec, doub
     c.train.micro_batch = 2; c.train.seq_len = 16; c.train.global_batch = 2 * N * 2; c.zero.stage = 2;
     snprintf(c.device, sizeof c.device, "%s", device);
     snprintf(c.precision, sizeof c.precision, "%s", prec_name(prec));
+    if (lora) { /* QLoRA with dropout: adapters r 4 on an nf4_dq base */
+        c.lora.enabled = 1;
+        snprintf(c.lora.base, sizeof c.lora.base, "selftest");
+        c.lora.rank = 4;
+        c.lora.alpha = 8;
+        c.lora.dropout = 0.1;
+        snprintf(c.lora.quant, sizeof c.lora.quant, "nf4_dq");
+    }
     zt_backend *be = zt_backend_create(device, threads, err, sizeof err);
     zt_comm *comm = be ? zt_comm_create("auto", be, err, sizeof err) : NULL;
     if (!comm) zt_user_error_all("%s", err);
@@ -459,9 +505,19 @@ static void train_run(const char *device, int threads, int steps, int prec, doub
     zt_model m;
     zt_zero z;
     zt_zero_init(&z, &c, &m, be, comm, &s);
-    float *h = zt_calloc(z.plan.padded, sizeof(float));
+    float *h = zt_calloc(z.plan.padded > m.table.total ? z.plan.padded : m.table.total, sizeof(float));
     zt_model_init_weights_host(&m.table, &s, h, 0.02f, 7);
-    be->i->to_device(be, m.params, h, m.table.total * sizeof(float));
+    if (lora) {
+        float *flat = be->i->alloc(be, m.table.total * sizeof(float));
+        be->i->to_device(be, flat, h, m.table.total * sizeof(float));
+        if (zt_lora_base_set(&m, flat, err, sizeof err)) zt_panic(__FILE__, __LINE__, "%s", err);
+        be->i->free(be, flat);
+        zt_lora_init_host(&m.lora->table, 7, h);
+        be->i->to_device(be, m.lora->params, h, m.lora->table.total * sizeof(float));
+        m.lora->seed = 7;
+    } else {
+        be->i->to_device(be, m.params, h, m.table.total * sizeof(float));
+    }
     zt_zero_master_init(&z, &m);
     const int B = c.train.micro_batch, T = c.train.seq_len, K = c.train.global_batch / B;
     int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
@@ -470,6 +526,7 @@ static void train_run(const char *device, int threads, int steps, int prec, doub
         double mine = 0;
         for (int mi = 0; mi < z.micro_steps; mi++) {
             const int j = mi * N + zt_rank();
+            if (m.lora) m.lora->micro = (long)step * K + j;
             zt_rng r;
             zt_rng_seed(&r, (uint64_t)step * 1000 + (uint64_t)j);
             /* a learnable stream: token t+1 = (token t * 5 + 3) mod V, with noise */
@@ -489,10 +546,11 @@ static void train_run(const char *device, int threads, int steps, int prec, doub
         MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         losses[step] = sum / K;
     }
-    be->i->to_host(be, h, m.params, m.table.total * sizeof(float));
+    const size_t tn = zt_model_ttable(&m)->total; /* what was trained */
+    be->i->to_host(be, h, zt_model_tparams(&m), tn * sizeof(float));
     uint64_t fnv = 1469598103934665603ull;
     const unsigned char *p = (const unsigned char *)h;
-    for (size_t i = 0; i < m.table.total * sizeof(float); i++) fnv = (fnv ^ p[i]) * 1099511628211ull;
+    for (size_t i = 0; i < tn * sizeof(float); i++) fnv = (fnv ^ p[i]) * 1099511628211ull;
     *hash = fnv;
     free(h);
     free(in);
@@ -502,13 +560,13 @@ static void train_run(const char *device, int threads, int steps, int prec, doub
     zt_backend_destroy(be);
 }
 
-static int run_train(const char *device, int threads, int steps, int prec, FILE *out) {
+static int run_train(const char *device, int threads, int steps, int prec, int lora, FILE *out) {
     double *lc = zt_calloc((size_t)steps, sizeof(double)), *l1 = zt_calloc((size_t)steps, sizeof(double));
     double *l2 = zt_calloc((size_t)steps, sizeof(double));
     uint64_t hc, h1, h2;
-    train_run("cpu", threads, steps, prec, lc, &hc);
-    train_run(device, threads, steps, prec, l1, &h1);
-    train_run(device, threads, steps, prec, l2, &h2);
+    train_run("cpu", threads, steps, prec, lora, lc, &hc);
+    train_run(device, threads, steps, prec, lora, l1, &h1);
+    train_run(device, threads, steps, prec, lora, l2, &h2);
     /* relative, per step: measured under the harness (README "GPU status"): fp32 2.7e-7, bf16 1.8e-4, fp16
        2.2e-5 (a last-bit difference of the fp32 GEMMs flips a bf16/fp16 rounding now and then) */
     const double tol = prec == ZT_PREC_BF16 ? 2e-3 : prec == ZT_PREC_FP16 ? 2e-4 : 1e-5;
@@ -520,8 +578,8 @@ static int run_train(const char *device, int threads, int steps, int prec, FILE 
     int same = memcmp(l1, l2, (size_t)steps * sizeof(double)) == 0 && h1 == h2;
     int fails = !(worst <= tol) + !same + !(lc[steps - 1] < lc[0]);
     if (out) {
-        fprintf(out, "\ntrain: tiny GPT (L2 C48 V97), %d ranks, ZeRO-2 ordered, %d steps, %s\n", zt_world(), steps,
-                prec_name(prec));
+        fprintf(out, "\ntrain: tiny GPT (L2 C48 V97), %d ranks, ZeRO-2 ordered, %d steps, %s%s\n", zt_world(), steps,
+                prec_name(prec), lora ? ", QLoRA (r 4, nf4_dq base, dropout 0.1)" : "");
         fprintf(out, "  loss step 1 / %d: cpu %.6f / %.6f, %s %.6f / %.6f\n", steps, lc[0], lc[steps - 1], device, l1[0],
                 l1[steps - 1]);
         fprintf(out, "  %-40s %.2e (limit %.0e)  %s\n", "max relative loss difference vs cpu", worst, tol,
@@ -632,7 +690,9 @@ int zt_selftest_run(const zt_selftest_opts *o, char *err, size_t errlen) {
     zt_backend_destroy(dev);
     zt_backend_destroy(cpu);
     for (int p = 0; p < 3; p++)
-        if (o->train_steps > 0 && (o->precisions >> p & 1)) fails += run_train(o->device, o->threads, o->train_steps, p, out);
+        if (o->train_steps > 0 && (o->precisions >> p & 1)) fails += run_train(o->device, o->threads, o->train_steps, p, 0, out);
+    if (o->train_steps > 0 && (o->precisions & 1)) /* (Q)LoRA, fp32: half the steps */
+        fails += run_train(o->device, o->threads, o->train_steps > 1 ? o->train_steps / 2 : 1, ZT_PREC_FP32, 1, out);
     if (o->comm) fails += run_comm(o->device, o->threads, out);
     if (out) fprintf(out, "\nselftest %s: %d check%s failed\n", fails ? "FAILED" : "passed", fails, fails == 1 ? "" : "s");
     return fails;

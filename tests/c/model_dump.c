@@ -74,6 +74,7 @@ static void parse(args *a, int argc, char **argv) {
     a->mode = argv[1];
     a->lora = strncmp(a->mode, "lora-", 5) == 0;
     a->lc.rank = 8;
+    a->lc.quant = -1; /* fp32 base */
     a->alpha = 16;
     a->targets = "all";
     for (int i = 2; i < argc; i++) {
