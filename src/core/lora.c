@@ -176,18 +176,25 @@ void zt_lora_quant_roundtrip_host(const zt_param_table *bt, float *base, const z
         }
 }
 
-uint64_t zt_lora_hash(zt_backend *be, const float *dev, size_t n) {
+void zt_lora_hash_update(uint64_t *hash, zt_backend *be, const float *dev, size_t n) {
     const size_t chunk = (size_t)1 << 20;
-    uint32_t *h = zt_malloc(chunk * sizeof(uint32_t));
-    uint64_t x = 0xcbf29ce484222325ull;
+    uint32_t *h = zt_malloc((n < chunk ? n : chunk) * sizeof(uint32_t) + 4);
+    uint64_t x = *hash;
     for (size_t off = 0; off < n; off += chunk) {
         const size_t m = n - off < chunk ? n - off : chunk;
         be->i->to_host(be, h, dev + off, m * sizeof(float));
+        be->i->sync(be);
         for (size_t j = 0; j < m; j++) {
             x ^= h[j];
             x *= 0x100000001b3ull;
         }
     }
     free(h);
+    *hash = x;
+}
+
+uint64_t zt_lora_hash(zt_backend *be, const float *dev, size_t n) {
+    uint64_t x = ZT_LORA_HASH0;
+    zt_lora_hash_update(&x, be, dev, n);
     return x;
 }

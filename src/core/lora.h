@@ -85,7 +85,10 @@ size_t zt_lora_base_bytes(const zt_model_shape *s, int quant, size_t *fp32_elems
 /* QLoRA: in place on the host, each linear weight of a GPT-2 flat buffer replaced by its quantise-dequantise
    (what training computed with) */
 void zt_lora_quant_roundtrip_host(const zt_param_table *bt, float *base, const zt_model_shape *s, int quant);
-/* fingerprint of a base: FNV-1a over the float bits of n elements of backend memory */
+/* fingerprint of a base: FNV-1a over the float bits of n elements of backend memory; _update continues one
+   (start from ZT_LORA_HASH0) over the next elements of the flat buffer */
+#define ZT_LORA_HASH0 0xcbf29ce484222325ull
 uint64_t zt_lora_hash(zt_backend *be, const float *dev, size_t n);
+void zt_lora_hash_update(uint64_t *h, zt_backend *be, const float *dev, size_t n);
 
 #endif

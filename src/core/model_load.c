@@ -39,6 +39,9 @@ int zt_lora_base_shape(zt_config *c, char *err, size_t errlen) {
     else if (zt_config_load_string(b, meta.config_text, e, sizeof e))
         bad = zt_errf(err, errlen, "lora.base = \"%.400s\": its stored config does not parse: %.500s", c->lora.base, e);
     if (!bad) c->model = b->model;
+    if (!bad && c->train.seq_len > c->model.block_size)
+        bad = zt_errf(err, errlen, "train.seq_len = %d exceeds the block_size %d of lora.base = \"%.400s\" (the positions the "
+                      "base model has)", c->train.seq_len, c->model.block_size, c->lora.base);
     zt_ckpt_meta_free(&meta);
     free(b);
     return bad;
@@ -81,23 +84,67 @@ int zt_lora_base_set(zt_model *m, const float *flat, char *err, size_t errlen) {
     return 0;
 }
 
-int zt_lora_base_load(zt_model *m, const zt_config *c, uint64_t *hash, char *err, size_t errlen) {
-    zt_ckpt_meta meta;
-    zt_ckpt_view v = zt_model_ckpt_view(m);
-    float *flat = m->params;
-    if (m->qfmt >= 0) { /* QLoRA: read through a transient fp32 copy (freed before training allocates more) */
-        flat = m->be->i->alloc(m->be, m->table.total * sizeof(float));
-        v.params = flat;
-        v.padded = v.hi = m->table.total;
+/* QLoRA: lora.base read range by range in flat order (each linear weight alone through a scratch of its size,
+   each run of the other tensors straight into its packed place), fingerprinted as it goes: no fp32 copy of
+   the whole base is ever resident */
+static int load_quantised(zt_model *m, const char *path, uint64_t *hash, char *err, size_t errlen) {
+    zt_backend *be = m->be;
+    const zt_param_table *pt = &m->table;
+    size_t maxn = 0;
+    for (int i = 0; i < pt->n; i++)
+        if (!m->w[i] && pt->t[i].numel > maxn) maxn = pt->t[i].numel;
+    float *scratch = be->i->alloc(be, maxn * sizeof(float)), *h = zt_malloc(maxn * sizeof(float));
+    void *blob = zt_malloc(zt_quant_plan((zt_quant_fmt)m->qfmt, 1, maxn).bytes + maxn); /* >= any blob */
+    *hash = ZT_LORA_HASH0;
+    int bad = 0;
+    for (int i = 0; i < pt->n && !bad;) {
+        int j = i + 1; /* a run [i, j) of fp32 tensors, or one quantised weight */
+        if (m->w[i])
+            while (j < pt->n && m->w[j]) j++;
+        const size_t lo = pt->t[i].offset, hi = pt->t[j - 1].offset + pt->t[j - 1].numel;
+        zt_ckpt_view v = zt_model_ckpt_view(m);
+        v.range_only = 1;
+        v.lo = v.params_base = lo;
+        v.hi = hi;
+        v.params = m->w[i] ? m->w[i] : scratch;
+        zt_ckpt_meta meta;
+        char e[ZT_ERR_BUF] = "";
+        if (zt_ckpt_load(path, &meta, &v, e, sizeof e)) {
+            bad = zt_errf(err, errlen, "lora.base: %s", e);
+            break;
+        }
+        zt_ckpt_meta_free(&meta);
+        zt_lora_hash_update(hash, be, v.params, hi - lo);
+        if (!m->w[i]) {
+            const zt_tensor_info *t = &pt->t[i];
+            const int l = (i - 2) / ZT_PER_LAYER, kt = (i - 2) % ZT_PER_LAYER;
+            int k = 0;
+            while (zt_lora_target_tensor(k) != kt) k++;
+            const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)m->qfmt, (size_t)t->shape[0], (size_t)t->shape[1]);
+            be->i->to_host(be, h, scratch, t->numel * sizeof(float));
+            be->i->sync(be);
+            char qe[128];
+            if (zt_quant_encode(&L, h, blob, qe, sizeof qe)) bad = zt_errf(err, errlen, "lora.base: %s: %s", t->name, qe);
+            else be->i->to_device(be, m->qw[l][k], blob, L.bytes);
+        }
+        i = j;
     }
-    char e[ZT_ERR_BUF] = "";
-    int bad = zt_ckpt_load(c->lora.base, &meta, &v, e, sizeof e);
-    if (bad) zt_errf(err, errlen, "lora.base: %s", e);
-    else zt_ckpt_meta_free(&meta);
-    if (!bad) *hash = zt_lora_hash(m->be, flat, m->table.total);
-    if (!bad && m->qfmt >= 0) bad = quantise_base(m, flat, err, errlen);
-    if (flat != m->params) m->be->i->free(m->be, flat);
+    be->i->sync(be);
+    be->i->free(be, scratch);
+    free(h);
+    free(blob);
     return bad;
+}
+
+int zt_lora_base_load(zt_model *m, const zt_config *c, uint64_t *hash, char *err, size_t errlen) {
+    if (m->qfmt >= 0) return load_quantised(m, c->lora.base, hash, err, errlen);
+    zt_ckpt_meta meta;
+    const zt_ckpt_view v = zt_model_ckpt_view(m);
+    char e[ZT_ERR_BUF] = "";
+    if (zt_ckpt_load(c->lora.base, &meta, &v, e, sizeof e)) return zt_errf(err, errlen, "lora.base: %s", e);
+    zt_ckpt_meta_free(&meta);
+    *hash = zt_lora_hash(m->be, m->params, m->table.total);
+    return 0;
 }
 
 /* a LoRA checkpoint: the base (lora.base, its fingerprint checked), the adapters onto the host, merged */

@@ -201,7 +201,7 @@ int zt_ckpt_view_nonfinite(const zt_ckpt_view *v, size_t lo, size_t hi, int mome
     if (hi <= lo) return 0;
     zt_ckpt_group groups[4];
     const int ng = moments ? zt_ckpt_groups(groups, v) : 1;
-    if (!moments) groups[0] = (zt_ckpt_group){"/model", v->params, 0};
+    if (!moments) groups[0] = (zt_ckpt_group){"/model", v->params, v->params_base};
     const size_t stage_n = (size_t)1 << 20;
     float *stage = v->be->i->mem == ZT_MEM_HOST ? NULL : zt_malloc(stage_n * sizeof(float));
     int found = 0;
@@ -326,14 +326,16 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
 
     const zt_param_table *pt = v->table;
     zt_backend *be = v->be;
-    /* without optimizer state every rank reads everything */
-    const size_t lo = v->exp_avg ? v->lo : 0, hi = v->exp_avg && v->hi < pt->total ? v->hi : pt->total;
+    /* without optimizer state every rank reads everything (or the range asked for) */
+    const int ranged = v->exp_avg || v->range_only;
+    const size_t lo = ranged ? v->lo : 0, hi = ranged && v->hi < pt->total ? v->hi : pt->total;
     /* the padding past the last tensor is zero in every buffer */
     if (v->exp_avg) {
         be->i->zero(be, v->exp_avg, v->optim_elems * sizeof(float));
         be->i->zero(be, v->exp_avg_sq, v->optim_elems * sizeof(float));
     }
-    if (v->padded > pt->total) be->i->zero(be, v->params + pt->total, (v->padded - pt->total) * sizeof(float));
+    if (!v->range_only && v->padded > pt->total)
+        be->i->zero(be, v->params + pt->total, (v->padded - pt->total) * sizeof(float));
     zt_ckpt_group groups[4];
     const int ng = zt_ckpt_groups(groups, v);
     /* the master weights are what a state is: a view without a master copy (fp32 training, eval, sample,
@@ -400,7 +402,7 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         MPI_Comm_size(MPI_COMM_WORLD, &size);
         size_t a = lo, b = hi;
-        if (!v->exp_avg) {
+        if (!ranged) {
             a = pt->total / (size_t)size * (size_t)rank;
             b = rank == size - 1 ? pt->total : pt->total / (size_t)size * (size_t)(rank + 1);
         }

@@ -56,6 +56,10 @@ typedef struct zt_ckpt_view {
     size_t optim_base, optim_elems;/* element k of which is flat element optim_base + k */
     float *master;                 /* fp32 master weights (precision bf16/fp16), laid out as the moments;
                                       NULL in fp32, where the parameters are the master copy */
+    int range_only;                /* load: only the parameters' flat range [lo, hi) (no moments), into params,
+                                      which holds flat elements from params_base on (QLoRA reads its base
+                                      piece by piece); 0: as above */
+    size_t params_base;
 } zt_ckpt_view;
 
 /* Save params + (if v->exp_avg) Adam moments of this rank's range. dir is created if needed.

@@ -48,7 +48,7 @@ typedef struct zt_ckpt_group {
 
 static inline int zt_ckpt_groups(zt_ckpt_group *g, const zt_ckpt_view *v) {
     int n = 0;
-    g[n++] = (zt_ckpt_group){"/model", v->params, 0};
+    g[n++] = (zt_ckpt_group){"/model", v->params, v->params_base};
     if (v->exp_avg) {
         g[n++] = (zt_ckpt_group){"/optim/exp_avg", v->exp_avg, v->optim_base};
         g[n++] = (zt_ckpt_group){"/optim/exp_avg_sq", v->exp_avg_sq, v->optim_base};

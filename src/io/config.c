@@ -138,8 +138,8 @@ const key_def cfg_schema[] = {
         "adapted linear layers: comma list of qkv (attn.c_attn), proj (attn.c_proj), fc (mlp.c_fc), fcproj "
         "(mlp.c_proj), or all"),
     ENUM("lora.quant", lora.quant, "none",
-         "QLoRA: the frozen base's linear weights stored quantised (nf4: 4-bit NormalFloat, blocks of 64; nf4_dq: with "
-         "double-quantised block scales; int8: per-row absmax) and dequantised on the fly", "none", "nf4", "nf4_dq", "int8"),
+         "QLoRA: the frozen base's linear weights stored quantised (nf4: 4-bit NormalFloat, blocks of 64, nf4_dq: with "
+         "double-quantised block scales, int8: per-row absmax) and dequantised on the fly", "none", "nf4", "nf4_dq", "int8"),
 };
 
 const int cfg_n_keys = (int)(sizeof cfg_schema / sizeof cfg_schema[0]);
@@ -695,11 +695,12 @@ int zt_config_validate(const zt_config *c, int world_size, char *err, size_t err
     if (world_size < 1) return zt_errf(err, errlen, "world size %d: must be >= 1", world_size);
     const typeof(c->model) *m = &c->model;
     const typeof(c->train) *t = &c->train;
-    if (m->n_embd % m->n_head)
+    /* lora.enabled: model.* are replaced by lora.base's (zt_lora_base_shape checks seq_len against it) */
+    if (!c->lora.enabled && m->n_embd % m->n_head)
         return zt_errf(err, errlen,
                     "model.n_embd = %d is not divisible by model.n_head = %d (each head gets n_embd / n_head "
                     "channels)", m->n_embd, m->n_head);
-    if (t->seq_len > m->block_size)
+    if (!c->lora.enabled && t->seq_len > m->block_size)
         return zt_errf(err, errlen, "train.seq_len = %d exceeds model.block_size = %d (the positions the model has)",
                     t->seq_len, m->block_size);
     if (m->padded_vocab && m->padded_vocab < m->vocab_size)
