@@ -23,6 +23,8 @@
  *   model_dump lora-train SHAPE LORA ... (as train) --adapters A.bin
  *       as train, AdamW updating only the adapters. OUT = float64 (S, 4), then float32 final adapters.
  *   LORA = --lora-rank r --lora-alpha a [--lora-rslora 0|1] [--lora-targets qkv,proj,fc,fcproj|all]
+ *          [--lora-dropout p]  (lora-fwdbwd only: a training forward, dropout seed 1234; the logits
+ *          written are then dlogits)
  *   SHAPE = --layers L --heads H --embd C --vocab V --padded-vocab Vp --block maxT [--threads N]
  *           [--device cpu|devsim] (default: ZT_TEST_DEVICE, else cpu; the backend comes from the factory)
  *
@@ -52,7 +54,7 @@ typedef struct args {
     int lora;                       /* a lora-* mode */
     zt_lora_cfg lc;
     const char *adapters, *targets;
-    double alpha;
+    double alpha, dropout;
 } args;
 
 static void die(const char *msg, const char *what) {
@@ -94,6 +96,7 @@ static void parse(args *a, int argc, char **argv) {
         SARG("--schedule", a->schedule) SARG("--weights", a->weights) SARG("--tokens", a->tokens)
         SARG("--out", a->out) SARG("--device", a->device)
         IARG("--lora-rank", a->lc.rank) DARG("--lora-alpha", a->alpha) IARG("--lora-rslora", a->lc.rslora)
+        DARG("--lora-dropout", a->dropout)
         SARG("--lora-targets", a->targets) SARG("--adapters", a->adapters)
 #undef IARG
 #undef DARG
@@ -108,6 +111,7 @@ static void parse(args *a, int argc, char **argv) {
     if (a->lora) {
         char err[256];
         a->lc.alpha = (float)a->alpha;
+        a->lc.dropout = (float)a->dropout;
         if (!(a->lc.targets = zt_config_lora_targets(a->targets, err, sizeof err))) die(err, NULL);
         if (a->lc.rank <= 0) die("need --lora-rank > 0", NULL);
         if (strcmp(a->mode, "lora-table") != 0 && !a->adapters) die("need --adapters", NULL);
@@ -179,7 +183,11 @@ static int cmd_fwdbwd(const args *a) {
     be->i->to_device(be, m.params, w, total * sizeof(float));
     load_adapters(a, &m);
     const size_t gtotal = zt_model_ttable(&m)->total;
-    float loss = zt_model_forward(&m, tok, tok + BT, a->B, a->T);
+    /* a training forward (dropout on, seed 1234, micro-batch 0) when the adapters have dropout: the logits
+       written out are then dlogits (the loss and the gradients are what is checked) */
+    if (a->lora && a->lc.dropout > 0.0f) m.lora->seed = 1234;
+    float loss = a->lora && a->lc.dropout > 0.0f ? zt_model_forward_train(&m, tok, tok + BT, a->B, a->T, 1.0f)
+                                                 : zt_model_forward(&m, tok, tok + BT, a->B, a->T);
     float *logits = malloc(BT * Vp * sizeof(float));
     /* backward overwrites the logits with dlogits: copy them out first */
     be->i->to_host(be, logits, m.a.logits, BT * Vp * sizeof(float));
