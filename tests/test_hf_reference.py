@@ -15,10 +15,10 @@ What is compared (fp32 on both sides, same weights passed through a file):
             exactly 0). The HF loss is F.cross_entropy(HF logits, targets), mean over all B*T
             positions, i.e. ztrain's loss (tokens and targets given separately, no label shift).
   train_*   20 AdamW steps, K=2 micro-batches per step (each backward scaled by 1/K), warmup +
-            cosine decay (zt_lr_at replicated below), global-norm clipping that triggers on some
-            steps (asserted), weight decay on 2-D weights only; against torch.optim.AdamW +
-            clip_grad_norm_ driven identically: per-step losses, grad norms, learning rates and
-            the final parameters.
+            cosine decay (zt_lr_at replicated in tests/hf_ref_common.py), global-norm clipping that
+            triggers on some steps (asserted), weight decay on 2-D weights only; against
+            torch.optim.AdamW + clip_grad_norm_ driven identically: per-step losses, grad norms,
+            learning rates and the final parameters.
 
 Metric: for each quantity the norm-wise relative error against an HF float64 run of the same
 (fp32) weights and batches, rel = ||a - d||_2 / max(||d||_2, 1e-30) (d = HF f64; a scalar uses
@@ -34,148 +34,27 @@ comparison against HF fp32 directly (rel <= 1e-4) is kept as a second, coarse ch
 """
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(REPO, "build", "tests", "model_dump")
-TOL = 1e-4        # coarse: ztrain vs HF fp32 directly
-RATIO = 3.0       # ztrain's error vs f64 may be at most RATIO x HF fp32's error vs f64
-FLOOR = 2.0 ** -24
-THREADS = 2
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_ref_common as common  # noqa: E402
+from hf_ref_common import (REPO, TOL, Yardstick, abs_err, adamw_train, check_clip_steps,  # noqa: E402
+                           check_loss_logits, check_train_records, flat_weights, hf_loss, hf_params, make_batches,
+                           make_hf, rel_err, report_fail, report_pass, run_dump, shape_args, train_args,
+                           write_tokens, zt_table)
 
-failures = 0
-
-
-def report_pass(name, msg):
-    print(f"PASS {name} ({msg})", flush=True)
-
-
-def report_fail(name, msg):
-    global failures
-    failures += 1
-    print(f"FAIL {name}: {msg}", flush=True)
-
-
-try:
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-    import transformers
-    from transformers import GPT2Config, GPT2LMHeadModel
-except Exception as e:  # ImportError, or a broken install
-    report_fail("hf_reference_imports",
-                f"cannot import numpy/torch/transformers with {sys.executable}: {e!r} "
-                "(create the venv with scripts/setup-venv.sh: transformers 4.44.2, Debian's torch, numpy)")
-    sys.exit(1)
-
-torch.set_num_threads(THREADS)
+common.require_imports("hf_reference_imports", "numpy/torch/transformers",
+                       "create the venv with scripts/setup-venv.sh: transformers 4.44.2, Debian's torch, numpy")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------- helpers
-
-def rel_err(a, b):
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
-def abs_err(a, b):
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
-    return float(np.max(np.abs(a - b))) if a.size else 0.0
-
-
-class Yardstick:
-    """collects rel(ztrain, f64) / max(rel(HF fp32, f64), FLOOR) per quantity"""
-
-    def __init__(self):
-        self.rows = []  # (quantity, ztrain err, HF err, ratio)
-
-    def add(self, what, z, h, d):
-        ez, eh = rel_err(z, d), rel_err(h, d)
-        r = ez / max(eh, FLOOR)
-        self.rows.append((what, ez, eh, r))
-        return r
-
-    def problems(self):
-        return [f"{w}: ztrain vs f64 {ez:.2e} > {RATIO:g} x HF fp32 vs f64 {eh:.2e} (ratio {r:.1f})"
-                for w, ez, eh, r in self.rows if not r <= RATIO]
-
-    def summary(self):
-        w = max(self.rows, key=lambda x: x[3])
-        byq = {}
-        for q, ez, eh, r in self.rows:
-            k = q.split(" ")[0]
-            byq[k] = max(byq.get(k, 0.0), r)
-        parts = ", ".join(f"{k} {v:.2f}" for k, v in byq.items())
-        return f"yardstick ratios (ztrain/HF fp32 error vs f64, limit {RATIO:g}): worst {w[3]:.2f} [{w[0]}]; {parts}"
-
-
-def shape_args(sh):
-    return ["--layers", str(sh["L"]), "--heads", str(sh["H"]), "--embd", str(sh["C"]),
-            "--vocab", str(sh["V"]), "--padded-vocab", str(sh["Vp"]), "--block", str(sh["maxT"]),
-            "--threads", str(THREADS)]
-
-
-def run_dump(args):
-    p = subprocess.run([BIN] + args, cwd=REPO, capture_output=True, text=True, timeout=120)
-    if p.returncode != 0:
-        raise RuntimeError(f"model_dump {args[0]} exited {p.returncode}: {(p.stderr or p.stdout).strip()[-500:]}")
-    return p.stdout
-
-
-def zt_table(sh):
-    """[(name, offset, numel, shape tuple, decay)], total — from model_dump table"""
-    out = run_dump(["table"] + shape_args(sh))
-    ts, total = [], None
-    for line in out.splitlines():
-        f = line.split()
-        if f[0] == "tensor":
-            ndim = int(f[4])
-            shape = (int(f[5]), int(f[6])) if ndim == 2 else (int(f[5]),)
-            ts.append((f[1], int(f[2]), int(f[3]), shape, int(f[7])))
-        elif f[0] == "total":
-            total = int(f[1])
-    return ts, total
-
-
-def make_hf(sh, seed, dtype=torch.float32):
-    """GPT2LMHeadModel with a seeded random init; LayerNorm weights/biases and all biases are moved
-    away from 1/0 so that their gradients are exercised."""
-    cfg = GPT2Config(vocab_size=sh["V"], n_positions=sh["maxT"], n_embd=sh["C"], n_layer=sh["L"],
-                     n_head=sh["H"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                     layer_norm_epsilon=1e-5, activation_function="gelu_new", tie_word_embeddings=True,
-                     scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False,
-                     reorder_and_upcast_attn=False)
-    cfg._attn_implementation = "eager"
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(cfg)
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.startswith("lm_head"):
-                continue
-            if ".ln_" in name or name.startswith("transformer.ln_f"):
-                base = 1.0 if name.endswith("weight") else 0.0
-                p.copy_(base + 0.1 * torch.randn(p.shape, generator=g))
-            elif name.endswith("bias"):
-                p.copy_(0.05 * torch.randn(p.shape, generator=g))
-            else:  # wte, wpe, Conv1D weights: larger than GPT-2's 0.02 so attention is not uniform
-                std = 0.04 if name.endswith("c_proj.weight") else 0.1
-                p.copy_(std * torch.randn(p.shape, generator=g))
-    model = model.to(dtype)
-    model.eval()  # dropout is 0 anyway
-    assert model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr(), "lm_head not tied"
-    return model
-
-
-def hf_params(model):
-    """ztrain name -> HF parameter (lm_head is the tied wte)"""
-    return {n[len("transformer."):]: p for n, p in model.named_parameters() if n.startswith("transformer.")}
-
+# (tests/hf_ref_common.py holds those shared with tests/test_lora_reference.py: errors, Yardstick,
+# model_dump, make_hf, batches, lr_at, the AdamW driving and the loss/logits and training comparisons)
 
 def check_table(sh, model):
     ts, total = zt_table(sh)
@@ -202,39 +81,6 @@ def check_table(sh, model):
     return (ts, total), None
 
 
-def flat_weights(model, ts, total, sh):
-    hp = hf_params(model)
-    w = np.zeros(total, dtype=np.float32)
-    for name, o, numel, shape, _ in ts:
-        t = hp[name].detach().to(torch.float32).cpu().numpy()
-        if name == "wte.weight":
-            t = np.concatenate([t, np.zeros((sh["Vp"] - sh["V"], sh["C"]), np.float32)])
-        w[o:o + numel] = t.ravel()
-    return w
-
-
-def make_batches(n, B, T, V, seed):
-    """n batches of (tokens, targets), each (B, T) int32: a learnable sequence (a fixed random
-    next-token map with some noise), targets = the sequence shifted by one"""
-    rng = np.random.default_rng(seed)
-    nxt = rng.integers(0, V, size=V)
-    out = []
-    for _ in range(n):
-        seq = np.empty((B, T + 1), dtype=np.int64)
-        seq[:, 0] = rng.integers(0, V, size=B)
-        for t in range(T):
-            noise = rng.random(B) < 0.2
-            seq[:, t + 1] = np.where(noise, rng.integers(0, V, size=B), nxt[seq[:, t]])
-        out.append((seq[:, :-1].astype(np.int32), seq[:, 1:].astype(np.int32)))
-    return out
-
-
-def hf_loss(model, tok, tgt):
-    logits = model(input_ids=torch.from_numpy(tok.astype(np.int64))).logits
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.from_numpy(tgt.astype(np.int64)).reshape(-1))
-    return loss, logits
-
-
 # ----------------------------------------------------------------------------------- fwd/bwd
 
 def case_fwdbwd(tag, sh, B, T, seed, tmp):
@@ -250,7 +96,7 @@ def case_fwdbwd(tag, sh, B, T, seed, tmp):
     w = flat_weights(model, ts, total, sh)
     wpath, tpath, opath = (os.path.join(tmp, f"{tag}.{x}") for x in ("w", "tok", "out"))
     w.tofile(wpath)
-    np.concatenate([tok.ravel(), tgt.ravel()]).astype(np.int32).tofile(tpath)
+    write_tokens(tpath, [(tok, tgt)])
     run_dump(["fwdbwd"] + shape_args(sh) + ["--B", str(B), "--T", str(T), "--weights", wpath,
                                             "--tokens", tpath, "--out", opath])
     V, Vp, C = sh["V"], sh["Vp"], sh["C"]
@@ -280,18 +126,9 @@ def case_fwdbwd(tag, sh, B, T, seed, tmp):
     problems = []
     h_loss, h_logits, h_grads = ref[torch.float32]
     d_loss, d_logits, d_grads = ref[torch.float64]
-    ys = Yardstick()
-    ys.add("loss", z_loss, h_loss, d_loss)
-    ys.add("logits", z_logits[..., :V], h_logits, d_logits)
-    loss_rel = abs(z_loss - h_loss) / abs(h_loss)
-    if not loss_rel <= TOL:
-        problems.append(f"loss {z_loss:.8g} vs HF {h_loss:.8g} (rel {loss_rel:.2e})")
-    log_rel, log_abs = rel_err(z_logits[..., :V], h_logits), abs_err(z_logits[..., :V], h_logits)
-    if not log_rel <= TOL:
-        problems.append(f"logits rel {log_rel:.2e} abs {log_abs:.2e}")
-    pad_log = float(np.max(np.abs(z_logits[..., V:]))) if Vp > V else 0.0
-    if pad_log != 0.0:
-        problems.append(f"padded logit columns not 0 (max |.| {pad_log:.3g})")
+    ys = Yardstick("ztrain", "HF")
+    loss_rel, log_rel, log_abs = check_loss_logits(ys, problems, z_loss, z_logits, h_loss, h_logits,
+                                                   d_loss, d_logits, V, Vp)
     worst = ("", 0.0, 0.0)
     worst64 = hf64 = 0.0
     for tname, o, numel, shape, _ in ts:
@@ -317,60 +154,23 @@ def case_fwdbwd(tag, sh, B, T, seed, tmp):
         tail = float(np.max(np.abs(z_grad[wo + T * C:wo + sh["maxT"] * C])))
         if tail != 0.0:
             problems.append(f"wpe rows >= T got a gradient (max |.| {tail:.3g})")
-    problems = ys.problems() + problems
     msg = (f"{ys.summary()}; loss {z_loss:.6f} rel {loss_rel:.1e}; logits rel {log_rel:.1e} abs {log_abs:.1e}; "
            f"grads ({len(ts)} tensors) worst rel {worst[1]:.1e} [{worst[0]}], max abs {max_abs:.1e}; "
            f"vs f64: ztrain logits rel {rel_err(z_logits[..., :V], d_logits):.1e} grads worst rel {worst64:.1e}, "
            f"HF fp32 grads worst rel {hf64:.1e}")
-    if os.environ.get("ZT_HF_VERBOSE"):  # every quantity's errors and ratio
-        for w, ez, eh, r in ys.rows:
-            print(f"#   {name} {w}: ztrain {ez:.2e} HF fp32 {eh:.2e} ratio {r:.2f}")
-    if problems:
-        report_fail(name, "; ".join(problems[:6]) + f" [{msg}]")
-    else:
-        report_pass(name, msg)
+    ys.finish(name, problems, msg)
 
 
 # ----------------------------------------------------------------------------------- training
 
-def lr_at(step, lr, min_lr, warmup, total, schedule="cosine"):
-    """zt_lr_at (src/core/optim.c), in double"""
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    if schedule == "constant" or total <= warmup + 1:
-        return lr
-    frac = min((step - warmup) / (total - warmup - 1), 1.0)
-    if schedule == "linear":
-        return lr - frac * (lr - min_lr)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * frac)) * (lr - min_lr)
-
-
 def torch_train(model, batches, steps, K, hp, dtype):
+    """torch.optim.AdamW + clip_grad_norm_ driven as ztrain trains, weight decay on the 2-D weights only:
+    rec (steps, 3) = loss, grad norm, lr; {ztrain name: final parameter f64}"""
     params = hf_params(model)
     decay = [p for n, p in params.items() if p.dim() == 2]      # wte, wpe, Conv1D weights
     no_decay = [p for n, p in params.items() if p.dim() != 2]   # biases, LayerNorm
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": hp["wd"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"])
-    allp = decay + no_decay
-    rec = []
-    for step in range(steps):
-        opt.zero_grad(set_to_none=True)
-        tot = 0.0
-        for j in range(K):
-            tok, tgt = batches[(step * K + j) % len(batches)]
-            loss, _ = hf_loss(model, tok, tgt)
-            (loss / K).backward()
-            tot += float(loss)
-        norm = float(torch.nn.utils.clip_grad_norm_(allp, hp["clip"]))
-        lr = lr_at(step, hp["lr"], hp["min_lr"], hp["warmup"], steps)
-        if dtype == torch.float32:
-            lr = float(np.float32(lr))   # ztrain hands the adamw kernel a float lr
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.step()
-        rec.append((tot / K, norm, lr))
-    return np.array(rec), {n: p.detach().to(torch.float64).numpy() for n, p in params.items()}
+    rec = adamw_train(model, [(decay, hp["wd"]), (no_decay, 0.0)], batches, steps, K, hp, dtype)
+    return rec, {n: p.detach().to(torch.float64).numpy() for n, p in params.items()}
 
 
 def case_train(tag, sh, B, T, K, steps, hp, seed, tmp):
@@ -390,12 +190,9 @@ def case_train(tag, sh, B, T, K, steps, hp, seed, tmp):
     w = flat_weights(model, ts, total, sh)
     wpath, tpath, opath = (os.path.join(tmp, f"{tag}.{x}") for x in ("w", "tok", "out"))
     w.tofile(wpath)
-    np.concatenate([np.concatenate([a.ravel(), b.ravel()]) for a, b in batches]).astype(np.int32).tofile(tpath)
-    run_dump(["train"] + shape_args(sh) + [
-        "--B", str(B), "--T", str(T), "--K", str(K), "--steps", str(steps), "--lr", repr(hp["lr"]),
-        "--min-lr", repr(hp["min_lr"]), "--warmup", str(hp["warmup"]), "--clip", repr(hp["clip"]),
-        "--wd", repr(hp["wd"]), "--beta1", repr(hp["beta1"]), "--beta2", repr(hp["beta2"]),
-        "--eps", repr(hp["eps"]), "--schedule", "cosine", "--weights", wpath, "--tokens", tpath, "--out", opath])
+    write_tokens(tpath, batches)
+    run_dump(["train"] + shape_args(sh) + train_args(B, T, K, steps, hp) +
+             ["--weights", wpath, "--tokens", tpath, "--out", opath])
     raw = open(opath, "rb").read()
     if len(raw) != steps * 4 * 8 + total * 4:
         report_fail(name, f"model_dump wrote {len(raw)} bytes, expected {steps * 32 + total * 4}")
@@ -407,34 +204,16 @@ def case_train(tag, sh, B, T, K, steps, hp, seed, tmp):
     drec, dpar = torch_train(model64, batches, steps, K, hp, torch.float64)
 
     problems = []
-    z_loss, z_norm, z_clip, z_lr = zrec[:, 0], zrec[:, 1], zrec[:, 2], zrec[:, 3]
-    ys = Yardstick()
-    ys.add("losses (20 steps)", z_loss, hrec[:, 0], drec[:, 0])
-    ys.add("grad_norms (20 steps)", z_norm, hrec[:, 1], drec[:, 1])
-    loss_rel = np.abs(z_loss - hrec[:, 0]) / np.abs(hrec[:, 0])
-    norm_rel = np.abs(z_norm - hrec[:, 1]) / np.abs(hrec[:, 1])
-    loss_rel64 = np.abs(z_loss - drec[:, 0]) / np.abs(drec[:, 0])
-    hf_rel64 = np.abs(hrec[:, 0] - drec[:, 0]) / np.abs(drec[:, 0])
-    lr_py = np.array([lr_at(s, hp["lr"], hp["min_lr"], hp["warmup"], steps) for s in range(steps)])
-    lr_rel = float(np.max(np.abs(z_lr - lr_py) / lr_py))
-    if not np.all(loss_rel <= TOL):
-        s = int(np.argmax(loss_rel))
-        problems.append(f"loss step {s + 1}: {z_loss[s]:.8g} vs torch {hrec[s, 0]:.8g} (rel {loss_rel[s]:.2e})")
-    if not np.all(norm_rel <= TOL):
-        s = int(np.argmax(norm_rel))
-        problems.append(f"grad norm step {s + 1}: {z_norm[s]:.8g} vs torch {hrec[s, 1]:.8g} (rel {norm_rel[s]:.2e})")
-    if not lr_rel <= 1e-12:
-        problems.append(f"lr schedule differs from zt_lr_at's formula (rel {lr_rel:.2e})")
-    zc = z_clip < 1.0
+    z_loss, z_norm = zrec[:, 0], zrec[:, 1]
+    ys = Yardstick("ztrain", "HF")
+    loss_rel, norm_rel, loss_rel64, hf_rel64, lr_rel = check_train_records(ys, problems, zrec, hrec, drec, hp, steps,
+                                                                           "torch", 1e-12)
+    zc = zrec[:, 2] < 1.0
     hc = hrec[:, 1] > hp["clip"]
     n_clip = int(zc.sum())
     if n_clip == 0:
         problems.append(f"clipping never triggered (grad norms {z_norm.min():.3g}..{z_norm.max():.3g}, clip {hp['clip']})")
-    if not np.array_equal(zc, hc):
-        problems.append(f"clipped steps differ: ztrain {np.nonzero(zc)[0].tolist()}, torch {np.nonzero(hc)[0].tolist()}")
-    exp_clip = np.minimum(1.0, hp["clip"] / (z_norm + 1e-6))
-    if not np.allclose(z_clip, exp_clip, rtol=1e-6, atol=0):
-        problems.append("clip factor is not min(1, clip / (norm + 1e-6))")
+    check_clip_steps(problems, zrec, zc, hc, hp["clip"], "ztrain", "torch")
     if z_loss[-1] >= z_loss[0]:
         problems.append(f"loss did not decrease ({z_loss[0]:.4f} -> {z_loss[-1]:.4f})")
     # final parameters, per tensor
@@ -463,7 +242,6 @@ def case_train(tag, sh, B, T, K, steps, hp, seed, tmp):
             pworst = (tname, r)
         if not r <= TOL:
             problems.append(f"final {tname}: rel {r:.2e}")
-    problems = ys.problems() + problems
     msg = (f"{ys.summary()}; {steps} steps x K={K}, loss {z_loss[0]:.4f} -> {z_loss[-1]:.4f}, clipped on {n_clip}/{steps} steps "
            f"(norm {z_norm.min():.3f}..{z_norm.max():.3f}, clip {hp['clip']}); "
            f"loss max rel {loss_rel.max():.1e}, grad norm max rel {norm_rel.max():.1e}, lr max rel {lr_rel:.1e}; "
@@ -471,21 +249,15 @@ def case_train(tag, sh, B, T, K, steps, hp, seed, tmp):
            f"(key biases, zero gradient, not compared: max abs {kb_abs:.1e}); "
            f"vs f64: ztrain loss max rel {loss_rel64.max():.1e} params worst rel {pworst64:.1e}, "
            f"torch fp32 loss max rel {hf_rel64.max():.1e}")
-    if os.environ.get("ZT_HF_VERBOSE"):  # every quantity's errors and ratio
-        for w, ez, eh, r in ys.rows:
-            print(f"#   {name} {w}: ztrain {ez:.2e} HF fp32 {eh:.2e} ratio {r:.2f}")
-    if problems:
-        report_fail(name, "; ".join(problems[:6]) + f" [{msg}]")
-    else:
-        report_pass(name, msg)
+    ys.finish(name, problems, msg)
 
 
 # ----------------------------------------------------------------------------------- main
 
 def main():
     t0 = time.time()
-    if not os.access(BIN, os.X_OK):
-        report_fail("hf_reference_binary", f"{os.path.relpath(BIN, REPO)} not built (run make build-all)")
+    if not os.access(common.BIN, os.X_OK):
+        report_fail("hf_reference_binary", f"{os.path.relpath(common.BIN, REPO)} not built (run make build-all)")
         return 1
     with tempfile.TemporaryDirectory(prefix="zt_hf_") as tmp:
         cases = [
@@ -505,7 +277,7 @@ def main():
                 report_fail(f"{kind}_{tag}", f"{type(e).__name__}: {e}")
     print(f"# test_hf_reference: {time.time() - t0:.1f} s, transformers {transformers.__version__}, "
           f"torch {torch.__version__}", file=sys.stderr)
-    return 1 if failures else 0
+    return 1 if common.failures else 0
 
 
 if __name__ == "__main__":

@@ -52,228 +52,30 @@ to 1e-10) and in float32 (to 1e-5; ~1e-7 expected).
 import math
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.environ.get("ZT_MODEL_DUMP") or os.path.join(REPO, "build", "tests", "model_dump")
-TOL = 1e-4        # coarse: ztrain vs PEFT fp32 directly
-RATIO = 3.0       # ztrain's error vs f64 may be at most RATIO x PEFT fp32's error vs f64
-FLOOR = 2.0 ** -24
-THREADS = 2
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_ref_common as common  # noqa: E402
+from hf_ref_common import (REPO, TOL, Yardstick, abs_err, adamw_train, captured_reports,  # noqa: E402
+                           check_clip_steps, check_loss_logits, check_train_records, flat_weights, hf_loss,
+                           make_batches, make_hf, parse_table, rel_err, report_fail, report_pass, run_dump,
+                           shape_args, train_args, write_tokens, zt_table)
+
+common.BIN = os.environ.get("ZT_MODEL_DUMP") or common.BIN
 BASE_TOL = 1e-6   # B = 0: ztrain's LoRA loss / logits vs its own base model's (bitwise expected; reported)
 SELF_TOL64 = 1e-10  # --self-check: hand-written LoRA vs PEFT, float64
 SELF_TOL32 = 1e-5   # --self-check: hand-written LoRA vs PEFT, float32
 
-failures = 0
-captured = None  # --self-check's mutant runs collect their reports here instead of printing them
-
-
-def report_pass(name, msg):
-    if captured is not None:
-        captured.append(("PASS", name, msg))
-        return
-    print(f"PASS {name} ({msg})", flush=True)
-
-
-def report_fail(name, msg):
-    global failures
-    if captured is not None:
-        captured.append(("FAIL", name, msg))
-        return
-    failures += 1
-    print(f"FAIL {name}: {msg}", flush=True)
-
-
-try:
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-    import transformers
-    from transformers import GPT2Config, GPT2LMHeadModel
-    import peft
-    from peft import LoraConfig, get_peft_model
-except Exception as e:  # ImportError, or a broken install
-    report_fail("lora_reference_imports",
-                f"cannot import numpy/torch/transformers/peft with {sys.executable}: {e!r} "
-                "(create the venv with scripts/setup-venv.sh: transformers 4.44.2, peft 0.12.0, Debian's torch, numpy)")
-    sys.exit(1)
-
-torch.set_num_threads(THREADS)
-
-
-# ----------------------------------------------------------------------------------- helpers
-# (rel_err .. lr_at follow tests/test_hf_reference.py)
-
-def rel_err(a, b):
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
-def abs_err(a, b):
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
-    return float(np.max(np.abs(a - b))) if a.size else 0.0
-
-
-class Yardstick:
-    """collects rel(candidate, f64) / max(rel(PEFT fp32, f64), FLOOR) per quantity"""
-
-    def __init__(self, who):
-        self.who = who
-        self.rows = []  # (quantity, candidate err, PEFT err, ratio)
-
-    def add(self, what, z, h, d):
-        ez, eh = rel_err(z, d), rel_err(h, d)
-        r = ez / max(eh, FLOOR)
-        self.rows.append((what, ez, eh, r))
-        return r
-
-    def problems(self):
-        return [f"{w}: {self.who} vs f64 {ez:.2e} > {RATIO:g} x PEFT fp32 vs f64 {eh:.2e} (ratio {r:.1f})"
-                for w, ez, eh, r in self.rows if not r <= RATIO]
-
-    def summary(self):
-        w = max(self.rows, key=lambda x: x[3])
-        byq = {}
-        for q, ez, eh, r in self.rows:
-            k = q.split(" ")[0]
-            byq[k] = max(byq.get(k, 0.0), r)
-        parts = ", ".join(f"{k} {v:.2f}" for k, v in byq.items())
-        return (f"yardstick ratios ({self.who}/PEFT fp32 error vs f64, limit {RATIO:g}): "
-                f"worst {w[3]:.2f} [{w[0]}]; {parts}")
-
-    def verbose(self, name):
-        if os.environ.get("ZT_HF_VERBOSE"):  # every quantity's errors and ratio
-            for w, ez, eh, r in self.rows:
-                print(f"#   {name} {w}: {self.who} {ez:.2e} PEFT fp32 {eh:.2e} ratio {r:.2f}")
-
-
-def shape_args(sh):
-    return ["--layers", str(sh["L"]), "--heads", str(sh["H"]), "--embd", str(sh["C"]),
-            "--vocab", str(sh["V"]), "--padded-vocab", str(sh["Vp"]), "--block", str(sh["maxT"]),
-            "--threads", str(THREADS)]
-
-
-def run_dump(args):
-    try:
-        p = subprocess.run([BIN] + args, cwd=REPO, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"model_dump {args[0]} timed out (120 s)")
-    if p.returncode != 0:
-        raise RuntimeError(f"model_dump {args[0]} exited {p.returncode}: {(p.stderr or p.stdout).strip()[-500:]}")
-    return p.stdout
-
-
-def parse_table(out):
-    """[(name, offset, numel, shape tuple, decay)], total — from a model_dump table listing"""
-    ts, total = [], None
-    for line in out.splitlines():
-        f = line.split()
-        if not f:
-            continue
-        if f[0] == "tensor":
-            ndim = int(f[4])
-            shape = (int(f[5]), int(f[6])) if ndim == 2 else (int(f[5]),)
-            ts.append((f[1], int(f[2]), int(f[3]), shape, int(f[7])))
-        elif f[0] == "total":
-            total = int(f[1])
-    if total is None:
-        raise RuntimeError(f"no 'total' line in the table listing: {out.strip()[-300:]!r}")
-    return ts, total
-
-
-def zt_table(sh):
-    return parse_table(run_dump(["table"] + shape_args(sh)))
-
-
-def make_hf(sh, seed, dtype=torch.float32):
-    """GPT2LMHeadModel with a seeded random init (tests/test_hf_reference.py's): LayerNorm weights /
-    biases and all biases moved away from 1/0, weights larger than GPT-2's 0.02."""
-    cfg = GPT2Config(vocab_size=sh["V"], n_positions=sh["maxT"], n_embd=sh["C"], n_layer=sh["L"],
-                     n_head=sh["H"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                     layer_norm_epsilon=1e-5, activation_function="gelu_new", tie_word_embeddings=True,
-                     scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False,
-                     reorder_and_upcast_attn=False)
-    cfg._attn_implementation = "eager"
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(cfg)
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.startswith("lm_head"):
-                continue
-            if ".ln_" in name or name.startswith("transformer.ln_f"):
-                base = 1.0 if name.endswith("weight") else 0.0
-                p.copy_(base + 0.1 * torch.randn(p.shape, generator=g))
-            elif name.endswith("bias"):
-                p.copy_(0.05 * torch.randn(p.shape, generator=g))
-            else:
-                std = 0.04 if name.endswith("c_proj.weight") else 0.1
-                p.copy_(std * torch.randn(p.shape, generator=g))
-    if dtype != torch.float32:  # the exact fp32 weights, widened
-        model = model.to(dtype)
-    model.eval()
-    assert model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr(), "lm_head not tied"
-    return model
-
-
-def hf_params(model):
-    """ztrain name -> HF parameter (lm_head is the tied wte)"""
-    return {n[len("transformer."):]: p for n, p in model.named_parameters() if n.startswith("transformer.")}
-
-
-def flat_weights(model, ts, total, sh):
-    """the base weights in ztrain's table order (wte padded to Vp rows), as for model_dump fwdbwd"""
-    hp = hf_params(model)
-    missing = sorted(t[0] for t in ts if t[0] not in hp)
-    if missing:
-        raise RuntimeError(f"ztrain table tensors without an HF parameter: {missing}")
-    w = np.zeros(total, dtype=np.float32)
-    for name, o, numel, shape, _ in ts:
-        t = hp[name].detach().to(torch.float32).cpu().numpy()
-        if name == "wte.weight":
-            t = np.concatenate([t, np.zeros((sh["Vp"] - sh["V"], sh["C"]), np.float32)])
-        if t.size != numel:
-            raise RuntimeError(f"{name}: ztrain numel {numel}, HF {t.size}")
-        w[o:o + numel] = t.ravel()
-    return w
-
-
-def make_batches(n, B, T, V, seed):
-    """n batches of (tokens, targets), each (B, T) int32: a learnable sequence"""
-    rng = np.random.default_rng(seed)
-    nxt = rng.integers(0, V, size=V)
-    out = []
-    for _ in range(n):
-        seq = np.empty((B, T + 1), dtype=np.int64)
-        seq[:, 0] = rng.integers(0, V, size=B)
-        for t in range(T):
-            noise = rng.random(B) < 0.2
-            seq[:, t + 1] = np.where(noise, rng.integers(0, V, size=B), nxt[seq[:, t]])
-        out.append((seq[:, :-1].astype(np.int32), seq[:, 1:].astype(np.int32)))
-    return out
-
-
-def hf_loss(model, tok, tgt):
-    logits = model(input_ids=torch.from_numpy(tok.astype(np.int64))).logits
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.from_numpy(tgt.astype(np.int64)).reshape(-1))
-    return loss, logits
-
-
-def lr_at(step, lr, min_lr, warmup, total, schedule="cosine"):
-    """zt_lr_at (src/core/optim.c), in double"""
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    if schedule == "constant" or total <= warmup + 1:
-        return lr
-    frac = min((step - warmup) / (total - warmup - 1), 1.0)
-    if schedule == "linear":
-        return lr - frac * (lr - min_lr)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * frac)) * (lr - min_lr)
+common.require_imports("lora_reference_imports", "numpy/torch/transformers/peft",
+                       "create the venv with scripts/setup-venv.sh: transformers 4.44.2, peft 0.12.0, Debian's torch, "
+                       "numpy", extra=("peft",))
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+import peft  # noqa: E402
+from peft import LoraConfig, get_peft_model  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------- LoRA layout
@@ -479,29 +281,10 @@ def ref_fwdbwd(ref, tok, tgt):
 
 
 def ref_train(ref, batches, steps, K, hp, dtype):
-    """torch_train (tests/test_hf_reference.py) over the adapters only, one group, weight decay on
-    all: rec (S, 3) = loss, grad norm, lr; {name: final adapter f64}"""
-    params = [p for _, p in ref.adapters]
-    opt = torch.optim.AdamW([{"params": params, "weight_decay": hp["wd"]}],
-                            lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"])
-    rec = []
-    for step in range(steps):
-        opt.zero_grad(set_to_none=True)
-        tot = 0.0
-        for j in range(K):
-            tok, tgt = batches[(step * K + j) % len(batches)]
-            loss, _ = hf_loss(ref.model, tok, tgt)
-            (loss / K).backward()
-            tot += float(loss)
-        norm = float(torch.nn.utils.clip_grad_norm_(params, hp["clip"]))
-        lr = lr_at(step, hp["lr"], hp["min_lr"], hp["warmup"], steps)
-        if dtype == torch.float32:
-            lr = float(np.float32(lr))   # ztrain hands the adamw kernel a float lr
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.step()
-        rec.append((tot / K, norm, lr))
-    return np.array(rec), {n: p.detach().to(torch.float64).numpy().copy() for n, p in ref.adapters}
+    """adamw_train (as tests/test_hf_reference.py's torch_train) over the adapters only, one group,
+    weight decay on all: rec (S, 3) = loss, grad norm, lr; {name: final adapter f64}"""
+    rec = adamw_train(ref.model, [([p for _, p in ref.adapters], hp["wd"])], batches, steps, K, hp, dtype)
+    return rec, {n: p.detach().to(torch.float64).numpy().copy() for n, p in ref.adapters}
 
 
 def base_loss_hf(sh, seed, batches):
@@ -531,7 +314,7 @@ class ZtrainCandidate:
         wpath, apath, tpath, opath = (os.path.join(self.tmp, f"{tag}.{x}") for x in ("w", "a", "tok", "out"))
         flat_weights(model, ts, total, sh).tofile(wpath)
         flat.astype(np.float32).tofile(apath)
-        np.concatenate([np.concatenate([a.ravel(), b.ravel()]) for a, b in batches]).astype(np.int32).tofile(tpath)
+        write_tokens(tpath, batches)
         return wpath, apath, tpath, opath
 
     def fwdbwd(self, tag, sh, lo, seed, flat, tok, tgt):
@@ -559,12 +342,8 @@ class ZtrainCandidate:
     def train(self, tag, sh, lo, seed, flat, batches, B, T, K, steps, hp):
         """rec (S, 4) = loss, grad norm, clip factor, lr; final adapters (flat)"""
         wpath, apath, tpath, opath = self._files(tag, sh, seed, flat, batches)
-        run_dump(["lora-train"] + shape_args(sh) + lora_args(lo) + [
-            "--B", str(B), "--T", str(T), "--K", str(K), "--steps", str(steps), "--lr", repr(hp["lr"]),
-            "--min-lr", repr(hp["min_lr"]), "--warmup", str(hp["warmup"]), "--clip", repr(hp["clip"]),
-            "--wd", repr(hp["wd"]), "--beta1", repr(hp["beta1"]), "--beta2", repr(hp["beta2"]),
-            "--eps", repr(hp["eps"]), "--schedule", "cosine",
-            "--weights", wpath, "--adapters", apath, "--tokens", tpath, "--out", opath])
+        run_dump(["lora-train"] + shape_args(sh) + lora_args(lo) + train_args(B, T, K, steps, hp) +
+                 ["--weights", wpath, "--adapters", apath, "--tokens", tpath, "--out", opath])
         raw = open(opath, "rb").read()
         if len(raw) != steps * 32 + flat.size * 4:
             raise RuntimeError(f"model_dump lora-train wrote {len(raw)} bytes, expected {steps * 32 + flat.size * 4}")
@@ -646,18 +425,9 @@ def case_fwdbwd(cand, tag, sh, lo, B, T, seed, zero_b=False):
     problems = []
     h_loss, h_logits, h_grads = ref[torch.float32]
     d_loss, d_logits, d_grads = ref[torch.float64]
-    ys = Yardstick(cand.who)
-    ys.add("loss", z_loss, h_loss, d_loss)
-    ys.add("logits", z_logits[..., :V], h_logits, d_logits)
-    loss_rel = abs(z_loss - h_loss) / abs(h_loss)
-    if not loss_rel <= TOL:
-        problems.append(f"loss {z_loss:.8g} vs PEFT {h_loss:.8g} (rel {loss_rel:.2e})")
-    log_rel, log_abs = rel_err(z_logits[..., :V], h_logits), abs_err(z_logits[..., :V], h_logits)
-    if not log_rel <= TOL:
-        problems.append(f"logits rel {log_rel:.2e} abs {log_abs:.2e}")
-    pad_log = float(np.max(np.abs(z_logits[..., V:]))) if Vp > V else 0.0
-    if pad_log != 0.0:
-        problems.append(f"padded logit columns not 0 (max |.| {pad_log:.3g})")
+    ys = Yardstick(cand.who, "PEFT")
+    loss_rel, log_rel, log_abs = check_loss_logits(ys, problems, z_loss, z_logits, h_loss, h_logits,
+                                                   d_loss, d_logits, V, Vp)
     worst, worst64, hf64, max_abs, a_zero = ("", 0.0), 0.0, 0.0, 0.0, 0.0
     for tname, o, numel, shape, _ in ts:
         zg = z_grad[o:o + numel].reshape(shape)
@@ -696,15 +466,10 @@ def case_fwdbwd(cand, tag, sh, lo, B, T, seed, zero_b=False):
         bitwise = z_loss == b_loss and np.array_equal(z_logits, b_logits)
         extra = (f"; B = 0: loss = base model's ({'bitwise' if bitwise else f'rel {bl_rel:.1e}'}; PEFT = HF base "
                  f"bitwise), lora_A grads exactly 0")
-    problems = ys.problems() + problems
     msg = (f"{ys.summary()}; loss {z_loss:.6f} rel {loss_rel:.1e}; logits rel {log_rel:.1e} abs {log_abs:.1e}; "
            f"adapter grads ({len(ts)} tensors) worst rel {worst[1]:.1e} [{worst[0]}], max abs {max_abs:.1e}; "
            f"vs f64: {cand.who} grads worst rel {worst64:.1e}, PEFT fp32 grads worst rel {hf64:.1e}{extra}")
-    ys.verbose(name)
-    if problems:
-        report_fail(name, "; ".join(problems[:6]) + f" [{msg}]")
-    else:
-        report_pass(name, msg)
+    ys.finish(name, problems, msg)
 
 
 def case_train(cand, tag, sh, lo, B, T, K, steps, hp, seed, zero_b=False):
@@ -730,25 +495,11 @@ def case_train(cand, tag, sh, lo, B, T, K, steps, hp, seed, zero_b=False):
         ch = r.base_changed(snap)
         if ch:
             problems.append(f"PEFT training changed base weights: {ch[:3]}")
-    z_loss, z_norm, z_clip, z_lr = zrec[:, 0], zrec[:, 1], zrec[:, 2], zrec[:, 3]
-    ys = Yardstick(cand.who)
-    ys.add(f"losses ({steps} steps)", z_loss, hrec[:, 0], drec[:, 0])
-    ys.add(f"grad_norms ({steps} steps)", z_norm, hrec[:, 1], drec[:, 1])
-    loss_rel = np.abs(z_loss - hrec[:, 0]) / np.abs(hrec[:, 0])
-    norm_rel = np.abs(z_norm - hrec[:, 1]) / np.abs(hrec[:, 1])
-    loss_rel64 = np.abs(z_loss - drec[:, 0]) / np.abs(drec[:, 0])
-    hf_rel64 = np.abs(hrec[:, 0] - drec[:, 0]) / np.abs(drec[:, 0])
-    lr_py = np.array([lr_at(s, hp["lr"], hp["min_lr"], hp["warmup"], steps) for s in range(steps)])
-    lr_rel = float(np.max(np.abs(z_lr - lr_py) / lr_py))
-    if not np.all(loss_rel <= TOL):
-        s = int(np.argmax(loss_rel))
-        problems.append(f"loss step {s + 1}: {z_loss[s]:.8g} vs PEFT {hrec[s, 0]:.8g} (rel {loss_rel[s]:.2e})")
-    if not np.all(norm_rel <= TOL):
-        s = int(np.argmax(norm_rel))
-        problems.append(f"grad norm step {s + 1}: {z_norm[s]:.8g} vs PEFT {hrec[s, 1]:.8g} (rel {norm_rel[s]:.2e})")
-    if not lr_rel <= cand.lr_tol:
-        problems.append(f"lr schedule differs from zt_lr_at's formula (rel {lr_rel:.2e})")
-    zc = z_clip < 1.0
+    z_loss, z_norm = zrec[:, 0], zrec[:, 1]
+    ys = Yardstick(cand.who, "PEFT")
+    loss_rel, norm_rel, loss_rel64, hf_rel64, lr_rel = check_train_records(ys, problems, zrec, hrec, drec, hp, steps,
+                                                                           "PEFT", cand.lr_tol)
+    zc = zrec[:, 2] < 1.0
     hc = hrec[:, 1] > hp["clip"]
     n_clip = int(zc.sum())
     if n_clip == 0 or not hc.any():
@@ -759,11 +510,7 @@ def case_train(cand, tag, sh, lo, B, T, K, steps, hp, seed, zero_b=False):
     margin = float(np.min(np.abs(drec[:, 1] - hp["clip"]) / hp["clip"]))
     if not margin > 1e-3:  # a grad norm at the threshold would make the clipped steps a coin flip
         problems.append(f"a grad norm is within {margin:.1e} of the clip threshold {hp['clip']}: retune the case")
-    if not np.array_equal(zc, hc):
-        problems.append(f"clipped steps differ: {cand.who} {np.nonzero(zc)[0].tolist()}, PEFT {np.nonzero(hc)[0].tolist()}")
-    exp_clip = np.minimum(1.0, hp["clip"] / (z_norm + 1e-6))
-    if not np.allclose(z_clip, exp_clip, rtol=1e-6, atol=0):
-        problems.append("clip factor is not min(1, clip / (norm + 1e-6))")
+    check_clip_steps(problems, zrec, zc, hc, hp["clip"], cand.who, "PEFT")
     if z_loss[-1] >= z_loss[0] or hrec[-1, 0] >= hrec[0, 0]:
         problems.append(f"loss did not decrease ({cand.who} {z_loss[0]:.4f} -> {z_loss[-1]:.4f}, "
                         f"PEFT {hrec[0, 0]:.4f} -> {hrec[-1, 0]:.4f})")
@@ -792,18 +539,13 @@ def case_train(cand, tag, sh, lo, B, T, K, steps, hp, seed, zero_b=False):
             problems.append(f"final {tname}: rel {r:.2e}")
         if np.array_equal(hq, flat[o:o + numel].reshape(shape).astype(np.float64)):
             problems.append(f"{tname}: PEFT's adapter did not move")
-    problems = ys.problems() + problems
     msg = (f"{ys.summary()}; {steps} steps x K={K}, loss {z_loss[0]:.4f} -> {z_loss[-1]:.4f}, clipped on "
            f"{n_clip}/{steps} steps (norm {z_norm.min():.3f}..{z_norm.max():.3f}, clip {hp['clip']}); "
            f"loss max rel {loss_rel.max():.1e}, grad norm max rel {norm_rel.max():.1e}, lr max rel {lr_rel:.1e}; "
            f"final adapters worst rel {pworst[1]:.1e} [{pworst[0]}] max abs {pworst_abs:.1e}; "
            f"vs f64: {cand.who} loss max rel {loss_rel64.max():.1e} adapters worst rel {pworst64:.1e}, "
            f"PEFT fp32 loss max rel {hf_rel64.max():.1e}; PEFT base weights unchanged{extra}")
-    ys.verbose(name)
-    if problems:
-        report_fail(name, "; ".join(problems[:6]) + f" [{msg}]")
-    else:
-        report_pass(name, msg)
+    ys.finish(name, problems, msg)
 
 
 # ----------------------------------------------------------------------------------- self-check only
@@ -892,7 +634,6 @@ def self_direct_train(tag, sh, lo, B, T, K, steps, hp, seed, zero_b=False):
 
 def self_mutants():
     """negative controls: slipped implementations in ztrain's place must FAIL the comparisons"""
-    global captured
     by_tag = {c[1]: c for c in CASES}
     controls = [  # (what, candidate, case tag)
         ("LoRA scaling off by 1e-4", ManualCandidate(mutate="scale"), "all_r4"),
@@ -906,15 +647,8 @@ def self_mutants():
             cand, lo_c = ManualCandidate(), dict(lo, rslora=0)
             cand.fwdbwd = (lambda orig: lambda tag, sh, lo, *a: orig(tag, sh, lo_c, *a))(cand.fwdbwd)
         name = f"selfcheck_mutant_{tag}"
-        captured = []
-        try:
-            if kind == "fwdbwd":
-                case_fwdbwd(cand, tag, sh, lo, kw["B"], kw["T"], kw["seed"], kw.get("zero_b", False))
-            else:
-                case_train(cand, tag, sh, lo, kw["B"], kw["T"], kw["K"], kw["steps"], kw["hp"], kw["seed"],
-                           kw.get("zero_b", False))
-        finally:
-            got, captured = captured, None
+        with captured_reports() as got:
+            run_case(cand, kind, tag, sh, lo, kw)
         fails = [r for r in got if r[0] == "FAIL"]
         if fails:
             report_pass(name, f"{what}: caught, {fails[0][1]}: {fails[0][2][:160]}...")
@@ -944,14 +678,18 @@ CASES = [
 ]
 
 
+def run_case(cand, kind, tag, sh, lo, kw):
+    if kind == "fwdbwd":
+        case_fwdbwd(cand, tag, sh, lo, kw["B"], kw["T"], kw["seed"], kw.get("zero_b", False))
+    else:
+        case_train(cand, tag, sh, lo, kw["B"], kw["T"], kw["K"], kw["steps"], kw["hp"], kw["seed"],
+                   kw.get("zero_b", False))
+
+
 def run_cases(cand):
     for kind, tag, sh, lo, kw in CASES:
         try:
-            if kind == "fwdbwd":
-                case_fwdbwd(cand, tag, sh, lo, kw["B"], kw["T"], kw["seed"], kw.get("zero_b", False))
-            else:
-                case_train(cand, tag, sh, lo, kw["B"], kw["T"], kw["K"], kw["steps"], kw["hp"], kw["seed"],
-                           kw.get("zero_b", False))
+            run_case(cand, kind, tag, sh, lo, kw)
         except Exception as e:  # a crash of model_dump or of the comparison is a failure of this case
             report_fail(f"{kind}_{tag}", f"{type(e).__name__}: {e}")
 
@@ -979,8 +717,8 @@ def main():
     t0 = time.time()
     if "--self-check" in sys.argv[1:]:
         self_check()
-    elif not os.access(BIN, os.X_OK):
-        report_fail("lora_reference_binary", f"{os.path.relpath(BIN, REPO)} not built (run make build-all)")
+    elif not os.access(common.BIN, os.X_OK):
+        report_fail("lora_reference_binary", f"{os.path.relpath(common.BIN, REPO)} not built (run make build-all)")
     else:
         sh, lo = CASES[0][2], CASES[0][3]
         try:  # one clear failure when model_dump has no LoRA modes yet
@@ -994,7 +732,7 @@ def main():
     print(f"# test_lora_reference{' --self-check' if '--self-check' in sys.argv[1:] else ''}: "
           f"{time.time() - t0:.1f} s, peft {peft.__version__}, transformers {transformers.__version__}, "
           f"torch {torch.__version__}", file=sys.stderr)
-    return 1 if failures else 0
+    return 1 if common.failures else 0
 
 
 if __name__ == "__main__":
