@@ -7,7 +7,8 @@ adapters (PEFT), checked against those libraries. Run with the reference venv (.
   step0_is_base        the first step's loss of LoRA training equals, bit for bit, the first step's loss of
                        full fine-tuning from the same weights (B = 0: the adapters add exact zeros)
   ranks_stages         LoRA runs bit-identical (per-step losses + params_hash of the adapters) at 1 rank
-                       ZeRO-2, 2 ranks ZeRO-2 (several buckets), 2 ranks ZeRO-1, 3 ranks ZeRO-0, 2 ranks
+                       ZeRO-2, 2 ranks ZeRO-2 (several buckets), 2 ranks ZeRO-1, 3 ranks ZeRO-0, 2 ranks with
+                       train.recompute = layer; 2 ranks
                        native ZeRO-2 within 1e-4 of them
   devices              devsim (2 ranks, device-only memory) bit-identical to cpu; cudasim (the CUDA kernels run on
                        the CPU) within 1e-5
@@ -168,7 +169,8 @@ else:
     report(False, "step0_is_base", (out1 + outf)[-300:])
 
 # ---------------------------------------------------------------- rank counts and stages
-runs = {"r2": (2, []), "r2s1": (2, ["--set", "zero.stage=1"]), "r3s0": (3, ["--set", "zero.stage=0"])}
+runs = {"r2": (2, []), "r2s1": (2, ["--set", "zero.stage=1"]), "r3s0": (3, ["--set", "zero.stage=0"]),
+        "r2rl": (2, ["--set", "train.recompute=layer"])}
 ok_runs = rc1 == 0
 msgs = []
 if ok_runs:
@@ -193,7 +195,8 @@ if ok_runs:
     else:
         ok_runs, dn = False, -1
 report(ok_runs, "ranks_stages",
-       f"1 rank ZeRO-2 == 2 ranks ZeRO-2 == 2 ranks ZeRO-1 == 3 ranks ZeRO-0: {len(ref_l)} losses + adapter hash "
+       f"1 rank ZeRO-2 == 2 ranks ZeRO-2 == 2 ranks ZeRO-1 == 3 ranks ZeRO-0 == 2 ranks recompute layer: {len(ref_l)} "
+       f"losses + adapter hash "
        f"{ref_h[:20]}...; native within {dn:.2g}" if ok_runs else "; ".join(msgs) or out1[-300:])
 
 # ---------------------------------------------------------------- other backends
