@@ -3,13 +3,25 @@
 #include "core/dist.h"
 
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "util/util.h"
 
+/* started without a launcher (no mpirun/srun variables): an Open MPI singleton. Unless the user set it,
+   ess_singleton_isolated keeps it from forking a runtime daemon it never uses (ztrain spawns no processes):
+   measured here, `ztrain config` 0.40 -> 0.26 s */
+static void singleton_isolated(void) {
+    static const char *const launched[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+    for (const char *const *v = launched; *v; v++)
+        if (getenv(*v)) return;
+    setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+}
+
 void zt_dist_init(zt_dist *d, int *argc, char ***argv) {
     memset(d, 0, sizeof *d);
+    singleton_isolated();
     int provided = 0;
     ZT_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
