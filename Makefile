@@ -4,6 +4,8 @@
 #   make test       install missing packages, build, run tests/run.sh (ends "N passed, N failed")
 #   make test-long  the slower checks
 #   make demo       install, build, prepare a corpus, train on 2 ranks, sample
+#   make demo-finetune  pretrain a small GPT-2 on the Old Testament, save it with transformers, LoRA fine-tune
+#                   it on the New Testament at 1 and 2 ranks (bit-identical), check it in transformers and PEFT
 #   make bench      step throughput vs sgemm peak and PyTorch; with a GPU, GPT-2 124M/350M tokens/s and MFU
 #   make CUDA=1     ./ztrain with the GPU backend too (nvcc, cuBLASLt, NCCL; sm_80 + sm_90)
 #   make cuda       build/ztrain-cuda: the GPU build linked beside ./ztrain (make test does it when nvcc exists)
@@ -44,7 +46,7 @@ BENCH_BIN := $(patsubst benchmarks/%.c,build/bench/%,$(BENCH_SRC))
 # parallel jobs for the builds that test/demo/bench start
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build-all asan test test-long demo bench clean cuda
+.PHONY: all deps build-all asan test test-long demo demo-finetune bench clean cuda
 
 include cuda/cuda.mk
 include cuda/backend.mk
@@ -139,6 +141,14 @@ demo: deps
 	@scripts/install-deps.sh demo
 	@$(MAKE) --no-print-directory ztrain
 	scripts/demo.sh
+
+# LoRA fine-tuning: a GPT-2 pretrained on the Old Testament, saved by transformers, fine-tuned on the New
+# Testament at 1 and 2 ranks, checked against transformers and PEFT (.venv-ref: scripts/setup-venv.sh)
+demo-finetune: deps
+	@scripts/install-deps.sh demo
+	@scripts/setup-venv.sh >/dev/null
+	@$(MAKE) --no-print-directory ztrain
+	scripts/demo_finetune.sh
 
 bench: deps
 	@scripts/install-deps.sh test

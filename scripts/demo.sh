@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # demo.sh — what `make demo` runs after installing packages and building ./ztrain:
-#   1. the corpus: the King James Bible from Debian's bible-kjv (`bible`), one verse per line,
-#      verse numbers removed, one file per book under data/demo/books/ (66 files);
-#   2. ./ztrain prepare: a 4096-token byte-level BPE tokenizer and token shards; the last 5% of
-#      every book is validation, so validation covers the whole Bible, not just Revelation;
+#   1. the corpus (scripts/demo_corpus.sh, shared with demo_finetune.sh): the King James Bible from
+#      Debian's bible-kjv (`bible`), one verse per line, verse numbers removed, one file per book under
+#      data/demo/books/ (66 files);
+#   2. ./ztrain prepare (scripts/demo_corpus.sh): a 4096-token byte-level BPE tokenizer and token
+#      shards; the last 5% of every book is validation, so validation covers the whole Bible, not
+#      just Revelation;
 #   3. mpirun -np 2 ./ztrain train -c inputs/demo.cfg: ~9M parameters, ZeRO-2, progress bar,
 #      evaluation, samples and checkpoints every 50 steps, under runs/demo/;
 #   4. ./ztrain sample from the final checkpoint: "And God said", 200 tokens;
@@ -25,34 +27,10 @@ say() { printf '\n== %s\n' "$*"; }
 
 [ -x "$ZT" ] || { echo "demo.sh: $ZT not found: run \`make demo\` (or \`make\`) first" >&2; exit 1; }
 
-# ---- 1. corpus
-if [ ! -s "$D/kjv.txt" ] || [ "$(ls "$D"/books/*.txt 2>/dev/null | wc -l)" -ne 66 ]; then
-  command -v bible > /dev/null || { echo "demo.sh: the 'bible' program is missing: scripts/install-deps.sh demo (Debian package bible-kjv)" >&2; exit 1; }
-  say "corpus: the King James Bible (bible-kjv) -> $D/kjv.txt"
-  mkdir -p "$D/books"
-  rm -f "$D"/books/*.txt
-  # -l100000: one verse per line. Chapter headings ("Genesis 1") start in column 0, verses are
-  # indented after their number; a heading ending in " 1" starts a new book.
-  bible -l100000 'Gen1:1-Rev22:21' > "$D/kjv.raw"
-  awk -v dir="$D/books" '
-    /^[^ ].* 1$/ { n++; f = sprintf("%s/%02d.txt", dir, n) }
-    n > 0 { sub(/^ +[0-9]+ /, ""); print > f }' "$D/kjv.raw"
-  cat "$D"/books/*.txt > "$D/kjv.txt"
-  rm -f "$D/kjv.raw"
-  nb=$(ls "$D"/books/*.txt | wc -l)
-  [ "$nb" -eq 66 ] || { echo "demo.sh: expected 66 books from \`bible\`, got $nb" >&2; exit 1; }
-  echo "$(wc -c < "$D/kjv.txt") bytes, $(wc -l < "$D/kjv.txt") lines, $nb books"
-fi
-
-# ---- 2. tokenizer and shards
-if [ ! -s "$D/train.bin" ] || [ ! -s "$D/tokenizer.zttok" ] || ! grep -q 'unigram baseline loss' "$D/prepare.log" 2>/dev/null; then
-  say "prepare: BPE tokenizer (vocab 4096) and token shards"
-  inputs=()
-  for f in "$D"/books/*.txt; do inputs+=(--input "$f"); done
-  "$ZT" prepare "${inputs[@]}" --vocab-size 4096 --val-fraction 0.05 --eot-between-files --out-dir "$D" \
-    | tee "$D/prepare.log"
-fi
-baseline=$(sed -n 's/.*unigram baseline loss: \([0-9.]*\).*/\1/p' "$D/prepare.log" | tail -1)
+# ---- 1. corpus and 2. tokenizer and shards (shared with demo_finetune.sh; reused when complete)
+. scripts/demo_corpus.sh
+demo_corpus
+demo_tokenizer
 
 # ---- 3. training on $NP ranks
 say "train: mpirun -np $NP ./ztrain train -c inputs/demo.cfg --time-limit $LIMIT"
