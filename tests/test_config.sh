@@ -286,7 +286,7 @@ for f in inputs/*.cfg; do
   tr=$(sed -n 's/^ *train = "\(.*\)";/\1/p' "$f" | head -1)
   if ! compgen -G "$tr" > /dev/null; then
     run train -c "$f" --set run.root="$T/presets"
-    [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -qE "ztrain prepare|set precision|set device=cpu" "$T/err" || bad="$bad $f:nodata(rc=$rc: ${errout:0:160})"
+    [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -qE "ztrain prepare|ztrain import|set precision|set device=cpu" "$T/err" || bad="$bad $f:nodata(rc=$rc: ${errout:0:160})"
   fi
 done
 [ -z "$bad" ] && pass "presets (every inputs/*.cfg parses; one that cannot run as shipped says in one line what to do)" || fail presets "$bad"

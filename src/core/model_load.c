@@ -32,7 +32,8 @@ int zt_lora_base_shape(zt_config *c, char *err, size_t errlen) {
     zt_ckpt_meta meta = {0};
     char e[ZT_ERR_BUF] = "";
     int bad = zt_ckpt_read_meta(c->lora.base, &meta, e, sizeof e);
-    if (bad) bad = zt_errf(err, errlen, "lora.base = \"%.400s\": %.560s", c->lora.base, e);
+    if (bad) bad = zt_errf(err, errlen, "lora.base = \"%.300s\": %.500s (the frozen base: a ztrain checkpoint, e.g. made by "
+                           "`ztrain import --safetensors HF_DIR --out FILE` from a Hugging Face GPT-2)", c->lora.base, e);
     else if (meta.lora_base_hash)
         bad = zt_errf(err, errlen, "lora.base = \"%.400s\": a LoRA checkpoint (adapters only): the base must hold full "
                       "weights (export it merged with `ztrain export --merge`, then `ztrain import` it)", c->lora.base);
