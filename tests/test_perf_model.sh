@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The performance model (src/core/perf_model.h, `ztrain estimate --hw cpu`) against measured step times
-# on this machine (make test-long: ~5 min; run it alone, the two cores are what is measured):
-#  calibration  one 1-rank run per model (1 thread) gives the sustained GFLOP/s of a core on that model's
-#               shapes (FLOPs per step / median step time), passed to the model as --flops: the model's
-#               compute is calibrated, its communication, overlap and core sharing are not
+# on this machine (make test-long: ~7 min; run it alone, the two cores are what is measured). Every
+# constant the model uses is measured here, in this run, by something other than the runs it predicts:
+#  compute      two 1-rank runs side by side (so both cores are busy, as in the runs predicted), 1 thread,
+#               K = 4 and K = 8 micro-batches per step: t(K) = K x t_micro + t_fixed. FLOPs per micro-batch /
+#               t_micro -> --flops (sustained GFLOP/s per core on this model's shapes); t_fixed (norm +
+#               AdamW over all P parameters) -> --mem-bw = 32 bytes x P / t_fixed
+#  collectives  `bench_comm --json` on 2 and 4 ranks (1 thread, sizes around the gradient buffer) -> --comm:
+#               the model takes the measured time of the all-to-all + ordered sum, MPI's reduce-scatter and the
+#               all-gather at the gradient buffer's size
 #  predicted    d6 (micro_batch 2, global 8) on 2 and 4 ranks and GPT-2 124M (micro_batch 1, seq 64,
 #               global 4) on 2 ranks, ZeRO stages 1 and 2, ordered and native: the median step time of steps
 #               2.. against `ztrain estimate --ranks N --json`'s step_s, each within 15%
@@ -23,31 +28,53 @@ for l in open(sys.argv[1] + "/metrics.jsonl"):
 v = sorted(d.values()); print(v[len(v) // 2] / 1000)' "$1"
 }
 flops_step() { $ZT estimate -c inputs/$1.cfg "${@:2}" | awk '/per step:/ { print $NF }'; }
-d6="--set device=cpu --set precision=fp32 --set train.micro_batch=2 --set train.global_batch=8 --set train.seq_len=128 --set data.train=data/d6/train.bin --set data.val="
-g124="--set device=cpu --set precision=fp32 --set train.micro_batch=1 --set train.global_batch=4 --set train.seq_len=64 --set data.train=data/d6/train.bin --set data.val="
+params_of() { $ZT estimate -c inputs/$1.cfg "${@:2}" | awk '/^config:/ { for (i = 1; i <= NF; i++) if ($i ~ /^params/) print $(i-1) }'; }
+d6="--set device=cpu --set precision=fp32 --set train.micro_batch=2 --set train.seq_len=128 --set data.train=data/d6/train.bin --set data.val="
+g124="--set device=cpu --set precision=fp32 --set train.micro_batch=1 --set train.seq_len=64 --set data.train=data/d6/train.bin --set data.val="
 common="--set train.threads=1 --set train.warmup_steps=1 --set train.log_every=1 --set eval.every=0 --set checkpoint.every=0 --set run.root=$TMP --set run.session=perf"
+
+# collectives on 2 and 4 ranks, 1 thread for the ordered sum (as the runs below), 32..512 MiB
+for n in 2 4; do
+  if $MPIRUN -np $n build/bench/bench_comm -b 32M -e 512M -f 4 --time 1 --threads 1 --json > $TMP/comm$n.json 2> $TMP/comm$n.err &&
+     grep -q '"wrong": 0}' $TMP/comm$n.json; then
+    pass "calibrate_comm_$n ($(tr -d '\n' < $TMP/comm$n.json | sed -E 's/.*"avg_busbw": \{([^}]*)\}.*/busbw GB\/s: \1/'))"
+  else fail "calibrate_comm_$n: bench_comm failed: $(tail -2 $TMP/comm$n.err | tr '\n' ' ')"; fi
+done
+
 printf "# %-10s %5s %5s %8s %12s %12s %8s\n" model ranks stage reduce "measured(s)" "predicted(s)" "error"
 for model in d6 gpt2-124m; do
-  if [ $model = d6 ]; then set_=$d6; steps=7; ranks="2 4"; else set_=$g124; steps=5; ranks="2"; fi
-  # calibration: 1 rank, 1 thread
-  if ! $ZT train -c inputs/$model.cfg $set_ $common --set train.steps=$steps --set run.name=$model-cal > $TMP/$model-cal.log 2>&1; then
-    fail "calibrate_$model: $(tail -2 $TMP/$model-cal.log | tr '\n' ' ')"; continue
+  if [ $model = d6 ]; then set_=$d6; mb=2; ranks="2 4"; else set_=$g124; mb=1; ranks="2"; fi
+  g4=$((4 * mb)); g8=$((8 * mb))
+  # compute: K = 4 (9 steps) and K = 8 (5 steps) side by side, about the same length
+  $ZT train -c inputs/$model.cfg $set_ $common --set train.global_batch=$g4 --set train.steps=9 --set run.name=$model-k4 \
+    > $TMP/$model-k4.log 2>&1 & pid=$!
+  $ZT train -c inputs/$model.cfg $set_ $common --set train.global_batch=$g8 --set train.steps=5 --set run.name=$model-k8 \
+    > $TMP/$model-k8.log 2>&1; rc8=$?
+  wait $pid; rc4=$?
+  if [ $rc4 != 0 ] || [ $rc8 != 0 ]; then
+    fail "calibrate_$model: $(tail -1 $TMP/$model-k4.log) $(tail -1 $TMP/$model-k8.log)"; continue
   fi
-  t1=$(median_step_s $TMP/perf/$model-cal)
-  f=$(flops_step $model $set_)
-  gflops=$(awk -v f=$f -v t=$t1 'BEGIN { printf "%.3f", f / t / 1e9 }')
-  pass "calibrate_$model (1 rank, 1 thread: $t1 s/step = $gflops GFLOP/s per core)"
+  t4=$(median_step_s $TMP/perf/$model-k4); t8=$(median_step_s $TMP/perf/$model-k8)
+  fm=$(awk -v f=$(flops_step $model $set_ --set train.global_batch=$g4) 'BEGIN { print f / 4 }')
+  P=$(params_of $model $set_)
+  read gflops membw tmicro tfix <<< $(awk -v a=$t4 -v b=$t8 -v f=$fm -v p=$P 'BEGIN {
+    tm = (b - a) / 4; tf = a - 4 * tm; if (tm <= 0 || tf <= 0) { print "x x x x"; exit }
+    printf "%.3f %.3f %.4f %.4f\n", f / tm / 1e9, 32 * p / tf / 1e9, tm, tf }')
+  if [ "$gflops" = x ]; then fail "calibrate_$model: t(K=4) = $t4 s, t(K=8) = $t8 s: no positive micro-batch and fixed cost"; continue; fi
+  pass "calibrate_$model (1 rank x 2 side by side, 1 thread: t(4) $t4 s, t(8) $t8 s -> $tmicro s per micro-batch = $gflops GFLOP/s per core, fixed $tfix s = $membw GB/s for 32 B x $P params)"
   for n in $ranks; do
     for stage in 1 2; do
       for red in ordered native; do
         name=$model-$n-$stage-$red
-        if ! $MPIRUN -np $n $ZT train -c inputs/$model.cfg $set_ $common --set train.steps=$steps --set zero.stage=$stage \
-             --set zero.reduce=$red --set run.name=$name > $TMP/$name.log 2>&1; then
+        steps=7; [ $model = gpt2-124m ] && steps=5
+        if ! $MPIRUN -np $n $ZT train -c inputs/$model.cfg $set_ --set train.global_batch=$g4 $common --set train.steps=$steps \
+             --set zero.stage=$stage --set zero.reduce=$red --set run.name=$name > $TMP/$name.log 2>&1; then
           fail "predict_$name: run failed: $(grep -m1 error $TMP/$name.log)"; continue
         fi
         meas=$(median_step_s $TMP/perf/$name)
-        pred=$($ZT estimate -c inputs/$model.cfg $set_ $common --set zero.stage=$stage --set zero.reduce=$red --ranks $n \
-                 --hw cpu --flops $gflops --json | tail -1 | $PY -c 'import json,sys; print(json.load(sys.stdin)["step_s"])')
+        pred=$($ZT estimate -c inputs/$model.cfg $set_ --set train.global_batch=$g4 $common --set zero.stage=$stage \
+                 --set zero.reduce=$red --ranks $n --hw cpu --flops $gflops --mem-bw $membw --comm $TMP/comm$n.json --json |
+               tail -1 | $PY -c 'import json,sys; print(json.load(sys.stdin)["step_s"])')
         err=$(awk -v m=$meas -v p=$pred 'BEGIN { printf "%.3f", (p - m) / m }')
         printf "  %-10s %5d %5d %8s %12.3f %12.3f %7.1f%%\n" $model $n $stage $red $meas $pred $(awk -v e=$err 'BEGIN { print 100 * e }')
         if awk -v e=$err -v t=$TOL 'BEGIN { exit !(e <= t && e >= -t) }'; then pass "predict_$name (measured $meas s, predicted $pred s)"

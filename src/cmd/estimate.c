@@ -45,9 +45,9 @@ static size_t mem_available(void) {
 }
 
 
-/* the step-time model (core/perf_model.h) for N ranks on M nodes of hardware `hw` */
-static void performance(const zt_config *c, const zt_model_shape *s, int N, int M, const char *hw_name,
-                        const char *net, const char *flops, int json, zt_dist *d) {
+/* the hardware of the step-time model from the options (checked before anything is printed) */
+static void hw_from_options(zt_hw *hwp, int N, int M, const char *hw_name, const char *net, const char *flops,
+                            const char *mem_bw, const char *comm, zt_dist *d) {
     double sgemm = 0;
     if (strcmp(hw_name, "cpu") == 0 && !flops) { /* this machine: one core's sgemm, measured now */
         char err[ZT_ERR_BUF];
@@ -67,6 +67,26 @@ static void performance(const zt_config *c, const zt_model_shape *s, int N, int 
         if (*end || g <= 0) zt_user_error_all("--flops %s: expected sustained GFLOP/s per rank (per core on cpu)", flops);
         hw.flops = g * 1e9;
     }
+    if (mem_bw) {
+        char *end;
+        double g = strtod(mem_bw, &end);
+        if (*end || g <= 0) zt_user_error_all("--mem-bw %s: expected GB/s per rank for the optimizer's memory traffic", mem_bw);
+        hw.mem_bw = g * 1e9;
+    }
+    if (comm) {
+        char err[ZT_ERR_BUF];
+        if (zt_hw_load_comm(&hw, comm, err, sizeof err)) zt_user_error_all("%s", err);
+        if (hw.comm_ranks != N || M != 1)
+            zt_user_error_all("--comm %s: measured on %d ranks of one node, but the prediction is for %d rank%s on %d node%s",
+                              comm, hw.comm_ranks, N, N > 1 ? "s" : "", M, M > 1 ? "s" : "");
+    }
+    *hwp = hw;
+}
+
+/* the step-time model (core/perf_model.h) for N ranks on M nodes of hardware `hw` */
+static void performance(const zt_config *c, const zt_model_shape *s, int N, int M, const zt_hw *hwp, const char *comm,
+                        int json, zt_dist *d) {
+    const zt_hw hw = *hwp;
     zt_perf p;
     zt_perf_predict(c, s, N, M, &hw, &p);
     if (d->rank != 0) return;
@@ -74,15 +94,16 @@ static void performance(const zt_config *c, const zt_model_shape *s, int N, int 
         printf("{\"hw\": \"%s\", \"ranks\": %d, \"nodes\": %d, \"stage\": %d, \"reduce\": \"%s\", \"step_s\": %.6g, "
                "\"compute_s\": %.6g, \"grad_comm_s\": %.6g, \"grad_exposed_s\": %.6g, \"gather_s\": %.6g, \"optim_s\": %.6g, "
                "\"ckpt_s\": %.6g, \"tokens_per_s\": %.6g, \"efficiency\": %.4f, \"inter_node_bytes\": %.6g, "
-               "\"fixed_exposed_s\": %.6g, \"fixed_step_s\": %.6g, \"fixed_inter_node_bytes\": %.6g}\n",
+               "\"fixed_exposed_s\": %.6g, \"fixed_step_s\": %.6g, \"fixed_inter_node_bytes\": %.6g, \"comm_measured\": %s}\n",
                hw.name, N, M, c->zero.stage, c->zero.reduce, p.step_s, p.compute_s, p.grad_comm_s, p.grad_exposed_s,
                p.gather_s + p.norm_s, p.optim_s, p.ckpt_s, p.tokens_per_s, p.efficiency, p.inter_node_bytes,
-               p.fixed_exposed_s, p.fixed_step_s, p.fixed_inter_node_bytes);
+               p.fixed_exposed_s, p.fixed_step_s, p.fixed_inter_node_bytes, hw.comm_ranks ? "true" : "false");
         return;
     }
     printf("performance model (%s, %d ranks on %d node%s, %d per node, %d micro-batch%s per rank per step; "
            "see src/core/perf_model.h):\n", hw.name, N, M, M > 1 ? "s" : "", p.ranks_per_node, p.micro_per_rank,
            p.micro_per_rank > 1 ? "es" : "");
+    if (hw.comm_ranks) printf("  collectives: measured (%s)\n", comm);
     printf("  %-34s %10.4f s\n", "compute (forward + backward)", p.compute_s);
     printf("  %-34s %10.4f s (%.4f s in flight%s)\n", "gradient exchange, exposed", p.grad_exposed_s, p.grad_comm_s,
            c->zero.stage == 2 ? ", overlapped with backward" : "");
@@ -100,13 +121,13 @@ static void performance(const zt_config *c, const zt_model_shape *s, int N, int 
 int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     char err[ZT_ERR_BUF];
     const char *ranks_s = NULL, *nodes_s = NULL, *hw_s = NULL, *net_s = NULL, *flops_s = NULL, *json_s = NULL,
-               *limit_s = NULL;
+               *limit_s = NULL, *membw_s = NULL, *comm_s = NULL;
     zt_cli_opt opts[] = {{"--ranks", 1, &ranks_s}, {"--nodes", 1, &nodes_s}, {"--hw", 1, &hw_s},
                          {"--net", 1, &net_s},     {"--flops", 1, &flops_s}, {"--json", 0, &json_s},
-                         {"--mem-limit", 1, &limit_s}};
+                         {"--mem-limit", 1, &limit_s}, {"--mem-bw", 1, &membw_s}, {"--comm", 1, &comm_s}};
     zt_cli cli;
     zt_config c;
-    if (zt_cli_parse(&cli, argc, argv, opts, 7, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
+    if (zt_cli_parse(&cli, argc, argv, opts, 9, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
         zt_user_error_all("%s", err);
     int N = d->size;
     if (ranks_s) {
@@ -127,6 +148,9 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     int base_read = c.lora.enabled && zt_lora_base_shape(&c, err, sizeof err) == 0;
     zt_model_shape s;
     zt_model_shape_from_config(&c, &s);
+    const int want_perf = hw_s || nodes_s || net_s || flops_s || json_s || membw_s || comm_s;
+    zt_hw hw;
+    if (want_perf) hw_from_options(&hw, N, M, hw_s ? hw_s : "cpu", net_s, flops_s, membw_s, comm_s, d);
     zt_zero_plan p;
     zt_zero_plan_memory(&c, &s, N, &p);
     const double MB = 1.0 / (1 << 20);
@@ -180,7 +204,7 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
                        limit * MB, c.zero.stage, c.train.recompute);
         }
     }
-    if (hw_s || nodes_s || net_s || flops_s || json_s) performance(&c, &s, N, M, hw_s ? hw_s : "cpu", net_s, flops_s, json_s != NULL, d);
+    if (want_perf) performance(&c, &s, N, M, &hw, comm_s, json_s != NULL, d);
     return 0;
 }
 

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "core/zero.h"
+#include "util/json.h"
+#include "util/util.h"
 
 int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, zt_hw *hw) {
     memset(hw, 0, sizeof *hw);
@@ -61,6 +63,65 @@ int zt_hw_set_net(zt_hw *hw, const char *spec) {
     hw->inter_bw = gbit * 1e9 / 8.0;
     hw->inter_lat = lat_us * 1e-6;
     return 0;
+}
+
+double zt_comm_curve_time(const zt_comm_curve *c, double bytes) {
+    if (c->n == 0 || bytes <= 0) return c->n == 0 ? -1 : 0;
+    if (bytes <= c->bytes[0]) return c->sec[0] * bytes / c->bytes[0];
+    if (bytes >= c->bytes[c->n - 1]) return c->sec[c->n - 1] * bytes / c->bytes[c->n - 1];
+    int k = 0;
+    while (bytes > c->bytes[k + 1]) k++;
+    const double f = log(bytes / c->bytes[k]) / log(c->bytes[k + 1] / c->bytes[k]);
+    return exp(log(c->sec[k]) + f * (log(c->sec[k + 1]) - log(c->sec[k])));
+}
+
+int zt_hw_load_comm(zt_hw *hw, const char *path, char *err, size_t errlen) {
+    size_t len = 0;
+    char *text = zt_read_file(path, "a bench_comm --json file", &len, err, errlen);
+    if (!text) return 1;
+    zt_json j;
+    char why[160];
+    if (zt_json_parse(text, len, &j, why, sizeof why)) {
+        free(text);
+        return zt_errf(err, errlen, "--comm %s: not bench_comm --json output: %s", path, why);
+    }
+    free(text);
+    const zt_json *ranks = zt_json_get(&j, "ranks"), *nodes = zt_json_get(&j, "nodes"), *res = zt_json_get(&j, "results");
+    int bad = 0;
+    if (!ranks || !ranks->is_int || ranks->inum < 2 || !res || res->type != ZT_JSON_ARR)
+        bad = zt_errf(err, errlen, "--comm %s: expected bench_comm --json output (\"ranks\" >= 2 and \"results\")", path);
+    else if (nodes && nodes->is_int && nodes->inum != 1)
+        bad = zt_errf(err, errlen, "--comm %s: measured on %lld nodes: expected one node", path, nodes->inum);
+    static const char *ops[ZT_CURVE_N] = {"reduce_scatter", "rs_ordered", "all_gather"};
+    zt_comm_curve cv[ZT_CURVE_N];
+    memset(cv, 0, sizeof cv);
+    for (int i = 0; !bad && i < res->n; i++) {
+        const zt_json *r = &res->items[i], *op = zt_json_get(r, "op"), *sz = zt_json_get(r, "size"),
+                      *t = zt_json_get(r, "time_us");
+        if (!op || op->type != ZT_JSON_STR || !sz || sz->type != ZT_JSON_NUM || !t || t->type != ZT_JSON_NUM ||
+            sz->num <= 0 || t->num <= 0) {
+            bad = zt_errf(err, errlen, "--comm %s: result %d: expected \"op\", \"size\" > 0 and \"time_us\" > 0", path, i + 1);
+            break;
+        }
+        for (int k = 0; k < ZT_CURVE_N; k++) {
+            if (strcmp(op->str, ops[k]) != 0) continue;
+            zt_comm_curve *c = &cv[k];
+            if (c->n == 32 || (c->n > 0 && sz->num <= c->bytes[c->n - 1])) {
+                bad = zt_errf(err, errlen, "--comm %s: %s sizes must ascend (at most 32)", path, ops[k]);
+                break;
+            }
+            c->bytes[c->n] = sz->num;
+            c->sec[c->n++] = t->num * 1e-6;
+        }
+    }
+    for (int k = 0; !bad && k < ZT_CURVE_N; k++)
+        if (cv[k].n == 0) bad = zt_errf(err, errlen, "--comm %s: has no %s rows (run bench_comm without filters)", path, ops[k]);
+    if (!bad) {
+        memcpy(hw->curve, cv, sizeof cv);
+        hw->comm_ranks = (int)ranks->inum;
+    }
+    zt_json_free(&j);
+    return bad;
 }
 
 /* a ring collective (reduce-scatter: factor hw->rs_bw_factor, or all-gather: 1) over `bytes` (the whole
@@ -117,8 +178,15 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     /* gradient exchange, per micro-batch */
     const double gbytes = (double)p.padded * 4.0;
     const int ordered = strcmp(c->zero.reduce, "ordered") == 0;
+    /* measured collectives for this rank count on one node (they include the sums and core sharing) */
+    const int cal = hw->comm_ranks == N && M == 1 && N > 1;
+    /* cpu ranks beyond the node's cores take turns on them: their message progress (busy polling, the
+       ordered sums) shares the cores too */
+    const double oversub = hw->cores_per_node > 0 && G > hw->cores_per_node ? (double)G / hw->cores_per_node : 1.0;
     double inter = 0, tx = 0;
-    if (N > 1) {
+    if (N > 1 && cal) {
+        tx = zt_comm_curve_time(&hw->curve[ordered ? ZT_CURVE_RS_ORDERED : ZT_CURVE_RS], gbytes);
+    } else if (N > 1) {
         if (ordered) {
             tx = all_to_all(hw, N, M, gbytes, &inter);
             tx += (double)(N + 2) * p.shard * 4.0 / hw->mem_bw; /* the owner's sum in rank order */
@@ -126,13 +194,14 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
             tx = ring_f(hw, N, M, gbytes, hw->rs_bw_factor);
             if (M > 1) inter += (double)(N - 1) / N * gbytes;
         }
+        tx *= oversub;
     }
-    /* cpu ranks beyond the node's cores take turns on them: their message progress (busy polling, the
-       ordered sums) shares the cores too */
-    const double oversub = hw->cores_per_node > 0 && G > hw->cores_per_node ? (double)G / hw->cores_per_node : 1.0;
-    tx *= oversub;
     o->grad_comm_s = K * tx;
-    if (c->zero.stage == 2 && N > 1) {
+    /* something must move the bytes while the cores compute: a GPU's engines, or a cpu core left idle */
+    int threads = c->train.threads > 0 ? c->train.threads : 0;
+    if (hw->cores_per_node > 0 && threads == 0) threads = hw->cores_per_node / G > 0 ? hw->cores_per_node / G : 1;
+    const int can_overlap = hw->cores_per_node == 0 || G * threads < hw->cores_per_node;
+    if (c->zero.stage == 2 && N > 1 && can_overlap) {
         const int nb = p.n_buckets > 0 ? p.n_buckets : 1;
         const double bwd_micro = t_micro * 2.0 / 3.0;
         double exposed = tx - bwd_micro * (1.0 - 1.0 / nb);
@@ -144,7 +213,7 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     inter *= K;
     /* after the update: parameters (stages 1-2) or the reduced gradient (stage 0), and the norm */
     if (N > 1) {
-        o->gather_s = ring(hw, N, M, gbytes) * oversub;
+        o->gather_s = cal ? zt_comm_curve_time(&hw->curve[ZT_CURVE_ALL_GATHER], gbytes) : ring(hw, N, M, gbytes) * oversub;
         if (M > 1) inter += (double)(N - 1) / N * gbytes;
         o->norm_s = ring(hw, N, M, (double)p.padded / 4096.0 * 8.0);
     }
@@ -162,7 +231,7 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
         o->fixed_comm_s = ring_f(hw, N, M, 2.0 * gbytes, hw->rs_bw_factor) + ring(hw, N, M, 8.0 * nb);
         const double bwd_micro = t_micro * 2.0 / 3.0;
         double exposed = o->fixed_comm_s;
-        if (c->zero.stage == 2) {
+        if (c->zero.stage == 2 && can_overlap) {
             exposed = o->fixed_comm_s - bwd_micro * (1.0 - 1.0 / nb);
             if (exposed < o->fixed_comm_s / nb) exposed = o->fixed_comm_s / nb;
         }

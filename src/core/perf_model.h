@@ -13,12 +13,22 @@
  *   all-to-all across nodes: of a rank's (N-1)/N x P x 4 bytes, (N-G)/N cross nodes, and a node's G
  *             ranks share its network link: G x (N-G)/N x P x 4 bytes per node per exchange.
  *   oversubscribed cpu ranks (more ranks than cores on a node): collective times x ranks / cores.
+ *   measured collectives (--comm FILE from bench_comm on this node and rank count): the exchange, the
+ *             all-gather and (native) the reduce-scatter take the measured time at the buffer's size, which
+ *             already includes the ordered sums and any core sharing. Native's reductions are MPI's own
+ *             (MPI_Reduce_scatter_block, stage 2's MPI_Ireduce per owner): costed as bench_comm's
+ *             reduce_scatter row.
+ *   overlap   only where something else can move the bytes while the cores compute (a GPU's copy engines
+ *             and NCCL kernels, or idle cpu cores): MPI over shared memory copies with the ranks' own
+ *             cores, inside their MPI calls, so with every core computing nothing is hidden (measured:
+ *             stage 2 is no faster than stage 1 here).
  *   ring collectives (reduce-scatter, all-gather): (N-1)/N x bytes through the slowest link of the ring
  *             (the node link when M > 1), latency (N-1) x alpha.
  *   after the update: stages 1-2 all-gather the parameters, stage 0 the reduced gradient (same bytes);
  *             the gradient norm's chunk sums are one more (small) all-gather.
- *   optimizer AdamW over the rank's elements (the shard; all of them at stage 0): ~32 bytes of memory
- *             traffic per element at the device's memory bandwidth.
+ *   optimizer AdamW and the norm over the rank's elements (the shard; all of them at stage 0): ~32 bytes
+ *             of memory traffic per element at the device's memory bandwidth (--mem-bw: calibrated from the
+ *             1-rank step's fixed cost, see tests/test_perf_model.sh).
  *   checkpoint the synchronous write of 3 x P x 4 bytes at the file system's bandwidth shared by every
  *             rank (or, with checkpoint.async, the staging copy), spread over checkpoint.every steps.
  * The fixed-point alternative (fields fixed_*) is costed the same way for comparison.
@@ -29,6 +39,13 @@
 
 #include "core/model.h"
 #include "io/config.h"
+
+/* one collective's measured time against its size (bench_comm's convention: bytes of the whole buffer) */
+enum { ZT_CURVE_RS, ZT_CURVE_RS_ORDERED, ZT_CURVE_ALL_GATHER, ZT_CURVE_N };
+typedef struct zt_comm_curve {
+    int n;
+    double bytes[32], sec[32]; /* ascending bytes */
+} zt_comm_curve;
 
 typedef struct zt_hw {
     char name[64];
@@ -41,6 +58,10 @@ typedef struct zt_hw {
     double disk_bw;           /* checkpoint writes, bytes/s for the whole job */
     int cores_per_node;       /* cpu: ranks beyond this share cores; 0 = one device per rank */
     int ranks_per_device;     /* informational */
+    /* measured collective times (`ztrain estimate --comm FILE`, FILE = `bench_comm --json` on comm_ranks
+       ranks of one node): used instead of the alpha-beta terms for a 1-node prediction on that many ranks */
+    int comm_ranks;           /* 0: none loaded */
+    zt_comm_curve curve[ZT_CURVE_N];
 } zt_hw;
 
 typedef struct zt_perf {
@@ -62,6 +83,12 @@ typedef struct zt_perf {
 int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, zt_hw *hw);
 /* --net "BW_Gbit,LAT_us" (per node): 0 or -1 */
 int zt_hw_set_net(zt_hw *hw, const char *spec);
+/* --comm FILE: reads bench_comm's --json output (reduce_scatter, rs_ordered, all_gather rows, one node);
+   0, or non-zero with one line in err naming the file and what is wrong */
+int zt_hw_load_comm(zt_hw *hw, const char *path, char *err, size_t errlen);
+/* seconds of one call moving `bytes` on curve k: log-log interpolation between the measured sizes,
+   proportional to the size beyond them (bandwidth-bound); -1 without a curve */
+double zt_comm_curve_time(const zt_comm_curve *c, double bytes);
 
 void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, const zt_hw *hw, zt_perf *out);
 

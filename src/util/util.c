@@ -277,3 +277,29 @@ void zt_check_all(int failed, char *msg, size_t len) {
     }
     zt_user_error_all("%s", msg);
 }
+
+char *zt_read_file(const char *path, const char *what, size_t *len, char *err, size_t n) {
+    if (zt_check_input_file(path, what, err, n)) return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        zt_errf(err, n, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 65536, have = 0;
+    char *buf = zt_malloc(cap + 1);
+    size_t k;
+    while ((k = fread(buf + have, 1, cap - have, f)) > 0) {
+        have += k;
+        if (have == cap) buf = zt_realloc(buf, (cap *= 2) + 1);
+    }
+    const int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(buf);
+        zt_errf(err, n, "%s: read failed", path);
+        return NULL;
+    }
+    buf[have] = 0;
+    *len = have;
+    return buf;
+}

@@ -99,6 +99,9 @@ int zt_mkdirs(const char *path);
 int zt_check_input_file(const char *path, const char *what, char *err, size_t n);
 /* the same for a path that may also be a directory (a checkpoint directory, a safetensors folder) */
 int zt_check_input_file_or_dir(const char *path, const char *what, char *err, size_t n);
+/* the whole of a regular file `what` (checked as zt_check_input_file) in a malloc'd NUL-terminated buffer,
+   its length in *len; NULL with one line in err */
+char *zt_read_file(const char *path, const char *what, size_t *len, char *err, size_t n);
 /* "a directory", "a named pipe (FIFO)", "a character device", ... for an st_mode */
 const char *zt_file_kind(unsigned mode);
 /* writes len bytes to path atomically: path.tmp.PID, fsync, rename over path (readers see the old file
