@@ -7,10 +7,17 @@
  * content after the load differs from what was saved (params, m, v on every rank; must be 0).
  * Before each read the page cache of the file is dropped (posix_fadvise DONTNEED after the fsync'd
  * write), so reads come from the disk as after a restart.
- *   mpirun -np N build/bench/bench_ckpt [-c inputs/gpt2-124m.cfg] [--dir DIR] [--reps R] [--stage S]
+ * Rounds: one warm-up round (not counted), then R rounds; times are medians over the rounds. With --dd
+ * each round also runs `dd` (rank 0, the others waiting) writing the same bytes to DIR with
+ * conv=fdatasync and reading them back cold, ztrain first in odd rounds and dd first in even ones, and
+ * the JSON gives the median of each round's dd / ztrain time ratio (this disk's own speed swings by 2x
+ * within a minute, so only runs seconds apart are compared).
+ *   mpirun -np N build/bench/bench_ckpt [-c inputs/gpt2-124m.cfg] [--dir DIR] [--reps R] [--stage S] [--dd]
  *                                       [--header] [--json] */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +46,11 @@ static void drop_cache(const char *path) {
     close(fd);
 }
 
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static void fill(float *p, size_t n, uint64_t seed) {
     zt_rng r;
     zt_rng_seed(&r, seed);
@@ -51,16 +63,17 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     zt_util_set_rank(rank, size, "bench");
-    const char *dir = "build/bench-ckpt", *reps_s = "3", *stage_s = "2", *header = NULL, *json = NULL;
+    const char *dir = "build/bench-ckpt", *reps_s = "3", *stage_s = "2", *header = NULL, *json = NULL, *dd = NULL;
     zt_cli_opt opts[] = {{"--dir", 1, &dir}, {"--reps", 1, &reps_s}, {"--stage", 1, &stage_s},
-                         {"--header", 0, &header}, {"--json", 0, &json}};
+                         {"--header", 0, &header}, {"--json", 0, &json}, {"--dd", 0, &dd}};
     zt_cli cli;
     char err[ZT_ERR_BUF];
     zt_config *c = zt_calloc(1, sizeof *c);
-    if (zt_cli_parse(&cli, argc, argv, opts, 5, err, sizeof err) || zt_cli_load_config(&cli, c, err, sizeof err))
+    if (zt_cli_parse(&cli, argc, argv, opts, 6, err, sizeof err) || zt_cli_load_config(&cli, c, err, sizeof err))
         zt_user_error_all("%s", err);
     if (!cli.config_path) zt_user_error_all("bench_ckpt: -c CFG (e.g. inputs/gpt2-124m.cfg)");
     const int reps = atoi(reps_s), stage = atoi(stage_s);
+    if (reps < 1) zt_user_error_all("bench_ckpt: --reps %s: expected a round count >= 1", reps_s);
 
     /* the model and a zero state laid out as zt_zero_init does, without gradients or buffers the
        checkpoint does not touch (they would only take memory from the page cache) */
@@ -100,57 +113,129 @@ int main(int argc, char **argv) {
     meta.loss_scale = 1.0f;
     meta.config_text = text;
     const double bytes = 3.0 * (double)total * 4;
-    double wbest = 1e30, rbest = 1e30;
+    /* round 0 is a warm-up (not counted): on a virtual machine the first use of guest memory the host has
+       not backed yet (page cache included) runs at a fraction of the disk's speed: measured here, the
+       first load of a fresh process 3.4-4.1 s, the next ones 1.1-1.7 s. dd gets the same warm-up. */
+    enum { ZW, ZR, DW, DR, DWD, NT };
+    double *t = zt_calloc((size_t)(reps + 1) * NT, sizeof(double)); /* per round: ztrain write, read, dd ... */
     long wrong = 0;
-    char path[ZT_PATH_MAX + 64];
-    for (int r = 0; r < reps; r++) {
+    char path[ZT_PATH_MAX + 64], prev[ZT_PATH_MAX + 64] = "", ddpath[ZT_PATH_MAX + 64], cmd[3 * ZT_PATH_MAX];
+    snprintf(ddpath, sizeof ddpath, "%s/dd.bin", dir);
+    if (rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST) zt_user_error("bench_ckpt: cannot create %s", dir);
+    for (int r = 0; r <= reps; r++) {
+        double *tr = t + (size_t)r * NT;
         meta.step = r + 1;
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = zt_now();
         if (zt_ckpt_save(dir, 1, &meta, &v, path, sizeof path, err, sizeof err)) zt_user_error_all("%s", err);
         MPI_Barrier(MPI_COMM_WORLD);
-        double dt = zt_now() - t0;
-        if (dt < wbest) wbest = dt;
-        if (rank == 0) drop_cache(path);
-        be->i->zero(be, m.params, total * 4);
-        be->i->zero(be, exp_avg, nm * 4);
-        be->i->zero(be, exp_avg_sq, nm * 4);
-        zt_ckpt_meta rm;
-        MPI_Barrier(MPI_COMM_WORLD);
-        t0 = zt_now();
-        if (zt_ckpt_load(path, &rm, &v, err, sizeof err)) zt_user_error_all("%s", err);
-        /* as zt_zero_after_load: the parameters (and stage 0's moments) gathered from the shards */
-        if (size > 1) {
-            comm->i->all_gather(comm, m.params + v.lo, m.params, plan.shard, ZT_F32);
-            if (stage == 0) {
-                comm->i->all_gather(comm, exp_avg + v.lo, exp_avg, plan.shard, ZT_F32);
-                comm->i->all_gather(comm, exp_avg_sq + v.lo, exp_avg_sq, plan.shard, ZT_F32);
+        tr[ZW] = zt_now() - t0;
+        /* keep one checkpoint on the disk: the previous round's goes */
+        if (rank == 0 && prev[0]) {
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", prev);
+            if (system(cmd) != 0) zt_user_error("bench_ckpt: %s failed", cmd);
+        }
+        snprintf(prev, sizeof prev, "%s", path);
+        /* reads of this file, cold: ztrain's load and (with --dd) dd's, ztrain first in odd rounds. Both read
+           the same bytes where ztrain wrote them; the second reader of a round may reuse page-cache memory the
+           first one had the host back (on this VM a first use of memory is slow), so the order alternates */
+        for (int part = 0; part < 2; part++) {
+            if ((part == 0) == (r % 2 == 1)) {
+                if (rank == 0) drop_cache(path);
+                be->i->zero(be, m.params, total * 4);
+                be->i->zero(be, exp_avg, nm * 4);
+                be->i->zero(be, exp_avg_sq, nm * 4);
+                zt_ckpt_meta rm;
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0 = zt_now();
+                if (zt_ckpt_load(path, &rm, &v, err, sizeof err)) zt_user_error_all("%s", err);
+                /* as zt_zero_after_load: the parameters (and stage 0's moments) gathered from the shards */
+                if (size > 1) {
+                    comm->i->all_gather(comm, m.params + v.lo, m.params, plan.shard, ZT_F32);
+                    if (stage == 0) {
+                        comm->i->all_gather(comm, exp_avg + v.lo, exp_avg, plan.shard, ZT_F32);
+                        comm->i->all_gather(comm, exp_avg_sq + v.lo, exp_avg_sq, plan.shard, ZT_F32);
+                    }
+                }
+                MPI_Barrier(MPI_COMM_WORLD);
+                tr[ZR] = zt_now() - t0;
+                zt_ckpt_meta_free(&rm);
+                long bad = (fnv(m.params, total * 4) != hp) + (fnv(exp_avg, nm * 4) != hm) +
+                           (fnv(exp_avg_sq, nm * 4) != hv), sum = 0;
+                MPI_Allreduce(&bad, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+                wrong += sum;
+            } else if (dd && rank == 0) {
+                drop_cache(path);
+                t0 = zt_now();
+                snprintf(cmd, sizeof cmd, "dd if='%s' of=/dev/null bs=16M status=none", path);
+                if (system(cmd) != 0) zt_user_error("bench_ckpt: %s failed", cmd);
+                tr[DR] = zt_now() - t0;
             }
         }
+        /* dd writes of the same bytes by rank 0 while the others wait: through the page cache with
+           conv=fdatasync, and with O_DIRECT (as ztrain writes) */
         MPI_Barrier(MPI_COMM_WORLD);
-        dt = zt_now() - t0;
-        if (dt < rbest) rbest = dt;
-        zt_ckpt_meta_free(&rm);
-        long bad = (fnv(m.params, total * 4) != hp) + (fnv(exp_avg, nm * 4) != hm) + (fnv(exp_avg_sq, nm * 4) != hv), sum = 0;
-        MPI_Allreduce(&bad, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-        wrong += sum;
+        if (dd && rank == 0)
+            for (int k = 0; k < 2; k++) {
+                t0 = zt_now();
+                snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s' bs=16M count=%.0f iflag=count_bytes %s "
+                         "status=none", ddpath, bytes, k ? "oflag=direct conv=fdatasync" : "conv=fdatasync");
+                if (system(cmd) != 0) zt_user_error("bench_ckpt: %s failed", cmd);
+                tr[k ? DWD : DW] = zt_now() - t0;
+                unlink(ddpath);
+            }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0)
+            fprintf(stderr, "bench_ckpt: round %d%s: write %.3f s (dd %.3f, dd direct %.3f), read %.3f s (dd %.3f)\n", r,
+                    r == 0 ? " (warm-up)" : "", tr[ZW], tr[DW], tr[DWD], tr[ZR], tr[DR]);
     }
+    /* medians over rounds 1..reps of the times and of each round's dd / ztrain ratios */
+    enum { Q_W, Q_R, Q_WD, NQ };
+    double med[NT], ratio[NQ];
+    double *col = zt_calloc((size_t)reps, sizeof(double));
+    for (int k = 0; k < NT + NQ; k++) {
+        for (int r = 1; r <= reps; r++) {
+            const double *tr = t + (size_t)r * NT;
+            col[r - 1] = k < NT ? tr[k] : k == NT + Q_W ? tr[DW] / tr[ZW] : k == NT + Q_R ? tr[DR] / tr[ZR] : tr[DWD] / tr[ZW];
+        }
+        qsort(col, (size_t)reps, sizeof(double), cmp_double);
+        const double mv = reps % 2 ? col[reps / 2] : 0.5 * (col[reps / 2 - 1] + col[reps / 2]);
+        if (k < NT) med[k] = mv;
+        else ratio[k - NT] = mv;
+    }
+    free(col);
     if (rank == 0) {
         if (json) {
-            printf("{\"ranks\": %d, \"stage\": %d, \"params\": %zu, \"bytes\": %.0f, \"write_s\": %.4f, "
-                   "\"write_GBps\": %.4f, \"read_s\": %.4f, \"read_GBps\": %.4f, \"wrong\": %ld}\n",
-                   size, stage, total, bytes, wbest, bytes / wbest * 1e-9, rbest, bytes / rbest * 1e-9, wrong);
+            printf("{\"ranks\": %d, \"stage\": %d, \"params\": %zu, \"bytes\": %.0f, \"rounds\": %d, \"write_s\": %.4f, "
+                   "\"write_GBps\": %.4f, \"read_s\": %.4f, \"read_GBps\": %.4f", size, stage, total, bytes, reps, med[ZW],
+                   bytes / med[ZW] * 1e-9, med[ZR], bytes / med[ZR] * 1e-9);
+            if (dd) {
+                printf(", \"dd_write_s\": %.4f, \"dd_direct_write_s\": %.4f, \"dd_read_s\": %.4f, \"write_frac_dd\": %.4f, "
+                       "\"write_frac_dd_direct\": %.4f, \"read_frac_dd\": %.4f", med[DW], med[DWD], med[DR], ratio[Q_W],
+                       ratio[Q_WD], ratio[Q_R]);
+                const char *names[3] = {"write_frac_dd_rounds", "write_frac_dd_direct_rounds", "read_frac_dd_rounds"};
+                for (int q = 0; q < 3; q++) {
+                    printf(", \"%s\": [", names[q]);
+                    for (int r = 1; r <= reps; r++) {
+                        const double *tr = t + (size_t)r * NT;
+                        printf("%s%.4f", r > 1 ? ", " : "", q == 0 ? tr[DW] / tr[ZW] : q == 1 ? tr[DWD] / tr[ZW] : tr[DR] / tr[ZR]);
+                    }
+                    printf("]");
+                }
+            }
+            printf(", \"wrong\": %ld}\n", wrong);
         } else {
             if (header)
                 printf("#%6s %6s %-9s %14s %9s %9s %8s\n#%6s %6s %-9s %14s %9s %9s %8s\n", "ranks", "stage", "op",
                        "bytes", "time", "bw", "#wrong", "", "", "", "(B)", "(s)", "(GB/s)", "");
-            printf(" %6d %6d %-9s %14.0f %9.3f %9.3f %8ld\n", size, stage, "write", bytes, wbest,
-                   bytes / wbest * 1e-9, wrong);
-            printf(" %6d %6d %-9s %14.0f %9.3f %9.3f %8ld\n", size, stage, "read", bytes, rbest, bytes / rbest * 1e-9,
+            printf(" %6d %6d %-9s %14.0f %9.3f %9.3f %8ld\n", size, stage, "write", bytes, med[ZW],
+                   bytes / med[ZW] * 1e-9, wrong);
+            printf(" %6d %6d %-9s %14.0f %9.3f %9.3f %8ld\n", size, stage, "read", bytes, med[ZR], bytes / med[ZR] * 1e-9,
                    wrong);
         }
         fflush(stdout);
     }
+    free(t);
     be->i->free(be, exp_avg);
     be->i->free(be, exp_avg_sq);
     zt_model_free(&m);

@@ -1,71 +1,60 @@
 #!/usr/bin/env bash
 # bench_ckpt.sh — checkpoint write and read bandwidth of GPT-2 124M with its Adam state (params + exp_avg +
-# exp_avg_sq, fp32: 1.49 GB per file) on 1, 2 and 4 ranks, each next to `dd` moving the same number of bytes
-# to / from the same directory in the same run:
-#   write: zt_ckpt_save (collective parallel-HDF5 write, fsync, rename, `latest`)  vs  dd conv=fdatasync
-#   read:  zt_ckpt_load (shard read + all-gather of the parameters) after dropping the file's page cache
-#          vs  dd of the dd file after dropping its page cache (iflag=nocache)
-# Best of REPS for both; the #wrong column counts buffers that differ after the load (must be 0).
-#   benchmarks/bench_ckpt.sh [--json]      env: CFG (inputs/gpt2-124m.cfg), DIR (build/bench-ckpt), REPS (3),
+# exp_avg_sq, fp32: 1.49 GB per file) on 1, 2 and 4 ranks, each paired with `dd` moving the same number of
+# bytes to / from the same directory within seconds of it (bench_ckpt --dd):
+#   write: zt_ckpt_save (each rank's pieces, fdatasync, rename, `latest`)  vs  dd conv=fdatasync
+#          and dd oflag=direct conv=fdatasync (row write/D: O_DIRECT, as ztrain writes)
+#   read:  zt_ckpt_load (shard read + NaN/Inf check + all-gather of the parameters) of the file, cold  vs
+#          dd of the same file, cold, alternating which reads first (on this VM the first use of memory the
+#          host has not backed is slow, and a read right after another reuses its page-cache memory)
+# One warm-up round, then REPS rounds. This disk's own speed swings by 2x within a minute (dd alone: 0.9 to 2.7 s for the same read),
+# so each round's ztrain/dd ratio is formed from runs seconds apart and the table reports the MEDIAN
+# ratio over rounds (and median times); #wrong counts buffers that differ after the load (must be 0).
+#   benchmarks/bench_ckpt.sh [--json]      env: CFG (inputs/gpt2-124m.cfg), DIR (build/bench-ckpt), REPS (5),
 #                                               RANKS ("1 2 4")
 # Run it alone: the disk and the two cores are what is measured.
 set -eu
 cd "$(dirname "$0")/.."
 CFG=${CFG:-inputs/gpt2-124m.cfg}
 DIR=${DIR:-build/bench-ckpt}
-REPS=${REPS:-3}
+REPS=${REPS:-5}
 RANKS=${RANKS:-"1 2 4"}
 JSON=${1:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 BIN=build/bench/bench_ckpt
 [ -x $BIN ] || make --no-print-directory build-all >/dev/null
 mkdir -p "$DIR"
-DD="$DIR/dd.bin"
 trap 'rm -rf "$DIR"' EXIT
-
-# seconds of one dd run, from its summary line
-dd_s() { dd "$@" 2>&1 | awk '/copied/ { for (i = 1; i <= NF; i++) if ($i ~ /^s,?$/) print $(i-1) }'; }
-min() { printf '%s\n' "$@" | sort -g | head -1; }
 
 fs=$(df -T "$DIR" | awk 'NR == 2 { print $2 " on " $1 }')
 rows=()
 for np in $RANKS; do
-  j=$(mpirun --oversubscribe --bind-to none -np $np $BIN -c $CFG --dir "$DIR" --reps $REPS --json)
-  get() { echo "$j" | sed -E "s/.*\"$1\": ([^,}]*).*/\1/"; }
-  bytes=$(get bytes); ws=$(get write_s); rs=$(get read_s); wrong=$(get wrong); params=$(get params)
+  rows+=("$(mpirun --oversubscribe --bind-to none -np $np $BIN -c $CFG --dir "$DIR" --reps $REPS --dd --json 2> "$DIR/rounds.$np")")
   rm -rf "$DIR"/step_* "$DIR"/latest
-  dw=(); dr=()
-  for _ in $(seq 1 $REPS); do
-    dw+=($(dd_s if=/dev/zero of="$DD" bs=16M count=$bytes iflag=count_bytes conv=fdatasync))
-    dd if="$DD" iflag=nocache count=0 status=none
-    dr+=($(dd_s if="$DD" of=/dev/null bs=16M))
-  done
-  rm -f "$DD"
-  rows+=("$np write $bytes $ws $(min "${dw[@]}") $wrong" "$np read $bytes $rs $(min "${dr[@]}") $wrong")
 done
 
-if [ "$JSON" == "--json" ]; then
-  for r in "${rows[@]}"; do
-    set -- $r
-    awk -v n=$1 -v op=$2 -v b=$3 -v t=$4 -v d=$5 -v w=$6 'BEGIN { printf "{\"ranks\": %d, \"op\": \"%s\", \"bytes\": %d, \"time_s\": %.4f, \"GBps\": %.4f, \"dd_time_s\": %.4f, \"dd_GBps\": %.4f, \"frac_dd\": %.4f, \"wrong\": %d}\n", n, op, b, t, b / t / 1e9, d, b / d / 1e9, d / t, w }'
-  done
-  exit 0
-fi
-echo "# ztrain checkpoint benchmark: $CFG ($params params) + Adam exp_avg, exp_avg_sq, fp32: $bytes bytes per file"
-echo "# dir $DIR ($fs), best of $REPS; dd moves the same bytes there (bs=16M; write conv=fdatasync; read cold)"
-echo "#"
-printf "#%6s %6s %12s %9s %9s %9s %9s %10s %7s\n" ranks op bytes ztrain ztrain dd dd ztrain/dd "#wrong"
-printf "#%6s %6s %12s %9s %9s %9s %9s %10s %7s\n" "" "" "(B)" "(s)" "(GB/s)" "(s)" "(GB/s)" "(%)" ""
-allw=0
-for r in "${rows[@]}"; do
-  set -- $r
-  awk -v n=$1 -v op=$2 -v b=$3 -v t=$4 -v d=$5 -v w=$6 \
-    'BEGIN { printf " %6d %6s %12d %9.3f %9.3f %9.3f %9.3f %10.1f %7d\n", n, op, b, t, b / t / 1e9, d, b / d / 1e9, 100 * d / t, w }'
-  allw=$((allw + $6))
-done
-echo "#"
-for op in write read; do
-  printf '%s\n' "${rows[@]}" | awk -v op=$op '$2 == op { s += 100 * $5 / $4; if (min == "" || 100 * $5 / $4 < min) min = 100 * $5 / $4; n++ }
-    END { printf "# %s: ztrain / dd bandwidth %.0f%% on average, %.0f%% at worst (target >= 50%%)\n", op, s / n, min }'
-done
-echo "# #wrong total: $allw"
+if [ "$JSON" == "--json" ]; then printf '%s\n' "${rows[@]}"; exit 0; fi
+printf '%s\n' "${rows[@]}" | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+r0 = rows[0]
+print("# ztrain checkpoint benchmark: %s (%d params) + Adam exp_avg, exp_avg_sq, fp32: %d bytes per file" % (sys.argv[1], r0["params"], r0["bytes"]))
+print("# dir %s (%s); 1 warm-up + %d rounds, medians. Each round: ztrain save; the file read cold by ztrain (load +" % (sys.argv[2], sys.argv[3], r0["rounds"]))
+print("# all-gather) and by dd bs=16M, alternating which goes first; dd writes of the same bytes: write = conv=fdatasync,")
+print("# write/D = oflag=direct (as ztrain writes)")
+print("#")
+print("#%6s %7s %11s %9s %9s %9s %9s %10s %7s  %s" % ("ranks", "op", "bytes", "ztrain", "ztrain", "dd", "dd", "ztrain/dd", "#wrong", "ztrain/dd per round (%)"))
+print("#%6s %7s %11s %9s %9s %9s %9s %10s %7s" % ("", "", "(B)", "(s)", "(GB/s)", "(s)", "(GB/s)", "(%)", ""))
+ops = (("write", "write_s", "dd_write_s", "write_frac_dd"), ("write/D", "write_s", "dd_direct_write_s", "write_frac_dd_direct"),
+       ("read", "read_s", "dd_read_s", "read_frac_dd"))
+for r in rows:
+    for op, zk, dk, qk in ops:
+        t, d, q = r[zk], r[dk], r[qk]
+        per = " ".join("%.0f" % (100 * x) for x in r[qk + "_rounds"])
+        print(" %6d %7s %11d %9.3f %9.3f %9.3f %9.3f %10.1f %7d  %s" % (r["ranks"], op, r["bytes"], t, r["bytes"] / t / 1e9, d, r["bytes"] / d / 1e9, 100 * q, r["wrong"], per))
+print("#")
+for op, zk, dk, qk in ops:
+    q = [100 * r[qk] for r in rows]
+    print("# %s: ztrain / dd bandwidth (median of rounds) %.0f%% on average, %.0f%% at worst" % (op, sum(q) / len(q), min(q)))
+print("# #wrong total: %d" % sum(r["wrong"] for r in rows))
+' "$CFG" "$DIR" "$fs"

@@ -138,12 +138,17 @@ src, b = sys.argv[1], sys.argv[2]
 shutil.copy(src, b + "/nan.h5")
 with h5py.File(b + "/nan.h5", "r+") as f:
     d = f["model/h.1.mlp.c_fc.weight"]; a = d[...]; a[3, 5] = np.nan; d[...] = a
+shutil.copy(src, b + "/inf.h5")
+with h5py.File(b + "/inf.h5", "r+") as f:  # the last element of ln_f.weight in the last group (rank 1 reads it)
+    d = f["optim/exp_avg_sq/ln_f.weight"]; a = d[...]; a[-1] = np.inf; d[...] = a
 shutil.copy(src, b + "/neg.h5")
 with h5py.File(b + "/neg.h5", "r+") as f:
     f.attrs["step"] = np.int64(-5)
 EOF
   before=$(snap $B)
   fault nan_refused_resume 2 "NaN in /model/h.1.mlp.c_fc.weight[3, 5]" $tr2 --set run.name=nanres $DIV --resume $B/nan.h5
+  # read through the device path (devsim: staged chunk by chunk, checked before to_device) on 2 ranks
+  fault inf_moment_refused_devsim 2 "+Inf in /optim/exp_avg_sq/ln_f.weight[" $tr2 --set run.name=infres $DIV --set device=devsim --resume $B/inf.h5
   fault nan_refused_sample 2 "NaN in /model/h.1.mlp.c_fc.weight[3, 5]" $ZT sample --checkpoint $B/nan.h5 --tokens 4
   fault nan_refused_export 2 "NaN in /model/h.1.mlp.c_fc.weight[3, 5]" $ZT export --checkpoint $B/nan.h5 --format safetensors --out $B/exported
   [ -e $B/exported ] && fail "nan_refused_export_no_output: $B/exported exists"

@@ -47,9 +47,10 @@
  * stage-0 moments: zt_zero_after_load), so any rank count and stage can resume any file. A view
  * without optimizer state (eval, export) reads the full tensors on every rank.
  *
- * Values: after a load each rank checks what it read for NaN/Inf (a slice of the parameters each when
- * every rank read them all) and a file holding any is refused with one line naming the tensor: resume,
- * --init-from, eval, sample and export all load through here.
+ * Values: each rank checks what it reads for NaN/Inf, chunk by chunk as it arrives (ckpt_rawio.c; what
+ * came through HDF5 is scanned after), and a file holding any is refused with one line naming the tensor
+ * (the lowest failing rank's: the first in file order): resume, --init-from, eval, sample and export all
+ * load through here.
  *
  * Errors: every failure is agreed on by all ranks (all-reduce of a flag, the lowest failing
  * rank's message broadcast), so each rank returns the same code and line; HDF5's own error
@@ -168,31 +169,32 @@ static xfer make_xfer(zt_backend *be, size_t maxpiece) {
 
 /* ---------------------------------------------------------------- finite values */
 
-/* index of the first element of p[0, n) that is NaN or +-Inf, or n. Blocks of 4096 are OR-reduced
-   (vectorised; memory speed) and only a block with a hit is searched element by element. */
-static size_t first_nonfinite(const float *p, size_t n) {
-    for (size_t b = 0; b < n; b += 4096) {
-        const size_t e = n - b < 4096 ? n : b + 4096;
-        int hit = 0;
-        for (size_t i = b; i < e; i++) hit |= !(fabsf(p[i]) <= FLT_MAX);
-        if (hit)
-            for (size_t i = b; i < e; i++)
-                if (!(fabsf(p[i]) <= FLT_MAX)) return i;
-    }
-    return n;
-}
-
 /* first non-finite element of buf[0, n) (backend memory); device memory is staged through the host */
 static size_t scan_buffer(zt_backend *be, const float *buf, size_t n, float *stage, size_t stage_n) {
-    if (be->i->mem == ZT_MEM_HOST) return first_nonfinite(buf, n);
+    if (be->i->mem == ZT_MEM_HOST) return zt_first_nonfinite(buf, n);
     for (size_t off = 0; off < n; off += stage_n) {
         const size_t k = n - off < stage_n ? n - off : stage_n;
         be->i->to_host(be, stage, buf + off, k * sizeof(float));
         be->i->sync(be);
-        const size_t j = first_nonfinite(stage, k);
+        const size_t j = zt_first_nonfinite(stage, k);
         if (j < k) return off + j;
     }
     return n;
+}
+
+/* "NaN in /model/h.1.mlp.c_fc.weight[3, 5]": what x, at flat element `flat` of group gpath, is */
+static void nonfinite_text(const zt_param_table *pt, const char *gpath, size_t flat, float x, char *what, size_t n) {
+    char where[128] = "?";
+    for (int i = 0; i < pt->n; i++)
+        if (flat >= pt->t[i].offset && flat < pt->t[i].offset + pt->t[i].numel) {
+            const zt_tensor_info *t = &pt->t[i];
+            const size_t el = flat - t->offset;
+            if (t->ndim == 2) snprintf(where, sizeof where, "%s[%zu, %zu]", t->name, el / (size_t)t->shape[1],
+                                       el % (size_t)t->shape[1]);
+            else snprintf(where, sizeof where, "%s[%zu]", t->name, el);
+            break;
+        }
+    snprintf(what, n, "%s in %s/%s", isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf", gpath, where);
 }
 
 int zt_ckpt_view_nonfinite(const zt_ckpt_view *v, size_t lo, size_t hi, int moments, char *what, size_t n) {
@@ -218,17 +220,7 @@ int zt_ckpt_view_nonfinite(const zt_ckpt_view *v, size_t lo, size_t hi, int mome
             v->be->i->to_host(v->be, &x, groups[g].src + (flat - groups[g].base), sizeof x);
             v->be->i->sync(v->be);
         }
-        char where[128] = "?";
-        for (int i = 0; i < pt->n; i++)
-            if (flat >= pt->t[i].offset && flat < pt->t[i].offset + pt->t[i].numel) {
-                const zt_tensor_info *t = &pt->t[i];
-                const size_t el = flat - t->offset;
-                if (t->ndim == 2) snprintf(where, sizeof where, "%s[%zu, %zu]", t->name, el / (size_t)t->shape[1],
-                                           el % (size_t)t->shape[1]);
-                else snprintf(where, sizeof where, "%s[%zu]", t->name, el);
-                break;
-            }
-        snprintf(what, n, "%s in %s/%s", isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf", groups[g].path, where);
+        nonfinite_text(pt, groups[g].path, flat, x, what, n);
         found = 1;
     }
     free(stage);
@@ -351,7 +343,7 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
     xfer x = make_xfer(be, maxpiece);
     hid_t *ds = zt_malloc((size_t)pt->n * sizeof(hid_t));
     zt_ckpt_rpiece *rp = zt_calloc((size_t)ng * (size_t)pt->n, sizeof *rp);
-    int nrp = 0;
+    int nrp = 0, hdf5_read = 0;
     for (int g = 0; g < ng && !bad; g++) {
         hid_t gid = H5Gopen2(fid, groups[g].path, H5P_DEFAULT);
         bad |= gid < 0;
@@ -370,9 +362,12 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
             int raw = at != HADDR_UNDEF && ty >= 0 && H5Tequal(ty, H5T_IEEE_F32LE) > 0;
             if (ty >= 0) H5Tclose(ty);
             if (dst && raw)
-                rp[nrp++] = (zt_ckpt_rpiece){(uint64_t)at + s * sizeof(float), (e - s) * sizeof(float), dst};
-            else if (dst)
+                rp[nrp++] = (zt_ckpt_rpiece){(uint64_t)at + s * sizeof(float), (e - s) * sizeof(float), dst, g,
+                                             t->offset + s};
+            else if (dst) {
                 bad |= transfer(&x, ds[i], t, s, e, dst, 1);
+                hdf5_read = 1;
+            }
             else if (x.collective)
                 bad |= transfer_none(&x, ds[i], 1);
         }
@@ -389,29 +384,22 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
     H5Pclose(x.dxpl);
     free(x.stage);
     H5Fclose(fid);
-    if (!bad) {
-        bad = zt_ckpt_read_pieces(be, path, rp, nrp, 0, err, errlen);
-        bad = zt_any_failed(bad, err, errlen);
-    }
+    /* NaN/Inf weights or moments are refused (a diverged run, or a damaged or edited file): the raw reads
+       check each chunk as it arrives; what came through HDF5 (a file another tool wrote) is scanned after */
+    zt_ckpt_nonfinite nf = {-1, 0, 0};
+    char what[256] = "";
+    if (!bad) bad = zt_ckpt_read_pieces(be, path, rp, nrp, &nf, err, errlen);
+    if (!bad && nf.piece >= 0)
+        nonfinite_text(pt, groups[rp[nf.piece].group].path, rp[nf.piece].flat + nf.elem, nf.value, what, sizeof what);
     free(rp);
-    if (!bad) {
-        /* refuse NaN/Inf weights or moments (a diverged run, or a damaged or edited file): each rank
-           scans what it read, a slice of the parameters when every rank read them all */
+    if (!bad && !what[0] && hdf5_read) {
         be->i->sync(be);
-        int rank, size;
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
-        size_t a = lo, b = hi;
-        if (!ranged) {
-            a = pt->total / (size_t)size * (size_t)rank;
-            b = rank == size - 1 ? pt->total : pt->total / (size_t)size * (size_t)(rank + 1);
-        }
-        char what[256];
-        if (zt_ckpt_view_nonfinite(v, a, b, v->exp_avg != NULL, what, sizeof what))
-            bad = zt_errf(err, errlen, "%s: holds non-finite values (%s): refusing it (the run had diverged or "
-                          "the file is damaged; use an earlier checkpoint)", path, what);
-        bad = zt_any_failed(bad, err, errlen);
+        zt_ckpt_view_nonfinite(v, lo, hi, v->exp_avg != NULL, what, sizeof what);
     }
+    if (!bad && what[0])
+        bad = zt_errf(err, errlen, "%s: holds non-finite values (%s): refusing it (the run had diverged or "
+                      "the file is damaged; use an earlier checkpoint)", path, what);
+    bad = zt_any_failed(bad, err, errlen);
     if (bad) {
         zt_ckpt_meta_free(meta);
         return 1;

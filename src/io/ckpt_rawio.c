@@ -1,10 +1,12 @@
 /* ckpt_rawio.c — a rank's checkpoint pieces at disk speed (see ckpt_rawio.h): staged O_DIRECT writes by
- * a background thread, and O_DIRECT reads through a staging buffer. */
+ * a background thread, and chunked page-cache reads that check each chunk for NaN/Inf while it is hot. */
 #define _GNU_SOURCE
 #include "io/ckpt_rawio.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,7 +290,11 @@ void zt_ckpt_writer_destroy(zt_ckpt_writer *w) {
 
 /* ---------------------------------------------------------------- reads */
 
-#define READ_CHUNK ((size_t)16 << 20)
+/* reads: 4 MiB chunks (the scan finds them in cache), two threads per rank so that one thread's copy out of
+   the page cache overlaps the other's wait for the disk (bench_ckpt --dd, 1 rank, 5 rounds each: median
+   read at 86% of dd with one thread, 93% with two; 16 MiB chunks 84% / 78%; the disk's noise is +-15%) */
+#define READ_CHUNK ((size_t)4 << 20)
+#define READ_THREADS 2
 
 /* whole read of [p, p + n) at off; returns bytes read (short only at end of file) or -errno */
 static ssize_t pread_all(int fd, char *p, size_t n, uint64_t off) {
@@ -305,58 +311,111 @@ static ssize_t pread_all(int fd, char *p, size_t n, uint64_t off) {
     return (ssize_t)got;
 }
 
-int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, int direct_io,
-                        char *err, size_t errlen) {
-    if (n == 0) return 0;
-    int fd_buf = open(path, O_RDONLY);
-    if (fd_buf < 0) return zt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    int fd_direct = direct_io ? open(path, O_RDONLY | O_DIRECT) : -1;
-    char *stage = NULL;
-    if (posix_memalign((void **)&stage, BLK, READ_CHUNK + 2 * BLK) != 0) {
-        close(fd_buf);
-        if (fd_direct >= 0) close(fd_direct);
-        return zt_errf(err, errlen, "out of memory: checkpoint read buffer");
+size_t zt_first_nonfinite(const float *p, size_t n) {
+    for (size_t b = 0; b < n; b += 4096) {
+        const size_t e = n - b < 4096 ? n : b + 4096;
+        int hit = 0;
+        for (size_t i = b; i < e; i++) hit |= !(fabsf(p[i]) <= FLT_MAX);
+        if (hit)
+            for (size_t i = b; i < e; i++)
+                if (!(fabsf(p[i]) <= FLT_MAX)) return i;
     }
-    int bad = 0;
-    if (fd_direct < 0 && be->i->mem == ZT_MEM_HOST) { /* buffered into host memory: straight to the destination */
-        for (int i = 0; i < n && !bad; i++) {
-            ssize_t got = pread_all(fd_buf, pieces[i].dst, pieces[i].bytes, pieces[i].off);
-            if (got < 0) bad = zt_errf(err, errlen, "%s: read failed: %s", path, strerror((int)-got));
-            else if ((size_t)got < pieces[i].bytes)
-                bad = zt_errf(err, errlen, "%s: truncated (ends inside tensor data at byte %llu)", path,
-                              (unsigned long long)(pieces[i].off + (uint64_t)got));
+    return n;
+}
+
+/* host-memory reads by several threads: each takes the next READ_CHUNK of the piece list, preads it
+   straight into its destination and scans it; the first non-finite value in (piece, element) order wins */
+typedef struct rjob {
+    const zt_ckpt_rpiece *pieces;
+    int n, fd;
+    pthread_mutex_t mu;
+    int piece;        /* next chunk to hand out: piece index and byte offset in it */
+    size_t done;
+    int err_no, truncated;
+    uint64_t trunc_at;
+    zt_ckpt_nonfinite nf;
+} rjob;
+
+static void *read_thread(void *arg) {
+    rjob *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        while (j->piece < j->n && j->done >= j->pieces[j->piece].bytes) { j->piece++; j->done = 0; }
+        const int i = j->piece, stop = i >= j->n || j->err_no || j->truncated;
+        const size_t at = j->done;
+        size_t take = 0;
+        if (!stop) {
+            take = j->pieces[i].bytes - at < READ_CHUNK ? j->pieces[i].bytes - at : READ_CHUNK;
+            j->done += take;
         }
-        n = 0;
+        pthread_mutex_unlock(&j->mu);
+        if (stop) return NULL;
+        char *buf = (char *)j->pieces[i].dst + at;
+        ssize_t got = pread_all(j->fd, buf, take, j->pieces[i].off + at);
+        const size_t k = got > 0 ? (size_t)got / sizeof(float) : 0, bad = zt_first_nonfinite((const float *)buf, k);
+        pthread_mutex_lock(&j->mu);
+        if (got < 0) { if (!j->err_no) j->err_no = (int)-got; }
+        else if ((size_t)got < take) { j->truncated = 1; j->trunc_at = j->pieces[i].off + at + (uint64_t)got; }
+        if (bad < k && (j->nf.piece < 0 || i < j->nf.piece || (i == j->nf.piece && at / sizeof(float) + bad < j->nf.elem)))
+            j->nf = (zt_ckpt_nonfinite){i, at / sizeof(float) + bad, ((const float *)buf)[bad]};
+        pthread_mutex_unlock(&j->mu);
     }
+}
+
+int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, zt_ckpt_nonfinite *nf,
+                        char *err, size_t errlen) {
+    nf->piece = -1;
+    if (n == 0) return 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return zt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    const int host = be->i->mem == ZT_MEM_HOST;
+    if (host) {
+        const int nt = READ_THREADS;
+        rjob j = {.pieces = pieces, .n = n, .fd = fd, .nf = {-1, 0, 0}};
+        pthread_mutex_init(&j.mu, NULL);
+        pthread_t th[READ_THREADS];
+        int started = 0;
+        for (int t = 1; t < nt; t++)
+            if (pthread_create(&th[started], NULL, read_thread, &j) == 0) started++;
+        read_thread(&j);
+        for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+        pthread_mutex_destroy(&j.mu);
+        close(fd);
+        *nf = j.nf;
+        if (j.err_no) return zt_errf(err, errlen, "%s: read failed: %s", path, strerror(j.err_no));
+        if (j.truncated)
+            return zt_errf(err, errlen, "%s: truncated (ends inside tensor data at byte %llu)", path,
+                           (unsigned long long)j.trunc_at);
+        return 0;
+    }
+    char *stage = zt_malloc(READ_CHUNK);
+    int bad = 0;
     for (int i = 0; i < n && !bad; i++) {
-        uint64_t off = pieces[i].off;
-        char *dst = pieces[i].dst;
-        size_t left = pieces[i].bytes;
-        while (left > 0 && !bad) {
-            /* whole blocks around the next part: reading a little more than asked is harmless */
-            const uint64_t a = down(off);
-            size_t take = left < READ_CHUNK - (size_t)(off - a) ? left : READ_CHUNK - (size_t)(off - a);
-            const size_t span = (size_t)(up(off + take) - a);
-            ssize_t got = -EINVAL;
-            if (fd_direct >= 0) got = pread_all(fd_direct, stage, span, a);
-            if (got == -EINVAL && fd_direct >= 0) { /* the file system wants other alignment */
-                close(fd_direct);
-                fd_direct = -1;
+        for (size_t done = 0; done < pieces[i].bytes && !bad;) {
+            const size_t take = pieces[i].bytes - done < READ_CHUNK ? pieces[i].bytes - done : READ_CHUNK;
+            char *buf = stage;
+            ssize_t got = pread_all(fd, buf, take, pieces[i].off + done);
+            if (got < 0) {
+                bad = zt_errf(err, errlen, "%s: read failed: %s", path, strerror((int)-got));
+                break;
             }
-            if (fd_direct < 0) got = pread_all(fd_buf, stage, span, a);
-            if (got < 0) bad = zt_errf(err, errlen, "%s: read failed: %s", path, strerror((int)-got));
-            else if ((uint64_t)got < off - a + take)
+            if ((size_t)got < take) {
                 bad = zt_errf(err, errlen, "%s: truncated (ends inside tensor data at byte %llu)", path,
-                              (unsigned long long)(a + (uint64_t)got));
-            else be->i->to_device(be, dst, stage + (off - a), take);
-            off += take;
-            dst += take;
-            left -= take;
+                              (unsigned long long)(pieces[i].off + done + (uint64_t)got));
+                break;
+            }
+            /* scanned while in cache; the first non-finite value is kept (reading goes on: the caller
+               decides) */
+            if (nf->piece < 0) {
+                const size_t k = take / sizeof(float), j = zt_first_nonfinite((const float *)buf, k);
+                if (j < k) *nf = (zt_ckpt_nonfinite){i, done / sizeof(float) + j, ((const float *)buf)[j]};
+            }
+            be->i->to_device(be, (char *)pieces[i].dst + done, stage, take);
+            done += take;
         }
     }
     be->i->sync(be);
     free(stage);
-    close(fd_buf);
-    if (fd_direct >= 0) close(fd_direct);
+    close(fd);
     return bad;
 }
