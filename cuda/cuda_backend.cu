@@ -206,6 +206,7 @@ void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) { zt_cu_
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
     zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);
 }
+void b_set_precision(zt_backend *be, int prec) { zt_cu_gemm_set_precision(ctx_of(be)->gemm, prec); }
 void b_round_to(zt_backend *be, float *x, size_t n, int prec) { zt_cu_round_to(S, dev(x), n, prec); }
 void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
     zt_cu_dropout(S, dev(out), dev(in), n, p, seed);
@@ -271,6 +272,7 @@ zt_backend_i make_i(void) {
     i.round_to = b_round_to;
     i.dropout = b_dropout;
     i.dequant = b_dequant;
+    i.set_precision = b_set_precision;
     return i;
 }
 

@@ -13,6 +13,16 @@
 //   - host execution harness (ZT_HOSTEXEC): gemm_ref_kernel, a shared-memory tiled kernel with fp32
 //     accumulation where each output element is summed over k = 0..K-1 in order. It is valid CUDA
 //     too, and the GPU build uses it for the degenerate K == 0 case.
+// bf16 / fp16 runs (zt_cu_gemm_set_precision, from the backend's set_precision slot): every GEMM input
+// then holds values of that precision in float32 buffers (the model rounds what it stores), so both
+// operands are packed to 2-byte bf16 / fp16 (exact for such values; round to nearest even otherwise, as
+// round_to) into scratch that grows to the largest need and is kept, and the product runs on them with
+// fp32 accumulation and fp32 output: on a GPU cuBLASLt with CUDA_R_16BF / CUDA_R_16F A and B,
+// CUBLAS_COMPUTE_32F (tensor cores), fp32 C/D and bias; under the harness gemm_ref_kernel reads the
+// packed operands and decodes each element exactly, so its result is bit-identical to the fp32 product
+// of the rounded inputs (cuda/tests/test_kernels_gemm16.cc checks both the packing and the layout).
+// Storing the working copies in 2 bytes (and packing weights once per update instead of per product)
+// is the next step (README "GPU status").
 // Everything else here is the same in both builds and free of atomics: dbias by partial column
 // sums over blocks of rows then a fixed-order sum of the partials; gemv by one thread per output
 // column (x @ w) or one warp per output row (w @ x, the tied LM head) in a fixed order.
@@ -30,6 +40,8 @@
 #endif
 
 #include "cuda_check.h"
+#include "iface/backend.h"
+#include "iface/op_math.h"
 
 namespace ZT_CU_NS {
 namespace {
@@ -50,9 +62,21 @@ unsigned blocks_for(size_t n, unsigned per) { return (unsigned)((n + per - 1) / 
 constexpr int kBM = 64, kBN = 64, kBK = 32, kTM = 8, kTN = 8;
 constexpr int kGemmThreadsX = kBN / kTN, kGemmThreadsY = kBM / kTM;
 
+// an operand element: fp32 as stored, or a packed bf16 / fp16 (prec) decoded exactly
+__device__ __forceinline__ float ld_op(const float *p, size_t i, int prec) {
+    (void)prec;
+    return p[i];
+}
+#ifdef ZT_HOSTEXEC // (the GPU build multiplies packed operands with cuBLASLt)
+__device__ __forceinline__ float ld_op(const uint16_t *p, size_t i, int prec) {
+    return prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(p[i]) : zt_fp16_bits_to_f32(p[i]);
+}
+#endif
+
+template <typename T>
 __global__ void __launch_bounds__(kGemmThreadsX *kGemmThreadsY)
-    gemm_ref_kernel(float *c, const float *a, const float *b, const float *bias, int M, int N, int K, int ta, int tb,
-                    float alpha, float beta) {
+    gemm_ref_kernel(float *c, const T *a, const T *b, const float *bias, int M, int N, int K, int ta, int tb,
+                    float alpha, float beta, int prec) {
     __shared__ float As[kBK][kBM]; // As[k][m] = op(a)[m0 + m][k0 + k]
     __shared__ float Bs[kBK][kBN]; // Bs[k][n] = op(b)[k0 + k][n0 + n]
     constexpr int nt = kGemmThreadsX * kGemmThreadsY;
@@ -67,14 +91,14 @@ __global__ void __launch_bounds__(kGemmThreadsX *kGemmThreadsY)
             const int kk = ta ? idx / kBM : idx % kBK, mm = ta ? idx % kBM : idx / kBK;
             const int m = m0 + mm, k = k0 + kk;
             float v = 0.0f;
-            if (m < M && k < K) v = ta ? a[(size_t)k * M + m] : a[(size_t)m * K + k];
+            if (m < M && k < K) v = ta ? ld_op(a, (size_t)k * M + m, prec) : ld_op(a, (size_t)m * K + k, prec);
             As[kk][mm] = v;
         }
         for (int idx = tid; idx < kBK * kBN; idx += nt) {
             const int kk = tb ? idx % kBK : idx / kBN, nn = tb ? idx / kBK : idx % kBN;
             const int n = n0 + nn, k = k0 + kk;
             float v = 0.0f;
-            if (n < N && k < K) v = tb ? b[(size_t)n * K + k] : b[(size_t)k * N + n];
+            if (n < N && k < K) v = tb ? ld_op(b, (size_t)n * K + k, prec) : ld_op(b, (size_t)k * N + n, prec);
             Bs[kk][nn] = v;
         }
         __syncthreads();
@@ -102,13 +126,29 @@ __global__ void __launch_bounds__(kGemmThreadsX *kGemmThreadsY)
     }
 }
 
-void gemm_ref(cudaStream_t s, float *c, const float *a, const float *b, const float *bias, int M, int N, int K, int ta,
-              int tb, float alpha, float beta) {
+template <typename T>
+void gemm_ref(cudaStream_t s, float *c, const T *a, const T *b, const float *bias, int M, int N, int K, int ta, int tb,
+              float alpha, float beta, int prec) {
     dim3 grid(blocks_for(N, kBN), blocks_for(M, kBM));
     ZT_ASSERT(grid.y <= 65535);
-    ZT_LAUNCH(gemm_ref_kernel, grid, dim3(kGemmThreadsX, kGemmThreadsY), 0, s, c, a, b, bias, M, N, K, ta, tb, alpha,
-              beta);
+    ZT_LAUNCH((gemm_ref_kernel<T>), grid, dim3(kGemmThreadsX, kGemmThreadsY), 0, s, c, a, b, bias, M, N, K, ta, tb,
+              alpha, beta, prec);
     GM_LAUNCH_CHECK("gemm_ref_kernel");
+}
+
+// out[i] = x[i] as bf16 / fp16 bits (round to nearest even: exact for values of that precision)
+constexpr int kPackThreads = 256;
+__global__ void pack16_kernel(uint16_t *out, const float *x, size_t n, int prec) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(x[i]) : zt_f32_to_fp16_bits(x[i]);
+}
+
+void pack16(cudaStream_t s, uint16_t *out, const float *x, size_t n, int prec) {
+    if (n == 0) return;
+    ZT_ASSERT(n / kPackThreads < 0x7fffffffu);
+    ZT_LAUNCH(pack16_kernel, blocks_for(n, kPackThreads), kPackThreads, 0, s, out, x, n, prec);
+    GM_LAUNCH_CHECK("pack16_kernel");
 }
 
 // ------------------------------------------------------------------------------------ small kernels
@@ -172,7 +212,9 @@ __global__ void bias_broadcast_kernel(float *out, const float *bias, int N, int 
 #ifdef ZT_HOSTEXEC
 
 struct zt_cu_gemm {
-    int unused;
+    int prec;           // ZT_PREC_*: the operands' precision
+    uint16_t *h16[2];   // packed operands a, b (host memory: the harness runs kernels on the host)
+    size_t h16_n[2];
 };
 
 zt_cu_gemm *zt_cu_gemm_create(cudaStream_t s) {
@@ -180,14 +222,34 @@ zt_cu_gemm *zt_cu_gemm_create(cudaStream_t s) {
     return static_cast<zt_cu_gemm *>(zt_calloc(1, sizeof(zt_cu_gemm)));
 }
 
-void zt_cu_gemm_free(zt_cu_gemm *g) { free(g); }
+void zt_cu_gemm_free(zt_cu_gemm *g) {
+    if (!g) return;
+    free(g->h16[0]);
+    free(g->h16[1]);
+    free(g);
+}
 
 namespace {
+uint16_t *h16_buf(zt_cu_gemm *g, int k, size_t n) {
+    if (n > g->h16_n[k]) {
+        free(g->h16[k]);
+        g->h16[k] = static_cast<uint16_t *>(zt_malloc(n * sizeof(uint16_t)));
+        g->h16_n[k] = n;
+    }
+    return g->h16[k];
+}
+
 // c = alpha * op(a) @ op(b) (+ bias) (+ beta * c)
 void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, const float *bias, int M, int N,
           int K, int ta, int tb, float alpha, float beta) {
-    (void)g;
-    gemm_ref(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta);
+    if (g->prec == ZT_PREC_FP32 || K == 0) {
+        gemm_ref(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32);
+        return;
+    }
+    uint16_t *a16 = h16_buf(g, 0, (size_t)M * K), *b16 = h16_buf(g, 1, (size_t)K * N);
+    pack16(s, a16, a, (size_t)M * K, g->prec);
+    pack16(s, b16, b, (size_t)K * N, g->prec);
+    gemm_ref(s, c, (const uint16_t *)a16, (const uint16_t *)b16, bias, M, N, K, ta, tb, alpha, beta, g->prec);
 }
 } // namespace
 
@@ -212,7 +274,7 @@ constexpr size_t kWorkspaceBytes = (size_t)32 << 20; // cuBLAS's recommendation 
 
 // one problem: the row-major (ta, tb, M, N, K), whether the bias epilogue is on, and the alignment
 // class (4, 8 or 16 bytes) of a, b, c and the bias, since the heuristic's choice depends on them
-typedef std::tuple<int, int, int, int, int, int, int, int, int, int> PlanKey;
+typedef std::tuple<int, int, int, int, int, int, int, int, int, int, int> PlanKey; // ... + operand precision
 
 struct Plan {
     bool ok; // false: no algorithm for this problem (only allowed with the bias epilogue)
@@ -232,6 +294,9 @@ struct zt_cu_gemm {
     cublasLtHandle_t lt;
     void *workspace; // kWorkspaceBytes of device memory
     std::map<PlanKey, Plan> plans;
+    int prec;            // ZT_PREC_*: the operands' precision
+    uint16_t *h16[2];    // packed operands a, b (device memory, grown to the largest need, kept)
+    size_t h16_n[2];
 };
 
 zt_cu_gemm *zt_cu_gemm_create(cudaStream_t s) {
@@ -254,6 +319,8 @@ void zt_cu_gemm_free(zt_cu_gemm *g) {
     // the workspace may still be in use by issued work
     cudaDeviceSynchronize();
     cudaFree(g->workspace);
+    cudaFree(g->h16[0]);
+    cudaFree(g->h16[1]);
     cublasLtDestroy(g->lt);
     delete g;
 }
@@ -263,10 +330,10 @@ namespace {
 // The plan for row-major c(M, N) = op(a) @ op(b) (+ bias), made and pinned the first time.
 // Column-major view: D'(N, M) = op'(A' = b) @ op'(B' = a), A' stored (N, K) ld N (tb: (K, N) ld K),
 // B' stored (K, M) ld K (ta: (M, K) ld M), D' ld N.
-const Plan &get_plan(zt_cu_gemm *g, const float *c, const float *a, const float *b, const float *bias, int M, int N,
-                     int K, int ta, int tb) {
+const Plan &get_plan(zt_cu_gemm *g, const float *c, const void *a, const void *b, const float *bias, int M, int N,
+                     int K, int ta, int tb, int prec) {
     PlanKey key(ta, tb, M, N, K, bias != nullptr, align_class(a), align_class(b), align_class(c),
-                bias ? align_class(bias) : 0);
+                bias ? align_class(bias) : 0, prec);
     auto it = g->plans.find(key);
     if (it != g->plans.end()) return it->second;
 
@@ -281,8 +348,14 @@ const Plan &get_plan(zt_cu_gemm *g, const float *c, const float *a, const float 
         // the heuristic reads the pointer's alignment
         GM_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
-    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.la, CUDA_R_32F, tb ? K : N, tb ? N : K, tb ? K : N));
-    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_32F, ta ? M : K, ta ? K : M, ta ? M : K));
+    // operands fp32, or packed bf16 / fp16 (tensor cores); C, D and the bias stay fp32
+    const cudaDataType_t ot = prec == ZT_PREC_BF16 ? CUDA_R_16BF : prec == ZT_PREC_FP16 ? CUDA_R_16F : CUDA_R_32F;
+    if (bias && prec != ZT_PREC_FP32) {
+        cudaDataType_t bt = CUDA_R_32F;
+        GM_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
+    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.la, ot, tb ? K : N, tb ? N : K, tb ? K : N));
+    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lb, ot, ta ? M : K, ta ? K : M, ta ? M : K));
     GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_32F, N, M, N));
 
     cublasLtMatmulPreference_t pref;
@@ -307,20 +380,37 @@ const Plan &get_plan(zt_cu_gemm *g, const float *c, const float *a, const float 
     return g->plans.emplace(key, p).first->second;
 }
 
-void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, const float *bias, int M, int N,
-          int K, int ta, int tb, float alpha, float beta) {
+uint16_t *h16_buf(zt_cu_gemm *g, int k, size_t n) {
+    if (n > g->h16_n[k]) {
+        GM_CUDA(cudaFree(g->h16[k])); // stream-ordered: cudaFree waits for work using it
+        GM_CUDA(cudaMalloc(&g->h16[k], n * sizeof(uint16_t)));
+        g->h16_n[k] = n;
+    }
+    return g->h16[k];
+}
+
+void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const float *b_in, const float *bias, int M,
+          int N, int K, int ta, int tb, float alpha, float beta) {
     if (K == 0) { // nothing to multiply; cuBLASLt's k must be positive
-        gemm_ref(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta);
+        gemm_ref(s, c, a_in, b_in, bias, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32);
         return;
     }
-    const Plan *p = &get_plan(g, c, a, b, bias, M, N, K, ta, tb);
+    const void *a = a_in, *b = b_in;
+    if (g->prec != ZT_PREC_FP32) { // 2-byte operands for the tensor cores
+        uint16_t *a16 = h16_buf(g, 0, (size_t)M * K), *b16 = h16_buf(g, 1, (size_t)K * N);
+        pack16(s, a16, a_in, (size_t)M * K, g->prec);
+        pack16(s, b16, b_in, (size_t)K * N, g->prec);
+        a = a16;
+        b = b16;
+    }
+    const Plan *p = &get_plan(g, c, a, b, bias, M, N, K, ta, tb, g->prec);
     if (bias && !p->ok) { // no epilogue algorithm for this bias: c = bias, then c += op(a) @ op(b)
         ZT_ASSERT(beta == 0.0f);
         ZT_LAUNCH(bias_broadcast_kernel, blocks_for((size_t)M * N, kColThreads), kColThreads, 0, s, c, bias, M, N);
         GM_LAUNCH_CHECK("bias_broadcast_kernel");
         bias = nullptr;
         beta = 1.0f;
-        p = &get_plan(g, c, a, b, nullptr, M, N, K, ta, tb);
+        p = &get_plan(g, c, a, b, nullptr, M, N, K, ta, tb, g->prec);
     }
     if (bias)
         GM_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -333,6 +423,8 @@ void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *
 #endif
 
 // ------------------------------------------------------------------------------------ launches
+
+void zt_cu_gemm_set_precision(zt_cu_gemm *g, int prec) { g->prec = prec; }
 
 void zt_cu_matmul(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K, int ta,
                   int tb, float alpha, float beta) {

@@ -74,6 +74,8 @@ void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vc
 typedef struct zt_cu_gemm zt_cu_gemm;   // cuBLASLt handle + workspace + pinned algorithms (GPU); nothing (host)
 zt_cu_gemm *zt_cu_gemm_create(cudaStream_t s);
 void zt_cu_gemm_free(zt_cu_gemm *g);
+// the operands' precision (ZT_PREC_*): bf16 / fp16 products run on packed 2-byte operands (cuda_gemm.cu)
+void zt_cu_gemm_set_precision(zt_cu_gemm *g, int prec);
 void zt_cu_matmul(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K, int ta,
                   int tb, float alpha, float beta);
 void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,

@@ -3,9 +3,10 @@
 # on this machine (make test-long: ~7 min; run it alone, the two cores are what is measured). Every
 # constant the model uses is measured here, in this run, by something other than the runs it predicts:
 #  compute      two 1-rank runs side by side (so both cores are busy, as in the runs predicted), 1 thread,
-#               K = 4 and K = 8 micro-batches per step: t(K) = K x t_micro + t_fixed. FLOPs per micro-batch /
-#               t_micro -> --flops (sustained GFLOP/s per core on this model's shapes); t_fixed (norm +
-#               AdamW over all P parameters) -> --mem-bw = 32 bytes x P / t_fixed
+#               one micro-batch per step (so no gradient accumulation pass: on N ranks the sums are part of
+#               the measured exchange): metrics.jsonl's update_ms is the step's norm + AdamW over all P
+#               parameters (-> --mem-bw = 32 bytes x P / update), the rest of the step is the micro-batch
+#               (its FLOPs / its time -> --flops, sustained GFLOP/s per core on these shapes)
 #  collectives  `bench_comm --json` on 2 and 4 ranks (1 thread, sizes around the gradient buffer) -> --comm:
 #               the model takes the measured time of the all-to-all + ordered sum, MPI's reduce-scatter and the
 #               all-gather at the gradient buffer's size
@@ -18,14 +19,14 @@ cd "$(dirname "$0")/.."
 . tests/lib.sh
 [ -f data/d6/train.bin ] || tests/make_data.py data/d6 50257 60000 >/dev/null
 TOL=${PERF_TOL:-0.15}
-median_step_s() { # run dir: median step_ms of steps >= 2, in seconds
+median_step_s() { # run dir [key]: median step_ms (or another key) of steps >= 2, in seconds
   $PY -c '
 import json, sys
 d = {}
 for l in open(sys.argv[1] + "/metrics.jsonl"):
     r = json.loads(l)
-    if r["step"] >= 2: d[r["step"]] = r["step_ms"]
-v = sorted(d.values()); print(v[len(v) // 2] / 1000)' "$1"
+    if r["step"] >= 2: d[r["step"]] = r[sys.argv[2]]
+v = sorted(d.values()); print(v[len(v) // 2] / 1000)' "$1" "${2:-step_ms}"
 }
 flops_step() { $ZT estimate -c inputs/$1.cfg "${@:2}" | awk '/per step:/ { print $NF }'; }
 params_of() { $ZT estimate -c inputs/$1.cfg "${@:2}" | awk '/^config:/ { for (i = 1; i <= NF; i++) if ($i ~ /^params/) print $(i-1) }'; }
@@ -45,23 +46,23 @@ printf "# %-10s %5s %5s %8s %12s %12s %8s\n" model ranks stage reduce "measured(
 for model in d6 gpt2-124m; do
   if [ $model = d6 ]; then set_=$d6; mb=2; ranks="2 4"; else set_=$g124; mb=1; ranks="2"; fi
   g4=$((4 * mb)); g8=$((8 * mb))
-  # compute: K = 4 (9 steps) and K = 8 (5 steps) side by side, about the same length
-  $ZT train -c inputs/$model.cfg $set_ $common --set train.global_batch=$g4 --set train.steps=9 --set run.name=$model-k4 \
-    > $TMP/$model-k4.log 2>&1 & pid=$!
-  $ZT train -c inputs/$model.cfg $set_ $common --set train.global_batch=$g8 --set train.steps=5 --set run.name=$model-k8 \
-    > $TMP/$model-k8.log 2>&1; rc8=$?
-  wait $pid; rc4=$?
-  if [ $rc4 != 0 ] || [ $rc8 != 0 ]; then
-    fail "calibrate_$model: $(tail -1 $TMP/$model-k4.log) $(tail -1 $TMP/$model-k8.log)"; continue
-  fi
-  t4=$(median_step_s $TMP/perf/$model-k4); t8=$(median_step_s $TMP/perf/$model-k8)
-  fm=$(awk -v f=$(flops_step $model $set_ --set train.global_batch=$g4) 'BEGIN { print f / 4 }')
+  # compute: two runs of one micro-batch per step side by side
+  for k in 1 2; do
+    $ZT train -c inputs/$model.cfg $set_ $common --set train.global_batch=$mb --set train.steps=13 --set run.name=$model-cal$k \
+      > $TMP/$model-cal$k.log 2>&1 &
+  done
+  wait; bad=""
+  for k in 1 2; do [ -f $TMP/perf/$model-cal$k/results.json ] || bad="$bad $(tail -1 $TMP/$model-cal$k.log)"; done
+  if [ -n "$bad" ]; then fail "calibrate_$model:$bad"; continue; fi
+  ts=$(awk -v a=$(median_step_s $TMP/perf/$model-cal1) -v b=$(median_step_s $TMP/perf/$model-cal2) 'BEGIN { print (a + b) / 2 }')
+  tu=$(awk -v a=$(median_step_s $TMP/perf/$model-cal1 update_ms) -v b=$(median_step_s $TMP/perf/$model-cal2 update_ms) 'BEGIN { print (a + b) / 2 }')
+  fm=$(flops_step $model $set_ --set train.global_batch=$mb)
   P=$(params_of $model $set_)
-  read gflops membw tmicro tfix <<< $(awk -v a=$t4 -v b=$t8 -v f=$fm -v p=$P 'BEGIN {
-    tm = (b - a) / 4; tf = a - 4 * tm; if (tm <= 0 || tf <= 0) { print "x x x x"; exit }
-    printf "%.3f %.3f %.4f %.4f\n", f / tm / 1e9, 32 * p / tf / 1e9, tm, tf }')
-  if [ "$gflops" = x ]; then fail "calibrate_$model: t(K=4) = $t4 s, t(K=8) = $t8 s: no positive micro-batch and fixed cost"; continue; fi
-  pass "calibrate_$model (1 rank x 2 side by side, 1 thread: t(4) $t4 s, t(8) $t8 s -> $tmicro s per micro-batch = $gflops GFLOP/s per core, fixed $tfix s = $membw GB/s for 32 B x $P params)"
+  read gflops membw tmicro <<< $(awk -v s=$ts -v u=$tu -v f=$fm -v p=$P 'BEGIN {
+    tm = s - u; if (tm <= 0 || u <= 0) { print "x x x"; exit }
+    printf "%.3f %.3f %.4f\n", f / tm / 1e9, 32 * p / u / 1e9, tm }')
+  if [ "$gflops" = x ]; then fail "calibrate_$model: step $ts s, update $tu s: no positive micro-batch time"; continue; fi
+  pass "calibrate_$model (1 rank x 2 side by side, 1 thread, 1 micro-batch per step: step $ts s, update $tu s -> $tmicro s per micro-batch = $gflops GFLOP/s per core; update = $membw GB/s for 32 B x $P params)"
   for n in $ranks; do
     for stage in 1 2; do
       for red in ordered native; do

@@ -46,6 +46,8 @@
 #include <mpi.h>
 
 #include "cuda_ops.h"
+#include "iface/backend.h"
+#include "iface/op_math.h"
 
 extern "C" {
 #include "core/backend_factory.h"
@@ -297,6 +299,45 @@ void test_linear(zt_cu_gemm *g, int N, int C, int OC, int with_bias, int accumul
         check(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}}, K_TOL_GEMM);
 }
 
+// bf16 / fp16 operands (zt_cu_gemm_set_precision): the packed path must give exactly the fp32 product of the
+// inputs rounded to the precision (the packing is exact for such values, and the reference kernel sums in
+// the same order), for every transpose, alpha / beta and the bias epilogue; and on inputs that are NOT of
+// the precision it must differ from the fp32 product (the operands really were packed)
+void test_gemm16(zt_cu_gemm *g, int prec, int M, int N, int K, int ta, int tb, float alpha, float beta, int bias_on) {
+    vec a = randv((size_t)M * K), b = randv((size_t)K * N), bias = randv(N), c0 = randv((size_t)M * N);
+    vec ar = a, br = b;
+    for (float &x : ar) x = prec == ZT_PREC_BF16 ? zt_round_bf16(x) : zt_round_fp16(x);
+    for (float &x : br) x = prec == ZT_PREC_BF16 ? zt_round_bf16(x) : zt_round_fp16(x);
+    const char *pn = prec == ZT_PREC_BF16 ? "bf16" : "fp16";
+    char name[160];
+    if (bias_on) snprintf(name, sizeof name, "linear_fwd_%s[N%d,OC%d,C%d,bias]", pn, M, N, K);
+    else snprintf(name, sizeof name, "matmul_%s[M%d,N%d,K%d,ta%d,tb%d,alpha%g,beta%g]", pn, M, N, K, ta, tb, alpha, beta);
+    auto run = [&](int p, const vec &x, const vec &y) {
+        zt_cu_gemm_set_precision(g, p);
+        vec c = c0;
+        if (bias_on) zt_cu_linear_fwd(g, 0, c.data(), x.data(), y.data(), bias.data(), M, K, N);
+        else zt_cu_matmul(g, 0, c.data(), x.data(), y.data(), M, N, K, ta, tb, alpha, beta);
+        zt_cu_gemm_set_precision(g, ZT_PREC_FP32);
+        return c;
+    };
+    const vec c16 = run(prec, a, b), c16r = run(prec, ar, br), cref = run(ZT_PREC_FP32, ar, br), c32 = run(ZT_PREC_FP32, a, b);
+    size_t diff = 0, diff_r = 0, moved = 0;
+    for (size_t i = 0; i < cref.size(); i++) {
+        diff += memcmp(&c16[i], &cref[i], sizeof(float)) != 0;
+        diff_r += memcmp(&c16r[i], &cref[i], sizeof(float)) != 0;
+        moved += memcmp(&c16[i], &c32[i], sizeof(float)) != 0;
+    }
+    if (diff || diff_r || moved == 0) {
+        printf("FAIL %s: %zu (%zu on rounded inputs) of %zu words differ from the fp32 product of the rounded inputs; "
+               "%zu differ from the unrounded product (must be > 0)\n", name, diff, diff_r, cref.size(), moved);
+        g_fail++;
+    } else {
+        g_pass++;
+        printf("PASS %s: bit-identical to the fp32 product of the inputs rounded to %s (%zu words; %zu differ from "
+               "the unrounded fp32 product)\n", name, pn, cref.size(), moved);
+    }
+}
+
 void test_gemv(int C, int OC, int with_bias, int w_t) {
     vec x = randv(C), w = randv((size_t)C * OC, 0.1), bias = randv(OC);
     const float *bp = with_bias ? bias.data() : nullptr;
@@ -424,6 +465,13 @@ int main(int argc, char **argv) {
     test_linear(g, 1, 7, 3, 1, 0);
     test_linear(g, 300, 33, 65, 1, 1);
     test_linear(g, 128, 64, 256, 0, 0);
+
+    for (int prec = ZT_PREC_BF16; prec <= ZT_PREC_FP16; prec++) {
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) test_gemm16(g, prec, 37, 45, 29, ta, tb, ta ? 0.5f : 1.0f, tb ? 1.0f : 0.0f, 0);
+        test_gemm16(g, prec, 130, 192, 64, 0, 0, 1.0f, 0.0f, 1);
+        test_gemm16(g, prec, 1, 3, 7, 0, 1, 1.0f, 0.0f, 0);
+    }
 
     test_gemv(37, 45, 1, 0);
     test_gemv(37, 45, 0, 1);

@@ -71,6 +71,7 @@ typedef struct trainer {
     int ck_saves;
     double ck_stall_sum, ck_stall_max, ck_write_s, ck_exit_wait_s; /* training time lost to saves; the last save's duration */
     double peak, flops_tok;
+    double update_s;          /* the last step's norm + optimizer update + parameter all-gather */
     /* fp16 dynamic loss scaling (fp16.*): the scale, finite steps since it last changed, skipped steps */
     int fp16;
     float scale;
@@ -396,9 +397,12 @@ static double train_step(trainer *t, long step, int32_t *in, int32_t *tg, float 
         zt_model_backward(&t->m, ds);
         zt_zero_reduce(&t->z, &t->m, mi);
     }
+    double tu = zt_now();
     double norm = zt_zero_grad_norm(&t->z, &t->m) / t->scale;
+    tu = zt_now() - tu;
     /* an asynchronous checkpoint's snapshot of the parameters and moments must be taken first */
     t->ck_stall_sum += zt_ckpt_saver_wait_snapshot(t->saver);
+    const double tu2 = zt_now();
     *skipped = 0;
     if (t->fp16 && !isfinite(norm)) {
         *skipped = 1;
@@ -416,6 +420,7 @@ static double train_step(trainer *t, long step, int32_t *in, int32_t *tg, float 
         }
     }
     t->be->i->sync(t->be);
+    t->update_s = tu + (zt_now() - tu2); /* norm + update (+ the parameter all-gather) */
     /* the step's loss: micro-batch losses summed in global micro-batch order, on every rank (all of
        them must see a non-finite loss at the same step) */
     MPI_Allgather(my_losses, t->z.micro_steps, MPI_FLOAT, all_losses, t->z.micro_steps, MPI_FLOAT, MPI_COMM_WORLD);
@@ -596,7 +601,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
             double g = t.flops_tok * tok_s * 1e-9 / d->size;
             zt_step_metrics sm = {step, steps, loss, zt_lr_at(c, step - 1), norm, tok_s, g, g / t.peak, dt * 1e3,
                                   (double)zt_zero_plan_total(&t.z.plan), vl,
-                                  -1, -1, stall, t.fp16 ? used_scale : 0.0, skipped};
+                                  -1, -1, stall, t.fp16 ? used_scale : 0.0, skipped, t.update_s * 1e3};
             if (gpu && zt_gpu_monitor_read(gpu, &sm.gpu_mem_bytes, &sm.gpu_util)) sm.gpu_mem_bytes = -1;
             zt_metrics_step(&t.mx, &sm);
         }

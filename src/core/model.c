@@ -91,6 +91,12 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, int reco
 
 static size_t round_up64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
+size_t zt_model_gemm16_bytes(const zt_model_shape *s, int B, int T) {
+    const size_t N = (size_t)B * T, C = (size_t)s->n_embd, Vp = (size_t)s->padded_vocab;
+    const size_t a = N * Vp > N * 4 * C ? N * Vp : N * 4 * C, b = Vp * C > 16 * C * C ? Vp * C : 16 * C * C;
+    return 2 * (a + b);
+}
+
 size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T, int recompute) {
     zt_acts a;
     act_slot slots[64];

@@ -89,6 +89,9 @@ typedef struct zt_model {
 
 /* activation bytes for a micro-batch (B, T), with the same layout zt_model_init allocates */
 size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T, int recompute);
+/* the CUDA backend's packed 2-byte GEMM operands in a bf16/fp16 run (cuda/cuda_gemm.cu): the largest
+   op(a) and op(b) of any product, 2 bytes each (the LM head's: logits gradient (B*T, Vp) and wte) */
+size_t zt_model_gemm16_bytes(const zt_model_shape *s, int B, int T);
 
 /* allocates params (zero), grads and activations on be. params/grads get `padded` >= table.total
    elements (the ZeRO shard padding; 0 = table.total); alloc_grads = 0 skips the gradient. */

@@ -291,6 +291,7 @@ static int check_case(st_case *k, st_fn fn, zt_backend *cpu, zt_backend *dev, FI
 static const char *prec_name(int p) { return p == ZT_PREC_BF16 ? "bf16" : p == ZT_PREC_FP16 ? "fp16" : "fp32"; }
 
 static int run_ops(zt_backend *cpu, zt_backend *dev, int prec, FILE *out) {
+    if (dev->i->set_precision) dev->i->set_precision(dev, prec); /* bf16/fp16: 2-byte GEMM operands */
     zt_rng_seed(&g_rng, 1234);
     g_prec = prec;
     /* training-like shapes with awkward sizes: C not a multiple of 32, T not of the block */

@@ -55,6 +55,8 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
         zt_lora_cfg_from_config(c, &lc);
         p->act_bytes += zt_lora_act_bytes(s, &lc, c->train.micro_batch, c->train.seq_len);
     }
+    if (zt_config_prec(c) != ZT_PREC_FP32 && (!strcmp(c->device, "cuda") || !strcmp(c->device, "cudasim")))
+        p->act_bytes += zt_model_gemm16_bytes(s, c->train.micro_batch, c->train.seq_len); /* packed GEMM operands */
     p->sample_bytes = c->sample.every > 0 ? zt_sampler_bytes(s) : 0; /* decoding during training */
     p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async, p->master_bytes > 0); /* host memory */
     free(pt);
@@ -109,6 +111,7 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
                                 zt_config_recompute(c));
     }
     m->prec = z->prec;
+    if (m->be->i->set_precision) m->be->i->set_precision(m->be, m->prec); /* e.g. tensor-core GEMMs */
     if (!z->alias_acc) z->acc = be->i->alloc(be, z->plan.acc_bytes);
     if (z->stage == 2) zt_zero_buckets_init(z, m, c);
     size_t opt_elems = z->plan.optim_bytes / 2 / sizeof(float);

@@ -131,6 +131,10 @@ typedef struct zt_backend_i {
        (zt_quant_fmt; layout zt_quant_plan(fmt, rows, cols)); blob is backend memory holding the
        encoded bytes. Bit-exact zt_quant_decode on every backend. */
     void (*dequant)(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols);
+    /* optional (NULL: nothing to do): the run's working precision (zt_prec). From then on the inputs of
+       matmul / linear_fwd / linear_bwd hold values of that precision, and a backend may multiply them as
+       2-byte operands with fp32 accumulation and fp32 outputs (the CUDA backend: tensor-core GEMMs) */
+    void (*set_precision)(zt_backend *be, int prec);
 } zt_backend_i;
 
 struct zt_backend {

@@ -275,8 +275,8 @@ void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s) {
         if (isfinite(s->grad_norm)) snprintf(gn, sizeof gn, "%.9g", s->grad_norm);
         fprintf(mx->jsonl, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %s, "
                 "\"tokens_per_s\": %.6g, \"gflops\": %.6g, \"frac_peak\": %.6g, \"step_ms\": %.6g, "
-                "\"mem_bytes\": %.0f",
-                s->step, s->loss, s->lr, gn, s->tokens_per_s, s->gflops, s->frac_peak, s->step_ms,
+                "\"update_ms\": %.6g, \"mem_bytes\": %.0f",
+                s->step, s->loss, s->lr, gn, s->tokens_per_s, s->gflops, s->frac_peak, s->step_ms, s->update_ms,
                 s->mem_bytes);
         if (s->val_loss >= 0) fprintf(mx->jsonl, ", \"val_loss\": %.9g", s->val_loss);
         if (s->ckpt_stall_s >= 0) fprintf(mx->jsonl, ", \"ckpt_stall_s\": %.4f", s->ckpt_stall_s);

@@ -29,6 +29,8 @@ typedef struct zt_step_metrics {
     double ckpt_stall_s;                      /* seconds this step waited for checkpointing; < 0: none */
     double loss_scale;                        /* fp16: the loss scale the step used; 0: not fp16 */
     int skipped;                              /* fp16: the step's gradients overflowed, no update was made */
+    double update_ms;                         /* of step_ms: gradient norm + optimizer update + parameter
+                                                 all-gather (after the last micro-batch's reduction) */
 } zt_step_metrics;
 
 typedef struct zt_metrics {
