@@ -1,6 +1,7 @@
 /* bench_comm.c — communicator bandwidth, nccl-tests style: ztrain's zt_comm (the factory's "mpi" communicator) for
- * all_reduce, reduce_scatter, all_gather, all_to_all, and ztrain's ORDERED reduce-scatter (all_to_all +
- * the N received pieces summed in rank order with the backend's accumulate, as src/core/zero.c does), each
+ * all_reduce, reduce_scatter, all_gather, all_to_all, ztrain's ORDERED reduce-scatter (all_to_all +
+ * the N received pieces summed in rank order with the backend's accumulate, as src/core/zero.c does) and
+ * stage 2's native exchange (rs_owners: one grouped reduce to each owner, as src/core/zero_bucket.c), each
  * beside the same collective on raw MPI (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather,
  * MPI_Alltoall; the ordered row is compared with MPI_Reduce_scatter_block, the call it replaces).
  *
@@ -29,11 +30,11 @@
 #include "core/dist.h"
 #include "util/util.h"
 
-typedef enum { OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_RS_ORDERED, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_N } op_t;
-static const char *const op_names[OP_N] = {"all_reduce", "reduce_scatter", "rs_ordered", "all_gather",
+typedef enum { OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_RS_ORDERED, OP_RS_OWNERS, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_N } op_t;
+static const char *const op_names[OP_N] = {"all_reduce", "reduce_scatter", "rs_ordered", "rs_owners", "all_gather",
                                            "all_to_all"};
 static const char *const raw_names[OP_N] = {"MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Reduce_scatter_block",
-                                            "MPI_Allgather", "MPI_Alltoall"};
+                                            "MPI_Reduce_scatter_block", "MPI_Allgather", "MPI_Alltoall"};
 
 typedef struct opts {
     size_t min_bytes, max_bytes;
@@ -93,6 +94,17 @@ static void call_op(bufs *b, op_t op, int raw, size_t count) {
             for (int r = 0; r < b->n; r++) b->be->i->accumulate(b->be, b->recv, b->scratch + (size_t)r * piece, piece);
         }
         break;
+    case OP_RS_OWNERS:
+        if (raw) {
+            ZT_MPI(MPI_Reduce_scatter_block(b->send, b->recv, (int)piece, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        } else {
+            /* zero_bucket.c, native: one grouped reduce to each owner of its part, then wait */
+            c->i->group_start(c);
+            for (int r = 0; r < b->n; r++) c->i->reduce(c, b->send + (size_t)r * piece, b->recv, piece, ZT_F32, r);
+            c->i->group_end(c);
+            c->i->wait(c, c->i->record(c));
+        }
+        break;
     case OP_ALL_GATHER:
         if (raw)
             ZT_MPI(MPI_Allgather(b->send, (int)piece, MPI_FLOAT, b->recv, (int)piece, MPI_FLOAT, MPI_COMM_WORLD));
@@ -121,6 +133,7 @@ static long check(const bufs *b, op_t op, size_t count) {
         break;
     case OP_REDUCE_SCATTER:
     case OP_RS_ORDERED:
+    case OP_RS_OWNERS:
         for (size_t j = 0; j < piece; j++) {
             long e = 0;
             for (int r = 0; r < n; r++) e += (long)fill_val(r, (size_t)me * piece + j);

@@ -295,7 +295,7 @@ done
 # a synthetic bench_comm --json: the prediction must take the all-to-all + ordered sum time at the gradient
 # buffer's size from it (log-log between the two sizes), checked against the interpolation done here
 printf '{"ranks": 2, "nodes": 1, "results": [\n' > "$T/comm2.json"
-for op in reduce_scatter:3 rs_ordered:1 all_gather:0.5; do # each op its own times (x 3, 1, 0.5)
+for op in reduce_scatter:3 rs_ordered:1 rs_owners:2 all_gather:0.5; do # each op its own times (x 3, 1, 2, 0.5)
   f=${op#*:}; op=${op%:*}
   printf '{"op": "%s", "size": 1000000, "time_us": %s},\n{"op": "%s", "size": 1000000000, "time_us": %s},\n' \
     $op $(awk -v f=$f 'BEGIN { print 1000 * f }') $op $(awk -v f=$f 'BEGIN { print 400000 * f }') >> "$T/comm2.json"
@@ -303,16 +303,16 @@ done
 sed -i '$ s/,$//' "$T/comm2.json"; echo '], "wrong": 0}' >> "$T/comm2.json"
 est="-c inputs/d6.cfg --set train.micro_batch=2 --set train.global_batch=8 --set train.threads=1 --set zero.stage=1 --set zero.reduce=ordered --ranks 2 --flops 50"
 P=$("$ZT" estimate $est | awk '/^config:/ { for (i = 1; i <= NF; i++) if ($i ~ /^params/) print $(i-1) }')
-for red in ordered:1 native:3; do # the exchange: ordered = rs_ordered's row, native = reduce_scatter's
-  f=${red#*:}; red=${red%:*}
-  if expect_ok estimate_comm_$red estimate $est --set zero.reduce=$red --comm "$T/comm2.json" --json; then
+for red in ordered:1:1 native:1:3 ordered:2:1 native:2:2; do # the exchange: ordered = rs_ordered's row, native =
+  f=${red##*:}; st=$(echo $red | cut -d: -f2); red=${red%%:*}       # reduce_scatter's (stage 1), rs_owners' (stage 2)
+  if expect_ok estimate_comm_${red}_$st estimate $est --set zero.reduce=$red --set zero.stage=$st --comm "$T/comm2.json" --json; then
     r=$(tail -1 "$T/out" | /usr/bin/python3 -c '
 import json, math, sys
 j = json.load(sys.stdin); P = int(sys.argv[1]); f = float(sys.argv[2]); b = 4.0 * P
 t = math.exp(math.log(1e-3) + math.log(b / 1e6) / math.log(1e3) * (math.log(0.4) - math.log(1e-3)))
 ok = j["comm_measured"] and abs(j["grad_comm_s"] - 2 * f * t) <= 2e-3 * j["grad_comm_s"] and abs(j["gather_s"] - t / 2) <= 1e-3 + 2e-3 * t
 print("ok" if ok else "grad_comm_s %g gather_s %g, expected %g and %g" % (j["grad_comm_s"], j["gather_s"], 2 * f * t, t / 2))' "$P" $f)
-    [ "$r" = ok ] && pass "estimate_comm_$red (2 exchanges + the all-gather at the interpolated measured times)" || fail estimate_comm_$red "$r"
+    [ "$r" = ok ] && pass "estimate_comm_${red}_$st (2 exchanges + the all-gather at the interpolated measured times)" || fail estimate_comm_${red}_$st "$r"
   fi
 done
 expect_err estimate_comm_ranks "measured on 2 ranks of one node, but the prediction is for 4 ranks" estimate -c inputs/d6.cfg --set train.micro_batch=2 --set train.global_batch=16 --ranks 4 --flops 50 --comm "$T/comm2.json"

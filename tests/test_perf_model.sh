@@ -11,22 +11,22 @@
 #               the model takes the measured time of the all-to-all + ordered sum, MPI's reduce-scatter and the
 #               all-gather at the gradient buffer's size
 #  predicted    d6 (micro_batch 2, global 8) on 2 and 4 ranks and GPT-2 124M (micro_batch 1, seq 64,
-#               global 4) on 2 ranks, ZeRO stages 1 and 2, ordered and native: the median step time of steps
-#               2.. against `ztrain estimate --ranks N --json`'s step_s, each within 15%
+#               global 4) on 2 ranks, ZeRO stages 1 and 2, ordered and native: the step time of steps
+#               2.. (the fastest, as for the calibration) against `ztrain estimate --ranks N --json`'s step_s,
+#               each within 15%
 # Prints the predicted-vs-measured table (README "Performance model").
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 [ -f data/d6/train.bin ] || tests/make_data.py data/d6 50257 60000 >/dev/null
 TOL=${PERF_TOL:-0.15}
-median_step_s() { # run dir [key]: median step_ms (or another key) of steps >= 2, in seconds
+best_step_s() { # run dir [key]: the fastest step_ms (or update_ms) of steps >= 2, in seconds. The fastest, not
+  # the median: on this shared 2-core VM other tenants only ever slow a step down (the same run measured
+  # 1.54-1.75 s median from one run to the next), on the calibration runs and the predicted ones alike
   $PY -c '
 import json, sys
-d = {}
-for l in open(sys.argv[1] + "/metrics.jsonl"):
-    r = json.loads(l)
-    if r["step"] >= 2: d[r["step"]] = r[sys.argv[2]]
-v = sorted(d.values()); print(v[len(v) // 2] / 1000)' "$1" "${2:-step_ms}"
+v = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+print(min(r[sys.argv[2]] for r in v if r["step"] >= 2) / 1000)' "$1" "${2:-step_ms}"
 }
 flops_step() { $ZT estimate -c inputs/$1.cfg "${@:2}" | awk '/per step:/ { print $NF }'; }
 params_of() { $ZT estimate -c inputs/$1.cfg "${@:2}" | awk '/^config:/ { for (i = 1; i <= NF; i++) if ($i ~ /^params/) print $(i-1) }'; }
@@ -54,8 +54,8 @@ for model in d6 gpt2-124m; do
   wait; bad=""
   for k in 1 2; do [ -f $TMP/perf/$model-cal$k/results.json ] || bad="$bad $(tail -1 $TMP/$model-cal$k.log)"; done
   if [ -n "$bad" ]; then fail "calibrate_$model:$bad"; continue; fi
-  ts=$(awk -v a=$(median_step_s $TMP/perf/$model-cal1) -v b=$(median_step_s $TMP/perf/$model-cal2) 'BEGIN { print (a + b) / 2 }')
-  tu=$(awk -v a=$(median_step_s $TMP/perf/$model-cal1 update_ms) -v b=$(median_step_s $TMP/perf/$model-cal2 update_ms) 'BEGIN { print (a + b) / 2 }')
+  ts=$(awk -v a=$(best_step_s $TMP/perf/$model-cal1) -v b=$(best_step_s $TMP/perf/$model-cal2) 'BEGIN { print (a + b) / 2 }')
+  tu=$(awk -v a=$(best_step_s $TMP/perf/$model-cal1 update_ms) -v b=$(best_step_s $TMP/perf/$model-cal2 update_ms) 'BEGIN { print (a + b) / 2 }')
   fm=$(flops_step $model $set_ --set train.global_batch=$mb)
   P=$(params_of $model $set_)
   read gflops membw tmicro <<< $(awk -v s=$ts -v u=$tu -v f=$fm -v p=$P 'BEGIN {
@@ -72,7 +72,7 @@ for model in d6 gpt2-124m; do
              --set zero.stage=$stage --set zero.reduce=$red --set run.name=$name > $TMP/$name.log 2>&1; then
           fail "predict_$name: run failed: $(grep -m1 error $TMP/$name.log)"; continue
         fi
-        meas=$(median_step_s $TMP/perf/$name)
+        meas=$(best_step_s $TMP/perf/$name)
         pred=$($ZT estimate -c inputs/$model.cfg $set_ --set train.global_batch=$g4 $common --set zero.stage=$stage \
                  --set zero.reduce=$red --ranks $n --hw cpu --flops $gflops --mem-bw $membw --comm $TMP/comm$n.json --json |
                tail -1 | $PY -c 'import json,sys; print(json.load(sys.stdin)["step_s"])')

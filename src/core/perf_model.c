@@ -92,7 +92,7 @@ int zt_hw_load_comm(zt_hw *hw, const char *path, char *err, size_t errlen) {
         bad = zt_errf(err, errlen, "--comm %s: expected bench_comm --json output (\"ranks\" >= 2 and \"results\")", path);
     else if (nodes && nodes->is_int && nodes->inum != 1)
         bad = zt_errf(err, errlen, "--comm %s: measured on %lld nodes: expected one node", path, nodes->inum);
-    static const char *ops[ZT_CURVE_N] = {"reduce_scatter", "rs_ordered", "all_gather"};
+    static const char *ops[ZT_CURVE_N] = {"reduce_scatter", "rs_ordered", "rs_owners", "all_gather"};
     zt_comm_curve cv[ZT_CURVE_N];
     memset(cv, 0, sizeof cv);
     for (int i = 0; !bad && i < res->n; i++) {
@@ -185,7 +185,8 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     const double oversub = hw->cores_per_node > 0 && G > hw->cores_per_node ? (double)G / hw->cores_per_node : 1.0;
     double inter = 0, tx = 0;
     if (N > 1 && cal) {
-        tx = zt_comm_curve_time(&hw->curve[ordered ? ZT_CURVE_RS_ORDERED : ZT_CURVE_RS], gbytes);
+        tx = zt_comm_curve_time(&hw->curve[ordered ? ZT_CURVE_RS_ORDERED : c->zero.stage == 2 ? ZT_CURVE_RS_OWNERS : ZT_CURVE_RS],
+                                gbytes);
     } else if (N > 1) {
         if (ordered) {
             tx = all_to_all(hw, N, M, gbytes, &inter);

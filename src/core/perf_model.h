@@ -15,9 +15,9 @@
  *   oversubscribed cpu ranks (more ranks than cores on a node): collective times x ranks / cores.
  *   measured collectives (--comm FILE from bench_comm on this node and rank count): the exchange, the
  *             all-gather and (native) the reduce-scatter take the measured time at the buffer's size, which
- *             already includes the ordered sums and any core sharing. Native's reductions are MPI's own
- *             (MPI_Reduce_scatter_block, stage 2's MPI_Ireduce per owner): costed as bench_comm's
- *             reduce_scatter row.
+ *             already includes the ordered sums and any core sharing. Native's reductions are MPI's own:
+ *             stages 0-1 MPI_Reduce_scatter_block (bench_comm's reduce_scatter row), stage 2 one grouped
+ *             reduce per owner (its rs_owners row).
  *   overlap   only where something else can move the bytes while the cores compute (a GPU's copy engines
  *             and NCCL kernels, or idle cpu cores): MPI over shared memory copies with the ranks' own
  *             cores, inside their MPI calls, so with every core computing nothing is hidden (measured:
@@ -41,7 +41,7 @@
 #include "io/config.h"
 
 /* one collective's measured time against its size (bench_comm's convention: bytes of the whole buffer) */
-enum { ZT_CURVE_RS, ZT_CURVE_RS_ORDERED, ZT_CURVE_ALL_GATHER, ZT_CURVE_N };
+enum { ZT_CURVE_RS, ZT_CURVE_RS_ORDERED, ZT_CURVE_RS_OWNERS, ZT_CURVE_ALL_GATHER, ZT_CURVE_N };
 typedef struct zt_comm_curve {
     int n;
     double bytes[32], sec[32]; /* ascending bytes */
@@ -83,7 +83,7 @@ typedef struct zt_perf {
 int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, zt_hw *hw);
 /* --net "BW_Gbit,LAT_us" (per node): 0 or -1 */
 int zt_hw_set_net(zt_hw *hw, const char *spec);
-/* --comm FILE: reads bench_comm's --json output (reduce_scatter, rs_ordered, all_gather rows, one node);
+/* --comm FILE: reads bench_comm's --json output (reduce_scatter, rs_ordered, rs_owners, all_gather rows, one node);
    0, or non-zero with one line in err naming the file and what is wrong */
 int zt_hw_load_comm(zt_hw *hw, const char *path, char *err, size_t errlen);
 /* seconds of one call moving `bytes` on curve k: log-log interpolation between the measured sizes,
