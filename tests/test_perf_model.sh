@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The performance model (src/core/perf_model.h, `ztrain estimate --hw cpu`) against measured step times
-# on this machine (make test-long: ~7 min; run it alone, the two cores are what is measured). Every
+# on this machine (make test-long: ~10 min; run it alone, the two cores are what is measured). Every
 # constant the model uses is measured here, in this run, by something other than the runs it predicts:
 #  compute      two 1-rank runs side by side (so both cores are busy, as in the runs predicted), 1 thread,
 #               one micro-batch per step (so no gradient accumulation pass: on N ranks the sums are part of
@@ -10,8 +10,8 @@
 #  collectives  `bench_comm --json` on 2 and 4 ranks (1 thread, sizes around the gradient buffer) -> --comm:
 #               the model takes the measured time of the all-to-all + ordered sum, MPI's reduce-scatter and the
 #               all-gather at the gradient buffer's size
-#  predicted    d6 (micro_batch 2, global 8) on 2 and 4 ranks and GPT-2 124M (micro_batch 1, seq 64,
-#               global 4) on 2 ranks, ZeRO stages 1 and 2, ordered and native: the step time of steps
+#  predicted    d6 (micro_batch 2, global 8) and GPT-2 124M (micro_batch 1, seq 64, global 4) on 1, 2 and 4
+#               ranks, ZeRO stages 1 and 2, ordered and native (1 rank: ordered): the step time of steps
 #               2.. (the fastest, as for the calibration) against `ztrain estimate --ranks N --json`'s step_s,
 #               each within 15%
 # Prints the predicted-vs-measured table (README "Performance model").
@@ -44,7 +44,8 @@ done
 
 printf "# %-10s %5s %5s %8s %12s %12s %8s\n" model ranks stage reduce "measured(s)" "predicted(s)" "error"
 for model in d6 gpt2-124m; do
-  if [ $model = d6 ]; then set_=$d6; mb=2; ranks="2 4"; else set_=$g124; mb=1; ranks="2"; fi
+  if [ $model = d6 ]; then set_=$d6; mb=2; else set_=$g124; mb=1; fi
+  ranks="1 2 4"
   g4=$((4 * mb)); g8=$((8 * mb))
   # compute: two runs of one micro-batch per step side by side
   for k in 1 2; do
@@ -65,7 +66,8 @@ for model in d6 gpt2-124m; do
   pass "calibrate_$model (1 rank x 2 side by side, 1 thread, 1 micro-batch per step: step $ts s, update $tu s -> $tmicro s per micro-batch = $gflops GFLOP/s per core; update = $membw GB/s for 32 B x $P params)"
   for n in $ranks; do
     for stage in 1 2; do
-      for red in ordered native; do
+      reds="ordered native"; [ $n = 1 ] && reds=ordered # one rank: nothing to reduce
+      for red in $reds; do
         name=$model-$n-$stage-$red
         steps=7; [ $model = gpt2-124m ] && steps=5
         if ! $MPIRUN -np $n $ZT train -c inputs/$model.cfg $set_ --set train.global_batch=$g4 $common --set train.steps=$steps \
@@ -74,7 +76,7 @@ for model in d6 gpt2-124m; do
         fi
         meas=$(best_step_s $TMP/perf/$name)
         pred=$($ZT estimate -c inputs/$model.cfg $set_ --set train.global_batch=$g4 $common --set zero.stage=$stage \
-                 --set zero.reduce=$red --ranks $n --hw cpu --flops $gflops --mem-bw $membw --comm $TMP/comm$n.json --json |
+                 --set zero.reduce=$red --ranks $n --hw cpu --flops $gflops --mem-bw $membw $([ $n -gt 1 ] && echo --comm $TMP/comm$n.json) --json |
                tail -1 | $PY -c 'import json,sys; print(json.load(sys.stdin)["step_s"])')
         err=$(awk -v m=$meas -v p=$pred 'BEGIN { printf "%.3f", (p - m) / m }')
         printf "  %-10s %5d %5d %8s %12.3f %12.3f %7.1f%%\n" $model $n $stage $red $meas $pred $(awk -v e=$err 'BEGIN { print 100 * e }')

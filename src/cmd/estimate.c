@@ -92,10 +92,10 @@ static void performance(const zt_config *c, const zt_model_shape *s, int N, int 
     if (d->rank != 0) return;
     if (json) {
         printf("{\"hw\": \"%s\", \"ranks\": %d, \"nodes\": %d, \"stage\": %d, \"reduce\": \"%s\", \"step_s\": %.6g, "
-               "\"compute_s\": %.6g, \"grad_comm_s\": %.6g, \"grad_exposed_s\": %.6g, \"gather_s\": %.6g, \"optim_s\": %.6g, "
+               "\"compute_s\": %.6g, \"accum_s\": %.6g, \"grad_comm_s\": %.6g, \"grad_exposed_s\": %.6g, \"gather_s\": %.6g, \"optim_s\": %.6g, "
                "\"ckpt_s\": %.6g, \"tokens_per_s\": %.6g, \"efficiency\": %.4f, \"inter_node_bytes\": %.6g, "
                "\"fixed_exposed_s\": %.6g, \"fixed_step_s\": %.6g, \"fixed_inter_node_bytes\": %.6g, \"comm_measured\": %s}\n",
-               hw.name, N, M, c->zero.stage, c->zero.reduce, p.step_s, p.compute_s, p.grad_comm_s, p.grad_exposed_s,
+               hw.name, N, M, c->zero.stage, c->zero.reduce, p.step_s, p.compute_s, p.accum_s, p.grad_comm_s, p.grad_exposed_s,
                p.gather_s + p.norm_s, p.optim_s, p.ckpt_s, p.tokens_per_s, p.efficiency, p.inter_node_bytes,
                p.fixed_exposed_s, p.fixed_step_s, p.fixed_inter_node_bytes, hw.comm_ranks ? "true" : "false");
         return;
@@ -105,6 +105,7 @@ static void performance(const zt_config *c, const zt_model_shape *s, int N, int 
            p.micro_per_rank > 1 ? "es" : "");
     if (hw.comm_ranks) printf("  collectives: measured (%s)\n", comm);
     printf("  %-34s %10.4f s\n", "compute (forward + backward)", p.compute_s);
+    if (p.accum_s > 0) printf("  %-34s %10.4f s\n", "gradient accumulation (1 rank)", p.accum_s);
     printf("  %-34s %10.4f s (%.4f s in flight%s)\n", "gradient exchange, exposed", p.grad_exposed_s, p.grad_comm_s,
            c->zero.stage == 2 ? ", overlapped with backward" : "");
     printf("  %-34s %10.4f s\n", "all-gathers after the update", p.gather_s + p.norm_s);

@@ -220,13 +220,14 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     }
     const double elems = c->zero.stage == 0 ? (double)p.padded : (double)p.shard;
     o->optim_s = elems * 32.0 / hw->mem_bw;
+    if (N == 1 && K > 1) o->accum_s = K * (double)p.padded * 12.0 / hw->mem_bw;
     if (c->checkpoint.every > 0) {
         const double ck_bytes = 3.0 * (double)p.total * 4.0;
         const double per_save = c->checkpoint.async ? ck_bytes / N / hw->mem_bw : ck_bytes / hw->disk_bw;
         o->ckpt_s = per_save / (double)c->checkpoint.every;
     }
     o->inter_node_bytes = inter;
-    o->step_s = o->compute_s + o->grad_exposed_s + o->gather_s + o->norm_s + o->optim_s + o->ckpt_s;
+    o->step_s = o->compute_s + o->accum_s + o->grad_exposed_s + o->gather_s + o->norm_s + o->optim_s + o->ckpt_s;
     if (N > 1) { /* fixed point: one int64 reduce-scatter per step + the exponents' max (latency) */
         const int nb = p.n_buckets > 0 ? p.n_buckets : 1;
         o->fixed_comm_s = ring_f(hw, N, M, 2.0 * gbytes, hw->rs_bw_factor) + ring(hw, N, M, 8.0 * nb);

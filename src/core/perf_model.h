@@ -26,6 +26,8 @@
  *             (the node link when M > 1), latency (N-1) x alpha.
  *   after the update: stages 1-2 all-gather the parameters, stage 0 the reduced gradient (same bytes);
  *             the gradient norm's chunk sums are one more (small) all-gather.
+ *   1 rank, several micro-batches per step: each micro-batch's gradient is added to the accumulator
+ *             (12 bytes of memory traffic per element; on N ranks the sums are part of the exchange).
  *   optimizer AdamW and the norm over the rank's elements (the shard; all of them at stage 0): ~32 bytes
  *             of memory traffic per element at the device's memory bandwidth (--mem-bw: calibrated from the
  *             1-rank step's fixed cost, see tests/test_perf_model.sh).
@@ -68,6 +70,7 @@ typedef struct zt_perf {
     double compute_s, backward_s;
     double grad_comm_s, grad_exposed_s;   /* per step: all micro-batches */
     double gather_s, norm_s, optim_s, ckpt_s;
+    double accum_s;                       /* 1 rank, K > 1: adding each micro-batch's gradient (per step) */
     double step_s, tokens_per_s, efficiency;
     double inter_node_bytes;              /* per node per step */
     /* the exact alternative evaluated (not implemented): gradients accumulated locally as int64 fixed
