@@ -323,11 +323,14 @@ size_t zt_first_nonfinite(const float *p, size_t n) {
     return n;
 }
 
-/* host-memory reads by several threads: each takes the next READ_CHUNK of the piece list, preads it
-   straight into its destination and scans it; the first non-finite value in (piece, element) order wins */
+/* reads by one or more threads: each takes the next READ_CHUNK of the piece list, preads it (host memory:
+   straight into its destination; device memory: into `stage`, one thread only, then to_device) and scans
+   it; the first non-finite value in (piece, element) order wins */
 typedef struct rjob {
     const zt_ckpt_rpiece *pieces;
     int n, fd;
+    zt_backend *be;
+    char *stage;      /* device memory: the staging buffer (the caller's thread is the only reader) */
     pthread_mutex_t mu;
     int piece;        /* next chunk to hand out: piece index and byte offset in it */
     size_t done;
@@ -350,9 +353,10 @@ static void *read_thread(void *arg) {
         }
         pthread_mutex_unlock(&j->mu);
         if (stop) return NULL;
-        char *buf = (char *)j->pieces[i].dst + at;
+        char *buf = j->stage ? j->stage : (char *)j->pieces[i].dst + at;
         ssize_t got = pread_all(j->fd, buf, take, j->pieces[i].off + at);
         const size_t k = got > 0 ? (size_t)got / sizeof(float) : 0, bad = zt_first_nonfinite((const float *)buf, k);
+        if (j->stage && (size_t)got == take) j->be->i->to_device(j->be, (char *)j->pieces[i].dst + at, buf, take);
         pthread_mutex_lock(&j->mu);
         if (got < 0) { if (!j->err_no) j->err_no = (int)-got; }
         else if ((size_t)got < take) { j->truncated = 1; j->trunc_at = j->pieces[i].off + at + (uint64_t)got; }
@@ -368,54 +372,25 @@ int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *
     if (n == 0) return 0;
     int fd = open(path, O_RDONLY);
     if (fd < 0) return zt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    const int host = be->i->mem == ZT_MEM_HOST;
-    if (host) {
-        const int nt = READ_THREADS;
-        rjob j = {.pieces = pieces, .n = n, .fd = fd, .nf = {-1, 0, 0}};
-        pthread_mutex_init(&j.mu, NULL);
-        pthread_t th[READ_THREADS];
-        int started = 0;
-        for (int t = 1; t < nt; t++)
-            if (pthread_create(&th[started], NULL, read_thread, &j) == 0) started++;
-        read_thread(&j);
-        for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
-        pthread_mutex_destroy(&j.mu);
-        close(fd);
-        *nf = j.nf;
-        if (j.err_no) return zt_errf(err, errlen, "%s: read failed: %s", path, strerror(j.err_no));
-        if (j.truncated)
-            return zt_errf(err, errlen, "%s: truncated (ends inside tensor data at byte %llu)", path,
-                           (unsigned long long)j.trunc_at);
-        return 0;
-    }
-    char *stage = zt_malloc(READ_CHUNK);
-    int bad = 0;
-    for (int i = 0; i < n && !bad; i++) {
-        for (size_t done = 0; done < pieces[i].bytes && !bad;) {
-            const size_t take = pieces[i].bytes - done < READ_CHUNK ? pieces[i].bytes - done : READ_CHUNK;
-            char *buf = stage;
-            ssize_t got = pread_all(fd, buf, take, pieces[i].off + done);
-            if (got < 0) {
-                bad = zt_errf(err, errlen, "%s: read failed: %s", path, strerror((int)-got));
-                break;
-            }
-            if ((size_t)got < take) {
-                bad = zt_errf(err, errlen, "%s: truncated (ends inside tensor data at byte %llu)", path,
-                              (unsigned long long)(pieces[i].off + done + (uint64_t)got));
-                break;
-            }
-            /* scanned while in cache; the first non-finite value is kept (reading goes on: the caller
-               decides) */
-            if (nf->piece < 0) {
-                const size_t k = take / sizeof(float), j = zt_first_nonfinite((const float *)buf, k);
-                if (j < k) *nf = (zt_ckpt_nonfinite){i, done / sizeof(float) + j, ((const float *)buf)[j]};
-            }
-            be->i->to_device(be, (char *)pieces[i].dst + done, stage, take);
-            done += take;
-        }
-    }
-    be->i->sync(be);
-    free(stage);
+    /* host memory: READ_THREADS readers; device memory: this thread alone (to_device is the caller's) */
+    const int host = be->i->mem == ZT_MEM_HOST, nt = host ? READ_THREADS : 1;
+    rjob j = {.pieces = pieces, .n = n, .fd = fd, .be = be, .stage = host ? NULL : zt_malloc(READ_CHUNK),
+              .nf = {-1, 0, 0}};
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_t th[READ_THREADS];
+    int started = 0;
+    for (int t = 1; t < nt; t++)
+        if (pthread_create(&th[started], NULL, read_thread, &j) == 0) started++;
+    read_thread(&j);
+    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&j.mu);
+    if (!host) be->i->sync(be);
+    free(j.stage);
     close(fd);
-    return bad;
+    *nf = j.nf;
+    if (j.err_no) return zt_errf(err, errlen, "%s: read failed: %s", path, strerror(j.err_no));
+    if (j.truncated)
+        return zt_errf(err, errlen, "%s: truncated (ends inside tensor data at byte %llu)", path,
+                       (unsigned long long)j.trunc_at);
+    return 0;
 }
