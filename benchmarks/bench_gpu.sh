@@ -4,8 +4,9 @@
 # precision asked (default bf16 and fp32), on synthetic GPT-2-vocabulary tokens.
 #   MFU = model FLOPs per token (ztrain's count: 6 x params + attention, README "Performance") x tokens/s
 #         / (GPUs x the GPU's dense bf16 peak): H100/H200 SXM 989 TFLOP/s, A100 312 (PEAK_TFLOPS= overrides).
-# It runs build/ztrain-cuda (`make cuda`); without a usable GPU it says so and exits 0 having measured
-# nothing. NOT RUN YET: no machine this project has used had a GPU (README "GPU status"); note that
+# It runs $ZTRAIN (default build/ztrain-cuda, `make cuda`); without a usable GPU it says so and exits 0
+# having measured nothing. 1-GPU runs go without mpirun when there is none (a packed build on a machine
+# without Open MPI, scripts/gpu-bundle.sh); BENCH_ROOT=DIR keeps the runs' folders and logs there. NOT RUN YET: no machine this project has used had a GPU (README "GPU status"); note that
 # bf16 today rounds values in float32 buffers (README "Mixed precision"), so it is expected to be no
 # faster than fp32 until 2-byte storage and bf16 GEMMs exist.
 #   benchmarks/bench_gpu.sh [--steps N] [--precisions "bf16 fp32"] [--models "gpt2-124m gpt2-350m"]
@@ -21,7 +22,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-ZT=build/ztrain-cuda
+ZT=${ZTRAIN:-build/ztrain-cuda}
+PY=/usr/bin/python3
+$PY -c "import numpy" 2>/dev/null || PY=python3
 NG=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$NG" -eq 0 ]; then echo "bench_gpu.sh: no GPU here (nvidia-smi lists none): nothing measured"; exit 0; fi
 [ -x $ZT ] || make --no-print-directory cuda >/dev/null || { echo "bench_gpu.sh: make cuda failed" >&2; exit 2; }
@@ -34,23 +37,25 @@ esac
 peak=${PEAK_TFLOPS:-$peak}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 DATA=build/bench-gpu-data
-[ -f $DATA/train.bin ] || /usr/bin/python3 tests/make_data.py $DATA 50257 20000000 >/dev/null
-ROOT=$(mktemp -d /tmp/zt-benchgpu.XXXXXX)
-trap 'rm -rf "$ROOT"' EXIT
+[ -f $DATA/train.bin ] || $PY tests/make_data.py $DATA 50257 20000000 >/dev/null
+if [ -n "${BENCH_ROOT:-}" ]; then ROOT=$BENCH_ROOT; mkdir -p "$ROOT"
+else ROOT=$(mktemp -d /tmp/zt-benchgpu.XXXXXX); trap 'rm -rf "$ROOT"' EXIT; fi
 echo "# $name x $NG, dense bf16 peak $peak TFLOP/s per GPU; $STEPS steps, tokens/s over steps 2..$STEPS"
 printf "%-10s %-5s %5s %12s %8s %10s\n" model prec gpus tokens/s MFU% step_ms
 for m in $MODELS; do
   for p in $PRECS; do
     for g in 1 $([ "$NG" -gt 1 ] && echo "$NG"); do
       run=$m-$p-$g
-      if ! mpirun --bind-to none -np $g $ZT train -c inputs/$m.cfg --set precision=$p --set train.steps=$STEPS \
-          --set data.train=$DATA/train.bin --set data.val=$DATA/val.bin --set eval.every=0 --set eval.sequences=16 \
+      launch="mpirun --bind-to none -np $g"
+      [ "$g" -eq 1 ] && ! command -v mpirun >/dev/null && launch=""
+      if ! $launch $ZT train -c inputs/$m.cfg --set precision=$p --set train.steps=$STEPS \
+          --set data.train=$DATA/train.bin --set data.val=$DATA/val.bin --set eval.every=0 --set eval.sequences=16 --set train.log_every=1 \
           --set checkpoint.every=0 --set sample.every=0 --set train.global_batch=$((16 * g)) \
           --set run.root=$ROOT --set run.session=bench --set run.name=$run > $ROOT/$run.log 2>&1; then
-        printf "%-10s %-5s %5s %s\n" $m $p $g "failed: $(grep -m1 'error' $ROOT/$run.log)"
+        printf "%-10s %-5s %5s %s\n" $m $p $g "failed: $(grep -m1 'error' $ROOT/$run.log || tail -1 $ROOT/$run.log)"
         continue
       fi
-      /usr/bin/python3 - $ROOT/bench/$run $m $p $g $peak <<'PYEOF'
+      $PY - $ROOT/bench/$run $m $p $g $peak <<'PYEOF'
 import json, sys
 d, m, p, g, peak = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
 r = json.load(open(d + "/results.json"))

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# gpu-check.sh — the GPU verification, one command on a machine with a GPU, from the repository root:
+#   scripts/gpu-check.sh OUTDIR [BUNDLE]
+# BUNDLE (default .gpu) is what scripts/gpu-bundle.sh packed (the GPU build and its libraries); without
+# one, ./build/ztrain-cuda with the machine's own libraries. It writes to OUTDIR, each step under a
+# time limit so the whole check ends in about 6 minutes whatever hangs:
+#   env.txt       the machine: nvidia-smi, CPU, OS, the libraries the binary resolved
+#   selftest.txt  ztrain hwinfo, then ztrain selftest --device cuda (every op vs cpu in fp32/bf16/fp16,
+#                 20 training steps vs cpu, two runs bitwise, NCCL exact checks)
+#   bench.txt     benchmarks/bench_gpu.sh: GPT-2 124M/350M tokens/s and MFU, bf16 and fp32
+#   resume.txt    tiny model in bf16 on the GPU: 12 steps straight == 6 + --resume auto + 6 (params_hash),
+#                 through the device checkpoint path (staged reads and writes)
+#   memcheck.txt  compute-sanitizer memcheck over the fp32 op checks (where the tool is there)
+#   runs.tgz      the benchmark runs' logs and metrics.jsonl
+# README "GPU status" records what it printed on the GPUs it ran on.
+set -u
+OUTDIR=${1:?usage: $0 OUTDIR [BUNDLE]}
+B=${2:-.gpu}
+mkdir -p "$OUTDIR"
+if [ -f "$B/env.sh" ]; then source "$B/env.sh"; else ZTRAIN=$PWD/build/ztrain-cuda; fi
+export ZTRAIN
+T0=$(date +%s)
+step() { echo "== $1 ($(($(date +%s) - T0)) s)"; }
+{
+  step env; date -u; nvidia-smi; uname -a; grep -m2 -E '^(NAME|VERSION)=' /etc/os-release
+  grep -m1 'model name' /proc/cpuinfo; nproc; free -g | head -2
+  ldd "$ZTRAIN"
+} > "$OUTDIR/env.txt" 2>&1
+{
+  step hwinfo; timeout 60 "$ZTRAIN" hwinfo; echo "hwinfo rc=$?"
+  step selftest; timeout 120 "$ZTRAIN" selftest --device cuda; echo "selftest rc=$?"
+} > "$OUTDIR/selftest.txt" 2>&1
+cat "$OUTDIR/selftest.txt"
+{
+  step bench
+  BENCH_ROOT=/tmp/zt-gpucheck-runs timeout 150 benchmarks/bench_gpu.sh --steps 20; echo "bench rc=$?"
+} > "$OUTDIR/bench.txt" 2>&1
+cat "$OUTDIR/bench.txt"
+{
+  step resume
+  PY=/usr/bin/python3; $PY -c "import numpy" 2>/dev/null || PY=python3
+  $PY tests/make_data.py /tmp/zt-gpucheck-data 256 40000 >/dev/null
+  common="-c inputs/tiny.cfg --set device=cuda --set precision=bf16 --set data.train=/tmp/zt-gpucheck-data/train.bin
+    --set data.val=/tmp/zt-gpucheck-data/val.bin --set run.root=/tmp/zt-gpucheck-runs --set run.session=resume
+    --set train.steps=12 --set checkpoint.every=6 --set eval.every=6"
+  timeout 40 "$ZTRAIN" train $common --set run.name=straight 2>&1 | tail -4
+  timeout 40 "$ZTRAIN" train $common --set run.name=split --stop-after 6 2>&1 | tail -2
+  timeout 40 "$ZTRAIN" train $common --set run.name=split --resume auto 2>&1 | tail -4
+  h1=$(grep -h params_hash /tmp/zt-gpucheck-runs/resume/straight/results.json)
+  h2=$(grep -h params_hash /tmp/zt-gpucheck-runs/resume/split/results.json)
+  [ -n "$h1" ] && [ "$h1" == "$h2" ] && echo "resume: PASS (identical params_hash)" || echo "resume: FAIL ($h1 / $h2)"
+} > "$OUTDIR/resume.txt" 2>&1
+cat "$OUTDIR/resume.txt"
+tar czf "$OUTDIR/runs.tgz" -C /tmp zt-gpucheck-runs 2>/dev/null
+if command -v compute-sanitizer >/dev/null; then
+  { step memcheck; timeout 60 compute-sanitizer --tool memcheck --print-limit 20 "$ZTRAIN" selftest --device cuda \
+      --only ops --precision fp32 | tail -25; echo "memcheck rc=${PIPESTATUS[0]}"; } > "$OUTDIR/memcheck.txt" 2>&1
+  tail -8 "$OUTDIR/memcheck.txt"
+fi
+step done
