@@ -49,7 +49,7 @@ for m in $MODELS; do
       launch="mpirun --bind-to none -np $g"
       [ "$g" -eq 1 ] && ! command -v mpirun >/dev/null && launch=""
       if ! $launch $ZT train -c inputs/$m.cfg --set precision=$p --set train.steps=$STEPS \
-          --set data.train=$DATA/train.bin --set data.val=$DATA/val.bin --set eval.every=0 --set eval.sequences=16 --set train.log_every=1 \
+          --set data.train=$DATA/train.bin --set data.val=$DATA/val.bin --set eval.every=0 --set eval.sequences=16 --set train.log_every=1 --set train.warmup_steps=2 \
           --set checkpoint.every=0 --set sample.every=0 --set train.global_batch=$((16 * g)) \
           --set run.root=$ROOT --set run.session=bench --set run.name=$run > $ROOT/$run.log 2>&1; then
         printf "%-10s %-5s %5s %s\n" $m $p $g "failed: $(grep -m1 'error' $ROOT/$run.log || tail -1 $ROOT/$run.log)"

@@ -306,7 +306,10 @@ void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vc
                             int maxT, int C, int NH) {
     ZT_ASSERT(pos >= 0 && pos < maxT && NH > 0 && C % NH == 0);
     if (C <= 0) return;
-    const size_t smem = (size_t)(pos + 1) * sizeof(float);
+    // (pos + 1) scores, rounded up to whole 16-byte vectors: nvcc reads the scores with 16-byte shared loads
+    // wherever it can, and compute-sanitizer (memcheck, on an H200) flagged the tail vector of an unrounded
+    // allocation as out of bounds (pos 0..2)
+    const size_t smem = (size_t)((pos + 4) & ~3) * sizeof(float);
     if (smem > 48 * 1024) { // above the default limit, opt in (as a GPU requires)
         cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)smem);

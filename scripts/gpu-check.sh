@@ -7,10 +7,12 @@
 #   env.txt       the machine: nvidia-smi, CPU, OS, the libraries the binary resolved
 #   selftest.txt  ztrain hwinfo, then ztrain selftest --device cuda (every op vs cpu in fp32/bf16/fp16,
 #                 20 training steps vs cpu, two runs bitwise, NCCL exact checks)
-#   bench.txt     benchmarks/bench_gpu.sh: GPT-2 124M/350M tokens/s and MFU, bf16 and fp32
+#   bench.txt     benchmarks/bench_gpu.sh: GPT-2 124M/350M tokens/s and MFU, bf16 and fp32, and each run's
+#                 op profile of its last step (ZTRAIN_OP_PROFILE)
 #   resume.txt    tiny model in bf16 on the GPU: 12 steps straight == 6 + --resume auto + 6 (params_hash),
 #                 through the device checkpoint path (staged reads and writes)
-#   memcheck.txt  compute-sanitizer memcheck over the fp32 op checks (where the tool is there)
+#   sanitizer.txt compute-sanitizer (where the tool is there): memcheck over the whole selftest (3 training
+#                 steps), racecheck over the fp32 op checks
 #   runs.tgz      the benchmark runs' logs and metrics.jsonl
 # README "GPU status" records what it printed on the GPUs it ran on.
 set -u
@@ -20,6 +22,7 @@ mkdir -p "$OUTDIR"
 if [ -f "$B/env.sh" ]; then source "$B/env.sh"; else ZTRAIN=$PWD/build/ztrain-cuda; fi
 export ZTRAIN
 T0=$(date +%s)
+rm -rf /tmp/zt-gpucheck-runs
 step() { echo "== $1 ($(($(date +%s) - T0)) s)"; }
 {
   step env; date -u; nvidia-smi; uname -a; grep -m2 -E '^(NAME|VERSION)=' /etc/os-release
@@ -30,10 +33,12 @@ step() { echo "== $1 ($(($(date +%s) - T0)) s)"; }
   step hwinfo; timeout 60 "$ZTRAIN" hwinfo; echo "hwinfo rc=$?"
   step selftest; timeout 120 "$ZTRAIN" selftest --device cuda; echo "selftest rc=$?"
 } > "$OUTDIR/selftest.txt" 2>&1
-cat "$OUTDIR/selftest.txt"
+grep -E "FAIL|^selftest|rc=|GPU|max relative|two runs|^comm|^train" "$OUTDIR/selftest.txt"
 {
   step bench
-  BENCH_ROOT=/tmp/zt-gpucheck-runs timeout 150 benchmarks/bench_gpu.sh --steps 20; echo "bench rc=$?"
+  ZTRAIN_OP_PROFILE=1 BENCH_ROOT=/tmp/zt-gpucheck-runs timeout 150 benchmarks/bench_gpu.sh --steps 20
+  echo "bench rc=$?"
+  for f in /tmp/zt-gpucheck-runs/*.log; do echo "-- $(basename "$f")"; sed -n '/^op profile/,$p' "$f"; done
 } > "$OUTDIR/bench.txt" 2>&1
 cat "$OUTDIR/bench.txt"
 {
@@ -53,8 +58,15 @@ cat "$OUTDIR/bench.txt"
 cat "$OUTDIR/resume.txt"
 tar czf "$OUTDIR/runs.tgz" -C /tmp zt-gpucheck-runs 2>/dev/null
 if command -v compute-sanitizer >/dev/null; then
-  { step memcheck; timeout 60 compute-sanitizer --tool memcheck --print-limit 20 "$ZTRAIN" selftest --device cuda \
-      --only ops --precision fp32 | tail -25; echo "memcheck rc=${PIPESTATUS[0]}"; } > "$OUTDIR/memcheck.txt" 2>&1
-  tail -8 "$OUTDIR/memcheck.txt"
+  {
+    step memcheck
+    timeout 150 compute-sanitizer --tool memcheck --print-limit 50 "$ZTRAIN" selftest --device cuda --steps 3
+    echo "memcheck rc=$?"
+    step racecheck
+    timeout 60 compute-sanitizer --tool racecheck --print-limit 50 "$ZTRAIN" selftest --device cuda --only ops \
+      --precision fp32 | grep -v ' PASS$'
+    echo "racecheck rc=${PIPESTATUS[0]}"
+  } > "$OUTDIR/sanitizer.txt" 2>&1
+  grep -E '^== |ERROR SUMMARY|rc=|FAIL|Invalid|Race|Hazard' "$OUTDIR/sanitizer.txt" | head -40
 fi
 step done

@@ -35,6 +35,7 @@
 
 #include "cmd/cli.h"
 #include "core/backend_factory.h"
+#include "core/backend_prof.h"
 #include "core/eval.h"
 #include "core/gpu_monitor.h"
 #include "core/mem_check.h"
@@ -534,7 +535,15 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
        loss and norm of the step stay finite, so only the checkpoint's own finite check can catch it) */
     const char *poison = getenv("ZTRAIN_TEST_NAN_PARAM_STEP");
     const long poison_step = poison ? atol(poison) : -1;
+    /* ZTRAIN_OP_PROFILE=1: the last step runs with every backend op timed (a sync around each, so the
+       step is slower: it is left out of tokens/s) and rank 0 prints the breakdown (the GPU benchmark) */
+    const int op_profile = getenv("ZTRAIN_OP_PROFILE") && *getenv("ZTRAIN_OP_PROFILE") != '0';
+    int profiled = 0, n_prof = 0;
+    double profiled_s = 0;
+    zt_prof_entry prof[ZT_PROF_MAX_OPS];
     while (step < steps && !stop) {
+        const int profiling = op_profile && step == steps - 1 && step > start + 1;
+        if (profiling) zt_backend_prof_begin(t.be);
         double t0 = zt_now(), norm = 0;
         const float used_scale = t.scale;
         int skipped = 0;
@@ -557,7 +566,12 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         double dt = zt_now() - t0;
         if (dt > max_step_s) max_step_s = dt;
         double tok_s = (double)GB * T / dt;
-        if (step > start + 1) { timed_s += dt; timed++; } /* the first step warms caches up */
+        if (profiling) { /* before evaluation, sampling or saving run any op */
+            profiled = 1; profiled_s = dt;
+            n_prof = zt_backend_prof_report(prof, ZT_PROF_MAX_OPS);
+            zt_backend_prof_end(t.be);
+        }
+        else if (step > start + 1) { timed_s += dt; timed++; } /* the first step warms caches up */
         last_loss = loss;
         if (loss < best) best = loss;
         double vl = -1;
@@ -656,6 +670,17 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
                    "(%.0f%% hidden)\n", t.z.comm_flight_s, t.z.comm_wait_s,
                    100.0 * (1.0 - t.z.comm_wait_s / t.z.comm_flight_s));
         zt_log("params_hash sha256:%s\nresults: %s/results.json\n", hash, t.mx.dir);
+    }
+    if (profiled) {
+        const zt_prof_entry *pe = prof;
+        const int np = n_prof;
+        double ops_s = 0;
+        for (int i = 0; i < np; i++) ops_s += pe[i].seconds;
+        zt_log("op profile of step %ld (rank 0, each op synchronised): %.1f ms, ops %.1f ms\n", steps, profiled_s * 1e3,
+               ops_s * 1e3);
+        for (int i = 0; i < np; i++)
+            zt_log("  %-18s %9.2f ms %5.1f%% %6ld calls\n", pe[i].name, pe[i].seconds * 1e3,
+                   100 * pe[i].seconds / profiled_s, pe[i].calls);
     }
     free(in);
     free(tg);
