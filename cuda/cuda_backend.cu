@@ -164,11 +164,11 @@ void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const fl
     zt_cu_layernorm_bwd(S, dev(dinp), dev(dw), dev(db), dev(dout), dev(inp), dev(w), dev(mean), dev(rstd), N, C, sc);
 }
 void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
-    zt_cu_attention_fwd(S, dev(out), dev(att), dev(qkv), B, T, C, NH);
+    zt_cu_attention_fwd(ctx_of(be)->gemm, S, dev(out), dev(att), dev(qkv), B, T, C, NH);
 }
 void b_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
                      int B, int T, int C, int NH) {
-    zt_cu_attention_bwd(S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH);
+    zt_cu_attention_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH);
 }
 void b_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos, int maxT,
                         int C, int NH) {

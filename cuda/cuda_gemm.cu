@@ -35,8 +35,8 @@
 #ifndef ZT_HOSTEXEC
 #include <cublasLt.h>
 
+#include <array>
 #include <map>
-#include <tuple>
 #endif
 
 #include "cuda_check.h"
@@ -73,11 +73,22 @@ __device__ __forceinline__ float ld_op(const uint16_t *p, size_t i, int prec) {
 }
 #endif
 
+// Leading dimensions (row strides) lda, ldb, ldc and, for batches (blockIdx.z), element strides sa, sb, sc
+// between the batch's matrices.
+struct GemmLd {
+    int lda, ldb, ldc;
+    long long sa, sb, sc;
+};
+
 template <typename T>
 __global__ void __launch_bounds__(kGemmThreadsX *kGemmThreadsY)
     gemm_ref_kernel(float *c, const T *a, const T *b, const float *bias, int M, int N, int K, int ta, int tb,
-                    float alpha, float beta, int prec) {
+                    float alpha, float beta, int prec, GemmLd ld) {
     __shared__ float As[kBK][kBM]; // As[k][m] = op(a)[m0 + m][k0 + k]
+    a += blockIdx.z * ld.sa;
+    b += blockIdx.z * ld.sb;
+    c += blockIdx.z * ld.sc;
+    const int lda = ld.lda, ldb = ld.ldb, ldc = ld.ldc;
     __shared__ float Bs[kBK][kBN]; // Bs[k][n] = op(b)[k0 + k][n0 + n]
     constexpr int nt = kGemmThreadsX * kGemmThreadsY;
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * kGemmThreadsX + tx;
@@ -91,14 +102,14 @@ __global__ void __launch_bounds__(kGemmThreadsX *kGemmThreadsY)
             const int kk = ta ? idx / kBM : idx % kBK, mm = ta ? idx % kBM : idx / kBK;
             const int m = m0 + mm, k = k0 + kk;
             float v = 0.0f;
-            if (m < M && k < K) v = ta ? ld_op(a, (size_t)k * M + m, prec) : ld_op(a, (size_t)m * K + k, prec);
+            if (m < M && k < K) v = ta ? ld_op(a, (size_t)k * lda + m, prec) : ld_op(a, (size_t)m * lda + k, prec);
             As[kk][mm] = v;
         }
         for (int idx = tid; idx < kBK * kBN; idx += nt) {
             const int kk = tb ? idx % kBK : idx / kBN, nn = tb ? idx / kBK : idx % kBN;
             const int n = n0 + nn, k = k0 + kk;
             float v = 0.0f;
-            if (n < N && k < K) v = tb ? ld_op(b, (size_t)n * K + k, prec) : ld_op(b, (size_t)k * N + n, prec);
+            if (n < N && k < K) v = tb ? ld_op(b, (size_t)n * ldb + k, prec) : ld_op(b, (size_t)k * ldb + n, prec);
             Bs[kk][nn] = v;
         }
         __syncthreads();
@@ -119,7 +130,7 @@ __global__ void __launch_bounds__(kGemmThreadsX *kGemmThreadsY)
             if (n >= N) break;
             float v = alpha * acc[i][j];
             if (bias) v += bias[n];
-            float *cp = c + (size_t)m * N + n;
+            float *cp = c + (size_t)m * ldc + n;
             if (beta != 0.0f) v += beta * *cp;
             *cp = v;
         }
@@ -127,13 +138,22 @@ __global__ void __launch_bounds__(kGemmThreadsX *kGemmThreadsY)
 }
 
 template <typename T>
+void gemm_ref_ld(cudaStream_t s, float *c, const T *a, const T *b, const float *bias, int M, int N, int K, int ta,
+                 int tb, float alpha, float beta, int prec, const GemmLd &ld, int batch) {
+    dim3 grid(blocks_for(N, kBN), blocks_for(M, kBM), batch);
+    ZT_ASSERT(grid.y <= 65535 && batch >= 1 && batch <= 65535);
+    ZT_LAUNCH((gemm_ref_kernel<T>), grid, dim3(kGemmThreadsX, kGemmThreadsY), 0, s, c, a, b, bias, M, N, K, ta, tb,
+              alpha, beta, prec, ld);
+    GM_LAUNCH_CHECK("gemm_ref_kernel");
+}
+
+// dense operands: the leading dimensions their shapes give
+GemmLd dense_ld(int M, int N, int K, int ta, int tb) { return GemmLd{ta ? M : K, tb ? K : N, N, 0, 0, 0}; }
+
+template <typename T>
 void gemm_ref(cudaStream_t s, float *c, const T *a, const T *b, const float *bias, int M, int N, int K, int ta, int tb,
               float alpha, float beta, int prec) {
-    dim3 grid(blocks_for(N, kBN), blocks_for(M, kBM));
-    ZT_ASSERT(grid.y <= 65535);
-    ZT_LAUNCH((gemm_ref_kernel<T>), grid, dim3(kGemmThreadsX, kGemmThreadsY), 0, s, c, a, b, bias, M, N, K, ta, tb,
-              alpha, beta, prec);
-    GM_LAUNCH_CHECK("gemm_ref_kernel");
+    gemm_ref_ld(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta, prec, dense_ld(M, N, K, ta, tb), 1);
 }
 
 // out[i] = x[i] as bf16 / fp16 bits (round to nearest even: exact for values of that precision)
@@ -251,6 +271,13 @@ void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *
     pack16(s, b16, b, (size_t)K * N, g->prec);
     gemm_ref(s, c, (const uint16_t *)a16, (const uint16_t *)b16, bias, M, N, K, ta, tb, alpha, beta, g->prec);
 }
+
+// batch products c_z = alpha * op(a_z) @ op(b_z) + beta * c_z with strided operands, fp32 in every precision
+void gemm_batched(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K, int ta,
+                  int tb, const GemmLd &ld, int batch, float alpha, float beta) {
+    (void)g;
+    gemm_ref_ld(s, c, a, b, nullptr, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32, ld, batch);
+}
 } // namespace
 
 #else // cuBLASLt
@@ -272,9 +299,10 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = (size_t)32 << 20; // cuBLAS's recommendation for Hopper
 
-// one problem: the row-major (ta, tb, M, N, K), whether the bias epilogue is on, and the alignment
-// class (4, 8 or 16 bytes) of a, b, c and the bias, since the heuristic's choice depends on them
-typedef std::tuple<int, int, int, int, int, int, int, int, int, int, int> PlanKey; // ... + operand precision
+// one problem: the row-major (ta, tb, M, N, K), whether the bias epilogue is on, the alignment class
+// (4, 8 or 16 bytes) of a, b, c and the bias, since the heuristic's choice depends on them, the operand
+// precision, and for strided operands the leading dimensions, batch count and batch strides
+typedef std::array<long long, 18> PlanKey;
 
 struct Plan {
     bool ok; // false: no algorithm for this problem (only allowed with the bias epilogue)
@@ -330,10 +358,19 @@ namespace {
 // The plan for row-major c(M, N) = op(a) @ op(b) (+ bias), made and pinned the first time.
 // Column-major view: D'(N, M) = op'(A' = b) @ op'(B' = a), A' stored (N, K) ld N (tb: (K, N) ld K),
 // B' stored (K, M) ld K (ta: (M, K) ld M), D' ld N.
+// Strided operands (ld, batch): A' ld ldb, B' ld lda, D' ld ldc, and the batch strides as the layouts'
+// strided-batch offsets; a batch's alignment class is that of its first pointer and its stride in bytes.
 const Plan &get_plan(zt_cu_gemm *g, const float *c, const void *a, const void *b, const float *bias, int M, int N,
-                     int K, int ta, int tb, int prec) {
-    PlanKey key(ta, tb, M, N, K, bias != nullptr, align_class(a), align_class(b), align_class(c),
-                bias ? align_class(bias) : 0, prec);
+                     int K, int ta, int tb, int prec, const GemmLd &ld, int batch) {
+    const size_t esz = prec == ZT_PREC_FP32 ? sizeof(float) : sizeof(uint16_t);
+    const int al_pa = align_class((const char *)a + ld.sa * esz * (batch > 1)),
+              al_pb = align_class((const char *)b + ld.sb * esz * (batch > 1)),
+              al_pc = align_class((const char *)c + ld.sc * sizeof(float) * (batch > 1));
+    const int al_a0 = align_class(a), al_b0 = align_class(b), al_c0 = align_class(c);
+    const int al_ab = al_pa < al_a0 ? al_pa : al_a0, al_bb = al_pb < al_b0 ? al_pb : al_b0,
+              al_cb = al_pc < al_c0 ? al_pc : al_c0;
+    PlanKey key = {ta, tb, M, N, K, bias != nullptr, al_ab, al_bb, al_cb, bias ? align_class(bias) : 0, prec,
+                   ld.lda, ld.ldb, ld.ldc, batch, ld.sa, ld.sb, ld.sc};
     auto it = g->plans.find(key);
     if (it != g->plans.end()) return it->second;
 
@@ -354,15 +391,25 @@ const Plan &get_plan(zt_cu_gemm *g, const float *c, const void *a, const void *b
         cudaDataType_t bt = CUDA_R_32F;
         GM_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
     }
-    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.la, ot, tb ? K : N, tb ? N : K, tb ? K : N));
-    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lb, ot, ta ? M : K, ta ? K : M, ta ? M : K));
-    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_32F, N, M, N));
+    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.la, ot, tb ? K : N, tb ? N : K, ld.ldb));
+    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lb, ot, ta ? M : K, ta ? K : M, ld.lda));
+    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_32F, N, M, ld.ldc));
+    if (batch > 1) {
+        const int32_t nb = batch;
+        const int64_t st[3] = {ld.sb, ld.sa, ld.sc};
+        cublasLtMatrixLayout_t *lay[3] = {&p.la, &p.lb, &p.lc};
+        for (int i = 0; i < 3; i++) {
+            GM_CUBLAS(cublasLtMatrixLayoutSetAttribute(*lay[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nb, sizeof nb));
+            GM_CUBLAS(cublasLtMatrixLayoutSetAttribute(*lay[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st[i],
+                                                       sizeof st[i]));
+        }
+    }
 
     cublasLtMatmulPreference_t pref;
     GM_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = kWorkspaceBytes;
     GM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    uint32_t al_a = (uint32_t)align_class(b), al_b = (uint32_t)align_class(a), al_c = (uint32_t)align_class(c);
+    uint32_t al_a = (uint32_t)al_bb, al_b = (uint32_t)al_ab, al_c = (uint32_t)al_cb;
     GM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
     GM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
     GM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
@@ -403,19 +450,33 @@ void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const floa
         a = a16;
         b = b16;
     }
-    const Plan *p = &get_plan(g, c, a, b, bias, M, N, K, ta, tb, g->prec);
+    const GemmLd dl = dense_ld(M, N, K, ta, tb);
+    const Plan *p = &get_plan(g, c, a, b, bias, M, N, K, ta, tb, g->prec, dl, 1);
     if (bias && !p->ok) { // no epilogue algorithm for this bias: c = bias, then c += op(a) @ op(b)
         ZT_ASSERT(beta == 0.0f);
         ZT_LAUNCH(bias_broadcast_kernel, blocks_for((size_t)M * N, kColThreads), kColThreads, 0, s, c, bias, M, N);
         GM_LAUNCH_CHECK("bias_broadcast_kernel");
         bias = nullptr;
         beta = 1.0f;
-        p = &get_plan(g, c, a, b, nullptr, M, N, K, ta, tb, g->prec);
+        p = &get_plan(g, c, a, b, nullptr, M, N, K, ta, tb, g->prec, dl, 1);
     }
     if (bias)
         GM_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     GM_CUBLAS(cublasLtMatmul(g->lt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc, &p->algo,
                              g->workspace, kWorkspaceBytes, s));
+}
+
+// batch products c_z = alpha * op(a_z) @ op(b_z) + beta * c_z with strided operands, fp32 in every precision
+// (attention: its scores and probabilities are fp32 inside the op on every backend)
+void gemm_batched(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K, int ta,
+                  int tb, const GemmLd &ld, int batch, float alpha, float beta) {
+    if (K == 0) {
+        gemm_ref_ld(s, c, a, b, nullptr, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32, ld, batch);
+        return;
+    }
+    const Plan &p = get_plan(g, c, a, b, nullptr, M, N, K, ta, tb, ZT_PREC_FP32, ld, batch);
+    GM_CUBLAS(cublasLtMatmul(g->lt, p.desc, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo, g->workspace,
+                             kWorkspaceBytes, s));
 }
 
 } // namespace
@@ -460,6 +521,13 @@ void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, flo
     ZT_LAUNCH(colsum_final_kernel, blocks_for(OC, kColThreads), kColThreads, 0, s, dbias,
               (const float *)scratch, nparts, OC);
     GM_LAUNCH_CHECK("colsum_final_kernel");
+}
+
+void zt_cu_gemm_strided(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K,
+                        int ta, int tb, int lda, int ldb, int ldc, long long sa, long long sb, long long sc, int batch,
+                        float alpha, float beta) {
+    if (M <= 0 || N <= 0 || batch <= 0) return;
+    gemm_batched(g, s, c, a, b, M, N, K, ta, tb, GemmLd{lda, ldb, ldc, sa, sb, sc}, batch, alpha, beta);
 }
 
 void zt_cu_gemv(cudaStream_t s, float *y, const float *x, const float *w, const float *bias, int C, int OC, int w_t) {

@@ -64,8 +64,13 @@ void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, c
 size_t zt_cu_layernorm_bwd_scratch(int N, int C);
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, const float *mean, const float *rstd, int N, int C, void *scratch);
-void zt_cu_attention_fwd(cudaStream_t s, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
-void zt_cu_attention_bwd(cudaStream_t s, float *dqkv, float *datt, const float *dout, const float *qkv,
+// attention forward / backward: the score and probability products are batched fp32 GEMMs over the heads
+// (zt_cu_gemm_strided: cuBLASLt on a GPU), the causal softmax and its backward are row kernels
+typedef struct zt_cu_gemm zt_cu_gemm;
+void zt_cu_attention_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, const float *qkv, int B, int T, int C,
+                         int NH);
+// datt: (B, NH, T, T) scratch; holds the gradient of the pre-softmax scores afterwards
+void zt_cu_attention_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt, const float *dout, const float *qkv,
                          const float *att, int B, int T, int C, int NH);
 void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vcache, const float *qkv, int pos,
                             int maxT, int C, int NH);
@@ -85,6 +90,12 @@ void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *in
 size_t zt_cu_linear_bwd_scratch(int N, int OC);
 void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
                       const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch);
+// c_z(M, N) = alpha * op(a_z) @ op(b_z) + beta * c_z for z < batch, row-major with leading dimensions (row
+// strides) lda, ldb, ldc and element strides sa, sb, sc between the batch's matrices; fp32 operands in every
+// precision (the set_precision packing does not apply)
+void zt_cu_gemm_strided(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K,
+                        int ta, int tb, int lda, int ldb, int ldc, long long sa, long long sb, long long sc, int batch,
+                        float alpha, float beta);
 void zt_cu_gemv(cudaStream_t s, float *y, const float *x, const float *w, const float *bias, int C, int OC, int w_t);
 
 } // namespace ZT_CU_NS

@@ -8,12 +8,13 @@
 //     per row; lane l adds elements l, l+32, ... in order, then a fixed xor-butterfly over lanes;
 //   - LayerNorm dw, db: one thread per (column, block of LN_ROWS rows) adds its rows in order into
 //     scratch, then one thread per column adds the partials in order;
-//   - attention backward: one warp per query row turns datt into d(pre-softmax) in place, then one
-//     thread per (b, t, c) sums dq over keys t2 <= t and dk, dv over queries t' >= t in order
-//     (the cpu backend's accumulation order for these three).
+//   - attention forward / backward: the four kinds of product (q k^T, att v, dout v^T, and dq, dk, dv)
+//     are batched fp32 GEMMs over the heads (zt_cu_gemm_strided: cuBLASLt with a pinned algorithm on a
+//     GPU, the reference GEMM summing k in order under the harness); between them one warp per row does
+//     the causal softmax, or turns datt into d(pre-softmax) in place. (Until run on an H200 these were
+//     one warp per row doing every dot product itself: 90% of a GPT-2 124M step.)
 // Elementwise formulas come from iface/op_math.h (zt_ln_rstd, zt_ln_out, zt_ln_dx, zt_expf), so
-// they are the cpu backend's. Attention forward and decode run the same row function, so a decoded
-// token gets the bits of row pos of the forward (as on the cpu).
+// they are the cpu backend's. Decoding runs one warp per head over the cache (attention_row_warp).
 #include <math.h>
 
 
@@ -158,69 +159,42 @@ __device__ void attention_row_warp(float *o, float *a, const float *q, const flo
     }
 }
 
-// one warp per (b, h, t) row; att above the diagonal is zeroed (as the cpu backend)
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    attention_fwd_kernel(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
-    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32; // ((b * NH) + h) * T + t
-    if (row >= B * NH * T) return;
-    const int t = row % T, h = (row / T) % NH, b = row / (T * NH);
-    const int hs = C / NH, C3 = 3 * C, lane = threadIdx.x % 32;
-    const float scale = 1.0f / sqrtf((float)hs);
-    const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-    const float *k0 = qkv + (size_t)b * T * C3 + C + h * hs;
+// One warp per (b, h, t) row of att, which holds the scaled scores q_t . k_t2 (the batched GEMM): the causal
+// softmax over t2 <= t in place (the arithmetic of attention_row_warp), zeros above the diagonal.
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) attention_softmax_kernel(float *att, int rows, int T) {
+    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= rows) return;
+    const int n = row % T + 1, lane = threadIdx.x % 32;
     float *a = att + (size_t)row * T;
-    attention_row_warp(out + ((size_t)b * T + t) * C + h * hs, a, q, k0, k0 + C, (size_t)C3, t + 1, hs, scale);
-    for (int t2 = t + 1 + lane; t2 < T; t2 += 32) a[t2] = 0.0f;
+    float mx = -INFINITY;
+    for (int t2 = lane; t2 < n; t2 += 32) mx = fmaxf(mx, a[t2]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int t2 = lane; t2 < n; t2 += 32) {
+        float e = zt_expf(a[t2] - mx);
+        a[t2] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    for (int t2 = lane; t2 < n; t2 += 32) a[t2] *= inv;
+    for (int t2 = n + lane; t2 < T; t2 += 32) a[t2] = 0.0f;
 }
 
-// One warp per (b, h, t) row: datt[t2] = dout_t . v_t2, then in place the gradient of the
-// pre-softmax score, att * (datt - sum(att * datt)) * scale, for t2 <= t (above the diagonal is
-// left as it is: nothing reads it).
+// One warp per (b, h, t) row: datt holds dout_t . v_t2 (the batched GEMM); in place the gradient of the
+// pre-softmax score, att * (datt - sum(att * datt)) * scale for t2 <= t, and zeros above the diagonal (the
+// products that follow run over whole rows).
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    attention_bwd_dpre_kernel(float *datt, const float *dout, const float *qkv, const float *att, int B, int T, int C,
-                              int NH) {
+    attention_bwd_dpre_kernel(float *datt, const float *att, int rows, int T, float scale) {
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
-    if (row >= B * NH * T) return;
-    const int t = row % T, h = (row / T) % NH, b = row / (T * NH);
-    const int hs = C / NH, C3 = 3 * C, lane = threadIdx.x % 32;
-    const float scale = 1.0f / sqrtf((float)hs);
-    const float *dy = dout + ((size_t)b * T + t) * C + h * hs;
-    const float *v0 = qkv + (size_t)b * T * C3 + 2 * C + h * hs;
+    if (row >= rows) return;
+    const int n = row % T + 1, lane = threadIdx.x % 32;
     const float *a = att + (size_t)row * T;
     float *da = datt + (size_t)row * T;
     float dot = 0.0f;
-    for (int t2 = lane; t2 <= t; t2 += 32) {
-        const float *vr = v0 + (size_t)t2 * C3;
-        float s = 0.0f;
-        for (int i = 0; i < hs; i++) s += dy[i] * vr[i];
-        da[t2] = s;
-        dot += a[t2] * s;
-    }
+    for (int t2 = lane; t2 < n; t2 += 32) dot += a[t2] * da[t2];
     dot = warp_sum(dot);
-    for (int t2 = lane; t2 <= t; t2 += 32) da[t2] = a[t2] * (da[t2] - dot) * scale; // each lane its own t2
-}
-
-// one thread per (b, t, c): dq of row t (keys t2 <= t), dk and dv of row t as a key (queries t' >= t)
-__global__ void attention_bwd_dqkv_kernel(float *dqkv, const float *dpre, const float *dout, const float *qkv,
-                                          const float *att, int B, int T, int C, int NH) {
-    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * T * C) return;
-    const int c = (int)(idx % C), t = (int)((idx / C) % T), b = (int)(idx / ((size_t)C * T));
-    const int hs = C / NH, h = c / hs, C3 = 3 * C;
-    const float *qkv_b = qkv + (size_t)b * T * C3;
-    const size_t bh = ((size_t)b * NH + h) * T; // row index of (b, h, 0) in att / dpre
-    const float *drow = dpre + (bh + t) * T;
-    float dq = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++) dq += drow[t2] * qkv_b[(size_t)t2 * C3 + C + c];
-    float dk = 0.0f, dv = 0.0f;
-    for (int t1 = t; t1 < T; t1++) {
-        dk += dpre[(bh + t1) * T + t] * qkv_b[(size_t)t1 * C3 + c];
-        dv += att[(bh + t1) * T + t] * dout[((size_t)b * T + t1) * C + c];
-    }
-    float *d = dqkv + ((size_t)b * T + t) * C3 + c;
-    d[0] = dq;
-    d[C] = dk;
-    d[2 * C] = dv;
+    for (int t2 = lane; t2 < n; t2 += 32) da[t2] = a[t2] * (da[t2] - dot) * scale; // each lane its own t2
+    for (int t2 = n + lane; t2 < T; t2 += 32) da[t2] = 0.0f;
 }
 
 // one warp per head: append this head's k, v at row pos, then row pos of the forward over the cache
@@ -278,28 +252,58 @@ void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, cons
     NA_LAUNCH_CHECK("layernorm_bwd_wb_final_kernel");
 }
 
-void zt_cu_attention_fwd(cudaStream_t s, float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+// Per sequence b, one batched product over the NH heads (head h's q, k, v are columns [h*hs, (h+1)*hs) of
+// the q | k | v thirds of qkv: leading dimension 3C, batch stride hs; att's (T, T) blocks: batch stride T*T).
+// The products run over whole rows (above the diagonal att and d(pre) are zero), fp32 in every precision.
+void zt_cu_attention_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, const float *qkv, int B, int T, int C,
+                         int NH) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     ZT_ASSERT(NH > 0 && C % NH == 0);
     const size_t rows = (size_t)B * NH * T;
     ZT_ASSERT(rows <= 0x7fffffff);
-    ZT_LAUNCH(attention_fwd_kernel, blocks_for(rows, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, out, att, qkv, B, T,
-              C, NH);
-    NA_LAUNCH_CHECK("attention_fwd_kernel");
+    const int hs = C / NH, C3 = 3 * C;
+    const long long TT = (long long)T * T;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++) { // att_h = scale * q_h @ k_h^T
+        const float *q = qkv + (size_t)b * T * C3;
+        zt_cu_gemm_strided(g, s, att + (size_t)b * NH * TT, q, q + C, T, T, hs, 0, 1, C3, C3, T, hs, hs, TT, NH, scale,
+                           0.0f);
+    }
+    ZT_LAUNCH(attention_softmax_kernel, blocks_for(rows, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, att, (int)rows,
+              T);
+    NA_LAUNCH_CHECK("attention_softmax_kernel");
+    for (int b = 0; b < B; b++) { // out_h = att_h @ v_h
+        const float *q = qkv + (size_t)b * T * C3;
+        zt_cu_gemm_strided(g, s, out + (size_t)b * T * C, att + (size_t)b * NH * TT, q + 2 * C, T, hs, T, 0, 0, T, C3,
+                           C, TT, hs, hs, NH, 1.0f, 0.0f);
+    }
 }
 
-void zt_cu_attention_bwd(cudaStream_t s, float *dqkv, float *datt, const float *dout, const float *qkv,
+void zt_cu_attention_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt, const float *dout, const float *qkv,
                          const float *att, int B, int T, int C, int NH) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     ZT_ASSERT(NH > 0 && C % NH == 0);
     const size_t rows = (size_t)B * NH * T;
     ZT_ASSERT(rows <= 0x7fffffff);
-    ZT_LAUNCH(attention_bwd_dpre_kernel, blocks_for(rows, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, datt, dout, qkv,
-              att, B, T, C, NH);
+    const int hs = C / NH, C3 = 3 * C;
+    const long long TT = (long long)T * T;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++) {
+        const float *q = qkv + (size_t)b * T * C3, *dy = dout + (size_t)b * T * C, *a = att + (size_t)b * NH * TT;
+        float *da = datt + (size_t)b * NH * TT, *d = dqkv + (size_t)b * T * C3;
+        // datt_h = dout_h @ v_h^T; dv_h = att_h^T @ dout_h
+        zt_cu_gemm_strided(g, s, da, dy, q + 2 * C, T, T, hs, 0, 1, C, C3, T, hs, hs, TT, NH, 1.0f, 0.0f);
+        zt_cu_gemm_strided(g, s, d + 2 * C, a, dy, T, hs, T, 1, 0, T, C, C3, TT, hs, hs, NH, 1.0f, 0.0f);
+    }
+    ZT_LAUNCH(attention_bwd_dpre_kernel, blocks_for(rows, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, datt, att,
+              (int)rows, T, scale);
     NA_LAUNCH_CHECK("attention_bwd_dpre_kernel");
-    ZT_LAUNCH(attention_bwd_dqkv_kernel, blocks_for((size_t)B * T * C, kColThreads), kColThreads, 0, s, dqkv,
-              (const float *)datt, dout, qkv, att, B, T, C, NH);
-    NA_LAUNCH_CHECK("attention_bwd_dqkv_kernel");
+    for (int b = 0; b < B; b++) { // dq_h = dpre_h @ k_h; dk_h = dpre_h^T @ q_h
+        const float *q = qkv + (size_t)b * T * C3, *da = datt + (size_t)b * NH * TT;
+        float *d = dqkv + (size_t)b * T * C3;
+        zt_cu_gemm_strided(g, s, d, da, q + C, T, hs, T, 0, 0, T, C3, C3, TT, hs, hs, NH, 1.0f, 0.0f);
+        zt_cu_gemm_strided(g, s, d + C, da, q, T, hs, T, 1, 0, T, C3, C3, TT, hs, hs, NH, 1.0f, 0.0f);
+    }
 }
 
 void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vcache, const float *qkv, int pos,

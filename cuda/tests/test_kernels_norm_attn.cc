@@ -177,6 +177,8 @@ void test_layernorm(int N, int C) {
 
 // ------------------------------------------------------------------------------------ attention
 
+zt_cu_gemm *g_gemm; // attention's batched products (main)
+
 void test_attention(int B, int T, int C, int NH) {
     const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
     vec qkv = randv(nqkv), dy = randv(nout);
@@ -188,9 +190,9 @@ void test_attention(int B, int T, int C, int NH) {
         harness_config(run);
         out[run] = nanv(nout), att[run] = nanv(natt), dqkv[run] = nanv(nqkv);
         vec datt = nanv(natt);
-        zt_cu_attention_fwd(0, out[run].data(), att[run].data(), qkv.data(), B, T, C, NH);
+        zt_cu_attention_fwd(g_gemm, 0, out[run].data(), att[run].data(), qkv.data(), B, T, C, NH);
         // the backward takes the cpu's softmax, so it is checked on its own
-        zt_cu_attention_bwd(0, dqkv[run].data(), datt.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH);
+        zt_cu_attention_bwd(g_gemm, 0, dqkv[run].data(), datt.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH);
     }
     char name[96];
     snprintf(name, sizeof name, "attention_fwd[B%d,T%d,C%d,NH%d]", B, T, C, NH);
@@ -218,7 +220,7 @@ void test_decode(int T, int maxT, int C, int NH) {
     }
     harness_config(0);
     vec fwd((size_t)T * C), att((size_t)NH * T * T);
-    zt_cu_attention_fwd(0, fwd.data(), att.data(), qkv.data(), 1, T, C, NH);
+    zt_cu_attention_fwd(g_gemm, 0, fwd.data(), att.data(), qkv.data(), 1, T, C, NH);
     char name[96];
     snprintf(name, sizeof name, "attention_decode[T%d,maxT%d,C%d,NH%d]", T, maxT, C, NH);
     if (!same_bits(out[0], fwd)) {
@@ -404,9 +406,9 @@ void bench(zt_cu_gemm *g) {
         const int B = 1, T = 256, C = 768, NH = 12;
         vec qkv = randv((size_t)B * T * 3 * C), dy = randv((size_t)B * T * C), out((size_t)B * T * C);
         vec att((size_t)B * NH * T * T), datt(att.size()), dqkv(qkv.size());
-        timeit("attention_fwd B1 T256 C768 NH12", [&] { zt_cu_attention_fwd(0, out.data(), att.data(), qkv.data(), B, T, C, NH); });
+        timeit("attention_fwd B1 T256 C768 NH12", [&] { zt_cu_attention_fwd(g_gemm, 0, out.data(), att.data(), qkv.data(), B, T, C, NH); });
         timeit("attention_bwd B1 T256 C768 NH12", [&] {
-            zt_cu_attention_bwd(0, dqkv.data(), datt.data(), dy.data(), qkv.data(), att.data(), B, T, C, NH);
+            zt_cu_attention_bwd(g_gemm, 0, dqkv.data(), datt.data(), dy.data(), qkv.data(), att.data(), B, T, C, NH);
         });
         vec kc((size_t)1024 * C), vc(kc.size()), o(C);
         timeit("attention_decode pos 255 C768 NH12", [&] { zt_cu_attention_decode(0, o.data(), kc.data(), vc.data(), qkv.data(), 255, 1024, C, NH); });
@@ -433,6 +435,7 @@ int main(int argc, char **argv) {
     const char *seed = getenv("ZT_TEST_SEED"); // data seed (default 20240611)
     zt_rng_seed(&g_rng, seed && *seed ? strtoull(seed, nullptr, 10) : 20240611);
     zt_cu_gemm *g = zt_cu_gemm_create(0);
+    g_gemm = g;
 
     test_layernorm(5, 37);
     test_layernorm(4, 130);
