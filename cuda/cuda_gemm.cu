@@ -305,7 +305,7 @@ constexpr size_t kWorkspaceBytes = (size_t)32 << 20; // cuBLAS's recommendation 
 typedef std::array<long long, 18> PlanKey;
 
 struct Plan {
-    bool ok; // false: no algorithm for this problem (only allowed with the bias epilogue)
+    bool ok; // false: no algorithm for this problem (only allowed with the bias epilogue or a batch)
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -420,7 +420,7 @@ const Plan &get_plan(zt_cu_gemm *g, const float *c, const void *a, const void *b
     cublasLtMatmulPreferenceDestroy(pref);
     p.ok = st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
     if (p.ok) p.algo = res.algo;
-    else if (!bias)
+    else if (!bias && batch == 1)
         zt_panic(__FILE__, __LINE__,
                  "cublasLtMatmulAlgoGetHeuristic: no algorithm for c(%d, %d) = op(a) @ op(b), K %d, ta %d, tb %d: %s", M,
                  N, K, ta, tb, st == CUBLAS_STATUS_SUCCESS ? "none returned" : cublasLtGetStatusString(st));
@@ -475,6 +475,10 @@ void gemm_batched(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const
         return;
     }
     const Plan &p = get_plan(g, c, a, b, nullptr, M, N, K, ta, tb, ZT_PREC_FP32, ld, batch);
+    if (!p.ok) { // no cuBLASLt algorithm for these strides: the reference kernel (same sums, in order)
+        gemm_ref_ld(s, c, a, b, nullptr, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32, ld, batch);
+        return;
+    }
     GM_CUBLAS(cublasLtMatmul(g->lt, p.desc, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo, g->workspace,
                              kWorkspaceBytes, s));
 }
