@@ -6,9 +6,10 @@
 #         / (GPUs x the GPU's dense bf16 peak): H100/H200 SXM 989 TFLOP/s, A100 312 (PEAK_TFLOPS= overrides).
 # It runs $ZTRAIN (default build/ztrain-cuda, `make cuda`); without a usable GPU it says so and exits 0
 # having measured nothing. 1-GPU runs go without mpirun when there is none (a packed build on a machine
-# without Open MPI, scripts/gpu-bundle.sh); BENCH_ROOT=DIR keeps the runs' folders and logs there. NOT RUN YET: no machine this project has used had a GPU (README "GPU status"); note that
-# bf16 today rounds values in float32 buffers (README "Mixed precision"), so it is expected to be no
-# faster than fp32 until 2-byte storage and bf16 GEMMs exist.
+# without Open MPI, scripts/gpu-bundle.sh); BENCH_ROOT=DIR keeps the runs' folders and logs there.
+# Run on one H200 (README "GPU status" has its table); ZTRAIN_OP_PROFILE=1 adds each run's op profile to
+# its log. bf16 stores values in float32 buffers (README "Mixed precision"): its speed-up over fp32
+# comes from the 2-byte GEMM operands alone.
 #   benchmarks/bench_gpu.sh [--steps N] [--precisions "bf16 fp32"] [--models "gpt2-124m gpt2-350m"]
 set -u
 cd "$(dirname "$0")/.."

@@ -398,6 +398,7 @@ static double train_step(trainer *t, long step, int32_t *in, int32_t *tg, float 
         zt_model_backward(&t->m, ds);
         zt_zero_reduce(&t->z, &t->m, mi);
     }
+    t->be->i->sync(t->be); /* an asynchronous backend (cuda): the backward's queued work is not the update's */
     double tu = zt_now();
     double norm = zt_zero_grad_norm(&t->z, &t->m) / t->scale;
     tu = zt_now() - tu;
