@@ -64,6 +64,17 @@ if $ZT config -c $d/config.cfg > $TMP/cfg2 2>&1 && [ "$(wc -l < $d/metrics.jsonl
   pass "run_outputs (config.cfg re-parses, 5 metrics lines, results.json has params_hash/world_size/tokens_per_s/peak_rss)"
 else fail "run_outputs"; fi
 
+# --- ZTRAIN_OP_PROFILE=1: the last step's ops timed, printed once (rank 0), results unchanged
+ZTRAIN_OP_PROFILE=1 $MPIRUN -np 2 $ZT train -c inputs/tiny.cfg --set train.steps=6 --set run.root=$TMP --set run.session=prof \
+  --set run.name=p > $TMP/prof.log 2>&1
+$ZT train -c inputs/tiny.cfg --set train.steps=6 --set run.root=$TMP --set run.session=prof --set run.name=q > /dev/null 2>&1
+# tiny: 2 layers, 2 micro-batches per step, 1 per rank: 2 attention forwards per rank in that step
+att=$(awk '$1 == "attention" && $2 == "fwd" {print $(NF-1)}' $TMP/prof.log)
+if [ "$(grep -c '^op profile of step 6 ' $TMP/prof.log)" -eq 1 ] && [ "$att" == "2" ] && grep -q '^  adamw ' $TMP/prof.log \
+   && [ -f $TMP/prof/q/results.json ] && [ "$(result $TMP/prof/p params_hash)" == "$(result $TMP/prof/q params_hash)" ]; then
+  pass "op_profile (one table from 2 ranks, attention fwd $att calls, params_hash as without it)"
+else fail "op_profile: attention calls '$att'; $(grep -c '^op profile' $TMP/prof.log) tables; $(tail -3 $TMP/prof.log | tr '\n' ' ')"; fi
+
 # --- user errors: exit 2, one line naming the file/key
 check_err() { # name expected-substring args...
   local name=$1 want=$2; shift 2
