@@ -208,6 +208,12 @@ void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_
 }
 void b_set_precision(zt_backend *be, int prec) { zt_cu_gemm_set_precision(ctx_of(be)->gemm, prec); }
 void b_round_to(zt_backend *be, float *x, size_t n, int prec) { zt_cu_round_to(S, dev(x), n, prec); }
+void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {
+    zt_cu_pack16(S, static_cast<uint16_t *>(dev(dst)), dev(x), n, prec);
+}
+void b_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec) {
+    zt_cu_unpack16(S, dev(dst), static_cast<const uint16_t *>(dev(src)), n, prec);
+}
 void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
     zt_cu_dropout(S, dev(out), dev(in), n, p, seed);
 }
@@ -270,6 +276,8 @@ zt_backend_i make_i(void) {
     i.accumulate = b_accumulate;
     i.sumsq_chunks = b_sumsq_chunks;
     i.round_to = b_round_to;
+    i.pack16 = b_pack16;
+    i.unpack16 = b_unpack16;
     i.dropout = b_dropout;
     i.dequant = b_dequant;
     i.set_precision = b_set_precision;

@@ -156,21 +156,6 @@ void gemm_ref(cudaStream_t s, float *c, const T *a, const T *b, const float *bia
     gemm_ref_ld(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta, prec, dense_ld(M, N, K, ta, tb), 1);
 }
 
-// out[i] = x[i] as bf16 / fp16 bits (round to nearest even: exact for values of that precision)
-constexpr int kPackThreads = 256;
-__global__ void pack16_kernel(uint16_t *out, const float *x, size_t n, int prec) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    out[i] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(x[i]) : zt_f32_to_fp16_bits(x[i]);
-}
-
-void pack16(cudaStream_t s, uint16_t *out, const float *x, size_t n, int prec) {
-    if (n == 0) return;
-    ZT_ASSERT(n / kPackThreads < 0x7fffffffu);
-    ZT_LAUNCH(pack16_kernel, blocks_for(n, kPackThreads), kPackThreads, 0, s, out, x, n, prec);
-    GM_LAUNCH_CHECK("pack16_kernel");
-}
-
 // ------------------------------------------------------------------------------------ small kernels
 
 // dbias partials: part(nparts, OC), part[p][j] = sum of dout rows [p*kBiasRows, (p+1)*kBiasRows) in order
@@ -267,8 +252,8 @@ void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *
         return;
     }
     uint16_t *a16 = h16_buf(g, 0, (size_t)M * K), *b16 = h16_buf(g, 1, (size_t)K * N);
-    pack16(s, a16, a, (size_t)M * K, g->prec);
-    pack16(s, b16, b, (size_t)K * N, g->prec);
+    zt_cu_pack16(s, a16, a, (size_t)M * K, g->prec);
+    zt_cu_pack16(s, b16, b, (size_t)K * N, g->prec);
     gemm_ref(s, c, (const uint16_t *)a16, (const uint16_t *)b16, bias, M, N, K, ta, tb, alpha, beta, g->prec);
 }
 
@@ -445,8 +430,8 @@ void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const floa
     const void *a = a_in, *b = b_in;
     if (g->prec != ZT_PREC_FP32) { // 2-byte operands for the tensor cores
         uint16_t *a16 = h16_buf(g, 0, (size_t)M * K), *b16 = h16_buf(g, 1, (size_t)K * N);
-        pack16(s, a16, a_in, (size_t)M * K, g->prec);
-        pack16(s, b16, b_in, (size_t)K * N, g->prec);
+        zt_cu_pack16(s, a16, a_in, (size_t)M * K, g->prec);
+        zt_cu_pack16(s, b16, b_in, (size_t)K * N, g->prec);
         a = a16;
         b = b16;
     }

@@ -36,6 +36,10 @@ void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *
 void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n);
 void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
 void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec);
+// out[i] = x[i] as bf16 / fp16 bits (round to nearest even: exact for values of the precision); unpack16
+// decodes exactly. The GEMMs' packed operands and the 2-byte activation storage
+void zt_cu_pack16(cudaStream_t s, uint16_t *out, const float *x, size_t n, int prec);
+void zt_cu_unpack16(cudaStream_t s, float *out, const uint16_t *x, size_t n, int prec);
 void zt_cu_embed_fwd(cudaStream_t s, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
                      int T, int C);
 // dwte += scatter of dout by token (deterministic: tokens are bucketed, each (token, column) summed

@@ -107,6 +107,14 @@ __global__ void k_round_fp16(float *x, size_t n) {
     ZT_GRID_STRIDE(i, n) x[i] = zt_round_fp16(x[i]);
 }
 
+__global__ void k_pack16(uint16_t *out, const float *x, size_t n, int prec) {
+    ZT_GRID_STRIDE(i, n) out[i] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(x[i]) : zt_f32_to_fp16_bits(x[i]);
+}
+
+__global__ void k_unpack16(float *out, const uint16_t *x, size_t n, int prec) {
+    ZT_GRID_STRIDE(i, n) out[i] = prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(x[i]) : zt_fp16_bits_to_f32(x[i]);
+}
+
 __global__ void k_add_zero_copy(float *out, const float *in, size_t n) {
     ZT_GRID_STRIDE(i, n) out[i] = in[i];
 }
@@ -367,6 +375,20 @@ void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec) {
     if (prec == ZT_PREC_BF16) ZT_LAUNCH(k_round_bf16, elem_blocks(n), kElemThreads, 0, s, x, n);
     else ZT_LAUNCH(k_round_fp16, elem_blocks(n), kElemThreads, 0, s, x, n);
     check_launch("round_to");
+}
+
+void zt_cu_pack16(cudaStream_t s, uint16_t *out, const float *x, size_t n, int prec) {
+    if (n == 0) return;
+    ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
+    ZT_LAUNCH(k_pack16, elem_blocks(n), kElemThreads, 0, s, out, x, n, prec);
+    check_launch("pack16");
+}
+
+void zt_cu_unpack16(cudaStream_t s, float *out, const uint16_t *x, size_t n, int prec) {
+    if (n == 0) return;
+    ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
+    ZT_LAUNCH(k_unpack16, elem_blocks(n), kElemThreads, 0, s, out, x, n, prec);
+    check_launch("unpack16");
 }
 
 void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed) {

@@ -10,6 +10,8 @@
 #  - bit-identical 1 vs 2 ranks (bf16 ZeRO-2, fp16 ZeRO-1 with the overflow), bit-exact resume (bf16;
 #    fp16 across a scale growth), resume across precisions, export of a bf16 checkpoint = its master
 #    weights, the memory plan's master weights, and config errors;
+#  - 2-byte activation storage (train.act_storage = "auto"): bit-identical to 4-byte storage in bf16 and fp16,
+#    with recompute gelu/layer, on 2 ranks and on devsim; the bytes it saves (plan and allocations) = the formula;
 #  - reduced-precision base weights for QLoRA: `ztrain eval --quantize nf4|nf4_dq|int8` of the fp32
 #    curve run's checkpoint: the loss moves (the weights were quantised) but stays within a stated
 #    tolerance, and the storage per parameter is the format's.
@@ -165,12 +167,50 @@ else fail "export_bf16_checkpoint_gives_master: $(tail -2 $TMP/exp16.log) ${out:
 
 # the memory plan counts the master weights: optimizer state / 2 per rank
 e32=$($ZT estimate -c inputs/tiny.cfg --ranks 2 --set zero.stage=2 2>&1)
-e16=$($ZT estimate -c inputs/tiny.cfg --ranks 2 --set zero.stage=2 --set precision=bf16 2>&1)
+e16=$($ZT estimate -c inputs/tiny.cfg --ranks 2 --set zero.stage=2 --set precision=bf16 --set train.act_storage=fp32 2>&1)
 opt=$(echo "$e16" | awk '/optimizer state/ {print $NF}'); mst=$(echo "$e16" | awk '/fp32 master weights/ {print $4}')
 t32=$(echo "$e32" | awk '/^total/ {print $2}'); t16=$(echo "$e16" | awk '/^total/ {print $2}')
 if [ -n "$mst" ] && $PY -c "import sys; sys.exit(0 if abs($opt/2 - $mst) < 0.06 and abs($t16 - $t32 - $mst) < 0.11 else 1)"; then
   pass "estimate_counts_master_weights (bf16, 2 ranks: master $mst MiB = optimizer $opt / 2; total $t32 -> $t16 MiB)"
 else fail "estimate_counts_master_weights: master '$mst' optimizer '$opt' totals $t32 $t16"; fi
+
+# ---------------------------------------------------------------- 2-byte activation storage (train.act_storage)
+# auto (the default) keeps each layer's internals as bf16/fp16 words: bit-identical to 4-byte storage, with
+# every recompute mode, on 2 ranks and through the devsim backend (so no host code reads the device stash)
+common="$base --set run.session=pk --set train.steps=10"
+for p in bf16 fp16; do
+  run_named $p-auto 1 --set precision=$p; run_named $p-fp32 1 --set precision=$p --set train.act_storage=fp32
+  compare_runs $TMP/pk/$p-auto $TMP/pk/$p-fp32 act_storage_2_bytes_bit_identical_$p
+done
+for rc in gelu layer; do # gelu: the recomputed GELU output is rounded as the forward stored it
+  run_named bf16-$rc 1 --set precision=bf16 --set train.recompute=$rc
+  compare_runs $TMP/pk/bf16-$rc $TMP/pk/bf16-fp32 bf16_recompute_${rc}_bit_identical
+done
+run_named bf16-2r 2 --set precision=bf16; compare_runs $TMP/pk/bf16-2r $TMP/pk/bf16-auto act_storage_2_bytes_2_ranks
+run_named bf16-ds 1 --set precision=bf16 --set device=devsim
+compare_runs $TMP/pk/bf16-ds $TMP/pk/bf16-auto act_storage_2_bytes_devsim
+# the memory: per layer and token the internals are 15 C + NH T values (ln1 C, qkv 3C, atty C, att NH T,
+# residual2 C, ln2 C, fch 4C, GELU 4C); 4L bytes become 2L packed + 4 for the one fp32 working copy.
+# Checked on the plan of GPT-2 124M and on the allocations of a d6 run (6 layers, C 384, NH 6, 2 x 256 tokens)
+[ -f data/d6/train.bin ] || tests/make_data.py data/d6 50257 60000 >/dev/null
+pa=$($ZT estimate -c inputs/gpt2-124m.cfg | awk '/^activations/ {print $4}')
+pf=$($ZT estimate -c inputs/gpt2-124m.cfg --set train.act_storage=fp32 | awk '/^activations/ {print $4}')
+d6="-c inputs/d6.cfg --set precision=bf16 --set train.steps=2 --set train.warmup_steps=1 --set train.micro_batch=2
+    --set train.global_batch=2 --set train.seq_len=256 --set data.train=data/d6/train.bin --set data.val=
+    --set run.root=$TMP --set run.session=pkmem"
+$ZT train $d6 --set run.name=auto > $TMP/pkmem-auto.log 2>&1; $ZT train $d6 --set run.name=fp32 --set train.act_storage=fp32 > $TMP/pkmem-fp32.log 2>&1
+if out=$($PY - "$pa" "$pf" $TMP/pkmem <<'PYEOF' 2>&1
+import json, sys
+pa, pf, d = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+def saved(B, T, L, C, NH): return B * T * (15 * C + NH * T) * (4 * L - 2 * L - 4)
+want = saved(16, 1024, 12, 768, 12) / 2**20
+assert abs((pf - pa) - want) < 0.005 * want, f"124M plan: {pf} - {pa} MiB vs {want:.1f} MiB"
+ma, mf = (json.load(open(f"{d}/{r}/results.json"))["mem_alloc_bytes"] for r in ("auto", "fp32"))
+w6 = saved(2, 256, 6, 384, 6)
+assert abs((mf - ma) - w6) < 0.01 * w6, f"d6 allocations: {mf} - {ma} vs {w6}"
+print(f"124M plan: activations {pf:.0f} -> {pa:.0f} MiB (-{want:.0f} predicted); d6 run: -{(mf - ma) / 2**20:.1f} MiB allocated (predicted {w6 / 2**20:.1f})")
+PYEOF
+); then pass "act_storage_2_bytes_memory ($out)"; else fail "act_storage_2_bytes_memory: $out"; fi
 
 # quantised base (QLoRA storage): the loss of the fp32 checkpoint with its linear weights through each format.
 # Measured on this checkpoint: nf4 +3.5e-4, nf4_dq +3.8e-4, int8 -4.5e-6 relative; limits 1e-2 and 1e-3.

@@ -290,6 +290,39 @@ void test_round_to(size_t n, Rng &r) {
     }
 }
 
+// pack16 / unpack16: the 2-byte words against the cpu backend's (limit 0, bits), on the round_to input; and
+// the round trip of rounded values is exact (unpack16(pack16(round_to(x))) == round_to(x), bits)
+void test_pack16(size_t n, Rng &r) {
+    std::vector<float> x0 = rand_vec(r, n, -1.0f, 1.0f);
+    for (size_t i = 0; i < n; i++) x0[i] = ldexpf(x0[i], (int)(i % 48) - 30);
+    const float edge[] = {65504.0f, 65519.99f, 65520.0f, -65536.0f, 5.9604645e-08f, 2.9802322e-08f, 0.0f, -0.0f,
+                          INFINITY, -INFINITY, NAN, 1.00390625f, 1.0009765625f, 3.0e38f};
+    for (size_t i = 0; i < sizeof edge / sizeof *edge && i < n; i++) x0[i] = edge[i];
+    for (int prec : {ZT_PREC_BF16, ZT_PREC_FP16}) {
+        std::vector<uint16_t> ref(n), out(n);
+        g_cpu->i->pack16(g_cpu, ref.data(), x0.data(), n, prec);
+        std::vector<float> rounded = x0, back(n), back_ref(n);
+        g_cpu->i->round_to(g_cpu, rounded.data(), n, prec);
+        g_cpu->i->unpack16(g_cpu, back_ref.data(), ref.data(), n, prec);
+        double t0 = now_s();
+        bool det = two_runs([&](int) {
+            zt_cu_pack16(kStream, out.data(), x0.data(), n, prec);
+            zt_cu_unpack16(kStream, back.data(), out.data(), n, prec);
+            return std::vector<Buf>{{out.data(), n * 2}, {back.data(), n * 4}};
+        });
+        size_t diff = 0, trip = 0;
+        for (size_t i = 0; i < n; i++) {
+            diff += out[i] != ref[i] || memcmp(&back[i], &back_ref[i], 4) != 0;
+            trip += memcmp(&back[i], &rounded[i], 4) != 0 && !(std::isnan(back[i]) && std::isnan(rounded[i]));
+        }
+        Err e;
+        compare(e, back.data(), back_ref.data(), n, 1.0);
+        report(prec == ZT_PREC_BF16 ? "pack16/unpack16[bf16]" : "pack16/unpack16[fp16]",
+               fmt("n=%zu, %zu words differ from cpu, %zu round trips inexact", n, diff, trip), e, 0.0, det,
+               now_s() - t0, diff + trip);
+    }
+}
+
 // dropout: op_math.h's counter-based mask, limit 0 (bits), in place and out of place, several p
 void test_dropout(size_t n, Rng &r) {
     std::vector<float> x0 = rand_vec(r, n, -2.0f, 2.0f);
@@ -539,6 +572,7 @@ int main(int argc, char **argv) {
     for (size_t n : {(size_t)1, (size_t)257, (size_t)100003}) test_add_acc(n, r);
     for (size_t n : {(size_t)3, (size_t)4099, (size_t)300001}) test_adamw(n, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_round_to(n, r);
+    for (size_t n : {(size_t)14, (size_t)70001}) test_pack16(n, r);
     for (size_t n : {(size_t)1, (size_t)100003}) test_dropout(n, r);
     test_dequant(1, 1, r);       // one element: an odd n, the padding nibble beside it
     test_dequant(7, 9, r);       // odd n = 63, one partial NF4 block

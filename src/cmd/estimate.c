@@ -165,10 +165,13 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("%-24s %12.1f\n", "reduced gradients", p.acc_bytes * MB);
         printf("%-24s %12.1f\n", "optimizer state (m, v)", p.optim_bytes * MB);
         if (p.master_bytes)
-            printf("%-24s %12.1f   (precision %s: values rounded to it in float32 buffers)\n", "fp32 master weights",
-                   p.master_bytes * MB, c.precision);
+            printf("%-24s %12.1f   (precision %s: parameters and gradients in float32 buffers)\n",
+                   "fp32 master weights", p.master_bytes * MB, c.precision);
         printf("%-24s %12.1f\n", "communication buffers", p.comm_bytes * MB);
-        printf("%-24s %12.1f\n", "activations + scratch", p.act_bytes * MB);
+        if (zt_config_recompute(&c) & ZT_ACT_PACK16)
+            printf("%-24s %12.1f   (kept for backward in 2 bytes: train.act_storage = \"auto\")\n",
+                   "activations + scratch", p.act_bytes * MB);
+        else printf("%-24s %12.1f\n", "activations + scratch", p.act_bytes * MB);
         printf("%-24s %12.1f\n", "sampling in training", p.sample_bytes * MB);
         printf("%-24s %12.1f   (host; checkpoint.async = %s)\n", "checkpoint staging", p.ckpt_bytes * MB,
                c.checkpoint.async ? "true: the whole shard" : "false: two 32 MiB halves");

@@ -8,11 +8,11 @@
 #include "util/util.h"
 
 enum { P_MATMUL, P_LINEAR_FWD, P_LINEAR_BWD, P_LN_FWD, P_LN_BWD, P_ATT_FWD, P_ATT_BWD, P_GELU_FWD, P_GELU_BWD,
-       P_ADD, P_EMB_FWD, P_EMB_BWD, P_XENT, P_ADAMW, P_ACC, P_SUMSQ, P_COPY, P_N };
+       P_ADD, P_EMB_FWD, P_EMB_BWD, P_XENT, P_ADAMW, P_ACC, P_SUMSQ, P_COPY, P_ROUND, P_PACK, P_N };
 static const char *g_names[P_N] = {"matmul (lm head)", "linear fwd", "linear bwd", "layernorm fwd", "layernorm bwd",
                                    "attention fwd", "attention bwd", "gelu fwd", "gelu bwd", "residual add",
                                    "embedding fwd", "embedding bwd", "softmax+xent", "adamw", "accumulate",
-                                   "grad norm", "copy/zero"};
+                                   "grad norm", "copy/zero", "round_to", "pack16/unpack16"};
 static double g_sec[P_N];
 static long g_calls[P_N];
 static const zt_backend_i *g_inner;
@@ -56,6 +56,11 @@ static void w_sumsq(zt_backend *be, double *o, const float *x, size_t n, size_t 
     T0(be); g_inner->sumsq_chunks(be, o, x, n, c); T1(be, P_SUMSQ); }
 static void w_copy(zt_backend *be, void *d, const void *s, size_t n) { T0(be); g_inner->copy(be, d, s, n); T1(be, P_COPY); }
 static void w_zero(zt_backend *be, void *d, size_t n) { T0(be); g_inner->zero(be, d, n); T1(be, P_COPY); }
+static void w_round(zt_backend *be, float *x, size_t n, int p) { T0(be); g_inner->round_to(be, x, n, p); T1(be, P_ROUND); }
+static void w_pack(zt_backend *be, void *d, const float *x, size_t n, int p) {
+    T0(be); g_inner->pack16(be, d, x, n, p); T1(be, P_PACK); }
+static void w_unpack(zt_backend *be, float *d, const void *x, size_t n, int p) {
+    T0(be); g_inner->unpack16(be, d, x, n, p); T1(be, P_PACK); }
 
 void zt_backend_prof_begin(zt_backend *be) {
     g_inner = be->i;
@@ -78,6 +83,9 @@ void zt_backend_prof_begin(zt_backend *be) {
     g_wrapped.sumsq_chunks = w_sumsq;
     g_wrapped.copy = w_copy;
     g_wrapped.zero = w_zero;
+    g_wrapped.round_to = w_round;
+    g_wrapped.pack16 = w_pack;
+    g_wrapped.unpack16 = w_unpack;
     be->i = &g_wrapped;
     zt_backend_prof_reset();
 }

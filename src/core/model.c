@@ -46,28 +46,52 @@ void zt_model_init_weights_host(const zt_param_table *pt, const zt_model_shape *
 
 typedef struct act_slot { void **ptr; size_t elems; } act_slot;
 
+/* ZT_ACT_PACK16: one layer's internals in the stash, in this order, each padded to 32 words (64 bytes) */
+enum { ST_LN1, ST_QKV, ST_ATTY, ST_ATT, ST_RES2, ST_LN2, ST_FCH, ST_FCHG, ST_N };
+
+static size_t pad32(size_t words) { return (words + 31) & ~(size_t)31; }
+
+/* the words of internal k for a micro-batch (B, T) */
+static size_t stash_words(const zt_model_shape *s, int B, int T, int k) {
+    const size_t BT = (size_t)B * T, C = s->n_embd;
+    const size_t w[ST_N] = {BT * C, BT * 3 * C, BT * C, (size_t)B * s->n_head * T * T, BT * C, BT * C, BT * 4 * C,
+                            BT * 4 * C};
+    return w[k];
+}
+
+/* words per layer in the stash; fch_gelu is recomputed (not kept) under ZT_RECOMPUTE_GELU */
+static size_t stash_layer_words(const zt_model_shape *s, int B, int T, int recompute) {
+    size_t w = 0;
+    for (int k = 0; k < ST_N; k++)
+        if (k != ST_FCHG || (recompute & 3) == ZT_RECOMPUTE_NONE) w += pad32(stash_words(s, B, T, k));
+    return w;
+}
+
 /* recompute (ZT_RECOMPUTE_*): which per-layer activations are kept for every layer (L copies) and which
-   only for the layer being computed (1 copy, recomputed in backward) */
+   only for the layer being computed (1 copy, recomputed in backward); with ZT_ACT_PACK16 the internals
+   have one fp32 copy and L packed ones in the stash */
 static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, int recompute, act_slot *out) {
     const size_t C = s->n_embd, NH = s->n_head, Vp = s->padded_vocab;
-    const size_t L = recompute == ZT_RECOMPUTE_LAYER ? 1 : (size_t)s->n_layer; /* layer internals */
-    const size_t LG = recompute == ZT_RECOMPUTE_NONE ? (size_t)s->n_layer : 1;  /* the GELU output */
-    const size_t LR = s->n_layer;                                                /* layer outputs */
+    const int rc = recompute & 3, pack = (recompute & ZT_ACT_PACK16) != 0;
+    const size_t L = rc == ZT_RECOMPUTE_LAYER || pack ? 1 : (size_t)s->n_layer;  /* layer internals */
+    const size_t LS = rc == ZT_RECOMPUTE_LAYER ? 1 : (size_t)s->n_layer;         /* LayerNorm statistics */
+    const size_t LG = rc == ZT_RECOMPUTE_NONE && !pack ? (size_t)s->n_layer : 1; /* the GELU output */
+    const size_t LR = s->n_layer;                                                 /* layer outputs */
     const size_t BT = (size_t)B * T;
     int n = 0;
 #define SLOT(p, e) out[n++] = (act_slot){(void **)&a->p, (e)}
     SLOT(encoded, BT * C);
     SLOT(ln1, L * BT * C);
-    SLOT(ln1_mean, L * BT);
-    SLOT(ln1_rstd, L * BT);
+    SLOT(ln1_mean, LS * BT);
+    SLOT(ln1_rstd, LS * BT);
     SLOT(qkv, L * BT * 3 * C);
     SLOT(atty, L * BT * C);
     SLOT(att, L * B * NH * T * T);
     SLOT(attproj, BT * C);
     SLOT(residual2, L * BT * C);
     SLOT(ln2, L * BT * C);
-    SLOT(ln2_mean, L * BT);
-    SLOT(ln2_rstd, L * BT);
+    SLOT(ln2_mean, LS * BT);
+    SLOT(ln2_rstd, LS * BT);
     SLOT(fch, L * BT * 4 * C);
     SLOT(fch_gelu, LG * BT * 4 * C);
     SLOT(fcproj, BT * C);
@@ -85,6 +109,7 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, int reco
     SLOT(datt, B * NH * T * T);
     SLOT(tokens, BT);   /* int32: same size as float */
     SLOT(targets, BT);
+    if (pack) SLOT(stash, (s->n_layer * stash_layer_words(s, B, T, rc) + 1) / 2); /* 2-byte words */
 #undef SLOT
     return n;
 }
@@ -99,7 +124,7 @@ size_t zt_model_gemm16_bytes(const zt_model_shape *s, int B, int T) {
 
 size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T, int recompute) {
     zt_acts a;
-    act_slot slots[64];
+    act_slot slots[64] = {{0}};
     int n = act_slots(&a, s, B, T, recompute, slots);
     size_t total = 0;
     for (int i = 0; i < n; i++) total += round_up64(slots[i].elems * sizeof(float));
@@ -113,7 +138,7 @@ int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, i
 
 static void init_acts(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, int recompute) {
     /* one allocation for all activations, carved into 64-byte aligned slots */
-    act_slot slots[64];
+    act_slot slots[64] = {{0}};
     int n = act_slots(&m->a, s, B, T, recompute, slots);
     m->act_bytes = zt_model_act_bytes(s, B, T, recompute);
     char *base = be->i->alloc(be, m->act_bytes);
@@ -127,7 +152,9 @@ static void init_acts(zt_model *m, zt_backend *be, const zt_model_shape *s, int 
 
 static void init_shape(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, int recompute) {
     memset(m, 0, sizeof *m);
-    m->recompute = recompute;
+    m->recompute = recompute & 3;
+    m->pack16 = (recompute & ZT_ACT_PACK16) != 0;
+    ZT_ASSERT(!m->pack16 || m->recompute != ZT_RECOMPUTE_LAYER);
     m->s = *s;
     m->be = be;
     m->B = m->max_B = B;
@@ -343,8 +370,33 @@ static void layer_tensors(const zt_model *m, int l, int *first, int *last) {
     *last = l * P + P - 1;
 }
 
-/* the layer's slot in the per-layer buffers: its own, or the one shared copy when recomputed */
-static size_t lay(const zt_model *m, int l) { return m->recompute == ZT_RECOMPUTE_LAYER ? 0 : (size_t)l; }
+/* the layer's slot in the per-layer buffers: its own, or the one shared copy when recomputed or packed */
+static size_t lay(const zt_model *m, int l) {
+    return m->recompute == ZT_RECOMPUTE_LAYER || m->pack16 ? 0 : (size_t)l;
+}
+/* its LayerNorm statistics (fp32, kept per layer unless the whole layer is recomputed) */
+static size_t lay_stats(const zt_model *m, int l) { return m->recompute == ZT_RECOMPUTE_LAYER ? 0 : (size_t)l; }
+/* its GELU output: per layer only without recomputation and packing */
+static size_t lay_gelu(const zt_model *m, int l) {
+    return m->recompute == ZT_RECOMPUTE_NONE && !m->pack16 ? (size_t)l : 0;
+}
+
+/* ZT_ACT_PACK16: layer l's internals from the fp32 working copy into its stash words (pack = 1), or back */
+static void stash_layer(zt_model *m, int l, int pack) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    zt_acts *a = &m->a;
+    ZT_ASSERT(m->pack16 && m->prec != ZT_PREC_FP32);
+    float *src[ST_N] = {a->ln1, a->qkv, a->atty, a->att, a->residual2, a->ln2, a->fch, a->fch_gelu};
+    uint16_t *w = (uint16_t *)a->stash + (size_t)l * stash_layer_words(&m->s, m->max_B, m->max_T, m->recompute);
+    for (int k = 0; k < ST_N; k++) {
+        if (k == ST_FCHG && m->recompute != ZT_RECOMPUTE_NONE) continue;
+        const size_t n = stash_words(&m->s, m->B, m->T, k);
+        if (pack) f->pack16(be, w, src[k], n, m->prec);
+        else f->unpack16(be, src[k], w, n, m->prec);
+        w += pad32(stash_words(&m->s, m->max_B, m->max_T, k));
+    }
+}
 
 /* layer l's forward from its input (the embedding or layer l-1's output). out = 0: a recomputation in
    backward, which rebuilds the internals and leaves the stored output (identical bits) alone */
@@ -352,14 +404,14 @@ static void layer_fwd(zt_model *m, int l, int out) {
     zt_backend *be = m->be;
     const zt_backend_i *f = be->i;
     const int C = m->s.n_embd, NH = m->s.n_head, B = m->B, T = m->T, N = B * T;
-    const size_t NC = (size_t)N * C, k = lay(m, l), g = m->recompute == ZT_RECOMPUTE_NONE ? (size_t)l : 0;
+    const size_t NC = (size_t)N * C, k = lay(m, l), g = lay_gelu(m, l), ks = lay_stats(m, l);
     zt_acts *a = &m->a;
     const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC;
     float *ln1 = a->ln1 + k * NC, *qkv = a->qkv + k * NC * 3, *atty = a->atty + k * NC;
     float *att = a->att + k * B * NH * T * T;
     float *res2 = a->residual2 + k * NC, *ln2 = a->ln2 + k * NC;
     float *fch = a->fch + k * NC * 4, *fchg = a->fch_gelu + g * NC * 4, *res3 = a->residual3 + (size_t)l * NC;
-    f->layernorm_fwd(be, ln1, a->ln1_mean + k * N, a->ln1_rstd + k * N, res, P(zt_param_layer(l, ZT_LN1W)),
+    f->layernorm_fwd(be, ln1, a->ln1_mean + ks * N, a->ln1_rstd + ks * N, res, P(zt_param_layer(l, ZT_LN1W)),
                      P(zt_param_layer(l, ZT_LN1B)), N, C);
     RND(ln1, NC);
     f->linear_fwd(be, qkv, ln1, base_w(m, l, 0), P(zt_param_layer(l, ZT_QKVB)), N, C, 3 * C);
@@ -373,7 +425,7 @@ static void layer_fwd(zt_model *m, int l, int out) {
     RND(a->attproj, NC);
     f->add(be, res2, res, a->attproj, NC);
     RND(res2, NC);
-    f->layernorm_fwd(be, ln2, a->ln2_mean + k * N, a->ln2_rstd + k * N, res2, P(zt_param_layer(l, ZT_LN2W)),
+    f->layernorm_fwd(be, ln2, a->ln2_mean + ks * N, a->ln2_rstd + ks * N, res2, P(zt_param_layer(l, ZT_LN2W)),
                      P(zt_param_layer(l, ZT_LN2B)), N, C);
     RND(ln2, NC);
     f->linear_fwd(be, fch, ln2, base_w(m, l, 2), P(zt_param_layer(l, ZT_FCB)), N, C, 4 * C);
@@ -406,7 +458,12 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
 
     f->embed_fwd(be, a->encoded, a->tokens, P(0), P(1), B, T, C);
     RND(a->encoded, NC);
-    for (int l = 0; l < L; l++) layer_fwd(m, l, 1);
+    /* a training forward keeps each layer's internals for backward: packed, or in their per-layer copies */
+    m->stashed = m->pack16 && dscale != 0.0f;
+    for (int l = 0; l < L; l++) {
+        layer_fwd(m, l, 1);
+        if (m->stashed) stash_layer(m, l, 1);
+    }
     const float *res = a->residual3 + (size_t)(L - 1) * NC;
     const int lnf = 2 + L * ZT_PER_LAYER;
     f->layernorm_fwd(be, a->lnf, a->lnf_mean, a->lnf_rstd, res, P(lnf), P(lnf + 1), N, C);
@@ -446,6 +503,7 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     const size_t NC = (size_t)N * C;
     zt_acts *a = &m->a;
     ZT_ASSERT(m->gptr[0]);
+    ZT_ASSERT(!m->pack16 || m->stashed); /* 2-byte storage: backward follows a training forward */
     const int lnf = 2 + L * ZT_PER_LAYER;
     const int lora = m->lora != NULL;
     /* the frozen base's LayerNorm weight and bias gradients (LoRA) go to a sink */
@@ -480,14 +538,19 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         layer_tensors(m, l, &first, &last);
         BEFORE(first, last);
         const float *res_in = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC;
-        const size_t k = lay(m, l), g = m->recompute == ZT_RECOMPUTE_NONE ? (size_t)l : 0;
+        const size_t k = lay(m, l), g = lay_gelu(m, l), ks = lay_stats(m, l);
         float *ln1 = a->ln1 + k * NC, *qkv = a->qkv + k * NC * 3, *atty = a->atty + k * NC;
         float *att = a->att + k * B * NH * T * T;
         float *res2 = a->residual2 + k * NC, *ln2 = a->ln2 + k * NC;
         float *fch = a->fch + k * NC * 4, *fchg = a->fch_gelu + g * NC * 4;
+        /* 2-byte storage: the layer's internals back into the working copy (exact) */
+        if (m->pack16) stash_layer(m, l, 0);
         /* recomputation: the same kernels on the same inputs give the same bits as the stored copy */
         if (m->recompute == ZT_RECOMPUTE_LAYER) layer_fwd(m, l, 0);
-        else if (m->recompute == ZT_RECOMPUTE_GELU) f->gelu_fwd(be, fchg, fch, NC * 4);
+        else if (m->recompute == ZT_RECOMPUTE_GELU) {
+            f->gelu_fwd(be, fchg, fch, NC * 4);
+            RND(fchg, NC * 4); /* as layer_fwd stored it */
+        }
         /* MLP: dres = d residual3[l] */
         lin_bwd(m, l, 3, a->dbt4c, a->dres, fchg, zt_param_layer(l, ZT_FCPW), zt_param_layer(l, ZT_FCPB));
         RND(a->dbt4c, NC * 4);
@@ -496,7 +559,7 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         lin_bwd(m, l, 2, a->dbtc, a->dbt4c, ln2, zt_param_layer(l, ZT_FCW), zt_param_layer(l, ZT_FCB));
         RND(a->dbtc, NC);
         f->layernorm_bwd(be, a->dres, GLN(zt_param_layer(l, ZT_LN2W)), GLN(zt_param_layer(l, ZT_LN2B)), a->dbtc, res2,
-                         P(zt_param_layer(l, ZT_LN2W)), a->ln2_mean + k * N, a->ln2_rstd + k * N, N, C);
+                         P(zt_param_layer(l, ZT_LN2W)), a->ln2_mean + ks * N, a->ln2_rstd + ks * N, N, C);
         RND(a->dres, NC);
         /* attention: dres = d residual2[l] */
         lin_bwd(m, l, 1, a->dbtc, a->dres, atty, zt_param_layer(l, ZT_ATTPW), zt_param_layer(l, ZT_ATTPB));
@@ -506,7 +569,7 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         lin_bwd(m, l, 0, a->dbtc2, a->dqkv, ln1, zt_param_layer(l, ZT_QKVW), zt_param_layer(l, ZT_QKVB));
         RND(a->dbtc2, NC);
         f->layernorm_bwd(be, a->dres, GLN(zt_param_layer(l, ZT_LN1W)), GLN(zt_param_layer(l, ZT_LN1B)), a->dbtc2,
-                         res_in, P(zt_param_layer(l, ZT_LN1W)), a->ln1_mean + k * N, a->ln1_rstd + k * N, N, C);
+                         res_in, P(zt_param_layer(l, ZT_LN1W)), a->ln1_mean + ks * N, a->ln1_rstd + ks * N, N, C);
         RND(a->dres, NC);
         /* the layer's trained gradients, as a bf16/fp16 gradient buffer stores them */
         if (m->prec)

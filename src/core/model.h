@@ -43,6 +43,7 @@ typedef struct zt_acts {
     float *dbtc2;     /* (B, T, C) */
     float *dqkv;      /* (B, T, 3C) */
     float *datt;      /* (B, NH, T, T) */
+    void *stash;      /* ZT_ACT_PACK16: (L) x each layer's internals as bf16/fp16 words */
     int32_t *tokens;  /* (B, T) device */
     int32_t *targets; /* (B, T) device */
 } zt_acts;
@@ -73,6 +74,8 @@ typedef struct zt_model {
     zt_acts a;
     size_t act_bytes;     /* activation + scratch bytes */
     int recompute;        /* ZT_RECOMPUTE_* */
+    int pack16;           /* ZT_ACT_PACK16 was given: 2-byte kept activations (a.stash) */
+    int stashed;          /* the last forward packed its layers (a training forward) */
     int prec;             /* ZT_PREC_*: bf16/fp16 round every activation and gradient an op stores (the
                              statistics mean/rstd and the losses stay fp32); set after init */
     float *w[ZT_MAX_TENSORS]; /* base tensor i's data: params + its offset, or (QLoRA) NULL for a quantised linear
@@ -100,6 +103,12 @@ size_t zt_model_gemm16_bytes(const zt_model_shape *s, int B, int T);
    stream) is kept and backward reruns the layer's forward first. Same kernels on the same inputs: the
    results are bit-identical to NONE. */
 enum { ZT_RECOMPUTE_NONE = 0, ZT_RECOMPUTE_GELU = 1, ZT_RECOMPUTE_LAYER = 2 };
+/* or'ed into recompute (NONE or GELU) in a bf16/fp16 run (train.act_storage = "auto"): each layer's
+   internals (ln1, qkv, atty, att, residual2, ln2, fch and, without GELU recompute, fch_gelu) are kept for
+   backward as 2-byte words (pack16) and computed in one fp32 working copy; backward unpacks a layer's words
+   into that copy first. They hold values of the precision, so packing is exact: results are bit-identical
+   to 4-byte storage. The LayerNorm statistics and the layer outputs (residual3) stay fp32. */
+enum { ZT_ACT_PACK16 = 4 };
 int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
                             int alloc_grads, int recompute);
 int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,

@@ -10,6 +10,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_math.h"
 #include "core/quant.h"
+#include "util/util.h"
 
 /* ---------------------------------------------------------------- layernorm */
 
@@ -222,6 +223,32 @@ static void cpu_round_to(zt_backend *be, float *x, size_t n, int prec) {
     }
 }
 
+static void cpu_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {
+    (void)be;
+    uint16_t *d = dst;
+    ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
+    if (prec == ZT_PREC_BF16) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) d[i] = zt_f32_to_bf16_bits(x[i]);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) d[i] = zt_f32_to_fp16_bits(x[i]);
+    }
+}
+
+static void cpu_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec) {
+    (void)be;
+    const uint16_t *s = src;
+    ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
+    if (prec == ZT_PREC_BF16) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) dst[i] = zt_bf16_bits_to_f32(s[i]);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) dst[i] = zt_fp16_bits_to_f32(s[i]);
+    }
+}
+
 static void cpu_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
     (void)be;
     const float scale = 1.0f / (1.0f - p);
@@ -253,6 +280,8 @@ void zt_cpu_fill_ops(zt_backend_i *i) {
     i->accumulate = cpu_accumulate;
     i->sumsq_chunks = cpu_sumsq_chunks;
     i->round_to = cpu_round_to;
+    i->pack16 = cpu_pack16;
+    i->unpack16 = cpu_unpack16;
     i->dropout = cpu_dropout;
     i->dequant = cpu_dequant;
 }

@@ -151,6 +151,12 @@ static void ds_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t 
 }
 
 static void ds_round_to(zt_backend *be, float *x, size_t n, int prec) { CPU(be)->i->round_to(CPU(be), D(x), n, prec); }
+static void ds_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {
+    CPU(be)->i->pack16(CPU(be), D(dst), D(x), n, prec);
+}
+static void ds_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec) {
+    CPU(be)->i->unpack16(CPU(be), D(dst), D(src), n, prec);
+}
 
 static void ds_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
     CPU(be)->i->dropout(CPU(be), D(out), D(in), n, p, seed);
@@ -200,6 +206,8 @@ zt_backend *zt_devsim_backend_create(int threads) {
         i->accumulate = ds_accumulate;
         i->sumsq_chunks = ds_sumsq_chunks;
         i->round_to = ds_round_to;
+        i->pack16 = ds_pack16;
+        i->unpack16 = ds_unpack16;
         i->dropout = ds_dropout;
         i->dequant = ds_dequant;
         i->name = "devsim";   /* last: the table is complete once name is set */

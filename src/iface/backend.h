@@ -124,6 +124,11 @@ typedef struct zt_backend_i {
        (fp16: |x| >= 65520 becomes Inf, its overflow); ZT_PREC_FP32 leaves x alone. Elementwise:
        the same bits on every backend (op_math.h's zt_round_bf16 / zt_round_fp16) */
     void (*round_to)(zt_backend *be, float *x, size_t n, int prec);
+    /* dst (n uint16_t, backend memory) = x as bf16 / fp16 bits (prec), round to nearest even as round_to: exact
+       for values of that precision, which every activation a bf16/fp16 run stores is; unpack16 decodes them
+       exactly. The 2-byte storage of the activations kept for backward (core/model.c, train.act_storage) */
+    void (*pack16)(zt_backend *be, void *dst, const float *x, size_t n, int prec);
+    void (*unpack16)(zt_backend *be, float *dst, const void *src, size_t n, int prec);
     /* out[i] = keep(seed, i) ? in[i] * (1 / (1 - p)) : 0 (out == in allowed); keep from a counter-based hash
        of (seed, i) (op_math.h), the same mask on every backend and thread count; p == 0 copies */
     void (*dropout)(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed);

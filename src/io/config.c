@@ -71,6 +71,9 @@ const key_def cfg_schema[] = {
     ENUM("train.recompute", train.recompute, "none",
          "activations recomputed in backward instead of kept (bit-identical results): gelu = the GELU outputs, layer = all but each layer's output",
          "none", "gelu", "layer"),
+    ENUM("train.act_storage", train.act_storage, "auto",
+         "activations kept for backward: auto = 2 bytes each in a bf16/fp16 run (exact: they hold values of the precision), fp32 = 4 bytes",
+         "auto", "fp32"),
     INT("train.global_batch", train.global_batch, 4, 1, 1 << 30, "sequences per optimizer step, all ranks"),
     INT("train.seq_len", train.seq_len, 64, 1, 1 << 20, "tokens per training sequence (<= block_size)"),
     LONG("train.steps", train.steps, 100, 0, BIG, "optimizer steps"),
@@ -676,7 +679,9 @@ int zt_config_prec(const zt_config *c) {
 }
 
 int zt_config_recompute(const zt_config *c) {
-    return strcmp(c->train.recompute, "layer") == 0 ? 2 : strcmp(c->train.recompute, "gelu") == 0 ? 1 : 0;
+    const int r = strcmp(c->train.recompute, "layer") == 0 ? 2 : strcmp(c->train.recompute, "gelu") == 0 ? 1 : 0;
+    const int pack = r != 2 && strcmp(c->train.act_storage, "auto") == 0 && zt_config_prec(c) != 0;
+    return r | (pack ? 4 : 0);
 }
 
 int zt_config_validate(const zt_config *c, int world_size, char *err, size_t errlen) {
