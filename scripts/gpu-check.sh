@@ -13,6 +13,7 @@
 #                 through the device checkpoint path (staged reads and writes)
 #   sanitizer.txt compute-sanitizer memcheck over the op checks in every precision (where the tool is there)
 #   runs.tgz      the benchmark runs' logs and metrics.jsonl
+# GPU_CHECK_BENCH="--models gpt2-124m --precisions bf16" narrows the benchmark (default: --steps 20, all).
 # README "GPU status" records what it printed on the GPUs it ran on.
 set -u
 OUTDIR=${1:?usage: $0 OUTDIR [BUNDLE]}
@@ -35,7 +36,7 @@ step() { echo "== $1 ($(($(date +%s) - T0)) s)"; }
 grep -E "FAIL|^selftest|rc=|GPU|max relative|two runs|^comm|^train" "$OUTDIR/selftest.txt"
 {
   step bench
-  ZTRAIN_OP_PROFILE=1 BENCH_ROOT=/tmp/zt-gpucheck-runs timeout 100 benchmarks/bench_gpu.sh --steps 20
+  ZTRAIN_OP_PROFILE=1 BENCH_ROOT=/tmp/zt-gpucheck-runs timeout 100 benchmarks/bench_gpu.sh ${GPU_CHECK_BENCH:---steps 20}
   echo "bench rc=$?"
   for f in /tmp/zt-gpucheck-runs/*.log; do echo "-- $(basename "$f")"; sed -n '/^op profile/,$p' "$f"; done
 } > "$OUTDIR/bench.txt" 2>&1
