@@ -147,6 +147,8 @@ with h5py.File(b + "/neg.h5", "r+") as f:
 EOF
   before=$(snap $B)
   fault nan_refused_resume 2 "NaN in /model/h.1.mlp.c_fc.weight[3, 5]" $tr2 --set run.name=nanres $DIV --resume $B/nan.h5
+  # the moments are read in the background while the parameters are all-gathered (cpu, 2 ranks): refused too
+  fault inf_moment_refused 2 "+Inf in /optim/exp_avg_sq/ln_f.weight[" $tr2 --set run.name=infres0 $DIV --resume $B/inf.h5
   # read through the device path (devsim: staged chunk by chunk, checked before to_device) on 2 ranks
   fault inf_moment_refused_devsim 2 "+Inf in /optim/exp_avg_sq/ln_f.weight[" $tr2 --set run.name=infres $DIV --set device=devsim --resume $B/inf.h5
   fault nan_refused_sample 2 "NaN in /model/h.1.mlp.c_fc.weight[3, 5]" $ZT sample --checkpoint $B/nan.h5 --tokens 4

@@ -210,7 +210,7 @@ static long resume(trainer *t, const char *what) {
                         t->c->train.steps);
         return -1;
     }
-    const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
+    const zt_ckpt_view v = zt_zero_load_view(&t->z, &t->m); /* the parameter all-gather overlaps the moment reads */
     if (zt_ckpt_load(path, &meta, &v, err, sizeof err)) zt_user_error_all("%s", err);
     if (meta.lora_base_hash != t->base_hash)
         zt_user_error_all("%s: %s (fingerprint %016llx) than this run's lora.base = \"%s\" (%016llx): resume with the "

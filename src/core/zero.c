@@ -242,6 +242,23 @@ zt_ckpt_view zt_zero_ckpt_view(zt_zero *z, zt_model *m) {
     return v;
 }
 
+static void gather_loaded_params(void *ctx) {
+    zt_zero *z = ctx;
+    z->comm->i->all_gather(z->comm, z->load_params + z->lo, z->load_params, z->plan.shard, ZT_F32);
+    z->params_gathered = 1;
+}
+
+zt_ckpt_view zt_zero_load_view(zt_zero *z, zt_model *m) {
+    zt_ckpt_view v = zt_zero_ckpt_view(z, m);
+    z->params_gathered = 0;
+    if (!z->master && z->N > 1) {
+        z->load_params = zt_model_tparams(m);
+        v.params_ready = gather_loaded_params;
+        v.params_ready_ctx = z;
+    }
+    return v;
+}
+
 void zt_zero_after_load(zt_zero *z, zt_model *m) {
     /* every rank read its shard: gather the full parameters (and stage-0's full moments and master
        weights); with master weights the parameters are made from them */
@@ -252,5 +269,7 @@ void zt_zero_after_load(zt_zero *z, zt_model *m) {
         if (z->master) z->comm->i->all_gather(z->comm, z->master + z->lo, z->master, S, ZT_F32);
     }
     if (z->master) publish_params(z, m);
-    else if (z->N > 1) z->comm->i->all_gather(z->comm, zt_model_tparams(m) + z->lo, zt_model_tparams(m), S, ZT_F32);
+    else if (z->N > 1 && !z->params_gathered)
+        z->comm->i->all_gather(z->comm, zt_model_tparams(m) + z->lo, zt_model_tparams(m), S, ZT_F32);
+    z->params_gathered = 0;
 }

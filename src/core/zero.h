@@ -40,6 +40,8 @@ typedef struct zt_zero {
     float *acc;               /* reduced gradient: shard (stage 1-2) or padded (stage 0, gathered) */
     float *exp_avg, *exp_avg_sq; /* Adam moments: shard (1-2) or padded (0) */
     float *master;            /* bf16/fp16: fp32 master weights, laid out as the moments (NULL in fp32) */
+    float *load_params;       /* zt_zero_load_view: the parameters the load's hook gathers */
+    int params_gathered;      /* the hook gathered them (zt_zero_after_load does not again) */
     int prec;                 /* ZT_PREC_* */
     float *recv;              /* (N, shard) all-to-all receive buffer (ordered, N > 1) */
     double *chunk_sums;       /* backend memory, (padded / 4096): every rank's grad-norm chunk sums */
@@ -92,6 +94,10 @@ void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, floa
 /* checkpoints: the view of this rank's shard and moments (io/ckpt.h), and after a load of it, the
    all-gather of the parameters (and of stage 0's full moments) that makes every rank whole */
 zt_ckpt_view zt_zero_ckpt_view(zt_zero *z, zt_model *m);
+/* the same view for zt_ckpt_load, with the parameter all-gather hooked to run while the moments are still
+   being read (fp32 on several ranks; with master weights the parameters are made after the load); then
+   zt_zero_after_load as always */
+zt_ckpt_view zt_zero_load_view(zt_zero *z, zt_model *m);
 void zt_zero_after_load(zt_zero *z, zt_model *m);
 
 #endif

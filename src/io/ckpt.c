@@ -388,7 +388,25 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
        check each chunk as it arrives; what came through HDF5 (a file another tool wrote) is scanned after */
     zt_ckpt_nonfinite nf = {-1, 0, 0};
     char what[256] = "";
-    if (!bad) bad = zt_ckpt_read_pieces(be, path, rp, nrp, &nf, err, errlen);
+    /* the parameters' pieces come first (group 0). With a params_ready hook, host memory and moments, every
+       rank reads its parameter pieces, starts reading its moment pieces in the background, all ranks agree,
+       and the hook runs (the same collectives on every rank, whatever its pieces) while the moments arrive */
+    int split = 0;
+    while (split < nrp && rp[split].group == 0) split++;
+    const int overlap = v->params_ready && be->i->mem == ZT_MEM_HOST && v->exp_avg && !bad;
+    if (overlap) {
+        bad = zt_ckpt_read_pieces(be, path, rp, split, &nf, err, errlen);
+        zt_ckpt_reader *rd = bad ? NULL : zt_ckpt_read_start(be, path, rp + split, nrp - split, err, errlen);
+        if (!bad && !rd) bad = 1;
+        const int any = zt_any_failed(bad, err, errlen);
+        if (!any) v->params_ready(v->params_ready_ctx);
+        if (rd) {
+            zt_ckpt_nonfinite nf2 = {-1, 0, 0};
+            bad |= zt_ckpt_read_join(rd, &nf2, err, errlen);
+            if (nf.piece < 0 && nf2.piece >= 0) nf = (zt_ckpt_nonfinite){nf2.piece + split, nf2.elem, nf2.value};
+        }
+        bad |= any;
+    } else if (!bad) bad = zt_ckpt_read_pieces(be, path, rp, nrp, &nf, err, errlen);
     if (!bad && nf.piece >= 0)
         nonfinite_text(pt, groups[rp[nf.piece].group].path, rp[nf.piece].flat + nf.elem, nf.value, what, sizeof what);
     free(rp);
@@ -405,6 +423,7 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
         return 1;
     }
     be->i->sync(be);
+    if (v->params_ready && !overlap) v->params_ready(v->params_ready_ctx);
     return 0;
 }
 

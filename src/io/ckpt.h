@@ -60,6 +60,13 @@ typedef struct zt_ckpt_view {
                                       which holds flat elements from params_base on (QLoRA reads its base
                                       piece by piece); 0: as above */
     size_t params_base;
+    /* load, optional: called once on every rank when the load will succeed as far as the parameters go:
+       /model (or /master) read and every rank's read of it done; with host memory and moments to read it
+       runs while they are still being read in the background (so the parameter all-gather of ZeRO overlaps
+       them). Not called when the load fails before; the load may still fail after it (a moment unreadable
+       or non-finite), in which case it returns 1 as usual. */
+    void (*params_ready)(void *ctx);
+    void *params_ready_ctx;
 } zt_ckpt_view;
 
 /* Save params + (if v->exp_avg) Adam moments of this rank's range. dir is created if needed.

@@ -366,31 +366,64 @@ static void *read_thread(void *arg) {
     }
 }
 
+struct zt_ckpt_reader {
+    rjob j;
+    const char *path;
+    int host, started;
+    pthread_t th[READ_THREADS];
+};
+
+/* opens path and starts `threads` readers (new threads) */
+static zt_ckpt_reader *reader_start(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, int threads,
+                                    char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        zt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    zt_ckpt_reader *r = zt_calloc(1, sizeof *r);
+    r->path = path;
+    r->host = be->i->mem == ZT_MEM_HOST;
+    r->j = (rjob){.pieces = pieces, .n = n, .fd = fd, .be = be, .stage = r->host ? NULL : zt_malloc(READ_CHUNK),
+                  .nf = {-1, 0, 0}};
+    pthread_mutex_init(&r->j.mu, NULL);
+    for (int t = 0; t < threads && t < READ_THREADS; t++)
+        if (pthread_create(&r->th[r->started], NULL, read_thread, &r->j) == 0) r->started++;
+    return r;
+}
+
+int zt_ckpt_read_join(zt_ckpt_reader *r, zt_ckpt_nonfinite *nf, char *err, size_t errlen) {
+    if (!r->started) read_thread(&r->j); /* no thread could start (or none was asked for): here */
+    for (int t = 0; t < r->started; t++) pthread_join(r->th[t], NULL);
+    pthread_mutex_destroy(&r->j.mu);
+    if (!r->host) r->j.be->i->sync(r->j.be);
+    free(r->j.stage);
+    close(r->j.fd);
+    *nf = r->j.nf;
+    int bad = 0;
+    if (r->j.err_no) bad = zt_errf(err, errlen, "%s: read failed: %s", r->path, strerror(r->j.err_no));
+    else if (r->j.truncated)
+        bad = zt_errf(err, errlen, "%s: truncated (ends inside tensor data at byte %llu)", r->path,
+                      (unsigned long long)r->j.trunc_at);
+    free(r);
+    return bad;
+}
+
+zt_ckpt_reader *zt_ckpt_read_start(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, char *err,
+                                   size_t errlen) {
+    ZT_ASSERT(be->i->mem == ZT_MEM_HOST);
+    return reader_start(be, path, pieces, n, READ_THREADS, err, errlen);
+}
+
 int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, zt_ckpt_nonfinite *nf,
                         char *err, size_t errlen) {
     nf->piece = -1;
     if (n == 0) return 0;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return zt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    /* host memory: READ_THREADS readers; device memory: this thread alone (to_device is the caller's) */
-    const int host = be->i->mem == ZT_MEM_HOST, nt = host ? READ_THREADS : 1;
-    rjob j = {.pieces = pieces, .n = n, .fd = fd, .be = be, .stage = host ? NULL : zt_malloc(READ_CHUNK),
-              .nf = {-1, 0, 0}};
-    pthread_mutex_init(&j.mu, NULL);
-    pthread_t th[READ_THREADS];
-    int started = 0;
-    for (int t = 1; t < nt; t++)
-        if (pthread_create(&th[started], NULL, read_thread, &j) == 0) started++;
-    read_thread(&j);
-    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
-    pthread_mutex_destroy(&j.mu);
-    if (!host) be->i->sync(be);
-    free(j.stage);
-    close(fd);
-    *nf = j.nf;
-    if (j.err_no) return zt_errf(err, errlen, "%s: read failed: %s", path, strerror(j.err_no));
-    if (j.truncated)
-        return zt_errf(err, errlen, "%s: truncated (ends inside tensor data at byte %llu)", path,
-                       (unsigned long long)j.trunc_at);
-    return 0;
+    /* host memory: READ_THREADS readers, this thread one of them; device memory: this thread alone (to_device
+       is the caller's) */
+    const int host = be->i->mem == ZT_MEM_HOST;
+    zt_ckpt_reader *r = reader_start(be, path, pieces, n, host ? READ_THREADS - 1 : 0, err, errlen);
+    if (!r) return 1;
+    if (r->started) read_thread(&r->j);
+    return zt_ckpt_read_join(r, nf, err, errlen);
 }

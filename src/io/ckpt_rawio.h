@@ -77,6 +77,13 @@ typedef struct zt_ckpt_nonfinite {
 } zt_ckpt_nonfinite;
 int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, zt_ckpt_nonfinite *nf,
                         char *err, size_t errlen);
+/* the same read in the background (host memory only): every reader is a new thread, so the caller can do
+   other work (the parameter all-gather) until zt_ckpt_read_join, which returns as zt_ckpt_read_pieces.
+   pieces must stay valid until then. NULL with err set when path cannot be opened. */
+typedef struct zt_ckpt_reader zt_ckpt_reader;
+zt_ckpt_reader *zt_ckpt_read_start(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, char *err,
+                                   size_t errlen);
+int zt_ckpt_read_join(zt_ckpt_reader *r, zt_ckpt_nonfinite *nf, char *err, size_t errlen);
 /* index of the first element of p[0, n) that is NaN or +-Inf, or n (vectorised in blocks of 4096; a block
    with a hit is then searched element by element) */
 size_t zt_first_nonfinite(const float *p, size_t n);

@@ -325,7 +325,7 @@ static int mark_complete(const char *path, char *err, size_t errlen) {
    file renamed into place, then latest.tmp renamed over `latest`, then pruning. The pointer is
    prepared before anything is published, so a disk that is still full at this point (latest.tmp needs
    a block) fails with nothing changed: the previous checkpoint and `latest` stay as they were. */
-static int publish(const char *tmp, const char *final, const char *dir, int keep, long step, char *err, size_t errlen) {
+static int publish(const char *tmp, const char *final, const char *dir, char *err, size_t errlen) {
     if (mark_complete(tmp, err, errlen)) return 1;
     char lp[ZT_PATH_MAX + 16], lt[ZT_PATH_MAX + 32];
     snprintf(lp, sizeof lp, "%.*s/latest", ZT_PATH_MAX, dir);
@@ -354,7 +354,6 @@ static int publish(const char *tmp, const char *final, const char *dir, int keep
         return zt_errf(err, errlen, "checkpoint %s written but %s not updated: %s", final, lp, strerror(e));
     }
     fsync_path(dir, 1);
-    prune(dir, keep, step);
     return 0;
 }
 
@@ -398,10 +397,43 @@ static void scan_join(scan_job *j) {
     j->running = 0;
 }
 
+/* Pruning (rank 0) runs in a thread after the file is published: unlinking a 1.49 GB file took 0.19-0.23 s
+   on this machine's ext4 (a fifth of a save), and nothing needs the old file gone before the next save. It
+   is joined before the next save creates its .tmp (prune also removes leftover .tmp files) and when the
+   saver is destroyed, so a finished run leaves exactly `keep` files. */
+typedef struct prune_job {
+    pthread_t th;
+    int running, keep;
+    long newest;
+    char dir[ZT_PATH_MAX + 1];
+} prune_job;
+
+static void *prune_main(void *arg) {
+    prune_job *j = arg;
+    prune(j->dir, j->keep, j->newest);
+    return NULL;
+}
+
+static void prune_join(prune_job *j) {
+    if (!j->running) return;
+    pthread_join(j->th, NULL);
+    j->running = 0;
+}
+
+static void prune_start(prune_job *j, const char *dir, int keep, long newest) {
+    prune_join(j);
+    snprintf(j->dir, sizeof j->dir, "%.*s", ZT_PATH_MAX, dir);
+    j->keep = keep;
+    j->newest = newest;
+    j->running = pthread_create(&j->th, NULL, prune_main, j) == 0;
+    if (!j->running) prune(dir, keep, newest); /* no thread: here */
+}
+
 struct zt_ckpt_saver {
     zt_ckpt_writer *w;
     int async, pending, keep;
     long step;
+    prune_job prune;  /* rank 0: the last save's pruning */
     zt_ckpt_piece *pieces;
     scan_job scan;  /* the finite check of the pending save */
     char dir[ZT_PATH_MAX + 1], final[ZT_PATH_MAX + 64], tmp[ZT_PATH_MAX + 80];
@@ -463,11 +495,12 @@ int zt_ckpt_saver_finish(zt_ckpt_saver *s, char *path_out, size_t path_len, char
         if (rank == 0) unlink(s->tmp);
         return 1;
     }
-    /* every rank's bytes are durable: rank 0 marks and publishes */
-    if (rank == 0 && publish(s->tmp, s->final, s->dir, s->keep, s->step, err, errlen)) {
+    /* every rank's bytes are durable: rank 0 marks and publishes, then prunes in the background */
+    if (rank == 0 && publish(s->tmp, s->final, s->dir, err, errlen)) {
         bad = 1;
         unlink(s->tmp);
     }
+    if (rank == 0 && !bad) prune_start(&s->prune, s->dir, s->keep, s->step);
     if (zt_any_failed(bad, err, errlen)) return 1;
     s->total_s = zt_now() - s->t_begin;
     if (path_out && path_len) snprintf(path_out, path_len, "%s", s->final);
@@ -484,6 +517,7 @@ int zt_ckpt_saver_begin(zt_ckpt_saver *s, const char *dir, int keep, const zt_ck
         bad = zt_errf(err, errlen, "checkpoint directory %s: cannot create: %s", dir, strerror(errno));
     if (zt_any_failed(bad, err, errlen)) return 1;
     s->t_begin = zt_now();
+    prune_join(&s->prune); /* it may remove .tmp files: done before this save creates its own */
     /* host memory: checked in a thread (joined before publishing); otherwise here, before anything is created */
     if (!scan_start(&s->scan, v) && check_finite(meta, v, err, errlen)) return 1;
     snprintf(s->dir, sizeof s->dir, "%.*s", ZT_PATH_MAX, dir);
@@ -515,6 +549,7 @@ int zt_ckpt_saver_begin(zt_ckpt_saver *s, const char *dir, int keep, const zt_ck
 void zt_ckpt_saver_destroy(zt_ckpt_saver *s) {
     if (!s) return;
     scan_join(&s->scan);
+    prune_join(&s->prune);
     zt_ckpt_writer_destroy(s->w);
     free(s->pieces);
     free(s);
