@@ -181,6 +181,13 @@ expect_error bad_resume_same_run "train.lr is 0.001 in the checkpoint but 0.002"
   $MPIRUN -np 2 $ZT train $common --set run.name=s40 --set train.steps=40 --set train.lr=0.002 --resume auto
 [ "$(runfiles)" == "$rb" ] && pass "bad_resume_keeps_run_files (config.cfg, metrics.jsonl, results.json, checkpoints of the run unchanged)" \
   || fail "bad_resume_keeps_run_files: changed: $(diff <(echo "$rb") <(runfiles) | grep '^>' | awk '{print $3}' | xargs -n1 basename | tr '\n' ' ')"
+# the checkpoint benchmark's own check (#wrong: every buffer after its loads equals what was saved), on 1 and
+# 3 ranks of the tiny model: the saver kept over rounds and the load hook that gathers the parameters
+for np in 1 3; do
+  bj=$($MPIRUN -np $np build/bench/bench_ckpt -c inputs/tiny.cfg --dir $TMP/bck$np --reps 2 --json 2>/dev/null | grep "^{")
+  echo "$bj" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); sys.exit(0 if d['wrong'] == 0 and d['rounds'] == 2 else 1)" 2>/dev/null \
+    && pass "bench_ckpt_roundtrip_${np}_ranks (#wrong 0 over a warm-up and 2 rounds)" || fail "bench_ckpt_roundtrip_${np}_ranks: $bj"
+done
 [ "$(snap)" == "$before" ] && pass "bad_nothing_changed ($(echo "$before" | wc -l) files checksummed before and after)" \
   || fail "bad_nothing_changed: $(diff <(echo "$before") <(snap) | head -3 | tr '\n' ' ')"
 finish
