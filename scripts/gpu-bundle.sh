@@ -6,7 +6,8 @@
 #   scripts/gpu-bundle.sh DIR [BINARY]      (BINARY: build/ztrain-cuda; build it with a portable
 #                                            ARCH, e.g. make cuda ARCH=-march=x86-64-v3)
 # DIR gets: ztrain (the binary), lib/ (every library ldd names except glibc's, libstdc++/libgcc_s
-# and CUDA's), openmpi/ (Open MPI's plugin folder: MPI-IO, shared-memory transport...), and env.sh,
+# and CUDA's), openmpi/ (Open MPI's plugin folder: MPI-IO, shared-memory transport...), bin/mpirun (for
+# one rank per GPU on a node with several), and env.sh,
 # which a shell on the GPU machine sources: it puts lib/ first on LD_LIBRARY_PATH, finds CUDA's
 # libraries (the CUDA toolkit, or the NVIDIA wheels of a Python environment), points Open MPI at the
 # packed plugins, and runs 1-rank jobs as isolated singletons (no mpirun, no orted needed).
@@ -37,6 +38,9 @@ for so in "$DIR"/openmpi/*.so; do
     [ -e "$DIR/lib/$name" ] || cp -L "$path" "$DIR/lib/$name"
   done
 done
+# Open MPI's launcher, for several GPUs on one node (it starts local ranks itself: no orted, no ssh)
+mkdir -p "$DIR/bin"
+cp -L "$(command -v orterun)" "$DIR/bin/mpirun"
 cat > "$DIR/env.sh" <<'EOF'
 # sourced on the GPU machine: ztrain's packed libraries first, then CUDA's wherever they are
 ZB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,5 +55,6 @@ export OMPI_MCA_mca_base_component_show_load_errors=0
 export OMPI_MCA_ess_singleton_isolated=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export ZTRAIN="$ZB/ztrain"
+export PATH="$ZB/bin:$PATH"
 EOF
 du -sh "$DIR" | awk '{print "gpu-bundle.sh: " $2 ": " $1}'

@@ -6,7 +6,8 @@
 # time limit so the whole check ends within about 5 minutes whatever hangs:
 #   env.txt       the machine: nvidia-smi, CPU, OS, the libraries the binary resolved
 #   selftest.txt  ztrain hwinfo, then ztrain selftest --device cuda (every op vs cpu in fp32/bf16/fp16,
-#                 20 training steps vs cpu, two runs bitwise, NCCL exact checks)
+#                 20 training steps vs cpu, two runs bitwise, NCCL exact checks), and with several GPUs the
+#                 same with one rank per GPU (mpirun, the bundle's own)
 #   bench.txt     benchmarks/bench_gpu.sh: GPT-2 124M/350M tokens/s and MFU, bf16 and fp32, and each run's
 #                 op profile of its last step (ZTRAIN_OP_PROFILE)
 #   resume.txt    tiny model in bf16 on the GPU: 12 steps straight == 6 + --resume auto + 6 (params_hash),
@@ -32,6 +33,11 @@ step() { echo "== $1 ($(($(date +%s) - T0)) s)"; }
 {
   step hwinfo; timeout 30 "$ZTRAIN" hwinfo; echo "hwinfo rc=$?"
   step selftest; timeout 60 "$ZTRAIN" selftest --device cuda; echo "selftest rc=$?"
+  NG=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ "$NG" -gt 1 ]; then # one rank per GPU: NCCL across the GPUs, ZeRO over them
+    step "selftest on $NG GPUs"
+    timeout 120 mpirun --bind-to none -np "$NG" "$ZTRAIN" selftest --device cuda; echo "selftest $NG GPUs rc=$?"
+  fi
 } > "$OUTDIR/selftest.txt" 2>&1
 grep -E "FAIL|^selftest|rc=|GPU|max relative|two runs|^comm|^train" "$OUTDIR/selftest.txt"
 {
