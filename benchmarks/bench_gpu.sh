@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench_gpu.sh — the GPU benchmark (`make bench` runs it when a GPU is present): training tokens/s and
 # model FLOPs utilisation (MFU) of GPT-2 124M and 350M, on 1 GPU and on every GPU of the node, for each
-# precision asked (default bf16 and fp32), on synthetic GPT-2-vocabulary tokens.
+# precision asked (default bf16 and fp32), on synthetic GPT-2-vocabulary tokens; GPU_GiB: the most GPU memory
+# NVML reported in use during the run (n/a without NVML).
 #   MFU = model FLOPs per token (ztrain's count: 6 x params + attention, README "Performance") x tokens/s
 #         / (GPUs x the GPU's dense bf16 peak): H100/H200 SXM 989 TFLOP/s, A100 312 (PEAK_TFLOPS= overrides).
 # It runs $ZTRAIN (default build/ztrain-cuda, `make cuda`); without a usable GPU it says so and exits 0
@@ -42,7 +43,7 @@ DATA=build/bench-gpu-data
 if [ -n "${BENCH_ROOT:-}" ]; then ROOT=$BENCH_ROOT; mkdir -p "$ROOT"
 else ROOT=$(mktemp -d /tmp/zt-benchgpu.XXXXXX); trap 'rm -rf "$ROOT"' EXIT; fi
 echo "# $name x $NG, dense bf16 peak $peak TFLOP/s per GPU; $STEPS steps, tokens/s over steps 2..$STEPS"
-printf "%-10s %-5s %5s %12s %8s %10s\n" model prec gpus tokens/s MFU% step_ms
+printf "%-10s %-5s %5s %12s %8s %10s %9s\n" model prec gpus tokens/s MFU% step_ms GPU_GiB
 for m in $MODELS; do
   for p in $PRECS; do
     for g in 1 $([ "$NG" -gt 1 ] && echo "$NG"); do
@@ -64,7 +65,9 @@ steps = [json.loads(l) for l in open(d + "/metrics.jsonl")]
 ms = sorted(s["step_ms"] for s in steps[1:])[len(steps[1:]) // 2]
 gflops_tok = steps[-1]["gflops"] * 1e9 / (steps[-1]["tokens_per_s"] / g) if steps[-1]["tokens_per_s"] else 0
 mfu = 100 * gflops_tok * r["tokens_per_s"] / (g * peak * 1e12) if peak else float("nan")
-print(f"{m:<10} {p:<5} {g:5d} {r['tokens_per_s']:12.0f} {mfu:8.1f} {ms:10.1f}")
+mem = max((st.get("gpu_mem_bytes", -1) for st in steps), default=-1)  # NVML: the GPU's used memory
+gib = f"{mem / 2**30:9.1f}" if mem > 0 else f"{'n/a':>9}"
+print(f"{m:<10} {p:<5} {g:5d} {r['tokens_per_s']:12.0f} {mfu:8.1f} {ms:10.1f} {gib}")
 PYEOF
     done
   done
