@@ -15,7 +15,7 @@ mkdir -p "$logdir"
 passed=0; failed=0
 tests=(build/tests/test_util build/tests/test_ops build/tests/test_ops_elementwise build/tests/test_decode build/tests/test_quant build/tests/test_ops_lora tests/test_quant.py tests/test_asan.sh tests/test_ops_devsim.sh tests/test_config.sh tests/test_train.sh tests/test_precision.sh tests/test_dist.sh
        tests/test_hf_reference.py tests/test_tokenizer.py tests/test_prepare.sh tests/test_ckpt.sh tests/test_ckpt_async.sh tests/test_multinode.sh tests/test_tools.sh tests/test_fuzz.sh tests/test_faults_train.sh tests/test_faults.sh tests/test_memory.sh
-       tests/test_export.py tests/test_lora_reference.py tests/test_lora_fd.py tests/test_lora.py tests/test_sample.sh tests/test_launch.sh tests/test_slurm_launch.sh tests/test_slurm_kit.sh tests/test_tensorboard.py tests/test_devsim.sh build/tests/test_hostexec build/tests/test_kernels_elem build/tests/test_kernels_norm_attn tests/test_cudasim.sh)
+       tests/test_export.py tests/test_lora_reference.py tests/test_lora_fd.py tests/test_lora.py tests/test_sample.sh tests/test_launch.sh tests/test_slurm_launch.sh tests/test_slurm_kit.sh tests/test_tensorboard.py tests/test_devsim.sh build/tests/test_hostexec build/tests/test_kernels_elem build/tests/test_kernels_norm_attn tests/test_cudasim.sh tests/test_gpu_kit.sh)
 [ -n "${ZT_LONG:-}" ] && tests+=(tests/test_long.sh tests/test_perf_model.sh tests/test_soak.sh)
 for t in "${tests[@]}"; do
   [ -n "$pattern" ] && [[ "$t" != *"$pattern"* ]] && continue
