@@ -481,6 +481,7 @@ int main() {
         report("fatal_partial_mask", test_misuse(0, "only full-warp masks"));
         report("fatal_deadlock", test_misuse(1, "deadlock"));
         report("fatal_lane_exited", test_misuse(2, "exits while"));
+        report("fatal_dynamic_smem_not_16_bytes", test_misuse(3, "not a multiple of 16"));
     }
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
