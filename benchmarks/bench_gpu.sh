@@ -40,8 +40,13 @@ peak=${PEAK_TFLOPS:-$peak}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 DATA=build/bench-gpu-data
 [ -f $DATA/train.bin ] || $PY tests/make_data.py $DATA 50257 20000000 >/dev/null
-if [ -n "${BENCH_ROOT:-}" ]; then ROOT=$BENCH_ROOT; mkdir -p "$ROOT"
-else ROOT=$(mktemp -d /tmp/zt-benchgpu.XXXXXX); trap 'rm -rf "$ROOT"' EXIT; fi
+if [ -n "${BENCH_ROOT:-}" ]; then # kept: the caller reads the runs' logs and metrics
+  ROOT=$BENCH_ROOT
+  mkdir -p "$ROOT"
+else
+  ROOT=$(mktemp -d /tmp/zt-benchgpu.XXXXXX)
+  trap 'rm -rf "$ROOT"' EXIT
+fi
 echo "# $name x $NG, dense bf16 peak $peak TFLOP/s per GPU; $STEPS steps, tokens/s over steps 2..$STEPS"
 printf "%-10s %-5s %5s %12s %8s %10s %9s\n" model prec gpus tokens/s MFU% step_ms GPU_GiB
 for m in $MODELS; do

@@ -125,6 +125,21 @@ int ln_parts(int N) { return (N + kLnRows - 1) / kLnRows; }
 
 // ------------------------------------------------------------------------------------ attention
 
+// The softmax of a(n) in place for one warp (every lane calls it): lane l holds elements l, l+32, ... and the
+// largest of them in mx; the maximum and the sum are warp reductions. Attention's forward and decoding share it.
+__device__ void softmax_row_warp(float *a, int n, float mx) {
+    const int lane = threadIdx.x % 32;
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int t2 = lane; t2 < n; t2 += 32) {
+        float e = zt_expf(a[t2] - mx);
+        a[t2] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    for (int t2 = lane; t2 < n; t2 += 32) a[t2] *= inv;
+}
+
 // One query row of causal attention for one warp (every lane calls it): keys and values of
 // positions 0..n-1 start at k and v, `stride` floats apart; a(n) receives the softmax (the warp's
 // scratch: global or shared memory), o(hs) the output. Lane l scores keys l, l+32, ... (each dot
@@ -142,15 +157,7 @@ __device__ void attention_row_warp(float *o, float *a, const float *q, const flo
         a[t2] = s;
         mx = fmaxf(mx, s);
     }
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int t2 = lane; t2 < n; t2 += 32) {
-        float e = zt_expf(a[t2] - mx);
-        a[t2] = e;
-        sum += e;
-    }
-    const float inv = 1.0f / warp_sum(sum);
-    for (int t2 = lane; t2 < n; t2 += 32) a[t2] *= inv;
+    softmax_row_warp(a, n, mx);
     __syncwarp(); // every lane reads the whole row below
     for (int i = lane; i < hs; i += 32) {
         float acc = 0.0f;
@@ -160,7 +167,7 @@ __device__ void attention_row_warp(float *o, float *a, const float *q, const flo
 }
 
 // One warp per (b, h, t) row of att, which holds the scaled scores q_t . k_t2 (the batched GEMM): the causal
-// softmax over t2 <= t in place (the arithmetic of attention_row_warp), zeros above the diagonal.
+// softmax over t2 <= t in place (softmax_row_warp, as decoding), zeros above the diagonal.
 __global__ void __launch_bounds__(32 * kWarpsPerBlock) attention_softmax_kernel(float *att, int rows, int T) {
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= rows) return;
@@ -168,15 +175,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) attention_softmax_kernel(
     float *a = att + (size_t)row * T;
     float mx = -INFINITY;
     for (int t2 = lane; t2 < n; t2 += 32) mx = fmaxf(mx, a[t2]);
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int t2 = lane; t2 < n; t2 += 32) {
-        float e = zt_expf(a[t2] - mx);
-        a[t2] = e;
-        sum += e;
-    }
-    const float inv = 1.0f / warp_sum(sum);
-    for (int t2 = lane; t2 < n; t2 += 32) a[t2] *= inv;
+    softmax_row_warp(a, n, mx);
     for (int t2 = n + lane; t2 < T; t2 += 32) a[t2] = 0.0f;
 }
 
