@@ -6,7 +6,7 @@ set -euo pipefail
 what="${1:-build}"
 
 build_pkgs="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev libblis-dev libopenblas-dev pkg-config libpcre2-dev libssl-dev python3-numpy"
-test_pkgs="python3-matplotlib python3-h5py python3-torch python3-venv python3-pip slurm-wlm munge clang libclang-rt-14-dev"
+test_pkgs="python3-matplotlib python3-h5py python3-torch python3-venv python3-pip slurm-wlm munge clang libclang-rt-14-dev strace"
 demo_pkgs="bible-kjv"
 slurm_pkgs="slurm-wlm munge"
 

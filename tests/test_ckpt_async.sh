@@ -11,6 +11,9 @@
 #  async_signal_waits    SIGUSR1 while a background write is in flight: the write in flight and the signal's own
 #                        checkpoint are both published before the exit with code 3
 #  direct_io_off         checkpoint.direct_io = false writes the same bytes
+#  reads_*               loads read with O_DIRECT (strace: the checkpoint opened O_DIRECT by eval and by a resume),
+#                        and resuming through the page cache (direct_io = false) or from a tmpfs checkpoint
+#                        directory ends bit-identical to the straight run
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -59,6 +62,28 @@ if run straight 2 --set train.steps=40 && run split 2 --set train.steps=40 --set
    run split 2 --set train.steps=40 --set checkpoint.async=true --resume auto; then
   compare split straight async_resume_exact
 else fail "async_resume_exact: a run failed"; fi
+
+# ---------------------------------------------------------------- reads: O_DIRECT, page cache, tmpfs
+ck=$R/split/checkpoints/step_00000020.h5
+if strace -f -qq -e trace=openat -o $TMP/eval.strace $ZT eval --checkpoint $ck > $TMP/eval.log 2>&1 &&
+   grep -q "step_00000020.h5\", O_RDONLY|O_DIRECT" $TMP/eval.strace; then
+  pass "reads_o_direct_eval ($(grep -c "step_00000020.h5\", O_RDONLY|O_DIRECT" $TMP/eval.strace) O_DIRECT opens of $(basename $ck))"
+else fail "reads_o_direct_eval: $(grep step_00000020 $TMP/eval.strace | head -3 | tr '\n' ' ') $(tail -1 $TMP/eval.log)"; fi
+if run rdbuf 2 --set train.steps=40 --stop-after 20 &&
+   strace -f -qq -e trace=openat -o $TMP/rdbuf.strace $MPIRUN -np 2 $ZT train $common --set run.name=rdbuf --set train.steps=40 \
+     --set checkpoint.direct_io=false --resume auto >> $TMP/rdbuf.log 2>&1; then
+  if grep -q "step_00000020.h5\", O_RDONLY|O_DIRECT" $TMP/rdbuf.strace || ! grep -q "step_00000020.h5\", O_RDONLY" $TMP/rdbuf.strace; then
+    fail "reads_page_cache_resume: direct_io = false: $(grep step_00000020 $TMP/rdbuf.strace | head -3 | tr '\n' ' ')"
+  else compare rdbuf straight reads_page_cache_resume_exact; fi
+else fail "reads_page_cache_resume_exact: a run failed"; fi
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  shm=$(mktemp -d /dev/shm/zt-ckpt.XXXXXX)
+  if run rdshm 2 --set train.steps=40 --set checkpoint.dir=$shm --stop-after 20 &&
+     run rdshm 2 --set train.steps=40 --set checkpoint.dir=$shm --resume auto; then
+    compare rdshm straight "reads_tmpfs_resume_exact ($(df -T $shm | awk 'NR == 2 { print $2 }'))"
+  else fail "reads_tmpfs_resume_exact: a run failed"; fi
+  rm -rf "$shm"
+else fail "reads_tmpfs_resume_exact: no writable /dev/shm"; fi
 
 # ---------------------------------------------------------------- SIGKILL during a background write
 export ZTRAIN_CKPT_TEST_DELAY_MS=1500

@@ -210,7 +210,8 @@ static long resume(trainer *t, const char *what) {
                         t->c->train.steps);
         return -1;
     }
-    const zt_ckpt_view v = zt_zero_load_view(&t->z, &t->m); /* the parameter all-gather overlaps the moment reads */
+    zt_ckpt_view v = zt_zero_load_view(&t->z, &t->m); /* the parameter all-gather overlaps the moment reads */
+    v.buffered_reads = !t->c->checkpoint.direct_io;
     if (zt_ckpt_load(path, &meta, &v, err, sizeof err)) zt_user_error_all("%s", err);
     if (meta.lora_base_hash != t->base_hash)
         zt_user_error_all("%s: %s (fingerprint %016llx) than this run's lora.base = \"%s\" (%016llx): resume with the "
@@ -492,7 +493,8 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     }
     if (init_s) {
         zt_ckpt_meta im;
-        const zt_ckpt_view v = zt_model_ckpt_view(&t.m);
+        zt_ckpt_view v = zt_model_ckpt_view(&t.m);
+        v.buffered_reads = !c->checkpoint.direct_io;
         if (zt_ckpt_load(init_s, &im, &v, err, sizeof err)) zt_user_error_all("%s", err);
         zt_zero_master_init(&t.z, &t.m);
         zt_metrics_note(&t.mx, "initialised from %s (weights of its step %ld; fresh optimizer)\n", init_s, im.step);

@@ -67,6 +67,8 @@ typedef struct zt_ckpt_view {
        or non-finite), in which case it returns 1 as usual. */
     void (*params_ready)(void *ctx);
     void *params_ready_ctx;
+    int buffered_reads;            /* load: 1 = through the page cache (checkpoint.direct_io = false); 0 = O_DIRECT
+                                      where the file system allows it */
 } zt_ckpt_view;
 
 /* Save params + (if v->exp_avg) Adam moments of this rank's range. dir is created if needed.

@@ -55,14 +55,18 @@ int zt_ckpt_writer_wait(zt_ckpt_writer *w, char *err, size_t errlen);
 void zt_ckpt_writer_times(const zt_ckpt_writer *w, double *stage_s, double *write_s);
 void zt_ckpt_writer_destroy(zt_ckpt_writer *w);
 
-/* Reads: each piece's float32 bytes from path into backend memory through the page cache, in 4 MiB
-   chunks: into host memory directly at the destination, into device memory through a staging buffer
-   (to_device). Each chunk is scanned for NaN/Inf right after its read, while it is still in cache (a
-   separate pass over the loaded state cost up to a fifth of the load: 0.36 s of 1.8 s for GPT-2 124M +
-   Adam on 1 rank here, and a second device -> host copy on a GPU): the first one found is returned in
-   *nf (piece -1: none). `group` and `flat` are the caller's (which buffer, which flat element the piece
-   starts at), carried for its message. NOT collective. (O_DIRECT reads were measured slower here: 42% of
-   dd, against 82-125% through the page cache.) */
+/* Reads: each piece's float32 bytes from path into backend memory. direct (the default, checkpoint.direct_io):
+   O_DIRECT where the file system allows it, whole 4 KiB blocks in spans of up to 16 MiB (several pieces when
+   they lie close together in the file) by four threads, each into its own staging buffer, then copied to the
+   destination (memcpy, or to_device on a GPU); otherwise through the page cache in 4 MiB chunks, into host
+   memory directly at the destination. Why O_DIRECT: on this machine kind the first use of page-cache memory
+   costs more than the disk (a cold read of the same 1.49 GB, 2026-11-26: O_DIRECT 0.68-0.77 s every time,
+   through the page cache 0.65-1.15 s, `dd bs=16M` 0.58-2.47 s; the O_DIRECT figure of 42% of dd measured
+   before came from one request in flight). Each chunk is scanned for NaN/Inf right after its read, while it
+   is still in cache (a separate pass over the loaded state cost up to a fifth of the load: 0.36 s of 1.8 s
+   for GPT-2 124M + Adam on 1 rank here, and a second device -> host copy on a GPU): the first one found is
+   returned in *nf (piece -1: none). `group` and `flat` are the caller's (which buffer, which flat element the
+   piece starts at), carried for its message. NOT collective. */
 typedef struct zt_ckpt_rpiece {
     uint64_t off;
     size_t bytes;
@@ -75,14 +79,14 @@ typedef struct zt_ckpt_nonfinite {
     size_t elem;   /* float index within the piece */
     float value;
 } zt_ckpt_nonfinite;
-int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, zt_ckpt_nonfinite *nf,
-                        char *err, size_t errlen);
+int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, int direct,
+                        zt_ckpt_nonfinite *nf, char *err, size_t errlen);
 /* the same read in the background (host memory only): every reader is a new thread, so the caller can do
    other work (the parameter all-gather) until zt_ckpt_read_join, which returns as zt_ckpt_read_pieces.
    pieces must stay valid until then. NULL with err set when path cannot be opened. */
 typedef struct zt_ckpt_reader zt_ckpt_reader;
-zt_ckpt_reader *zt_ckpt_read_start(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, char *err,
-                                   size_t errlen);
+zt_ckpt_reader *zt_ckpt_read_start(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, int direct,
+                                   char *err, size_t errlen);
 int zt_ckpt_read_join(zt_ckpt_reader *r, zt_ckpt_nonfinite *nf, char *err, size_t errlen);
 /* index of the first element of p[0, n) that is NaN or +-Inf, or n (vectorised in blocks of 4096; a block
    with a hit is then searched element by element) */

@@ -116,7 +116,7 @@ const key_def cfg_schema[] = {
     BOOL("checkpoint.async", checkpoint.async, 0,
          "write checkpoints in the background: each rank copies its shard to host staging (its size is counted by estimate) and training goes on"),
     BOOL("checkpoint.direct_io", checkpoint.direct_io, 1,
-         "write checkpoint data with O_DIRECT where the file system allows it (no page cache)"),
+         "write and read checkpoint data with O_DIRECT where the file system allows it (no page cache)"),
     STR("checkpoint.dir", checkpoint.dir, "", 0, "directory (\"\" = <run dir>/checkpoints)"),
     INT("checkpoint.signal_exit_code", checkpoint.signal_exit_code, 0, 0, 255,
         "exit code after a SIGUSR1/SIGTERM checkpoint (e.g. 3 to make a Slurm script requeue)"),

@@ -76,7 +76,7 @@ typedef struct zt_config {
         char dir[ZT_PATH_MAX];      /* "" = <run dir>/checkpoints */
         int signal_exit_code;       /* exit code after a signal-triggered checkpoint */
         int async;                  /* background writes from a host staging copy */
-        int direct_io;              /* O_DIRECT data writes where allowed */
+        int direct_io;              /* O_DIRECT data writes and reads where allowed */
     } checkpoint;
     struct {
         char root[ZT_PATH_MAX];     /* "runs" */
