@@ -4,6 +4,7 @@
 #                        params_hash; keep=2 prunes the oldest; `ztrain eval` of the final file == the run's val
 #  h5py_*                h5py reads every tensor of /model and /optim/* in its true shape (ztrain's table from
 #                        build/tests/model_dump), and the sha256 of /model in table order == the run's params_hash
+#  h5dump_reads          h5dump -H parses the file; h5dump -b of a parameter and both moments == h5py's bytes
 #  resume_4to2 / 2to3    20 steps on 4 ranks (stage 2) + 20 on 2 (stage 0) == 40 on 1; 2 ranks (stage 1) -> 3
 #                        (stage 2) with micro_batch 1, global 6; the final files (params AND moments) are
 #                        bit-identical to the 1-rank run's
@@ -60,6 +61,21 @@ msg=$($H verify $f40 $TABLE) && pass "h5py_true_shapes ($msg)" || fail "h5py_tru
 h=$($H hash $f40 $TABLE 2>&1); want=$(hashof s40)
 [ "$h" == "$want" ] && pass "h5py_values_equal_params_hash (sha256 of /model in table order = results.json: ${h:0:16}...)" \
   || fail "h5py_values_equal_params_hash: $h vs $want"
+# h5dump (the HDF5 tools' own reader): the whole file's structure, and the bytes of three datasets (a parameter,
+# both Adam moments) equal h5py's
+if h5dump -H $f40 > $TMP/h5dump.txt 2>&1; then
+  bad=""
+  for d in /model/h.0.attn.c_attn.weight /optim/exp_avg/ln_f.bias /optim/exp_avg_sq/wpe.weight; do
+    rm -f $TMP/h5d.bin
+    h5dump -d $d -b LE -o $TMP/h5d.bin $f40 > /dev/null 2>&1 &&
+      $PY -c 'import h5py, sys; f = h5py.File(sys.argv[1], "r"); a = f[sys.argv[2]][()]
+sys.exit(0 if a.size > 0 and a.astype("<f4").tobytes() == open(sys.argv[3], "rb").read() else 1)' $f40 $d $TMP/h5d.bin ||
+      bad="$bad $d"
+  done
+  n=$(grep -c DATASET $TMP/h5dump.txt)
+  [ -z "$bad" ] && [ "$n" -gt 0 ] && pass "h5dump_reads (h5dump -H: $n datasets; h5dump -b of 3 datasets = h5py's bytes)" \
+    || fail "h5dump_reads: differs from h5py:$bad ($n datasets in the header dump)"
+else fail "h5dump_reads: h5dump -H failed: $(tail -2 $TMP/h5dump.txt)"; fi
 
 # ---------------------------------------------------------------- (2) other rank counts and stages on resume
 m2="--set train.micro_batch=2 --set train.global_batch=8 --set train.steps=40"
