@@ -11,6 +11,9 @@
 #  async_signal_waits    SIGUSR1 while a background write is in flight: the write in flight and the signal's own
 #                        checkpoint are both published before the exit with code 3
 #  direct_io_off         checkpoint.direct_io = false writes the same bytes
+#  async_disk_full       the disk fills after the first save (a 4.5 MB tmpfs): the second save, laid out in the
+#                        background, fails with exit 2 and one line on every rank; the first stays `latest`,
+#                        complete, and no .tmp is left (skipped where no tmpfs can be mounted)
 #  reads_*               loads read with O_DIRECT (strace: the checkpoint opened O_DIRECT by eval and by a resume),
 #                        and resuming through the page cache (direct_io = false) or from a tmpfs checkpoint
 #                        directory ends bit-identical to the straight run
@@ -84,6 +87,20 @@ if [ -d /dev/shm ] && [ -w /dev/shm ]; then
   else fail "reads_tmpfs_resume_exact: a run failed"; fi
   rm -rf "$shm"
 else fail "reads_tmpfs_resume_exact: no writable /dev/shm"; fi
+
+# ---------------------------------------------------------------- a full disk under a background layout
+mkdir -p $TMP/full
+if mount -t tmpfs -o size=4500k tmpfs $TMP/full 2>/dev/null; then
+  out=$(timeout 120 $MPIRUN -np 2 $ZT train $common --set run.name=full --set train.steps=30 --set checkpoint.every=10 \
+        --set checkpoint.async=true --set checkpoint.dir=$TMP/full/ck 2>&1); rc=$?
+  n=$(echo "$out" | grep -c "ztrain: error")
+  lt=$(cat $TMP/full/ck/latest 2>/dev/null)
+  if [ $rc -eq 2 ] && [ "$n" -eq 1 ] && echo "$out" | grep "ztrain: error" | grep -q "No space left on device" &&
+     [ "$lt" == step_00000010.h5 ] && $H verify $TMP/full/ck/$lt > /dev/null && [ -z "$(ls $TMP/full/ck | grep tmp)" ]; then
+    pass "async_disk_full ($(echo "$out" | grep 'ztrain: error' | cut -c1-140); latest $lt complete, no .tmp)"
+  else fail "async_disk_full: exit $rc, $n error lines: $(echo "$out" | grep -m2 'error' | tr '\n' ' '); latest '$lt'; files: $(ls $TMP/full/ck | tr '\n' ' ')"; fi
+  umount $TMP/full
+else echo "SKIP async_disk_full: cannot mount a tmpfs here (not root?)"; fi
 
 # ---------------------------------------------------------------- SIGKILL during a background write
 export ZTRAIN_CKPT_TEST_DELAY_MS=1500

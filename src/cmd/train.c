@@ -588,14 +588,16 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
                 if (best_val < 0 || vl < best_val) best_val = vl;
             }
         }
-        /* agree on stopping (any rank's signal, rank 0's clock) and on whether every rank's background
-           checkpoint write is done */
-        int flags[2] = {0, !zt_ckpt_saver_local_done(t.saver)}, all[2];
+        /* agree on stopping (any rank's signal, rank 0's clock), on whether every rank's background
+           checkpoint write is done, and on whether rank 0 still lays out a background checkpoint's file (once
+           it is done, the other ranks' writers may open it) */
+        int flags[3] = {0, !zt_ckpt_saver_local_done(t.saver), zt_ckpt_saver_layout_pending(t.saver)}, all[3];
         if (g_signal) flags[0] = 3;
         else if (stop_after > 0 && step - start >= stop_after) flags[0] = 1;
         else if (time_limit > 0 && d->rank == 0 && zt_now() - t_start + 2 * max_step_s + 2 * save_s + 5 > time_limit) flags[0] = 2;
-        MPI_Allreduce(flags, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Allreduce(flags, all, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         stop = all[0];
+        if (!all[2]) zt_ckpt_saver_release(t.saver);
         double stall = -1; /* seconds this step waited for checkpointing */
         if (zt_ckpt_saver_pending(t.saver) && all[1] == 0) stall = finish_save(&t);
         int periodic = c->checkpoint.every > 0 && step % c->checkpoint.every == 0;

@@ -97,6 +97,12 @@ double zt_ckpt_saver_wait_snapshot(zt_ckpt_saver *s);
 /* NOT collective: 1 while a begun save is not finished, and whether this rank's writes are done */
 int zt_ckpt_saver_pending(const zt_ckpt_saver *s);
 int zt_ckpt_saver_local_done(zt_ckpt_saver *s);
+/* Asynchronous saves after a run's first lay the file out in rank 0's writer thread; the other ranks'
+   writers wait until the caller releases them. The trainer agrees every step on rank 0's
+   zt_ckpt_saver_layout_pending (1 while its layout runs; 0 on other ranks) and, when no rank reports it,
+   calls zt_ckpt_saver_release on every rank (a no-op without such a save). NOT collective. */
+int zt_ckpt_saver_layout_pending(zt_ckpt_saver *s);
+void zt_ckpt_saver_release(zt_ckpt_saver *s);
 /* Waits for every rank's writes, marks the file complete, renames it into place, updates `latest`,
    prunes. A no-op without a pending save. path_out receives the published file. */
 int zt_ckpt_saver_finish(zt_ckpt_saver *s, char *path_out, size_t path_len, char *err, size_t errlen);

@@ -51,6 +51,9 @@ struct zt_ckpt_writer {
     int fd_direct, fd_buf;
     int err_no;       /* first write error of the job */
     const char *err_op;
+    zt_ckpt_gate gate;/* a gated job: the thread opens the file once gate(gate_ctx) passed */
+    void *gate_ctx;
+    char gate_err[ZT_ERR_BUF]; /* the gate's message (err_no -1) */
     char path[4096];
     int delay_ms;     /* ZTRAIN_CKPT_TEST_DELAY_MS: the thread sleeps before each slot (fault-injection tests) */
     double stage_s, write_s, t_first;
@@ -90,6 +93,27 @@ static int write_seg(zt_ckpt_writer *w, const seg *s) {
     return rc;
 }
 
+/* opens the job's file (O_DIRECT too where allowed); 0 or errno */
+static int open_job(zt_ckpt_writer *w) {
+    w->fd_buf = open(w->path, O_WRONLY);
+    if (w->fd_buf < 0) return errno;
+    w->fd_direct = w->direct_io ? open(w->path, O_WRONLY | O_DIRECT) : -1; /* refused (EINVAL): buffered */
+    return 0;
+}
+
+/* a gated job, in the thread: the gate, then the file; 0, or the job has failed (err_no set) */
+static int pass_gate(zt_ckpt_writer *w) {
+    if (!w->gate) return 0;
+    const zt_ckpt_gate gate = w->gate;
+    w->gate = NULL;
+    int rc = gate(w->gate_ctx, w->gate_err, sizeof w->gate_err) ? -1 : open_job(w);
+    if (!rc) return 0;
+    pthread_mutex_lock(&w->mu);
+    if (!w->err_no) { w->err_no = rc; w->err_op = "open"; }
+    pthread_mutex_unlock(&w->mu);
+    return 1;
+}
+
 static void *thread_main(void *arg) {
     zt_ckpt_writer *w = arg;
     pthread_mutex_lock(&w->mu);
@@ -112,6 +136,7 @@ static void *thread_main(void *arg) {
                 pthread_cond_broadcast(&w->cv);
                 pthread_mutex_unlock(&w->mu);
             }
+            pass_gate(w); /* a gated job's file exists from here on */
             if (w->delay_ms > 0) usleep((useconds_t)w->delay_ms * 1000);
             for (int i = 0; i < sl->n && !w->err_no && !rc; i++) rc = write_seg(w, &sl->s[i]);
             pthread_mutex_lock(&w->mu);
@@ -124,10 +149,14 @@ static void *thread_main(void *arg) {
         }
         /* closing and every slot written: make it durable, close */
         pthread_mutex_unlock(&w->mu);
-        int rc = fdatasync(w->fd_buf) != 0 ? errno : 0;
-        if (w->fd_direct >= 0 && !rc && fdatasync(w->fd_direct) != 0) rc = errno;
-        if (w->fd_direct >= 0) close(w->fd_direct);
-        if (close(w->fd_buf) != 0 && !rc) rc = errno;
+        pass_gate(w); /* a job without pieces still passes its gate */
+        int rc = 0;
+        if (w->fd_buf >= 0) {
+            rc = fdatasync(w->fd_buf) != 0 ? errno : 0;
+            if (w->fd_direct >= 0 && !rc && fdatasync(w->fd_direct) != 0) rc = errno;
+            if (w->fd_direct >= 0) close(w->fd_direct);
+            if (close(w->fd_buf) != 0 && !rc) rc = errno;
+        }
         double done = zt_now();
         pthread_mutex_lock(&w->mu);
         if (rc && !w->err_no) { w->err_no = rc; w->err_op = "fdatasync"; }
@@ -176,16 +205,19 @@ static void wait_free(zt_ckpt_writer *w, int k) {
     pthread_mutex_unlock(&w->mu);
 }
 
-int zt_ckpt_writer_start(zt_ckpt_writer *w, zt_backend *be, const char *path, const zt_ckpt_piece *pieces, int n,
-                         char *err, size_t errlen) {
+static int start(zt_ckpt_writer *w, zt_backend *be, const char *path, const zt_ckpt_piece *pieces, int n,
+                 zt_ckpt_gate gate, void *gate_ctx, char *err, size_t errlen) {
     char e[ZT_ERR_BUF];
     if (zt_ckpt_writer_wait(w, e, sizeof e)) { /* a previous job's error was not collected */ }
     snprintf(w->path, sizeof w->path, "%s", path);
-    w->fd_buf = open(path, O_WRONLY);
-    if (w->fd_buf < 0) return zt_errf(err, errlen, "cannot write checkpoint %s: %s", path, strerror(errno));
-    w->fd_direct = w->direct_io ? open(path, O_WRONLY | O_DIRECT) : -1; /* refused (EINVAL): buffered */
     const size_t whole = zt_ckpt_writer_whole_bytes(pieces, n);
     const int all_at_once = whole <= w->cap;
+    ZT_ASSERT(!gate || all_at_once);
+    w->gate = gate;
+    w->gate_ctx = gate_ctx;
+    w->gate_err[0] = 0;
+    int rc = gate ? 0 : open_job(w);
+    if (rc) return zt_errf(err, errlen, "cannot write checkpoint %s: %s", path, strerror(rc));
     const size_t half = all_at_once ? w->cap : (size_t)down(w->cap / 2);
     /* host memory, all at once: the thread takes the snapshot itself while the caller computes on */
     const int thread_copy = all_at_once && be->i->mem == ZT_MEM_HOST;
@@ -242,6 +274,17 @@ int zt_ckpt_writer_start(zt_ckpt_writer *w, zt_backend *be, const char *path, co
     return 0;
 }
 
+int zt_ckpt_writer_start(zt_ckpt_writer *w, zt_backend *be, const char *path, const zt_ckpt_piece *pieces, int n,
+                         char *err, size_t errlen) {
+    return start(w, be, path, pieces, n, NULL, NULL, err, errlen);
+}
+
+void zt_ckpt_writer_start_gated(zt_ckpt_writer *w, zt_backend *be, const char *path, const zt_ckpt_piece *pieces,
+                                int n, zt_ckpt_gate gate, void *gate_ctx) {
+    char e[ZT_ERR_BUF];
+    start(w, be, path, pieces, n, gate, gate_ctx, e, sizeof e);
+}
+
 double zt_ckpt_writer_wait_snapshot(zt_ckpt_writer *w) {
     double t0 = zt_now();
     pthread_mutex_lock(&w->mu);
@@ -265,6 +308,7 @@ int zt_ckpt_writer_wait(zt_ckpt_writer *w, char *err, size_t errlen) {
     w->err_no = 0;
     pthread_mutex_unlock(&w->mu);
     if (!e) return 0;
+    if (e < 0) return zt_errf(err, errlen, "%s", w->gate_err);
     return zt_errf(err, errlen, "cannot write checkpoint %s: %s: %s", w->path, op ? op : "write", strerror(e));
 }
 

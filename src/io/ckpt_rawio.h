@@ -42,6 +42,12 @@ zt_ckpt_writer *zt_ckpt_writer_create(size_t stage_bytes, int direct_io);
    write errors are reported by zt_ckpt_writer_wait. */
 int zt_ckpt_writer_start(zt_ckpt_writer *w, zt_backend *be, const char *path, const zt_ckpt_piece *pieces, int n,
                          char *err, size_t errlen);
+/* The same with a gate (whole staging only): the file is opened by the thread, after it has taken the
+   snapshot and gate(ctx) has returned 0 (rank 0 lays the file out there; the other ranks wait until it is
+   laid out); a non-zero gate fails the write with the gate's message. Never fails itself. */
+typedef int (*zt_ckpt_gate)(void *ctx, char *err, size_t errlen);
+void zt_ckpt_writer_start_gated(zt_ckpt_writer *w, zt_backend *be, const char *path, const zt_ckpt_piece *pieces,
+                                int n, zt_ckpt_gate gate, void *gate_ctx);
 /* With whole staging and host memory (the cpu backend) start() only plans: the thread copies the
    snapshot before it writes, while the caller computes on. The caller must not change the source
    memory before this returns (the trainer calls it before the optimizer update); returns the seconds
