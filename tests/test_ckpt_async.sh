@@ -16,7 +16,8 @@
 #                        complete, and no .tmp is left (skipped where no tmpfs can be mounted)
 #  reads_*               loads read with O_DIRECT (strace: the checkpoint opened O_DIRECT by eval and by a resume),
 #                        and resuming through the page cache (direct_io = false) or from a tmpfs checkpoint
-#                        directory ends bit-identical to the straight run
+#                        directory ends bit-identical to the straight run; a resume reads through the run's
+#                        checkpoint staging (strace: no 16 MiB read buffers mapped, where eval maps its four)
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -79,6 +80,18 @@ if run rdbuf 2 --set train.steps=40 --stop-after 20 &&
     fail "reads_page_cache_resume: direct_io = false: $(grep step_00000020 $TMP/rdbuf.strace | head -3 | tr '\n' ' ')"
   else compare rdbuf straight reads_page_cache_resume_exact; fi
 else fail "reads_page_cache_resume_exact: a run failed"; fi
+# read buffers: eval allocates its own (16 MiB + 8 KiB each: glibc maps 16793600 bytes for one; eval of the
+# tiny model's file needs one), a resume reads through the saver's staging (the positive control on eval
+# keeps the size pattern honest: if glibc mapped them otherwise, that half fails)
+big16() { grep -c 'mmap(NULL, 16793600,' "$1"; }
+$ZT train $common --set run.name=rs1 --set train.steps=20 --stop-after 10 > /dev/null 2>&1
+strace -f -qq -e trace=mmap -o $TMP/rs.strace $ZT train $common --set run.name=rs1 --set train.steps=20 --resume auto > $TMP/rs1.log 2>&1
+rsn=$(big16 $TMP/rs.strace)
+strace -f -qq -e trace=mmap -o $TMP/ev.strace $ZT eval --checkpoint $R/rs1/checkpoints/step_00000010.h5 > /dev/null 2>&1
+evn=$(big16 $TMP/ev.strace)
+if grep -q params_hash $TMP/rs1.log && [ "$rsn" -eq 0 ] && [ "$evn" -ge 1 ]; then
+  pass "reads_through_staging (resume: $rsn read buffers mapped; eval of the same file: $evn)"
+else fail "reads_through_staging: resume mapped $rsn read buffers (want 0), eval $evn (want >= 1): $(tail -1 $TMP/rs1.log)"; fi
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then
   shm=$(mktemp -d /dev/shm/zt-ckpt.XXXXXX)
   if run rdshm 2 --set train.steps=40 --set checkpoint.dir=$shm --stop-after 20 &&

@@ -212,6 +212,7 @@ static long resume(trainer *t, const char *what) {
     }
     zt_ckpt_view v = zt_zero_load_view(&t->z, &t->m); /* the parameter all-gather overlaps the moment reads */
     v.buffered_reads = !t->c->checkpoint.direct_io;
+    v.read_stage = zt_ckpt_saver_stage(t->saver, &v.read_stage_bytes); /* no memory beyond the plan's */
     if (zt_ckpt_load(path, &meta, &v, err, sizeof err)) zt_user_error_all("%s", err);
     if (meta.lora_base_hash != t->base_hash)
         zt_user_error_all("%s: %s (fingerprint %016llx) than this run's lora.base = \"%s\" (%016llx): resume with the "
@@ -495,6 +496,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         zt_ckpt_meta im;
         zt_ckpt_view v = zt_model_ckpt_view(&t.m);
         v.buffered_reads = !c->checkpoint.direct_io;
+        v.read_stage = zt_ckpt_saver_stage(t.saver, &v.read_stage_bytes);
         if (zt_ckpt_load(init_s, &im, &v, err, sizeof err)) zt_user_error_all("%s", err);
         zt_zero_master_init(&t.z, &t.m);
         zt_metrics_note(&t.mx, "initialised from %s (weights of its step %ld; fresh optimizer)\n", init_s, im.step);

@@ -393,11 +393,11 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
        and the hook runs (the same collectives on every rank, whatever its pieces) while the moments arrive */
     int split = 0;
     while (split < nrp && rp[split].group == 0) split++;
+    const zt_ckpt_rstage rs = {!v->buffered_reads, v->read_stage, v->read_stage_bytes};
     const int overlap = v->params_ready && be->i->mem == ZT_MEM_HOST && v->exp_avg && !bad;
     if (overlap) {
-        bad = zt_ckpt_read_pieces(be, path, rp, split, !v->buffered_reads, &nf, err, errlen);
-        zt_ckpt_reader *rd = bad ? NULL : zt_ckpt_read_start(be, path, rp + split, nrp - split, !v->buffered_reads, err,
-                                                                 errlen);
+        bad = zt_ckpt_read_pieces(be, path, rp, split, &rs, &nf, err, errlen);
+        zt_ckpt_reader *rd = bad ? NULL : zt_ckpt_read_start(be, path, rp + split, nrp - split, &rs, err, errlen);
         if (!bad && !rd) bad = 1;
         const int any = zt_any_failed(bad, err, errlen);
         if (!any) v->params_ready(v->params_ready_ctx);
@@ -407,7 +407,7 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
             if (nf.piece < 0 && nf2.piece >= 0) nf = (zt_ckpt_nonfinite){nf2.piece + split, nf2.elem, nf2.value};
         }
         bad |= any;
-    } else if (!bad) bad = zt_ckpt_read_pieces(be, path, rp, nrp, !v->buffered_reads, &nf, err, errlen);
+    } else if (!bad) bad = zt_ckpt_read_pieces(be, path, rp, nrp, &rs, &nf, err, errlen);
     if (!bad && nf.piece >= 0)
         nonfinite_text(pt, groups[rp[nf.piece].group].path, rp[nf.piece].flat + nf.elem, nf.value, what, sizeof what);
     free(rp);

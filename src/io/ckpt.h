@@ -69,6 +69,10 @@ typedef struct zt_ckpt_view {
     void *params_ready_ctx;
     int buffered_reads;            /* load: 1 = through the page cache (checkpoint.direct_io = false); 0 = O_DIRECT
                                       where the file system allows it */
+    /* load, optional: page-aligned host memory to read through (a training run's idle checkpoint staging,
+       zt_ckpt_saver_stage); NULL: the reader allocates its own */
+    char *read_stage;
+    size_t read_stage_bytes;
 } zt_ckpt_view;
 
 /* Save params + (if v->exp_avg) Adam moments of this rank's range. dir is created if needed.
@@ -110,6 +114,8 @@ int zt_ckpt_saver_finish(zt_ckpt_saver *s, char *path_out, size_t path_len, char
    whole time from begin to published */
 void zt_ckpt_saver_times(const zt_ckpt_saver *s, double *stage_s, double *write_s, double *total_s);
 void zt_ckpt_saver_destroy(zt_ckpt_saver *s);
+/* the saver's host staging (page-aligned, *bytes), for a load to read through while no save is pending */
+char *zt_ckpt_saver_stage(zt_ckpt_saver *s, size_t *bytes);
 
 /* The collective write of ONE file at exactly `path` (used by zt_ckpt_save on <dir>/step_N.h5.tmp,
    and by `ztrain import`): no rename, no `latest`, no pruning. meta->created "" = now (rank 0's clock). */

@@ -312,6 +312,11 @@ int zt_ckpt_writer_wait(zt_ckpt_writer *w, char *err, size_t errlen) {
     return zt_errf(err, errlen, "cannot write checkpoint %s: %s: %s", w->path, op ? op : "write", strerror(e));
 }
 
+char *zt_ckpt_writer_stage(zt_ckpt_writer *w, size_t *bytes) {
+    *bytes = w->cap;
+    return w->stage;
+}
+
 void zt_ckpt_writer_times(const zt_ckpt_writer *w, double *stage_s, double *write_s) {
     if (stage_s) *stage_s = w->stage_s;
     if (write_s) *write_s = w->write_s;
@@ -392,6 +397,9 @@ typedef struct rjob {
     zt_backend *be;
     size_t chunk;
     int host;
+    char *shared;     /* the caller's staging, cut in slices of `slice` bytes (one per reader), or NULL */
+    size_t slice;
+    int next_slice;
     pthread_mutex_t mu;
     int piece;        /* next bytes to hand out: piece index and byte offset in it */
     size_t done;
@@ -453,8 +461,14 @@ static void *read_thread(void *arg) {
         const int ns = j->err_no || j->truncated ? 0 : next_span(j, fdd >= 0, sg);
         pthread_mutex_unlock(&j->mu);
         if (!ns) break;
-        if (!stage && (fdd >= 0 || !j->host) && posix_memalign((void **)&stage, BLK, j->chunk + 2 * BLK) != 0)
-            zt_panic(__FILE__, __LINE__, "out of memory for a checkpoint read buffer");
+        if (!stage && (fdd >= 0 || !j->host)) {
+            if (j->shared) {
+                pthread_mutex_lock(&j->mu);
+                stage = j->shared + (size_t)j->next_slice++ * j->slice;
+                pthread_mutex_unlock(&j->mu);
+            } else if (posix_memalign((void **)&stage, BLK, j->chunk + 2 * BLK) != 0)
+                zt_panic(__FILE__, __LINE__, "out of memory for a checkpoint read buffer");
+        }
         /* O_DIRECT: the whole blocks around the span, file offset x at stage + (x - a) */
         const uint64_t first = j->pieces[sg[0].i].off + sg[0].at, a = down(first);
         ssize_t r = 0;
@@ -487,7 +501,7 @@ static void *read_thread(void *arg) {
         }
     }
     if (stage && !j->host) j->be->i->sync(j->be); /* to_device may still read stage */
-    free(stage);
+    if (!j->shared) free(stage);
     return NULL;
 }
 
@@ -501,8 +515,9 @@ struct zt_ckpt_reader {
 /* opens path and starts the readers: with host memory READ_THREADS_DIRECT (O_DIRECT) or READ_THREADS (page
    cache), with device memory one (to_device belongs to the caller's thread); caller_reads: the calling
    thread will be one of them (new threads: one fewer) */
-static zt_ckpt_reader *reader_start(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, int direct,
-                                    int caller_reads, char *err, size_t errlen) {
+static zt_ckpt_reader *reader_start(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n,
+                                    const zt_ckpt_rstage *rs, int caller_reads, char *err, size_t errlen) {
+    const int direct = rs->direct;
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
         zt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -516,6 +531,14 @@ static zt_ckpt_reader *reader_start(zt_backend *be, const char *path, const zt_c
                   .nf = {-1, 0, 0}};
     pthread_mutex_init(&r->j.mu, NULL);
     const int readers = !r->j.host ? 1 : r->fd_direct >= 0 ? READ_THREADS_DIRECT : READ_THREADS;
+    /* the caller's staging (a training run's checkpoint staging, idle while it loads: no extra memory), one
+       page-aligned slice per reader, when the slices hold chunks of 1 MiB or more */
+    const size_t slice = rs->stage ? (size_t)down(rs->bytes / (size_t)readers) : 0;
+    if (rs->stage && (uintptr_t)rs->stage % BLK == 0 && slice >= ((size_t)1 << 20) + 2 * BLK) {
+        r->j.shared = rs->stage;
+        r->j.slice = slice;
+        if (r->j.chunk > slice - 2 * BLK) r->j.chunk = slice - 2 * BLK;
+    }
     for (int t = 0; t < readers - caller_reads; t++)
         if (pthread_create(&r->th[r->started], NULL, read_thread, &r->j) == 0) r->started++;
     return r;
@@ -537,17 +560,17 @@ int zt_ckpt_read_join(zt_ckpt_reader *r, zt_ckpt_nonfinite *nf, char *err, size_
     return bad;
 }
 
-zt_ckpt_reader *zt_ckpt_read_start(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, int direct,
-                                   char *err, size_t errlen) {
+zt_ckpt_reader *zt_ckpt_read_start(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n,
+                                   const zt_ckpt_rstage *rs, char *err, size_t errlen) {
     ZT_ASSERT(be->i->mem == ZT_MEM_HOST);
-    return reader_start(be, path, pieces, n, direct, 0, err, errlen);
+    return reader_start(be, path, pieces, n, rs, 0, err, errlen);
 }
 
-int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, int direct,
-                        zt_ckpt_nonfinite *nf, char *err, size_t errlen) {
+int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n,
+                        const zt_ckpt_rstage *rs, zt_ckpt_nonfinite *nf, char *err, size_t errlen) {
     nf->piece = -1;
     if (n == 0) return 0;
-    zt_ckpt_reader *r = reader_start(be, path, pieces, n, direct, 1, err, errlen);
+    zt_ckpt_reader *r = reader_start(be, path, pieces, n, rs, 1, err, errlen);
     if (!r) return 1;
     if (r->started) read_thread(&r->j);
     return zt_ckpt_read_join(r, nf, err, errlen);

@@ -57,6 +57,9 @@ double zt_ckpt_writer_wait_snapshot(zt_ckpt_writer *w);
 int zt_ckpt_writer_idle(zt_ckpt_writer *w);
 /* waits for the write in flight (if any); 0 or non-zero with err naming the file and errno */
 int zt_ckpt_writer_wait(zt_ckpt_writer *w, char *err, size_t errlen);
+/* the writer's staging buffer (page-aligned; *bytes its size): free for other uses while no write is in
+   flight (checkpoint loads read through it) */
+char *zt_ckpt_writer_stage(zt_ckpt_writer *w, size_t *bytes);
 /* seconds spent copying into staging / in the thread's writes + fdatasync, for the last start() */
 void zt_ckpt_writer_times(const zt_ckpt_writer *w, double *stage_s, double *write_s);
 void zt_ckpt_writer_destroy(zt_ckpt_writer *w);
@@ -85,14 +88,21 @@ typedef struct zt_ckpt_nonfinite {
     size_t elem;   /* float index within the piece */
     float value;
 } zt_ckpt_nonfinite;
-int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, int direct,
+/* how to read: direct = O_DIRECT where allowed; stage (page-aligned, `bytes`) = staging to use instead of
+   allocating (NULL: each reader allocates its own chunk + 8 KiB) */
+typedef struct zt_ckpt_rstage {
+    int direct;
+    char *stage;
+    size_t bytes;
+} zt_ckpt_rstage;
+int zt_ckpt_read_pieces(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, const zt_ckpt_rstage *rs,
                         zt_ckpt_nonfinite *nf, char *err, size_t errlen);
 /* the same read in the background (host memory only): every reader is a new thread, so the caller can do
    other work (the parameter all-gather) until zt_ckpt_read_join, which returns as zt_ckpt_read_pieces.
    pieces must stay valid until then. NULL with err set when path cannot be opened. */
 typedef struct zt_ckpt_reader zt_ckpt_reader;
-zt_ckpt_reader *zt_ckpt_read_start(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n, int direct,
-                                   char *err, size_t errlen);
+zt_ckpt_reader *zt_ckpt_read_start(zt_backend *be, const char *path, const zt_ckpt_rpiece *pieces, int n,
+                                   const zt_ckpt_rstage *rs, char *err, size_t errlen);
 int zt_ckpt_read_join(zt_ckpt_reader *r, zt_ckpt_nonfinite *nf, char *err, size_t errlen);
 /* index of the first element of p[0, n) that is NaN or +-Inf, or n (vectorised in blocks of 4096; a block
    with a hit is then searched element by element) */

@@ -698,6 +698,11 @@ int zt_ckpt_saver_begin(zt_ckpt_saver *s, const char *dir, int keep, const zt_ck
     return 0;
 }
 
+char *zt_ckpt_saver_stage(zt_ckpt_saver *s, size_t *bytes) {
+    ZT_ASSERT(!s->pending);
+    return zt_ckpt_writer_stage(s->w, bytes);
+}
+
 void zt_ckpt_saver_destroy(zt_ckpt_saver *s) {
     if (!s) return;
     scan_join(&s->scan);
