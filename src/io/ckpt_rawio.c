@@ -340,13 +340,14 @@ void zt_ckpt_writer_destroy(zt_ckpt_writer *w) {
 
 /* ---------------------------------------------------------------- reads */
 
-/* reads. With O_DIRECT (the default where the file system allows it) each thread reads whole 4 KiB blocks
-   covering its chunk into its own page-aligned staging buffer, checks the chunk there for NaN/Inf and copies
-   it to its destination: no page cache, whose first-touch pages cost this VM more than the disk (the same
-   1.49 GB file, cold, 2026-11-26: O_DIRECT 2 x 16 MiB in flight 0.68-0.77 s every time, page cache
-   0.65-1.15 s, `dd bs=16M` 0.58-2.47 s). Buffered (direct_io off, or refused): 4 MiB chunks through the
-   page cache straight into the destination (host memory). Two threads per rank, so one thread's copy
-   overlaps the other's wait for the disk (1 rank, page cache: 86% of dd with one thread, 93% with two). */
+/* reads. With O_DIRECT (the default where the file system allows it) four threads per rank each read whole
+   4 KiB blocks covering a span into page-aligned staging, check it there for NaN/Inf and copy it to its
+   destination: no page cache, whose first-touch pages cost this VM more than the disk (the same 1.49 GB
+   file, cold, 2026-11-26: O_DIRECT 0.68-0.77 s every time, page cache 0.65-1.15 s, `dd bs=16M` 0.58-2.47 s;
+   4 threads read faster than 2 in bench_ckpt, 0.81-0.89 s against 1.02-1.09 s). Buffered (direct_io off, or
+   refused): 4 MiB chunks through the page cache straight into the destination (host memory) by two threads,
+   so one thread's copy overlaps the other's wait for the disk (1 rank: 86% of dd with one thread, 93% with
+   two). */
 #define READ_CHUNK ((size_t)4 << 20)
 #define READ_CHUNK_DIRECT ((size_t)16 << 20)
 #define READ_THREADS 2

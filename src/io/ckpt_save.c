@@ -255,10 +255,6 @@ static int layout_rank0(const char *path, const zt_ckpt_meta *meta, const zt_ckp
     return bad;
 }
 
-/* Collective: rank 0 lays the file out (layout_rank0), every rank agrees on the outcome, then learns
-   the dataset offsets and returns its pieces (file offset, bytes, source). The file is created by one
-   rank and no HDF5 call here is collective: a failure on the one rank that touches the disk cannot
-   leave the others inside a collective (a full disk used to hang HDF5's collective metadata flush). */
 /* this rank's pieces of a file whose datasets start at offs (NOT collective) */
 static void pieces_at(const zt_ckpt_view *v, const uint64_t *offs, zt_ckpt_piece *pieces, int *n_pieces) {
     *n_pieces = 0;
@@ -283,7 +279,11 @@ static size_t n_offsets(const zt_ckpt_view *v) {
     return (size_t)zt_ckpt_groups(groups, v) * (size_t)v->table->n;
 }
 
-/* offs (n_offsets entries) receives every dataset's file offset; offs may be NULL */
+/* Collective: rank 0 lays the file out (layout_rank0), every rank agrees on the outcome, then learns
+   the dataset offsets and returns its pieces (file offset, bytes, source); offs_out (n_offsets entries,
+   may be NULL) receives the offsets. The file is created by one rank and no HDF5 call here is collective:
+   a failure on the one rank that touches the disk cannot leave the others inside a collective (a full
+   disk used to hang HDF5's collective metadata flush). */
 static int layout(const char *path, const zt_ckpt_meta *meta, const zt_ckpt_view *v, zt_ckpt_piece *pieces,
                   int *n_pieces, uint64_t *offs_out, char *err, size_t errlen) {
     zt_ckpt_h5_quiet();
@@ -465,7 +465,6 @@ typedef struct bg_layout {
     zt_ckpt_meta meta; /* copies for the thread */
     char *config;
     zt_ckpt_view v;
-    const char *path;
     uint64_t *offs;   /* the kept dataset offsets (n_offs), valid when have */
     size_t n_offs;
     int have;
@@ -618,17 +617,23 @@ int zt_ckpt_saver_finish(zt_ckpt_saver *s, char *path_out, size_t path_len, char
     return 0;
 }
 
+/* the start of every save: its clock, the last pruning joined (it may remove .tmp files: done before this
+   save creates its own), its names */
+static void begin_names(zt_ckpt_saver *s, const char *dir, int keep, long step) {
+    s->t_begin = zt_now();
+    prune_join(&s->prune);
+    snprintf(s->dir, sizeof s->dir, "%.*s", ZT_PATH_MAX, dir);
+    snprintf(s->final, sizeof s->final, "%.*s/step_%08ld.h5", ZT_PATH_MAX, dir, step);
+    snprintf(s->tmp, sizeof s->tmp, "%s.tmp", s->final);
+    s->keep = keep;
+    s->step = step;
+}
+
 /* an asynchronous save with the layout in the background (host memory): no collective call, nothing that
    can fail here (a failure is the write's, reported by zt_ckpt_saver_finish) */
 static int begin_background(zt_ckpt_saver *s, const char *dir, int keep, const zt_ckpt_meta *meta,
                             const zt_ckpt_view *v, char *path_out, size_t path_len) {
-    s->t_begin = zt_now();
-    prune_join(&s->prune); /* it may remove .tmp files: done before this save creates its own */
-    snprintf(s->dir, sizeof s->dir, "%.*s", ZT_PATH_MAX, dir);
-    snprintf(s->final, sizeof s->final, "%.*s/step_%08ld.h5", ZT_PATH_MAX, dir, meta->step);
-    snprintf(s->tmp, sizeof s->tmp, "%s.tmp", s->final);
-    s->keep = keep;
-    s->step = meta->step;
+    begin_names(s, dir, keep, meta->step);
     bg_layout *b = &s->bg;
     free(b->config);
     b->config = meta->config_text ? strdup(meta->config_text) : NULL;
@@ -655,23 +660,18 @@ int zt_ckpt_saver_begin(zt_ckpt_saver *s, const char *dir, int keep, const zt_ck
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int bad = 0;
-    if (s->async && s->bg.have && v->be->i->mem == ZT_MEM_HOST) return begin_background(s, dir, keep, meta, v, path_out, path_len);
+    if (s->async && s->bg.have && v->be->i->mem == ZT_MEM_HOST)
+        return begin_background(s, dir, keep, meta, v, path_out, path_len);
     if (rank == 0 && zt_mkdirs(dir) != 0)
         bad = zt_errf(err, errlen, "checkpoint directory %s: cannot create: %s", dir, strerror(errno));
     if (zt_any_failed(bad, err, errlen)) return 1;
-    s->t_begin = zt_now();
-    prune_join(&s->prune); /* it may remove .tmp files: done before this save creates its own */
+    begin_names(s, dir, keep, meta->step);
     /* device memory: checked here, before anything is created; host memory: in a thread started after the
        layout, joined before publishing (started before it, the scan took a core from the layout: d6 on 2
        cores, an asynchronous save's layout 8-15 ms beside the scan, 6-12 ms after it) */
     const int host = v->be->i->mem == ZT_MEM_HOST;
     s->scan.running = 0;
     if (!host && check_finite(meta, v, err, errlen)) return 1;
-    snprintf(s->dir, sizeof s->dir, "%.*s", ZT_PATH_MAX, dir);
-    snprintf(s->final, sizeof s->final, "%.*s/step_%08ld.h5", ZT_PATH_MAX, dir, meta->step);
-    snprintf(s->tmp, sizeof s->tmp, "%s.tmp", s->final);
-    s->keep = keep;
-    s->step = meta->step;
     int n = 0;
     if (layout(s->tmp, meta, v, s->pieces, &n, s->bg.offs, err, errlen)) {
         scan_join(&s->scan);
