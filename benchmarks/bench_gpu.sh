@@ -12,6 +12,8 @@
 # its log. bf16 stores values in float32 buffers (README "Mixed precision"): its speed-up over fp32
 # comes from the 2-byte GEMM operands alone.
 #   benchmarks/bench_gpu.sh [--steps N] [--precisions "bf16 fp32"] [--models "gpt2-124m gpt2-350m"]
+# BENCH_EXTRA="--set key=value ..." adds to every run's arguments (e.g. --set train.attention=materialized, the
+# baseline of the fused attention) and BENCH_TAG=NAME to the runs' names and the table's rows.
 set -u
 cd "$(dirname "$0")/.."
 STEPS=30 PRECS="bf16 fp32" MODELS="gpt2-124m gpt2-350m"
@@ -48,23 +50,23 @@ else
   trap 'rm -rf "$ROOT"' EXIT
 fi
 echo "# $name x $NG, dense bf16 peak $peak TFLOP/s per GPU; $STEPS steps, tokens/s over steps 2..$STEPS"
-printf "%-10s %-5s %5s %12s %8s %10s %9s\n" model prec gpus tokens/s MFU% step_ms GPU_GiB
+printf "%-14s %-5s %5s %12s %8s %10s %9s\n" model prec gpus tokens/s MFU% step_ms GPU_GiB
 for m in $MODELS; do
   for p in $PRECS; do
     for g in 1 $([ "$NG" -gt 1 ] && echo "$NG"); do
-      run=$m-$p-$g
+      run=$m-$p-$g${BENCH_TAG:+-$BENCH_TAG}
       launch="mpirun --bind-to none -np $g"
       [ "$g" -eq 1 ] && ! command -v mpirun >/dev/null && launch=""
       if ! $launch $ZT train -c inputs/$m.cfg --set precision=$p --set train.steps=$STEPS \
           --set data.train=$DATA/train.bin --set data.val=$DATA/val.bin --set eval.every=0 --set eval.sequences=16 --set train.log_every=1 --set train.warmup_steps=2 \
           --set checkpoint.every=0 --set sample.every=0 --set train.global_batch=$((16 * g)) \
-          --set run.root=$ROOT --set run.session=bench --set run.name=$run > $ROOT/$run.log 2>&1; then
-        printf "%-10s %-5s %5s %s\n" $m $p $g "failed: $(grep -m1 'error' $ROOT/$run.log || tail -1 $ROOT/$run.log)"
+          --set run.root=$ROOT --set run.session=bench --set run.name=$run ${BENCH_EXTRA:-} > $ROOT/$run.log 2>&1; then
+        printf "%-14s %-5s %5s %s\n" $m $p $g "failed: $(grep -m1 'error' $ROOT/$run.log || tail -1 $ROOT/$run.log)"
         continue
       fi
-      $PY - $ROOT/bench/$run $m $p $g $peak <<'PYEOF'
+      $PY - $ROOT/bench/$run $m${BENCH_TAG:+-$BENCH_TAG} $p $g $peak <<'PYEOF'
 import json, sys
-d, m, p, g, peak = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+d, m, p, g, peak = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])  # m: model[-tag]
 r = json.load(open(d + "/results.json"))
 steps = [json.loads(l) for l in open(d + "/metrics.jsonl")]
 ms = sorted(s["step_ms"] for s in steps[1:])[len(steps[1:]) // 2]
@@ -72,7 +74,7 @@ gflops_tok = steps[-1]["gflops"] * 1e9 / (steps[-1]["tokens_per_s"] / g) if step
 mfu = 100 * gflops_tok * r["tokens_per_s"] / (g * peak * 1e12) if peak else float("nan")
 mem = max((st.get("gpu_mem_bytes", -1) for st in steps), default=-1)  # NVML: the GPU's used memory
 gib = f"{mem / 2**30:9.1f}" if mem > 0 else f"{'n/a':>9}"
-print(f"{m:<10} {p:<5} {g:5d} {r['tokens_per_s']:12.0f} {mfu:8.1f} {ms:10.1f} {gib}")
+print(f"{m:<14} {p:<5} {g:5d} {r['tokens_per_s']:12.0f} {mfu:8.1f} {ms:10.1f} {gib}")
 PYEOF
     done
   done

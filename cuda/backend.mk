@@ -9,7 +9,7 @@
 #     (`make cuda`, run by `make test` whenever nvcc exists), or into ./ztrain itself with `make CUDA=1`.
 #     That binary has cpu, devsim and cuda, not cudasim (see the factory rule below).
 
-CU_SRC := cuda/cuda_backend.cu cuda/kernels_elem.cu cuda/kernels_norm_attn.cu cuda/cuda_gemm.cu
+CU_SRC := cuda/cuda_backend.cu cuda/kernels_elem.cu cuda/kernels_norm_attn.cu cuda/cuda_gemm.cu cuda/kernels_attn_fused.cu
 CU_HDRS := $(wildcard cuda/*.h cuda/*.cuh cuda/hostexec/*.h) $(wildcard src/*/*.h)
 MPI_CFLAGS := $(shell $(MPICC) -showme:compile 2>/dev/null)
 

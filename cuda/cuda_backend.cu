@@ -170,6 +170,13 @@ void b_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout
                      int B, int T, int C, int NH) {
     zt_cu_attention_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH);
 }
+void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C, int NH) {
+    zt_cu_attention_fused_fwd(S, dev(out), dev(stats), dev(qkv), B, T, C, NH);
+}
+void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *D, const float *dout, const float *qkv, const float *out,
+                           const float *stats, int B, int T, int C, int NH) {
+    zt_cu_attention_fused_bwd(S, dev(dqkv), dev(D), dev(dout), dev(qkv), dev(out), dev(stats), B, T, C, NH);
+}
 void b_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos, int maxT,
                         int C, int NH) {
     zt_cu_attention_decode(S, dev(out), dev(kcache), dev(vcache), dev(qkv), pos, maxT, C, NH);
@@ -265,6 +272,8 @@ zt_backend_i make_i(void) {
     i.attention_fwd = b_attention_fwd;
     i.attention_bwd = b_attention_bwd;
     i.attention_decode = b_attention_decode;
+    i.attention_fused_fwd = b_attention_fused_fwd;
+    i.attention_fused_bwd = b_attention_fused_bwd;
     i.gemv = b_gemv;
     i.gelu_fwd = b_gelu_fwd;
     i.gelu_bwd = b_gelu_bwd;

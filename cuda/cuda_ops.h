@@ -79,6 +79,13 @@ void zt_cu_attention_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt
 void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vcache, const float *qkv, int pos,
                             int maxT, int C, int NH);
 
+// ---- kernels_attn_fused.cu: attention without the (T, T) matrices (backend slots attention_fused_*); head sizes
+// zt_attention_fused_hs_ok; stats (B, NH, T, 2): each row's softmax maximum and 1 / sum; D (B, NH, T) scratch
+void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
+                               int NH);
+void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *D, const float *dout, const float *qkv,
+                               const float *out, const float *stats, int B, int T, int C, int NH);
+
 // ---- cuda_gemm.cu
 typedef struct zt_cu_gemm zt_cu_gemm;   // cuBLASLt handle + workspace + pinned algorithms (GPU); nothing (host)
 zt_cu_gemm *zt_cu_gemm_create(cudaStream_t s);

@@ -193,8 +193,10 @@ compare_runs $TMP/pk/bf16-ds $TMP/pk/bf16-auto act_storage_2_bytes_devsim
 # residual2 C, ln2 C, fch 4C, GELU 4C); 4L bytes become 2L packed + 4 for the one fp32 working copy.
 # Checked on the plan of GPT-2 124M and on the allocations of a d6 run (6 layers, C 384, NH 6, 2 x 256 tokens)
 [ -f data/d6/train.bin ] || tests/make_data.py data/d6 50257 60000 >/dev/null
-pa=$($ZT estimate -c inputs/gpt2-124m.cfg | awk '/^activations/ {print $4}')
-pf=$($ZT estimate -c inputs/gpt2-124m.cfg --set train.act_storage=fp32 | awk '/^activations/ {print $4}')
+# (materialized attention: the preset says device = "cuda", whose fused attention keeps no att; checked below)
+pa=$($ZT estimate -c inputs/gpt2-124m.cfg --set train.attention=materialized | awk '/^activations/ {print $4}')
+pf=$($ZT estimate -c inputs/gpt2-124m.cfg --set train.attention=materialized --set train.act_storage=fp32 |
+  awk '/^activations/ {print $4}')
 d6="-c inputs/d6.cfg --set precision=bf16 --set train.steps=2 --set train.warmup_steps=1 --set train.micro_batch=2
     --set train.global_batch=2 --set train.seq_len=256 --set data.train=data/d6/train.bin --set data.val=
     --set run.root=$TMP --set run.session=pkmem"
@@ -211,6 +213,19 @@ assert abs((mf - ma) - w6) < 0.01 * w6, f"d6 allocations: {mf} - {ma} vs {w6}"
 print(f"124M plan: activations {pf:.0f} -> {pa:.0f} MiB (-{want:.0f} predicted); d6 run: -{(mf - ma) / 2**20:.1f} MiB allocated (predicted {w6 / 2**20:.1f})")
 PYEOF
 ); then pass "act_storage_2_bytes_memory ($out)"; else fail "act_storage_2_bytes_memory: $out"; fi
+# the fused attention (device cuda, train.attention = auto): no att (B, NH, T, T) kept (2 bytes per layer in the
+# stash, 4 in the one fp32 working copy) and no datt scratch (4); instead per layer the softmax statistics (B, NH, T, 2)
+# fp32 and D (B, NH, T) scratch. From the allocating code's plan of GPT-2 124M (estimate)
+pz=$($ZT estimate -c inputs/gpt2-124m.cfg | awk '/^activations/ {print $4}')
+if out=$($PY - "$pa" "$pz" <<'PYEOF' 2>&1
+import sys
+pa, pz = float(sys.argv[1]), float(sys.argv[2])
+B, T, L, NH = 16, 1024, 12, 12
+want = (B * NH * T * T * (2 * L + 4 + 4) - B * NH * T * (8 * L + 4)) / 2**20
+assert abs((pa - pz) - want) < 0.005 * want, f"124M plan: {pa} - {pz} MiB vs {want:.1f} MiB"
+print(f"124M bf16 plan: activations {pa:.0f} -> {pz:.0f} MiB with the fused attention (-{want:.0f} predicted)")
+PYEOF
+); then pass "fused_attention_memory ($out)"; else fail "fused_attention_memory: $out"; fi
 
 # quantised base (QLoRA storage): the loss of the fp32 checkpoint with its linear weights through each format.
 # Measured on this checkpoint: nf4 +3.5e-4, nf4_dq +3.8e-4, int8 -4.5e-6 relative; limits 1e-2 and 1e-3.

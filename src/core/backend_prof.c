@@ -8,11 +8,12 @@
 #include "util/util.h"
 
 enum { P_MATMUL, P_LINEAR_FWD, P_LINEAR_BWD, P_LN_FWD, P_LN_BWD, P_ATT_FWD, P_ATT_BWD, P_GELU_FWD, P_GELU_BWD,
-       P_ADD, P_EMB_FWD, P_EMB_BWD, P_XENT, P_ADAMW, P_ACC, P_SUMSQ, P_COPY, P_ROUND, P_PACK, P_N };
+       P_ADD, P_EMB_FWD, P_EMB_BWD, P_XENT, P_ADAMW, P_ACC, P_SUMSQ, P_COPY, P_ROUND, P_PACK, P_FATT_FWD, P_FATT_BWD, P_N };
 static const char *g_names[P_N] = {"matmul (lm head)", "linear fwd", "linear bwd", "layernorm fwd", "layernorm bwd",
                                    "attention fwd", "attention bwd", "gelu fwd", "gelu bwd", "residual add",
                                    "embedding fwd", "embedding bwd", "softmax+xent", "adamw", "accumulate",
-                                   "grad norm", "copy/zero", "round_to", "pack16/unpack16"};
+                                   "grad norm", "copy/zero", "round_to", "pack16/unpack16",
+                                   "attention fused fwd", "attention fused bwd"};
 static double g_sec[P_N];
 static long g_calls[P_N];
 static const zt_backend_i *g_inner;
@@ -38,6 +39,11 @@ static void w_att_fwd(zt_backend *be, float *o, float *a, const float *q, int B,
 static void w_att_bwd(zt_backend *be, float *dq, float *da, const float *d, const float *q, const float *a, int B, int T,
                       int C, int NH) {
     T0(be); g_inner->attention_bwd(be, dq, da, d, q, a, B, T, C, NH); T1(be, P_ATT_BWD); }
+static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int B, int T, int C, int NH) {
+    T0(be); g_inner->attention_fused_fwd(be, o, st, q, B, T, C, NH); T1(be, P_FATT_FWD); }
+static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, const float *q, const float *o,
+                       const float *st, int B, int T, int C, int NH) {
+    T0(be); g_inner->attention_fused_bwd(be, dq, D, d, q, o, st, B, T, C, NH); T1(be, P_FATT_BWD); }
 static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) { T0(be); g_inner->gelu_fwd(be, o, i, n); T1(be, P_GELU_FWD); }
 static void w_gelu_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
     T0(be); g_inner->gelu_bwd(be, di, i, d, n); T1(be, P_GELU_BWD); }
@@ -72,6 +78,8 @@ void zt_backend_prof_begin(zt_backend *be) {
     g_wrapped.layernorm_bwd = w_ln_bwd;
     g_wrapped.attention_fwd = w_att_fwd;
     g_wrapped.attention_bwd = w_att_bwd;
+    if (g_inner->attention_fused_fwd) g_wrapped.attention_fused_fwd = w_fatt_fwd;
+    if (g_inner->attention_fused_bwd) g_wrapped.attention_fused_bwd = w_fatt_bwd;
     g_wrapped.gelu_fwd = w_gelu_fwd;
     g_wrapped.gelu_bwd = w_gelu_bwd;
     g_wrapped.add = w_add;

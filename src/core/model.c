@@ -51,11 +51,12 @@ enum { ST_LN1, ST_QKV, ST_ATTY, ST_ATT, ST_RES2, ST_LN2, ST_FCH, ST_FCHG, ST_N }
 
 static size_t pad32(size_t words) { return (words + 31) & ~(size_t)31; }
 
-/* the words of internal k for a micro-batch (B, T) */
-static size_t stash_words(const zt_model_shape *s, int B, int T, int k) {
+/* the words of internal k for a micro-batch (B, T); recompute: the ZT_* flags (with ZT_ATT_FUSED the
+   attention's statistics stay fp32, per layer, outside the stash) */
+static size_t stash_words(const zt_model_shape *s, int B, int T, int k, int recompute) {
     const size_t BT = (size_t)B * T, C = s->n_embd;
-    const size_t w[ST_N] = {BT * C, BT * 3 * C, BT * C, (size_t)B * s->n_head * T * T, BT * C, BT * C, BT * 4 * C,
-                            BT * 4 * C};
+    const size_t att = recompute & ZT_ATT_FUSED ? 0 : (size_t)B * s->n_head * T * T;
+    const size_t w[ST_N] = {BT * C, BT * 3 * C, BT * C, att, BT * C, BT * C, BT * 4 * C, BT * 4 * C};
     return w[k];
 }
 
@@ -63,8 +64,13 @@ static size_t stash_words(const zt_model_shape *s, int B, int T, int k) {
 static size_t stash_layer_words(const zt_model_shape *s, int B, int T, int recompute) {
     size_t w = 0;
     for (int k = 0; k < ST_N; k++)
-        if (k != ST_FCHG || (recompute & 3) == ZT_RECOMPUTE_NONE) w += pad32(stash_words(s, B, T, k));
+        if (k != ST_FCHG || (recompute & 3) == ZT_RECOMPUTE_NONE) w += pad32(stash_words(s, B, T, k, recompute));
     return w;
+}
+
+/* ZT_ATT_FUSED applies where the head size is one the fused slots take (elsewhere: the materialized attention) */
+static int att_fused(const zt_model_shape *s, int recompute) {
+    return (recompute & ZT_ATT_FUSED) && zt_attention_fused_hs_ok(s->n_embd / s->n_head);
 }
 
 /* recompute (ZT_RECOMPUTE_*): which per-layer activations are kept for every layer (L copies) and which
@@ -72,7 +78,7 @@ static size_t stash_layer_words(const zt_model_shape *s, int B, int T, int recom
    have one fp32 copy and L packed ones in the stash */
 static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, int recompute, act_slot *out) {
     const size_t C = s->n_embd, NH = s->n_head, Vp = s->padded_vocab;
-    const int rc = recompute & 3, pack = (recompute & ZT_ACT_PACK16) != 0;
+    const int rc = recompute & 3, pack = (recompute & ZT_ACT_PACK16) != 0, fused = att_fused(s, recompute);
     const size_t L = rc == ZT_RECOMPUTE_LAYER || pack ? 1 : (size_t)s->n_layer;  /* layer internals */
     const size_t LS = rc == ZT_RECOMPUTE_LAYER ? 1 : (size_t)s->n_layer;         /* LayerNorm statistics */
     const size_t LG = rc == ZT_RECOMPUTE_NONE && !pack ? (size_t)s->n_layer : 1; /* the GELU output */
@@ -86,7 +92,7 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, int reco
     SLOT(ln1_rstd, LS * BT);
     SLOT(qkv, L * BT * 3 * C);
     SLOT(atty, L * BT * C);
-    SLOT(att, L * B * NH * T * T);
+    SLOT(att, fused ? LS * B * NH * T * 2 : L * B * NH * T * T); /* statistics, or probabilities */
     SLOT(attproj, BT * C);
     SLOT(residual2, L * BT * C);
     SLOT(ln2, L * BT * C);
@@ -106,10 +112,10 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, int reco
     SLOT(dbtc, BT * C);
     SLOT(dbtc2, BT * C);
     SLOT(dqkv, BT * 3 * C);
-    SLOT(datt, B * NH * T * T);
+    SLOT(datt, fused ? B * NH * T : B * NH * T * T);
     SLOT(tokens, BT);   /* int32: same size as float */
     SLOT(targets, BT);
-    if (pack) SLOT(stash, (s->n_layer * stash_layer_words(s, B, T, rc) + 1) / 2); /* 2-byte words */
+    if (pack) SLOT(stash, (s->n_layer * stash_layer_words(s, B, T, rc | (fused ? ZT_ATT_FUSED : 0)) + 1) / 2); /* 2-byte words */
 #undef SLOT
     return n;
 }
@@ -154,6 +160,8 @@ static void init_shape(zt_model *m, zt_backend *be, const zt_model_shape *s, int
     memset(m, 0, sizeof *m);
     m->recompute = recompute & 3;
     m->pack16 = (recompute & ZT_ACT_PACK16) != 0;
+    m->att_fused = att_fused(s, recompute);
+    ZT_ASSERT(!m->att_fused || (be->i->attention_fused_fwd && be->i->attention_fused_bwd));
     ZT_ASSERT(!m->pack16 || m->recompute != ZT_RECOMPUTE_LAYER);
     m->s = *s;
     m->be = be;
@@ -381,6 +389,13 @@ static size_t lay_gelu(const zt_model *m, int l) {
     return m->recompute == ZT_RECOMPUTE_NONE && !m->pack16 ? (size_t)l : 0;
 }
 
+/* layer l's attention state: its probabilities (B, NH, T, T) in the layer's slot, or (ZT_ATT_FUSED) its softmax
+   statistics (B, NH, T, 2), kept per layer like the LayerNorm statistics */
+static float *att_state(const zt_model *m, int l) {
+    const size_t B = m->B, NH = m->s.n_head, T = m->T;
+    return m->att_fused ? m->a.att + lay_stats(m, l) * B * NH * T * 2 : m->a.att + lay(m, l) * B * NH * T * T;
+}
+
 /* ZT_ACT_PACK16: layer l's internals from the fp32 working copy into its stash words (pack = 1), or back */
 static void stash_layer(zt_model *m, int l, int pack) {
     zt_backend *be = m->be;
@@ -388,13 +403,15 @@ static void stash_layer(zt_model *m, int l, int pack) {
     zt_acts *a = &m->a;
     ZT_ASSERT(m->pack16 && m->prec != ZT_PREC_FP32);
     float *src[ST_N] = {a->ln1, a->qkv, a->atty, a->att, a->residual2, a->ln2, a->fch, a->fch_gelu};
-    uint16_t *w = (uint16_t *)a->stash + (size_t)l * stash_layer_words(&m->s, m->max_B, m->max_T, m->recompute);
+    const int flags = m->recompute | (m->att_fused ? ZT_ATT_FUSED : 0);
+    uint16_t *w = (uint16_t *)a->stash + (size_t)l * stash_layer_words(&m->s, m->max_B, m->max_T, flags);
     for (int k = 0; k < ST_N; k++) {
         if (k == ST_FCHG && m->recompute != ZT_RECOMPUTE_NONE) continue;
-        const size_t n = stash_words(&m->s, m->B, m->T, k);
-        if (pack) f->pack16(be, w, src[k], n, m->prec);
+        const size_t n = stash_words(&m->s, m->B, m->T, k, flags);
+        if (n == 0) {} /* ZT_ATT_FUSED: the statistics are not in the stash */
+        else if (pack) f->pack16(be, w, src[k], n, m->prec);
         else f->unpack16(be, src[k], w, n, m->prec);
-        w += pad32(stash_words(&m->s, m->max_B, m->max_T, k));
+        w += pad32(stash_words(&m->s, m->max_B, m->max_T, k, flags));
     }
 }
 
@@ -408,7 +425,7 @@ static void layer_fwd(zt_model *m, int l, int out) {
     zt_acts *a = &m->a;
     const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC;
     float *ln1 = a->ln1 + k * NC, *qkv = a->qkv + k * NC * 3, *atty = a->atty + k * NC;
-    float *att = a->att + k * B * NH * T * T;
+    float *att = att_state(m, l);
     float *res2 = a->residual2 + k * NC, *ln2 = a->ln2 + k * NC;
     float *fch = a->fch + k * NC * 4, *fchg = a->fch_gelu + g * NC * 4, *res3 = a->residual3 + (size_t)l * NC;
     f->layernorm_fwd(be, ln1, a->ln1_mean + ks * N, a->ln1_rstd + ks * N, res, P(zt_param_layer(l, ZT_LN1W)),
@@ -417,9 +434,14 @@ static void layer_fwd(zt_model *m, int l, int out) {
     f->linear_fwd(be, qkv, ln1, base_w(m, l, 0), P(zt_param_layer(l, ZT_QKVB)), N, C, 3 * C);
     lora_fwd(m, l, 0, ln1, qkv);
     RND(qkv, NC * 3);
-    f->attention_fwd(be, atty, att, qkv, B, T, C, NH);
-    RND(atty, NC);
-    RND(att, (size_t)B * NH * T * T);
+    if (m->att_fused) {
+        f->attention_fused_fwd(be, atty, att, qkv, B, T, C, NH);
+        RND(atty, NC);
+    } else {
+        f->attention_fwd(be, atty, att, qkv, B, T, C, NH);
+        RND(atty, NC);
+        RND(att, (size_t)B * NH * T * T);
+    }
     f->linear_fwd(be, a->attproj, atty, base_w(m, l, 1), P(zt_param_layer(l, ZT_ATTPB)), N, C, C);
     lora_fwd(m, l, 1, atty, a->attproj);
     RND(a->attproj, NC);
@@ -540,7 +562,7 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         const float *res_in = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC;
         const size_t k = lay(m, l), g = lay_gelu(m, l), ks = lay_stats(m, l);
         float *ln1 = a->ln1 + k * NC, *qkv = a->qkv + k * NC * 3, *atty = a->atty + k * NC;
-        float *att = a->att + k * B * NH * T * T;
+        float *att = att_state(m, l);
         float *res2 = a->residual2 + k * NC, *ln2 = a->ln2 + k * NC;
         float *fch = a->fch + k * NC * 4, *fchg = a->fch_gelu + g * NC * 4;
         /* 2-byte storage: the layer's internals back into the working copy (exact) */
@@ -564,7 +586,8 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         /* attention: dres = d residual2[l] */
         lin_bwd(m, l, 1, a->dbtc, a->dres, atty, zt_param_layer(l, ZT_ATTPW), zt_param_layer(l, ZT_ATTPB));
         RND(a->dbtc, NC);
-        f->attention_bwd(be, a->dqkv, a->datt, a->dbtc, qkv, att, B, T, C, NH);
+        if (m->att_fused) f->attention_fused_bwd(be, a->dqkv, a->datt, a->dbtc, qkv, atty, att, B, T, C, NH);
+        else f->attention_bwd(be, a->dqkv, a->datt, a->dbtc, qkv, att, B, T, C, NH);
         RND(a->dqkv, NC * 3);
         lin_bwd(m, l, 0, a->dbtc2, a->dqkv, ln1, zt_param_layer(l, ZT_QKVW), zt_param_layer(l, ZT_QKVB));
         RND(a->dbtc2, NC);

@@ -76,6 +76,7 @@ typedef struct zt_model {
     int recompute;        /* ZT_RECOMPUTE_* */
     int pack16;           /* ZT_ACT_PACK16 was given: 2-byte kept activations (a.stash) */
     int stashed;          /* the last forward packed its layers (a training forward) */
+    int att_fused;        /* ZT_ATT_FUSED was given: a.att holds softmax statistics, attention_fused_* run */
     int prec;             /* ZT_PREC_*: bf16/fp16 round every activation and gradient an op stores (the
                              statistics mean/rstd and the losses stay fp32); set after init */
     float *w[ZT_MAX_TENSORS]; /* base tensor i's data: params + its offset, or (QLoRA) NULL for a quantised linear
@@ -109,6 +110,12 @@ enum { ZT_RECOMPUTE_NONE = 0, ZT_RECOMPUTE_GELU = 1, ZT_RECOMPUTE_LAYER = 2 };
    into that copy first. They hold values of the precision, so packing is exact: results are bit-identical
    to 4-byte storage. The LayerNorm statistics and the layer outputs (residual3) stay fp32. */
 enum { ZT_ACT_PACK16 = 4 };
+/* or'ed into recompute when the backend runs attention without the (T, T) matrices (zt_config_recompute:
+   train.attention = "auto" on a device with the attention_fused_* slots; it applies where the head size is
+   one they take, zt_attention_fused_hs_ok, and the materialized attention runs elsewhere): each
+   layer keeps its softmax statistics, (B, NH, T, 2) fp32 (not rounded, not packed), instead of the
+   probabilities, and backward recomputes them (iface/backend.h) */
+enum { ZT_ATT_FUSED = 8 };
 int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
                             int alloc_grads, int recompute);
 int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,

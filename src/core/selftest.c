@@ -115,6 +115,35 @@ static void op_attention_bwd(zt_backend *be, st_case *k, float **out) {
     float *bufs[] = {qkv, dout, o, att, datt, dqkv};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
 }
+/* the fused attention (iface/backend.h attention_fused_*) where the backend has it, else the materialized one:
+   the device's fused kernels against the cpu backend's attention */
+static void op_attention_fused_fwd(zt_backend *be, st_case *k, float **out) {
+    float *qkv = up(be, k->in[0], k->in_n[0]), *o = up(be, NULL, k->out_n[0]);
+    const size_t natt = be->i->attention_fused_fwd ? (size_t)k->B * k->NH * k->T * 2 : (size_t)k->B * k->NH * k->T * k->T;
+    float *att = up(be, NULL, natt);
+    if (be->i->attention_fused_fwd) be->i->attention_fused_fwd(be, o, att, qkv, k->B, k->T, k->C, k->NH);
+    else be->i->attention_fwd(be, o, att, qkv, k->B, k->T, k->C, k->NH);
+    down(be, out[0], o, k->out_n[0]);
+    be->i->free(be, qkv); be->i->free(be, o); be->i->free(be, att);
+}
+static void op_attention_fused_bwd(zt_backend *be, st_case *k, float **out) {
+    float *qkv = up(be, k->in[0], k->in_n[0]), *dout = up(be, k->in[1], k->in_n[1]);
+    const int fused = be->i->attention_fused_bwd != NULL;
+    const size_t natt = fused ? (size_t)k->B * k->NH * k->T * 2 : (size_t)k->B * k->NH * k->T * k->T;
+    const size_t nd = fused ? (size_t)k->B * k->NH * k->T : natt;
+    float *o = up(be, NULL, k->in_n[1]), *att = up(be, NULL, natt), *datt = up(be, NULL, nd);
+    float *dqkv = up(be, NULL, k->out_n[0]);
+    if (fused) {
+        be->i->attention_fused_fwd(be, o, att, qkv, k->B, k->T, k->C, k->NH);
+        be->i->attention_fused_bwd(be, dqkv, datt, dout, qkv, o, att, k->B, k->T, k->C, k->NH);
+    } else {
+        be->i->attention_fwd(be, o, att, qkv, k->B, k->T, k->C, k->NH);
+        be->i->attention_bwd(be, dqkv, datt, dout, qkv, att, k->B, k->T, k->C, k->NH);
+    }
+    down(be, out[0], dqkv, k->out_n[0]);
+    float *bufs[] = {qkv, dout, o, att, datt, dqkv};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
+}
 static void op_attention_decode(zt_backend *be, st_case *k, float **out) {
     /* in: qkv rows (T, 3C): run positions 0..T-1 one at a time; out: every position's output */
     const size_t C = (size_t)k->C;
@@ -374,6 +403,21 @@ static int run_ops(zt_backend *cpu, zt_backend *dev, int prec, FILE *out) {
         add_out(&k, "dqkv", (size_t)N * 3 * C);
         fails += check_case(&k, op_attention_bwd, cpu, dev, out);
     }
+    /* the fused attention: head sizes 64 and 32, several query / key tiles of 32 and a partial last one */
+    for (int hc = 0; hc < 2 && dev->i->attention_fused_fwd; hc++) {
+        const int fB = 2, fT = 45, fNH = hc ? 3 : 2, fC = hc ? 96 : 128, fN = fB * fT;
+        st_case k = {.name = hc ? "attention_fused_fwd[hs32]" : "attention_fused_fwd", .nmse_max = 1e-12f, .rel_max = 2e-6f};
+        k.B = fB; k.T = fT; k.C = fC; k.NH = fNH;
+        add_in(&k, rnd((size_t)fN * 3 * fC, 1), (size_t)fN * 3 * fC);
+        add_out(&k, "out", (size_t)fN * fC);
+        fails += check_case(&k, op_attention_fused_fwd, cpu, dev, out);
+        st_case kb = {.name = hc ? "attention_fused_bwd[hs32]" : "attention_fused_bwd", .nmse_max = 1e-12f, .rel_max = 2e-6f};
+        kb.B = fB; kb.T = fT; kb.C = fC; kb.NH = fNH;
+        add_in(&kb, rnd((size_t)fN * 3 * fC, 1), (size_t)fN * 3 * fC);
+        add_in(&kb, rnd((size_t)fN * fC, 1), (size_t)fN * fC);
+        add_out(&kb, "dqkv", (size_t)fN * 3 * fC);
+        fails += check_case(&kb, op_attention_fused_bwd, cpu, dev, out);
+    }
     if (cpu->i->attention_decode && dev->i->attention_decode) {
         st_case k = {.name = "attention_decode", .nmse_max = 1e-12f, .rel_max = 2e-6f};
         k.T = T; k.C = C; k.NH = NH;
@@ -486,7 +530,7 @@ static void train_run(const char *device, int threads, int steps, int prec, int 
     zt_config c;
     if (zt_config_load_string(&c, "", err, sizeof err)) zt_panic(__FILE__, __LINE__, "%s", err);
     const int N = zt_world();
-    c.model.n_layer = 2; c.model.n_head = 2; c.model.n_embd = 48; c.model.vocab_size = 97; c.model.block_size = 16;
+    c.model.n_layer = 2; c.model.n_head = 2; c.model.n_embd = 64; /* head size 32: fused attention on cuda */ c.model.vocab_size = 97; c.model.block_size = 16;
     c.train.micro_batch = 2; c.train.seq_len = 16; c.train.global_batch = 2 * N * 2; c.zero.stage = 2;
     snprintf(c.device, sizeof c.device, "%s", device);
     snprintf(c.precision, sizeof c.precision, "%s", prec_name(prec));
@@ -579,7 +623,7 @@ static int run_train(const char *device, int threads, int steps, int prec, int l
     int same = memcmp(l1, l2, (size_t)steps * sizeof(double)) == 0 && h1 == h2;
     int fails = !(worst <= tol) + !same + !(lc[steps - 1] < lc[0]);
     if (out) {
-        fprintf(out, "\ntrain: tiny GPT (L2 C48 V97), %d ranks, ZeRO-2 ordered, %d steps, %s%s\n", zt_world(), steps,
+        fprintf(out, "\ntrain: tiny GPT (L2 C64 V97), %d ranks, ZeRO-2 ordered, %d steps, %s%s\n", zt_world(), steps,
                 prec_name(prec), lora ? ", QLoRA (r 4, nf4_dq base, dropout 0.1)" : "");
         fprintf(out, "  loss step 1 / %d: cpu %.6f / %.6f, %s %.6f / %.6f\n", steps, lc[0], lc[steps - 1], device, l1[0],
                 l1[steps - 1]);

@@ -140,7 +140,20 @@ typedef struct zt_backend_i {
        matmul / linear_fwd / linear_bwd hold values of that precision, and a backend may multiply them as
        2-byte operands with fp32 accumulation and fp32 outputs (the CUDA backend: tensor-core GEMMs) */
     void (*set_precision)(zt_backend *be, int prec);
+    /* optional (NULL: the backend has none): causal self-attention that keeps no (T, T) matrix, for head sizes
+       C / NH that zt_attention_fused_hs_ok accepts. Forward: out as attention_fwd; stats(B, NH, T, 2) receives
+       each row's softmax maximum m and 1 / sum (fp32 op state: never rounded or packed). Backward: dqkv
+       overwritten as attention_bwd, recomputing each probability as zt_expf(s - m) * (1 / sum) from qkv and
+       stats; out is the forward's output (as stored), D(B, NH, T) scratch. The values of attention_fwd / _bwd
+       up to fp32 rounding (the cpu backend has only those). */
+    void (*attention_fused_fwd)(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C,
+                                int NH);
+    void (*attention_fused_bwd)(zt_backend *be, float *dqkv, float *D, const float *dout, const float *qkv,
+                                const float *out, const float *stats, int B, int T, int C, int NH);
 } zt_backend_i;
+
+/* the head sizes a backend's attention_fused_* slots must take (the CUDA backend's kernels: cuda/kernels_attn_fused.cu) */
+static inline int zt_attention_fused_hs_ok(int hs) { return hs == 32 || hs == 64; }
 
 struct zt_backend {
     const zt_backend_i *i;

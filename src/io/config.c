@@ -74,6 +74,11 @@ const key_def cfg_schema[] = {
     ENUM("train.act_storage", train.act_storage, "auto",
          "activations kept for backward: auto = 2 bytes each in a bf16/fp16 run (exact: they hold values of the precision), fp32 = 4 bytes",
          "auto", "fp32"),
+    ENUM("train.attention", train.attention, "auto",
+         "causal attention in training: auto = without the (T, T) matrices where the backend can (cuda, head size 32 or 64: "
+         "each layer keeps its softmax statistics and backward recomputes the probabilities), materialized = "
+         "scores and probabilities kept for backward (what the cpu backend always does)",
+         "auto", "materialized"),
     INT("train.global_batch", train.global_batch, 4, 1, 1 << 30, "sequences per optimizer step, all ranks"),
     INT("train.seq_len", train.seq_len, 64, 1, 1 << 20, "tokens per training sequence (<= block_size)"),
     LONG("train.steps", train.steps, 100, 0, BIG, "optimizer steps"),
@@ -681,7 +686,9 @@ int zt_config_prec(const zt_config *c) {
 int zt_config_recompute(const zt_config *c) {
     const int r = strcmp(c->train.recompute, "layer") == 0 ? 2 : strcmp(c->train.recompute, "gelu") == 0 ? 1 : 0;
     const int pack = r != 2 && strcmp(c->train.act_storage, "auto") == 0 && zt_config_prec(c) != 0;
-    return r | (pack ? 4 : 0);
+    const int fused = strcmp(c->train.attention, "auto") == 0 &&
+                      (strcmp(c->device, "cuda") == 0 || strcmp(c->device, "cudasim") == 0);
+    return r | (pack ? 4 : 0) | (fused ? 8 : 0);
 }
 
 int zt_config_validate(const zt_config *c, int world_size, char *err, size_t errlen) {
