@@ -4,23 +4,25 @@
 // probabilities of B * NH * T * T floats per layer and reads them back; for GPT-2 124M at 16 x 1024 tokens
 // that is 0.8 GB per layer and most of the step's attention time on an H200 (README "GPU status").
 //
-// Forward, one block per (query tile of 32 rows, head, sequence): the query tile stays in shared memory,
-// key / value tiles 0 .. the diagonal stream through it; each row keeps a running maximum m and sum l of
-// exp(s - m) (online softmax) and rescales its output when m grows. It writes out and, per row, the final m
-// and 1 / l (stats (B, NH, T, 2)): the backward recomputes each probability as zt_expf(s - m) * (1 / l),
-// the cpu backend's softmax formula on the same maximum.
+// Forward, one block per (query tile of 64 rows, head, sequence): the query tile stays in shared memory,
+// key / value tiles of 64 from 0 to the diagonal stream through it; each row keeps a running maximum m and
+// sum l of exp(s - m) (online softmax) and rescales its output when m grows. It writes out and, per row, the
+// final m and 1 / l (stats (B, NH, T, 2)): the backward recomputes each probability as
+// zt_expf(s - m) * (1 / l), the cpu backend's softmax formula on the same maximum.
 // Backward, without atomics (every output element is summed by one thread in a fixed order):
 //   1. D_t = dout_t . out_t per row (one warp per row), into the scratch (B, NH, T);
-//   2. one block per key tile: dk and dv for its 32 keys, summed over the query tiles from the diagonal on,
-//      rows in order (the cpu backend's order: t ascending);
-//   3. one block per query tile: dq for its 32 rows, summed over key tiles 0 .. the diagonal.
-// Blocks 2 and 3 recompute p and dp = dout . v for their tiles with the same code, so both see the same bits;
-// the price of no atomics is recomputing q k^T and dout v^T once more (7 tile products instead of 5).
-// Thread layout of a block (128 threads): row group g = tid / 8 owns tile rows 2g, 2g + 1; column group
-// c = tid % 8 owns tile columns c, c + 8, c + 16, c + 24 and head dimensions c, c + 8, ... The 8 threads of a
-// row group are consecutive lanes: row maxima and sums are xor shuffles over 1, 2, 4. Shared tiles are padded
-// to HS + 1 floats a row (no bank conflicts between the rows read at one head dimension).
-// Arithmetic is fp32 in every precision, as the materialized attention.
+//   2. one block per key tile of 64: dk and dv for its keys, summed over query tiles of 32 from the
+//      diagonal on, rows in order (the cpu backend's order: t ascending);
+//   3. one block per query tile of 64: dq for its rows, summed over key tiles of 32 from 0 to the diagonal.
+// Blocks 2 and 3 recompute p and dp = dout . v for their tiles; the price of no atomics is computing q k^T
+// and dout v^T twice (7 tile products instead of 5).
+// Every product is a register-tiled fp32 GEMM on shared memory: 256 threads, thread (ty, tx) = (tid / 16,
+// tid % 16) owns a 4 x 4 (or 2 x 4, 4 x 2) block of its tile and reads its operands as float4 / float2 from
+// layouts where they are contiguous (a tile and, where a product sums over its rows, its transpose; the
+// transposes are written with lanes over rows, so the stores do not conflict). The 16 threads of a tile row
+// are 16 consecutive lanes: row maxima and sums are xor shuffles over 1, 2, 4, 8.
+// Arithmetic is fp32 in every precision, as the materialized attention. (The first version, 32 x 32 tiles
+// with 2 x 4 blocks and scalar loads, ran at the speed of the materialized attention on an H200.)
 #include <math.h>
 
 
@@ -36,104 +38,155 @@ namespace {
 #define AF_LAUNCH_CHECK(what) ZT_CUDA_LAUNCH_CHECK(what)
 
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kTile = 32;     // query rows and key columns per tile
-constexpr int kThreads = 128; // 16 row groups x 8 column groups
+constexpr int kThreads = 256; // (ty, tx) = (tid / 16, tid % 16)
 constexpr int kDWarps = 4;    // D kernel: rows (warps) per block
 
 unsigned blocks_for(size_t n, unsigned per) { return (unsigned)((n + per - 1) / per); }
 
-// max / sum over the 8 lanes of a row group (xor within aligned groups of 8 lanes)
-__device__ __forceinline__ float group_max(float v) {
-    for (int o = 1; o < 8; o <<= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+// max / sum over the 16 lanes of a tile row (xor within aligned groups of 16 lanes)
+__device__ __forceinline__ float row_max(float v) {
+    for (int o = 1; o < 16; o <<= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
     return v;
 }
-__device__ __forceinline__ float group_sum(float v) {
-    for (int o = 1; o < 8; o <<= 1) v += __shfl_xor_sync(kFull, v, o);
+__device__ __forceinline__ float row_sum(float v) {
+    for (int o = 1; o < 16; o <<= 1) v += __shfl_xor_sync(kFull, v, o);
     return v;
 }
 
-// dst = rows r0 .. r0 + kTile - 1 of one head's HS columns starting at src (rows `stride` floats apart);
-// rows at or past T are zero
-template <int HS>
-__device__ void load_tile(float (*dst)[HS + 1], const float *src, size_t stride, int r0, int T) {
-    for (int idx = threadIdx.x; idx < kTile * HS; idx += kThreads) {
-        const int r = idx / HS, d = idx % HS;
-        dst[r][d] = r0 + r < T ? src[(size_t)(r0 + r) * stride + d] : 0.0f;
+// N (2 or 4) consecutive floats from 8- / 16-byte aligned memory
+template <int N>
+__device__ __forceinline__ void ldv(float *r, const float *p) {
+    if constexpr (N == 4) {
+        const float4 v = *reinterpret_cast<const float4 *>(p);
+        r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+    } else {
+        static_assert(N == 2, "ldv: 2 or 4");
+        const float2 v = *reinterpret_cast<const float2 *>(p);
+        r[0] = v.x; r[1] = v.y;
+    }
+}
+template <int N>
+__device__ __forceinline__ void stv(float *p, const float *r) {
+    if constexpr (N == 4) *reinterpret_cast<float4 *>(p) = make_float4(r[0], r[1], r[2], r[3]);
+    else *reinterpret_cast<float2 *>(p) = make_float2(r[0], r[1]);
+}
+
+// R rows r0 .. r0 + R - 1 of one head's HS columns at src (rows `stride` floats apart, 16-byte aligned) into
+// shared memory, rows at or past T as zeros: natural dst[r * HS + d], or transposed dst[d * R + r] (lanes over
+// rows: conflict-free stores)
+template <int HS, int R>
+__device__ void load_nat(float *dst, const float *src, size_t stride, int r0, int T) {
+    for (int idx = threadIdx.x; idx < R * (HS / 4); idx += kThreads) {
+        const int r = idx / (HS / 4), d4 = idx % (HS / 4);
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r0 + r < T) v = *reinterpret_cast<const float4 *>(src + (size_t)(r0 + r) * stride + 4 * d4);
+        *reinterpret_cast<float4 *>(dst + r * HS + 4 * d4) = v;
+    }
+}
+template <int HS, int R>
+__device__ void load_tr(float *dst, const float *src, size_t stride, int r0, int T) {
+    for (int idx = threadIdx.x; idx < R * (HS / 4); idx += kThreads) {
+        const int r = idx % R, d4 = idx / R;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r0 + r < T) v = *reinterpret_cast<const float4 *>(src + (size_t)(r0 + r) * stride + 4 * d4);
+        dst[(4 * d4 + 0) * R + r] = v.x;
+        dst[(4 * d4 + 1) * R + r] = v.y;
+        dst[(4 * d4 + 2) * R + r] = v.z;
+        dst[(4 * d4 + 3) * R + r] = v.w;
     }
 }
 
-// this thread's 2 x 4 entries of the tile products a b^T (rows 2g + i of a, rows c + 8j of b), over d in order
-template <int HS>
-__device__ __forceinline__ void tile_dots(float s[2][4], const float (*a)[HS + 1], const float (*b)[HS + 1], int g,
-                                          int c) {
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 4; j++) s[i][j] = 0.0f;
+// acc[i][j] += sum over d of aT[d][ra + i] * bT[d][cb + j] (aT: HS x RA, bT: HS x RB, d in order)
+template <int HS, int RA, int RB, int NI, int NJ>
+__device__ __forceinline__ void dots_t(float (*acc)[NJ], const float *aT, const float *bT, int ra, int cb) {
     for (int d = 0; d < HS; d++) {
-        const float a0 = a[2 * g][d], a1 = a[2 * g + 1][d];
-        for (int j = 0; j < 4; j++) {
-            const float bv = b[c + 8 * j][d];
-            s[0][j] += a0 * bv;
-            s[1][j] += a1 * bv;
-        }
+        float a[NI], b[NJ];
+        ldv<NI>(a, aT + d * RA + ra);
+        ldv<NJ>(b, bT + d * RB + cb);
+        for (int i = 0; i < NI; i++)
+            for (int j = 0; j < NJ; j++) acc[i][j] += a[i] * b[j];
     }
 }
 
+// acc[i][j] += sum over k < K of x[k * LX + xi + i] * y[k * LY + yj + j] (k in order)
+template <int K, int LX, int LY, int NI, int NJ>
+__device__ __forceinline__ void outer_acc(float (*acc)[NJ], const float *x, const float *y, int xi, int yj) {
+    for (int k = 0; k < K; k++) {
+        float a[NI], b[NJ];
+        ldv<NI>(a, x + k * LX + xi);
+        ldv<NJ>(b, y + k * LY + yj);
+        for (int i = 0; i < NI; i++)
+            for (int j = 0; j < NJ; j++) acc[i][j] += a[i] * b[j];
+    }
+}
+
+constexpr int kFwdRows = 64, kFwdKeys = 64;
+
+template <int HS>
+constexpr int fwd_smem_floats() { return 3 * HS * 64 + kFwdKeys * kFwdRows; }
+
+// forward: block (query tile, head, sequence); thread (ty, tx) owns rows 4ty .. 4ty + 3 of the tile, their
+// scores with keys 4tx .. 4tx + 3 of each key tile, and output columns DPT tx .. DPT tx + DPT - 1
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
     attn_fused_fwd_kernel(float *out, float *stats, const float *qkv, int T, int C, int NH, float scale) {
-    __shared__ float Qs[kTile][HS + 1], Ks[kTile][HS + 1], Vs[kTile][HS + 1], Ps[kTile][kTile + 1];
-    constexpr int ND = HS / 8;
-    const int q0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z, C3 = 3 * C;
-    const int g = threadIdx.x / 8, c = threadIdx.x % 8;
+    constexpr int DPT = HS / 16;
+    float *QsT = ZT_DYNAMIC_SMEM(float);     // [HS][64]
+    float *KsT = QsT + HS * kFwdRows;        // [HS][64]
+    float *Vs = KsT + HS * kFwdKeys;         // [64][HS]
+    float *PsT = Vs + kFwdKeys * HS;         // [64 keys][64 rows]
+    const int q0 = blockIdx.x * kFwdRows, h = blockIdx.y, b = blockIdx.z, C3 = 3 * C;
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
     const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-    load_tile<HS>(Qs, base, C3, q0, T);
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[2][ND];
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < ND; j++) o[i][j] = 0.0f;
-    const int last = min(q0 + kTile, T) - 1; // the tile's last row: keys 0 .. last
-    for (int k0 = 0; k0 <= last; k0 += kTile) {
-        __syncthreads(); // the previous tile's readers of Ks, Vs, Ps are done
-        load_tile<HS>(Ks, base + C, C3, k0, T);
-        load_tile<HS>(Vs, base + 2 * C, C3, k0, T);
+    load_tr<HS, kFwdRows>(QsT, base, C3, q0, T);
+    float m[4], l[4], o[4][DPT];
+    for (int i = 0; i < 4; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+        for (int j = 0; j < DPT; j++) o[i][j] = 0.0f;
+    }
+    const int last = min(q0 + kFwdRows, T) - 1; // the tile's last row: keys 0 .. last
+    for (int k0 = 0; k0 <= last; k0 += kFwdKeys) {
+        __syncthreads(); // the previous tile's readers of KsT, Vs, PsT are done
+        load_tr<HS, kFwdKeys>(KsT, base + C, C3, k0, T);
+        load_nat<HS, kFwdKeys>(Vs, base + 2 * C, C3, k0, T);
         __syncthreads();
-        float s[2][4];
-        tile_dots<HS>(s, Qs, Ks, g, c);
-        for (int i = 0; i < 2; i++) {
-            const int r = q0 + 2 * g + i;
+        float s[4][4] = {};
+        dots_t<HS, kFwdRows, kFwdKeys, 4, 4>(s, QsT, KsT, 4 * ty, 4 * tx);
+        float p[4][4];
+        for (int i = 0; i < 4; i++) {
+            const int r = q0 + 4 * ty + i;
             float mx = -INFINITY;
             for (int j = 0; j < 4; j++) {
-                s[i][j] = k0 + c + 8 * j <= r ? s[i][j] * scale : -INFINITY;
+                s[i][j] = k0 + 4 * tx + j <= r ? s[i][j] * scale : -INFINITY;
                 mx = fmaxf(mx, s[i][j]);
             }
-            const float mnew = fmaxf(m[i], group_max(mx)); // finite: key 0 is in every row's first tile
+            const float mnew = fmaxf(m[i], row_max(mx)); // finite: key 0 is in every row's first tile
             const float alpha = m[i] == -INFINITY ? 0.0f : zt_expf(m[i] - mnew);
             float ps = 0.0f;
             for (int j = 0; j < 4; j++) {
-                const float p = s[i][j] == -INFINITY ? 0.0f : zt_expf(s[i][j] - mnew);
-                Ps[2 * g + i][c + 8 * j] = p;
-                ps += p;
+                p[i][j] = s[i][j] == -INFINITY ? 0.0f : zt_expf(s[i][j] - mnew);
+                ps += p[i][j];
             }
-            l[i] = l[i] * alpha + group_sum(ps);
+            l[i] = l[i] * alpha + row_sum(ps);
             m[i] = mnew;
-            for (int j = 0; j < ND; j++) o[i][j] *= alpha;
+            for (int j = 0; j < DPT; j++) o[i][j] *= alpha;
+        }
+        for (int j = 0; j < 4; j++) {
+            const float col[4] = {p[0][j], p[1][j], p[2][j], p[3][j]};
+            stv<4>(PsT + (4 * tx + j) * kFwdRows + 4 * ty, col);
         }
         __syncthreads();
-        for (int k = 0; k < kTile; k++) {
-            const float p0 = Ps[2 * g][k], p1 = Ps[2 * g + 1][k];
-            for (int j = 0; j < ND; j++) {
-                const float v = Vs[k][c + 8 * j];
-                o[0][j] += p0 * v;
-                o[1][j] += p1 * v;
-            }
-        }
+        outer_acc<kFwdKeys, kFwdRows, HS, 4, DPT>(o, PsT, Vs, 4 * ty, DPT * tx);
     }
-    for (int i = 0; i < 2; i++) {
-        const int r = q0 + 2 * g + i;
+    for (int i = 0; i < 4; i++) {
+        const int r = q0 + 4 * ty + i;
         if (r >= T) continue;
         const float inv = 1.0f / l[i];
-        float *orow = out + ((size_t)b * T + r) * C + (size_t)h * HS;
-        for (int j = 0; j < ND; j++) orow[c + 8 * j] = o[i][j] * inv;
-        if (c == 0) {
+        float v[DPT];
+        for (int j = 0; j < DPT; j++) v[j] = o[i][j] * inv;
+        stv<DPT>(out + ((size_t)b * T + r) * C + (size_t)h * HS + DPT * tx, v);
+        if (tx == 0) {
             float *st = stats + (((size_t)b * NH + h) * T + r) * 2;
             st[0] = m[i];
             st[1] = inv;
@@ -141,7 +194,7 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// one warp per (b, h, t): D = dout . out over the head's HS columns (lane-strided, then a xor butterfly)
+// one warp per (b, h, t): D = dout . out over the head's hs columns (lane-strided, then a xor butterfly)
 __global__ void __launch_bounds__(32 * kDWarps)
     attn_fused_d_kernel(float *D, const float *dout, const float *out, int B, int T, int C, int NH) {
     const size_t row = (size_t)blockIdx.x * kDWarps + threadIdx.x / 32; // (b * NH + h) * T + t
@@ -155,133 +208,178 @@ __global__ void __launch_bounds__(32 * kDWarps)
     if (lane == 0) D[row] = s;
 }
 
-// The probabilities p and the score gradients ds = p (dp - D) scale of one (query tile q0, key tile k0)
-// pair into Ps, Ds (either may be null): the same bits in both backward kernels.
-template <int HS>
-__device__ void tile_grads(float (*Ps)[kTile + 1], float (*Ds)[kTile + 1], const float (*Qs)[HS + 1],
-                           const float (*dOs)[HS + 1], const float (*Ks)[HS + 1], const float (*Vs)[HS + 1],
-                           const float *st_m, const float *st_inv, const float *st_D, int q0, int k0, int T, float scale,
-                           int g, int c) {
-    float s[2][4], dp[2][4];
-    tile_dots<HS>(s, Qs, Ks, g, c);
-    tile_dots<HS>(dp, dOs, Vs, g, c);
-    for (int i = 0; i < 2; i++) {
-        const int rr = 2 * g + i, r = q0 + rr;
-        for (int j = 0; j < 4; j++) {
-            const int kk = c + 8 * j;
-            const float p = r < T && k0 + kk <= r ? zt_expf(s[i][j] * scale - st_m[rr]) * st_inv[rr] : 0.0f;
-            if (Ps) Ps[rr][kk] = p;
-            Ds[rr][kk] = p * (dp[i][j] - st_D[rr]) * scale;
+// rows q0 .. q0 + R - 1's stats (m, 1 / l) and D into shared memory (rows past T: 0)
+template <int R>
+__device__ void load_row_stats(float *st, const float *stats, const float *D, int q0, int T) {
+    for (int r = threadIdx.x; r < R; r += kThreads) {
+        const bool ok = q0 + r < T;
+        st[r] = ok ? stats[(size_t)(q0 + r) * 2] : 0.0f;
+        st[R + r] = ok ? stats[(size_t)(q0 + r) * 2 + 1] : 0.0f;
+        st[2 * R + r] = ok ? D[q0 + r] : 0.0f;
+    }
+}
+
+// The probabilities and score gradients of this thread's NI x NJ block (tile rows ri + i, keys kj + j): from
+// the scores s and dout . v products dp, st (the query tile's m, 1 / l, D: 3 x R) and the tile origins
+template <int R, int NI, int NJ>
+__device__ __forceinline__ void grads(float (*p)[NJ], float (*ds)[NJ], const float (*s)[NJ], const float (*dp)[NJ],
+                                      const float *st, int q0, int ri, int k0, int kj, int T, float scale) {
+    for (int i = 0; i < NI; i++) {
+        const int rr = ri + i, r = q0 + rr;
+        for (int j = 0; j < NJ; j++) {
+            p[i][j] = r < T && k0 + kj + j <= r ? zt_expf(s[i][j] * scale - st[rr]) * st[R + rr] : 0.0f;
+            ds[i][j] = p[i][j] * (dp[i][j] - st[2 * R + rr]) * scale;
         }
     }
 }
 
-// the tile's per-row stats (m, 1 / l) and D into shared memory (rows past T: 0)
-__device__ void load_row_stats(float *st_m, float *st_inv, float *st_D, const float *stats, const float *D, int q0,
-                               int T) {
-    for (int r = threadIdx.x; r < kTile; r += kThreads) {
-        const bool ok = q0 + r < T;
-        st_m[r] = ok ? stats[(size_t)(q0 + r) * 2] : 0.0f;
-        st_inv[r] = ok ? stats[(size_t)(q0 + r) * 2 + 1] : 0.0f;
-        st_D[r] = ok ? D[q0 + r] : 0.0f;
-    }
-}
+constexpr int kKvKeys = 64, kKvRows = 32; // dk / dv: keys per block, query rows per step
 
+template <int HS>
+constexpr int dkdv_smem_floats() { return 2 * HS * kKvKeys + 4 * HS * kKvRows + 2 * kKvRows * kKvKeys + 3 * kKvRows; }
+
+// dk, dv: block (key tile, head, sequence). Scores: thread (ty, tx) owns query rows 2ty, 2ty + 1 x keys
+// 4tx .. 4tx + 3; sums: keys 4ty .. 4ty + 3 x columns DPT tx ..
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
     attn_fused_dkdv_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats, const float *D, int T,
                            int C, int NH, float scale) {
-    __shared__ float Ks[kTile][HS + 1], Vs[kTile][HS + 1], Qs[kTile][HS + 1], dOs[kTile][HS + 1];
-    __shared__ float Ps[kTile][kTile + 1], Ds[kTile][kTile + 1];
-    __shared__ float st_m[kTile], st_inv[kTile], st_D[kTile];
-    constexpr int ND = HS / 8;
-    const int k0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z, C3 = 3 * C;
-    const int g = threadIdx.x / 8, c = threadIdx.x % 8;
+    constexpr int DPT = HS / 16;
+    float *KsT = ZT_DYNAMIC_SMEM(float);   // [HS][64]
+    float *VsT = KsT + HS * kKvKeys;       // [HS][64]
+    float *QsT = VsT + HS * kKvKeys;       // [HS][32]
+    float *Qs = QsT + HS * kKvRows;        // [32][HS]
+    float *dOsT = Qs + HS * kKvRows;       // [HS][32]
+    float *dOs = dOsT + HS * kKvRows;      // [32][HS]
+    float *Ps = dOs + HS * kKvRows;        // [32][64]
+    float *dSs = Ps + kKvRows * kKvKeys;   // [32][64]
+    float *st = dSs + kKvRows * kKvKeys;   // [3][32]
+    const int k0 = blockIdx.x * kKvKeys, h = blockIdx.y, b = blockIdx.z, C3 = 3 * C;
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
     const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
     const float *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
     const size_t srow = ((size_t)b * NH + h) * T; // this head's first row of stats and D
-    load_tile<HS>(Ks, base + C, C3, k0, T);
-    load_tile<HS>(Vs, base + 2 * C, C3, k0, T);
-    float dk[2][ND], dv[2][ND];
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < ND; j++) dk[i][j] = dv[i][j] = 0.0f;
-    for (int q0 = k0; q0 < T; q0 += kTile) { // query tiles from the diagonal on (tiles are aligned: q0 = k0 first)
+    load_tr<HS, kKvKeys>(KsT, base + C, C3, k0, T);
+    load_tr<HS, kKvKeys>(VsT, base + 2 * C, C3, k0, T);
+    float dk[4][DPT] = {}, dv[4][DPT] = {};
+    for (int q0 = k0; q0 < T; q0 += kKvRows) { // query tiles from the diagonal on
         __syncthreads();
-        load_tile<HS>(Qs, base, C3, q0, T);
-        load_tile<HS>(dOs, dbase, C, q0, T);
-        load_row_stats(st_m, st_inv, st_D, stats + srow * 2, D + srow, q0, T);
+        load_tr<HS, kKvRows>(QsT, base, C3, q0, T);
+        load_nat<HS, kKvRows>(Qs, base, C3, q0, T);
+        load_tr<HS, kKvRows>(dOsT, dbase, C, q0, T);
+        load_nat<HS, kKvRows>(dOs, dbase, C, q0, T);
+        load_row_stats<kKvRows>(st, stats + srow * 2, D + srow, q0, T);
         __syncthreads();
-        tile_grads<HS>(Ps, Ds, Qs, dOs, Ks, Vs, st_m, st_inv, st_D, q0, k0, T, scale, g, c);
+        float s[2][4] = {}, dp[2][4] = {}, p[2][4], ds[2][4];
+        dots_t<HS, kKvRows, kKvKeys, 2, 4>(s, QsT, KsT, 2 * ty, 4 * tx);
+        dots_t<HS, kKvRows, kKvKeys, 2, 4>(dp, dOsT, VsT, 2 * ty, 4 * tx);
+        grads<kKvRows, 2, 4>(p, ds, s, dp, st, q0, 2 * ty, k0, 4 * tx, T, scale);
+        for (int i = 0; i < 2; i++) {
+            stv<4>(Ps + (2 * ty + i) * kKvKeys + 4 * tx, p[i]);
+            stv<4>(dSs + (2 * ty + i) * kKvKeys + 4 * tx, ds[i]);
+        }
         __syncthreads();
         // dv[key][d] += p[r][key] dout[r][d]; dk[key][d] += ds[r][key] q[r][d], rows r in order
-        for (int r = 0; r < kTile; r++) {
-            const float p0 = Ps[r][2 * g], p1 = Ps[r][2 * g + 1], s0 = Ds[r][2 * g], s1 = Ds[r][2 * g + 1];
-            for (int j = 0; j < ND; j++) {
-                const float dy = dOs[r][c + 8 * j], q = Qs[r][c + 8 * j];
-                dv[0][j] += p0 * dy;
-                dv[1][j] += p1 * dy;
-                dk[0][j] += s0 * q;
-                dk[1][j] += s1 * q;
-            }
-        }
+        outer_acc<kKvRows, kKvKeys, HS, 4, DPT>(dv, Ps, dOs, 4 * ty, DPT * tx);
+        outer_acc<kKvRows, kKvKeys, HS, 4, DPT>(dk, dSs, Qs, 4 * ty, DPT * tx);
     }
-    for (int i = 0; i < 2; i++) {
-        const int key = k0 + 2 * g + i;
+    for (int i = 0; i < 4; i++) {
+        const int key = k0 + 4 * ty + i;
         if (key >= T) continue;
-        float *row = dqkv + ((size_t)b * T + key) * C3 + (size_t)h * HS;
-        for (int j = 0; j < ND; j++) {
-            row[C + c + 8 * j] = dk[i][j];
-            row[2 * C + c + 8 * j] = dv[i][j];
-        }
+        float *row = dqkv + ((size_t)b * T + key) * C3 + (size_t)h * HS + DPT * tx;
+        stv<DPT>(row + C, dk[i]);
+        stv<DPT>(row + 2 * C, dv[i]);
     }
 }
 
+constexpr int kQRows = 64, kQKeys = 32; // dq: query rows per block, keys per step
+
+template <int HS>
+constexpr int dq_smem_floats() { return 2 * HS * kQRows + 3 * HS * kQKeys + kQKeys * kQRows + 3 * kQRows; }
+
+// dq: block (query tile, head, sequence). Scores: thread (ty, tx) owns rows 4ty .. 4ty + 3 x keys 2tx, 2tx + 1;
+// sums: rows 4ty .. 4ty + 3 x columns DPT tx ..
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
     attn_fused_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats, const float *D, int T,
                          int C, int NH, float scale) {
-    __shared__ float Qs[kTile][HS + 1], dOs[kTile][HS + 1], Ks[kTile][HS + 1], Vs[kTile][HS + 1];
-    __shared__ float Ds[kTile][kTile + 1];
-    __shared__ float st_m[kTile], st_inv[kTile], st_D[kTile];
-    constexpr int ND = HS / 8;
-    const int q0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z, C3 = 3 * C;
-    const int g = threadIdx.x / 8, c = threadIdx.x % 8;
+    constexpr int DPT = HS / 16;
+    float *QsT = ZT_DYNAMIC_SMEM(float);   // [HS][64]
+    float *dOsT = QsT + HS * kQRows;       // [HS][64]
+    float *KsT = dOsT + HS * kQRows;       // [HS][32]
+    float *VsT = KsT + HS * kQKeys;        // [HS][32]
+    float *Ks = VsT + HS * kQKeys;         // [32][HS]
+    float *dSsT = Ks + HS * kQKeys;        // [32 keys][64 rows]
+    float *st = dSsT + kQKeys * kQRows;    // [3][64]
+    const int q0 = blockIdx.x * kQRows, h = blockIdx.y, b = blockIdx.z, C3 = 3 * C;
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
     const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
     const size_t srow = ((size_t)b * NH + h) * T;
-    load_tile<HS>(Qs, base, C3, q0, T);
-    load_tile<HS>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, C, q0, T);
-    load_row_stats(st_m, st_inv, st_D, stats + srow * 2, D + srow, q0, T);
-    float dq[2][ND];
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < ND; j++) dq[i][j] = 0.0f;
-    const int last = min(q0 + kTile, T) - 1;
-    for (int k0 = 0; k0 <= last; k0 += kTile) {
+    load_tr<HS, kQRows>(QsT, base, C3, q0, T);
+    load_tr<HS, kQRows>(dOsT, dout + (size_t)b * T * C + (size_t)h * HS, C, q0, T);
+    load_row_stats<kQRows>(st, stats + srow * 2, D + srow, q0, T);
+    float dq[4][DPT] = {};
+    const int last = min(q0 + kQRows, T) - 1;
+    for (int k0 = 0; k0 <= last; k0 += kQKeys) {
         __syncthreads();
-        load_tile<HS>(Ks, base + C, C3, k0, T);
-        load_tile<HS>(Vs, base + 2 * C, C3, k0, T);
+        load_tr<HS, kQKeys>(KsT, base + C, C3, k0, T);
+        load_tr<HS, kQKeys>(VsT, base + 2 * C, C3, k0, T);
+        load_nat<HS, kQKeys>(Ks, base + C, C3, k0, T);
         __syncthreads();
-        tile_grads<HS>(nullptr, Ds, Qs, dOs, Ks, Vs, st_m, st_inv, st_D, q0, k0, T, scale, g, c);
-        __syncthreads();
-        for (int k = 0; k < kTile; k++) { // dq[r][d] += ds[r][key] k[key][d], keys in order
-            const float s0 = Ds[2 * g][k], s1 = Ds[2 * g + 1][k];
-            for (int j = 0; j < ND; j++) {
-                const float kv = Ks[k][c + 8 * j];
-                dq[0][j] += s0 * kv;
-                dq[1][j] += s1 * kv;
-            }
+        float s[4][2] = {}, dp[4][2] = {}, p[4][2], ds[4][2];
+        dots_t<HS, kQRows, kQKeys, 4, 2>(s, QsT, KsT, 4 * ty, 2 * tx);
+        dots_t<HS, kQRows, kQKeys, 4, 2>(dp, dOsT, VsT, 4 * ty, 2 * tx);
+        grads<kQRows, 4, 2>(p, ds, s, dp, st, q0, 4 * ty, k0, 2 * tx, T, scale);
+        for (int j = 0; j < 2; j++) {
+            const float col[4] = {ds[0][j], ds[1][j], ds[2][j], ds[3][j]};
+            stv<4>(dSsT + (2 * tx + j) * kQRows + 4 * ty, col);
         }
+        __syncthreads();
+        outer_acc<kQKeys, kQRows, HS, 4, DPT>(dq, dSsT, Ks, 4 * ty, DPT * tx); // keys in order
     }
-    for (int i = 0; i < 2; i++) {
-        const int r = q0 + 2 * g + i;
+    for (int i = 0; i < 4; i++) {
+        const int r = q0 + 4 * ty + i;
         if (r >= T) continue;
-        float *row = dqkv + ((size_t)b * T + r) * C3 + (size_t)h * HS;
-        for (int j = 0; j < ND; j++) row[c + 8 * j] = dq[i][j];
+        stv<DPT>(dqkv + ((size_t)b * T + r) * C3 + (size_t)h * HS + DPT * tx, dq[i]);
     }
 }
 
 void check_shape(int B, int T, int C, int NH) {
     ZT_ASSERT(NH > 0 && C % NH == 0 && zt_attention_fused_hs_ok(C / NH));
     ZT_ASSERT(NH <= 65535 && B <= 65535 && (size_t)B * NH * T <= 0x7fffffffu);
+}
+
+// opts kernel k in to `floats` of dynamic shared memory (above 48 KiB a GPU requires it), once per kernel
+template <typename K>
+void smem_optin(K *k, int floats, bool *done, const char *what) {
+    if (*done) return;
+    const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, floats * 4);
+    if (e != cudaSuccess)
+        zt_panic(__FILE__, __LINE__, "%s: %d bytes of shared memory: %s", what, floats * 4, cudaGetErrorString(e));
+    *done = true;
+}
+
+template <int HS>
+void launch_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, float scale) {
+    static bool optin = false;
+    smem_optin(attn_fused_fwd_kernel<HS>, fwd_smem_floats<HS>(), &optin, "attn_fused_fwd_kernel");
+    ZT_LAUNCH((attn_fused_fwd_kernel<HS>), dim3(blocks_for(T, kFwdRows), NH, B), kThreads,
+              fwd_smem_floats<HS>() * sizeof(float), s, out, stats, qkv, T, C, NH, scale);
+    AF_LAUNCH_CHECK("attn_fused_fwd_kernel");
+}
+
+template <int HS>
+void launch_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv, const float *stats,
+                int B, int T, int C, int NH, float scale) {
+    static bool optin_kv = false, optin_q = false;
+    smem_optin(attn_fused_dkdv_kernel<HS>, dkdv_smem_floats<HS>(), &optin_kv, "attn_fused_dkdv_kernel");
+    smem_optin(attn_fused_dq_kernel<HS>, dq_smem_floats<HS>(), &optin_q, "attn_fused_dq_kernel");
+    ZT_LAUNCH((attn_fused_dkdv_kernel<HS>), dim3(blocks_for(T, kKvKeys), NH, B), kThreads,
+              dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dout, qkv, stats, D, T, C, NH, scale);
+    AF_LAUNCH_CHECK("attn_fused_dkdv_kernel");
+    ZT_LAUNCH((attn_fused_dq_kernel<HS>), dim3(blocks_for(T, kQRows), NH, B), kThreads,
+              dq_smem_floats<HS>() * sizeof(float), s, dqkv, dout, qkv, stats, D, T, C, NH, scale);
+    AF_LAUNCH_CHECK("attn_fused_dq_kernel");
 }
 
 } // namespace
@@ -294,12 +392,8 @@ void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const f
     check_shape(B, T, C, NH);
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
-    const dim3 grid(blocks_for(T, kTile), NH, B);
-    if (hs == 64)
-        ZT_LAUNCH((attn_fused_fwd_kernel<64>), grid, kThreads, 0, s, out, stats, qkv, T, C, NH, scale);
-    else
-        ZT_LAUNCH((attn_fused_fwd_kernel<32>), grid, kThreads, 0, s, out, stats, qkv, T, C, NH, scale);
-    AF_LAUNCH_CHECK("attn_fused_fwd_kernel");
+    if (hs == 64) launch_fwd<64>(s, out, stats, qkv, B, T, C, NH, scale);
+    else launch_fwd<32>(s, out, stats, qkv, B, T, C, NH, scale);
 }
 
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *D, const float *dout, const float *qkv,
@@ -311,21 +405,8 @@ void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *D, const floa
     ZT_LAUNCH(attn_fused_d_kernel, blocks_for((size_t)B * NH * T, kDWarps), 32 * kDWarps, 0, s, D, dout, out, B, T, C,
               NH);
     AF_LAUNCH_CHECK("attn_fused_d_kernel");
-    const dim3 grid(blocks_for(T, kTile), NH, B);
-    if (hs == 64) {
-        ZT_LAUNCH((attn_fused_dkdv_kernel<64>), grid, kThreads, 0, s, dqkv, dout, qkv, stats, (const float *)D, T, C,
-                  NH, scale);
-        AF_LAUNCH_CHECK("attn_fused_dkdv_kernel");
-        ZT_LAUNCH((attn_fused_dq_kernel<64>), grid, kThreads, 0, s, dqkv, dout, qkv, stats, (const float *)D, T, C, NH,
-                  scale);
-    } else {
-        ZT_LAUNCH((attn_fused_dkdv_kernel<32>), grid, kThreads, 0, s, dqkv, dout, qkv, stats, (const float *)D, T, C,
-                  NH, scale);
-        AF_LAUNCH_CHECK("attn_fused_dkdv_kernel");
-        ZT_LAUNCH((attn_fused_dq_kernel<32>), grid, kThreads, 0, s, dqkv, dout, qkv, stats, (const float *)D, T, C, NH,
-                  scale);
-    }
-    AF_LAUNCH_CHECK("attn_fused_dq_kernel");
+    if (hs == 64) launch_bwd<64>(s, dqkv, D, dout, qkv, stats, B, T, C, NH, scale);
+    else launch_bwd<32>(s, dqkv, D, dout, qkv, stats, B, T, C, NH, scale);
 }
 
 } // namespace ZT_CU_NS
