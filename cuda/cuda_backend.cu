@@ -7,6 +7,16 @@
 // buffer (it may be reused on return), to_host and sync wait for the stream, as iface/backend.h says.
 // Scratch for ops that need it (layernorm / linear / embedding backward) is one buffer that grows to
 // the largest need the first time a shape is seen, then is reused: no per-step allocation.
+//
+// Rounding fused into the op (bf16 / fp16 runs): the model follows most ops with a round_to of exactly
+// what they wrote (core/model.c, RND). After set_precision(bf16 / fp16), an op whose kernels can round
+// their own output (gelu, add, embedding forward, softmax + cross-entropy, LayerNorm forward and its dinp,
+// the fused attention) is not launched at once but kept (Deferred); the next call launches it, rounding
+// its output in the kernel when that call is round_to of the op's output range in that precision (the
+// round_to then has nothing left to do), unrounded otherwise. Every other slot, the memory calls, sync
+// and the communicator's view of the stream launch a kept op first, so work runs in call order. The bits
+// are those of the op followed by round_to; ZT_CUDA_FUSE_ROUND=0 turns it off (tests/test_cudasim.sh
+// compares both). Saves one read and write of each such output (on an H200, README "GPU status").
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +36,28 @@ using namespace ZT_CU_NS;
 
 namespace {
 
+// an op kept for the round_to that may follow it: kind, arguments (device memory, translated), and the
+// output range (the caller's address and length) a fused round_to must name
+enum DKind { D_NONE, D_GELU_FWD, D_GELU_BWD, D_ADD, D_EMBED_FWD, D_XENT, D_LN_FWD, D_LN_BWD, D_ATT_FWD, D_ATT_BWD };
+struct Deferred {
+    DKind kind;
+    float *o0, *o1, *o2;
+    const float *i0, *i1, *i2, *i3, *i4;
+    const int32_t *tok;
+    void *scratch;
+    int B, T, C, NH, V, Vp;
+    size_t n;
+    float f;
+    const void *out;
+    size_t out_n;
+};
+
 struct cu_ctx {
     cudaStream_t stream;
+    Deferred pend;          // pend.kind == D_NONE: nothing kept
+    int prec;               // set_precision's; fp32: nothing is kept
+    int fuse_round;         // ZT_CUDA_FUSE_ROUND (default 1)
+    long fused, unfused;    // round_to calls done inside the op / by their own pass (ZT_CUDA_FUSE_ROUND_STATS=1 prints)
     zt_cu_gemm *gemm;
     void *scratch;          // device memory
     size_t scratch_bytes;
@@ -36,6 +66,49 @@ struct cu_ctx {
 };
 
 cu_ctx *ctx_of(zt_backend *be) { return static_cast<cu_ctx *>(be->ctx); }
+
+void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
+    cudaStream_t s = x->stream;
+    switch (d.kind) {
+    case D_GELU_FWD: zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec); break;
+    case D_GELU_BWD: zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec); break;
+    case D_ADD: zt_cu_add(s, d.o0, d.i0, d.i1, d.n, prec); break;
+    case D_EMBED_FWD: zt_cu_embed_fwd(s, d.o0, d.tok, d.i0, d.i1, d.B, d.T, d.C, prec); break;
+    case D_XENT: zt_cu_softmax_xent(s, d.o0, d.o1, d.tok, d.B, d.V, d.Vp, d.f, prec); break;
+    case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, prec); break;
+    case D_LN_BWD:
+        zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, prec);
+        break;
+    case D_ATT_FWD: zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, prec); break;
+    case D_ATT_BWD:
+        zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, prec);
+        break;
+    case D_NONE: break;
+    }
+}
+
+// launches the kept op, if any, unrounded
+void flush(zt_backend *be) {
+    cu_ctx *x = ctx_of(be);
+    if (x->pend.kind == D_NONE) return;
+    const Deferred d = x->pend;
+    x->pend.kind = D_NONE;
+    launch_deferred(x, d, 0);
+}
+
+// an op that can round its output: kept for a following round_to in a bf16 / fp16 run, else launched now
+void defer(zt_backend *be, const Deferred &d) {
+    flush(be);
+    cu_ctx *x = ctx_of(be);
+    if (x->prec != ZT_PREC_FP32 && x->fuse_round) x->pend = d;
+    else launch_deferred(x, d, 0);
+}
+
+// the stream, after the kept op (every launch goes through it)
+cudaStream_t stream_of(zt_backend *be) {
+    flush(be);
+    return ctx_of(be)->stream;
+}
 
 #ifdef ZT_HOSTEXEC
 // device address -> the memory kernels and copies use
@@ -48,7 +121,7 @@ template <typename T> T *dev(T *p) { return p; }
 // ------------------------------------------------------------------------------------------ memory
 
 void *b_alloc(zt_backend *be, size_t bytes) {
-    (void)be;
+    flush(be);
 #ifdef ZT_HOSTEXEC
     return zt_devsim_mem_alloc(bytes);
 #else
@@ -63,6 +136,7 @@ void *b_alloc(zt_backend *be, size_t bytes) {
 }
 
 void b_free(zt_backend *be, void *p) {
+    flush(be);
     (void)be;
     if (!p) return;
 #ifdef ZT_HOSTEXEC
@@ -74,6 +148,7 @@ void b_free(zt_backend *be, void *p) {
 }
 
 void b_to_device(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    flush(be);
     if (!bytes) return;
 #ifdef ZT_HOSTEXEC
     (void)be;
@@ -86,6 +161,7 @@ void b_to_device(zt_backend *be, void *dst, const void *src, size_t bytes) {
 }
 
 void b_to_host(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    flush(be);
     if (!bytes) return;
 #ifdef ZT_HOSTEXEC
     (void)be;
@@ -98,6 +174,7 @@ void b_to_host(zt_backend *be, void *dst, const void *src, size_t bytes) {
 }
 
 void b_copy(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    flush(be);
     if (!bytes || dst == src) return;
 #ifdef ZT_HOSTEXEC
     (void)be;
@@ -108,6 +185,7 @@ void b_copy(zt_backend *be, void *dst, const void *src, size_t bytes) {
 }
 
 void b_zero(zt_backend *be, void *dst, size_t bytes) {
+    flush(be);
     if (!bytes) return;
 #ifdef ZT_HOSTEXEC
     (void)be;
@@ -118,6 +196,7 @@ void b_zero(zt_backend *be, void *dst, size_t bytes) {
 }
 
 void b_sync(zt_backend *be) {
+    flush(be);
 #ifdef ZT_HOSTEXEC
     (void)be; // every launch of the harness is synchronous
 #else
@@ -138,7 +217,7 @@ void *scratch(zt_backend *be, size_t bytes) {
 
 // ------------------------------------------------------------------------------------------ ops
 
-#define S ctx_of(be)->stream
+#define S stream_of(be)
 
 void b_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
               float alpha, float beta) {
@@ -156,12 +235,23 @@ void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const fl
 }
 void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
                      const float *b, int N, int C) {
-    zt_cu_layernorm_fwd(S, dev(out), dev(mean), dev(rstd), dev(inp), dev(w), dev(b), N, C);
+    Deferred d = {};
+    d.kind = D_LN_FWD;
+    d.o0 = dev(out); d.o1 = dev(mean); d.o2 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w); d.i2 = dev(b);
+    d.B = N; d.C = C;
+    d.out = out; d.out_n = (size_t)N * C;
+    defer(be, d);
 }
 void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                      const float *w, const float *mean, const float *rstd, int N, int C) {
-    void *sc = scratch(be, zt_cu_layernorm_bwd_scratch(N, C));
-    zt_cu_layernorm_bwd(S, dev(dinp), dev(dw), dev(db), dev(dout), dev(inp), dev(w), dev(mean), dev(rstd), N, C, sc);
+    Deferred d = {};
+    d.scratch = scratch(be, zt_cu_layernorm_bwd_scratch(N, C));
+    d.kind = D_LN_BWD;
+    d.o0 = dev(dinp); d.o1 = dev(dw); d.o2 = dev(db);
+    d.i0 = dev(dout); d.i1 = dev(inp); d.i2 = dev(w); d.i3 = dev(mean); d.i4 = dev(rstd);
+    d.B = N; d.C = C;
+    d.out = dinp; d.out_n = (size_t)N * C;
+    defer(be, d);
 }
 void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
     zt_cu_attention_fwd(ctx_of(be)->gemm, S, dev(out), dev(att), dev(qkv), B, T, C, NH);
@@ -171,11 +261,21 @@ void b_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout
     zt_cu_attention_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH);
 }
 void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C, int NH) {
-    zt_cu_attention_fused_fwd(S, dev(out), dev(stats), dev(qkv), B, T, C, NH);
+    Deferred d = {};
+    d.kind = D_ATT_FWD;
+    d.o0 = dev(out); d.o1 = dev(stats); d.i0 = dev(qkv);
+    d.B = B; d.T = T; d.C = C; d.NH = NH;
+    d.out = out; d.out_n = (size_t)B * T * C;
+    defer(be, d);
 }
 void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *D, const float *dout, const float *qkv, const float *out,
                            const float *stats, int B, int T, int C, int NH) {
-    zt_cu_attention_fused_bwd(S, dev(dqkv), dev(D), dev(dout), dev(qkv), dev(out), dev(stats), B, T, C, NH);
+    Deferred d = {};
+    d.kind = D_ATT_BWD;
+    d.o0 = dev(dqkv); d.o1 = dev(D); d.i0 = dev(dout); d.i1 = dev(qkv); d.i2 = dev(out); d.i3 = dev(stats);
+    d.B = B; d.T = T; d.C = C; d.NH = NH;
+    d.out = dqkv; d.out_n = (size_t)B * T * 3 * C;
+    defer(be, d);
 }
 void b_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos, int maxT,
                         int C, int NH) {
@@ -184,16 +284,35 @@ void b_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache
 void b_gemv(zt_backend *be, float *y, const float *x, const float *w, const float *bias, int C, int OC, int w_t) {
     zt_cu_gemv(S, dev(y), dev(x), dev(w), dev(bias), C, OC, w_t);
 }
-void b_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) { zt_cu_gelu_fwd(S, dev(out), dev(inp), n); }
+void b_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) {
+    Deferred d = {};
+    d.kind = D_GELU_FWD;
+    d.o0 = dev(out); d.i0 = dev(inp); d.n = n;
+    d.out = out; d.out_n = n;
+    defer(be, d);
+}
 void b_gelu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
-    zt_cu_gelu_bwd(S, dev(dinp), dev(inp), dev(dout), n);
+    Deferred d = {};
+    d.kind = D_GELU_BWD;
+    d.o0 = dev(dinp); d.i0 = dev(inp); d.i1 = dev(dout); d.n = n;
+    d.out = dinp; d.out_n = n;
+    defer(be, d);
 }
 void b_add(zt_backend *be, float *out, const float *a, const float *b, size_t n) {
-    zt_cu_add(S, dev(out), dev(a), dev(b), n);
+    Deferred d = {};
+    d.kind = D_ADD;
+    d.o0 = dev(out); d.i0 = dev(a); d.i1 = dev(b); d.n = n;
+    d.out = out; d.out_n = n;
+    defer(be, d);
 }
 void b_embed_fwd(zt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B, int T,
                  int C) {
-    zt_cu_embed_fwd(S, dev(out), dev(tokens), dev(wte), dev(wpe), B, T, C);
+    Deferred d = {};
+    d.kind = D_EMBED_FWD;
+    d.o0 = dev(out); d.tok = dev(tokens); d.i0 = dev(wte); d.i1 = dev(wpe);
+    d.B = B; d.T = T; d.C = C;
+    d.out = out; d.out_n = (size_t)B * T * C;
+    defer(be, d);
 }
 void b_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T,
                  int C) {
@@ -202,7 +321,13 @@ void b_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *dout, co
 }
 void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
                     float dscale) {
-    zt_cu_softmax_xent(S, dev(losses), dev(logits), dev(targets), N, V, Vp, dscale);
+    Deferred d = {};
+    d.kind = D_XENT;
+    d.o0 = dev(losses); d.o1 = dev(logits); d.tok = dev(targets);
+    d.B = N; d.V = V; d.Vp = Vp; d.f = dscale;
+    d.out = dscale != 0.0f ? logits : nullptr; // dlogits; with dscale 0 the logits are left as they were
+    d.out_n = (size_t)N * Vp;
+    defer(be, d);
 }
 void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
              float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale) {
@@ -213,8 +338,23 @@ void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) { zt_cu_
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
     zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);
 }
-void b_set_precision(zt_backend *be, int prec) { zt_cu_gemm_set_precision(ctx_of(be)->gemm, prec); }
-void b_round_to(zt_backend *be, float *x, size_t n, int prec) { zt_cu_round_to(S, dev(x), n, prec); }
+void b_set_precision(zt_backend *be, int prec) {
+    flush(be);
+    ctx_of(be)->prec = prec;
+    zt_cu_gemm_set_precision(ctx_of(be)->gemm, prec);
+}
+void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
+    cu_ctx *c = ctx_of(be);
+    if (c->pend.kind != D_NONE && prec != ZT_PREC_FP32 && c->pend.out == x && c->pend.out_n == n) {
+        const Deferred d = c->pend; // the op that wrote x: launched rounding its output, which is all round_to does
+        c->pend.kind = D_NONE;
+        launch_deferred(c, d, prec);
+        c->fused++;
+        return;
+    }
+    if (prec != ZT_PREC_FP32) c->unfused++;
+    zt_cu_round_to(S, dev(x), n, prec);
+}
 void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {
     zt_cu_pack16(S, static_cast<uint16_t *>(dev(dst)), dev(x), n, prec);
 }
@@ -236,7 +376,12 @@ void b_describe(zt_backend *be, char *buf, size_t n) { snprintf(buf, n, "%s", ct
 
 void b_destroy(zt_backend *be) {
     if (!be) return;
+    flush(be);
     cu_ctx *x = ctx_of(be);
+    const char *st = getenv("ZT_CUDA_FUSE_ROUND_STATS");
+    if (st && strcmp(st, "1") == 0 && (x->fused || x->unfused))
+        fprintf(stderr, "%s: %ld round_to fused into the op that wrote the values, %ld as their own pass\n",
+                be->i->name, x->fused, x->unfused);
     b_free(be, x->scratch);
     zt_cu_gemm_free(x->gemm);
 #ifndef ZT_HOSTEXEC
@@ -301,6 +446,8 @@ zt_backend *make_backend(cu_ctx *x, int threads) {
     be->ctx = x;
     be->threads = threads;
     x->gemm = zt_cu_gemm_create(x->stream);
+    const char *fr = getenv("ZT_CUDA_FUSE_ROUND");
+    x->fuse_round = !(fr && strcmp(fr, "0") == 0);
     return be;
 }
 
@@ -378,6 +525,6 @@ extern "C" int zt_cuda_list_devices(char *buf, size_t n) {
 }
 
 // for comm_nccl.cu
-extern "C" cudaStream_t zt_cuda_backend_stream(zt_backend *be) { return ctx_of(be)->stream; }
+extern "C" cudaStream_t zt_cuda_backend_stream(zt_backend *be) { return stream_of(be); }
 
 #endif

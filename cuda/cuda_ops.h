@@ -31,9 +31,12 @@
 namespace ZT_CU_NS {
 
 // ---- kernels_elem.cu
-void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n);
-void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n);
-void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n);
+// prec (ZT_PREC_*; default fp32: none) on gelu, add, embed_fwd, softmax_xent, layernorm fwd / bwd (dinp) and the
+// fused attention: the op's output as a buffer of that precision stores it (zt_round_prec), the model's round_to
+// after the op fused into it (cuda_backend.cu); the same bits as the op followed by zt_cu_round_to
+void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec = 0);
+void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec = 0);
+void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec = 0);
 void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
 void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec);
 // out[i] = x[i] as bf16 / fp16 bits (round to nearest even: exact for values of the precision); unpack16
@@ -41,7 +44,7 @@ void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec);
 void zt_cu_pack16(cudaStream_t s, uint16_t *out, const float *x, size_t n, int prec);
 void zt_cu_unpack16(cudaStream_t s, float *out, const uint16_t *x, size_t n, int prec);
 void zt_cu_embed_fwd(cudaStream_t s, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
-                     int T, int C);
+                     int T, int C, int prec = 0);
 // dwte += scatter of dout by token (deterministic: tokens are bucketed, each (token, column) summed
 // by one thread in position order); dwpe rows [0, T) overwritten with the sum over B.
 // scratch: at least zt_cu_embed_bwd_scratch(B, T) bytes of device memory
@@ -49,7 +52,7 @@ size_t zt_cu_embed_bwd_scratch(int B, int T);
 void zt_cu_embed_bwd(cudaStream_t s, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
                      int T, int C, void *scratch);
 void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
-                        float dscale);
+                        float dscale, int prec = 0);
 void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                  float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale);
 void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk);
@@ -62,12 +65,13 @@ void zt_cu_dequant(cudaStream_t s, float *out, const uint8_t *blob, int fmt, siz
 
 // ---- kernels_norm_attn.cu
 void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                         const float *b, int N, int C);
+                         const float *b, int N, int C, int prec = 0);
 // dinp += ...; dw, db overwritten (fixed-order partial sums over row blocks, then over the partials)
 // scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory
 size_t zt_cu_layernorm_bwd_scratch(int N, int C);
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                         const float *w, const float *mean, const float *rstd, int N, int C, void *scratch);
+                         const float *w, const float *mean, const float *rstd, int N, int C, void *scratch,
+                         int prec = 0);
 // attention forward / backward: the score and probability products are batched fp32 GEMMs over the heads
 // (zt_cu_gemm_strided: cuBLASLt on a GPU), the causal softmax and its backward are row kernels
 typedef struct zt_cu_gemm zt_cu_gemm;
@@ -82,9 +86,9 @@ void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vc
 // ---- kernels_attn_fused.cu: attention without the (T, T) matrices (backend slots attention_fused_*); head sizes
 // zt_attention_fused_hs_ok; stats (B, NH, T, 2): each row's softmax maximum and 1 / sum; D (B, NH, T) scratch
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
-                               int NH);
+                               int NH, int prec = 0);
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *D, const float *dout, const float *qkv,
-                               const float *out, const float *stats, int B, int T, int C, int NH);
+                               const float *out, const float *stats, int B, int T, int C, int NH, int prec = 0);
 
 // ---- cuda_gemm.cu
 typedef struct zt_cu_gemm zt_cu_gemm;   // cuBLASLt handle + workspace + pinned algorithms (GPU); nothing (host)

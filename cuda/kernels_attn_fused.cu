@@ -129,7 +129,7 @@ constexpr int fwd_smem_floats() { return 3 * HS * 64 + kFwdKeys * kFwdRows; }
 // scores with keys 4tx .. 4tx + 3 of each key tile, and output columns DPT tx .. DPT tx + DPT - 1
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
-    attn_fused_fwd_kernel(float *out, float *stats, const float *qkv, int T, int C, int NH, float scale) {
+    attn_fused_fwd_kernel(float *out, float *stats, const float *qkv, int T, int C, int NH, float scale, int prec) {
     constexpr int DPT = HS / 16;
     float *QsT = ZT_DYNAMIC_SMEM(float);     // [HS][64]
     float *KsT = QsT + HS * kFwdRows;        // [HS][64]
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kThreads)
         if (r >= T) continue;
         const float inv = 1.0f / l[i];
         float v[DPT];
-        for (int j = 0; j < DPT; j++) v[j] = o[i][j] * inv;
+        for (int j = 0; j < DPT; j++) v[j] = zt_round_prec(o[i][j] * inv, prec);
         stv<DPT>(out + ((size_t)b * T + r) * C + (size_t)h * HS + DPT * tx, v);
         if (tx == 0) {
             float *st = stats + (((size_t)b * NH + h) * T + r) * 2;
@@ -243,7 +243,7 @@ constexpr int dkdv_smem_floats() { return 2 * HS * kKvKeys + 4 * HS * kKvRows + 
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
     attn_fused_dkdv_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats, const float *D, int T,
-                           int C, int NH, float scale) {
+                           int C, int NH, float scale, int prec) {
     constexpr int DPT = HS / 16;
     float *KsT = ZT_DYNAMIC_SMEM(float);   // [HS][64]
     float *VsT = KsT + HS * kKvKeys;       // [HS][64]
@@ -287,6 +287,10 @@ __global__ void __launch_bounds__(kThreads)
         const int key = k0 + 4 * ty + i;
         if (key >= T) continue;
         float *row = dqkv + ((size_t)b * T + key) * C3 + (size_t)h * HS + DPT * tx;
+        for (int j = 0; j < DPT; j++) {
+            dk[i][j] = zt_round_prec(dk[i][j], prec);
+            dv[i][j] = zt_round_prec(dv[i][j], prec);
+        }
         stv<DPT>(row + C, dk[i]);
         stv<DPT>(row + 2 * C, dv[i]);
     }
@@ -302,7 +306,7 @@ constexpr int dq_smem_floats() { return 2 * HS * kQRows + 3 * HS * kQKeys + kQKe
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
     attn_fused_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats, const float *D, int T,
-                         int C, int NH, float scale) {
+                         int C, int NH, float scale, int prec) {
     constexpr int DPT = HS / 16;
     float *QsT = ZT_DYNAMIC_SMEM(float);   // [HS][64]
     float *dOsT = QsT + HS * kQRows;       // [HS][64]
@@ -340,6 +344,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < 4; i++) {
         const int r = q0 + 4 * ty + i;
         if (r >= T) continue;
+        for (int j = 0; j < DPT; j++) dq[i][j] = zt_round_prec(dq[i][j], prec);
         stv<DPT>(dqkv + ((size_t)b * T + r) * C3 + (size_t)h * HS + DPT * tx, dq[i]);
     }
 }
@@ -360,25 +365,26 @@ void smem_optin(K *k, int floats, bool *done, const char *what) {
 }
 
 template <int HS>
-void launch_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, float scale) {
+void launch_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, float scale,
+                int prec) {
     static bool optin = false;
     smem_optin(attn_fused_fwd_kernel<HS>, fwd_smem_floats<HS>(), &optin, "attn_fused_fwd_kernel");
     ZT_LAUNCH((attn_fused_fwd_kernel<HS>), dim3(blocks_for(T, kFwdRows), NH, B), kThreads,
-              fwd_smem_floats<HS>() * sizeof(float), s, out, stats, qkv, T, C, NH, scale);
+              fwd_smem_floats<HS>() * sizeof(float), s, out, stats, qkv, T, C, NH, scale, prec);
     AF_LAUNCH_CHECK("attn_fused_fwd_kernel");
 }
 
 template <int HS>
 void launch_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv, const float *stats,
-                int B, int T, int C, int NH, float scale) {
+                int B, int T, int C, int NH, float scale, int prec) {
     static bool optin_kv = false, optin_q = false;
     smem_optin(attn_fused_dkdv_kernel<HS>, dkdv_smem_floats<HS>(), &optin_kv, "attn_fused_dkdv_kernel");
     smem_optin(attn_fused_dq_kernel<HS>, dq_smem_floats<HS>(), &optin_q, "attn_fused_dq_kernel");
     ZT_LAUNCH((attn_fused_dkdv_kernel<HS>), dim3(blocks_for(T, kKvKeys), NH, B), kThreads,
-              dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dout, qkv, stats, D, T, C, NH, scale);
+              dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dout, qkv, stats, D, T, C, NH, scale, prec);
     AF_LAUNCH_CHECK("attn_fused_dkdv_kernel");
     ZT_LAUNCH((attn_fused_dq_kernel<HS>), dim3(blocks_for(T, kQRows), NH, B), kThreads,
-              dq_smem_floats<HS>() * sizeof(float), s, dqkv, dout, qkv, stats, D, T, C, NH, scale);
+              dq_smem_floats<HS>() * sizeof(float), s, dqkv, dout, qkv, stats, D, T, C, NH, scale, prec);
     AF_LAUNCH_CHECK("attn_fused_dq_kernel");
 }
 
@@ -387,17 +393,17 @@ void launch_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, 
 // ------------------------------------------------------------------------------------ launches
 
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
-                               int NH) {
+                               int NH, int prec) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     check_shape(B, T, C, NH);
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
-    if (hs == 64) launch_fwd<64>(s, out, stats, qkv, B, T, C, NH, scale);
-    else launch_fwd<32>(s, out, stats, qkv, B, T, C, NH, scale);
+    if (hs == 64) launch_fwd<64>(s, out, stats, qkv, B, T, C, NH, scale, prec);
+    else launch_fwd<32>(s, out, stats, qkv, B, T, C, NH, scale, prec);
 }
 
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *D, const float *dout, const float *qkv,
-                               const float *out, const float *stats, int B, int T, int C, int NH) {
+                               const float *out, const float *stats, int B, int T, int C, int NH, int prec) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     check_shape(B, T, C, NH);
     const int hs = C / NH;
@@ -405,8 +411,8 @@ void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *D, const floa
     ZT_LAUNCH(attn_fused_d_kernel, blocks_for((size_t)B * NH * T, kDWarps), 32 * kDWarps, 0, s, D, dout, out, B, T, C,
               NH);
     AF_LAUNCH_CHECK("attn_fused_d_kernel");
-    if (hs == 64) launch_bwd<64>(s, dqkv, D, dout, qkv, stats, B, T, C, NH, scale);
-    else launch_bwd<32>(s, dqkv, D, dout, qkv, stats, B, T, C, NH, scale);
+    if (hs == 64) launch_bwd<64>(s, dqkv, D, dout, qkv, stats, B, T, C, NH, scale, prec);
+    else launch_bwd<32>(s, dqkv, D, dout, qkv, stats, B, T, C, NH, scale, prec);
 }
 
 } // namespace ZT_CU_NS

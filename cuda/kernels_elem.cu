@@ -83,16 +83,18 @@ __device__ T block_reduce(T v, T *sh, T identity, Op op) {
 #define ZT_GRID_STRIDE(i, n)                                                                          \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
-__global__ void k_gelu_fwd(float *out, const float *inp, size_t n) {
-    ZT_GRID_STRIDE(i, n) out[i] = zt_gelu(inp[i]);
+// prec (ZT_PREC_*, here and below): the output as a buffer of that precision stores it (zt_round_prec; fp32:
+// unchanged), the round_to that follows the op fused into it (cuda_backend.cu)
+__global__ void k_gelu_fwd(float *out, const float *inp, size_t n, int prec) {
+    ZT_GRID_STRIDE(i, n) out[i] = zt_round_prec(zt_gelu(inp[i]), prec);
 }
 
-__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n) {
-    ZT_GRID_STRIDE(i, n) dinp[i] = zt_gelu_grad(inp[i]) * dout[i];
+__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n, int prec) {
+    ZT_GRID_STRIDE(i, n) dinp[i] = zt_round_prec(zt_gelu_grad(inp[i]) * dout[i], prec);
 }
 
-__global__ void k_add(float *out, const float *a, const float *b, size_t n) {
-    ZT_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+__global__ void k_add(float *out, const float *a, const float *b, size_t n, int prec) {
+    ZT_GRID_STRIDE(i, n) out[i] = zt_round_prec(a[i] + b[i], prec);
 }
 
 __global__ void k_accumulate(float *acc, const float *x, size_t n) {
@@ -153,10 +155,10 @@ __global__ void k_adamw(float *param, const float *grad, float *m, float *v, siz
 // ---------------------------------------------------------------------------------------------
 // Embeddings.
 __global__ void k_embed_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe, int T, int C,
-                            size_t n) {
+                            size_t n, int prec) {
     ZT_GRID_STRIDE(i, n) {
         const size_t bt = i / (size_t)C, c = i % (size_t)C, t = bt % (size_t)T;
-        out[i] = wte[(size_t)tokens[bt] * C + c] + wpe[t * C + c];
+        out[i] = zt_round_prec(wte[(size_t)tokens[bt] * C + c] + wpe[t * C + c], prec);
     }
 }
 
@@ -239,7 +241,7 @@ __global__ void k_embed_dwte(float *dwte, const float *dout, const uint64_t *key
 // ---------------------------------------------------------------------------------------------
 // Softmax + cross-entropy: one block per row.
 __global__ void __launch_bounds__(kRowThreads)
-    k_softmax_xent(float *losses, float *logits, const int32_t *targets, int V, int Vp, float dscale) {
+    k_softmax_xent(float *losses, float *logits, const int32_t *targets, int V, int Vp, float dscale, int prec) {
     __shared__ float sh[32];
     const size_t row = blockIdx.x;
     float *x = logits + row * (size_t)Vp;
@@ -260,7 +262,7 @@ __global__ void __launch_bounds__(kRowThreads)
                 d = zt_expf(x[v] - mx) * k;
                 if (v == tgt) d -= dscale;
             }
-            x[v] = d;
+            x[v] = zt_round_prec(d, prec);
         }
     }
 }
@@ -292,21 +294,21 @@ size_t embed_sort_len(int B, int T) {
 // ---------------------------------------------------------------------------------------------
 // Launch functions (cuda_ops.h).
 
-void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n) {
+void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec) {
     if (n == 0) return;
-    ZT_LAUNCH(k_gelu_fwd, elem_blocks(n), kElemThreads, 0, s, out, inp, n);
+    ZT_LAUNCH(k_gelu_fwd, elem_blocks(n), kElemThreads, 0, s, out, inp, n, prec);
     check_launch("gelu_fwd");
 }
 
-void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n) {
+void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec) {
     if (n == 0) return;
-    ZT_LAUNCH(k_gelu_bwd, elem_blocks(n), kElemThreads, 0, s, dinp, inp, dout, n);
+    ZT_LAUNCH(k_gelu_bwd, elem_blocks(n), kElemThreads, 0, s, dinp, inp, dout, n, prec);
     check_launch("gelu_bwd");
 }
 
-void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n) {
+void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec) {
     if (n == 0) return;
-    ZT_LAUNCH(k_add, elem_blocks(n), kElemThreads, 0, s, out, a, b, n);
+    ZT_LAUNCH(k_add, elem_blocks(n), kElemThreads, 0, s, out, a, b, n, prec);
     check_launch("add");
 }
 
@@ -317,10 +319,10 @@ void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n) {
 }
 
 void zt_cu_embed_fwd(cudaStream_t s, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
-                     int T, int C) {
+                     int T, int C, int prec) {
     const size_t n = (size_t)B * T * C;
     if (n == 0) return;
-    ZT_LAUNCH(k_embed_fwd, elem_blocks(n), kElemThreads, 0, s, out, tokens, wte, wpe, T, C, n);
+    ZT_LAUNCH(k_embed_fwd, elem_blocks(n), kElemThreads, 0, s, out, tokens, wte, wpe, T, C, n, prec);
     check_launch("embed_fwd");
 }
 
@@ -356,9 +358,9 @@ void zt_cu_embed_bwd(cudaStream_t s, float *dwte, float *dwpe, const float *dout
 }
 
 void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
-                        float dscale) {
+                        float dscale, int prec) {
     if (N <= 0) return;
-    ZT_LAUNCH(k_softmax_xent, (unsigned)N, row_threads((size_t)(V > Vp ? V : Vp), kRowThreads), 0, s, losses, logits, targets, V, Vp, dscale);
+    ZT_LAUNCH(k_softmax_xent, (unsigned)N, row_threads((size_t)(V > Vp ? V : Vp), kRowThreads), 0, s, losses, logits, targets, V, Vp, dscale, prec);
     check_launch("softmax_xent");
 }
 

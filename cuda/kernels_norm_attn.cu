@@ -50,7 +50,7 @@ __device__ __forceinline__ float warp_max(float v) {
 // one warp per row: mean, then the sum of squared deviations (two passes, as the cpu backend)
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                         int N, int C) {
+                         int N, int C, int prec) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= N) return; // whole warps leave together
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
     const float r = zt_ln_rstd(warp_sum(v), C);
     float *o = out + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) o[c] = zt_ln_out(x[c], m, r, w[c], b[c]);
+    for (int c = lane; c < C; c += 32) o[c] = zt_round_prec(zt_ln_out(x[c], m, r, w[c], b[c]), prec);
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 // dinp += ..., one warp per row
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     layernorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w, const float *mean,
-                              const float *rstd, int N, int C) {
+                              const float *rstd, int N, int C, int prec) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= N) return;
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
     const float mean_dn = warp_sum(sdn) / (float)C, mean_dnxn = warp_sum(sdnxn) / (float)C;
     float *dx = dinp + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) dx[c] += zt_ln_dx(x[c], m, r, w[c], dy[c], mean_dn, mean_dnxn);
+    for (int c = lane; c < C; c += 32) dx[c] = zt_round_prec(dx[c] + zt_ln_dx(x[c], m, r, w[c], dy[c], mean_dn, mean_dnxn), prec);
 }
 
 // partial sums of dw, db over rows [p*kLnRows, (p+1)*kLnRows): part (nparts, 2, C), p = blockIdx.y
@@ -215,10 +215,10 @@ __global__ void __launch_bounds__(32)
 // ------------------------------------------------------------------------------------ launches
 
 void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                         const float *b, int N, int C) {
+                         const float *b, int N, int C, int prec) {
     if (N <= 0 || C <= 0) return;
     ZT_LAUNCH(layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, out, mean, rstd, inp,
-              w, b, N, C);
+              w, b, N, C, prec);
     NA_LAUNCH_CHECK("layernorm_fwd_kernel");
 }
 
@@ -228,7 +228,7 @@ size_t zt_cu_layernorm_bwd_scratch(int N, int C) {
 }
 
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                         const float *w, const float *mean, const float *rstd, int N, int C, void *scratch) {
+                         const float *w, const float *mean, const float *rstd, int N, int C, void *scratch, int prec) {
     if (C <= 0) return;
     if (N <= 0) { // nothing to sum: dw, db are zero (the cpu backend's result)
         ZT_ASSERT(N == 0);
@@ -238,7 +238,7 @@ void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, cons
         return;
     }
     ZT_LAUNCH(layernorm_bwd_dinp_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, dinp, dout, inp, w,
-              mean, rstd, N, C);
+              mean, rstd, N, C, prec);
     NA_LAUNCH_CHECK("layernorm_bwd_dinp_kernel");
     const int nparts = ln_parts(N);
     ZT_ASSERT(scratch != nullptr && nparts <= 65535);

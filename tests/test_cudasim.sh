@@ -29,8 +29,8 @@ done
 
 common="-c inputs/tiny.cfg --set train.micro_batch=2 --set train.global_batch=8 --set train.steps=12
         --set train.log_every=1 --set run.root=$TMP --set run.session=cs --set eval.every=0"
-run() { # name np device
-  timeout 600 $MPIRUN -np $2 $ZT train $common --set run.name=$1 --set device=$3 > $TMP/$1.log 2>&1 \
+run() { # name np device [train arguments]
+  timeout 600 $MPIRUN -np $2 $ZT train $common --set run.name=$1 --set device=$3 "${@:4}" > $TMP/$1.log 2>&1 \
     || { fail "run_$1: exit $? ($(tail -2 $TMP/$1.log | tr '\n' ' '))"; return 1; }
 }
 run cpu1 1 cpu; run sim1 1 cudasim; run sim2 2 cudasim
@@ -40,6 +40,20 @@ if [ -f $TMP/cs/sim2bf16/results.json ] && [ "$(losses $TMP/cs/sim1bf16)" == "$(
    [ "$(result $TMP/cs/sim1bf16 params_hash)" == "$(result $TMP/cs/sim2bf16 params_hash)" ]; then
   pass "cudasim_bf16_ordered_1_vs_2_ranks (12 losses + params_hash identical: $(result $TMP/cs/sim2bf16 params_hash))"
 else fail "cudasim_bf16_ordered_1_vs_2_ranks: losses or params_hash differ"; fi
+# the round_to after an op fused into the op (cuda/cuda_backend.cu: Deferred): the same bits as a separate pass, in
+# bf16 and fp16 (ZT_CUDA_FUSE_ROUND=0 turns the fusion off), and it happens (the backend's count at exit)
+ZT_CUDA_FUSE_ROUND_STATS=1 run sim1bf16s 1 cudasim
+ZT_CUDA_FUSE_ROUND=0 run sim1bf16nf 1 cudasim
+ZT_CUDA_FUSE_ROUND_STATS=1 run sim1fp16 1 cudasim --set precision=fp16
+ZT_CUDA_FUSE_ROUND=0 run sim1fp16nf 1 cudasim --set precision=fp16
+for p in bf16 fp16; do
+  nfused=$(sed -n 's/^cudasim: \([0-9]*\) round_to fused.*/\1/p' $TMP/sim1${p}$([ $p = bf16 ] && echo s).log)
+  a=$TMP/cs/sim1${p}$([ $p = bf16 ] && echo s) b=$TMP/cs/sim1${p}nf
+  if [ -f $b/results.json ] && [ "$(losses $a)" == "$(losses $b)" ] &&
+     [ "$(result $a params_hash)" == "$(result $b params_hash)" ] && [ "${nfused:-0}" -gt 0 ]; then
+    pass "cudasim_${p}_fused_rounding_bit_identical ($nfused round_to fused into their ops; losses + params_hash as unfused)"
+  else fail "cudasim_${p}_fused_rounding_bit_identical: fused ${nfused:-?}, losses or params_hash differ"; fi
+done
 if [ -f $TMP/cs/sim2/results.json ] && [ -f $TMP/cs/cpu1/results.json ]; then
   worst=$($PY - $TMP/cs/cpu1/metrics.jsonl $TMP/cs/sim2/metrics.jsonl <<'PYEOF'
 import json, sys

@@ -146,6 +146,11 @@ ZT_HD float zt_round_bf16(float f) {
     return zt_int_bits_to_float((int32_t)(u & 0xffff0000u));
 }
 
+/* the value a buffer of precision prec (1 bf16, 2 fp16: zt_prec) stores for f; other prec: f itself */
+ZT_HD float zt_round_prec(float f, int prec) {
+    return prec == 1 ? zt_round_bf16(f) : prec == 2 ? zt_round_fp16(f) : f;
+}
+
 /* dropout's mask: element i of stream `seed` is kept iff u >= p, u = the top 24 bits of splitmix64's
    finaliser of (seed, i) as a multiple of 2^-24 (exact in fp32): a counter-based hash, so every backend,
    thread count and tiling gives the same mask */
