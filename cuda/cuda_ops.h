@@ -8,7 +8,8 @@
 // block in a fixed order (tree reductions with a fixed shape), so the same inputs give the same
 // bits on every run, for any grid scheduling. Files: kernels_elem.cu (GELU, add, accumulate,
 // embeddings, softmax + cross-entropy, AdamW, chunked sums of squares, dropout, dequantisation), kernels_norm_attn.cu
-// (LayerNorm, attention forward/backward/decode), cuda_gemm.cu (matmul, linear layers, one-row
+// (LayerNorm, attention forward/backward/decode), kernels_attn_fused.cu (attention without the (T, T)
+// matrices), cuda_gemm.cu (matmul, linear layers, one-row
 // products: cuBLASLt on a GPU, a reference GEMM with fp32 accumulation in the host build).
 #pragma once
 
