@@ -34,7 +34,9 @@ constexpr int kEvents = 64; // ring of events for record() (a reused slot only m
 
 struct nccl_ctx {
     ncclComm_t comm;
-    cudaStream_t compute, stream;
+    zt_backend *be;                  // the compute backend: zt_cuda_backend_stream(be) at every use, so that an op
+                                     // it holds for a fused rounding is issued first (cuda_backend.cu)
+    cudaStream_t stream;
     cudaEvent_t ready;               // recorded on the compute stream before each operation
     cudaEvent_t done;                // recorded on the comm stream after each blocking collective
     cudaEvent_t ring[kEvents];
@@ -53,15 +55,16 @@ ncclDataType_t nccl_type(zt_dtype t) {
     }
 }
 
-// the comm stream waits for the compute stream's work so far
+// the comm stream waits for the compute stream's work so far (asking the backend for its stream first
+// launches an op it holds for a fused rounding: cuda_backend.cu)
 void after_compute(nccl_ctx *x) {
-    ZT_CUDA(cudaEventRecord(x->ready, x->compute));
+    ZT_CUDA(cudaEventRecord(x->ready, zt_cuda_backend_stream(x->be)));
     ZT_CUDA(cudaStreamWaitEvent(x->stream, x->ready, 0));
 }
 // the compute stream waits for the comm stream's work so far
 void before_compute(nccl_ctx *x) {
     ZT_CUDA(cudaEventRecord(x->done, x->stream));
-    ZT_CUDA(cudaStreamWaitEvent(x->compute, x->done, 0));
+    ZT_CUDA(cudaStreamWaitEvent(zt_cuda_backend_stream(x->be), x->done, 0));
 }
 
 void n_all_reduce(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
@@ -103,7 +106,7 @@ void n_broadcast(zt_comm *c, void *buf, size_t n, zt_dtype t, int root) {
 }
 void n_barrier(zt_comm *c) {
     nccl_ctx *x = X(c);
-    ZT_CUDA(cudaStreamSynchronize(x->compute));
+    ZT_CUDA(cudaStreamSynchronize(zt_cuda_backend_stream(x->be)));
     ZT_CUDA(cudaStreamSynchronize(x->stream));
     MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -159,7 +162,7 @@ int n_query(zt_comm *c, zt_comm_event e) {
 void n_wait(zt_comm *c, zt_comm_event e) {
     nccl_ctx *x = X(c);
     if (e == 0) return;
-    ZT_CUDA(cudaStreamWaitEvent(x->compute, x->ring[e % kEvents], 0));
+    ZT_CUDA(cudaStreamWaitEvent(zt_cuda_backend_stream(x->be), x->ring[e % kEvents], 0));
 }
 
 void n_destroy(zt_comm *c) {
@@ -214,7 +217,7 @@ extern "C" zt_comm *zt_comm_nccl_create(zt_backend *be, char *err, size_t errlen
     }
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     nccl_ctx *x = static_cast<nccl_ctx *>(zt_calloc(1, sizeof *x));
-    x->compute = zt_cuda_backend_stream(be);
+    x->be = be;
     ncclResult_t r = ncclCommInitRank(&x->comm, size, id, rank);
     char msg[ZT_ERR_BUF] = "";
     if (r != ncclSuccess) snprintf(msg, sizeof msg, "comm = \"nccl\": ncclCommInitRank: %s", ncclGetErrorString(r));
