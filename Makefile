@@ -126,9 +126,10 @@ build/tests/%-asan: tests/c/%.c build/libztrain-asan.a
 test: deps
 	@scripts/install-deps.sh test
 	@scripts/setup-venv.sh >/dev/null
-	@$(MAKE) --no-print-directory -j$(JOBS) build-all ztrain-asan $(ASAN_TEST_BIN)
-	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory -j$(JOBS) cuda; \
-	  else echo "make test: nvcc not found: the GPU build (make cuda) is skipped"; fi
+	@if command -v $(NVCC) >/dev/null 2>&1; then \
+	  $(MAKE) --no-print-directory -j$(JOBS) build-all ztrain-asan $(ASAN_TEST_BIN) cuda; \
+	else echo "make test: nvcc not found: the GPU build (make cuda) is skipped"; \
+	  $(MAKE) --no-print-directory -j$(JOBS) build-all ztrain-asan $(ASAN_TEST_BIN); fi
 	tests/run.sh
 
 test-long: deps
