@@ -268,11 +268,11 @@ void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float
     d.out = out; d.out_n = (size_t)B * T * C;
     defer(be, d);
 }
-void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *D, const float *dout, const float *qkv, const float *out,
+void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
                            const float *stats, int B, int T, int C, int NH) {
     Deferred d = {};
     d.kind = D_ATT_BWD;
-    d.o0 = dev(dqkv); d.o1 = dev(D); d.i0 = dev(dout); d.i1 = dev(qkv); d.i2 = dev(out); d.i3 = dev(stats);
+    d.o0 = dev(dqkv); d.o1 = dev(scratch); d.i0 = dev(dout); d.i1 = dev(qkv); d.i2 = dev(out); d.i3 = dev(stats);
     d.B = B; d.T = T; d.C = C; d.NH = NH;
     d.out = dqkv; d.out_n = (size_t)B * T * 3 * C;
     defer(be, d);

@@ -23,6 +23,9 @@
 // of the rounded inputs (cuda/tests/test_kernels_gemm16.cc checks both the packing and the layout).
 // Storing the working copies in 2 bytes (and packing weights once per update instead of per product)
 // is the next step (README "GPU status").
+// No GELU epilogue: cuBLASLt's GELU is its own approximation code, not op_math.h's zt_gelu, so the outputs
+// would leave the cpu backend's bits, and the model keeps the pre-GELU values for backward anyway; the GELU
+// is an elementwise kernel that also does the bf16/fp16 rounding after it (cuda_backend.cu).
 // Everything else here is the same in both builds and free of atomics: dbias by partial column
 // sums over blocks of rows then a fixed-order sum of the partials; gemv by one thread per output
 // column (x @ w) or one warp per output row (w @ x, the tied LM head) in a fixed order.

@@ -85,10 +85,11 @@ void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vc
                             int maxT, int C, int NH);
 
 // ---- kernels_attn_fused.cu: attention without the (T, T) matrices (backend slots attention_fused_*); head sizes
-// zt_attention_fused_hs_ok; stats (B, NH, T, 2): each row's softmax maximum and 1 / sum; D (B, NH, T) scratch
+// zt_attention_fused_hs_ok; stats (B, NH, T, 2): each row's softmax maximum and 1 / sum; scratch:
+// zt_attention_fused_scratch(B, T, C, NH) floats
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
                                int NH, int prec = 0);
-void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *D, const float *dout, const float *qkv,
+void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                const float *out, const float *stats, int B, int T, int C, int NH, int prec = 0);
 
 // ---- cuda_gemm.cu

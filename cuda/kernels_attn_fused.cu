@@ -10,12 +10,14 @@
 // final m and 1 / l (stats (B, NH, T, 2)): the backward recomputes each probability as
 // zt_expf(s - m) * (1 / l), the cpu backend's softmax formula on the same maximum.
 // Backward, without atomics (every output element is summed by one thread in a fixed order):
-//   1. D_t = dout_t . out_t per row (one warp per row), into the scratch (B, NH, T);
+//   1. D_t = dout_t . out_t per row (one warp per row), into the scratch;
 //   2. one block per key tile of 64: dk and dv for its keys, summed over query tiles of 32 from the
-//      diagonal on, rows in order (the cpu backend's order: t ascending);
-//   3. one block per query tile of 64: dq for its rows, summed over key tiles of 32 from 0 to the diagonal.
-// Blocks 2 and 3 recompute p and dp = dout . v for their tiles; the price of no atomics is computing q k^T
-// and dout v^T twice (7 tile products instead of 5).
+//      diagonal on, rows in order (the cpu backend's order: t ascending), and each query row's part of dq
+//      from these 64 keys, written to the scratch (B, NH, key tiles, T, hs) (zt_attention_fused_scratch);
+//   3. dq = the sum of a row's parts over key tiles 0 .. its own, in order (one thread per 4 columns).
+// No atomics and no recomputation: 5 tile products, as a flash attention with atomic dq has; the parts cost
+// B NH T^2 hs / 128 floats of scratch (GPT-2 124M at 16 x 1024 tokens: 0.8 GB, one layer at a time). (The
+// version before, one block per query tile recomputing p and dp for dq: 7 products, 54 ms of a 124M step.)
 // Every product is a register-tiled fp32 GEMM on shared memory: 256 threads, thread (ty, tx) = (tid / 16,
 // tid % 16) owns a 4 x 4 (or 2 x 4, 4 x 2) block of its tile and reads its operands as float4 / float2 from
 // layouts where they are contiguous (a tile and, where a product sums over its rows, its transpose; the
@@ -234,16 +236,20 @@ __device__ __forceinline__ void grads(float (*p)[NJ], float (*ds)[NJ], const flo
 }
 
 constexpr int kKvKeys = 64, kKvRows = 32; // dk / dv: keys per block, query rows per step
+constexpr int kDsT = kKvRows + 1;          // row stride of the transposed score gradients (odd: no conflicts)
 
 template <int HS>
-constexpr int dkdv_smem_floats() { return 2 * HS * kKvKeys + 4 * HS * kKvRows + 2 * kKvRows * kKvKeys + 3 * kKvRows; }
+constexpr int dkdv_smem_floats() {
+    return 3 * HS * kKvKeys + 4 * HS * kKvRows + 2 * kKvRows * kKvKeys + kKvKeys * kDsT + 3 * kKvRows;
+}
 
-// dk, dv: block (key tile, head, sequence). Scores: thread (ty, tx) owns query rows 2ty, 2ty + 1 x keys
-// 4tx .. 4tx + 3; sums: keys 4ty .. 4ty + 3 x columns DPT tx ..
+// dk, dv and the parts of dq: block (key tile, head, sequence). Scores: thread (ty, tx) owns query rows 2ty,
+// 2ty + 1 x keys 4tx .. 4tx + 3; dk, dv sums: keys 4ty .. 4ty + 3 x columns DPT tx ..; dq parts: query rows 2ty,
+// 2ty + 1 x columns DPT tx .. (dqp: this head's (key tiles, T, HS) block of the scratch)
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
-    attn_fused_dkdv_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats, const float *D, int T,
-                           int C, int NH, float scale, int prec) {
+    attn_fused_dkdv_kernel(float *dqkv, float *dqp, const float *dout, const float *qkv, const float *stats,
+                           const float *D, int T, int C, int NH, float scale, int prec) {
     constexpr int DPT = HS / 16;
     float *KsT = ZT_DYNAMIC_SMEM(float);   // [HS][64]
     float *VsT = KsT + HS * kKvKeys;       // [HS][64]
@@ -253,7 +259,9 @@ __global__ void __launch_bounds__(kThreads)
     float *dOs = dOsT + HS * kKvRows;      // [32][HS]
     float *Ps = dOs + HS * kKvRows;        // [32][64]
     float *dSs = Ps + kKvRows * kKvKeys;   // [32][64]
-    float *st = dSs + kKvRows * kKvKeys;   // [3][32]
+    float *Ks = dSs + kKvRows * kKvKeys;   // [64][HS]
+    float *dSsT = Ks + HS * kKvKeys;       // [64 keys][kDsT]
+    float *st = dSsT + kKvKeys * kDsT;     // [3][32]
     const int k0 = blockIdx.x * kKvKeys, h = blockIdx.y, b = blockIdx.z, C3 = 3 * C;
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
     const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
@@ -261,6 +269,9 @@ __global__ void __launch_bounds__(kThreads)
     const size_t srow = ((size_t)b * NH + h) * T; // this head's first row of stats and D
     load_tr<HS, kKvKeys>(KsT, base + C, C3, k0, T);
     load_tr<HS, kKvKeys>(VsT, base + 2 * C, C3, k0, T);
+    load_nat<HS, kKvKeys>(Ks, base + C, C3, k0, T);
+    const int nkt = (T + kKvKeys - 1) / kKvKeys;
+    float *part = dqp + (((size_t)b * NH + h) * nkt + blockIdx.x) * (size_t)T * HS; // this key tile's parts
     float dk[4][DPT] = {}, dv[4][DPT] = {};
     for (int q0 = k0; q0 < T; q0 += kKvRows) { // query tiles from the diagonal on
         __syncthreads();
@@ -277,11 +288,25 @@ __global__ void __launch_bounds__(kThreads)
         for (int i = 0; i < 2; i++) {
             stv<4>(Ps + (2 * ty + i) * kKvKeys + 4 * tx, p[i]);
             stv<4>(dSs + (2 * ty + i) * kKvKeys + 4 * tx, ds[i]);
+            for (int j = 0; j < 4; j++) dSsT[(4 * tx + j) * kDsT + 2 * ty + i] = ds[i][j];
         }
         __syncthreads();
         // dv[key][d] += p[r][key] dout[r][d]; dk[key][d] += ds[r][key] q[r][d], rows r in order
         outer_acc<kKvRows, kKvKeys, HS, 4, DPT>(dv, Ps, dOs, 4 * ty, DPT * tx);
         outer_acc<kKvRows, kKvKeys, HS, 4, DPT>(dk, dSs, Qs, 4 * ty, DPT * tx);
+        // this key tile's part of dq[r][d] = sum over its keys, in order, of ds[r][key] k[key][d]
+        float dq[2][DPT] = {};
+        for (int k = 0; k < kKvKeys; k++) {
+            const float s0 = dSsT[k * kDsT + 2 * ty], s1 = dSsT[k * kDsT + 2 * ty + 1];
+            float kv[DPT];
+            ldv<DPT>(kv, Ks + k * HS + DPT * tx);
+            for (int j = 0; j < DPT; j++) {
+                dq[0][j] += s0 * kv[j];
+                dq[1][j] += s1 * kv[j];
+            }
+        }
+        for (int i = 0; i < 2; i++)
+            if (q0 + 2 * ty + i < T) stv<DPT>(part + (size_t)(q0 + 2 * ty + i) * HS + DPT * tx, dq[i]);
     }
     for (int i = 0; i < 4; i++) {
         const int key = k0 + 4 * ty + i;
@@ -296,57 +321,25 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-constexpr int kQRows = 64, kQKeys = 32; // dq: query rows per block, keys per step
-
-template <int HS>
-constexpr int dq_smem_floats() { return 2 * HS * kQRows + 3 * HS * kQKeys + kQKeys * kQRows + 3 * kQRows; }
-
-// dq: block (query tile, head, sequence). Scores: thread (ty, tx) owns rows 4ty .. 4ty + 3 x keys 2tx, 2tx + 1;
-// sums: rows 4ty .. 4ty + 3 x columns DPT tx ..
+// dq = the sum of a row's parts over key tiles 0 .. its own (tile t / 64), in order: one thread per (b, t, h,
+// 4 columns), the parts read as float4
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
-    attn_fused_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats, const float *D, int T,
-                         int C, int NH, float scale, int prec) {
-    constexpr int DPT = HS / 16;
-    float *QsT = ZT_DYNAMIC_SMEM(float);   // [HS][64]
-    float *dOsT = QsT + HS * kQRows;       // [HS][64]
-    float *KsT = dOsT + HS * kQRows;       // [HS][32]
-    float *VsT = KsT + HS * kQKeys;        // [HS][32]
-    float *Ks = VsT + HS * kQKeys;         // [32][HS]
-    float *dSsT = Ks + HS * kQKeys;        // [32 keys][64 rows]
-    float *st = dSsT + kQKeys * kQRows;    // [3][64]
-    const int q0 = blockIdx.x * kQRows, h = blockIdx.y, b = blockIdx.z, C3 = 3 * C;
-    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-    const size_t srow = ((size_t)b * NH + h) * T;
-    load_tr<HS, kQRows>(QsT, base, C3, q0, T);
-    load_tr<HS, kQRows>(dOsT, dout + (size_t)b * T * C + (size_t)h * HS, C, q0, T);
-    load_row_stats<kQRows>(st, stats + srow * 2, D + srow, q0, T);
-    float dq[4][DPT] = {};
-    const int last = min(q0 + kQRows, T) - 1;
-    for (int k0 = 0; k0 <= last; k0 += kQKeys) {
-        __syncthreads();
-        load_tr<HS, kQKeys>(KsT, base + C, C3, k0, T);
-        load_tr<HS, kQKeys>(VsT, base + 2 * C, C3, k0, T);
-        load_nat<HS, kQKeys>(Ks, base + C, C3, k0, T);
-        __syncthreads();
-        float s[4][2] = {}, dp[4][2] = {}, p[4][2], ds[4][2];
-        dots_t<HS, kQRows, kQKeys, 4, 2>(s, QsT, KsT, 4 * ty, 2 * tx);
-        dots_t<HS, kQRows, kQKeys, 4, 2>(dp, dOsT, VsT, 4 * ty, 2 * tx);
-        grads<kQRows, 4, 2>(p, ds, s, dp, st, q0, 4 * ty, k0, 2 * tx, T, scale);
-        for (int j = 0; j < 2; j++) {
-            const float col[4] = {ds[0][j], ds[1][j], ds[2][j], ds[3][j]};
-            stv<4>(dSsT + (2 * tx + j) * kQRows + 4 * ty, col);
-        }
-        __syncthreads();
-        outer_acc<kQKeys, kQRows, HS, 4, DPT>(dq, dSsT, Ks, 4 * ty, DPT * tx); // keys in order
+    attn_fused_dq_sum_kernel(float *dqkv, const float *dqp, int B, int T, int C, int NH, int prec) {
+    const size_t idx = (size_t)blockIdx.x * kThreads + threadIdx.x; // ((b * T + t) * NH + h) * HS / 4 + d4
+    if (idx >= (size_t)B * T * NH * (HS / 4)) return;
+    const int d4 = (int)(idx % (HS / 4)), h = (int)(idx / (HS / 4) % NH);
+    const size_t bt = idx / (HS / 4) / NH;
+    const int t = (int)(bt % T), b = (int)(bt / T), nkt = (T + kKvKeys - 1) / kKvKeys;
+    const float *part = dqp + ((size_t)b * NH + h) * nkt * (size_t)T * HS + (size_t)t * HS + 4 * d4;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int kt = 0; kt <= t / kKvKeys; kt++) {
+        float v[4];
+        ldv<4>(v, part + (size_t)kt * T * HS);
+        for (int j = 0; j < 4; j++) acc[j] += v[j];
     }
-    for (int i = 0; i < 4; i++) {
-        const int r = q0 + 4 * ty + i;
-        if (r >= T) continue;
-        for (int j = 0; j < DPT; j++) dq[i][j] = zt_round_prec(dq[i][j], prec);
-        stv<DPT>(dqkv + ((size_t)b * T + r) * C3 + (size_t)h * HS + DPT * tx, dq[i]);
-    }
+    for (int j = 0; j < 4; j++) acc[j] = zt_round_prec(acc[j], prec);
+    stv<4>(dqkv + bt * 3 * C + (size_t)h * HS + 4 * d4, acc);
 }
 
 void check_shape(int B, int T, int C, int NH) {
@@ -375,17 +368,16 @@ void launch_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int 
 }
 
 template <int HS>
-void launch_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv, const float *stats,
-                int B, int T, int C, int NH, float scale, int prec) {
-    static bool optin_kv = false, optin_q = false;
+void launch_bwd(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,
+                const float *stats, int B, int T, int C, int NH, float scale, int prec) {
+    static bool optin_kv = false;
     smem_optin(attn_fused_dkdv_kernel<HS>, dkdv_smem_floats<HS>(), &optin_kv, "attn_fused_dkdv_kernel");
-    smem_optin(attn_fused_dq_kernel<HS>, dq_smem_floats<HS>(), &optin_q, "attn_fused_dq_kernel");
     ZT_LAUNCH((attn_fused_dkdv_kernel<HS>), dim3(blocks_for(T, kKvKeys), NH, B), kThreads,
-              dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dout, qkv, stats, D, T, C, NH, scale, prec);
+              dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dqp, dout, qkv, stats, D, T, C, NH, scale, prec);
     AF_LAUNCH_CHECK("attn_fused_dkdv_kernel");
-    ZT_LAUNCH((attn_fused_dq_kernel<HS>), dim3(blocks_for(T, kQRows), NH, B), kThreads,
-              dq_smem_floats<HS>() * sizeof(float), s, dqkv, dout, qkv, stats, D, T, C, NH, scale, prec);
-    AF_LAUNCH_CHECK("attn_fused_dq_kernel");
+    ZT_LAUNCH((attn_fused_dq_sum_kernel<HS>), blocks_for((size_t)B * T * NH * (HS / 4), kThreads), kThreads, 0, s,
+              dqkv, (const float *)dqp, B, T, C, NH, prec);
+    AF_LAUNCH_CHECK("attn_fused_dq_sum_kernel");
 }
 
 } // namespace
@@ -402,17 +394,18 @@ void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const f
     else launch_fwd<32>(s, out, stats, qkv, B, T, C, NH, scale, prec);
 }
 
-void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *D, const float *dout, const float *qkv,
+void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                const float *out, const float *stats, int B, int T, int C, int NH, int prec) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     check_shape(B, T, C, NH);
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
+    float *D = scratch, *dqp = scratch + zt_attention_fused_scratch_rows(B, T, NH); // D, then the dq parts (16-byte aligned)
     ZT_LAUNCH(attn_fused_d_kernel, blocks_for((size_t)B * NH * T, kDWarps), 32 * kDWarps, 0, s, D, dout, out, B, T, C,
               NH);
     AF_LAUNCH_CHECK("attn_fused_d_kernel");
-    if (hs == 64) launch_bwd<64>(s, dqkv, D, dout, qkv, stats, B, T, C, NH, scale, prec);
-    else launch_bwd<32>(s, dqkv, D, dout, qkv, stats, B, T, C, NH, scale, prec);
+    if (hs == 64) launch_bwd<64>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, scale, prec);
+    else launch_bwd<32>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, scale, prec);
 }
 
 } // namespace ZT_CU_NS

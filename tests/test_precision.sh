@@ -215,13 +215,14 @@ PYEOF
 ); then pass "act_storage_2_bytes_memory ($out)"; else fail "act_storage_2_bytes_memory: $out"; fi
 # the fused attention (device cuda, train.attention = auto): no att (B, NH, T, T) kept (2 bytes per layer in the
 # stash, 4 in the one fp32 working copy) and no datt scratch (4); instead per layer the softmax statistics (B, NH, T, 2)
-# fp32 and D (B, NH, T) scratch. From the allocating code's plan of GPT-2 124M (estimate)
+# fp32, and a scratch of D (B, NH, T) and the dq parts (B, NH, T / 64, T, hs). From the allocating code's plan of
+# GPT-2 124M (estimate)
 pz=$($ZT estimate -c inputs/gpt2-124m.cfg | awk '/^activations/ {print $4}')
 if out=$($PY - "$pa" "$pz" <<'PYEOF' 2>&1
 import sys
 pa, pz = float(sys.argv[1]), float(sys.argv[2])
-B, T, L, NH = 16, 1024, 12, 12
-want = (B * NH * T * T * (2 * L + 4 + 4) - B * NH * T * (8 * L + 4)) / 2**20
+B, T, L, NH, hs = 16, 1024, 12, 12, 64
+want = (B * NH * T * T * (2 * L + 4 + 4) - B * NH * T * (8 * L + 4) - B * NH * (T // 64) * T * hs * 4) / 2**20
 assert abs((pa - pz) - want) < 0.005 * want, f"124M plan: {pa} - {pz} MiB vs {want:.1f} MiB"
 print(f"124M bf16 plan: activations {pa:.0f} -> {pz:.0f} MiB with the fused attention (-{want:.0f} predicted)")
 PYEOF

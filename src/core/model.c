@@ -112,7 +112,7 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, int reco
     SLOT(dbtc, BT * C);
     SLOT(dbtc2, BT * C);
     SLOT(dqkv, BT * 3 * C);
-    SLOT(datt, fused ? B * NH * T : B * NH * T * T);
+    SLOT(datt, fused ? zt_attention_fused_scratch(B, T, (int)C, (int)NH) : B * NH * T * T);
     SLOT(tokens, BT);   /* int32: same size as float */
     SLOT(targets, BT);
     if (pack) SLOT(stash, (s->n_layer * stash_layer_words(s, B, T, rc | (fused ? ZT_ATT_FUSED : 0)) + 1) / 2); /* 2-byte words */

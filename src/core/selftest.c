@@ -130,7 +130,7 @@ static void op_attention_fused_bwd(zt_backend *be, st_case *k, float **out) {
     float *qkv = up(be, k->in[0], k->in_n[0]), *dout = up(be, k->in[1], k->in_n[1]);
     const int fused = be->i->attention_fused_bwd != NULL;
     const size_t natt = fused ? (size_t)k->B * k->NH * k->T * 2 : (size_t)k->B * k->NH * k->T * k->T;
-    const size_t nd = fused ? (size_t)k->B * k->NH * k->T : natt;
+    const size_t nd = fused ? zt_attention_fused_scratch(k->B, k->T, k->C, k->NH) : natt;
     float *o = up(be, NULL, k->in_n[1]), *att = up(be, NULL, natt), *datt = up(be, NULL, nd);
     float *dqkv = up(be, NULL, k->out_n[0]);
     if (fused) {

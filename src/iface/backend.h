@@ -144,16 +144,22 @@ typedef struct zt_backend_i {
        C / NH that zt_attention_fused_hs_ok accepts. Forward: out as attention_fwd; stats(B, NH, T, 2) receives
        each row's softmax maximum m and 1 / sum (fp32 op state: never rounded or packed). Backward: dqkv
        overwritten as attention_bwd, recomputing each probability as zt_expf(s - m) * (1 / sum) from qkv and
-       stats; out is the forward's output (as stored), D(B, NH, T) scratch. The values of attention_fwd / _bwd
-       up to fp32 rounding (the cpu backend has only those). */
+       stats; out is the forward's output (as stored), scratch zt_attention_fused_scratch(B, T, C, NH) floats.
+       The values of attention_fwd / _bwd up to fp32 rounding (the cpu backend has only those). */
     void (*attention_fused_fwd)(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C,
                                 int NH);
-    void (*attention_fused_bwd)(zt_backend *be, float *dqkv, float *D, const float *dout, const float *qkv,
+    void (*attention_fused_bwd)(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                 const float *out, const float *stats, int B, int T, int C, int NH);
 } zt_backend_i;
 
 /* the head sizes a backend's attention_fused_* slots must take (the CUDA backend's kernels: cuda/kernels_attn_fused.cu) */
 static inline int zt_attention_fused_hs_ok(int hs) { return hs == 32 || hs == 64; }
+/* floats of scratch attention_fused_bwd takes: a value per row (B, NH, T), rounded up to 4 (16 bytes), then each
+   row's part of dq from every 64-key tile (B, NH, ceil(T / 64), T, C / NH) (cuda/kernels_attn_fused.cu) */
+static inline size_t zt_attention_fused_scratch_rows(int B, int T, int NH) { return ((size_t)B * NH * T + 3) & ~(size_t)3; }
+static inline size_t zt_attention_fused_scratch(int B, int T, int C, int NH) {
+    return zt_attention_fused_scratch_rows(B, T, NH) + (size_t)B * NH * T * (size_t)((T + 63) / 64) * (size_t)(C / NH);
+}
 
 struct zt_backend {
     const zt_backend_i *i;
