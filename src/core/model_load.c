@@ -193,7 +193,8 @@ void zt_loaded_model_open(zt_loaded_model *lm, const char *path, const zt_load_o
     if (!lm->be) zt_user_error_all("%s", err);
     zt_model_shape_from_config(lm->c, &lm->s);
     const int B = o->B > 0 ? o->B : lm->c->train.micro_batch, T = o->T > 0 ? o->T : lm->c->train.seq_len;
-    zt_model_init(&lm->m, lm->be, &lm->s, B, T, 0, 0);
+    /* forward only: of the training flags just the attention's (cuda: no (T, T) matrices; no stash, no recompute) */
+    zt_model_init_recompute(&lm->m, lm->be, &lm->s, B, T, 0, 0, zt_config_recompute(lm->c) & ZT_ATT_FUSED);
     if (lm->c->lora.enabled) {
         open_lora(lm, path);
         return;
