@@ -16,10 +16,10 @@
 //      from these 64 keys, written to the scratch (B, NH, key tiles, T, hs) (zt_attention_fused_scratch);
 //   3. dq = the sum of a row's parts over key tiles 0 .. its own, in order (one thread per 4 columns).
 // No atomics and no recomputation: 5 tile products, as a flash attention with atomic dq has; the parts cost
-// B NH T^2 hs / 128 floats of scratch (GPT-2 124M at 16 x 1024 tokens: 0.8 GB, one layer at a time). (The
+// B NH T^2 hs / 64 floats of scratch (GPT-2 124M at 16 x 1024 tokens: 0.8 GB, one layer at a time). (The
 // version before, one block per query tile recomputing p and dp for dq: 7 products, 54 ms of a 124M step.)
 // Every product is a register-tiled fp32 GEMM on shared memory: 256 threads, thread (ty, tx) = (tid / 16,
-// tid % 16) owns a 4 x 4 (or 2 x 4, 4 x 2) block of its tile and reads its operands as float4 / float2 from
+// tid % 16) owns a 4 x 4 (or 2 x 4) block of its tile and reads its operands as float4 / float2 from
 // layouts where they are contiguous (a tile and, where a product sums over its rows, its transpose; the
 // transposes are written with lanes over rows, so the stores do not conflict). The 16 threads of a tile row
 // are 16 consecutive lanes: row maxima and sums are xor shuffles over 1, 2, 4, 8.
