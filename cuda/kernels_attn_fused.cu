@@ -76,41 +76,34 @@ __device__ __forceinline__ void stv(float *p, const float *r) {
 // R rows r0 .. r0 + R - 1 of one head's HS columns at src (rows `stride` floats apart, 16-byte aligned) into
 // shared memory, rows at or past T as zeros: natural dst[r * HS + d], or transposed dst[d * R + r] (lanes over
 // rows: conflict-free stores)
-template <int HS, int R>
-__device__ void load_nat(float *dst, const float *src, size_t stride, int r0, int T) {
+template <int HS, int R, bool TR>
+__device__ void load_tile(float *dst, const float *src, size_t stride, int r0, int T) {
     for (int idx = threadIdx.x; idx < R * (HS / 4); idx += kThreads) {
-        const int r = idx / (HS / 4), d4 = idx % (HS / 4);
+        const int r = TR ? idx % R : idx / (HS / 4), d4 = TR ? idx / R : idx % (HS / 4);
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (r0 + r < T) v = *reinterpret_cast<const float4 *>(src + (size_t)(r0 + r) * stride + 4 * d4);
-        *reinterpret_cast<float4 *>(dst + r * HS + 4 * d4) = v;
+        if constexpr (TR) {
+            dst[(4 * d4 + 0) * R + r] = v.x;
+            dst[(4 * d4 + 1) * R + r] = v.y;
+            dst[(4 * d4 + 2) * R + r] = v.z;
+            dst[(4 * d4 + 3) * R + r] = v.w;
+        } else {
+            *reinterpret_cast<float4 *>(dst + r * HS + 4 * d4) = v;
+        }
     }
+}
+template <int HS, int R>
+__device__ void load_nat(float *dst, const float *src, size_t stride, int r0, int T) {
+    load_tile<HS, R, false>(dst, src, stride, r0, T);
 }
 template <int HS, int R>
 __device__ void load_tr(float *dst, const float *src, size_t stride, int r0, int T) {
-    for (int idx = threadIdx.x; idx < R * (HS / 4); idx += kThreads) {
-        const int r = idx % R, d4 = idx / R;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r0 + r < T) v = *reinterpret_cast<const float4 *>(src + (size_t)(r0 + r) * stride + 4 * d4);
-        dst[(4 * d4 + 0) * R + r] = v.x;
-        dst[(4 * d4 + 1) * R + r] = v.y;
-        dst[(4 * d4 + 2) * R + r] = v.z;
-        dst[(4 * d4 + 3) * R + r] = v.w;
-    }
+    load_tile<HS, R, true>(dst, src, stride, r0, T);
 }
 
-// acc[i][j] += sum over d of aT[d][ra + i] * bT[d][cb + j] (aT: HS x RA, bT: HS x RB, d in order)
-template <int HS, int RA, int RB, int NI, int NJ>
-__device__ __forceinline__ void dots_t(float (*acc)[NJ], const float *aT, const float *bT, int ra, int cb) {
-    for (int d = 0; d < HS; d++) {
-        float a[NI], b[NJ];
-        ldv<NI>(a, aT + d * RA + ra);
-        ldv<NJ>(b, bT + d * RB + cb);
-        for (int i = 0; i < NI; i++)
-            for (int j = 0; j < NJ; j++) acc[i][j] += a[i] * b[j];
-    }
-}
-
-// acc[i][j] += sum over k < K of x[k * LX + xi + i] * y[k * LY + yj + j] (k in order)
+// acc[i][j] += sum over k < K of x[k * LX + xi + i] * y[k * LY + yj + j] (k in order): every tile product. The
+// scores sum over head dimensions d of transposed tiles (x = QsT, y = KsT: K = HS); the outputs over rows or keys
+// of natural ones
 template <int K, int LX, int LY, int NI, int NJ>
 __device__ __forceinline__ void outer_acc(float (*acc)[NJ], const float *x, const float *y, int xi, int yj) {
     for (int k = 0; k < K; k++) {
@@ -125,7 +118,7 @@ __device__ __forceinline__ void outer_acc(float (*acc)[NJ], const float *x, cons
 constexpr int kFwdRows = 64, kFwdKeys = 64;
 
 template <int HS>
-constexpr int fwd_smem_floats() { return 3 * HS * 64 + kFwdKeys * kFwdRows; }
+constexpr int fwd_smem_floats() { return HS * kFwdRows + 2 * HS * kFwdKeys + kFwdKeys * kFwdRows; }
 
 // forward: block (query tile, head, sequence); thread (ty, tx) owns rows 4ty .. 4ty + 3 of the tile, their
 // scores with keys 4tx .. 4tx + 3 of each key tile, and output columns DPT tx .. DPT tx + DPT - 1
@@ -154,7 +147,7 @@ __global__ void __launch_bounds__(kThreads)
         load_nat<HS, kFwdKeys>(Vs, base + 2 * C, C3, k0, T);
         __syncthreads();
         float s[4][4] = {};
-        dots_t<HS, kFwdRows, kFwdKeys, 4, 4>(s, QsT, KsT, 4 * ty, 4 * tx);
+        outer_acc<HS, kFwdRows, kFwdKeys, 4, 4>(s, QsT, KsT, 4 * ty, 4 * tx);
         float p[4][4];
         for (int i = 0; i < 4; i++) {
             const int r = q0 + 4 * ty + i;
@@ -282,8 +275,8 @@ __global__ void __launch_bounds__(kThreads)
         load_row_stats<kKvRows>(st, stats + srow * 2, D + srow, q0, T);
         __syncthreads();
         float s[2][4] = {}, dp[2][4] = {}, p[2][4], ds[2][4];
-        dots_t<HS, kKvRows, kKvKeys, 2, 4>(s, QsT, KsT, 2 * ty, 4 * tx);
-        dots_t<HS, kKvRows, kKvKeys, 2, 4>(dp, dOsT, VsT, 2 * ty, 4 * tx);
+        outer_acc<HS, kKvRows, kKvKeys, 2, 4>(s, QsT, KsT, 2 * ty, 4 * tx);
+        outer_acc<HS, kKvRows, kKvKeys, 2, 4>(dp, dOsT, VsT, 2 * ty, 4 * tx);
         grads<kKvRows, 2, 4>(p, ds, s, dp, st, q0, 2 * ty, k0, 4 * tx, T, scale);
         for (int i = 0; i < 2; i++) {
             stv<4>(Ps + (2 * ty + i) * kKvKeys + 4 * tx, p[i]);

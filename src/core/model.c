@@ -408,9 +408,8 @@ static void stash_layer(zt_model *m, int l, int pack) {
     for (int k = 0; k < ST_N; k++) {
         if (k == ST_FCHG && m->recompute != ZT_RECOMPUTE_NONE) continue;
         const size_t n = stash_words(&m->s, m->B, m->T, k, flags);
-        if (n == 0) {} /* ZT_ATT_FUSED: the statistics are not in the stash */
-        else if (pack) f->pack16(be, w, src[k], n, m->prec);
-        else f->unpack16(be, src[k], w, n, m->prec);
+        if (n && pack) f->pack16(be, w, src[k], n, m->prec); /* n 0: ZT_ATT_FUSED's statistics, not stashed */
+        else if (n) f->unpack16(be, src[k], w, n, m->prec);
         w += pad32(stash_words(&m->s, m->max_B, m->max_T, k, flags));
     }
 }
