@@ -6,7 +6,7 @@
  * MPI_Alltoall; the ordered row is compared with MPI_Reduce_scatter_block, the call it replaces).
  *
  *   mpirun -np 2 build/bench/bench_comm [-b 4K] [-e 256M] [-f 4] [-n ITERS] [-w WARMUP] [--time S]
- *                                      [--threads T] [--json | -J]
+ *                                      [--threads T] [--ops OP,OP..] [--json | -J]
  *
  * size = bytes of the whole buffer (nccl-tests convention: the per-rank buffer for all-reduce, the
  * N-piece send buffer for reduce-scatter and all-to-all, the N-piece receive buffer for all-gather);
@@ -38,7 +38,8 @@ static const char *const raw_names[OP_N] = {"MPI_Allreduce", "MPI_Reduce_scatter
 
 typedef struct opts {
     size_t min_bytes, max_bytes;
-    int factor, iters, warmup, reps, threads, json;
+    int factor, iters, warmup, reps, reps_given, threads, json;
+    unsigned ops;                   /* bit op: measured (--ops; all by default) */
     double target_s;
 } opts;
 
@@ -205,11 +206,13 @@ static void poison(bufs *b, op_t op, size_t count) {
 
 /* ztrain's call and raw MPI's, timed loops alternating (--reps of each, best mean kept) so that both
    see the same machine; calls so long that one loop of each exceeds --time run one loop each (timer
-   noise is small beside them). Each output is checked after its own last timed loop. */
+   noise is small beside them) unless -r was given: then every size gets its -r loops (the best of
+   several single calls of a 500 MB collective: on ranks sharing cores one call can take twice another,
+   tests/test_perf_model.sh). Each output is checked after its own last timed loop. */
 static void measure(bufs *b, const opts *o, op_t op, size_t count, result *z, result *r) {
     int it_z, it_r;
     double wz = warm(b, o, op, 0, count, &it_z), wr = warm(b, o, op, 1, count, &it_r);
-    int reps = wz * it_z + wr * it_r > o->target_s ? 1 : o->reps;
+    int reps = !o->reps_given && wz * it_z + wr * it_r > o->target_s ? 1 : o->reps;
     double tz = 1e30, tr = 1e30, t;
     for (int rep = 0; rep < reps; rep++) {
         int last = rep == reps - 1;
@@ -222,15 +225,33 @@ static void measure(bufs *b, const opts *o, op_t op, size_t count, result *z, re
     *r = finish(b, op, count, tr);
 }
 
+/* --ops all_gather,rs_owners: the ops measured */
+static unsigned parse_ops(const char *list) {
+    unsigned m = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int k = 0;
+        while (k < OP_N && strcmp(t, op_names[k]) != 0) k++;
+        if (k == OP_N)
+            zt_user_error_all("bench_comm: --ops: unknown op '%s' (expected a comma-separated list of all_reduce, "
+                              "reduce_scatter, rs_ordered, rs_owners, all_gather, all_to_all)", t);
+        m |= 1u << k;
+    }
+    if (!m) zt_user_error_all("bench_comm: --ops '%s' names no op", list);
+    return m;
+}
+
 static void usage(void) {
     fprintf(stderr, "usage: bench_comm [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-r REPS]\n"
-                    "                  [--time S] [--threads T] [--json|-J]\n"
+                    "                  [--time S] [--threads T] [--ops OP,OP..] [--json|-J]\n"
                     "  defaults: -b 4K -e 256M -f 4 -w 1 -r 3 --time 0.15 (loop length for ~0.15 s per\n"
-                    "  implementation and size), 1 thread for the ordered sum\n");
+                    "  implementation and size; one loop each where one call exceeds it, unless -r is given),\n"
+                    "  1 thread for the ordered sum\n");
 }
 
 static void parse(opts *o, int argc, char **argv) {
-    *o = (opts){4096, 256u << 20, 4, 0, 1, 3, 1, 0, 0.15};
+    *o = (opts){4096, 256u << 20, 4, 0, 1, 3, 0, 1, 0, (1u << OP_N) - 1, 0.15};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int val = 1;
@@ -243,8 +264,9 @@ static void parse(opts *o, int argc, char **argv) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--iters")) o->iters = atoi(v);
         else if (!strcmp(a, "-w") || !strcmp(a, "--warmup")) o->warmup = atoi(v);
         else if (!strcmp(a, "--time")) o->target_s = atof(v);
-        else if (!strcmp(a, "-r") || !strcmp(a, "--reps")) o->reps = atoi(v);
+        else if (!strcmp(a, "-r") || !strcmp(a, "--reps")) { o->reps = atoi(v); o->reps_given = 1; }
         else if (!strcmp(a, "--threads")) o->threads = atoi(v);
+        else if (!strcmp(a, "--ops")) o->ops = parse_ops(v);
         else zt_user_error_all("bench_comm: unknown option %s (see --help)", a);
         i += val;
     }
@@ -302,6 +324,7 @@ int main(int argc, char **argv) {
                                       n, d.n_nodes, b.comm->i->name, o.threads);
     int first = 1;
     for (int op = 0; op < OP_N; op++) {
+        if (!(o.ops >> op & 1)) continue;
         for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= (size_t)o.factor) {
             size_t count = bytes / sizeof(float) / (size_t)n * (size_t)n;
             if (count == 0) continue;
@@ -338,19 +361,19 @@ int main(int argc, char **argv) {
         }
         if (all_n) { all_z /= all_n; all_r /= all_n; }
         if (o.json) {
-            printf("\n], \"avg_busbw\": {");
-            for (int op = 0; op < OP_N; op++)
-                printf("%s\"%s\": %.4f", op ? ", " : "", op_names[op], avg[op][0]);
-            printf("}, \"avg_raw_busbw\": {");
-            for (int op = 0; op < OP_N; op++)
-                printf("%s\"%s\": %.4f", op ? ", " : "", op_names[op], avg[op][1]);
+            for (int raw = 0; raw < 2; raw++) {
+                printf(raw ? "}, \"avg_raw_busbw\": {" : "\n], \"avg_busbw\": {");
+                for (int op = 0, sep = 0; op < OP_N; op++)
+                    if (nsz[op]) printf("%s\"%s\": %.4f", sep++ ? ", " : "", op_names[op], avg[op][raw]);
+            }
             printf("}, \"avg_busbw_all\": %.4f, \"avg_raw_busbw_all\": %.4f, \"wrong\": %ld}\n", all_z, all_r,
                    wrong_total);
         } else {
             printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
             printf("# Avg bus bandwidth (GB/s, mean over sizes):");
-            for (int op = 0; op < OP_N; op++) printf(" %s %.3f (raw %.3f)%s", op_names[op], avg[op][0], avg[op][1],
-                                                    op + 1 < OP_N ? "," : "\n");
+            for (int op = 0, sep = 0; op < OP_N; op++)
+                if (nsz[op]) printf("%s %s %.3f (raw %.3f)", sep++ ? "," : "", op_names[op], avg[op][0], avg[op][1]);
+            printf("\n");
             printf("# Avg bus bandwidth    : %.3f GB/s zt_comm, %.3f GB/s raw MPI\n", all_z, all_r);
         }
     }

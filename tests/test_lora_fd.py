@@ -9,7 +9,9 @@ Pass: |analytic - fd| <= 3e-3 * max|analytic over the checked coordinates| + 5% 
 for dropout 0.3 and, as a control, 0. A backward that used another mask than the forward (or dropped the
 1/(1-p) scale) is off by the size of the gradient itself.
 """
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,7 @@ SHAPE = ["--layers", "2", "--heads", "2", "--embd", "32", "--vocab", "50", "--pa
 LORA = ["--lora-rank", "4", "--lora-alpha", "16", "--lora-targets", "all"]
 B, T = 2, 8
 TMP = tempfile.mkdtemp(prefix="zt-lorafd.")
+atexit.register(shutil.rmtree, TMP, True)  # removed however the test ends
 failures = 0
 
 

@@ -28,7 +28,9 @@ threads), empty input, refused input (NaN, wrong size), and the RMS error on N(0
 0.0874 / 0.0957 / 0.0989 and uniform int4 absmax-64 0.108; int8 per-row below NF4 / 5; double
 quantisation costs < 1%).
 """
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -61,6 +63,7 @@ if not os.access(TOOL, os.X_OK):
 
 f32 = np.float32
 TMP = tempfile.mkdtemp(prefix="zt-quant.")
+atexit.register(shutil.rmtree, TMP, True)  # removed however the test ends
 T0 = time.time()
 
 # NormalFloat4, QLoRA paper appendix E (the 16 values; -1 .. 1, exact 0 at index 7)

@@ -15,9 +15,9 @@
  *   oversubscribed cpu ranks (more ranks than cores on a node): collective times x ranks / cores.
  *   measured collectives (--comm FILE from bench_comm on this node and rank count): the exchange, the
  *             all-gather and (native) the reduce-scatter take the measured time at the buffer's size, which
- *             already includes the ordered sums and any core sharing. Native's reductions are MPI's own:
- *             stages 0-1 MPI_Reduce_scatter_block (bench_comm's reduce_scatter row), stage 2 one grouped
- *             reduce per owner (its rs_owners row).
+ *             already includes the ordered sums and any core sharing. Native's reductions are MPI's own
+ *             rooted reduces, one per owner: stages 0-1 all at once (the communicator's reduce_scatter,
+ *             bench_comm's reduce_scatter row), stage 2 per bucket (its rs_owners row: the whole buffer).
  *   overlap   only where something else can move the bytes while the cores compute (a GPU's copy engines
  *             and NCCL kernels, or idle cpu cores): MPI over shared memory copies with the ranks' own
  *             cores, inside their MPI calls, so with every core computing nothing is hidden (measured:
