@@ -322,5 +322,16 @@ expect_err estimate_comm_not_json "--comm $T/trunc.json: not bench_comm --json o
 echo '{"ranks": 2, "nodes": 1, "results": [{"op": "all_gather", "size": 10, "time_us": 1}]}' > "$T/partial.json"
 expect_err estimate_comm_rows "has no reduce_scatter rows" estimate -c inputs/d6.cfg --set train.micro_batch=2 --set train.global_batch=16 --ranks 2 --flops 50 --comm "$T/partial.json"
 expect_err estimate_mem_bw "--mem-bw fast: expected GB/s" estimate -c inputs/d6.cfg --set train.micro_batch=2 --set train.global_batch=16 --ranks 2 --flops 50 --mem-bw fast
+# --device is --hw's other name: the same prediction, and one clear error for an unknown or a conflicting name
+g="-c inputs/gpt2-124m.cfg --set train.micro_batch=8 --ranks 64 --nodes 8"
+if expect_ok estimate_device_hw estimate $g --hw h100 --json; then
+  want=$(tail -1 "$T/out")
+  if expect_ok estimate_device estimate $g --device h100 --json; then
+    [ "$(tail -1 "$T/out")" = "$want" ] && echo "$want" | grep -q '"step_s"' && pass "estimate_device (--device h100 == --hw h100)" ||
+      fail estimate_device "--device h100 printed $(tail -1 "$T/out" | head -c 200), --hw h100 $(echo "$want" | head -c 200)"
+  fi
+fi
+expect_err estimate_device_unknown "--hw / --device tpu: expected cpu (this machine, measured), h100 or h200" estimate $g --device tpu
+expect_err estimate_device_conflict "--device h200 and --hw h100: give one" estimate $g --device h200 --hw h100
 
 [ "$nfail" -eq 0 ]

@@ -58,7 +58,7 @@ static void hw_from_options(zt_hw *hwp, int N, int M, const char *hw_name, const
     }
     zt_hw hw;
     if (zt_hw_preset(hw_name, sgemm, d->node_cores, &hw))
-        zt_user_error_all("--hw %s: expected cpu (this machine, measured), h100 or h200", hw_name);
+        zt_user_error_all("--hw / --device %s: expected cpu (this machine, measured), h100 or h200", hw_name);
     if (net && zt_hw_set_net(&hw, net))
         zt_user_error_all("--net %s: expected BANDWIDTH_GBIT[,LATENCY_US] per node, e.g. 400,12", net);
     if (flops) {
@@ -122,14 +122,19 @@ static void performance(const zt_config *c, const zt_model_shape *s, int N, int 
 int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     char err[ZT_ERR_BUF];
     const char *ranks_s = NULL, *nodes_s = NULL, *hw_s = NULL, *net_s = NULL, *flops_s = NULL, *json_s = NULL,
-               *limit_s = NULL, *membw_s = NULL, *comm_s = NULL;
+               *limit_s = NULL, *membw_s = NULL, *comm_s = NULL, *dev_s = NULL;
     zt_cli_opt opts[] = {{"--ranks", 1, &ranks_s}, {"--nodes", 1, &nodes_s}, {"--hw", 1, &hw_s},
                          {"--net", 1, &net_s},     {"--flops", 1, &flops_s}, {"--json", 0, &json_s},
-                         {"--mem-limit", 1, &limit_s}, {"--mem-bw", 1, &membw_s}, {"--comm", 1, &comm_s}};
+                         {"--mem-limit", 1, &limit_s}, {"--mem-bw", 1, &membw_s}, {"--comm", 1, &comm_s},
+                         {"--device", 1, &dev_s}};
     zt_cli cli;
     zt_config c;
-    if (zt_cli_parse(&cli, argc, argv, opts, 9, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
+    if (zt_cli_parse(&cli, argc, argv, opts, 10, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
         zt_user_error_all("%s", err);
+    /* --device is --hw's other name (the device the prediction is for: cpu, h100, h200) */
+    if (dev_s && hw_s && strcmp(dev_s, hw_s) != 0)
+        zt_user_error_all("--device %s and --hw %s: give one (they name the same thing)", dev_s, hw_s);
+    if (dev_s) hw_s = dev_s;
     int N = d->size;
     if (ranks_s) {
         char *end;
