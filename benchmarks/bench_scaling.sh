@@ -2,7 +2,7 @@
 # bench_scaling.sh — weak scaling of `ztrain train` on d6 (inputs/d6.cfg): a fixed micro_batch per rank,
 # global_batch = micro_batch x ranks, 1 thread per rank (train.threads=1), ZeRO-2; 1 rank vs N ranks
 # (default 2, one per core, mpirun --bind-to core) with zero.reduce=ordered (bitwise N == 1, DESIGN
-# section 4) and zero.reduce=native (MPI reduce-scatter), on synthetic tokens from
+# section 4) and zero.reduce=native (MPI's own rooted reduces to the owners), on synthetic tokens from
 # tests/make_data.py (vocab 50257). Each run's metrics.jsonl gives the per-step times: the first step
 # is skipped (page faults, BLAS buffers) and the median of the rest is taken; results.json gives the
 # gradient-reduction time left exposed after overlap with backward. Runs go to a temporary run.root,
