@@ -28,6 +28,7 @@ typedef struct mpi_ctx {
     zt_comm_event groups;     /* groups ended so far; the group being issued is groups + 1 */
     pending *p;
     int np, cap;
+    MPI_Request *rs;          /* reduce_scatter's requests, one per rank (made with the communicator) */
 } mpi_ctx;
 
 #define CTX(c) ((mpi_ctx *)(c)->ctx)
@@ -71,13 +72,11 @@ static void m_all_reduce(zt_comm *c, const void *send, void *recv, size_t n, zt_
 static void m_reduce_scatter(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
     mpi_ctx *x = CTX(c);
     order(x);
-    MPI_Request one, *rq = c->size == 1 ? &one : zt_calloc((size_t)c->size, sizeof *rq);
     const size_t piece = n * zt_dtype_size(t);
     for (int r = 0; r < c->size; r++)
         ZT_MPI(MPI_Ireduce((const char *)mem(x, send) + (size_t)r * piece, c->rank == r ? mem(x, recv) : NULL,
-                           icount(n), mpi_type(t), MPI_SUM, r, x->comm, &rq[r]));
-    ZT_MPI(MPI_Waitall(c->size, rq, MPI_STATUSES_IGNORE));
-    if (rq != &one) free(rq);
+                           icount(n), mpi_type(t), MPI_SUM, r, x->comm, &x->rs[r]));
+    ZT_MPI(MPI_Waitall(c->size, x->rs, MPI_STATUSES_IGNORE));
 }
 static void m_all_gather(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
     mpi_ctx *x = CTX(c);
@@ -169,6 +168,7 @@ static void m_destroy(zt_comm *c) {
     settle(x, x->groups, 1);
     MPI_Comm_free(&x->comm);
     free(x->p);
+    free(x->rs);
     free(x);
     free(c);
 }
@@ -211,5 +211,6 @@ zt_comm *zt_comm_mpi_create(zt_backend *be, void *(*translate)(const void *dev))
     ZT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &x->comm));
     MPI_Comm_rank(x->comm, &c->rank);
     MPI_Comm_size(x->comm, &c->size);
+    x->rs = zt_calloc((size_t)c->size, sizeof *x->rs);
     return c;
 }
