@@ -322,6 +322,18 @@ expect_err estimate_comm_not_json "--comm $T/trunc.json: not bench_comm --json o
 echo '{"ranks": 2, "nodes": 1, "results": [{"op": "all_gather", "size": 10, "time_us": 1}]}' > "$T/partial.json"
 expect_err estimate_comm_rows "has no reduce_scatter rows" estimate -c inputs/d6.cfg --set train.micro_batch=2 --set train.global_batch=16 --ranks 2 --flops 50 --comm "$T/partial.json"
 expect_err estimate_mem_bw "--mem-bw fast: expected GB/s" estimate -c inputs/d6.cfg --set train.micro_batch=2 --set train.global_batch=16 --ranks 2 --flops 50 --mem-bw fast
+# zero.grad_wire in the model: ordered bf16 on GPUs (auto = precision) exchanges 2-byte words: less exchange time and
+# fewer bytes between nodes than with fp32; native is untouched by the key
+gw() { "$ZT" estimate -c inputs/gpt2-124m.cfg --set train.micro_batch=8 --ranks 64 --nodes 8 --hw h100 --json "$@" | tail -1; }
+r=$(printf '%s\n%s\n%s\n%s\n%s\n' "$(gw)" "$(gw --set zero.grad_wire=precision)" "$(gw --set zero.grad_wire=fp32)" \
+      "$(gw --set zero.reduce=native --set zero.grad_wire=precision)" "$(gw --set zero.reduce=native --set zero.grad_wire=fp32)" |
+    /usr/bin/python3 -c '
+import json, sys
+a, p, f, np_, nf = (json.loads(l) for l in sys.stdin.read().split("\n")[:5])
+ok = a == p and p["grad_comm_s"] < f["grad_comm_s"] and p["inter_node_bytes"] < f["inter_node_bytes"] and p["step_s"] < f["step_s"] and np_ == nf
+print("ok %.4f %.4f" % (p["grad_comm_s"], f["grad_comm_s"]) if ok else "auto %s precision %s fp32 %s native %s / %s" % (a, p, f, np_, nf))' 2>&1)
+case "$r" in ok*) pass "estimate_grad_wire (124M on 64 H100s, ordered exchange ${r#ok }: 2 bytes vs fp32, s per step)" ;;
+  *) fail estimate_grad_wire "$r" ;; esac
 # --device is --hw's other name: the same prediction, and one clear error for an unknown or a conflicting name
 g="-c inputs/gpt2-124m.cfg --set train.micro_batch=8 --ranks 64 --nodes 8"
 if expect_ok estimate_device_hw estimate $g --hw h100 --json; then

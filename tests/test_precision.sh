@@ -7,6 +7,7 @@
 #  - fp16 dynamic loss scaling: an injected overflow (ZTRAIN_TEST_OVERFLOW_STEP) skips exactly that
 #    step (its checkpoint equals the previous one in master weights, parameters and moments), halves
 #    the scale, and the scale sequence follows the growth/backoff rule recomputed here;
+#  - gradients exchanged in 2 bytes (ordered, N > 1): bit-identical to 4 bytes, half the bytes sent, its buffers
 #  - bit-identical 1 vs 2 ranks (bf16 ZeRO-2, fp16 ZeRO-1 with the overflow), bit-exact resume (bf16;
 #    fp16 across a scale growth), resume across precisions, export of a bf16 checkpoint = its master
 #    weights, the memory plan's master weights, and config errors;
@@ -173,6 +174,36 @@ t32=$(echo "$e32" | awk '/^total/ {print $2}'); t16=$(echo "$e16" | awk '/^total
 if [ -n "$mst" ] && $PY -c "import sys; sys.exit(0 if abs($opt/2 - $mst) < 0.06 and abs($t16 - $t32 - $mst) < 0.11 else 1)"; then
   pass "estimate_counts_master_weights (bf16, 2 ranks: master $mst MiB = optimizer $opt / 2; total $t32 -> $t16 MiB)"
 else fail "estimate_counts_master_weights: master '$mst' optimizer '$opt' totals $t32 $t16"; fi
+
+# ---------------------------------------------------------------- gradients on the wire in 2 bytes
+# zero.grad_wire = precision (ordered, bf16/fp16, N > 1; zero.c wire16): each rank's part of a micro-batch gradient
+# crosses as 2-byte words and is decoded exactly before the owner's fp32 sums in rank order: bit-identical to the
+# 4-byte exchange (fp32) and to 1 rank, half the gradient bytes sent (results.json grad_bytes_sent)
+common="$base --set run.session=wire --set train.steps=6 --set train.global_batch=12"
+run_named bf16-1r 1 --set precision=bf16
+for ps in bf16:0 bf16:1 bf16:2 fp16:2; do
+  p=${ps%:*}; st=${ps#*:}
+  run_named $p-$st-w16 2 --set precision=$p --set zero.stage=$st --set zero.grad_wire=precision
+  run_named $p-$st-w32 2 --set precision=$p --set zero.stage=$st --set zero.grad_wire=fp32
+  compare_runs $TMP/wire/$p-$st-w32 $TMP/wire/$p-$st-w16 grad_wire_2_bytes_bit_identical_${p}_stage$st
+  b16=$($PY -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["grad_bytes_sent"]))' $TMP/wire/$p-$st-w16/results.json 2>/dev/null)
+  b32=$($PY -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["grad_bytes_sent"]))' $TMP/wire/$p-$st-w32/results.json 2>/dev/null)
+  if [ -n "$b16" ] && [ -n "$b32" ] && [ "$b16" -gt 0 ] && [ $((2 * b16)) -eq "$b32" ] &&
+     grep -q "gradient exchange: $p words" $TMP/$p-$st-w16.log && ! grep -q "gradient exchange:" $TMP/$p-$st-w32.log; then
+    pass "grad_wire_2_bytes_sent_${p}_stage$st (rank 0 sent $b16 gradient bytes, $b32 with 4 bytes)"
+  else fail "grad_wire_2_bytes_sent_${p}_stage$st: bytes sent ${b16:-?} vs ${b32:-?} (4-byte), banner $(grep -c 'gradient exchange:' $TMP/$p-$st-w16.log)"; fi
+done
+compare_runs $TMP/wire/bf16-2-w16 $TMP/wire/bf16-1r grad_wire_2_bytes_2_ranks_vs_1_rank
+# its buffers in the plan (d6): stage 1 on 2 ranks, packed send + packed parts (2 x padded x 2 bytes) + one decoded
+# shard (padded / 2 x 4) = 1.5 x the 4-byte exchange's receive buffer (padded x 4); auto = 2 bytes on cuda/cudasim only
+cb() { $ZT estimate -c inputs/d6.cfg --ranks 2 --set train.global_batch=16 --set zero.stage=1 --set precision=bf16 "$@" |
+  awk '/^communication buffers/ {print $3}'; }
+c16=$(cb --set zero.grad_wire=precision); c32=$(cb --set zero.grad_wire=fp32)
+cac=$(cb --set device=cpu); cag=$(cb --set device=cudasim)
+if [ -n "$c16" ] && [ -n "$c32" ] && $PY -c "import sys; sys.exit(0 if abs($c16 - 1.5 * $c32) < 0.2 else 1)" &&
+   [ "$cac" = "$c32" ] && [ "$cag" = "$c16" ]; then
+  pass "grad_wire_2_bytes_plan (communication buffers $c32 -> $c16 MiB per rank: 1.5x; auto: cpu $cac, cudasim $cag)"
+else fail "grad_wire_2_bytes_plan: communication buffers ${c16:-?} MiB, 4-byte ${c32:-?} MiB (expected 1.5x); auto: cpu ${cac:-?}, cudasim ${cag:-?}"; fi
 
 # ---------------------------------------------------------------- 2-byte activation storage (train.act_storage)
 # auto (the default) keeps each layer's internals as bf16/fp16 words: bit-identical to 4-byte storage, with

@@ -365,6 +365,9 @@ static void announce(trainer *t) {
         zt_log("precision %s: values rounded to %s in float32 buffers (fp32 arithmetic); fp32 master weights %.1f MB%s\n",
                c->precision, c->precision, pl->master_bytes * MB,
                t->fp16 ? "; dynamic loss scaling" : "");
+    if (t->z.wire16)
+        zt_log("gradient exchange: %s words, 2 bytes per value (exact: the gradients hold %s values), summed in fp32\n",
+               c->precision, c->precision);
     zt_log("data: %s: %llu sequences; run dir %s\n", c->data.train, (unsigned long long)t->train.n_windows, t->mx.dir);
     if (t->has_val && zt_eval_count(c, &t->val) < zt_eval_sequences(c))
         zt_log("note: %d validation sequences asked for (eval.sequences) but %s has only %d windows of %d tokens: "
@@ -666,7 +669,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     const zt_run_results rr = {d->size, d->n_nodes, t.threads, layout, t.backend, hash, t.m.table.total, step, dur,
                                tok_s, t.peak, frac, last_loss, best, last_val, best_val, t.z.comm_s, t.z.comm_flight_s,
                                t.z.comm_wait_s, t.ck_saves, t.ck_stall_sum, t.ck_stall_max, rss_max, grown_max,
-                               t.skipped, t.fp16 ? t.scale : 0.0};
+                               t.skipped, t.fp16 ? t.scale : 0.0, t.z.grad_bytes_sent};
     zt_results_write(&t.mx, c, &rr);
     if (t.mx.active) {
         zt_metrics_note(&t.mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",

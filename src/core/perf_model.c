@@ -32,7 +32,7 @@ int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, 
     }
     /* GPUs: bf16 dense peak x 45% MFU (llm.c / Megatron-class kernels); NVLink busbw ~80% of the
        per-direction link rate; 400 Gbit/s per node between nodes unless --net says otherwise; gradients
-       exchanged in fp32 as the code does today */
+       exchanged as the code does: ordered bf16/fp16 in 2 bytes, otherwise fp32 */
     if (strcmp(name, "h100") == 0 || strcmp(name, "h200") == 0) {
         hw->flops = 0.45 * 989e12;
         hw->mem_bw = (strcmp(name, "h100") == 0 ? 3.35e12 : 4.8e12) * 0.8;
@@ -175,9 +175,11 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     const double t_micro = flops_micro / rate;
     o->compute_s = K * t_micro;
     o->backward_s = K * t_micro * 2.0 / 3.0;
-    /* gradient exchange, per micro-batch */
+    /* gradient exchange, per micro-batch: fp32, or (ordered, bf16/fp16) 2-byte words packed before and decoded
+       after it (zero.c wire16: 12 bytes of memory traffic per element) */
     const double gbytes = (double)p.padded * 4.0;
-    const int ordered = strcmp(c->zero.reduce, "ordered") == 0;
+    const int ordered = strcmp(c->zero.reduce, "ordered") == 0, wire16 = zt_zero_wire16(c, N);
+    const double xbytes = wire16 ? gbytes / 2 : gbytes, wire_s = wire16 ? (double)p.padded * 12.0 / hw->mem_bw : 0;
     /* measured collectives for this rank count on one node (they include the sums and core sharing) */
     const int cal = hw->comm_ranks == N && M == 1 && N > 1;
     /* cpu ranks beyond the node's cores take turns on them: their message progress (busy polling, the
@@ -186,11 +188,11 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     double inter = 0, tx = 0;
     if (N > 1 && cal) {
         tx = zt_comm_curve_time(&hw->curve[ordered ? ZT_CURVE_RS_ORDERED : c->zero.stage == 2 ? ZT_CURVE_RS_OWNERS : ZT_CURVE_RS],
-                                gbytes);
+                                xbytes) + wire_s;
     } else if (N > 1) {
         if (ordered) {
-            tx = all_to_all(hw, N, M, gbytes, &inter);
-            tx += (double)(N + 2) * p.shard * 4.0 / hw->mem_bw; /* the owner's sum in rank order */
+            tx = all_to_all(hw, N, M, xbytes, &inter);
+            tx += (double)(N + 2) * p.shard * 4.0 / hw->mem_bw + wire_s; /* the owner's sum in rank order */
         } else {
             tx = ring_f(hw, N, M, gbytes, hw->rs_bw_factor);
             if (M > 1) inter += (double)(N - 1) / N * gbytes;

@@ -5,7 +5,8 @@
  *   compute   FLOPs per token (zt_model_flops_per_token) x tokens per rank / the rank's sustained FLOP/s
  *             (a third forward, two thirds backward). On the cpu device ranks beyond the node's cores
  *             share them, so a rank's rate is scaled by cores / ranks per node.
- *   gradients every micro-batch's full fp32 gradient (padded P elements) goes to the shard owners:
+ *   gradients every micro-batch's full gradient (padded P elements; fp32, or 2-byte words in an ordered bf16/fp16
+ *             run, packed and decoded at 12 bytes of memory traffic per element) goes to the shard owners:
  *             ordered: an all-to-all (each rank sends P/N to each other rank); native: a reduce-scatter
  *             (stages 0-1) or per-bucket reduces to the owners (stage 2). Stage 2 overlaps the exchange
  *             with backward bucket by bucket: what is exposed is the part longer than the backward that

@@ -41,13 +41,17 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
             const size_t rb = p->max_bucket < p->shard ? p->max_bucket : p->shard;
             const size_t rw = wte < p->shard ? wte : p->shard;
             const int ordered = strcmp(c->zero.reduce, "ordered") == 0;
-            p->comm_bytes = (ordered ? (size_t)N : 1) * (ZT_ZERO_RING * rb + rw) * f;
+            if (zt_zero_wire16(c, N)) /* the packed bucket, the N packed parts, one part decoded */
+                p->comm_bytes = (ZT_ZERO_RING * p->max_bucket + wte) * 2 + (size_t)N * (ZT_ZERO_RING * rb + rw) * 2 +
+                                (ZT_ZERO_RING * rb + rw) * f;
+            else p->comm_bytes = (ordered ? (size_t)N : 1) * (ZT_ZERO_RING * rb + rw) * f;
         }
     } else {
         p->grad_bytes = p->padded * f;                     /* one micro-batch's gradient */
         int alias = N == 1 && K == 1;
         p->acc_bytes = alias ? 0 : (stage == 0 ? p->padded : p->shard) * f;
         p->comm_bytes = N > 1 ? p->padded * f : 0;         /* all-to-all receive buffer */
+        if (zt_zero_wire16(c, N)) p->comm_bytes = 2 * p->padded * 2 + p->shard * f; /* packed send + parts, one decoded */
     }
     p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len, zt_config_recompute(c));
     if (c->lora.enabled) {
@@ -60,6 +64,12 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     p->sample_bytes = c->sample.every > 0 ? zt_sampler_bytes(s) : 0; /* decoding during training */
     p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async, p->master_bytes > 0); /* host memory */
     free(pt);
+}
+
+int zt_zero_wire16(const zt_config *c, int N) {
+    const int gpu = !strcmp(c->device, "cuda") || !strcmp(c->device, "cudasim");
+    const int want = !strcmp(c->zero.grad_wire, "precision") || (!strcmp(c->zero.grad_wire, "auto") && gpu);
+    return want && N > 1 && strcmp(c->zero.reduce, "ordered") == 0 && zt_config_prec(c) != ZT_PREC_FP32;
 }
 
 size_t zt_zero_plan_total(const zt_zero_plan *p) {
@@ -95,6 +105,7 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     z->stage = c->zero.stage;
     z->ordered = strcmp(c->zero.reduce, "ordered") == 0;
     z->prec = zt_config_prec(c);
+    z->wire16 = zt_zero_wire16(c, z->N);
     zt_zero_plan_memory(c, s, z->N, &z->plan);
     const int K = c->train.global_batch / c->train.micro_batch;
     z->micro_steps = K / z->N;
@@ -118,7 +129,13 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     z->exp_avg = be->i->alloc(be, opt_elems * sizeof(float));
     z->exp_avg_sq = be->i->alloc(be, opt_elems * sizeof(float));
     if (z->plan.master_bytes) z->master = be->i->alloc(be, z->plan.master_bytes);
-    if (z->plan.comm_bytes && z->stage != 2) z->recv = be->i->alloc(be, z->plan.comm_bytes);
+    if (z->plan.comm_bytes && z->stage != 2) {
+        if (z->wire16) {
+            z->send16 = be->i->alloc(be, z->plan.padded * 2);
+            z->recv16 = be->i->alloc(be, z->plan.padded * 2);
+            z->recv = be->i->alloc(be, z->plan.shard * sizeof(float));
+        } else z->recv = be->i->alloc(be, z->plan.comm_bytes);
+    }
     z->chunk_sums = be->i->alloc(be, z->plan.padded / ZT_NORM_CHUNK * sizeof(double));
     z->chunk_sums_host = zt_calloc(z->plan.padded / ZT_NORM_CHUNK, sizeof(double));
 }
@@ -127,6 +144,8 @@ void zt_zero_free(zt_zero *z, zt_model *m) {
     zt_backend *be = z->be;
     if (!be) return;
     if (z->recv) be->i->free(be, z->recv);
+    if (z->send16) be->i->free(be, z->send16);
+    if (z->recv16) be->i->free(be, z->recv16);
     if (z->buckets) zt_zero_buckets_free(z);
     be->i->free(be, z->exp_avg);
     be->i->free(be, z->exp_avg_sq);
@@ -159,10 +178,20 @@ void zt_zero_reduce(zt_zero *z, zt_model *m, int mi) {
     double t0 = zt_now();
     if (z->N == 1) {
         be->i->accumulate(be, acc, m->grads, S);
+    } else if (z->ordered && z->wire16) {
+        /* the same, the parts crossing as bf16/fp16 words (exact) and decoded one at a time */
+        be->i->pack16(be, z->send16, m->grads, (size_t)z->N * S, z->prec);
+        z->comm->i->all_to_all(z->comm, z->send16, z->recv16, S * 2, ZT_U8);
+        z->grad_bytes_sent += (double)(z->N - 1) * S * 2;
+        for (int r = 0; r < z->N; r++) {
+            be->i->unpack16(be, z->recv, z->recv16 + (size_t)r * S, S, z->prec);
+            be->i->accumulate(be, acc, z->recv, S);
+        }
     } else if (z->ordered) {
         /* owners receive every rank's part of its micro-batch gradient and add them in rank
            order = global micro-batch order */
         z->comm->i->all_to_all(z->comm, m->grads, z->recv, S, ZT_F32);
+        z->grad_bytes_sent += (double)(z->N - 1) * S * sizeof(float);
         for (int r = 0; r < z->N; r++) be->i->accumulate(be, acc, z->recv + (size_t)r * S, S);
     } else {
         z->comm->i->reduce_scatter(z->comm, m->grads, z->recv, S, ZT_F32);

@@ -43,7 +43,13 @@ typedef struct zt_zero {
     float *load_params;       /* zt_zero_load_view: the parameters the load's hook gathers */
     int params_gathered;      /* the hook gathered them (zt_zero_after_load does not again) */
     int prec;                 /* ZT_PREC_* */
-    float *recv;              /* (N, shard) all-to-all receive buffer (ordered, N > 1) */
+    float *recv;              /* (N, shard) all-to-all receive buffer (ordered, N > 1); with wire16 one shard:
+                                 each rank's part decoded there before it is added */
+    /* ordered, bf16/fp16, N > 1: the gradients cross in 2 bytes. They hold values of the precision (backward
+       rounds what it stores), so pack16 / unpack16 are exact and the owner's fp32 sums in rank order are the
+       same additions as with 4 bytes: bit-identical, half the bytes on the wire (config zero.grad_wire) */
+    int wire16;
+    uint16_t *send16, *recv16; /* stages 0-1: the packed micro-batch gradient (padded) and the (N, shard) parts */
     double *chunk_sums;       /* backend memory, (padded / 4096): every rank's grad-norm chunk sums */
     double *chunk_sums_host;  /* host copy of them */
     int alias_acc;            /* N == 1, K == 1: the micro-batch gradient IS the reduced one */
@@ -51,11 +57,13 @@ typedef struct zt_zero {
     int n_buckets;
     float *bucket_mem[ZT_ZERO_RING + 1];   /* ring slots, then wte's own buffer */
     float *recv_mem[ZT_ZERO_RING + 1];
+    uint16_t *send16_mem[ZT_ZERO_RING + 1], *recv16_mem[ZT_ZERO_RING + 1]; /* wire16: the packed bucket, its parts */
     int next_mi, in_micro;
     double comm_wait_s;       /* time blocked waiting for bucket communication (exposed) */
     double comm_flight_s;     /* time buckets spent in flight (post -> seen complete) */
     int micro_steps;          /* K / N */
     double comm_s, comm_hidden_s;
+    double grad_bytes_sent;   /* gradient bytes this rank sent to other ranks (ordered exchange), whole run */
 } zt_zero;
 
 /* stage 2 (zero_bucket.c): build the buckets, point the model's gradients at bucket buffers and
@@ -69,6 +77,8 @@ size_t zt_zero_wte_bucket(const zt_param_table *pt);
 /* bucket layout for a table (shared by the plan and the init) */
 int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first, int *last, size_t *max_bucket);
 
+/* whether a config's gradients cross in 2 bytes on N ranks (zt_zero.wire16) */
+int zt_zero_wire16(const zt_config *c, int N);
 /* memory per rank for a config at N ranks: the same function sizes what zt_zero_init allocates */
 /* the plan's bytes per rank, all components */
 size_t zt_zero_plan_total(const zt_zero_plan *p);

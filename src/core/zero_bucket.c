@@ -7,7 +7,8 @@
  *
  * Ordered mode: each rank sends each owner its part of the bucket and receives every rank's part of
  * its own shard (one group of send/recv: an all-to-all of unequal pieces, as NCCL does it), and the
- * owner adds the N parts in rank order (the same additions as one rank accumulating alone). Native:
+ * owner adds the N parts in rank order (the same additions as one rank accumulating alone); in bf16/fp16 the parts
+ * cross as 2-byte words (zt_zero.wire16). Native:
  * one group of rooted reduces, one per owner of a part of the bucket. Completion is the
  * communicator's event recorded after the group (iface/comm.h). */
 #include <stdlib.h>
@@ -101,6 +102,11 @@ static void absorb(zt_zero *z, zt_bucket *b) {
     float *acc = z->acc + start;
     if (z->N == 1) {
         z->be->i->accumulate(z->be, acc, z->bucket_mem[b->slot] + (z->lo + start - b->lo), L);
+    } else if (z->ordered && z->wire16) { /* each rank's part decoded (exactly), then added in rank order */
+        for (int r = 0; r < z->N; r++) {
+            z->be->i->unpack16(z->be, z->recv_mem[b->slot], z->recv16_mem[b->slot] + (size_t)r * L, L, z->prec);
+            z->be->i->accumulate(z->be, acc, z->recv_mem[b->slot], L);
+        }
     } else if (z->ordered) {
         for (int r = 0; r < z->N; r++) z->be->i->accumulate(z->be, acc, z->recv_mem[b->slot] + (size_t)r * L, L);
     } else {
@@ -133,12 +139,18 @@ static void post(zt_zero *z, zt_bucket *b) {
     const float *send = z->bucket_mem[b->slot];
     float *recv = z->recv_mem[b->slot];
     zt_comm *c = z->comm;
+    uint16_t *send16 = z->send16_mem[b->slot], *recv16 = z->recv16_mem[b->slot];
+    if (z->wire16) z->be->i->pack16(z->be, send16, send, b->hi - b->lo, z->prec); /* exact: backward rounded them */
     c->i->group_start(c);
     for (int r = 0; r < z->N; r++) {
         /* the part of the bucket that rank r owns */
         const size_t r0 = (size_t)r * S, r1 = r0 + S, n = isect(b->lo, b->hi, r0, r1);
         const size_t off = n ? (b->lo > r0 ? b->lo : r0) - b->lo : 0;
-        if (z->ordered) {
+        if (n && r != z->rank && z->ordered) z->grad_bytes_sent += (double)n * (z->wire16 ? 2 : sizeof(float));
+        if (z->wire16) {
+            if (n) c->i->send(c, send16 + off, n * 2, ZT_U8, r);
+            if (L) c->i->recv(c, recv16 + (size_t)r * L, L * 2, ZT_U8, r);
+        } else if (z->ordered) {
             if (n) c->i->send(c, send + off, n, ZT_F32, r);
             if (L) c->i->recv(c, recv + (size_t)r * L, L, ZT_F32, r);
         } else if (n) {
@@ -204,7 +216,13 @@ void zt_zero_buckets_init(zt_zero *z, zt_model *m, const zt_config *c) {
         z->bucket_mem[s] = z->be->i->alloc(z->be, n * sizeof(float));
         if (z->N > 1) {
             size_t per = n < S ? n : S;
-            z->recv_mem[s] = z->be->i->alloc(z->be, (z->ordered ? (size_t)z->N : 1) * per * sizeof(float));
+            if (z->wire16) { /* the packed bucket, every rank's packed part, one part decoded */
+                z->send16_mem[s] = z->be->i->alloc(z->be, n * 2);
+                z->recv16_mem[s] = z->be->i->alloc(z->be, (size_t)z->N * per * 2);
+                z->recv_mem[s] = z->be->i->alloc(z->be, per * sizeof(float));
+            } else {
+                z->recv_mem[s] = z->be->i->alloc(z->be, (z->ordered ? (size_t)z->N : 1) * per * sizeof(float));
+            }
         }
     }
     for (int k = 0; k < z->n_buckets; k++) {
@@ -227,6 +245,8 @@ void zt_zero_buckets_free(zt_zero *z) {
     for (int s = 0; s <= ZT_ZERO_RING; s++) {
         if (z->bucket_mem[s]) z->be->i->free(z->be, z->bucket_mem[s]);
         if (z->recv_mem[s]) z->be->i->free(z->be, z->recv_mem[s]);
+        if (z->send16_mem[s]) z->be->i->free(z->be, z->send16_mem[s]);
+        if (z->recv16_mem[s]) z->be->i->free(z->be, z->recv16_mem[s]);
     }
     free(z->buckets);
     z->buckets = NULL;

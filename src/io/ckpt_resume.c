@@ -116,7 +116,7 @@ int zt_ckpt_find_latest(const char *dir, char *path, size_t n) {
    lora.base may name the base at another path: its content is checked by fingerprint (lora_base_hash). */
 static const char *const may_change[] = {
     "device", "comm", "precision", "fp16.", "train.micro_batch", "train.steps", "train.threads", "train.log_every",
-    "checkpoint.", "eval.", "sample.", "run.", "metrics.", "data.", "zero.stage", "zero.reduce", "zero.bucket_mb",
+    "checkpoint.", "eval.", "sample.", "run.", "metrics.", "data.", "zero.stage", "zero.reduce", "zero.bucket_mb", "zero.grad_wire",
     "lora.base", NULL,
 };
 

@@ -115,6 +115,10 @@ const key_def cfg_schema[] = {
     ENUM("zero.reduce", zero.reduce, "ordered", "gradient reduction: ordered = bitwise N-rank == 1-rank",
          "ordered", "native"),
     FLT("zero.bucket_mb", zero.bucket_mb, 25, 0, 1e6, MIN_OPEN, "gradient bucket size in MiB"),
+    ENUM("zero.grad_wire", zero.grad_wire, "auto",
+         "bf16/fp16 gradients in the ordered exchange: precision = 2-byte words (exact, half the bytes, the owner sums "
+         "fp32), fp32 = 4 bytes, auto = precision on cuda/cudasim, fp32 on cpu/devsim (one CPU node: packing costs "
+         "more than the bytes saved)", "auto", "precision", "fp32"),
 
     LONG("checkpoint.every", checkpoint.every, 0, 0, BIG, "checkpoint every N steps (0 = only the final one)"),
     INT("checkpoint.keep", checkpoint.keep, 3, 0, 1 << 20, "checkpoints to keep (0 = all)"),

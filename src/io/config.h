@@ -70,6 +70,7 @@ typedef struct zt_config {
         int stage;                  /* 0 | 1 | 2 */
         char reduce[ZT_NAME_MAX];   /* "ordered" | "native" */
         double bucket_mb;
+        char grad_wire[ZT_NAME_MAX]; /* "auto" | "precision" | "fp32": ordered exchange of bf16/fp16 gradients */
     } zero;
     struct {
         long every;                 /* 0 = only the final one */

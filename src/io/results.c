@@ -45,7 +45,7 @@ void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_res
     double hidden = r->comm_flight_s > 0 ? 1.0 - r->comm_wait_s / r->comm_flight_s : 0.0;
     fprintf(f, "  \"ckpt_async\": %s,\n  \"ckpt_saves\": %d,\n  \"ckpt_stall_s\": %.4f,\n  \"ckpt_stall_max_s\": %.4f,\n",
             c->checkpoint.async ? "true" : "false", r->ckpt_saves, r->ckpt_stall_s, r->ckpt_stall_max_s);
-    fprintf(f, "  \"mem_alloc_bytes\": %.0f,\n", r->mem_alloc_bytes);
+    fprintf(f, "  \"mem_alloc_bytes\": %.0f,\n  \"grad_bytes_sent\": %.0f,\n", r->mem_alloc_bytes, r->grad_bytes_sent);
     if (r->loss_scale > 0) fprintf(f, "  \"loss_scale\": %.9g,\n  \"skipped_steps\": %ld,\n", r->loss_scale, r->skipped_steps);
     fprintf(f, "  \"peak_rss_bytes\": %.0f,\n  \"comm_s\": %.6g,\n  \"comm_in_flight_s\": %.6g,\n"
             "  \"comm_exposed_s\": %.6g,\n  \"comm_hidden_frac\": %.4f,\n  \"finished\": \"%s\",\n",

@@ -25,6 +25,8 @@ typedef struct zt_run_results {
     double mem_alloc_bytes;                      /* peak RSS - RSS before the plan's allocations, max over ranks */
     long skipped_steps;                          /* fp16: steps skipped for overflowing gradients (this process) */
     double loss_scale;                           /* fp16: the final loss scale; 0 otherwise */
+    double grad_bytes_sent;                      /* ordered: gradient bytes rank 0 sent to other ranks (2 per value
+                                                    in bf16/fp16, 4 in fp32) */
 } zt_run_results;
 
 /* writes <run dir>/results.json (rank 0; a no-op elsewhere) */
