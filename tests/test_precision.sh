@@ -181,13 +181,13 @@ else fail "estimate_counts_master_weights: master '$mst' optimizer '$opt' totals
 # 4-byte exchange (fp32) and to 1 rank, half the gradient bytes sent (results.json grad_bytes_sent)
 common="$base --set run.session=wire --set train.steps=6 --set train.global_batch=12"
 run_named bf16-1r 1 --set precision=bf16
+sent() { $PY -c 'import json,sys; print(int(json.load(open(sys.argv[1] + "/results.json"))["grad_bytes_sent"]))' "$1" 2>/dev/null; }
 for ps in bf16:0 bf16:1 bf16:2 fp16:2; do
   p=${ps%:*}; st=${ps#*:}
   run_named $p-$st-w16 2 --set precision=$p --set zero.stage=$st --set zero.grad_wire=precision
   run_named $p-$st-w32 2 --set precision=$p --set zero.stage=$st --set zero.grad_wire=fp32
   compare_runs $TMP/wire/$p-$st-w32 $TMP/wire/$p-$st-w16 grad_wire_2_bytes_bit_identical_${p}_stage$st
-  b16=$($PY -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["grad_bytes_sent"]))' $TMP/wire/$p-$st-w16/results.json 2>/dev/null)
-  b32=$($PY -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["grad_bytes_sent"]))' $TMP/wire/$p-$st-w32/results.json 2>/dev/null)
+  b16=$(sent $TMP/wire/$p-$st-w16); b32=$(sent $TMP/wire/$p-$st-w32)
   if [ -n "$b16" ] && [ -n "$b32" ] && [ "$b16" -gt 0 ] && [ $((2 * b16)) -eq "$b32" ] &&
      grep -q "gradient exchange: $p words" $TMP/$p-$st-w16.log && ! grep -q "gradient exchange:" $TMP/$p-$st-w32.log; then
     pass "grad_wire_2_bytes_sent_${p}_stage$st (rank 0 sent $b16 gradient bytes, $b32 with 4 bytes)"

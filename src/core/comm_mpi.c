@@ -68,7 +68,7 @@ static void m_all_reduce(zt_comm *c, const void *send, void *recv, size_t n, zt_
 /* one rooted MPI reduce per owner, all in flight at once (MPI's own reductions, as stage 2's buckets issue them),
    not MPI_Reduce_scatter_block: inside training (GPT-2 124M, 500 MB of gradient, 4 ranks on 2 cores) Open MPI's
    reduce-scatter took ~2.1 s per step whichever coll_tuned algorithm was forced (0-4), against ~1.8 s for these
-   reduces, and its root faulted in ~1 GB of fresh pages per call; 2 ranks: steps 2.55-2.62 s -> 2.33-2.38 s */
+   reduces, and its root faulted in ~1 GB of fresh pages per call; 2 ranks: steps 2.55-2.62 s -> 2.22-2.38 s */
 static void m_reduce_scatter(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
     mpi_ctx *x = CTX(c);
     order(x);

@@ -157,6 +157,17 @@ void zt_zero_free(zt_zero *z, zt_model *m) {
     memset(z, 0, sizeof *z);
 }
 
+void zt_zero_add_parts(zt_zero *z, float *acc, float *recv, const uint16_t *recv16, size_t L) {
+    for (int r = 0; r < z->N; r++) {
+        const float *part = recv + (size_t)r * L;
+        if (z->wire16) { /* decoded (exactly) into recv's first part, then added */
+            z->be->i->unpack16(z->be, recv, recv16 + (size_t)r * L, L, z->prec);
+            part = recv;
+        }
+        z->be->i->accumulate(z->be, acc, part, L);
+    }
+}
+
 /* the reduced gradient of this rank's shard */
 static float *shard_grad(zt_zero *z, zt_model *m) {
     if (z->alias_acc) return m->grads + z->lo;
@@ -178,21 +189,17 @@ void zt_zero_reduce(zt_zero *z, zt_model *m, int mi) {
     double t0 = zt_now();
     if (z->N == 1) {
         be->i->accumulate(be, acc, m->grads, S);
-    } else if (z->ordered && z->wire16) {
-        /* the same, the parts crossing as bf16/fp16 words (exact) and decoded one at a time */
-        be->i->pack16(be, z->send16, m->grads, (size_t)z->N * S, z->prec);
-        z->comm->i->all_to_all(z->comm, z->send16, z->recv16, S * 2, ZT_U8);
-        z->grad_bytes_sent += (double)(z->N - 1) * S * 2;
-        for (int r = 0; r < z->N; r++) {
-            be->i->unpack16(be, z->recv, z->recv16 + (size_t)r * S, S, z->prec);
-            be->i->accumulate(be, acc, z->recv, S);
-        }
     } else if (z->ordered) {
         /* owners receive every rank's part of its micro-batch gradient and add them in rank
-           order = global micro-batch order */
-        z->comm->i->all_to_all(z->comm, m->grads, z->recv, S, ZT_F32);
-        z->grad_bytes_sent += (double)(z->N - 1) * S * sizeof(float);
-        for (int r = 0; r < z->N; r++) be->i->accumulate(be, acc, z->recv + (size_t)r * S, S);
+           order = global micro-batch order (wire16: the parts cross as bf16/fp16 words) */
+        if (z->wire16) {
+            be->i->pack16(be, z->send16, m->grads, (size_t)z->N * S, z->prec);
+            z->comm->i->all_to_all(z->comm, z->send16, z->recv16, S * 2, ZT_U8);
+        } else {
+            z->comm->i->all_to_all(z->comm, m->grads, z->recv, S, ZT_F32);
+        }
+        z->grad_bytes_sent += (double)(z->N - 1) * S * (z->wire16 ? 2 : sizeof(float));
+        zt_zero_add_parts(z, acc, z->recv, z->recv16, S);
     } else {
         z->comm->i->reduce_scatter(z->comm, m->grads, z->recv, S, ZT_F32);
         be->i->accumulate(be, acc, z->recv, S);

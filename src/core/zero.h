@@ -74,6 +74,9 @@ void zt_zero_buckets_free(zt_zero *z);
 void zt_zero_buckets_finish(zt_zero *z, zt_model *m, int mi);
 /* elements of the bucket with its own buffer (wte + wpe; 0 for a LoRA adapter table) */
 size_t zt_zero_wte_bucket(const zt_param_table *pt);
+/* ordered: acc(L) += the N ranks' parts in rank order, from recv (N, L), or (wire16) each decoded from recv16
+   (N, L) into recv (L) first (stages 0-1 and stage 2's buckets) */
+void zt_zero_add_parts(zt_zero *z, float *acc, float *recv, const uint16_t *recv16, size_t L);
 /* bucket layout for a table (shared by the plan and the init) */
 int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first, int *last, size_t *max_bucket);
 

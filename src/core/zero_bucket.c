@@ -102,13 +102,8 @@ static void absorb(zt_zero *z, zt_bucket *b) {
     float *acc = z->acc + start;
     if (z->N == 1) {
         z->be->i->accumulate(z->be, acc, z->bucket_mem[b->slot] + (z->lo + start - b->lo), L);
-    } else if (z->ordered && z->wire16) { /* each rank's part decoded (exactly), then added in rank order */
-        for (int r = 0; r < z->N; r++) {
-            z->be->i->unpack16(z->be, z->recv_mem[b->slot], z->recv16_mem[b->slot] + (size_t)r * L, L, z->prec);
-            z->be->i->accumulate(z->be, acc, z->recv_mem[b->slot], L);
-        }
     } else if (z->ordered) {
-        for (int r = 0; r < z->N; r++) z->be->i->accumulate(z->be, acc, z->recv_mem[b->slot] + (size_t)r * L, L);
+        zt_zero_add_parts(z, acc, z->recv_mem[b->slot], z->recv16_mem[b->slot], L);
     } else {
         z->be->i->accumulate(z->be, acc, z->recv_mem[b->slot], L);
     }
