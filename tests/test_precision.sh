@@ -259,6 +259,98 @@ print(f"124M bf16 plan: activations {pa:.0f} -> {pz:.0f} MiB with the fused atte
 PYEOF
 ); then pass "fused_attention_memory ($out)"; else fail "fused_attention_memory: $out"; fi
 
+# ---------------------------------------------------------------- 2-byte working parameters (train.param_storage)
+# precision: the parameters are bf16/fp16 words (model.c ZT_PARAM_PACK16), unpacked exactly into one fp32 window as
+# forward and backward reach each tensor; ZeRO publishes them by pack16 of the master weights and gathers the words;
+# /model in a checkpoint is the master weights rounded as they are written. Everything must be bit-identical to
+# float32 storage: losses, params_hash, samples taken during training, every dataset of every checkpoint (sync and
+# async saves), an fp16 overflow skip, resume and --init-from across storage and rank counts, and devsim (no host
+# code reads the words or the window).
+common="$base --set run.session=pw --set train.steps=8 --set train.global_batch=12 --set checkpoint.every=4
+        --set sample.every=4 --set sample.tokens=8"
+for ps in bf16:0:false bf16:1:true bf16:2:false fp16:2:true; do
+  IFS=: read -r p st as <<< "$ps"
+  for w in precision fp32; do
+    ZTRAIN_TEST_OVERFLOW_STEP=$([ $p = fp16 ] && echo 3 || echo 0) run_named $p-$st-$w 2 --set precision=$p \
+      --set zero.stage=$st --set train.param_storage=$w --set checkpoint.async=$as
+  done
+  compare_runs $TMP/pw/$p-$st-fp32 $TMP/pw/$p-$st-precision param_storage_2_bytes_bit_identical_${p}_stage$st
+  if out=$($PY - $TMP/pw/$p-$st-precision $TMP/pw/$p-$st-fp32 $TMP/$p-$st-precision.log $TMP/$p-$st-fp32.log <<'PYEOF' 2>&1
+import sys, h5py, numpy as np
+a, b, la, lb = sys.argv[1:5]
+assert "working parameters in 2-byte words" in open(la).read() and "2-byte words" not in open(lb).read(), "banner"
+sa, sb = open(a + "/samples.txt").read(), open(b + "/samples.txt").read()
+assert sa and sa == sb, "samples taken during training differ"
+n = 0
+for step in (4, 8):
+    fa, fb = (h5py.File(f"{d}/checkpoints/step_{step:08d}.h5", "r") for d in (a, b))
+    names = []
+    fa.visititems(lambda k, o: names.append(k) if isinstance(o, h5py.Dataset) else None)
+    assert any(k.startswith("model/") for k in names) and any(k.startswith("master/") for k in names)
+    for k in names:
+        assert np.array_equal(fa[k][()], fb[k][()]), f"step {step}: {k} differs"
+        n += 1
+print(f"{n} datasets of 2 checkpoints and the samples identical")
+PYEOF
+  ); then pass "param_storage_2_bytes_checkpoints_${p}_stage$st ($out; checkpoint.async = $as)"
+  else fail "param_storage_2_bytes_checkpoints_${p}_stage$st: $out"; fi
+done
+sk=$(grep -c '"skipped": 1' $TMP/pw/fp16-2-precision/metrics.jsonl)
+[ "$sk" = 1 ] && pass "param_storage_2_bytes_fp16_overflow_skipped (the injected overflow at step 3 skipped: $sk step)" \
+  || fail "param_storage_2_bytes_fp16_overflow_skipped: $sk skipped steps"
+hash_of() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1] + "/results.json"))["params_hash"])' "$1" 2>/dev/null; }
+common="$base --set run.session=pw --set train.steps=8 --set train.global_batch=12 --set precision=bf16"
+# resume: the 2-byte run's step-4 checkpoint on 1 rank with float32 storage, and the float32 run's on 2 ranks
+# with 2-byte storage (stage 2), both to step 8: the uninterrupted runs' parameters
+run_named res-a 1 --set train.param_storage=fp32 --resume $TMP/pw/bf16-1-precision/checkpoints/step_00000004.h5
+run_named res-b 2 --set train.param_storage=precision --resume $TMP/pw/bf16-1-fp32/checkpoints/step_00000004.h5
+want=$(hash_of $TMP/pw/bf16-1-fp32); ha=$(hash_of $TMP/pw/res-a); hb=$(hash_of $TMP/pw/res-b)
+[ -n "$want" ] && [ "$ha" = "$want" ] && [ "$hb" = "$want" ] \
+  && pass "param_storage_resume_across (2-byte -> fp32 on 1 rank and fp32 -> 2-byte on 2 ranks: params_hash ${want:0:16}... of the uninterrupted run)" \
+  || fail "param_storage_resume_across: ${ha:-?} / ${hb:-?} vs ${want:-?}"
+# --init-from: the weights go to this rank's master range, then the words are published
+run_named init-w 2 --set train.param_storage=precision --set train.steps=3 --set train.warmup_steps=1 --init-from $TMP/pw/bf16-2-fp32/checkpoints/step_00000008.h5
+run_named init-f 2 --set train.param_storage=fp32 --set train.steps=3 --set train.warmup_steps=1 --init-from $TMP/pw/bf16-2-fp32/checkpoints/step_00000008.h5
+compare_runs $TMP/pw/init-f $TMP/pw/init-w param_storage_init_from
+run_named dev-w 1 --set train.param_storage=precision --set device=devsim
+run_named dev-f 1 --set train.param_storage=fp32
+compare_runs $TMP/pw/dev-f $TMP/pw/dev-w param_storage_2_bytes_devsim
+# a NaN in the state (the master weights, which /model is written from) is still refused by the save
+out=$(ZTRAIN_TEST_NAN_PARAM_STEP=4 timeout 120 $MPIRUN -np 2 -x ZTRAIN_TEST_NAN_PARAM_STEP $ZT train $common \
+      --set run.name=nan-w --set train.param_storage=precision --set checkpoint.every=2 2>&1); rc=$?
+files=$(ls $TMP/pw/nan-w/checkpoints 2>/dev/null | tr '\n' ' ')
+if [ $rc -eq 2 ] && echo "$out" | grep -q "checkpoint of step 4 not written: the state holds non-finite values (NaN in /model/wte.weight\[0, 0\])" &&
+   [ "$files" = "latest step_00000002.h5 " ]; then pass "param_storage_nan_state_not_saved (exit 2, the error names /model/wte.weight[0, 0]; files: $files)"
+else fail "param_storage_nan_state_not_saved: exit $rc, files $files: $(echo "$out" | grep 'ztrain: error' | head -1)"; fi
+# memory: the words (padded x 2) and the fp32 window (wte or a layer, whichever is larger, + wpe + ln_f) instead
+# of padded x 4; the plan of GPT-2 124M on cuda (auto) and the allocations of d6 runs (precision forced: d6's wte is
+# most of it, so its window costs more than the 2 bytes save, and auto keeps float32 there)
+pe() { $ZT estimate -c "$@" | awk '/^parameters/ {print $2}'; }
+q16=$(pe inputs/gpt2-124m.cfg --set precision=bf16); q32=$(pe inputs/gpt2-124m.cfg --set precision=bf16 --set train.param_storage=fp32)
+qcpu=$(pe inputs/gpt2-124m.cfg --set precision=bf16 --set device=cpu); qd6=$(pe inputs/d6.cfg --set precision=bf16 --set device=cuda)
+qd6f=$(pe inputs/d6.cfg --set precision=bf16 --set device=cuda --set train.param_storage=fp32)
+$ZT train $d6 --set run.name=pw16 --set train.param_storage=precision > $TMP/pkmem-pw16.log 2>&1
+if out=$($PY - "$q16" "$q32" "$qcpu" "$qd6" "$qd6f" $TMP/pkmem <<'PYEOF' 2>&1
+import json, sys
+q16, q32, qcpu, qd6, qd6f = map(float, sys.argv[1:6]); d = sys.argv[6]
+def sizes(L, C, Vp, T):
+    layer, wte, fixed = 12 * C * C + 13 * C, Vp * C, T * C + 2 * C
+    total = wte + L * layer + fixed
+    return total, max(wte, layer) + fixed
+tot, win = sizes(12, 768, 50304, 1024)
+padded = (tot + 4095) // 4096 * 4096
+want16 = (padded * 2 + win * 4) / 2**20
+assert abs(q16 - want16) < 0.1 and abs(q32 - padded * 4 / 2**20) < 0.1, f"124M plan {q16} / {q32} MiB vs {want16:.1f}"
+assert qcpu == q32 and qd6 == qd6f, f"auto: cpu {qcpu}, d6 on cuda {qd6} vs {qd6f}"
+tot6, win6 = sizes(6, 384, 50304, 1024)
+p6 = (tot6 + 4095) // 4096 * 4096
+ma, mf = (json.load(open(f"{d}/{r}/results.json"))["mem_alloc_bytes"] for r in ("pw16", "auto"))
+want6 = win6 * 4 - p6 * 2
+assert abs((ma - mf) - want6) < 0.01 * abs(want6) + 4096, f"d6 allocations: {ma} - {mf} vs {want6}"
+print(f"124M plan: parameters {q32:.1f} -> {q16:.1f} MiB (auto on cuda; cpu keeps {qcpu:.1f}); d6 run: {(ma - mf) / 2**20:+.1f} MiB allocated (predicted {want6 / 2**20:+.1f}; auto keeps fp32 there)")
+PYEOF
+); then pass "param_storage_2_bytes_memory ($out)"; else fail "param_storage_2_bytes_memory: $out"; fi
+
 # quantised base (QLoRA storage): the loss of the fp32 checkpoint with its linear weights through each format.
 # Measured on this checkpoint: nf4 +3.5e-4, nf4_dq +3.8e-4, int8 -4.5e-6 relative; limits 1e-2 and 1e-3.
 ck=$TMP/curve/fp32/checkpoints/step_00000300.h5

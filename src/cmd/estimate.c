@@ -165,13 +165,18 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("config: L%d H%d C%d V%d, %zu params, micro_batch %d x seq_len %d, ZeRO-%d, %d ranks\n", s.n_layer,
                s.n_head, s.n_embd, s.padded_vocab, p.total, c.train.micro_batch, c.train.seq_len, c.zero.stage, N);
         printf("%-24s %12s\n", "memory per rank", "MiB");
-        printf("%-24s %12.1f\n", "parameters", p.param_bytes * MB);
+        if (zt_config_recompute(&c) & ZT_PARAM_PACK16)
+            printf("%-24s %12.1f   (2-byte words %.1f + an fp32 window %.1f: train.param_storage = \"%s\")\n",
+                   "parameters", p.param_bytes * MB, p.padded * 2.0 * MB, zt_model_wbuf_elems(&s) * 4.0 * MB,
+                   c.train.param_storage);
+        else printf("%-24s %12.1f\n", "parameters", p.param_bytes * MB);
         printf("%-24s %12.1f\n", "micro-batch gradients", p.grad_bytes * MB);
         printf("%-24s %12.1f\n", "reduced gradients", p.acc_bytes * MB);
         printf("%-24s %12.1f\n", "optimizer state (m, v)", p.optim_bytes * MB);
         if (p.master_bytes)
-            printf("%-24s %12.1f   (precision %s: parameters and gradients in float32 buffers)\n",
-                   "fp32 master weights", p.master_bytes * MB, c.precision);
+            printf("%-24s %12.1f   (precision %s: %s)\n", "fp32 master weights", p.master_bytes * MB, c.precision,
+                   zt_config_recompute(&c) & ZT_PARAM_PACK16 ? "gradients in float32 buffers"
+                                                             : "parameters and gradients in float32 buffers");
         printf("%-24s %12.1f\n", "communication buffers", p.comm_bytes * MB);
         if (zt_config_recompute(&c) & ZT_ACT_PACK16)
             printf("%-24s %12.1f   (kept for backward in 2 bytes: train.act_storage = \"auto\")\n",

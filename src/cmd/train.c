@@ -120,16 +120,23 @@ static void init_weights(trainer *t) {
         return;
     }
     /* every rank computes the same seeded init; staged through a small host buffer per tensor
-       piece so no second full-size copy of the parameters is ever resident */
+       piece so no second full-size copy of the parameters is ever resident. It goes to the flat
+       parameters, or (2-byte parameters) this rank's range of it to the master weights */
+    size_t base, range;
+    float *dst = zt_zero_init_target(&t->z, &t->m, &base, &range);
     float *h = zt_malloc(ZT_INIT_BLOCK * sizeof(float));
     for (int i = 0; i < t->m.table.n; i++) {
         const zt_tensor_info *ti = &t->m.table.t[i];
         for (size_t off = 0; off < ti->numel; off += ZT_INIT_BLOCK) {
+            const size_t a = ti->offset + off;
+            if (a >= base + range) continue;
             size_t n = zt_model_init_block_host(&t->m.table, &t->s, i, off / ZT_INIT_BLOCK, h,
                                                 (float)t->c->model.init_std, (uint64_t)t->c->train.seed);
-            t->be->i->to_device(t->be, t->m.params + ti->offset + off, h, n * sizeof(float));
+            const size_t lo = a > base ? a : base, hi = a + n < base + range ? a + n : base + range;
+            if (lo < hi) t->be->i->to_device(t->be, dst + (lo - base), h + (lo - a), (hi - lo) * sizeof(float));
         }
     }
+    t->be->i->sync(t->be);
     free(h);
 }
 
@@ -362,9 +369,9 @@ static void announce(trainer *t) {
                    qb * MB, 8.0 * qb / qp, f32, t->m.table.total * 4.0 * MB);
     }
     if (pl->master_bytes)
-        zt_log("precision %s: values rounded to %s in float32 buffers (fp32 arithmetic); fp32 master weights %.1f MB%s\n",
-               c->precision, c->precision, pl->master_bytes * MB,
-               t->fp16 ? "; dynamic loss scaling" : "");
+        zt_log("precision %s: values rounded to %s in float32 buffers (fp32 arithmetic)%s; fp32 master weights %.1f MB%s\n",
+               c->precision, c->precision, t->m.params16 ? ", working parameters in 2-byte words" : "",
+               pl->master_bytes * MB, t->fp16 ? "; dynamic loss scaling" : "");
     if (t->z.wire16)
         zt_log("gradient exchange: %s words, 2 bytes per value (exact: the gradients hold %s values), summed in fp32\n",
                c->precision, c->precision);
@@ -497,7 +504,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     }
     if (init_s) {
         zt_ckpt_meta im;
-        zt_ckpt_view v = zt_model_ckpt_view(&t.m);
+        zt_ckpt_view v = zt_zero_init_view(&t.z, &t.m);
         v.buffered_reads = !c->checkpoint.direct_io;
         v.read_stage = zt_ckpt_saver_stage(t.saver, &v.read_stage_bytes);
         if (zt_ckpt_load(init_s, &im, &v, err, sizeof err)) zt_user_error_all("%s", err);
@@ -568,7 +575,8 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         }
         if (step == poison_step && d->rank == 0) { /* fault injection: the save must refuse this state */
             const float nan = NAN;
-            t.be->i->to_device(t.be, zt_model_tparams(&t.m) + t.z.lo, &nan, sizeof nan);
+            /* the state a save writes: the master weights when the parameters are 2-byte words */
+            t.be->i->to_device(t.be, t.m.params16 ? t.z.master : zt_model_tparams(&t.m) + t.z.lo, &nan, sizeof nan);
             t.be->i->sync(t.be);
         }
         double dt = zt_now() - t0;
@@ -629,8 +637,11 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
             if (gpu && zt_gpu_monitor_read(gpu, &sm.gpu_mem_bytes, &sm.gpu_util)) sm.gpu_mem_bytes = -1;
             zt_metrics_step(&t.mx, &sm);
         }
-        if (ts && step % c->sample.every == 0 && stop != 3 && !g_signal)
-            zt_sample_during_training(ts, &t.mx, t.m.params, step);
+        if (ts && step % c->sample.every == 0 && stop != 3 && !g_signal) {
+            float *p32 = zt_model_params_f32(&t.m); /* 2-byte parameters: unpacked for the sampler, then freed */
+            zt_sample_during_training(ts, &t.mx, p32, step);
+            zt_model_params_f32_release(&t.m, p32);
+        }
     }
     static const char *why[] = {"", "--stop-after reached", "--time-limit reached", "signal received"};
     if (stop) zt_metrics_note(&t.mx, "stopped at step %ld/%ld: %s; resume with --resume auto\n", step, steps, why[stop]);
@@ -645,8 +656,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
         const size_t total = zt_model_ttable(&t.m)->total; /* what was trained: the adapters with LoRA */
         for (size_t off = 0; off < total; off += chunk) {
             size_t n = total - off < chunk ? total - off : chunk;
-            t.be->i->to_host(t.be, h, zt_model_tparams(&t.m) + off, n * sizeof(float));
-            t.be->i->sync(t.be);
+            zt_model_tparams_to_host(&t.m, off, n, h);
             zt_sha256_update(sha, h, n * sizeof(float));
         }
         zt_sha256_end(sha, hash);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/quant.h"
+#include "iface/op_math.h"
 #include "util/util.h"
 
 
@@ -176,12 +177,113 @@ static void point_tensors(zt_model *m) {
     for (int i = 0; i < m->table.n; i++) m->w[i] = m->params + m->table.t[i].offset;
 }
 
+/* ZT_PARAM_PACK16: layer l's tensors are contiguous in the flat buffer (table order), from here */
+static size_t layer_start(const zt_param_table *pt, int l) { return pt->t[zt_param_layer(l, 0)].offset; }
+static size_t layer_span(const zt_param_table *pt) {
+    const zt_tensor_info *last = &pt->t[zt_param_layer(0, ZT_PER_LAYER - 1)];
+    return last->offset + last->numel - layer_start(pt, 0);
+}
+
+/* the window: part 1 holds wte (the embedding, the LM head) or one layer, part 2 wpe then ln_f's weight and bias */
+static size_t wbuf_part1(const zt_param_table *pt) {
+    return pt->t[0].numel > layer_span(pt) ? pt->t[0].numel : layer_span(pt);
+}
+
+size_t zt_model_wbuf_elems(const zt_model_shape *s) {
+    zt_param_table *pt = zt_malloc(sizeof *pt);
+    zt_param_table_build(pt, s);
+    const size_t n = wbuf_part1(pt) + pt->t[1].numel + 2 * (size_t)s->n_embd;
+    free(pt);
+    return n;
+}
+
+/* ZT_PARAM_PACK16: every tensor's data pointer into the window (all layers share part 1) */
+static void point_window(zt_model *m) {
+    const zt_param_table *pt = &m->table;
+    const int lnf = 2 + m->s.n_layer * ZT_PER_LAYER;
+    float *fix = m->wbuf + wbuf_part1(pt);
+    m->w[0] = m->wbuf;
+    m->w[1] = fix;
+    for (int l = 0; l < m->s.n_layer; l++)
+        for (int k = 0; k < ZT_PER_LAYER; k++) {
+            const int i = zt_param_layer(l, k);
+            m->w[i] = m->wbuf + (pt->t[i].offset - layer_start(pt, l));
+        }
+    m->w[lnf] = fix + pt->t[1].numel;
+    m->w[lnf + 1] = m->w[lnf] + m->s.n_embd;
+    zt_model_params_changed(m);
+}
+
+void zt_model_params_changed(zt_model *m) {
+    m->wres = -2;
+    m->wfix = 0;
+}
+
+/* ZT_PARAM_PACK16: make the window hold what the next ops read (no-op when it does, or without params16) */
+static void unpack_w(zt_model *m, float *dst, size_t off, size_t n) {
+    m->be->i->unpack16(m->be, dst, m->params16 + off, n, m->prec);
+}
+static void need_wte(zt_model *m) {
+    if (!m->params16 || m->wres == -1) return;
+    unpack_w(m, m->w[0], 0, m->table.t[0].numel);
+    m->wres = -1;
+}
+static void need_layer(zt_model *m, int l) {
+    if (!m->params16 || m->wres == l) return;
+    unpack_w(m, m->wbuf, layer_start(&m->table, l), layer_span(&m->table));
+    m->wres = l;
+}
+static void need_fixed(zt_model *m) {
+    if (!m->params16 || m->wfix) return;
+    const int lnf = 2 + m->s.n_layer * ZT_PER_LAYER;
+    unpack_w(m, m->w[1], m->table.t[1].offset, m->table.t[1].numel);
+    unpack_w(m, m->w[lnf], m->table.t[lnf].offset, 2 * (size_t)m->s.n_embd);
+    m->wfix = 1;
+}
+
+void zt_model_tparams_to_host(zt_model *m, size_t off, size_t n, float *host) {
+    zt_backend *be = m->be;
+    if (!m->params16) {
+        be->i->to_host(be, host, zt_model_tparams(m) + off, n * sizeof(float));
+        be->i->sync(be);
+        return;
+    }
+    /* the words into the upper half of host's bytes, decoded upwards in place: float i (bytes 4i..4i+4) never
+       reaches a word not yet read (word j >= i sits at 2n + 2j >= 4i + 2), and word i is read before float i
+       is written. No second buffer */
+    char *w = (char *)host + n * sizeof(uint16_t);
+    be->i->to_host(be, w, m->params16 + off, n * sizeof(uint16_t));
+    be->i->sync(be);
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, w + i * sizeof h, sizeof h); /* through memcpy: the bytes are also float storage */
+        host[i] = m->prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(h) : zt_fp16_bits_to_f32(h);
+    }
+}
+
+float *zt_model_params_f32(zt_model *m) {
+    if (!m->params16) return m->params;
+    float *p = m->be->i->alloc(m->be, m->padded * sizeof(float));
+    m->be->i->unpack16(m->be, p, m->params16, m->padded, m->prec);
+    return p;
+}
+
+void zt_model_params_f32_release(zt_model *m, float *p) {
+    if (p && p != m->params) m->be->i->free(m->be, p);
+}
+
 int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
                             int alloc_grads, int recompute) {
     init_shape(m, be, s, B, T, recompute);
     m->padded = padded > m->table.total ? padded : m->table.total;
-    m->params = be->i->alloc(be, m->padded * sizeof(float));
-    point_tensors(m);
+    if (recompute & ZT_PARAM_PACK16) {
+        m->params16 = be->i->alloc(be, m->padded * sizeof(uint16_t));
+        m->wbuf = be->i->alloc(be, zt_model_wbuf_elems(s) * sizeof(float));
+        point_window(m);
+    } else {
+        m->params = be->i->alloc(be, m->padded * sizeof(float));
+        point_tensors(m);
+    }
     if (alloc_grads) {
         m->grads = be->i->alloc(be, m->padded * sizeof(float));
         for (int i = 0; i < m->table.n; i++) m->gptr[i] = m->grads + m->table.t[i].offset;
@@ -218,6 +320,7 @@ static void init_quant_base(zt_model *m, zt_backend *be, int quant) {
 
 int zt_model_init_lora(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, const zt_lora_cfg *lc,
                        size_t padded, int alloc_grads, int recompute) {
+    ZT_ASSERT(!(recompute & ZT_PARAM_PACK16)); /* the frozen base stays float32 */
     init_shape(m, be, s, B, T, recompute);
     if (lc->quant >= 0) {
         init_quant_base(m, be, lc->quant);
@@ -269,6 +372,8 @@ void zt_model_free(zt_model *m) {
     }
     if (m->grads) be->i->free(be, m->grads);
     if (m->params) be->i->free(be, m->params);
+    if (m->params16) be->i->free(be, m->params16);
+    if (m->wbuf) be->i->free(be, m->wbuf);
     memset(m, 0, sizeof *m);
 }
 
@@ -427,6 +532,7 @@ static void layer_fwd(zt_model *m, int l, int out) {
     float *att = att_state(m, l);
     float *res2 = a->residual2 + k * NC, *ln2 = a->ln2 + k * NC;
     float *fch = a->fch + k * NC * 4, *fchg = a->fch_gelu + g * NC * 4, *res3 = a->residual3 + (size_t)l * NC;
+    need_layer(m, l);
     f->layernorm_fwd(be, ln1, a->ln1_mean + ks * N, a->ln1_rstd + ks * N, res, P(zt_param_layer(l, ZT_LN1W)),
                      P(zt_param_layer(l, ZT_LN1B)), N, C);
     RND(ln1, NC);
@@ -477,6 +583,8 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     f->to_device(be, a->tokens, tokens, (size_t)N * sizeof(int32_t));
     if (targets) f->to_device(be, a->targets, targets, (size_t)N * sizeof(int32_t));
 
+    need_fixed(m); /* ZT_PARAM_PACK16: the weights into the window as the ops reach them */
+    need_wte(m);
     f->embed_fwd(be, a->encoded, a->tokens, P(0), P(1), B, T, C);
     RND(a->encoded, NC);
     /* a training forward keeps each layer's internals for backward: packed, or in their per-layer copies */
@@ -490,6 +598,7 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     f->layernorm_fwd(be, a->lnf, a->lnf_mean, a->lnf_rstd, res, P(lnf), P(lnf + 1), N, C);
     RND(a->lnf, NC);
     /* logits(N, Vp) = lnf(N, C) @ wte(Vp, C)^T */
+    need_wte(m);
     f->matmul(be, a->logits, a->lnf, P(0), N, Vp, C, 0, 1, 1.0f, 0.0f);
     RND(a->logits, (size_t)N * Vp);
     m->dlogits_ready = 0;
@@ -542,6 +651,8 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         f->matmul(be, G(0), a->logits, a->lnf, Vp, C, N, 1, 0, 1.0f, 0.0f);
     }
     /* dlnf(N, C) = dlogits(N, Vp) @ wte(Vp, C) */
+    need_fixed(m);
+    need_wte(m);
     f->matmul(be, a->dbtc, a->logits, P(0), N, C, Vp, 0, 0, 1.0f, 0.0f);
     RND(a->dbtc, NC);
     f->zero(be, a->dres, NC * sizeof(float));
@@ -564,6 +675,7 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         float *att = att_state(m, l);
         float *res2 = a->residual2 + k * NC, *ln2 = a->ln2 + k * NC;
         float *fch = a->fch + k * NC * 4, *fchg = a->fch_gelu + g * NC * 4;
+        need_layer(m, l);
         /* 2-byte storage: the layer's internals back into the working copy (exact) */
         if (m->pack16) stash_layer(m, l, 0);
         /* recomputation: the same kernels on the same inputs give the same bits as the stored copy */

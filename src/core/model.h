@@ -65,7 +65,12 @@ typedef struct zt_model {
     zt_backend *be;
     int max_B, max_T;     /* micro-batch shape the activations were sized for */
     int B, T;             /* shape of the last forward */
-    float *params;        /* device, flat (padded; the tail past table.total stays 0) */
+    float *params;        /* device, flat (padded; the tail past table.total stays 0); NULL with params16 */
+    uint16_t *params16;   /* ZT_PARAM_PACK16: the working parameters as bf16/fp16 words, flat (padded). w[i] then
+                             point into wbuf, where each tensor is unpacked (exact) right before the ops use it */
+    float *wbuf;          /* ZT_PARAM_PACK16: the fp32 window: [wte, or one layer's 12 tensors | wpe, ln_f] */
+    int wres;             /* what the window's first part holds: -2 nothing, -1 wte, l >= 0 layer l */
+    int wfix;             /* wpe and ln_f are unpacked (both reset when the parameters change) */
     float *grads;         /* device, flat (padded): one micro-batch's gradient (NULL when every
                              tensor's gradient lives in a bucket buffer: ZeRO-2) */
     float *gptr[ZT_MAX_TENSORS]; /* where backward writes tensor i's gradient (default grads + offset) */
@@ -116,6 +121,23 @@ enum { ZT_ACT_PACK16 = 4 };
    layer keeps its softmax statistics, (B, NH, T, 2) fp32 (not rounded, not packed), instead of the
    probabilities, and backward recomputes them (iface/backend.h) */
 enum { ZT_ATT_FUSED = 8 };
+/* or'ed into recompute in a bf16/fp16 run without LoRA (train.param_storage, zt_config_recompute): the working
+   parameters are kept as 2-byte words (params16, half the bytes of float32) and unpacked (unpack16: exact, they
+   hold values of the precision) into one fp32 window as forward and backward reach them: wte, then each
+   layer, then wte again for the LM head; wpe and ln_f once per update. Results are bit-identical to float32
+   storage. ZeRO publishes the parameters into params16 (pack16 of the master weights) and calls
+   zt_model_params_changed. */
+enum { ZT_PARAM_PACK16 = 16 };
+/* the window's fp32 elements for a shape (what ZT_PARAM_PACK16 allocates besides the words) */
+size_t zt_model_wbuf_elems(const zt_model_shape *s);
+/* ZT_PARAM_PACK16: the words changed (an update, a load): what the window holds is stale */
+void zt_model_params_changed(zt_model *m);
+/* the trained parameters [off, off + n) as float32 on the host (from the words with ZT_PARAM_PACK16) */
+void zt_model_tparams_to_host(zt_model *m, size_t off, size_t n, float *host);
+/* the whole flat parameters as float32 in backend memory: params, or (ZT_PARAM_PACK16) a copy unpacked into a
+   new buffer of `padded` floats, which zt_model_params_f32_release frees (sampling during training) */
+float *zt_model_params_f32(zt_model *m);
+void zt_model_params_f32_release(zt_model *m, float *p);
 int zt_model_init_recompute(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,
                             int alloc_grads, int recompute);
 int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, size_t padded,

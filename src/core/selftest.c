@@ -524,8 +524,10 @@ static int run_ops(zt_backend *cpu, zt_backend *dev, int prec, FILE *out) {
 /* ------------------------------------------------------------------ training */
 
 /* `steps` AdamW steps of a tiny GPT on synthetic tokens on device `dev`; losses[steps] and the
-   final parameters' hash (rank 0's host copy) */
-static void train_run(const char *device, int threads, int steps, int prec, int lora, double *losses, uint64_t *hash) {
+   final parameters' hash (rank 0's host copy); *params16: the working parameters were 2-byte words (the config's
+   train.param_storage "auto": on cuda/cudasim in bf16/fp16) */
+static void train_run(const char *device, int threads, int steps, int prec, int lora, double *losses, uint64_t *hash,
+                      int *params16) {
     char err[ZT_ERR_BUF];
     zt_config c;
     if (zt_config_load_string(&c, "", err, sizeof err)) zt_panic(__FILE__, __LINE__, "%s", err);
@@ -550,6 +552,7 @@ static void train_run(const char *device, int threads, int steps, int prec, int 
     zt_model m;
     zt_zero z;
     zt_zero_init(&z, &c, &m, be, comm, &s);
+    *params16 = m.params16 != NULL;
     float *h = zt_calloc(z.plan.padded > m.table.total ? z.plan.padded : m.table.total, sizeof(float));
     zt_model_init_weights_host(&m.table, &s, h, 0.02f, 7);
     if (lora) {
@@ -560,8 +563,10 @@ static void train_run(const char *device, int threads, int steps, int prec, int 
         zt_lora_init_host(&m.lora->table, 7, h);
         be->i->to_device(be, m.lora->params, h, m.lora->table.total * sizeof(float));
         m.lora->seed = 7;
-    } else {
-        be->i->to_device(be, m.params, h, m.table.total * sizeof(float));
+    } else { /* the flat parameters, or (2-byte parameters: cuda with train.param_storage auto) the master's range */
+        size_t base, n;
+        float *dst = zt_zero_init_target(&z, &m, &base, &n);
+        be->i->to_device(be, dst, h + base, n * sizeof(float));
     }
     zt_zero_master_init(&z, &m);
     const int B = c.train.micro_batch, T = c.train.seq_len, K = c.train.global_batch / B;
@@ -592,7 +597,7 @@ static void train_run(const char *device, int threads, int steps, int prec, int 
         losses[step] = sum / K;
     }
     const size_t tn = zt_model_ttable(&m)->total; /* what was trained */
-    be->i->to_host(be, h, zt_model_tparams(&m), tn * sizeof(float));
+    zt_model_tparams_to_host(&m, 0, tn, h);
     uint64_t fnv = 1469598103934665603ull;
     const unsigned char *p = (const unsigned char *)h;
     for (size_t i = 0; i < tn * sizeof(float); i++) fnv = (fnv ^ p[i]) * 1099511628211ull;
@@ -609,9 +614,10 @@ static int run_train(const char *device, int threads, int steps, int prec, int l
     double *lc = zt_calloc((size_t)steps, sizeof(double)), *l1 = zt_calloc((size_t)steps, sizeof(double));
     double *l2 = zt_calloc((size_t)steps, sizeof(double));
     uint64_t hc, h1, h2;
-    train_run("cpu", threads, steps, prec, lora, lc, &hc);
-    train_run(device, threads, steps, prec, lora, l1, &h1);
-    train_run(device, threads, steps, prec, lora, l2, &h2);
+    int p16 = 0;
+    train_run("cpu", threads, steps, prec, lora, lc, &hc, &p16);
+    train_run(device, threads, steps, prec, lora, l1, &h1, &p16);
+    train_run(device, threads, steps, prec, lora, l2, &h2, &p16);
     /* relative, per step: measured under the harness (README "GPU status"): fp32 5.7e-8, bf16 5.6e-4, fp16
        8.5e-5 (a last-bit difference of the fp32 GEMMs flips a bf16/fp16 rounding now and then; on cuda and
        cudasim the fused attention keeps its probabilities fp32 where the cpu backend stores them rounded) */
@@ -624,8 +630,9 @@ static int run_train(const char *device, int threads, int steps, int prec, int l
     int same = memcmp(l1, l2, (size_t)steps * sizeof(double)) == 0 && h1 == h2;
     int fails = !(worst <= tol) + !same + !(lc[steps - 1] < lc[0]);
     if (out) {
-        fprintf(out, "\ntrain: tiny GPT (L2 C64 V97), %d ranks, ZeRO-2 ordered, %d steps, %s%s\n", zt_world(), steps,
-                prec_name(prec), lora ? ", QLoRA (r 4, nf4_dq base, dropout 0.1)" : "");
+        fprintf(out, "\ntrain: tiny GPT (L2 C64 V97), %d ranks, ZeRO-2 ordered, %d steps, %s%s%s\n", zt_world(), steps,
+                prec_name(prec), p16 ? " (2-byte working parameters)" : "",
+                lora ? ", QLoRA (r 4, nf4_dq base, dropout 0.1)" : "");
         fprintf(out, "  loss step 1 / %d: cpu %.6f / %.6f, %s %.6f / %.6f\n", steps, lc[0], lc[steps - 1], device, l1[0],
                 l1[steps - 1]);
         fprintf(out, "  %-40s %.2e (limit %.0e)  %s\n", "max relative loss difference vs cpu", worst, tol,

@@ -22,6 +22,8 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     const int stage = c->zero.stage;
     const size_t f = sizeof(float);
     p->param_bytes = p->padded * f;
+    const int params16 = (zt_config_recompute(c) & ZT_PARAM_PACK16) != 0;
+    if (params16) p->param_bytes = p->padded * 2 + zt_model_wbuf_elems(s) * f; /* the words and the fp32 window */
     if (c->lora.enabled) { /* the frozen base, whole on every rank, besides the adapters (QLoRA: quantised) */
         zt_lora_cfg lc;
         zt_lora_cfg_from_config(c, &lc);
@@ -62,6 +64,7 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     if (zt_config_prec(c) != ZT_PREC_FP32 && (!strcmp(c->device, "cuda") || !strcmp(c->device, "cudasim")))
         p->act_bytes += zt_model_gemm16_bytes(s, c->train.micro_batch, c->train.seq_len); /* packed GEMM operands */
     p->sample_bytes = c->sample.every > 0 ? zt_sampler_bytes(s) : 0; /* decoding during training */
+    if (c->sample.every > 0 && params16) p->sample_bytes += p->padded * f; /* the parameters unpacked for it */
     p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async, p->master_bytes > 0); /* host memory */
     free(pt);
 }
@@ -231,17 +234,35 @@ static void publish_params(zt_zero *z, zt_model *m) {
     zt_backend *be = z->be;
     size_t n;
     const size_t base = master_range(z, &n);
+    if (m->params16) { /* 2-byte parameters: packing rounds as round_to does; the words are gathered */
+        be->i->pack16(be, m->params16 + base, z->master, n, z->prec);
+        if (z->stage != 0 && z->N > 1)
+            z->comm->i->all_gather(z->comm, m->params16 + z->lo, m->params16, n * sizeof(uint16_t), ZT_U8);
+        zt_model_params_changed(m);
+        return;
+    }
     float *tp = zt_model_tparams(m);
     be->i->copy(be, tp + base, z->master, n * sizeof(float));
     be->i->round_to(be, tp + base, n, z->prec);
     if (z->stage != 0 && z->N > 1) z->comm->i->all_gather(z->comm, tp + z->lo, tp, n, ZT_F32);
 }
 
+float *zt_zero_init_target(zt_zero *z, zt_model *m, size_t *base, size_t *n) {
+    if (!m->params16) {
+        *base = 0;
+        *n = m->padded;
+        return m->params;
+    }
+    *base = master_range(z, n);
+    return z->master;
+}
+
 void zt_zero_master_init(zt_zero *z, zt_model *m) {
     if (!z->master) return;
     size_t n;
     const size_t base = master_range(z, &n);
-    z->be->i->copy(z->be, z->master, zt_model_tparams(m) + base, n * sizeof(float));
+    /* with 2-byte parameters the initial values were written into the master weights themselves */
+    if (!m->params16) z->be->i->copy(z->be, z->master, zt_model_tparams(m) + base, n * sizeof(float));
     publish_params(z, m);
 }
 
@@ -275,6 +296,18 @@ zt_ckpt_view zt_zero_ckpt_view(zt_zero *z, zt_model *m) {
     v.optim_base = z->stage == 0 ? 0 : z->lo;
     v.optim_elems = z->stage == 0 ? z->plan.padded : z->plan.shard;
     v.master = z->master;
+    if (m->params16) v.model_prec = z->prec; /* /model: the master weights rounded as they are written */
+    return v;
+}
+
+zt_ckpt_view zt_zero_init_view(zt_zero *z, zt_model *m) {
+    zt_ckpt_view v = zt_model_ckpt_view(m);
+    if (!m->params16) return v;
+    size_t n;
+    v.params_base = v.lo = master_range(z, &n);
+    v.hi = v.lo + n;
+    v.params = z->master;
+    v.range_only = 1;
     return v;
 }
 

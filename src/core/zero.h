@@ -100,6 +100,11 @@ double zt_zero_grad_norm(zt_zero *z, zt_model *m);
 /* bf16/fp16, after the parameters were initialised (the same on every rank): the master weights
    take this rank's range of them, and the parameters become their rounding. No-op in fp32. */
 void zt_zero_master_init(zt_zero *z, zt_model *m);
+/* where a run's initial fp32 parameters go before zt_zero_master_init: the flat params (base 0, n padded), or
+   with 2-byte parameters (ZT_PARAM_PACK16) the master weights, which hold flat elements [base, base + n) */
+float *zt_zero_init_target(zt_zero *z, zt_model *m, size_t *base, size_t *n);
+/* the view --init-from loads the weights through (into zt_zero_init_target's buffer), then zt_zero_master_init */
+zt_ckpt_view zt_zero_init_view(zt_zero *z, zt_model *m);
 /* AdamW on this rank's shard (of the master weights when there are some), then all-gather parameters
    (rounded to the precision) (t = 1-based update number) */
 void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, float lr, float grad_scale);

@@ -202,8 +202,7 @@ int zt_ckpt_view_nonfinite(const zt_ckpt_view *v, size_t lo, size_t hi, int mome
     if (hi > pt->total) hi = pt->total;
     if (hi <= lo) return 0;
     zt_ckpt_group groups[4];
-    const int ng = moments ? zt_ckpt_groups(groups, v) : 1;
-    if (!moments) groups[0] = (zt_ckpt_group){"/model", v->params, v->params_base};
+    const int all = zt_ckpt_groups(groups, v), ng = moments ? all : 1; /* /model first */
     const size_t stage_n = (size_t)1 << 20;
     float *stage = v->be->i->mem == ZT_MEM_HOST ? NULL : zt_malloc(stage_n * sizeof(float));
     int found = 0;
@@ -326,7 +325,7 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
         be->i->zero(be, v->exp_avg, v->optim_elems * sizeof(float));
         be->i->zero(be, v->exp_avg_sq, v->optim_elems * sizeof(float));
     }
-    if (!v->range_only && v->padded > pt->total)
+    if (v->params && !v->range_only && v->padded > pt->total)
         be->i->zero(be, v->params + pt->total, (v->padded - pt->total) * sizeof(float));
     zt_ckpt_group groups[4];
     const int ng = zt_ckpt_groups(groups, v);
@@ -345,6 +344,7 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
     zt_ckpt_rpiece *rp = zt_calloc((size_t)ng * (size_t)pt->n, sizeof *rp);
     int nrp = 0, hdf5_read = 0;
     for (int g = 0; g < ng && !bad; g++) {
+        if (groups[g].round) continue; /* /model of 2-byte parameters: they are made from the master weights */
         hid_t gid = H5Gopen2(fid, groups[g].path, H5P_DEFAULT);
         bad |= gid < 0;
         int nds = 0;

@@ -56,6 +56,10 @@ typedef struct zt_ckpt_view {
     size_t optim_base, optim_elems;/* element k of which is flat element optim_base + k */
     float *master;                 /* fp32 master weights (precision bf16/fp16), laid out as the moments;
                                       NULL in fp32, where the parameters are the master copy */
+    int model_prec;                /* save, params NULL (2-byte working parameters): /model is written from
+                                      master, rounded to this precision (ZT_PREC_*) on the way, which is what the
+                                      parameters hold; a load of such a view reads /master (or an fp32 file's
+                                      /model) into master only */
     int range_only;                /* load: only the parameters' flat range [lo, hi) (no moments), into params,
                                       which holds flat elements from params_base on (QLoRA reads its base
                                       piece by piece); 0: as above */

@@ -44,17 +44,20 @@ typedef struct zt_ckpt_group {
     const char *path;
     float *src;
     size_t base;
+    int round;   /* save: the values are rounded to this precision (ZT_PREC_*) as they are written; a load skips
+                    the group (2-byte working parameters: /model from the master weights, zt_ckpt_view.model_prec) */
 } zt_ckpt_group;
 
 static inline int zt_ckpt_groups(zt_ckpt_group *g, const zt_ckpt_view *v) {
     int n = 0;
-    g[n++] = (zt_ckpt_group){"/model", v->params, v->params_base};
+    if (v->params || !v->master) g[n++] = (zt_ckpt_group){"/model", v->params, v->params_base, 0};
+    else g[n++] = (zt_ckpt_group){"/model", v->master, v->optim_base, v->model_prec};
     if (v->exp_avg) {
-        g[n++] = (zt_ckpt_group){"/optim/exp_avg", v->exp_avg, v->optim_base};
-        g[n++] = (zt_ckpt_group){"/optim/exp_avg_sq", v->exp_avg_sq, v->optim_base};
+        g[n++] = (zt_ckpt_group){"/optim/exp_avg", v->exp_avg, v->optim_base, 0};
+        g[n++] = (zt_ckpt_group){"/optim/exp_avg_sq", v->exp_avg_sq, v->optim_base, 0};
     }
     /* fp32 master weights (precision bf16/fp16) */
-    if (v->master) g[n++] = (zt_ckpt_group){"/master", v->master, v->optim_base};
+    if (v->master) g[n++] = (zt_ckpt_group){"/master", v->master, v->optim_base, 0};
     return n;
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "iface/op_math.h"
 #include "util/util.h"
 
 #define BLK ((uint64_t)4096)
@@ -27,6 +28,7 @@ typedef struct seg {
     size_t bytes;
     char *p;         /* in staging, p % BLK == off % BLK */
     const char *src; /* host memory still to copy into p by the thread (snapshot in the thread), or NULL */
+    int round;       /* the piece's zt_ckpt_piece.round: the thread rounds the staged floats before writing */
 } seg;
 
 typedef struct slot {
@@ -114,6 +116,13 @@ static int pass_gate(zt_ckpt_writer *w) {
     return 1;
 }
 
+/* a seg of float32 values (pieces start on a float and are cut on 4 KiB boundaries) rounded in place */
+static void round_staged(seg *sg) {
+    float *x = (float *)sg->p;
+    const size_t n = sg->bytes / sizeof(float);
+    for (size_t i = 0; i < n; i++) x[i] = zt_round_prec(x[i], sg->round);
+}
+
 static void *thread_main(void *arg) {
     zt_ckpt_writer *w = arg;
     pthread_mutex_lock(&w->mu);
@@ -138,6 +147,8 @@ static void *thread_main(void *arg) {
             }
             pass_gate(w); /* a gated job's file exists from here on */
             if (w->delay_ms > 0) usleep((useconds_t)w->delay_ms * 1000);
+            for (int i = 0; i < sl->n; i++) /* the slot is staged (copied, and synced from a device) */
+                if (sl->s[i].round) round_staged(&sl->s[i]);
             for (int i = 0; i < sl->n && !w->err_no && !rc; i++) rc = write_seg(w, &sl->s[i]);
             pthread_mutex_lock(&w->mu);
             if (rc && !w->err_no) { w->err_no = rc; w->err_op = "write"; }
@@ -255,7 +266,7 @@ static int start(zt_ckpt_writer *w, zt_backend *be, const char *path, const zt_c
             }
             char *dst = w->stage + (k ? half : 0) + start;
             if (!thread_copy) be->i->to_host(be, dst, src, take);
-            sl->s[sl->n++] = (seg){off, take, dst, thread_copy ? src : NULL};
+            sl->s[sl->n++] = (seg){off, take, dst, thread_copy ? src : NULL, pieces[i].round};
             pos = start + take;
             off += take;
             src += take;

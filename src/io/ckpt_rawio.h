@@ -28,6 +28,8 @@ typedef struct zt_ckpt_piece {
     uint64_t off;        /* file offset */
     size_t bytes;
     const void *src;     /* backend memory (device memory on a GPU) */
+    int round;           /* float32 values rounded to this precision (ZT_PREC_*) in staging before they are
+                            written (0: as they are) */
 } zt_ckpt_piece;
 
 typedef struct zt_ckpt_writer zt_ckpt_writer;

@@ -269,7 +269,8 @@ static void pieces_at(const zt_ckpt_view *v, const uint64_t *offs, zt_ckpt_piece
             if (zt_ckpt_piece_of(t, lo, hi, &s, &e))
                 pieces[(*n_pieces)++] = (zt_ckpt_piece){offs[(size_t)g * (size_t)pt->n + (size_t)i] + s * sizeof(float),
                                                         (e - s) * sizeof(float),
-                                                        groups[g].src + (t->offset + s - groups[g].base)};
+                                                        groups[g].src + (t->offset + s - groups[g].base),
+                                                        groups[g].round};
         }
 }
 

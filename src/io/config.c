@@ -74,6 +74,11 @@ const key_def cfg_schema[] = {
     ENUM("train.act_storage", train.act_storage, "auto",
          "activations kept for backward: auto = 2 bytes each in a bf16/fp16 run (exact: they hold values of the precision), fp32 = 4 bytes",
          "auto", "fp32"),
+    ENUM("train.param_storage", train.param_storage, "auto",
+         "working parameters of a bf16/fp16 run (not LoRA): precision = 2-byte words, unpacked into one fp32 window "
+         "(wte or a layer) as forward and backward reach them (exact, bit-identical), fp32 = float32 buffers holding values "
+         "of the precision, auto = precision on cuda/cudasim where it takes fewer bytes (the window under half the "
+         "parameters), fp32 on cpu/devsim (unpacking costs ~7% of a d6 step there)", "auto", "precision", "fp32"),
     ENUM("train.attention", train.attention, "auto",
          "causal attention in training: auto = without the (T, T) matrices where the backend can (cuda, head size 32 or 64: "
          "each layer keeps its softmax statistics and backward recomputes the probabilities), materialized = "
@@ -692,7 +697,17 @@ int zt_config_recompute(const zt_config *c) {
     const int pack = r != 2 && strcmp(c->train.act_storage, "auto") == 0 && zt_config_prec(c) != 0;
     const int fused = strcmp(c->train.attention, "auto") == 0 &&
                       (strcmp(c->device, "cuda") == 0 || strcmp(c->device, "cudasim") == 0);
-    return r | (pack ? 4 : 0) | (fused ? 8 : 0);
+    const int gpu = strcmp(c->device, "cuda") == 0 || strcmp(c->device, "cudasim") == 0;
+    /* auto: where the words and model.c's fp32 window (wte or one layer, whichever is larger, plus wpe and ln_f)
+       take fewer bytes than float32 parameters, i.e. the window holds less than half of them (GPT-2 124M: 32%;
+       not d6, whose wte is 64% of its parameters) */
+    const double C = c->model.n_embd, layer = 12.0 * C * C + 13.0 * C, wte = (double)zt_config_padded_vocab(c) * C;
+    const double fixed = (double)c->model.block_size * C + 2.0 * C;
+    const double window = (wte > layer ? wte : layer) + fixed, total = wte + c->model.n_layer * layer + fixed;
+    const int params16 = zt_config_prec(c) != 0 && !c->lora.enabled &&
+                         (strcmp(c->train.param_storage, "precision") == 0 ||
+                          (strcmp(c->train.param_storage, "auto") == 0 && gpu && 2.0 * window < total));
+    return r | (pack ? 4 : 0) | (fused ? 8 : 0) | (params16 ? 16 : 0);
 }
 
 int zt_config_validate(const zt_config *c, int world_size, char *err, size_t errlen) {

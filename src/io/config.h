@@ -45,6 +45,7 @@ typedef struct zt_config {
         int threads;                /* 0 = auto: cores on the node / local ranks */
         char recompute[ZT_NAME_MAX]; /* none | gelu | layer (zt_config_recompute: ZT_RECOMPUTE_*) */
         char act_storage[ZT_NAME_MAX]; /* auto | fp32: 2-byte activations in bf16/fp16 (ZT_ACT_PACK16) */
+        char param_storage[ZT_NAME_MAX]; /* auto | precision | fp32: 2-byte working parameters (ZT_PARAM_PACK16) */
         char attention[ZT_NAME_MAX];   /* auto | materialized: fused attention on cuda (ZT_ATT_FUSED) */
         char mem_limit[ZT_NAME_MAX]; /* per rank for micro_batch auto; "" = available / local ranks */
         int log_every;
@@ -116,7 +117,9 @@ int zt_config_diff(const zt_config *a, const zt_config *b, zt_config_diff_fn fn,
 int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen);
 /* train.recompute as ZT_RECOMPUTE_* (core/model.h): 0 none, 1 gelu, 2 layer; plus 4 (ZT_ACT_PACK16) when
    the activations kept for backward are stored in 2 bytes (act_storage auto, precision bf16/fp16, not layer);
-   plus 8 (ZT_ATT_FUSED) when train.attention = auto and the device is cuda or cudasim */
+   plus 8 (ZT_ATT_FUSED) when train.attention = auto and the device is cuda or cudasim; plus 16 (ZT_PARAM_PACK16)
+   when the working parameters are stored in 2 bytes (bf16/fp16, not LoRA, param_storage precision, or auto on
+   cuda/cudasim) */
 int zt_config_recompute(const zt_config *c);
 /* lora.targets as a bit mask (ZT_LORA_T_* of core/lora.h: 1 qkv, 2 proj, 4 fc, 8 fcproj); 0 and a message
    naming the bad item when the list is not valid */
