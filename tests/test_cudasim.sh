@@ -44,6 +44,14 @@ if [ -f $TMP/cs/sim2bf16/results.json ] && [ "$(losses $TMP/cs/sim1bf16)" == "$(
    [ "$(result $TMP/cs/sim1bf16 params_hash)" == "$(result $TMP/cs/sim2bf16 params_hash)" ] && [ "${nfused:-0}" -gt 0 ]; then
   pass "cudasim_bf16_ordered_1_vs_2_ranks_fused_rounding (12 losses + params_hash identical: $(result $TMP/cs/sim2bf16 params_hash); 2 ranks: $nfused round_to fused into their ops, 1 rank: none)"
 else fail "cudasim_bf16_ordered_1_vs_2_ranks_fused_rounding: fused ${nfused:-?}, losses or params_hash differ"; fi
+# those runs keep the parameters as bf16 words (train.param_storage auto on cudasim: the unpack16 / pack16 kernels
+# and the words' all-gather); float32 parameters give the same bits
+run sim2bf16p 2 cudasim --set train.param_storage=fp32
+if grep -q "working parameters in 2-byte words" $TMP/sim2bf16.log && ! grep -q "2-byte words" $TMP/sim2bf16p.log &&
+   [ "$(losses $TMP/cs/sim2bf16p)" == "$(losses $TMP/cs/sim2bf16)" ] &&
+   [ "$(result $TMP/cs/sim2bf16p params_hash)" == "$(result $TMP/cs/sim2bf16 params_hash)" ]; then
+  pass "cudasim_bf16_2_byte_parameters_bit_identical (2 ranks: 12 losses + params_hash identical to float32 parameters)"
+else fail "cudasim_bf16_2_byte_parameters_bit_identical: banner or losses / params_hash differ"; fi
 if [ -f $TMP/cs/sim2/results.json ] && [ -f $TMP/cs/cpu1/results.json ]; then
   worst=$($PY - $TMP/cs/cpu1/metrics.jsonl $TMP/cs/sim2/metrics.jsonl <<'PYEOF'
 import json, sys

@@ -11,6 +11,10 @@
 #  - bit-identical 1 vs 2 ranks (bf16 ZeRO-2, fp16 ZeRO-1 with the overflow), bit-exact resume (bf16;
 #    fp16 across a scale growth), resume across precisions, export of a bf16 checkpoint = its master
 #    weights, the memory plan's master weights, and config errors;
+#  - 2-byte working parameters (train.param_storage = "precision"): bit-identical to float32 parameters (losses,
+#    params_hash, samples, every checkpoint dataset, stages 0/1/2, bf16/fp16 with an overflow skip, async saves,
+#    resume and --init-from across storage, devsim), a NaN in the state still refused by the save, and the bytes
+#    (plan of GPT-2 124M, allocations of d6 runs) = words + window;
 #  - 2-byte activation storage (train.act_storage = "auto"): bit-identical to 4-byte storage in bf16 and fp16,
 #    with recompute gelu/layer, on 2 ranks and on devsim; the bytes it saves (plan and allocations) = the formula;
 #  - reduced-precision base weights for QLoRA: `ztrain eval --quantize nf4|nf4_dq|int8` of the fp32

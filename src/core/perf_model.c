@@ -174,6 +174,11 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     const double flops_micro = zt_model_flops_per_token(s, T) * (double)B * T;
     const double t_micro = flops_micro / rate;
     o->compute_s = K * t_micro;
+    /* 2-byte working parameters (model.c ZT_PARAM_PACK16): every micro-batch unpacks them twice (forward, backward)
+       and wte twice more (embedding, LM head): 6 bytes of memory traffic per element unpacked */
+    const int params16 = (zt_config_recompute(c) & ZT_PARAM_PACK16) != 0;
+    if (params16 && hw->mem_bw > 0)
+        o->compute_s += K * (2.0 * p.total + 2.0 * s->padded_vocab * s->n_embd) * 6.0 / hw->mem_bw;
     o->backward_s = K * t_micro * 2.0 / 3.0;
     /* gradient exchange, per micro-batch: fp32, or (ordered, bf16/fp16) 2-byte words packed before and decoded
        after it (zero.c wire16: 12 bytes of memory traffic per element) */
@@ -216,8 +221,10 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     inter *= K;
     /* after the update: parameters (stages 1-2) or the reduced gradient (stage 0), and the norm */
     if (N > 1) {
-        o->gather_s = cal ? zt_comm_curve_time(&hw->curve[ZT_CURVE_ALL_GATHER], gbytes) : ring(hw, N, M, gbytes) * oversub;
-        if (M > 1) inter += (double)(N - 1) / N * gbytes;
+        /* stages 1-2 with 2-byte parameters gather the words: half the bytes */
+        const double pbytes = c->zero.stage != 0 && params16 ? gbytes / 2 : gbytes;
+        o->gather_s = cal ? zt_comm_curve_time(&hw->curve[ZT_CURVE_ALL_GATHER], pbytes) : ring(hw, N, M, pbytes) * oversub;
+        if (M > 1) inter += (double)(N - 1) / N * pbytes;
         o->norm_s = ring(hw, N, M, (double)p.padded / 4096.0 * 8.0);
     }
     const double elems = c->zero.stage == 0 ? (double)p.padded : (double)p.shard;

@@ -25,8 +25,11 @@
  *             stage 2 is no faster than stage 1 here).
  *   ring collectives (reduce-scatter, all-gather): (N-1)/N x bytes through the slowest link of the ring
  *             (the node link when M > 1), latency (N-1) x alpha.
- *   after the update: stages 1-2 all-gather the parameters, stage 0 the reduced gradient (same bytes);
- *             the gradient norm's chunk sums are one more (small) all-gather.
+ *   after the update: stages 1-2 all-gather the parameters, stage 0 the reduced gradient (same bytes;
+ *             half of them for 2-byte parameters, train.param_storage); the gradient norm's chunk sums are one
+ *             more (small) all-gather.
+ *   2-byte parameters: unpacked twice per micro-batch, wte twice more: 6 bytes of memory traffic per element,
+ *             added to compute.
  *   1 rank, several micro-batches per step: each micro-batch's gradient is added to the accumulator
  *             (12 bytes of memory traffic per element; on N ranks the sums are part of the exchange).
  *   optimizer AdamW and the norm over the rank's elements (the shard; all of them at stage 0): ~32 bytes
