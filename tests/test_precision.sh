@@ -271,7 +271,7 @@ PYEOF
 # async saves), an fp16 overflow skip, resume and --init-from across storage and rank counts, and devsim (no host
 # code reads the words or the window).
 common="$base --set run.session=pw --set train.steps=8 --set train.global_batch=12 --set checkpoint.every=4
-        --set sample.every=4 --set sample.tokens=8"
+        --set sample.every=4 --set sample.tokens=8 --set eval.every=4 --set eval.sequences=8"
 for ps in bf16:0:false bf16:1:true bf16:2:false fp16:2:true; do
   IFS=: read -r p st as <<< "$ps"
   for w in precision fp32; do
@@ -280,11 +280,13 @@ for ps in bf16:0:false bf16:1:true bf16:2:false fp16:2:true; do
   done
   compare_runs $TMP/pw/$p-$st-fp32 $TMP/pw/$p-$st-precision param_storage_2_bytes_bit_identical_${p}_stage$st
   if out=$($PY - $TMP/pw/$p-$st-precision $TMP/pw/$p-$st-fp32 $TMP/$p-$st-precision.log $TMP/$p-$st-fp32.log <<'PYEOF' 2>&1
-import sys, h5py, numpy as np
+import sys, json, h5py, numpy as np
 a, b, la, lb = sys.argv[1:5]
 assert "working parameters in 2-byte words" in open(la).read() and "2-byte words" not in open(lb).read(), "banner"
 sa, sb = open(a + "/samples.txt").read(), open(b + "/samples.txt").read()
 assert sa and sa == sb, "samples taken during training differ"
+va, vb = ([(r["step"], r["val_loss"]) for r in map(json.loads, open(d + "/metrics.jsonl")) if "val_loss" in r] for d in (a, b))
+assert len(va) == 2 and va == vb, f"validation losses {va} vs {vb}"
 n = 0
 for step in (4, 8):
     fa, fb = (h5py.File(f"{d}/checkpoints/step_{step:08d}.h5", "r") for d in (a, b))
@@ -294,7 +296,7 @@ for step in (4, 8):
     for k in names:
         assert np.array_equal(fa[k][()], fb[k][()]), f"step {step}: {k} differs"
         n += 1
-print(f"{n} datasets of 2 checkpoints and the samples identical")
+print(f"{n} datasets of 2 checkpoints, the samples and 2 validation losses identical")
 PYEOF
   ); then pass "param_storage_2_bytes_checkpoints_${p}_stage$st ($out; checkpoint.async = $as)"
   else fail "param_storage_2_bytes_checkpoints_${p}_stage$st: $out"; fi
