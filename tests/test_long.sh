@@ -3,7 +3,8 @@
 # optimized, beyond tests/test_asan.sh (make test: the unit tests and a cpu training run with a resume
 # under ASan): the host execution harness's own tests, and 2-rank ZeRO-2 training runs of ./ztrain-asan
 # on the devsim and cudasim backends (devsim's translation and the CUDA kernels under the harness):
-# clean, leak check on (tests/asan.supp as in test_asan.sh), and finished with a checkpoint.
+# clean, leak check on (tests/asan.supp as in test_asan.sh), and finished with a checkpoint; and bf16 runs with 2-byte
+# working parameters on cpu and cudasim.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -26,6 +27,20 @@ for dev in devsim cudasim; do
     fail "asan_train_$dev: exit $rc: $(grep -E 'ERROR|runtime error|error:' $TMP/asan-$dev.log | head -2 | tr '\n' ' ')"
   else
     pass "asan_train_$dev (clean, leak check on: 6 steps, eval, checkpoint; final loss $(losses $TMP/long/asan-$dev | tail -1))"
+  fi
+done
+# bf16 with 2-byte working parameters (the fp32 window, the words' all-gather, /model rounded in the async writer's
+# staging, sampling from an unpacked copy, the in-place decode of params_hash)
+for dev in cpu cudasim; do
+  timeout 900 $MPIRUN -x ASAN_OPTIONS -x LSAN_OPTIONS -x UBSAN_OPTIONS -np 2 ./ztrain-asan train $common --set device=$dev \
+    --set run.name=asan-p16-$dev --set precision=bf16 --set train.param_storage=precision --set checkpoint.every=3 \
+    --set checkpoint.async=true --set sample.every=3 > $TMP/asan-p16-$dev.log 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] || grep -qE "$SAN_RE" $TMP/asan-p16-$dev.log || ! grep -q "2-byte words" $TMP/asan-p16-$dev.log || \
+     ! ls $TMP/long/asan-p16-$dev/checkpoints/step_00000006.h5 >/dev/null 2>&1; then
+    fail "asan_train_2_byte_params_$dev: exit $rc: $(grep -E 'ERROR|runtime error|error:' $TMP/asan-p16-$dev.log | head -2 | tr '\n' ' ')"
+  else
+    pass "asan_train_2_byte_params_$dev (bf16, clean, leak check on: 6 steps, eval, async checkpoints, samples)"
   fi
 done
 finish
