@@ -198,6 +198,31 @@ for ps in bf16:0 bf16:1 bf16:2 fp16:2; do
   else fail "grad_wire_2_bytes_sent_${p}_stage$st: bytes sent ${b16:-?} vs ${b32:-?} (4-byte), banner $(grep -c 'gradient exchange:' $TMP/$p-$st-w16.log)"; fi
 done
 compare_runs $TMP/wire/bf16-2-w16 $TMP/wire/bf16-1r grad_wire_2_bytes_2_ranks_vs_1_rank
+# stages 0-1: the micro-batch gradient lives only as those words (zero.c grad16: backward writes an fp32 window, the
+# after-hook packs each finished layer); the runs above compared it with float32; here through devsim (no host code
+# reads the window or the words) and its banner
+run_named bf16-1-w16ds 2 --set precision=bf16 --set zero.stage=1 --set zero.grad_wire=precision --set device=devsim
+compare_runs $TMP/wire/bf16-1-w32 $TMP/wire/bf16-1-w16ds grad_wire_2_bytes_stage1_devsim
+for st in 0 1; do
+  grep -q "the micro-batch gradient is those words" $TMP/bf16-$st-w16.log && pass "grad16_banner_stage$st" ||
+    fail "grad16_banner_stage$st: $(grep 'gradient exchange' $TMP/bf16-$st-w16.log)"
+done
+# its memory: GPT-2 124M stage 1 on 8 ranks, "micro-batch gradients" = the window (wte + wpe + ln_f + one layer) x 4
+# bytes instead of the padded gradient x 4
+mg() { $ZT estimate -c inputs/gpt2-124m.cfg --ranks 8 --set zero.stage=1 --set precision=bf16 "$@" | awk '/^micro-batch gradients/ {print $3}'; }
+g16=$(mg); g32=$(mg --set zero.grad_wire=fp32)
+if out=$($PY - "$g16" "$g32" <<'PYEOF' 2>&1
+import sys
+g16, g32 = map(float, sys.argv[1:3])
+C, L, Vp, T = 768, 12, 50304, 1024
+layer = 12 * C * C + 13 * C
+total = Vp * C + T * C + L * layer + 2 * C
+padded = -(-total // (8 * 4096)) * 8 * 4096
+want16, want32 = (Vp * C + T * C + 2 * C + layer) * 4 / 2**20, padded * 4 / 2**20
+assert abs(g16 - want16) < 0.1 and abs(g32 - want32) < 0.1, f"{g16} / {g32} MiB vs {want16:.1f} / {want32:.1f}"
+print(f"124M stage 1 on 8 ranks: micro-batch gradients {g32:.1f} -> {g16:.1f} MiB")
+PYEOF
+); then pass "grad16_memory ($out)"; else fail "grad16_memory: $out"; fi
 # its buffers in the plan (d6): stage 1 on 2 ranks, packed send + packed parts (2 x padded x 2 bytes) + one decoded
 # shard (padded / 2 x 4) = 1.5 x the 4-byte exchange's receive buffer (padded x 4); auto = 2 bytes on cuda/cudasim only
 cb() { $ZT estimate -c inputs/d6.cfg --ranks 2 --set train.global_batch=16 --set zero.stage=1 --set precision=bf16 "$@" |

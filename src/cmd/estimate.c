@@ -170,7 +170,10 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
                    "parameters", p.param_bytes * MB, p.padded * 2.0 * MB, zt_model_wbuf_elems(&s) * 4.0 * MB,
                    c.train.param_storage);
         else printf("%-24s %12.1f\n", "parameters", p.param_bytes * MB);
-        printf("%-24s %12.1f\n", "micro-batch gradients", p.grad_bytes * MB);
+        if (zt_zero_grad16(&c, N))
+            printf("%-24s %12.1f   (an fp32 window: the gradient is 2-byte words, in the communication buffers)\n",
+                   "micro-batch gradients", p.grad_bytes * MB);
+        else printf("%-24s %12.1f\n", "micro-batch gradients", p.grad_bytes * MB);
         printf("%-24s %12.1f\n", "reduced gradients", p.acc_bytes * MB);
         printf("%-24s %12.1f\n", "optimizer state (m, v)", p.optim_bytes * MB);
         if (p.master_bytes)

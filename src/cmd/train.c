@@ -373,8 +373,9 @@ static void announce(trainer *t) {
                c->precision, c->precision, t->m.params16 ? ", working parameters in 2-byte words" : "",
                pl->master_bytes * MB, t->fp16 ? "; dynamic loss scaling" : "");
     if (t->z.wire16)
-        zt_log("gradient exchange: %s words, 2 bytes per value (exact: the gradients hold %s values), summed in fp32\n",
-               c->precision, c->precision);
+        zt_log("gradient exchange: %s words, 2 bytes per value (exact: the gradients hold %s values), summed in fp32%s\n",
+               c->precision, c->precision,
+               t->z.grad16 ? "; the micro-batch gradient is those words (backward packs each layer as it finishes)" : "");
     zt_log("data: %s: %llu sequences; run dir %s\n", c->data.train, (unsigned long long)t->train.n_windows, t->mx.dir);
     if (t->has_val && zt_eval_count(c, &t->val) < zt_eval_sequences(c))
         zt_log("note: %d validation sequences asked for (eval.sequences) but %s has only %d windows of %d tokens: "

@@ -214,6 +214,30 @@ static void point_window(zt_model *m) {
     zt_model_params_changed(m);
 }
 
+size_t zt_model_grad_window_elems(const zt_model_shape *s) {
+    zt_param_table *pt = zt_malloc(sizeof *pt);
+    zt_param_table_build(pt, s);
+    const size_t n = pt->t[0].numel + pt->t[1].numel + 2 * (size_t)s->n_embd + layer_span(pt);
+    free(pt);
+    return n;
+}
+
+void zt_model_point_grad_window(zt_model *m, float *win) {
+    const zt_param_table *pt = &m->table;
+    const int lnf = 2 + m->s.n_layer * ZT_PER_LAYER;
+    ZT_ASSERT(!m->grads && !m->lora);
+    m->gptr[0] = win;
+    m->gptr[1] = win + pt->t[0].numel;
+    m->gptr[lnf] = m->gptr[1] + pt->t[1].numel;
+    m->gptr[lnf + 1] = m->gptr[lnf] + m->s.n_embd;
+    float *layer = m->gptr[lnf + 1] + m->s.n_embd;
+    for (int l = 0; l < m->s.n_layer; l++)
+        for (int k = 0; k < ZT_PER_LAYER; k++) {
+            const int i = zt_param_layer(l, k);
+            m->gptr[i] = layer + (pt->t[i].offset - layer_start(pt, l));
+        }
+}
+
 void zt_model_params_changed(zt_model *m) {
     m->wres = -2;
     m->wfix = 0;

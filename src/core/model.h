@@ -130,6 +130,11 @@ enum { ZT_ATT_FUSED = 8 };
 enum { ZT_PARAM_PACK16 = 16 };
 /* the window's fp32 elements for a shape (what ZT_PARAM_PACK16 allocates besides the words) */
 size_t zt_model_wbuf_elems(const zt_model_shape *s);
+/* ZeRO stages 0-1 with the gradients exchanged as 2-byte words (zero.c grad16): no float32 micro-batch gradient;
+   backward writes into an fp32 window [wte | wpe | ln_f | one layer] (wte's gradient is written by the LM head
+   and completed by the embedding, so it stays whole) and the after-hook packs each part as it becomes final */
+size_t zt_model_grad_window_elems(const zt_model_shape *s);
+void zt_model_point_grad_window(zt_model *m, float *win);
 /* ZT_PARAM_PACK16: the words changed (an update, a load): what the window holds is stale */
 void zt_model_params_changed(zt_model *m);
 /* the trained parameters [off, off + n) as float32 on the host (from the words with ZT_PARAM_PACK16) */

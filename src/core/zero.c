@@ -50,6 +50,7 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
         }
     } else {
         p->grad_bytes = p->padded * f;                     /* one micro-batch's gradient */
+        if (zt_zero_grad16(c, N)) p->grad_bytes = zt_model_grad_window_elems(s) * f; /* its fp32 window (words: comm) */
         int alias = N == 1 && K == 1;
         p->acc_bytes = alias ? 0 : (stage == 0 ? p->padded : p->shard) * f;
         p->comm_bytes = N > 1 ? p->padded * f : 0;         /* all-to-all receive buffer */
@@ -73,6 +74,23 @@ int zt_zero_wire16(const zt_config *c, int N) {
     const int gpu = !strcmp(c->device, "cuda") || !strcmp(c->device, "cudasim");
     const int want = !strcmp(c->zero.grad_wire, "precision") || (!strcmp(c->zero.grad_wire, "auto") && gpu);
     return want && N > 1 && strcmp(c->zero.reduce, "ordered") == 0 && zt_config_prec(c) != ZT_PREC_FP32;
+}
+
+int zt_zero_grad16(const zt_config *c, int N) {
+    return zt_zero_wire16(c, N) && c->zero.stage != 2 && !c->lora.enabled;
+}
+
+/* grad16: backward finished tensors [first, g16_done): their window part (contiguous: a layer, ln_f, or wte and
+   wpe) packed into send16 at their flat offset */
+static void grad16_after(void *ctx, int first) {
+    zt_zero *z = ctx;
+    zt_model *m = z->g16_model;
+    const zt_param_table *pt = &m->table;
+    const int last = z->g16_done - 1;
+    const size_t off = pt->t[first].offset, n = pt->t[last].offset + pt->t[last].numel - off;
+    ZT_ASSERT(m->gptr[last] + pt->t[last].numel == m->gptr[first] + n);
+    z->be->i->pack16(z->be, z->send16 + off, m->gptr[first], n, z->prec);
+    z->g16_done = first > 0 ? first : pt->n; /* after wte's: the next backward starts from the end */
 }
 
 size_t zt_zero_plan_total(const zt_zero_plan *p) {
@@ -109,6 +127,7 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     z->ordered = strcmp(c->zero.reduce, "ordered") == 0;
     z->prec = zt_config_prec(c);
     z->wire16 = zt_zero_wire16(c, z->N);
+    z->grad16 = zt_zero_grad16(c, z->N);
     zt_zero_plan_memory(c, s, z->N, &z->plan);
     const int K = c->train.global_batch / c->train.micro_batch;
     z->micro_steps = K / z->N;
@@ -121,8 +140,15 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
         zt_model_init_lora(m, be, s, c->train.micro_batch, c->train.seq_len, &lc, z->plan.padded, z->stage != 2,
                            zt_config_recompute(c));
     } else {
-        zt_model_init_recompute(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage != 2,
-                                zt_config_recompute(c));
+        zt_model_init_recompute(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded,
+                                z->stage != 2 && !z->grad16, zt_config_recompute(c));
+    }
+    if (z->grad16) {
+        z->gwin = be->i->alloc(be, z->plan.grad_bytes);
+        zt_model_point_grad_window(m, z->gwin);
+        z->g16_model = m;
+        z->g16_done = m->table.n;
+        m->hooks = (zt_bwd_hooks){NULL, grad16_after, z};
     }
     m->prec = z->prec;
     if (m->be->i->set_precision) m->be->i->set_precision(m->be, m->prec); /* e.g. tensor-core GEMMs */
@@ -149,6 +175,7 @@ void zt_zero_free(zt_zero *z, zt_model *m) {
     if (z->recv) be->i->free(be, z->recv);
     if (z->send16) be->i->free(be, z->send16);
     if (z->recv16) be->i->free(be, z->recv16);
+    if (z->gwin) be->i->free(be, z->gwin);
     if (z->buckets) zt_zero_buckets_free(z);
     be->i->free(be, z->exp_avg);
     be->i->free(be, z->exp_avg_sq);
@@ -196,7 +223,7 @@ void zt_zero_reduce(zt_zero *z, zt_model *m, int mi) {
         /* owners receive every rank's part of its micro-batch gradient and add them in rank
            order = global micro-batch order (wire16: the parts cross as bf16/fp16 words) */
         if (z->wire16) {
-            be->i->pack16(be, z->send16, m->grads, (size_t)z->N * S, z->prec);
+            if (!z->grad16) be->i->pack16(be, z->send16, m->grads, (size_t)z->N * S, z->prec); /* grad16: done */
             z->comm->i->all_to_all(z->comm, z->send16, z->recv16, S * 2, ZT_U8);
         } else {
             z->comm->i->all_to_all(z->comm, m->grads, z->recv, S, ZT_F32);

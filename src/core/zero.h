@@ -50,6 +50,13 @@ typedef struct zt_zero {
        same additions as with 4 bytes: bit-identical, half the bytes on the wire (config zero.grad_wire) */
     int wire16;
     uint16_t *send16, *recv16; /* stages 0-1: the packed micro-batch gradient (padded) and the (N, shard) parts */
+    /* stages 0-1 with wire16 (not LoRA): send16 is where the micro-batch gradient lives; backward writes into an
+       fp32 window (zt_model_point_grad_window) and the after-hook packs each part into send16 as it becomes final
+       (exact, as above), so there is no float32 micro-batch gradient */
+    int grad16;
+    float *gwin;
+    zt_model *g16_model;
+    int g16_done;             /* tensors [g16_done, n) of this backward are packed */
     double *chunk_sums;       /* backend memory, (padded / 4096): every rank's grad-norm chunk sums */
     double *chunk_sums_host;  /* host copy of them */
     int alias_acc;            /* N == 1, K == 1: the micro-batch gradient IS the reduced one */
@@ -82,6 +89,8 @@ int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first
 
 /* whether a config's gradients cross in 2 bytes on N ranks (zt_zero.wire16) */
 int zt_zero_wire16(const zt_config *c, int N);
+/* whether they also live only as 2-byte words between backward and the exchange (zt_zero.grad16: stages 0-1) */
+int zt_zero_grad16(const zt_config *c, int N);
 /* memory per rank for a config at N ranks: the same function sizes what zt_zero_init allocates */
 /* the plan's bytes per rank, all components */
 size_t zt_zero_plan_total(const zt_zero_plan *p);
