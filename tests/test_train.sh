@@ -4,6 +4,7 @@
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
+unset ZTRAIN_TEST_SGEMM_N # these runs measure the sgemm peak as a user's run does (2048 x 2048)
 need_tiny_data
 [ -f data/d6/train.bin ] || tests/make_data.py data/d6 50257 60000 >/dev/null
 
@@ -56,6 +57,11 @@ first=$(losses $TMP/overfit/tiny 2>/dev/null | head -1)
 if [ -n "$final" ] && $PY -c "import sys; sys.exit(0 if float('$final') < 0.05 else 1)"; then
   pass "overfit_one_batch (loss $first -> $final < 0.05 in 300 steps)"
 else fail "overfit_one_batch: loss $first -> $final (want < 0.05)"; tail -3 $TMP/overfit.log; fi
+
+# the speed line: tokens/s as a fraction of the sgemm peak measured in the same run (2048 x 2048 here)
+pk=$(sed -n 's/.*% of sgemm peak \([0-9.]*\) GFLOP\/s.*/\1/p' $TMP/overfit.log | tail -1)
+[ -n "$pk" ] && $PY -c "import sys; sys.exit(0 if float('$pk') > 1 else 1)" && pass "sgemm_peak_measured ($pk GFLOP/s)" \
+  || fail "sgemm_peak_measured: $(grep -m1 'sgemm peak' $TMP/overfit.log)"
 
 # --- run outputs: config.cfg parses back, metrics.jsonl has every step, results.json fields
 d=$TMP/again/a
