@@ -200,7 +200,8 @@ else fail "signal_eval: exit $rc after ${dt:0:5} s; $(grep -E 'abandoned|stopped
   || fail "eval_sequences_clamped: $notes notes"
 
 # ---------------------------------------------------------------- signal during set-up
-timeout $LIMIT $MPIRUN -np 2 $ZT train $common $sg --set run.name=sigsetup > $TMP/sigsetup.log 2>&1 &
+# (the full 2048 sgemm probe, as a user's run: set-up lasts long enough for the signal to land in it)
+ZTRAIN_TEST_SGEMM_N=2048 timeout $LIMIT $MPIRUN -np 2 $ZT train $common $sg --set run.name=sigsetup > $TMP/sigsetup.log 2>&1 &
 mp=$!
 caught() { local m; m=$(awk '/SigCgt/ {print $2}' /proc/$1/status 2>/dev/null); [ -n "$m" ] && [ $(( 0x$m & 0x4000 )) -ne 0 ]; }
 zp=""
