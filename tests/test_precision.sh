@@ -7,7 +7,8 @@
 #  - fp16 dynamic loss scaling: an injected overflow (ZTRAIN_TEST_OVERFLOW_STEP) skips exactly that
 #    step (its checkpoint equals the previous one in master weights, parameters and moments), halves
 #    the scale, and the scale sequence follows the growth/backoff rule recomputed here;
-#  - gradients exchanged in 2 bytes (ordered, N > 1): bit-identical to 4 bytes, half the bytes sent, its buffers
+#  - gradients exchanged in 2 bytes (ordered, N > 1): bit-identical to 4 bytes, half the bytes sent, its buffers;
+#    at stages 0-1 the micro-batch gradient stored as those words (grad16: also through devsim, its memory)
 #  - bit-identical 1 vs 2 ranks (bf16 ZeRO-2, fp16 ZeRO-1 with the overflow), bit-exact resume (bf16;
 #    fp16 across a scale growth), resume across precisions, export of a bf16 checkpoint = its master
 #    weights, the memory plan's master weights, and config errors;
