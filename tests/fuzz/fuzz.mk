@@ -30,14 +30,14 @@ FUZZ_LIBS := $(FUZZ_PKG_LIBS) $(FUZZ_MPI_LIBS) -lm
 
 # the ztrain sources each target is built from
 FUZZ_SRC_json := util/json.c util/util.c
-FUZZ_SRC_config := io/config.c io/config_print.c util/util.c
+FUZZ_SRC_config := io/config.c io/config_derive.c io/config_print.c util/util.c
 FUZZ_SRC_shard := io/data_shard.c util/util.c
 FUZZ_SRC_tokenizer := io/tokenizer.c io/tokenizer_hf.c util/hashmap.c util/json.c util/util.c
 FUZZ_SRC_tokenizer_hf := $(FUZZ_SRC_tokenizer)
 FUZZ_SRC_tokenizer_train := io/tokenizer_train.c $(FUZZ_SRC_tokenizer)
 FUZZ_SRC_hashmap := util/hashmap.c util/util.c
 FUZZ_SRC_safetensors := io/safetensors.c util/json.c util/util.c
-FUZZ_SRC_ckpt := io/ckpt_file.c io/ckpt_resume.c io/config.c io/config_print.c util/util.c
+FUZZ_SRC_ckpt := io/ckpt_file.c io/ckpt_resume.c io/config.c io/config_derive.c io/config_print.c util/util.c
 FUZZ_SRC_ckpt_raw := $(FUZZ_SRC_ckpt)
 
 FUZZ_BINS := $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZ_TARGETS))
