@@ -187,17 +187,6 @@ void zt_zero_free(zt_zero *z, zt_model *m) {
     memset(z, 0, sizeof *z);
 }
 
-void zt_zero_add_parts(zt_zero *z, float *acc, float *recv, const uint16_t *recv16, size_t L) {
-    for (int r = 0; r < z->N; r++) {
-        const float *part = recv + (size_t)r * L;
-        if (z->wire16) { /* decoded (exactly) into recv's first part, then added */
-            z->be->i->unpack16(z->be, recv, recv16 + (size_t)r * L, L, z->prec);
-            part = recv;
-        }
-        z->be->i->accumulate(z->be, acc, part, L);
-    }
-}
-
 /* the reduced gradient of this rank's shard */
 static float *shard_grad(zt_zero *z, zt_model *m) {
     if (z->alias_acc) return m->grads + z->lo;
