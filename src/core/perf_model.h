@@ -77,7 +77,7 @@ typedef struct zt_perf {
     double accum_s;                       /* 1 rank, K > 1: adding each micro-batch's gradient (per step) */
     double step_s, tokens_per_s, efficiency;
     double inter_node_bytes;              /* per node per step */
-    /* the exact alternative evaluated (not implemented): gradients accumulated locally as int64 fixed
+    /* the exact alternative evaluated (a costed design that ztrain does not use): gradients accumulated locally as int64 fixed
        point with a per-bucket shared exponent (one small max-all-reduce per step), so any reduction
        order gives the same bits; ONE ring reduce-scatter of P x 8 bytes per step, overlapped with the
        last micro-batch's backward at stage 2 */
