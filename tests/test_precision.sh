@@ -330,13 +330,12 @@ done
 sk=$(grep -c '"skipped": 1' $TMP/pw/fp16-2-precision/metrics.jsonl)
 [ "$sk" = 1 ] && pass "param_storage_2_bytes_fp16_overflow_skipped (the injected overflow at step 3 skipped: $sk step)" \
   || fail "param_storage_2_bytes_fp16_overflow_skipped: $sk skipped steps"
-hash_of() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1] + "/results.json"))["params_hash"])' "$1" 2>/dev/null; }
 common="$base --set run.session=pw --set train.steps=8 --set train.global_batch=12 --set precision=bf16"
 # resume: the 2-byte run's step-4 checkpoint on 1 rank with float32 storage, and the float32 run's on 2 ranks
 # with 2-byte storage (stage 2), both to step 8: the uninterrupted runs' parameters
 run_named res-a 1 --set train.param_storage=fp32 --resume $TMP/pw/bf16-1-precision/checkpoints/step_00000004.h5
 run_named res-b 2 --set train.param_storage=precision --resume $TMP/pw/bf16-1-fp32/checkpoints/step_00000004.h5
-want=$(hash_of $TMP/pw/bf16-1-fp32); ha=$(hash_of $TMP/pw/res-a); hb=$(hash_of $TMP/pw/res-b)
+want=$(result $TMP/pw/bf16-1-fp32 params_hash 2>/dev/null); ha=$(result $TMP/pw/res-a params_hash 2>/dev/null); hb=$(result $TMP/pw/res-b params_hash 2>/dev/null)
 [ -n "$want" ] && [ "$ha" = "$want" ] && [ "$hb" = "$want" ] \
   && pass "param_storage_resume_across (2-byte -> fp32 on 1 rank and fp32 -> 2-byte on 2 ranks: params_hash ${want:0:16}... of the uninterrupted run)" \
   || fail "param_storage_resume_across: ${ha:-?} / ${hb:-?} vs ${want:-?}"

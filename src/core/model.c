@@ -189,53 +189,46 @@ static size_t wbuf_part1(const zt_param_table *pt) {
     return pt->t[0].numel > layer_span(pt) ? pt->t[0].numel : layer_span(pt);
 }
 
-size_t zt_model_wbuf_elems(const zt_model_shape *s) {
+/* the fp32 elements of a window for a shape: the parameters' (wte or one layer, then wpe and ln_f) or, grads = 1,
+   the gradients' (wte, wpe, ln_f and one layer: wte's gradient stays whole while the layers pass through) */
+static size_t window_elems(const zt_model_shape *s, int grads) {
     zt_param_table *pt = zt_malloc(sizeof *pt);
     zt_param_table_build(pt, s);
-    const size_t n = wbuf_part1(pt) + pt->t[1].numel + 2 * (size_t)s->n_embd;
+    const size_t fixed = pt->t[1].numel + 2 * (size_t)s->n_embd;
+    const size_t n = grads ? pt->t[0].numel + layer_span(pt) + fixed : wbuf_part1(pt) + fixed;
     free(pt);
     return n;
 }
+size_t zt_model_wbuf_elems(const zt_model_shape *s) { return window_elems(s, 0); }
+size_t zt_model_grad_window_elems(const zt_model_shape *s) { return window_elems(s, 1); }
 
-/* ZT_PARAM_PACK16: every tensor's data pointer into the window (all layers share part 1) */
-static void point_window(zt_model *m) {
+/* tensor pointers (w or gptr) into a window: wte, wpe and ln_f where given, every layer's tensors into the one
+   layer slot at their offsets from the layer's start (contiguous, as in the flat buffer) */
+static void point_into(const zt_model *m, float **ptr, float *wte, float *wpe, float *lnf, float *layer) {
     const zt_param_table *pt = &m->table;
-    const int lnf = 2 + m->s.n_layer * ZT_PER_LAYER;
-    float *fix = m->wbuf + wbuf_part1(pt);
-    m->w[0] = m->wbuf;
-    m->w[1] = fix;
+    const int f = 2 + m->s.n_layer * ZT_PER_LAYER;
+    ptr[0] = wte;
+    ptr[1] = wpe;
+    ptr[f] = lnf;
+    ptr[f + 1] = lnf + m->s.n_embd;
     for (int l = 0; l < m->s.n_layer; l++)
         for (int k = 0; k < ZT_PER_LAYER; k++) {
             const int i = zt_param_layer(l, k);
-            m->w[i] = m->wbuf + (pt->t[i].offset - layer_start(pt, l));
+            ptr[i] = layer + (pt->t[i].offset - layer_start(pt, l));
         }
-    m->w[lnf] = fix + pt->t[1].numel;
-    m->w[lnf + 1] = m->w[lnf] + m->s.n_embd;
+}
+
+/* ZT_PARAM_PACK16: the parameters' window (wte and the layers share part 1) */
+static void point_window(zt_model *m) {
+    float *fix = m->wbuf + wbuf_part1(&m->table);
+    point_into(m, m->w, m->wbuf, fix, fix + m->table.t[1].numel, m->wbuf);
     zt_model_params_changed(m);
 }
 
-size_t zt_model_grad_window_elems(const zt_model_shape *s) {
-    zt_param_table *pt = zt_malloc(sizeof *pt);
-    zt_param_table_build(pt, s);
-    const size_t n = pt->t[0].numel + pt->t[1].numel + 2 * (size_t)s->n_embd + layer_span(pt);
-    free(pt);
-    return n;
-}
-
 void zt_model_point_grad_window(zt_model *m, float *win) {
-    const zt_param_table *pt = &m->table;
-    const int lnf = 2 + m->s.n_layer * ZT_PER_LAYER;
     ZT_ASSERT(!m->grads && !m->lora);
-    m->gptr[0] = win;
-    m->gptr[1] = win + pt->t[0].numel;
-    m->gptr[lnf] = m->gptr[1] + pt->t[1].numel;
-    m->gptr[lnf + 1] = m->gptr[lnf] + m->s.n_embd;
-    float *layer = m->gptr[lnf + 1] + m->s.n_embd;
-    for (int l = 0; l < m->s.n_layer; l++)
-        for (int k = 0; k < ZT_PER_LAYER; k++) {
-            const int i = zt_param_layer(l, k);
-            m->gptr[i] = layer + (pt->t[i].offset - layer_start(pt, l));
-        }
+    float *wpe = win + m->table.t[0].numel, *lnf = wpe + m->table.t[1].numel;
+    point_into(m, m->gptr, win, wpe, lnf, lnf + 2 * (size_t)m->s.n_embd);
 }
 
 void zt_model_params_changed(zt_model *m) {
