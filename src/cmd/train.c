@@ -43,6 +43,7 @@
 #include "util/memstat.h"
 #include "core/optim.h"
 #include "core/sampler.h"
+#include "core/step.h"
 #include "core/zero.h"
 #include "io/ckpt.h"
 #include "io/data.h"
@@ -72,11 +73,7 @@ typedef struct trainer {
     int ck_saves;
     double ck_stall_sum, ck_stall_max, ck_write_s, ck_exit_wait_s; /* training time lost to saves; the last save's duration */
     double peak, flops_tok;
-    double update_s;          /* the last step's norm + optimizer update + parameter all-gather */
-    /* fp16 dynamic loss scaling (fp16.*): the scale, finite steps since it last changed, skipped steps */
-    int fp16;
-    float scale;
-    long good, skipped;
+    zt_step st;               /* the training step (core/step.h): batches, fp16 loss scaler */
     uint64_t base_hash;       /* LoRA: fingerprint of the frozen base (lora.base) */
 } trainer;
 
@@ -153,8 +150,8 @@ static void save(trainer *t, long step) {
     meta.samples_seen = (uint64_t)step * t->c->train.global_batch;
     meta.tokens_seen = meta.samples_seen * (uint64_t)t->c->train.seq_len;
     meta.world_size = t->d->size;
-    meta.loss_scale = t->fp16 ? t->scale : 1.0f;
-    meta.loss_scale_good = t->fp16 ? t->good : 0;
+    meta.loss_scale = t->st.scaler.active ? t->st.scaler.scale : 1.0f;
+    meta.loss_scale_good = t->st.scaler.active ? t->st.scaler.good : 0;
     meta.seed = (uint64_t)t->c->train.seed;
     meta.lora_base_hash = t->base_hash;
     meta.config_text = text;
@@ -227,9 +224,9 @@ static long resume(trainer *t, const char *what) {
                           : "not a LoRA checkpoint of this base: it has another fingerprint",
                           (unsigned long long)meta.lora_base_hash, t->c->lora.base, (unsigned long long)t->base_hash);
     zt_zero_after_load(&t->z, &t->m);
-    if (t->fp16 && meta.loss_scale > 1.0f) { /* the scaler's state goes on (an fp32/bf16 file has scale 1) */
-        t->scale = meta.loss_scale;
-        t->good = meta.loss_scale_good;
+    if (t->st.scaler.active && meta.loss_scale > 1.0f) { /* the scaler's state goes on (an fp32/bf16 file has scale 1) */
+        t->st.scaler.scale = meta.loss_scale;
+        t->st.scaler.good = meta.loss_scale_good;
     }
     zt_metrics_note(&t->mx, "resumed from %s at step %ld (saved by %d rank%s)%s%s\n", path, meta.step,
                     meta.world_size, meta.world_size == 1 ? "" : "s", changes[0] ? "; changed: " : "", changes);
@@ -261,6 +258,16 @@ static void diverged(trainer *t, long step, double loss, double norm) {
                           "start from it with --init-from)", step, ls, ns, last);
     zt_user_error_all("training diverged at step %ld: loss %s, grad norm %s (not finite); stopped without saving it "
                       "(no checkpoint was written before; lower train.lr or raise train.warmup_steps)", step, ls, ns);
+}
+
+/* step.h's batch source: global micro-batch j of `step` is sequences [step * GB + j * B, + B) of the data order */
+static void train_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *targets) {
+    trainer *t = ctx;
+    const int B = t->c->train.micro_batch, T = t->c->train.seq_len;
+    for (int i = 0; i < B; i++) {
+        const uint64_t sidx = (uint64_t)step * t->c->train.global_batch + (uint64_t)j * B + i;
+        zt_dataset_train_sample(&t->train, sidx, tokens + (size_t)i * T, targets + (size_t)i * T);
+    }
 }
 
 static void setup(trainer *t, int resuming) {
@@ -314,10 +321,12 @@ static void setup(trainer *t, int resuming) {
     zt_zero_init(&t->z, c, &t->m, t->be, t->comm, &t->s);
     init_weights(t);
     zt_zero_master_init(&t->z, &t->m); /* bf16/fp16: master weights, rounded working copy */
-    t->fp16 = zt_config_prec(c) == ZT_PREC_FP16;
-    t->scale = t->fp16 ? (float)c->fp16.init_scale : 1.0f;
+    zt_step_init(&t->st, &t->m, &t->z, c, train_batch, t);
+    const char *overflow = getenv("ZTRAIN_TEST_OVERFLOW_STEP"); /* fault injection (tests): step.h */
+    t->st.overflow_step = overflow ? atol(overflow) : -1;
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     t->saver = zt_ckpt_saver_create(&v, c->checkpoint.async, c->checkpoint.direct_io);
+    t->st.saver = t->saver;
     t->flops_tok = zt_model_flops_per_token(&t->s, T);
     if (t->m.lora) { /* the frozen base needs no weight gradients (2 of 6 FLOPs per weight); the adapters train */
         const double att = 6.0 * t->s.n_layer * t->s.n_embd * T;
@@ -329,6 +338,7 @@ static void setup(trainer *t, int resuming) {
 static void teardown(trainer *t, zt_train_sample *ts) {
     zt_ckpt_saver_destroy(t->saver);
     t->saver = NULL;
+    zt_step_free(&t->st);
     zt_metrics_close(&t->mx);
     zt_train_sample_free(ts);
     zt_zero_free(&t->z, &t->m);
@@ -375,7 +385,7 @@ static void announce(trainer *t) {
     if (pl->master_bytes)
         zt_log("precision %s: values rounded to %s in float32 buffers (fp32 arithmetic)%s; fp32 master weights %.1f MB%s\n",
                c->precision, c->precision, t->m.params16 ? ", working parameters in 2-byte words" : "",
-               pl->master_bytes * MB, t->fp16 ? "; dynamic loss scaling" : "");
+               pl->master_bytes * MB, t->st.scaler.active ? "; dynamic loss scaling" : "");
     if (t->z.wire16)
         zt_log("gradient exchange: %s words, 2 bytes per value (exact: the gradients hold %s values), summed in fp32%s\n",
                c->precision, c->precision,
@@ -387,289 +397,292 @@ static void announce(trainer *t) {
                zt_eval_count(c, &t->val));
 }
 
-/* one optimizer step; returns the step's mean loss and its grad norm (the same on every rank).
-   fp16: the loss is scaled by t->scale for backward (the gradients, in fp16, are scaled by it) and the
-   update unscales them; gradients that overflowed (a non-finite global norm, the same on every rank)
-   skip the update, halve the scale (fp16.backoff_factor) and set *skipped; growth_interval finite steps
-   in a row multiply it by growth_factor. The norm returned is the unscaled one. A skipped step still
-   counts as a step (the data, learning-rate schedule and Adam's bias correction follow the step number). */
-static double train_step(trainer *t, long step, int32_t *in, int32_t *tg, float *my_losses, float *all_losses,
-                         double *norm_out, int *skipped) {
-    const zt_config *c = t->c;
-    const int B = c->train.micro_batch, T = c->train.seq_len, GB = c->train.global_batch, K = GB / B;
-    const int N = t->d->size, r = t->d->rank;
-    /* fault-injection tests (fp16): rank 0's first micro-batch of that step gets its loss scaled by a further
-       2^40, so its fp16 gradients overflow as real ones do */
-    static long inject = -2;
-    if (inject == -2) inject = getenv("ZTRAIN_TEST_OVERFLOW_STEP") ? atol(getenv("ZTRAIN_TEST_OVERFLOW_STEP")) : -1;
-    for (int mi = 0; mi < t->z.micro_steps; mi++) {
-        const int j = mi * N + r;
-        if (t->m.lora) t->m.lora->micro = (long)step * K + j; /* dropout masks: by global micro-batch */
-        for (int i = 0; i < B; i++) {
-            uint64_t sidx = (uint64_t)step * GB + (uint64_t)j * B + i;
-            zt_dataset_train_sample(&t->train, sidx, in + (size_t)i * T, tg + (size_t)i * T);
-        }
-        float ds = t->scale / (float)K;
-        if (step + 1 == inject && r == 0 && mi == 0) ds *= 1099511627776.0f;
-        my_losses[mi] = zt_model_forward_train(&t->m, in, tg, B, T, ds);
-        zt_model_backward(&t->m, ds);
-        zt_zero_reduce(&t->z, &t->m, mi);
-    }
-    t->be->i->sync(t->be); /* an asynchronous backend (cuda): the backward's queued work is not the update's */
-    double tu = zt_now();
-    double norm = zt_zero_grad_norm(&t->z, &t->m) / t->scale;
-    tu = zt_now() - tu;
-    /* an asynchronous checkpoint's snapshot of the parameters and moments must be taken first */
-    t->ck_stall_sum += zt_ckpt_saver_wait_snapshot(t->saver);
-    const double tu2 = zt_now();
-    *skipped = 0;
-    if (t->fp16 && !isfinite(norm)) {
-        *skipped = 1;
-        t->skipped++;
-        t->good = 0;
-        t->scale = (float)(t->scale * c->fp16.backoff_factor);
-        norm = NAN;
-    } else {
-        zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
-        zt_zero_update(&t->z, &t->m, &hp, step + 1, (float)zt_lr_at(c, step),
-                       zt_clip_factor(norm, c->train.grad_clip) / t->scale);
-        if (t->fp16 && ++t->good >= c->fp16.growth_interval) {
-            t->scale = (float)(t->scale * c->fp16.growth_factor);
-            t->good = 0;
-        }
-    }
-    t->be->i->sync(t->be);
-    t->update_s = tu + (zt_now() - tu2); /* norm + update (+ the parameter all-gather) */
-    /* the step's loss: micro-batch losses summed in global micro-batch order, on every rank (all of
-       them must see a non-finite loss at the same step) */
-    MPI_Allgather(my_losses, t->z.micro_steps, MPI_FLOAT, all_losses, t->z.micro_steps, MPI_FLOAT, MPI_COMM_WORLD);
-    double loss = 0;
-    for (int jj = 0; jj < K; jj++) loss += all_losses[(jj % N) * t->z.micro_steps + jj / N];
-    loss /= K;
-    *norm_out = norm;
-    return loss;
-}
+/* the command line: --resume, --stop-after, --time-limit, --init-from (errors end every rank) */
+typedef struct train_opts {
+    const char *resume;    /* "auto" or a checkpoint; NULL: a new run */
+    const char *init_from; /* a checkpoint whose weights start a new run; NULL: seeded init */
+    long stop_after;       /* steps; -1: no limit */
+    double time_limit;     /* seconds; -1: no limit */
+} train_opts;
 
-int zt_cmd_train(int argc, char **argv, zt_dist *d) {
+static train_opts parse_opts(int argc, char **argv, zt_cli *cli) {
     char err[ZT_ERR_BUF] = "";
-    /* a signal during set-up must not kill the rank: it is handled after the first step */
-    signal(SIGUSR1, on_signal);
-    signal(SIGTERM, on_signal);
-    const char *resume_s = NULL, *stop_after_s = NULL, *time_limit_s = NULL, *init_s = NULL;
-    zt_cli_opt opts[] = {{"--resume", 1, &resume_s}, {"--stop-after", 1, &stop_after_s},
-                         {"--time-limit", 1, &time_limit_s}, {"--init-from", 1, &init_s}};
-    zt_cli cli;
-    if (zt_cli_parse(&cli, argc, argv, opts, 4, err, sizeof err)) zt_user_error_all("%s", err);
-    if (init_s && resume_s)
+    const char *stop_after_s = NULL, *time_limit_s = NULL;
+    train_opts o = {.stop_after = -1, .time_limit = -1};
+    zt_cli_opt opts[] = {{"--resume", 1, &o.resume}, {"--stop-after", 1, &stop_after_s},
+                         {"--time-limit", 1, &time_limit_s}, {"--init-from", 1, &o.init_from}};
+    if (zt_cli_parse(cli, argc, argv, opts, 4, err, sizeof err)) zt_user_error_all("%s", err);
+    if (o.init_from && o.resume)
         zt_user_error_all("--init-from and --resume exclude each other (--init-from starts a new run from a "
                           "checkpoint's weights; --resume continues one)");
-    long stop_after = -1;
-    double time_limit = -1;
     if (stop_after_s) {
         char *end;
-        stop_after = strtol(stop_after_s, &end, 10);
-        if (*end || stop_after < 1) zt_user_error_all("--stop-after %s: expected a number of steps >= 1", stop_after_s);
+        o.stop_after = strtol(stop_after_s, &end, 10);
+        if (*end || o.stop_after < 1) zt_user_error_all("--stop-after %s: expected a number of steps >= 1", stop_after_s);
     }
-    if (time_limit_s && (time_limit = parse_duration(time_limit_s)) <= 0)
+    if (time_limit_s && (o.time_limit = parse_duration(time_limit_s)) <= 0)
         zt_user_error_all("--time-limit %s: expected HH:MM:SS (or MM:SS, or seconds) > 0", time_limit_s);
-    trainer t;
-    memset(&t, 0, sizeof t);
-    t.d = d;
-    t.c = zt_calloc(1, sizeof *t.c);
-    zt_config *c = t.c;
-    if (zt_cli_load_config(&cli, c, err, sizeof err) || zt_config_validate(c, d->size, err, sizeof err))
+    return o;
+}
+
+/* the config from the command line, validated; with lora.enabled the model's shape is lora.base's */
+static zt_config *load_config(zt_cli *cli, const train_opts *o, const zt_dist *d) {
+    char err[ZT_ERR_BUF] = "";
+    zt_config *c = zt_calloc(1, sizeof *c);
+    if (zt_cli_load_config(cli, c, err, sizeof err) || zt_config_validate(c, d->size, err, sizeof err))
         zt_user_error_all("%s", err);
     if (!c->data.train[0]) zt_user_error_all("data.train is empty: set it to a token shard (see `ztrain prepare`)");
-    if (c->lora.enabled) { /* the model is the base's: its shape from lora.base's stored config */
-        if (init_s)
-            zt_user_error_all("--init-from with lora.enabled: the frozen base is lora.base (%s); drop --init-from",
-                              c->lora.base);
-        if (c->sample.every > 0)
-            zt_user_error_all("sample.every = %ld with lora.enabled: sampling during LoRA training is not supported; set "
-                              "sample.every = 0 and sample from a checkpoint (`ztrain sample` merges the adapters)",
-                              c->sample.every);
-        zt_check_all(zt_lora_base_shape(c, err, sizeof err), err, sizeof err);
-        if (zt_config_validate(c, d->size, err, sizeof err))
-            zt_user_error_all("lora.base = \"%s\" sets the model: %s", c->lora.base, err);
-    }
+    if (!c->lora.enabled) return c;
+    if (o->init_from)
+        zt_user_error_all("--init-from with lora.enabled: the frozen base is lora.base (%s); drop --init-from",
+                          c->lora.base);
+    if (c->sample.every > 0)
+        zt_user_error_all("sample.every = %ld with lora.enabled: sampling during LoRA training is not supported; set "
+                          "sample.every = 0 and sample from a checkpoint (`ztrain sample` merges the adapters)",
+                          c->sample.every);
+    zt_check_all(zt_lora_base_shape(c, err, sizeof err), err, sizeof err);
+    if (zt_config_validate(c, d->size, err, sizeof err))
+        zt_user_error_all("lora.base = \"%s\" sets the model: %s", c->lora.base, err);
+    return c;
+}
 
-    double t_start = zt_now();
-    setup(&t, resume_s != NULL);
-    zt_metrics_set_tensorboard(&t.mx, c->metrics.tensorboard);
-    announce(&t);
-    if (t.auto_note[0]) zt_metrics_note(&t.mx, "%s\n", t.auto_note);
-    zt_train_sample *ts = NULL;
-    int sbad = zt_train_sample_create(&ts, t.be, &t.s, c, d->rank == 0, err, sizeof err);
-    zt_check_all(sbad, err, sizeof err);
-    long start = resume_s ? resume(&t, resume_s) : 0;
-    if (start < 0) { /* already finished: nothing written */
-        teardown(&t, ts);
-        free(c);
-        return 0;
-    }
-    if (init_s) {
-        zt_ckpt_meta im;
-        zt_ckpt_view v = zt_zero_init_view(&t.z, &t.m);
-        v.buffered_reads = !c->checkpoint.direct_io;
-        v.read_stage = zt_ckpt_saver_stage(t.saver, &v.read_stage_bytes);
-        if (zt_ckpt_load(init_s, &im, &v, err, sizeof err)) zt_user_error_all("%s", err);
-        zt_zero_master_init(&t.z, &t.m);
-        zt_metrics_note(&t.mx, "initialised from %s (weights of its step %ld; fresh optimizer)\n", init_s, im.step);
-        zt_ckpt_meta_free(&im);
-    }
-    /* a signal during set-up (data loading, resume, --init-from) is acted on now, before the first step:
-       the state is the checkpoint's (or step 0's), so there is nothing new to save */
-    int early = g_signal != 0, any_early = 0;
-    MPI_Allreduce(&early, &any_early, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any_early) {
-        zt_metrics_note(&t.mx, "stopped at step %ld/%ld before training: signal received during set-up (nothing new "
-                        "to save); resume with --resume auto\n", start, c->train.steps);
-        teardown(&t, ts);
-        int rc = c->checkpoint.signal_exit_code;
-        free(c);
-        return rc;
-    }
-    /* the resolved config, written only once a resume was accepted (a refused one changes nothing) */
-    int wbad = 0;
-    if (t.mx.active) { /* whole or not at all: never a 0-byte config.cfg (a full disk is exit 2 here) */
-        size_t n = zt_config_to_string(c, NULL, 0);
+/* --init-from: a checkpoint's weights (through the master weights' range with 2-byte parameters), a fresh optimizer */
+static void init_from(trainer *t, const char *path) {
+    char err[ZT_ERR_BUF] = "";
+    zt_ckpt_meta im;
+    zt_ckpt_view v = zt_zero_init_view(&t->z, &t->m);
+    v.buffered_reads = !t->c->checkpoint.direct_io;
+    v.read_stage = zt_ckpt_saver_stage(t->saver, &v.read_stage_bytes);
+    if (zt_ckpt_load(path, &im, &v, err, sizeof err)) zt_user_error_all("%s", err);
+    zt_zero_master_init(&t->z, &t->m);
+    zt_metrics_note(&t->mx, "initialised from %s (weights of its step %ld; fresh optimizer)\n", path, im.step);
+    zt_ckpt_meta_free(&im);
+}
+
+/* a signal during set-up (data loading, resume, --init-from) is acted on before the first step: the state is the
+   checkpoint's (or step 0's), so there is nothing new to save. Returns whether any rank had one (collective) */
+static int stopped_in_setup(trainer *t, long start) {
+    int early = g_signal != 0, any = 0;
+    MPI_Allreduce(&early, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any)
+        zt_metrics_note(&t->mx, "stopped at step %ld/%ld before training: signal received during set-up (nothing new "
+                        "to save); resume with --resume auto\n", start, t->c->train.steps);
+    return any;
+}
+
+/* the resolved config as config.cfg in the run directory, written only once a resume was accepted (a refused one
+   changes nothing); whole or not at all: never a 0-byte file (a full disk is exit 2 here) */
+static void write_config_copy(trainer *t) {
+    char err[ZT_ERR_BUF] = "";
+    int bad = 0;
+    if (t->mx.active) {
+        size_t n = zt_config_to_string(t->c, NULL, 0);
         char *text = zt_malloc(n + 1);
-        zt_config_to_string(c, text, n + 1);
-        wbad = zt_metrics_write(&t.mx, "config.cfg", text, n, err, sizeof err);
+        zt_config_to_string(t->c, text, n + 1);
+        bad = zt_metrics_write(&t->mx, "config.cfg", text, n, err, sizeof err);
         free(text);
     }
-    zt_check_all(wbad, err, sizeof err);
+    zt_check_all(bad, err, sizeof err);
+}
 
-    const int B = c->train.micro_batch, T = c->train.seq_len, GB = c->train.global_batch, K = GB / B;
-    int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
-    float *my_losses = zt_calloc((size_t)t.z.micro_steps, sizeof(float));
-    float *all_losses = zt_calloc((size_t)K, sizeof(float));
-    /* rank 0's GPU memory and utilisation, when NVML can be opened (GPU runs only) */
-    zt_gpu_monitor *gpu = d->rank == 0 && t.be->i->mem == ZT_MEM_DEVICE && strcmp(c->device, "cuda") == 0
-                              ? zt_gpu_monitor_open(d->local_rank) : NULL;
-    double best = 1e30, last_loss = 0, last_val = -1, best_val = -1, timed_s = 0, max_step_s = 0, save_s = 0;
-    long timed = 0, step = start;
-    const long steps = c->train.steps;
-    int stop = 0; /* 1: --stop-after, 2: time limit, 3: signal */
-    /* fault-injection tests: a NaN written into rank 0's first parameter after that step's update (the
-       loss and norm of the step stay finite, so only the checkpoint's own finite check can catch it) */
-    const char *poison = getenv("ZTRAIN_TEST_NAN_PARAM_STEP");
-    const long poison_step = poison ? atol(poison) : -1;
-    /* ZTRAIN_OP_PROFILE=1: the last step runs with every backend op timed (a sync around each, so the
-       step is slower: it is left out of tokens/s) and rank 0 prints the breakdown (the GPU benchmark) */
-    const int op_profile = getenv("ZTRAIN_OP_PROFILE") && *getenv("ZTRAIN_OP_PROFILE") != '0';
-    int profiled = 0, n_prof = 0;
-    double profiled_s = 0;
+/* the training loop's running figures */
+typedef struct run_state {
+    long start, step;
+    int stop;                 /* 1: --stop-after, 2: time limit, 3: signal */
+    double t_start;
+    double best, last_loss, last_val, best_val;
+    double timed_s, max_step_s, save_s;
+    long timed;               /* steps timed (not the first, not a profiled one) */
+    zt_gpu_monitor *gpu;      /* rank 0's GPU memory and utilisation (NVML), or NULL */
+    int op_profile, profiled, n_prof;
+    double profiled_s;
     zt_prof_entry prof[ZT_PROF_MAX_OPS];
-    while (step < steps && !stop) {
-        const int profiling = op_profile && step == steps - 1 && step > start + 1;
-        if (profiling) zt_backend_prof_begin(t.be);
-        double t0 = zt_now(), norm = 0;
-        const float used_scale = t.scale;
-        int skipped = 0;
-        double loss = train_step(&t, step, in, tg, my_losses, all_losses, &norm, &skipped);
-        step++;
-        if (!isfinite(loss) || (!skipped && !isfinite(norm))) diverged(&t, step, loss, norm);
-        if (skipped) {
-            zt_metrics_note(&t.mx, "step %ld: fp16 gradients overflowed at loss scale %g: step skipped, scale now %g\n",
-                            step, used_scale, t.scale);
-            if (t.scale < 1.0f) /* DeepSpeed's min_loss_scale: below 1 the gradients overflow at any scale */
-                zt_user_error_all("training diverged at step %ld: fp16 gradients overflow even at loss scale %g (%ld "
-                                  "steps skipped); use precision = \"bf16\" or lower train.lr", step, used_scale,
-                                  t.skipped);
-        }
-        if (step == poison_step && d->rank == 0) { /* fault injection: the save must refuse this state */
-            const float nan = NAN;
-            /* the state a save writes: the master weights when the parameters are 2-byte words */
-            t.be->i->to_device(t.be, t.m.params16 ? t.z.master : zt_model_tparams(&t.m) + t.z.lo, &nan, sizeof nan);
-            t.be->i->sync(t.be);
-        }
-        double dt = zt_now() - t0;
-        if (dt > max_step_s) max_step_s = dt;
-        double tok_s = (double)GB * T / dt;
-        if (profiling) { /* before evaluation, sampling or saving run any op */
-            profiled = 1; profiled_s = dt;
-            n_prof = zt_backend_prof_report(prof, ZT_PROF_MAX_OPS);
-            zt_backend_prof_end(t.be);
-        }
-        else if (step > start + 1) { timed_s += dt; timed++; } /* the first step warms caches up */
-        last_loss = loss;
-        if (loss < best) best = loss;
-        double vl = -1;
-        int last = step == steps;
-        if (t.has_val && ((c->eval.every > 0 && step % c->eval.every == 0) || last)) {
-            double v = 0;
-            if (zt_eval_loss(&t.m, &t.val, c, d, &g_signal, &v)) {
-                zt_metrics_note(&t.mx, "step %ld: evaluation abandoned: signal received\n", step);
-            } else {
-                last_val = vl = v;
-                if (best_val < 0 || vl < best_val) best_val = vl;
-            }
-        }
-        /* agree on stopping (any rank's signal, rank 0's clock), on whether every rank's background
-           checkpoint write is done, and on whether rank 0 still lays out a background checkpoint's file (once
-           it is done, the other ranks' writers may open it) */
-        int flags[3] = {0, !zt_ckpt_saver_local_done(t.saver), zt_ckpt_saver_layout_pending(t.saver)}, all[3];
-        if (g_signal) flags[0] = 3;
-        else if (stop_after > 0 && step - start >= stop_after) flags[0] = 1;
-        else if (time_limit > 0 && d->rank == 0 && zt_now() - t_start + 2 * max_step_s + 2 * save_s + 5 > time_limit) flags[0] = 2;
-        MPI_Allreduce(flags, all, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        stop = all[0];
-        if (!all[2]) zt_ckpt_saver_release(t.saver);
-        double stall = -1; /* seconds this step waited for checkpointing */
-        if (zt_ckpt_saver_pending(t.saver) && all[1] == 0) stall = finish_save(&t);
-        int periodic = c->checkpoint.every > 0 && step % c->checkpoint.every == 0;
-        if (periodic || stop || last) {
-            double s0 = zt_now();
-            save(&t, step);
-            stall = zt_now() - s0;
-            if (stop || last) { /* the run ends: the write in flight must be published (not training time lost) */
-                double f0 = zt_now();
-                finish_save(&t);
-                t.ck_exit_wait_s = zt_now() - f0;
-            }
-            save_s = stall + t.ck_exit_wait_s > t.ck_write_s ? stall + t.ck_exit_wait_s : t.ck_write_s;
-        }
-        if (stall >= 0) {
-            t.ck_stall_sum += stall;
-            if (stall > t.ck_stall_max) t.ck_stall_max = stall;
-        }
-        if (t.mx.active && (step % c->train.log_every == 0 || last || vl >= 0 || stall >= 0 || skipped)) {
-            double g = t.flops_tok * tok_s * 1e-9 / d->size;
-            zt_step_metrics sm = {step, steps, loss, zt_lr_at(c, step - 1), norm, tok_s, g, g / t.peak, dt * 1e3,
-                                  (double)zt_zero_plan_total(&t.z.plan), vl,
-                                  -1, -1, stall, t.fp16 ? used_scale : 0.0, skipped, t.update_s * 1e3};
-            if (gpu && zt_gpu_monitor_read(gpu, &sm.gpu_mem_bytes, &sm.gpu_util)) sm.gpu_mem_bytes = -1;
-            zt_metrics_step(&t.mx, &sm);
-        }
-        if (ts && step % c->sample.every == 0 && stop != 3 && !g_signal) {
-            float *p32 = zt_model_params_f32(&t.m); /* 2-byte parameters: unpacked for the sampler, then freed */
-            zt_sample_during_training(ts, &t.mx, p32, step);
-            zt_model_params_f32_release(&t.m, p32);
-        }
+} run_state;
+
+/* a step's loss or norm not finite: diverged; an fp16 overflow: the skip is logged (and below scale 1, the end) */
+static void check_step(trainer *t, const zt_step_result *r, long step) {
+    if (!isfinite(r->loss) || (!r->skipped && !isfinite(r->norm))) diverged(t, step, r->loss, r->norm);
+    if (!r->skipped) return;
+    const zt_loss_scaler *sc = &t->st.scaler;
+    zt_metrics_note(&t->mx, "step %ld: fp16 gradients overflowed at loss scale %g: step skipped, scale now %g\n", step,
+                    r->loss_scale, sc->scale);
+    if (sc->scale < 1.0f) /* DeepSpeed's min_loss_scale: below 1 the gradients overflow at any scale */
+        zt_user_error_all("training diverged at step %ld: fp16 gradients overflow even at loss scale %g (%ld steps "
+                          "skipped); use precision = \"bf16\" or lower train.lr", step, r->loss_scale, sc->skipped);
+}
+
+/* fault injection (tests: ZTRAIN_TEST_NAN_PARAM_STEP): a NaN written into rank 0's first parameter after that step's
+   update (the loss and norm stay finite, so only the checkpoint's own finite check can catch it) */
+static void poison_params(trainer *t, long step) {
+    static long poison_step = -2;
+    if (poison_step == -2) poison_step = getenv("ZTRAIN_TEST_NAN_PARAM_STEP") ? atol(getenv("ZTRAIN_TEST_NAN_PARAM_STEP")) : -1;
+    if (step != poison_step || t->d->rank != 0) return;
+    const float nan = NAN;
+    /* the state a save writes: the master weights when the parameters are 2-byte words */
+    t->be->i->to_device(t->be, t->m.params16 ? t->z.master : zt_model_tparams(&t->m) + t->z.lo, &nan, sizeof nan);
+    t->be->i->sync(t->be);
+}
+
+/* validation at eval.every and the last step; returns the loss, or -1 when not evaluated (abandoned on a signal) */
+static double evaluate(trainer *t, run_state *rs, int last) {
+    const zt_config *c = t->c;
+    if (!t->has_val || !((c->eval.every > 0 && rs->step % c->eval.every == 0) || last)) return -1;
+    double v = 0;
+    if (zt_eval_loss(&t->m, &t->val, c, t->d, &g_signal, &v)) {
+        zt_metrics_note(&t->mx, "step %ld: evaluation abandoned: signal received\n", rs->step);
+        return -1;
     }
+    rs->last_val = v;
+    if (rs->best_val < 0 || v < rs->best_val) rs->best_val = v;
+    return v;
+}
+
+/* agree on stopping (any rank's signal, rank 0's clock), on whether every rank's background checkpoint write is
+   done, and on whether rank 0 still lays out a background checkpoint's file (once it is done, the other ranks'
+   writers may open it); returns whether every rank's background write is done */
+static int agree(trainer *t, run_state *rs, const train_opts *o) {
+    int flags[3] = {0, !zt_ckpt_saver_local_done(t->saver), zt_ckpt_saver_layout_pending(t->saver)}, all[3];
+    if (g_signal) flags[0] = 3;
+    else if (o->stop_after > 0 && rs->step - rs->start >= o->stop_after) flags[0] = 1;
+    else if (o->time_limit > 0 && t->d->rank == 0 &&
+             zt_now() - rs->t_start + 2 * rs->max_step_s + 2 * rs->save_s + 5 > o->time_limit) flags[0] = 2;
+    MPI_Allreduce(flags, all, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    rs->stop = all[0];
+    if (!all[2]) zt_ckpt_saver_release(t->saver);
+    return all[1] == 0;
+}
+
+/* publishes a finished background save, saves at checkpoint.every, a stop and the last step; returns the seconds
+   this step waited for checkpointing, or -1 when it did not */
+static double checkpoint_phase(trainer *t, run_state *rs, int writes_done, int last) {
+    const zt_config *c = t->c;
+    double stall = -1;
+    if (zt_ckpt_saver_pending(t->saver) && writes_done) stall = finish_save(t);
+    const int periodic = c->checkpoint.every > 0 && rs->step % c->checkpoint.every == 0;
+    if (periodic || rs->stop || last) {
+        double s0 = zt_now();
+        save(t, rs->step);
+        stall = zt_now() - s0;
+        if (rs->stop || last) { /* the run ends: the write in flight must be published (not training time lost) */
+            double f0 = zt_now();
+            finish_save(t);
+            t->ck_exit_wait_s = zt_now() - f0;
+        }
+        rs->save_s = stall + t->ck_exit_wait_s > t->ck_write_s ? stall + t->ck_exit_wait_s : t->ck_write_s;
+    }
+    if (stall >= 0) {
+        t->ck_stall_sum += stall;
+        if (stall > t->ck_stall_max) t->ck_stall_max = stall;
+    }
+    return stall;
+}
+
+/* rank 0's metrics line for the step (every train.log_every steps, and any step that evaluated, saved or skipped) */
+static void log_step(trainer *t, run_state *rs, const zt_step_result *r, double dt, double val, double stall, int last) {
+    const zt_config *c = t->c;
+    if (!t->mx.active || !(rs->step % c->train.log_every == 0 || last || val >= 0 || stall >= 0 || r->skipped)) return;
+    const double tok_s = (double)c->train.global_batch * c->train.seq_len / dt;
+    const double g = t->flops_tok * tok_s * 1e-9 / t->d->size;
+    zt_step_metrics sm = {
+        .step = rs->step, .steps = c->train.steps, .loss = r->loss, .lr = r->lr, .grad_norm = r->norm,
+        .tokens_per_s = tok_s, .gflops = g, .frac_peak = g / t->peak, .step_ms = dt * 1e3,
+        .mem_bytes = (double)zt_zero_plan_total(&t->z.plan), .val_loss = val, .gpu_mem_bytes = -1, .gpu_util = -1,
+        .ckpt_stall_s = stall, .loss_scale = t->st.scaler.active ? r->loss_scale : 0.0, .skipped = r->skipped,
+        .update_ms = r->update_s * 1e3,
+    };
+    if (rs->gpu && zt_gpu_monitor_read(rs->gpu, &sm.gpu_mem_bytes, &sm.gpu_util)) sm.gpu_mem_bytes = -1;
+    zt_metrics_step(&t->mx, &sm);
+}
+
+/* one sample at sample.every (not once a signal is pending: a sample is sample.tokens one-row forwards) */
+static void sample_phase(trainer *t, run_state *rs, zt_train_sample *ts) {
+    if (!ts || rs->step % t->c->sample.every != 0 || rs->stop == 3 || g_signal) return;
+    float *p32 = zt_model_params_f32(&t->m); /* 2-byte parameters: unpacked for the sampler, then freed */
+    zt_sample_during_training(ts, &t->mx, p32, rs->step);
+    zt_model_params_f32_release(&t->m, p32);
+}
+
+/* ZTRAIN_OP_PROFILE=1: the last step runs with every backend op timed (a sync around each, so the step is slower:
+   it is left out of tokens/s) and rank 0 prints the breakdown (the GPU benchmark) */
+static int profiling_step(const run_state *rs, long steps) {
+    return rs->op_profile && rs->step == steps - 1 && rs->step > rs->start + 1;
+}
+
+/* one step and everything after it: checks, timing, evaluation, the stop agreement, checkpoints, logging, sampling */
+static void train_one(trainer *t, run_state *rs, const train_opts *o, zt_train_sample *ts) {
+    const zt_config *c = t->c;
+    const int profiling = profiling_step(rs, c->train.steps);
+    if (profiling) zt_backend_prof_begin(t->be);
+    const double t0 = zt_now();
+    const zt_step_result r = zt_step_run(&t->st, rs->step);
+    t->ck_stall_sum += r.snapshot_wait_s;
+    rs->step++;
+    check_step(t, &r, rs->step);
+    poison_params(t, rs->step);
+    const double dt = zt_now() - t0;
+    if (dt > rs->max_step_s) rs->max_step_s = dt;
+    if (profiling) { /* before evaluation, sampling or saving run any op */
+        rs->profiled = 1;
+        rs->profiled_s = dt;
+        rs->n_prof = zt_backend_prof_report(rs->prof, ZT_PROF_MAX_OPS);
+        zt_backend_prof_end(t->be);
+    } else if (rs->step > rs->start + 1) { /* the first step warms caches up */
+        rs->timed_s += dt;
+        rs->timed++;
+    }
+    rs->last_loss = r.loss;
+    if (r.loss < rs->best) rs->best = r.loss;
+    const int last = rs->step == c->train.steps;
+    const double val = evaluate(t, rs, last);
+    const int writes_done = agree(t, rs, o);
+    const double stall = checkpoint_phase(t, rs, writes_done, last);
+    log_step(t, rs, &r, dt, val, stall, last);
+    sample_phase(t, rs, ts);
+}
+
+/* fingerprint of the final trained parameters (rank 0; every rank holds them all after the all-gather), staged
+   through a small host buffer: no second full copy of the parameters */
+static void params_hash(trainer *t, char hash[65]) {
+    hash[0] = 0;
+    if (t->d->rank != 0) return;
+    const size_t chunk = ZT_INIT_BLOCK;
+    float *h = zt_malloc(chunk * sizeof(float));
+    void *sha = zt_sha256_begin();
+    const size_t total = zt_model_ttable(&t->m)->total; /* what was trained: the adapters with LoRA */
+    for (size_t off = 0; off < total; off += chunk) {
+        size_t n = total - off < chunk ? total - off : chunk;
+        zt_model_tparams_to_host(&t->m, off, n, h);
+        zt_sha256_update(sha, h, n * sizeof(float));
+    }
+    zt_sha256_end(sha, hash);
+    free(h);
+}
+
+static void print_profile(const run_state *rs, long steps) {
+    double ops_s = 0;
+    for (int i = 0; i < rs->n_prof; i++) ops_s += rs->prof[i].seconds;
+    zt_log("op profile of step %ld (rank 0, each op synchronised): %.1f ms, ops %.1f ms\n", steps,
+           rs->profiled_s * 1e3, ops_s * 1e3);
+    for (int i = 0; i < rs->n_prof; i++)
+        zt_log("  %-18s %9.2f ms %5.1f%% %6ld calls\n", rs->prof[i].name, rs->prof[i].seconds * 1e3,
+               100 * rs->prof[i].seconds / rs->profiled_s, rs->prof[i].calls);
+}
+
+/* results.json and the closing lines: throughput, memory, the parameters' hash */
+static void report(trainer *t, run_state *rs) {
+    const zt_config *c = t->c;
+    const zt_dist *d = t->d;
     static const char *why[] = {"", "--stop-after reached", "--time-limit reached", "signal received"};
-    if (stop) zt_metrics_note(&t.mx, "stopped at step %ld/%ld: %s; resume with --resume auto\n", step, steps, why[stop]);
-    double dur = zt_now() - t_start;
-    /* fingerprint of the final parameters (every rank holds them all after the all-gather) */
-    char hash[65] = "";
-    if (d->rank == 0) {
-        /* staged through a small host buffer: no second full copy of the parameters */
-        const size_t chunk = ZT_INIT_BLOCK;
-        float *h = zt_malloc(chunk * sizeof(float));
-        void *sha = zt_sha256_begin();
-        const size_t total = zt_model_ttable(&t.m)->total; /* what was trained: the adapters with LoRA */
-        for (size_t off = 0; off < total; off += chunk) {
-            size_t n = total - off < chunk ? total - off : chunk;
-            zt_model_tparams_to_host(&t.m, off, n, h);
-            zt_sha256_update(sha, h, n * sizeof(float));
-        }
-        zt_sha256_end(sha, hash);
-        free(h);
-    }
+    if (rs->stop)
+        zt_metrics_note(&t->mx, "stopped at step %ld/%ld: %s; resume with --resume auto\n", rs->step, c->train.steps,
+                        why[rs->stop]);
+    const double dur = zt_now() - rs->t_start, tokens_per_step = (double)c->train.global_batch * c->train.seq_len;
+    char hash[65];
+    params_hash(t, hash);
     /* tokens over step time (not the mean of per-step rates, which overstates when steps vary) */
-    double tok_s = timed ? (double)GB * T * timed / timed_s : (double)GB * T * (step - start) / dur;
-    double frac = t.flops_tok * tok_s * 1e-9 / d->size / t.peak;
+    const double tok_s = rs->timed ? tokens_per_step * rs->timed / rs->timed_s
+                                   : tokens_per_step * (rs->step - rs->start) / dur;
+    const double frac = t->flops_tok * tok_s * 1e-9 / d->size / t->peak;
     char layout[96];
     zt_dist_layout_string(d, layout, sizeof layout);
     struct rusage ru;
@@ -677,43 +690,75 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     double rss = (double)ru.ru_maxrss * 1024.0, rss_max = rss;
     MPI_Reduce(&rss, &rss_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     /* what the allocations touched at their peak, to compare with the plan (`ztrain estimate`) */
-    double grown = (double)zt_mem_peak() - (double)t.rss0, grown_max = grown;
+    double grown = (double)zt_mem_peak() - (double)t->rss0, grown_max = grown;
     MPI_Reduce(&grown, &grown_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    zt_ckpt_saver_destroy(t.saver);
-    t.saver = NULL;
-    const zt_run_results rr = {d->size, d->n_nodes, t.threads, layout, t.backend, hash, t.m.table.total, step, dur,
-                               tok_s, t.peak, frac, last_loss, best, last_val, best_val, t.z.comm_s, t.z.comm_flight_s,
-                               t.z.comm_wait_s, t.ck_saves, t.ck_stall_sum, t.ck_stall_max, rss_max, grown_max,
-                               t.skipped, t.fp16 ? t.scale : 0.0, t.z.grad_bytes_sent};
-    zt_results_write(&t.mx, c, &rr);
-    if (t.mx.active) {
-        zt_metrics_note(&t.mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",
-                        step, steps, dur, last_loss, tok_s, 100 * frac, t.peak);
-        if (last_val >= 0) zt_log("val loss %.4f\n", last_val);
-        if (t.z.comm_flight_s > 0)
+    zt_ckpt_saver_destroy(t->saver);
+    t->saver = NULL;
+    const zt_loss_scaler *sc = &t->st.scaler;
+    const zt_run_results rr = {
+        .world_size = d->size, .n_nodes = d->n_nodes, .threads = t->threads, .layout = layout, .backend = t->backend,
+        .hash = hash, .n_params = t->m.table.total, .steps = rs->step, .duration_s = dur, .tokens_per_s = tok_s,
+        .peak_gflops = t->peak, .frac_peak = frac, .final_loss = rs->last_loss, .best_loss = rs->best,
+        .val_loss = rs->last_val, .best_val_loss = rs->best_val, .comm_s = t->z.comm_s,
+        .comm_flight_s = t->z.comm_flight_s, .comm_wait_s = t->z.comm_wait_s, .ckpt_saves = t->ck_saves,
+        .ckpt_stall_s = t->ck_stall_sum, .ckpt_stall_max_s = t->ck_stall_max, .peak_rss_bytes = rss_max,
+        .mem_alloc_bytes = grown_max, .skipped_steps = sc->skipped, .loss_scale = sc->active ? sc->scale : 0.0,
+        .grad_bytes_sent = t->z.grad_bytes_sent,
+    };
+    zt_results_write(&t->mx, c, &rr);
+    if (t->mx.active) {
+        zt_metrics_note(&t->mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",
+                        rs->step, c->train.steps, dur, rs->last_loss, tok_s, 100 * frac, t->peak);
+        if (rs->last_val >= 0) zt_log("val loss %.4f\n", rs->last_val);
+        if (t->z.comm_flight_s > 0)
             zt_log("gradient communication (stage 2 buckets): %.2f s in flight during backward, %.2f s exposed "
-                   "(%.0f%% hidden)\n", t.z.comm_flight_s, t.z.comm_wait_s,
-                   100.0 * (1.0 - t.z.comm_wait_s / t.z.comm_flight_s));
-        zt_log("params_hash sha256:%s\nresults: %s/results.json\n", hash, t.mx.dir);
+                   "(%.0f%% hidden)\n", t->z.comm_flight_s, t->z.comm_wait_s,
+                   100.0 * (1.0 - t->z.comm_wait_s / t->z.comm_flight_s));
+        zt_log("params_hash sha256:%s\nresults: %s/results.json\n", hash, t->mx.dir);
     }
-    if (profiled) {
-        const zt_prof_entry *pe = prof;
-        const int np = n_prof;
-        double ops_s = 0;
-        for (int i = 0; i < np; i++) ops_s += pe[i].seconds;
-        zt_log("op profile of step %ld (rank 0, each op synchronised): %.1f ms, ops %.1f ms\n", steps, profiled_s * 1e3,
-               ops_s * 1e3);
-        for (int i = 0; i < np; i++)
-            zt_log("  %-18s %9.2f ms %5.1f%% %6ld calls\n", pe[i].name, pe[i].seconds * 1e3,
-                   100 * pe[i].seconds / profiled_s, pe[i].calls);
+    if (rs->profiled) print_profile(rs, c->train.steps);
+}
+
+int zt_cmd_train(int argc, char **argv, zt_dist *d) {
+    char err[ZT_ERR_BUF] = "";
+    /* a signal during set-up must not kill the rank: it is handled after the first step */
+    signal(SIGUSR1, on_signal);
+    signal(SIGTERM, on_signal);
+    zt_cli cli;
+    const train_opts o = parse_opts(argc, argv, &cli);
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.d = d;
+    zt_config *c = t.c = load_config(&cli, &o, d);
+    run_state *rs = zt_calloc(1, sizeof *rs);
+    rs->t_start = zt_now();
+    setup(&t, o.resume != NULL);
+    zt_metrics_set_tensorboard(&t.mx, c->metrics.tensorboard);
+    announce(&t);
+    if (t.auto_note[0]) zt_metrics_note(&t.mx, "%s\n", t.auto_note);
+    zt_train_sample *ts = NULL;
+    zt_check_all(zt_train_sample_create(&ts, t.be, &t.s, c, d->rank == 0, err, sizeof err), err, sizeof err);
+    int rc = 0;
+    rs->start = rs->step = o.resume ? resume(&t, o.resume) : 0;
+    if (rs->start < 0) goto done; /* already finished: nothing written */
+    if (o.init_from) init_from(&t, o.init_from);
+    if (stopped_in_setup(&t, rs->start)) {
+        rc = c->checkpoint.signal_exit_code;
+        goto done;
     }
-    free(in);
-    free(tg);
-    free(my_losses);
-    free(all_losses);
-    zt_gpu_monitor_close(gpu);
+    write_config_copy(&t);
+    rs->gpu = d->rank == 0 && t.be->i->mem == ZT_MEM_DEVICE && strcmp(c->device, "cuda") == 0
+                  ? zt_gpu_monitor_open(d->local_rank) : NULL;
+    rs->best = 1e30;
+    rs->last_val = rs->best_val = -1;
+    rs->op_profile = getenv("ZTRAIN_OP_PROFILE") && *getenv("ZTRAIN_OP_PROFILE") != '0';
+    while (rs->step < c->train.steps && !rs->stop) train_one(&t, rs, &o, ts);
+    report(&t, rs);
+    zt_gpu_monitor_close(rs->gpu);
+    if (rs->stop == 3) rc = c->checkpoint.signal_exit_code;
+done:
     teardown(&t, ts);
-    int rc = stop == 3 ? c->checkpoint.signal_exit_code : 0;
+    free(rs);
     free(c);
     return rc;
 }
