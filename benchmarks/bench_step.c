@@ -25,6 +25,7 @@
 #include "iface/comm.h"
 #include "core/backend_factory.h"
 #include "util/util.h"
+#include "core/step.h"
 #include "core/zero.h"
 
 #ifdef ZT_BLAS_BLIS
@@ -139,14 +140,13 @@ static void gemm_gflops(const blas_set *bs, int M, int N, int K, double out[N_IM
     be->i->free(be, c);
 }
 
-static void one_step(zt_model *m, zt_zero *z, const zt_config *c, const int32_t *in, const int32_t *tg, long t) {
-    zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
-    zt_model_forward_train(m, in, tg, m->max_B, m->max_T, 1.0f);
-    zt_model_backward(m, 1.0f);
-    zt_zero_reduce(z, m, 0);
-    double norm = zt_zero_grad_norm(z, m);
-    zt_zero_update(z, m, &hp, t, 1e-4f, zt_clip_factor(norm, 1.0));
-    m->be->i->sync(m->be);
+/* step.h's batch source: the same random tokens every micro-batch */
+typedef struct fixed_batch { const int32_t *tokens, *targets; size_t n; } fixed_batch;
+static void bench_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *targets) {
+    (void)step; (void)j;
+    const fixed_batch *fb = ctx;
+    memcpy(tokens, fb->tokens, fb->n * sizeof(int32_t));
+    memcpy(targets, fb->targets, fb->n * sizeof(int32_t));
 }
 
 int main(int argc, char **argv) {
@@ -167,6 +167,10 @@ int main(int argc, char **argv) {
     c.train.seq_len = T;
     /* one rank: stage 0 (the micro-batch gradient is the reduced one) is what `train` runs best */
     c.zero.stage = atoi(stage_s);
+    /* the training step as `train` runs it, at a constant learning rate */
+    c.train.lr = 1e-4;
+    c.train.warmup_steps = 0;
+    snprintf(c.train.schedule, sizeof c.train.schedule, "constant");
     zt_backend *be = zt_backend_create("cpu", threads, err, sizeof err);
     zt_comm *comm = be ? zt_comm_create("mpi", be, err, sizeof err) : NULL;
     if (!comm) {
@@ -192,11 +196,14 @@ int main(int argc, char **argv) {
         in[i] = (int32_t)(zt_rng_next(&r) % (uint64_t)s.vocab_size);
         tg[i] = (int32_t)(zt_rng_next(&r) % (uint64_t)s.vocab_size);
     }
-    one_step(&m, &z, &c, in, tg, 1); /* warm-up: page faults, BLAS packing buffers */
+    fixed_batch fb = {in, tg, (size_t)B * T};
+    zt_step st;
+    zt_step_init(&st, &m, &z, &c, bench_batch, &fb);
+    zt_step_run(&st, 0); /* warm-up: page faults, BLAS packing buffers */
     double *ms = zt_calloc((size_t)steps, sizeof(double));
     for (int i = 0; i < steps; i++) {
         double t0 = zt_now();
-        one_step(&m, &z, &c, in, tg, i + 2);
+        zt_step_run(&st, i + 1);
         ms[i] = (zt_now() - t0) * 1e3;
     }
     qsort(ms, (size_t)steps, sizeof *ms, cmp_d);
@@ -204,7 +211,7 @@ int main(int argc, char **argv) {
     /* breakdown: one more step with every op timed */
     zt_backend_prof_begin(be);
     double tp = zt_now();
-    one_step(&m, &z, &c, in, tg, steps + 2);
+    zt_step_run(&st, steps + 1);
     tp = zt_now() - tp;
     zt_prof_entry pe[ZT_PROF_MAX_OPS];
     int np = zt_backend_prof_report(pe, ZT_PROF_MAX_OPS);
@@ -288,6 +295,7 @@ int main(int argc, char **argv) {
     free(ms);
     free(in);
     free(tg);
+    zt_step_free(&st);
     zt_zero_free(&z, &m);
     zt_comm_destroy(comm);
     zt_backend_destroy(be);

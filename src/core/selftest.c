@@ -22,6 +22,7 @@
 #include "core/model_load.h"
 #include "core/optim.h"
 #include "core/quant.h"
+#include "core/step.h"
 #include "core/zero.h"
 #include "iface/op_math.h"
 #include "util/util.h"
@@ -526,6 +527,19 @@ static int run_ops(zt_backend *cpu, zt_backend *dev, int prec, FILE *out) {
 /* `steps` AdamW steps of a tiny GPT on synthetic tokens on device `dev`; losses[steps] and the
    final parameters' hash (rank 0's host copy); *params16: the working parameters were 2-byte words (the config's
    train.param_storage "auto": on cuda/cudasim in bf16/fp16) */
+/* step.h's batch source: a learnable stream, token t+1 = (token t * 5 + 3) mod V with noise, seeded by (step, j) */
+static void selftest_batch(void *ctx, long step, int j, int32_t *in, int32_t *tg) {
+    const int n = *(const int *)ctx; /* B * T */
+    zt_rng r;
+    zt_rng_seed(&r, (uint64_t)step * 1000 + (uint64_t)j);
+    for (int i = 0; i < n + 1; i++) {
+        int32_t prev = i ? in[i - 1] : (int32_t)(zt_rng_next(&r) % 97);
+        int32_t t = zt_rng_uniform(&r) < 0.8 ? (prev * 5 + 3) % 97 : (int32_t)(zt_rng_next(&r) % 97);
+        if (i < n) in[i] = i ? t : prev;
+        if (i) tg[i - 1] = i < n ? in[i] : t;
+    }
+}
+
 static void train_run(const char *device, int threads, int steps, int prec, int lora, double *losses, uint64_t *hash,
                       int *params16) {
     char err[ZT_ERR_BUF];
@@ -534,6 +548,8 @@ static void train_run(const char *device, int threads, int steps, int prec, int 
     const int N = zt_world();
     c.model.n_layer = 2; c.model.n_head = 2; c.model.n_embd = 64; /* head size 32: fused attention on cuda */ c.model.vocab_size = 97; c.model.block_size = 16;
     c.train.micro_batch = 2; c.train.seq_len = 16; c.train.global_batch = 2 * N * 2; c.zero.stage = 2;
+    c.train.steps = steps; c.train.lr = 3e-3; c.train.warmup_steps = 0; snprintf(c.train.schedule, sizeof c.train.schedule, "constant");
+    c.train.beta1 = 0.9; c.train.beta2 = 0.95; c.train.eps = 1e-8; c.train.weight_decay = 0.1; c.train.grad_clip = 1.0;
     snprintf(c.device, sizeof c.device, "%s", device);
     snprintf(c.precision, sizeof c.precision, "%s", prec_name(prec));
     if (lora) { /* QLoRA with dropout: adapters r 4 on an nf4_dq base */
@@ -569,33 +585,11 @@ static void train_run(const char *device, int threads, int steps, int prec, int 
         be->i->to_device(be, dst, h + base, n * sizeof(float));
     }
     zt_zero_master_init(&z, &m);
-    const int B = c.train.micro_batch, T = c.train.seq_len, K = c.train.global_batch / B;
-    int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
-    zt_adamw_hp hp = {0.9f, 0.95f, 1e-8f, 0.1f};
-    for (int step = 0; step < steps; step++) {
-        double mine = 0;
-        for (int mi = 0; mi < z.micro_steps; mi++) {
-            const int j = mi * N + zt_rank();
-            if (m.lora) m.lora->micro = (long)step * K + j;
-            zt_rng r;
-            zt_rng_seed(&r, (uint64_t)step * 1000 + (uint64_t)j);
-            /* a learnable stream: token t+1 = (token t * 5 + 3) mod V, with noise */
-            for (int i = 0; i < B * T + 1; i++) {
-                int32_t prev = i ? in[i - 1] : (int32_t)(zt_rng_next(&r) % 97);
-                int32_t t = zt_rng_uniform(&r) < 0.8 ? (prev * 5 + 3) % 97 : (int32_t)(zt_rng_next(&r) % 97);
-                if (i < B * T) in[i] = i ? t : prev;
-                if (i) tg[i - 1] = i < B * T ? in[i] : t;
-            }
-            mine += zt_model_forward_train(&m, in, tg, B, T, 1.0f / (float)K);
-            zt_model_backward(&m, 1.0f / (float)K);
-            zt_zero_reduce(&z, &m, mi);
-        }
-        double norm = zt_zero_grad_norm(&z, &m);
-        zt_zero_update(&z, &m, &hp, step + 1, 3e-3f, norm > 1.0 ? (float)(1.0 / norm) : 1.0f);
-        double sum = 0;
-        MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        losses[step] = sum / K;
-    }
+    zt_step st;
+    int bt = c.train.micro_batch * c.train.seq_len;
+    zt_step_init(&st, &m, &z, &c, selftest_batch, &bt);
+    for (int step = 0; step < steps; step++) losses[step] = zt_step_run(&st, step).loss;
+    zt_step_free(&st);
     const size_t tn = zt_model_ttable(&m)->total; /* what was trained */
     zt_model_tparams_to_host(&m, 0, tn, h);
     uint64_t fnv = 1469598103934665603ull;
@@ -603,8 +597,6 @@ static void train_run(const char *device, int threads, int steps, int prec, int 
     for (size_t i = 0; i < tn * sizeof(float); i++) fnv = (fnv ^ p[i]) * 1099511628211ull;
     *hash = fnv;
     free(h);
-    free(in);
-    free(tg);
     zt_zero_free(&z, &m);
     zt_comm_destroy(comm);
     zt_backend_destroy(be);
