@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
     zt_zero_plan plan;
     zt_zero_plan_memory(c, &s, size, &plan);
     zt_model m;
-    zt_model_init(&m, be, &s, 1, 1, plan.padded, 0);
+    zt_model_init(&m, be, &s, 1, 1, plan.padded, 0, NULL);
     zt_ckpt_view v = zt_model_ckpt_view(&m);
     v.lo = (size_t)rank * plan.shard;
     v.hi = v.lo + plan.shard;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_ckpt_async.sh — training time lost per checkpoint, synchronous vs asynchronous (checkpoint.async),
 # for d6 and GPT-2 124M (fp32, with Adam state) on 1 and 2 ranks. Each run trains STEPS steps with a
-# checkpoint every EVERY steps on synthetic tokens (tests/make_data.py, vocab 50257); results.json gives
+# checkpoint every EVERY steps on synthetic tokens (tests/helpers/make_data.py, vocab 50257); results.json gives
 # ckpt_stall_s (seconds the training loop waited for saves, summed) and ckpt_saves; the stall per save is
 # their ratio. The synchronous stall per save is the synchronous write time; the asynchronous one is the
 # copy into staging plus the HDF5 layout plus any wait for a write still in flight.
@@ -26,7 +26,7 @@ done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ROOT=$(mktemp -d "${DIR:-build}/zt-ckasync.XXXXXX")
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$ROOT"' EXIT
-"$PY" tests/make_data.py "$ROOT/data" 50257 400000 > /dev/null || { echo "bench_ckpt_async.sh: make_data.py failed" >&2; exit 1; }
+"$PY" tests/helpers/make_data.py "$ROOT/data" 50257 400000 > /dev/null || { echo "bench_ckpt_async.sh: make_data.py failed" >&2; exit 1; }
 printf "# %-10s %5s %6s %12s %14s %14s %8s\n" config ranks saves "ckpt (MB)" "sync (s/save)" "async (s/save)" "async/sync"
 for cfg in ${CONFIGS//,/ }; do
   for np in ${RANKS//,/ }; do

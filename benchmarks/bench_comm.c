@@ -208,7 +208,7 @@ static void poison(bufs *b, op_t op, size_t count) {
    see the same machine; calls so long that one loop of each exceeds --time run one loop each (timer
    noise is small beside them) unless -r was given: then every size gets its -r loops (the best of
    several single calls of a 500 MB collective: on ranks sharing cores one call can take twice another,
-   tests/test_perf_model.sh). Each output is checked after its own last timed loop. */
+   tests/e2e/test_perf_model.sh). Each output is checked after its own last timed loop. */
 static void measure(bufs *b, const opts *o, op_t op, size_t count, result *z, result *r) {
     int it_z, it_r;
     double wz = warm(b, o, op, 0, count, &it_z), wr = warm(b, o, op, 1, count, &it_r);

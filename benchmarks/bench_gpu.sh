@@ -3,13 +3,13 @@
 # model FLOPs utilisation (MFU) of GPT-2 124M and 350M, on 1 GPU and on every GPU of the node, for each
 # precision asked (default bf16 and fp32), on synthetic GPT-2-vocabulary tokens; GPU_GiB: the most GPU memory
 # NVML reported in use during the run (n/a without NVML).
-#   MFU = model FLOPs per token (ztrain's count: 6 x params + attention, README "Performance") x tokens/s
+#   MFU = model FLOPs per token (ztrain's count: 6 x params + attention, docs/performance.md) x tokens/s
 #         / (GPUs x the GPU's dense bf16 peak): H100/H200 SXM 989 TFLOP/s, A100 312 (PEAK_TFLOPS= overrides).
 # It runs $ZTRAIN (default build/ztrain-cuda, `make cuda`); without a usable GPU it says so and exits 0
 # having measured nothing. 1-GPU runs go without mpirun when there is none (a packed build on a machine
 # without Open MPI, scripts/gpu-bundle.sh); BENCH_ROOT=DIR keeps the runs' folders and logs there.
-# Run on one H200 (README "GPU status" has its table); ZTRAIN_OP_PROFILE=1 adds each run's op profile to
-# its log. bf16 stores values in float32 buffers (README "Mixed precision"): its speed-up over fp32
+# Run on one H200 (docs/gpu-status.md has its table); ZTRAIN_OP_PROFILE=1 adds each run's op profile to
+# its log. bf16 stores values in float32 buffers (docs/precision.md): its speed-up over fp32
 # comes from the 2-byte GEMM operands alone.
 #   benchmarks/bench_gpu.sh [--steps N] [--precisions "bf16 fp32"] [--models "gpt2-124m gpt2-350m"]
 # BENCH_EXTRA="--set key=value ..." adds to every run's arguments (e.g. --set train.attention=materialized, the
@@ -41,7 +41,7 @@ esac
 peak=${PEAK_TFLOPS:-$peak}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 DATA=build/bench-gpu-data
-[ -f $DATA/train.bin ] || $PY tests/make_data.py $DATA 50257 20000000 >/dev/null
+[ -f $DATA/train.bin ] || $PY tests/helpers/make_data.py $DATA 50257 20000000 >/dev/null
 if [ -n "${BENCH_ROOT:-}" ]; then # kept: the caller reads the runs' logs and metrics
   ROOT=$BENCH_ROOT
   mkdir -p "$ROOT"

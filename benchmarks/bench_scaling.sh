@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # bench_scaling.sh — weak scaling of `ztrain train` on d6 (inputs/d6.cfg): a fixed micro_batch per rank,
 # global_batch = micro_batch x ranks, 1 thread per rank (train.threads=1), ZeRO-2; 1 rank vs N ranks
-# (default 2, one per core, mpirun --bind-to core) with zero.reduce=ordered (bitwise N == 1, DESIGN
+# (default 2, one per core, mpirun --bind-to core) with zero.reduce=ordered (bitwise N == 1, docs/design.md
 # section 4) and zero.reduce=native (MPI's own rooted reduces to the owners), on synthetic tokens from
-# tests/make_data.py (vocab 50257). Each run's metrics.jsonl gives the per-step times: the first step
+# tests/helpers/make_data.py (vocab 50257). Each run's metrics.jsonl gives the per-step times: the first step
 # is skipped (page faults, BLAS buffers) and the median of the rest is taken; results.json gives the
 # gradient-reduction time left exposed after overlap with backward. Runs go to a temporary run.root,
 # deleted at the end.
@@ -41,7 +41,7 @@ ROOT=$(mktemp -d /tmp/zt-scaling.XXXXXX)
 trap 'rm -rf "$ROOT"' EXIT
 # enough tokens that no run wraps around: (steps + 1) x global batch x (T + 1) at the most ranks, x 2
 NTOK=$(( (STEPS + 1) * MB * RANKS * (T + 1) * 2 + 100000 ))
-tests/make_data.py "$ROOT/data" 50257 $NTOK > /dev/null || { echo "bench_scaling.sh: make_data.py failed" >&2; exit 1; }
+tests/helpers/make_data.py "$ROOT/data" 50257 $NTOK > /dev/null || { echo "bench_scaling.sh: make_data.py failed" >&2; exit 1; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 # other processes' share of the machine while a run of ours went: busy CPU time (/proc/stat) minus our
 # children's CPU time (bash `times`, run in this shell), over wall time x cores, in percent

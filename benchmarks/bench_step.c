@@ -1,8 +1,8 @@
 /* bench_step.c — training-step throughput on one rank: median ms/step, tokens/s, achieved
- * GFLOP/s (README "FLOPs"), this machine's sgemm GFLOP/s measured in the same run with the same
+ * GFLOP/s (docs/performance.md), the host's sgemm GFLOP/s measured in the same run with the same
  * BLAS and threads (square and the model's own shapes), their ratio, a per-op time breakdown and
  * peak RSS. `--json` for machines.
- * The denominator "the fastest BLAS on this machine" is measured in the same run too, on the same
+ * The denominator "the fastest BLAS on the host" is measured in the same run too, on the same
  * shapes and thread count: ztrain's own BLIS path (bli_sgemm_ex, rows-only threading, sup off: what
  * the step runs), BLIS through plain cblas_sgemm (its default threading and sup path), OpenBLAS
  * (dlopen libopenblas.so.0, openblas_set_num_threads) and oneDNN's dnnl_sgemm (dlopen libdnnl.so.2,
@@ -37,7 +37,7 @@ static int cmp_d(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* ---- sgemm on every BLAS of this machine ---- */
+/* ---- sgemm on every BLAS installed ---- */
 
 enum { IMPL_ZTRAIN, IMPL_BLIS_CBLAS, IMPL_OPENBLAS, IMPL_ONEDNN, N_IMPL };
 static const char *const impl_names[N_IMPL] = {"ztrain", "blis_cblas", "openblas", "onednn"};

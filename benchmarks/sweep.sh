@@ -13,7 +13,7 @@
 # --bind-to core (--bind none, and always when ranks > cores: --oversubscribe). Benchmark settings:
 # train.warmup_steps=1, train.log_every=1, eval and checkpoint only at the end, no sampling; --set
 # overrides any of them. Data: D/train.bin and D/val.bin with --data-dir D; else the config's own shards;
-# where those are missing, synthetic shards in data/<preset>/ (tests/make_data.py with the config's vocab,
+# where those are missing, synthetic shards in data/<preset>/ (tests/helpers/make_data.py with the config's vocab,
 # as bench_scaling.sh does for d6); missing shards in D are made the same way (with the smallest vocab).
 # A combination ztrain refuses (a global batch that micro-batch x ranks does not divide) is skipped with
 # ztrain's message (checked by `ztrain estimate` first). Exit status: 0; 2 for a usage error or when every
@@ -81,8 +81,8 @@ cfgval() {
 exists() { compgen -G "$1" > /dev/null; }
 make_data() { # DIR VOCAB
   local ntok=$(( (STEPS + 1) * MAXGB * (MAXT + 1) * 2 + 100000 ))
-  echo "# synthetic shards: tests/make_data.py $1 $2 $ntok"
-  tests/make_data.py "$1" "$2" "$ntok" > /dev/null || die "tests/make_data.py $1 failed"
+  echo "# synthetic shards: tests/helpers/make_data.py $1 $2 $ntok"
+  tests/helpers/make_data.py "$1" "$2" "$ntok" > /dev/null || die "tests/helpers/make_data.py $1 failed"
 }
 
 # ---- per config: preset name, micro-batch list, data settings

@@ -9,15 +9,21 @@
 #     (`make cuda`, run by `make test` whenever nvcc exists), or into ./ztrain itself with `make CUDA=1`.
 #     That binary has cpu, devsim and cuda, not cudasim (see the factory rule below).
 
-CU_SRC := cuda/cuda_backend.cu cuda/kernels_elem.cu cuda/kernels_norm_attn.cu cuda/cuda_gemm.cu cuda/kernels_attn_fused.cu
-CU_HDRS := $(wildcard cuda/*.h cuda/*.cuh cuda/hostexec/*.h) $(wildcard src/*/*.h)
+CU_SRC := cuda/cuda_backend.cu cuda/kernels_elem.cu cuda/kernels_norm_attn.cu cuda/cuda_gemm.cu cuda/kernels_attn_fused.cu \
+  cuda/kernels_llama.cu
+# Header dependencies: g++ writes them (-MMD -MP: build/cudasim/*.d, build/tests/test_kernels_*.d); the nvcc
+# objects depend on every header of cuda/ and src/ (CU_HDRS_ALL).
+CU_HDRS := $(wildcard cuda/*.h cuda/*.cuh cuda/hostexec/*.h)
+CU_HDRS_ALL := $(CU_HDRS) $(SRC_HDRS)
 MPI_CFLAGS := $(shell $(MPICC) -showme:compile 2>/dev/null)
 
 # -- host execution build
 CUSIM_OBJ := $(patsubst cuda/%.cu,build/cudasim/%.o,$(CU_SRC)) build/hostexec/hostexec.o build/hostexec/hostexec_sched.o
-build/cudasim/%.o: cuda/%.cu $(CU_HDRS)
+build/cudasim/%.o: cuda/%.cu
 	@mkdir -p $(dir $@)
-	$(HX_CXX) $(HX_FLAGS) -Isrc -I. $(MPI_CFLAGS) -x c++ -c $< -o $@
+	$(HX_CXX) $(HX_FLAGS) $(DEPFLAGS) -Isrc -I. $(MPI_CFLAGS) -x c++ -c $< -o $@
+-include $(CUSIM_OBJ:.o=.d)
+$(call obj_deps,$(filter build/cudasim/%,$(CUSIM_OBJ)),$(CU_HDRS_ALL))
 
 # -- GPU build
 NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
@@ -25,23 +31,29 @@ NVCC_BUILD_FLAGS := -std=c++17 -O3 $(NVCC_GENCODE) --Werror all-warnings -Xcompi
   -Icuda -Isrc -I. $(MPI_CFLAGS)
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
 CUGPU_OBJ := $(patsubst cuda/%.cu,build/cuda/%.o,$(CU_SRC) cuda/comm_nccl.cu)
-build/cuda/%.o: cuda/%.cu $(CU_HDRS)
+build/cuda/%.o: cuda/%.cu $(CU_HDRS_ALL)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_BUILD_FLAGS) -c $< -o $@
 # The factory with the GPU backend compiled in, and without cudasim: the harness answers a few CUDA
 # runtime calls under their real names (cudaGetLastError, cudaStreamSynchronize, ...), which must never
 # shadow libcudart's in a binary that runs on a GPU. cudasim lives in the cpu build (./ztrain, make test).
-build/cuda/backend_factory.o: src/core/backend_factory.c $(wildcard src/*/*.h) cuda/cuda_backend.h
+# (wherever backend_factory.c lives under src/)
+FACTORY_SRC := $(filter %/backend_factory.c,$(SRC))
+build/cuda/backend_factory.o: $(FACTORY_SRC) cuda/cuda_backend.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -DZT_HAVE_CUDA -DZT_NO_CUDASIM -c $< -o $@
-CUGPU_LINK := build/obj/cmd/main.o build/cuda/backend_factory.o $(CUGPU_OBJ) \
-  $(filter-out build/obj/core/backend_factory.o,$(LIB_OBJ))
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -DZT_HAVE_CUDA -DZT_NO_CUDASIM -c $< -o $@
+-include build/cuda/backend_factory.d
+$(call obj_deps,build/cuda/backend_factory.o,$(SRC_HDRS))
+CUGPU_LINK := $(MAIN_OBJ) build/cuda/backend_factory.o $(CUGPU_OBJ) \
+  $(filter-out $(patsubst src/%.c,build/obj/%.o,$(FACTORY_SRC)),$(LIB_OBJ))
 build/ztrain-cuda: $(CUGPU_LINK)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS) $(CUDA_LIBS)
 
 # -- kernel tests: each cuda/tests/*.cc against the cudasim objects in build/libztrain.a
 CU_TEST_SRC := $(wildcard cuda/tests/*.cc)
 CU_TEST_BIN := $(patsubst cuda/tests/%.cc,build/tests/%,$(CU_TEST_SRC))
-build/tests/test_kernels_%: cuda/tests/test_kernels_%.cc build/libztrain.a $(CU_HDRS)
+build/tests/test_kernels_%: cuda/tests/test_kernels_%.cc build/libztrain.a
 	@mkdir -p $(dir $@)
-	$(HX_CXX) $(HX_FLAGS) -Isrc -I. $(MPI_CFLAGS) $< build/libztrain.a $(LIBS) -o $@
+	$(HX_CXX) $(HX_FLAGS) $(DEPFLAGS) -MF $@.d -MT $@ -Isrc -I. -Itests/helpers $(MPI_CFLAGS) $< build/libztrain.a $(LIBS) -o $@
+-include $(CU_TEST_BIN:=.d)
+$(call bin_deps,$(CU_TEST_BIN),$(CU_HDRS_ALL) tests/helpers/check.h)

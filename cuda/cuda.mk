@@ -27,13 +27,16 @@ HX_CXXFLAGS ?=
 
 HX_SRC := $(HX_DIR)/hostexec
 HX_OUT := build/hostexec
+# tests/helpers/check.h: the PASS / FAIL lines of test_hostexec.cc (as every unit test's)
+HX_CHECK_DIR := $(HX_DIR)/../tests/helpers
 HX_HDRS := $(HX_DIR)/zt_cuda_compat.cuh $(wildcard $(HX_SRC)/*.h)
 HX_WARN := -Wall -Wextra -Wshadow
 # A kernel's large local array must hit the fiber stack's guard page, not jump over it.
 HX_SAFE := -fstack-clash-protection
-HX_FLAGS := -std=c++17 $(HX_OPT) -g $(HX_SAFE) $(HX_WARN) -I$(HX_DIR) -I$(HX_SRC) -isystem $(CUDA_HOME)/include $(HX_CXXFLAGS)
+HX_FLAGS := -std=c++17 $(HX_OPT) -g $(HX_SAFE) $(HX_WARN) -I$(HX_DIR) -I$(HX_SRC) -I$(HX_CHECK_DIR) -isystem $(CUDA_HOME)/include \
+  $(HX_CXXFLAGS)
 HX_ASAN_FLAGS := -std=c++17 -O1 -g $(HX_SAFE) -fno-omit-frame-pointer -fsanitize=address,undefined $(HX_WARN) -I$(HX_DIR) \
-  -I$(HX_SRC) -isystem $(CUDA_HOME)/include $(HX_CXXFLAGS)
+  -I$(HX_SRC) -I$(HX_CHECK_DIR) -isystem $(CUDA_HOME)/include $(HX_CXXFLAGS)
 HX_LIBS := -pthread
 
 .PHONY: hostexec hostexec-test cuda-check hostexec-clean
@@ -59,6 +62,8 @@ $(HX_OUT)/asan/%.o: $(HX_SRC)/%.cc $(HX_HDRS)
 $(HX_OUT)/asan/%.o: $(HX_SRC)/%.cu $(HX_HDRS)
 	@mkdir -p $(dir $@)
 	$(HX_CXX) $(HX_ASAN_FLAGS) -x c++ -c $< -o $@
+
+$(HX_OUT)/test_hostexec.o $(HX_OUT)/asan/test_hostexec.o: $(HX_CHECK_DIR)/check.h
 
 build/tests/test_hostexec: $(HX_OUT)/test_hostexec.o $(HX_OUT)/test_kernels.o $(HX_OUT)/hostexec.o $(HX_OUT)/hostexec_sched.o
 	@mkdir -p $(dir $@)

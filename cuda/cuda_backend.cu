@@ -5,18 +5,19 @@
 //
 // Ordering: every op is issued on one stream; to_device copies synchronously from the caller's
 // buffer (it may be reused on return), to_host and sync wait for the stream, as iface/backend.h says.
-// Scratch for ops that need it (layernorm / linear / embedding backward) is one buffer that grows to
-// the largest need the first time a shape is seen, then is reused: no per-step allocation.
+// Scratch for ops that need it (LayerNorm / RMSNorm / linear / embedding backward) is one buffer that grows
+// to the largest need the first time a shape is seen, then is reused: no per-step allocation.
 //
 // Rounding fused into the op (bf16 / fp16 runs): the model follows most ops with a round_to of exactly
 // what they wrote (core/model.c, RND). After set_precision(bf16 / fp16), an op whose kernels can round
-// their own output (gelu, add, embedding forward, softmax + cross-entropy, LayerNorm forward and its dinp,
-// the fused attention) is not launched at once but kept (Deferred); the next call launches it, rounding
-// its output in the kernel when that call is round_to of the op's output range in that precision (the
-// round_to then has nothing left to do), unrounded otherwise. Every other slot, the memory calls, sync
-// and the communicator's view of the stream launch a kept op first, so work runs in call order. The bits
-// are those of the op followed by round_to; ZT_CUDA_FUSE_ROUND=0 turns it off (tests/test_cudasim.sh
-// compares both). Saves one read and write of each such output (on an H200, README "GPU status").
+// their own output (gelu, add, embedding forward, softmax + cross-entropy, LayerNorm and RMSNorm forward and
+// their dinp, SwiGLU forward and backward, the fused attention) is not launched at once but kept (Deferred);
+// the next call launches it, rounding its output in the kernel when that call is round_to of the op's output
+// range in that precision (the round_to then has nothing left to do), unrounded otherwise. Every other slot,
+// the memory calls, sync and the communicator's view of the stream launch a kept op first, so work runs in
+// call order. The bits are those of the op followed by round_to; ZT_CUDA_FUSE_ROUND=0 turns it off
+// (tests/e2e/test_cudasim.sh compares both). Saves one read and write of each such output (on an H200,
+// docs/gpu-status.md).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@
 #include "cuda_ops.h"
 
 extern "C" {
-#include "core/quant.h"
+#include "iface/quant_format.h"
 #include "cuda_backend.h"
 #ifdef ZT_HOSTEXEC
 #include "devsim/devsim_mem.h"
@@ -38,14 +39,17 @@ namespace {
 
 // an op kept for the round_to that may follow it: kind, arguments (device memory, translated), and the
 // output range (the caller's address and length) a fused round_to must name
-enum DKind { D_NONE, D_GELU_FWD, D_GELU_BWD, D_ADD, D_EMBED_FWD, D_XENT, D_LN_FWD, D_LN_BWD, D_ATT_FWD, D_ATT_BWD };
+enum DKind {
+    D_NONE, D_GELU_FWD, D_GELU_BWD, D_ADD, D_EMBED_FWD, D_XENT, D_LN_FWD, D_LN_BWD, D_ATT_FWD, D_ATT_BWD,
+    D_RMS_FWD, D_RMS_BWD, D_SWIGLU_FWD, D_SWIGLU_BWD
+};
 struct Deferred {
     DKind kind;
     float *o0, *o1, *o2;
     const float *i0, *i1, *i2, *i3, *i4;
     const int32_t *tok;
     void *scratch;
-    int B, T, C, NH, V, Vp;
+    int B, T, C, NH, NKV, V, Vp;
     size_t n;
     float f;
     const void *out;
@@ -79,10 +83,14 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
     case D_LN_BWD:
         zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, prec);
         break;
-    case D_ATT_FWD: zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, prec); break;
+    case D_ATT_FWD: zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec); break;
     case D_ATT_BWD:
-        zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, prec);
+        zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec);
         break;
+    case D_RMS_FWD: zt_cu_rmsnorm_fwd(s, d.o0, d.o1, d.i0, d.i1, d.B, d.C, d.f, prec); break;
+    case D_RMS_BWD: zt_cu_rmsnorm_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.scratch, prec); break;
+    case D_SWIGLU_FWD: zt_cu_swiglu_fwd(s, d.o0, d.i0, d.B, d.C, prec); break;
+    case D_SWIGLU_BWD: zt_cu_swiglu_bwd(s, d.o0, d.i0, d.i1, d.B, d.C, prec); break;
     case D_NONE: break;
     }
 }
@@ -253,33 +261,71 @@ void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const fl
     d.out = dinp; d.out_n = (size_t)N * C;
     defer(be, d);
 }
-void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
-    zt_cu_attention_fwd(ctx_of(be)->gemm, S, dev(out), dev(att), dev(qkv), B, T, C, NH);
+void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH, int NKV) {
+    zt_cu_attention_fwd(ctx_of(be)->gemm, S, dev(out), dev(att), dev(qkv), B, T, C, NH, NKV);
 }
 void b_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
-                     int B, int T, int C, int NH) {
-    zt_cu_attention_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH);
+                     int B, int T, int C, int NH, int NKV) {
+    zt_cu_attention_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH, NKV);
 }
-void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C, int NH) {
+void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C, int NH,
+                           int NKV) {
     Deferred d = {};
     d.kind = D_ATT_FWD;
     d.o0 = dev(out); d.o1 = dev(stats); d.i0 = dev(qkv);
-    d.B = B; d.T = T; d.C = C; d.NH = NH;
+    d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
     d.out = out; d.out_n = (size_t)B * T * C;
     defer(be, d);
 }
 void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
-                           const float *stats, int B, int T, int C, int NH) {
+                           const float *stats, int B, int T, int C, int NH, int NKV) {
     Deferred d = {};
     d.kind = D_ATT_BWD;
     d.o0 = dev(dqkv); d.o1 = dev(scratch); d.i0 = dev(dout); d.i1 = dev(qkv); d.i2 = dev(out); d.i3 = dev(stats);
-    d.B = B; d.T = T; d.C = C; d.NH = NH;
-    d.out = dqkv; d.out_n = (size_t)B * T * 3 * C;
+    d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
+    d.out = dqkv; d.out_n = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH));
     defer(be, d);
 }
 void b_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos, int maxT,
-                        int C, int NH) {
-    zt_cu_attention_decode(S, dev(out), dev(kcache), dev(vcache), dev(qkv), pos, maxT, C, NH);
+                        int C, int NH, int NKV) {
+    zt_cu_attention_decode(S, dev(out), dev(kcache), dev(vcache), dev(qkv), pos, maxT, C, NH, NKV);
+}
+void b_rmsnorm_fwd(zt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+    Deferred d = {};
+    d.kind = D_RMS_FWD;
+    d.o0 = dev(out); d.o1 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w);
+    d.B = N; d.C = C; d.f = eps;
+    d.out = out; d.out_n = (size_t)N * C;
+    defer(be, d);
+}
+void b_rmsnorm_bwd(zt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                   const float *rstd, int N, int C) {
+    Deferred d = {};
+    d.scratch = scratch(be, zt_cu_rmsnorm_bwd_scratch(N, C));
+    d.kind = D_RMS_BWD;
+    d.o0 = dev(dinp); d.o1 = dev(dw); d.i0 = dev(dout); d.i1 = dev(inp); d.i2 = dev(w); d.i3 = dev(rstd);
+    d.B = N; d.C = C;
+    d.out = dinp; d.out_n = (size_t)N * C;
+    defer(be, d);
+}
+void b_rope(zt_backend *be, float *qkv, const float *cs, int B, int T, int pos0, int NH, int NKV, int hs, int inverse) {
+    zt_cu_rope(S, dev(qkv), dev(cs), B, T, pos0, NH, NKV, hs, inverse);
+}
+void b_swiglu_fwd(zt_backend *be, float *out, const float *inp, int N, int I) {
+    Deferred d = {};
+    d.kind = D_SWIGLU_FWD;
+    d.o0 = dev(out); d.i0 = dev(inp);
+    d.B = N; d.C = I;
+    d.out = out; d.out_n = (size_t)N * I;
+    defer(be, d);
+}
+void b_swiglu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, int N, int I) {
+    Deferred d = {};
+    d.kind = D_SWIGLU_BWD;
+    d.o0 = dev(dinp); d.i0 = dev(inp); d.i1 = dev(dout);
+    d.B = N; d.C = I;
+    d.out = dinp; d.out_n = (size_t)N * 2 * I;
+    defer(be, d);
 }
 void b_gemv(zt_backend *be, float *y, const float *x, const float *w, const float *bias, int C, int OC, int w_t) {
     zt_cu_gemv(S, dev(y), dev(x), dev(w), dev(bias), C, OC, w_t);
@@ -414,6 +460,11 @@ zt_backend_i make_i(void) {
     i.linear_bwd = b_linear_bwd;
     i.layernorm_fwd = b_layernorm_fwd;
     i.layernorm_bwd = b_layernorm_bwd;
+    i.rmsnorm_fwd = b_rmsnorm_fwd;
+    i.rmsnorm_bwd = b_rmsnorm_bwd;
+    i.rope = b_rope;
+    i.swiglu_fwd = b_swiglu_fwd;
+    i.swiglu_bwd = b_swiglu_bwd;
     i.attention_fwd = b_attention_fwd;
     i.attention_bwd = b_attention_bwd;
     i.attention_decode = b_attention_decode;

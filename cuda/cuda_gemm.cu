@@ -22,7 +22,7 @@
 // packed operands and decodes each element exactly, so its result is bit-identical to the fp32 product
 // of the rounded inputs (cuda/tests/test_kernels_gemm16.cc checks both the packing and the layout).
 // Storing the working copies in 2 bytes (and packing weights once per update instead of per product)
-// is the next step (README "GPU status").
+// is the next step (docs/gpu-status.md).
 // No GELU epilogue: cuBLASLt's GELU is its own approximation code, not op_math.h's zt_gelu, so the outputs
 // would leave the cpu backend's bits, and the model keeps the pre-GELU values for backward anyway; the GELU
 // is an elementwise kernel that also does the bf16/fp16 rounding after it (cuda_backend.cu).

@@ -9,7 +9,7 @@
 // bits on every run, for any grid scheduling. Files: kernels_elem.cu (GELU, add, accumulate,
 // embeddings, softmax + cross-entropy, AdamW, chunked sums of squares, dropout, dequantisation), kernels_norm_attn.cu
 // (LayerNorm, attention forward/backward/decode), kernels_attn_fused.cu (attention without the (T, T)
-// matrices), cuda_gemm.cu (matmul, linear layers, one-row
+// matrices), kernels_llama.cu (RMSNorm, rotary embedding, SwiGLU), cuda_gemm.cu (matmul, linear layers, one-row
 // products: cuBLASLt on a GPU, a reference GEMM with fp32 accumulation in the host build).
 #pragma once
 
@@ -77,20 +77,36 @@ void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, cons
 // (zt_cu_gemm_strided: cuBLASLt on a GPU), the causal softmax and its backward are row kernels
 typedef struct zt_cu_gemm zt_cu_gemm;
 void zt_cu_attention_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, const float *qkv, int B, int T, int C,
-                         int NH);
+                         int NH, int NKV);
 // datt: (B, NH, T, T) scratch; holds the gradient of the pre-softmax scores afterwards
 void zt_cu_attention_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt, const float *dout, const float *qkv,
-                         const float *att, int B, int T, int C, int NH);
+                         const float *att, int B, int T, int C, int NH, int NKV);
 void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vcache, const float *qkv, int pos,
-                            int maxT, int C, int NH);
+                            int maxT, int C, int NH, int NKV);
 
 // ---- kernels_attn_fused.cu: attention without the (T, T) matrices (backend slots attention_fused_*); head sizes
 // zt_attention_fused_hs_ok; stats (B, NH, T, 2): each row's softmax maximum and 1 / sum; scratch:
 // zt_attention_fused_scratch(B, T, C, NH) floats
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
-                               int NH, int prec = 0);
+                               int NH, int NKV, int prec = 0);
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
-                               const float *out, const float *stats, int B, int T, int C, int NH, int prec = 0);
+                               const float *out, const float *stats, int B, int T, int C, int NH, int NKV,
+                               int prec = 0);
+
+// ---- kernels_llama.cu: the Llama family's ops (prec on rmsnorm fwd / bwd (dinp) and swiglu fwd / bwd, as above)
+void zt_cu_rmsnorm_fwd(cudaStream_t s, float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                       float eps, int prec = 0);
+// dinp += ...; dw overwritten (fixed-order partial sums over row blocks, then over the partials)
+// scratch: at least zt_cu_rmsnorm_bwd_scratch(N, C) bytes of device memory
+size_t zt_cu_rmsnorm_bwd_scratch(int N, int C);
+void zt_cu_rmsnorm_bwd(cudaStream_t s, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                       const float *rstd, int N, int C, void *scratch, int prec = 0);
+// in place on the NH query and NKV key heads of qkv(B, T, (NH + 2 NKV) hs); cs(maxT, hs / 2, 2); inverse: the
+// backward's rotation by minus the angle
+void zt_cu_rope(cudaStream_t s, float *qkv, const float *cs, int B, int T, int pos0, int NH, int NKV, int hs,
+                int inverse);
+void zt_cu_swiglu_fwd(cudaStream_t s, float *out, const float *inp, int N, int I, int prec = 0);
+void zt_cu_swiglu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, int N, int I, int prec = 0);
 
 // ---- cuda_gemm.cu
 typedef struct zt_cu_gemm zt_cu_gemm;   // cuBLASLt handle + workspace + pinned algorithms (GPU); nothing (host)

@@ -2,29 +2,32 @@
 // optional slots attention_fused_fwd / attention_fused_bwd of src/iface/backend.h, for head sizes 32 and 64
 // (zt_attention_fused_hs_ok). The materialized attention (kernels_norm_attn.cu) writes scores and
 // probabilities of B * NH * T * T floats per layer and reads them back; for GPT-2 124M at 16 x 1024 tokens
-// that is 0.8 GB per layer and most of the step's attention time on an H200 (README "GPU status").
+// that is 0.8 GB per layer and most of the step's attention time on an H200 (docs/gpu-status.md).
 //
-// Forward, one block per (query tile of 64 rows, head, sequence): the query tile stays in shared memory,
+// Grouped-query attention (NKV key / value heads, G = NH / NKV query heads each; iface/backend.h's qkv layout):
+// query head h reads key / value head h / G; G == 1 is multi-head attention, with the same arithmetic.
+// Forward, one block per (query tile of 64 rows, query head, sequence): the query tile stays in shared memory,
 // key / value tiles of 64 from 0 to the diagonal stream through it; each row keeps a running maximum m and
 // sum l of exp(s - m) (online softmax) and rescales its output when m grows. It writes out and, per row, the
 // final m and 1 / l (stats (B, NH, T, 2)): the backward recomputes each probability as
 // zt_expf(s - m) * (1 / l), the cpu backend's softmax formula on the same maximum.
 // Backward, without atomics (every output element is summed by one thread in a fixed order):
 //   1. D_t = dout_t . out_t per row (one warp per row), into the scratch;
-//   2. one block per key tile of 64: dk and dv for its keys, summed over query tiles of 32 from the
-//      diagonal on, rows in order (the cpu backend's order: t ascending), and each query row's part of dq
-//      from these 64 keys, written to the scratch (B, NH, key tiles, T, hs) (zt_attention_fused_scratch);
+//   2. one block per (key tile of 64, key / value head): dk and dv for its keys, summed over the group's query
+//      heads in order and, for each, over query tiles of 32 from the diagonal on, rows in order (the cpu
+//      backend's order: heads, then t ascending), and each query row's part of dq from these 64 keys, written
+//      to the scratch (B, NH, key tiles, T, hs) (zt_attention_fused_scratch);
 //   3. dq = the sum of a row's parts over key tiles 0 .. its own, in order (one thread per 4 columns).
 // No atomics and no recomputation: 5 tile products, as a flash attention with atomic dq has; the parts cost
-// B NH T^2 hs / 64 floats of scratch (GPT-2 124M at 16 x 1024 tokens: 0.8 GB, one layer at a time). (The
-// version before, one block per query tile recomputing p and dp for dq: 7 products, 54 ms of a 124M step.)
+// B NH T^2 hs / 64 floats of scratch (GPT-2 124M at 16 x 1024 tokens: 0.8 GB, one layer at a time). (One
+// block per query tile recomputing p and dp for dq instead takes 7 products: 54 ms of a 124M step on an H200.)
 // Every product is a register-tiled fp32 GEMM on shared memory: 256 threads, thread (ty, tx) = (tid / 16,
 // tid % 16) owns a 4 x 4 (or 2 x 4) block of its tile and reads its operands as float4 / float2 from
 // layouts where they are contiguous (a tile and, where a product sums over its rows, its transpose; the
 // transposes are written with lanes over rows, so the stores do not conflict). The 16 threads of a tile row
 // are 16 consecutive lanes: row maxima and sums are xor shuffles over 1, 2, 4, 8.
-// Arithmetic is fp32 in every precision, as the materialized attention. (The first version, 32 x 32 tiles
-// with 2 x 4 blocks and scalar loads, ran at the speed of the materialized attention on an H200.)
+// Arithmetic is fp32 in every precision, as the materialized attention. (32 x 32 tiles with 2 x 4 blocks
+// and scalar loads run at about the speed of the materialized attention on an H200.)
 #include <math.h>
 
 
@@ -124,16 +127,18 @@ constexpr int fwd_smem_floats() { return HS * kFwdRows + 2 * HS * kFwdKeys + kFw
 // scores with keys 4tx .. 4tx + 3 of each key tile, and output columns DPT tx .. DPT tx + DPT - 1
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
-    attn_fused_fwd_kernel(float *out, float *stats, const float *qkv, int T, int C, int NH, float scale, int prec) {
+    attn_fused_fwd_kernel(float *out, float *stats, const float *qkv, int T, int C, int NH, int NKV, float scale,
+                          int prec) {
     constexpr int DPT = HS / 16;
     float *QsT = ZT_DYNAMIC_SMEM(float);     // [HS][64]
     float *KsT = QsT + HS * kFwdRows;        // [HS][64]
     float *Vs = KsT + HS * kFwdKeys;         // [64][HS]
     float *PsT = Vs + kFwdKeys * HS;         // [64 keys][64 rows]
-    const int q0 = blockIdx.x * kFwdRows, h = blockIdx.y, b = blockIdx.z, C3 = 3 * C;
+    const int q0 = blockIdx.x * kFwdRows, h = blockIdx.y, b = blockIdx.z, KV = NKV * HS, W = C + 2 * KV;
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-    load_tr<HS, kFwdRows>(QsT, base, C3, q0, T);
+    const float *seq = qkv + (size_t)b * T * W; // query head h, key / value head h / G
+    const float *qb = seq + (size_t)h * HS, *kb = seq + C + (size_t)(h / (NH / NKV)) * HS, *vb = kb + KV;
+    load_tr<HS, kFwdRows>(QsT, qb, W, q0, T);
     float m[4], l[4], o[4][DPT];
     for (int i = 0; i < 4; i++) {
         m[i] = -INFINITY;
@@ -143,8 +148,8 @@ __global__ void __launch_bounds__(kThreads)
     const int last = min(q0 + kFwdRows, T) - 1; // the tile's last row: keys 0 .. last
     for (int k0 = 0; k0 <= last; k0 += kFwdKeys) {
         __syncthreads(); // the previous tile's readers of KsT, Vs, PsT are done
-        load_tr<HS, kFwdKeys>(KsT, base + C, C3, k0, T);
-        load_nat<HS, kFwdKeys>(Vs, base + 2 * C, C3, k0, T);
+        load_tr<HS, kFwdKeys>(KsT, kb, W, k0, T);
+        load_nat<HS, kFwdKeys>(Vs, vb, W, k0, T);
         __syncthreads();
         float s[4][4] = {};
         outer_acc<HS, kFwdRows, kFwdKeys, 4, 4>(s, QsT, KsT, 4 * ty, 4 * tx);
@@ -236,13 +241,14 @@ constexpr int dkdv_smem_floats() {
     return 3 * HS * kKvKeys + 4 * HS * kKvRows + 2 * kKvRows * kKvKeys + kKvKeys * kDsT + 3 * kKvRows;
 }
 
-// dk, dv and the parts of dq: block (key tile, head, sequence). Scores: thread (ty, tx) owns query rows 2ty,
-// 2ty + 1 x keys 4tx .. 4tx + 3; dk, dv sums: keys 4ty .. 4ty + 3 x columns DPT tx ..; dq parts: query rows 2ty,
-// 2ty + 1 x columns DPT tx .. (dqp: this head's (key tiles, T, HS) block of the scratch)
+// dk, dv and the parts of dq: block (key tile, key / value head kh, sequence), over the group's query heads
+// h = kh G + r, r = 0 .. G-1 in order, and for each their query tiles from the diagonal on. Scores: thread (ty, tx)
+// owns query rows 2ty, 2ty + 1 x keys 4tx .. 4tx + 3; dk, dv sums: keys 4ty .. 4ty + 3 x columns DPT tx ..; dq
+// parts: query rows 2ty, 2ty + 1 x columns DPT tx .. (dqp: query head h's (key tiles, T, HS) block of the scratch)
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
     attn_fused_dkdv_kernel(float *dqkv, float *dqp, const float *dout, const float *qkv, const float *stats,
-                           const float *D, int T, int C, int NH, float scale, int prec) {
+                           const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
     constexpr int DPT = HS / 16;
     float *KsT = ZT_DYNAMIC_SMEM(float);   // [HS][64]
     float *VsT = KsT + HS * kKvKeys;       // [HS][64]
@@ -255,62 +261,66 @@ __global__ void __launch_bounds__(kThreads)
     float *Ks = dSs + kKvRows * kKvKeys;   // [64][HS]
     float *dSsT = Ks + HS * kKvKeys;       // [64 keys][kDsT]
     float *st = dSsT + kKvKeys * kDsT;     // [3][32]
-    const int k0 = blockIdx.x * kKvKeys, h = blockIdx.y, b = blockIdx.z, C3 = 3 * C;
-    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-    const float *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
-    const size_t srow = ((size_t)b * NH + h) * T; // this head's first row of stats and D
-    load_tr<HS, kKvKeys>(KsT, base + C, C3, k0, T);
-    load_tr<HS, kKvKeys>(VsT, base + 2 * C, C3, k0, T);
-    load_nat<HS, kKvKeys>(Ks, base + C, C3, k0, T);
+    const int k0 = blockIdx.x * kKvKeys, kh = blockIdx.y, b = blockIdx.z, G = NH / NKV, KV = NKV * HS;
+    const int W = C + 2 * KV, ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    const float *seq = qkv + (size_t)b * T * W;
+    const float *kb = seq + C + (size_t)kh * HS, *vb = kb + KV;
+    load_tr<HS, kKvKeys>(KsT, kb, W, k0, T);
+    load_tr<HS, kKvKeys>(VsT, vb, W, k0, T);
+    load_nat<HS, kKvKeys>(Ks, kb, W, k0, T);
     const int nkt = (T + kKvKeys - 1) / kKvKeys;
-    float *part = dqp + (((size_t)b * NH + h) * nkt + blockIdx.x) * (size_t)T * HS; // this key tile's parts
     float dk[4][DPT] = {}, dv[4][DPT] = {};
-    for (int q0 = k0; q0 < T; q0 += kKvRows) { // query tiles from the diagonal on
-        __syncthreads();
-        load_tr<HS, kKvRows>(QsT, base, C3, q0, T);
-        load_nat<HS, kKvRows>(Qs, base, C3, q0, T);
-        load_tr<HS, kKvRows>(dOsT, dbase, C, q0, T);
-        load_nat<HS, kKvRows>(dOs, dbase, C, q0, T);
-        load_row_stats<kKvRows>(st, stats + srow * 2, D + srow, q0, T);
-        __syncthreads();
-        float s[2][4] = {}, dp[2][4] = {}, p[2][4], ds[2][4];
-        outer_acc<HS, kKvRows, kKvKeys, 2, 4>(s, QsT, KsT, 2 * ty, 4 * tx);
-        outer_acc<HS, kKvRows, kKvKeys, 2, 4>(dp, dOsT, VsT, 2 * ty, 4 * tx);
-        grads<kKvRows, 2, 4>(p, ds, s, dp, st, q0, 2 * ty, k0, 4 * tx, T, scale);
-        for (int i = 0; i < 2; i++) {
-            stv<4>(Ps + (2 * ty + i) * kKvKeys + 4 * tx, p[i]);
-            stv<4>(dSs + (2 * ty + i) * kKvKeys + 4 * tx, ds[i]);
-            for (int j = 0; j < 4; j++) dSsT[(4 * tx + j) * kDsT + 2 * ty + i] = ds[i][j];
-        }
-        __syncthreads();
-        // dv[key][d] += p[r][key] dout[r][d]; dk[key][d] += ds[r][key] q[r][d], rows r in order
-        outer_acc<kKvRows, kKvKeys, HS, 4, DPT>(dv, Ps, dOs, 4 * ty, DPT * tx);
-        outer_acc<kKvRows, kKvKeys, HS, 4, DPT>(dk, dSs, Qs, 4 * ty, DPT * tx);
-        // this key tile's part of dq[r][d] = sum over its keys, in order, of ds[r][key] k[key][d]
-        float dq[2][DPT] = {};
-        for (int k = 0; k < kKvKeys; k++) {
-            const float s0 = dSsT[k * kDsT + 2 * ty], s1 = dSsT[k * kDsT + 2 * ty + 1];
-            float kv[DPT];
-            ldv<DPT>(kv, Ks + k * HS + DPT * tx);
-            for (int j = 0; j < DPT; j++) {
-                dq[0][j] += s0 * kv[j];
-                dq[1][j] += s1 * kv[j];
+    for (int h = kh * G; h < (kh + 1) * G; h++) { // the group's query heads in order
+        const float *qb = seq + (size_t)h * HS;
+        const float *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
+        const size_t srow = ((size_t)b * NH + h) * T; // this head's first row of stats and D
+        float *part = dqp + (((size_t)b * NH + h) * nkt + blockIdx.x) * (size_t)T * HS; // this key tile's parts
+        for (int q0 = k0; q0 < T; q0 += kKvRows) { // query tiles from the diagonal on
+            __syncthreads();
+            load_tr<HS, kKvRows>(QsT, qb, W, q0, T);
+            load_nat<HS, kKvRows>(Qs, qb, W, q0, T);
+            load_tr<HS, kKvRows>(dOsT, dbase, C, q0, T);
+            load_nat<HS, kKvRows>(dOs, dbase, C, q0, T);
+            load_row_stats<kKvRows>(st, stats + srow * 2, D + srow, q0, T);
+            __syncthreads();
+            float s[2][4] = {}, dp[2][4] = {}, p[2][4], ds[2][4];
+            outer_acc<HS, kKvRows, kKvKeys, 2, 4>(s, QsT, KsT, 2 * ty, 4 * tx);
+            outer_acc<HS, kKvRows, kKvKeys, 2, 4>(dp, dOsT, VsT, 2 * ty, 4 * tx);
+            grads<kKvRows, 2, 4>(p, ds, s, dp, st, q0, 2 * ty, k0, 4 * tx, T, scale);
+            for (int i = 0; i < 2; i++) {
+                stv<4>(Ps + (2 * ty + i) * kKvKeys + 4 * tx, p[i]);
+                stv<4>(dSs + (2 * ty + i) * kKvKeys + 4 * tx, ds[i]);
+                for (int j = 0; j < 4; j++) dSsT[(4 * tx + j) * kDsT + 2 * ty + i] = ds[i][j];
             }
+            __syncthreads();
+            // dv[key][d] += p[r][key] dout[r][d]; dk[key][d] += ds[r][key] q[r][d], rows r in order
+            outer_acc<kKvRows, kKvKeys, HS, 4, DPT>(dv, Ps, dOs, 4 * ty, DPT * tx);
+            outer_acc<kKvRows, kKvKeys, HS, 4, DPT>(dk, dSs, Qs, 4 * ty, DPT * tx);
+            // this key tile's part of dq[r][d] = sum over its keys, in order, of ds[r][key] k[key][d]
+            float dq[2][DPT] = {};
+            for (int k = 0; k < kKvKeys; k++) {
+                const float s0 = dSsT[k * kDsT + 2 * ty], s1 = dSsT[k * kDsT + 2 * ty + 1];
+                float kv[DPT];
+                ldv<DPT>(kv, Ks + k * HS + DPT * tx);
+                for (int j = 0; j < DPT; j++) {
+                    dq[0][j] += s0 * kv[j];
+                    dq[1][j] += s1 * kv[j];
+                }
+            }
+            for (int i = 0; i < 2; i++)
+                if (q0 + 2 * ty + i < T) stv<DPT>(part + (size_t)(q0 + 2 * ty + i) * HS + DPT * tx, dq[i]);
         }
-        for (int i = 0; i < 2; i++)
-            if (q0 + 2 * ty + i < T) stv<DPT>(part + (size_t)(q0 + 2 * ty + i) * HS + DPT * tx, dq[i]);
     }
     for (int i = 0; i < 4; i++) {
         const int key = k0 + 4 * ty + i;
         if (key >= T) continue;
-        float *row = dqkv + ((size_t)b * T + key) * C3 + (size_t)h * HS + DPT * tx;
+        float *row = dqkv + ((size_t)b * T + key) * W + C + (size_t)kh * HS + DPT * tx;
         for (int j = 0; j < DPT; j++) {
             dk[i][j] = zt_round_prec(dk[i][j], prec);
             dv[i][j] = zt_round_prec(dv[i][j], prec);
         }
-        stv<DPT>(row + C, dk[i]);
-        stv<DPT>(row + 2 * C, dv[i]);
+        stv<DPT>(row, dk[i]);
+        stv<DPT>(row + KV, dv[i]);
     }
 }
 
@@ -318,7 +328,7 @@ __global__ void __launch_bounds__(kThreads)
 // 4 columns), the parts read as float4
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
-    attn_fused_dq_sum_kernel(float *dqkv, const float *dqp, int B, int T, int C, int NH, int prec) {
+    attn_fused_dq_sum_kernel(float *dqkv, const float *dqp, int B, int T, int C, int NH, int W, int prec) {
     const size_t idx = (size_t)blockIdx.x * kThreads + threadIdx.x; // ((b * T + t) * NH + h) * HS / 4 + d4
     if (idx >= (size_t)B * T * NH * (HS / 4)) return;
     const int d4 = (int)(idx % (HS / 4)), h = (int)(idx / (HS / 4) % NH);
@@ -332,11 +342,11 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < 4; j++) acc[j] += v[j];
     }
     for (int j = 0; j < 4; j++) acc[j] = zt_round_prec(acc[j], prec);
-    stv<4>(dqkv + bt * 3 * C + (size_t)h * HS + 4 * d4, acc);
+    stv<4>(dqkv + bt * W + (size_t)h * HS + 4 * d4, acc);
 }
 
-void check_shape(int B, int T, int C, int NH) {
-    ZT_ASSERT(NH > 0 && C % NH == 0 && zt_attention_fused_hs_ok(C / NH));
+void check_shape(int B, int T, int C, int NH, int NKV) {
+    ZT_ASSERT(NH > 0 && C % NH == 0 && zt_attention_fused_hs_ok(C / NH) && NKV > 0 && NH % NKV == 0);
     ZT_ASSERT(NH <= 65535 && B <= 65535 && (size_t)B * NH * T <= 0x7fffffffu);
 }
 
@@ -351,25 +361,25 @@ void smem_optin(K *k, int floats, bool *done, const char *what) {
 }
 
 template <int HS>
-void launch_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, float scale,
-                int prec) {
+void launch_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV,
+                float scale, int prec) {
     static bool optin = false;
     smem_optin(attn_fused_fwd_kernel<HS>, fwd_smem_floats<HS>(), &optin, "attn_fused_fwd_kernel");
     ZT_LAUNCH((attn_fused_fwd_kernel<HS>), dim3(blocks_for(T, kFwdRows), NH, B), kThreads,
-              fwd_smem_floats<HS>() * sizeof(float), s, out, stats, qkv, T, C, NH, scale, prec);
+              fwd_smem_floats<HS>() * sizeof(float), s, out, stats, qkv, T, C, NH, NKV, scale, prec);
     AF_LAUNCH_CHECK("attn_fused_fwd_kernel");
 }
 
 template <int HS>
 void launch_bwd(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,
-                const float *stats, int B, int T, int C, int NH, float scale, int prec) {
+                const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
     static bool optin_kv = false;
     smem_optin(attn_fused_dkdv_kernel<HS>, dkdv_smem_floats<HS>(), &optin_kv, "attn_fused_dkdv_kernel");
-    ZT_LAUNCH((attn_fused_dkdv_kernel<HS>), dim3(blocks_for(T, kKvKeys), NH, B), kThreads,
-              dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dqp, dout, qkv, stats, D, T, C, NH, scale, prec);
+    ZT_LAUNCH((attn_fused_dkdv_kernel<HS>), dim3(blocks_for(T, kKvKeys), NKV, B), kThreads,
+              dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dqp, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
     AF_LAUNCH_CHECK("attn_fused_dkdv_kernel");
     ZT_LAUNCH((attn_fused_dq_sum_kernel<HS>), blocks_for((size_t)B * T * NH * (HS / 4), kThreads), kThreads, 0, s,
-              dqkv, (const float *)dqp, B, T, C, NH, prec);
+              dqkv, (const float *)dqp, B, T, C, NH, C + 2 * NKV * HS, prec);
     AF_LAUNCH_CHECK("attn_fused_dq_sum_kernel");
 }
 
@@ -378,27 +388,28 @@ void launch_bwd(cudaStream_t s, float *dqkv, float *dqp, const float *D, const f
 // ------------------------------------------------------------------------------------ launches
 
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
-                               int NH, int prec) {
+                               int NH, int NKV, int prec) {
     if (B <= 0 || T <= 0 || C <= 0) return;
-    check_shape(B, T, C, NH);
+    check_shape(B, T, C, NH, NKV);
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
-    if (hs == 64) launch_fwd<64>(s, out, stats, qkv, B, T, C, NH, scale, prec);
-    else launch_fwd<32>(s, out, stats, qkv, B, T, C, NH, scale, prec);
+    if (hs == 64) launch_fwd<64>(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec);
+    else launch_fwd<32>(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec);
 }
 
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
-                               const float *out, const float *stats, int B, int T, int C, int NH, int prec) {
+                               const float *out, const float *stats, int B, int T, int C, int NH, int NKV,
+                               int prec) {
     if (B <= 0 || T <= 0 || C <= 0) return;
-    check_shape(B, T, C, NH);
+    check_shape(B, T, C, NH, NKV);
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
     float *D = scratch, *dqp = scratch + zt_attention_fused_scratch_rows(B, T, NH); // D, then the dq parts (16-byte aligned)
     ZT_LAUNCH(attn_fused_d_kernel, blocks_for((size_t)B * NH * T, kDWarps), 32 * kDWarps, 0, s, D, dout, out, B, T, C,
               NH);
     AF_LAUNCH_CHECK("attn_fused_d_kernel");
-    if (hs == 64) launch_bwd<64>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, scale, prec);
-    else launch_bwd<32>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, scale, prec);
+    if (hs == 64) launch_bwd<64>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+    else launch_bwd<32>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
 }
 
 } // namespace ZT_CU_NS

@@ -22,7 +22,7 @@
 #include "cuda_check.h"
 #include "iface/backend.h"
 #include "iface/op_math.h"
-#include "core/quant.h"
+#include "iface/quant_format.h"
 
 
 namespace ZT_CU_NS {

@@ -11,10 +11,13 @@
 //   - attention forward / backward: the four kinds of product (q k^T, att v, dout v^T, and dq, dk, dv)
 //     are batched fp32 GEMMs over the heads (zt_cu_gemm_strided: cuBLASLt with a pinned algorithm on a
 //     GPU, the reference GEMM summing k in order under the harness); between them one warp per row does
-//     the causal softmax, or turns datt into d(pre-softmax) in place. (Until run on an H200 these were
-//     one warp per row doing every dot product itself: 90% of a GPT-2 124M step.)
+//     the causal softmax, or turns datt into d(pre-softmax) in place. (Batched GEMMs because one warp per
+//     row doing every dot product itself takes 90% of a GPT-2 124M step on an H200.) Grouped-query
+//     attention (NKV < NH key / value heads): a key / value head's dk, dv sum its query heads' products in
+//     head order, each GEMM after the first adding to the one before (beta 1), never with atomics.
 // Elementwise formulas come from iface/op_math.h (zt_ln_rstd, zt_ln_out, zt_ln_dx, zt_expf), so
-// they are the cpu backend's. Decoding runs one warp per head over the cache (attention_row_warp).
+// they are the cpu backend's. Decoding runs one warp per query head over the cache of its key / value
+// head (attention_row_warp); the caches hold the NKV key / value heads.
 #include <math.h>
 
 
@@ -196,18 +199,31 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     for (int t2 = n + lane; t2 < T; t2 += 32) da[t2] = 0.0f;
 }
 
-// one warp per head: append this head's k, v at row pos, then row pos of the forward over the cache
-__global__ void __launch_bounds__(32)
-    attention_decode_kernel(float *out, float *kcache, float *vcache, const float *qkv, int pos, int C, int NH) {
-    const int h = blockIdx.x, hs = C / NH, lane = threadIdx.x;
-    float *a = ZT_DYNAMIC_SMEM(float); // (pos + 1) scores
-    for (int i = lane; i < hs; i += 32) {
-        kcache[(size_t)pos * C + h * hs + i] = qkv[C + h * hs + i];
-        vcache[(size_t)pos * C + h * hs + i] = qkv[2 * C + h * hs + i];
+// decoding: the token's k, v (the NKV key / value heads of qkv, KV = NKV hs floats each) at row pos of the caches
+__global__ void attention_decode_append_kernel(float *kcache, float *vcache, const float *qkv, int pos, int C, int KV) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < KV; i += gridDim.x * blockDim.x) {
+        kcache[(size_t)pos * KV + i] = qkv[C + i];
+        vcache[(size_t)pos * KV + i] = qkv[C + KV + i];
     }
-    __syncwarp(); // the row just written is read by every lane
+}
+
+// one warp per query head h: row pos of the forward over the cache of key / value head h / G (caches (maxT, KV),
+// KV = NKV hs). append (multi-head attention, G == 1): the warp first writes its own head's k, v at row pos;
+// otherwise attention_decode_append_kernel has (the G query heads of a key / value head are G blocks)
+__global__ void __launch_bounds__(32)
+    attention_decode_kernel(float *out, float *kcache, float *vcache, const float *qkv, int pos, int C, int NH, int G,
+                            int append) {
+    const int h = blockIdx.x, hs = C / NH, lane = threadIdx.x, KV = NH / G * hs, j = h / G;
+    float *a = ZT_DYNAMIC_SMEM(float); // (pos + 1) scores
+    if (append) {
+        for (int i = lane; i < hs; i += 32) {
+            kcache[(size_t)pos * KV + j * hs + i] = qkv[C + j * hs + i];
+            vcache[(size_t)pos * KV + j * hs + i] = qkv[C + KV + j * hs + i];
+        }
+        __syncwarp(); // the row just written is read by every lane
+    }
     const float scale = 1.0f / sqrtf((float)hs);
-    attention_row_warp(out + h * hs, a, qkv + h * hs, kcache + h * hs, vcache + h * hs, (size_t)C, pos + 1, hs, scale);
+    attention_row_warp(out + h * hs, a, qkv + h * hs, kcache + j * hs, vcache + j * hs, (size_t)KV, pos + 1, hs, scale);
 }
 
 } // namespace
@@ -251,64 +267,85 @@ void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, cons
     NA_LAUNCH_CHECK("layernorm_bwd_wb_final_kernel");
 }
 
-// Per sequence b, one batched product over the NH heads (head h's q, k, v are columns [h*hs, (h+1)*hs) of
-// the q | k | v thirds of qkv: leading dimension 3C, batch stride hs; att's (T, T) blocks: batch stride T*T).
-// The products run over whole rows (above the diagonal att and d(pre) are zero), fp32 in every precision.
+// Grouped-query attention: query head h = j G + r (G = NH / NKV) uses key / value head j. A qkv row is W =
+// (NH + 2 NKV) hs floats: query heads at columns h hs, key heads at C + j hs, value heads at C + KV + j hs
+// (KV = NKV hs). Per sequence b and r < G, one batched product over the NKV query heads r, G + r, 2G + r, ...
+// (query / output batch stride G hs, key / value stride hs, att's (T, T) blocks G T^2); with G == 1 that is one
+// product over all heads, the multi-head attention's. The products run over whole rows (above the diagonal att
+// and d(pre) are zero), fp32 in every precision.
+static void attention_shape(int B, int T, int C, int NH, int NKV) {
+    ZT_ASSERT(NH > 0 && NKV > 0 && C % NH == 0 && NH % NKV == 0);
+    ZT_ASSERT((size_t)B * NH * T <= 0x7fffffff);
+}
+
 void zt_cu_attention_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, const float *qkv, int B, int T, int C,
-                         int NH) {
+                         int NH, int NKV) {
     if (B <= 0 || T <= 0 || C <= 0) return;
-    ZT_ASSERT(NH > 0 && C % NH == 0);
+    attention_shape(B, T, C, NH, NKV);
     const size_t rows = (size_t)B * NH * T;
-    ZT_ASSERT(rows <= 0x7fffffff);
-    const int hs = C / NH, C3 = 3 * C;
+    const int hs = C / NH, G = NH / NKV, KV = NKV * hs, W = C + 2 * KV;
     const long long TT = (long long)T * T;
     const float scale = 1.0f / sqrtf((float)hs);
-    for (int b = 0; b < B; b++) { // att_h = scale * q_h @ k_h^T
-        const float *q = qkv + (size_t)b * T * C3;
-        zt_cu_gemm_strided(g, s, att + (size_t)b * NH * TT, q, q + C, T, T, hs, 0, 1, C3, C3, T, hs, hs, TT, NH, scale,
-                           0.0f);
-    }
+    for (int b = 0; b < B; b++) // att_h = scale * q_h @ k_j^T
+        for (int r = 0; r < G; r++) {
+            const float *q = qkv + (size_t)b * T * W;
+            zt_cu_gemm_strided(g, s, att + ((size_t)b * NH + r) * TT, q + r * hs, q + C, T, T, hs, 0, 1, W, W, T,
+                               (long long)G * hs, hs, G * TT, NKV, scale, 0.0f);
+        }
     ZT_LAUNCH(attention_softmax_kernel, blocks_for(rows, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, att, (int)rows,
               T);
     NA_LAUNCH_CHECK("attention_softmax_kernel");
-    for (int b = 0; b < B; b++) { // out_h = att_h @ v_h
-        const float *q = qkv + (size_t)b * T * C3;
-        zt_cu_gemm_strided(g, s, out + (size_t)b * T * C, att + (size_t)b * NH * TT, q + 2 * C, T, hs, T, 0, 0, T, C3,
-                           C, TT, hs, hs, NH, 1.0f, 0.0f);
-    }
+    for (int b = 0; b < B; b++) // out_h = att_h @ v_j
+        for (int r = 0; r < G; r++) {
+            const float *q = qkv + (size_t)b * T * W;
+            zt_cu_gemm_strided(g, s, out + (size_t)b * T * C + r * hs, att + ((size_t)b * NH + r) * TT, q + C + KV, T,
+                               hs, T, 0, 0, T, W, C, G * TT, hs, (long long)G * hs, NKV, 1.0f, 0.0f);
+        }
 }
 
+// dk_j and dv_j sum over the group's query heads r = 0 .. G-1 in order (the cpu backend's order): the product of
+// r == 0 overwrites them, the next ones add to them (beta 1), one GEMM after the other on the stream.
 void zt_cu_attention_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt, const float *dout, const float *qkv,
-                         const float *att, int B, int T, int C, int NH) {
+                         const float *att, int B, int T, int C, int NH, int NKV) {
     if (B <= 0 || T <= 0 || C <= 0) return;
-    ZT_ASSERT(NH > 0 && C % NH == 0);
+    attention_shape(B, T, C, NH, NKV);
     const size_t rows = (size_t)B * NH * T;
-    ZT_ASSERT(rows <= 0x7fffffff);
-    const int hs = C / NH, C3 = 3 * C;
-    const long long TT = (long long)T * T;
+    const int hs = C / NH, G = NH / NKV, KV = NKV * hs, W = C + 2 * KV;
+    const long long TT = (long long)T * T, Ghs = (long long)G * hs;
     const float scale = 1.0f / sqrtf((float)hs);
-    for (int b = 0; b < B; b++) {
-        const float *q = qkv + (size_t)b * T * C3, *dy = dout + (size_t)b * T * C, *a = att + (size_t)b * NH * TT;
-        float *da = datt + (size_t)b * NH * TT, *d = dqkv + (size_t)b * T * C3;
-        // datt_h = dout_h @ v_h^T; dv_h = att_h^T @ dout_h
-        zt_cu_gemm_strided(g, s, da, dy, q + 2 * C, T, T, hs, 0, 1, C, C3, T, hs, hs, TT, NH, 1.0f, 0.0f);
-        zt_cu_gemm_strided(g, s, d + 2 * C, a, dy, T, hs, T, 1, 0, T, C, C3, TT, hs, hs, NH, 1.0f, 0.0f);
-    }
+    for (int b = 0; b < B; b++)
+        for (int r = 0; r < G; r++) {
+            const float *q = qkv + (size_t)b * T * W, *dy = dout + (size_t)b * T * C + r * hs;
+            const float *a = att + ((size_t)b * NH + r) * TT;
+            float *da = datt + ((size_t)b * NH + r) * TT, *d = dqkv + (size_t)b * T * W;
+            // datt_h = dout_h @ v_j^T; dv_j (+)= att_h^T @ dout_h
+            zt_cu_gemm_strided(g, s, da, dy, q + C + KV, T, T, hs, 0, 1, C, W, T, Ghs, hs, G * TT, NKV, 1.0f, 0.0f);
+            zt_cu_gemm_strided(g, s, d + C + KV, a, dy, T, hs, T, 1, 0, T, C, W, G * TT, Ghs, hs, NKV, 1.0f,
+                               r ? 1.0f : 0.0f);
+        }
     ZT_LAUNCH(attention_bwd_dpre_kernel, blocks_for(rows, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, datt, att,
               (int)rows, T, scale);
     NA_LAUNCH_CHECK("attention_bwd_dpre_kernel");
-    for (int b = 0; b < B; b++) { // dq_h = dpre_h @ k_h; dk_h = dpre_h^T @ q_h
-        const float *q = qkv + (size_t)b * T * C3, *da = datt + (size_t)b * NH * TT;
-        float *d = dqkv + (size_t)b * T * C3;
-        zt_cu_gemm_strided(g, s, d, da, q + C, T, hs, T, 0, 0, T, C3, C3, TT, hs, hs, NH, 1.0f, 0.0f);
-        zt_cu_gemm_strided(g, s, d + C, da, q, T, hs, T, 1, 0, T, C3, C3, TT, hs, hs, NH, 1.0f, 0.0f);
-    }
+    for (int b = 0; b < B; b++) // dq_h = dpre_h @ k_j; dk_j (+)= dpre_h^T @ q_h
+        for (int r = 0; r < G; r++) {
+            const float *q = qkv + (size_t)b * T * W, *da = datt + ((size_t)b * NH + r) * TT;
+            float *d = dqkv + (size_t)b * T * W;
+            zt_cu_gemm_strided(g, s, d + r * hs, da, q + C, T, hs, T, 0, 0, T, W, W, G * TT, hs, Ghs, NKV, 1.0f, 0.0f);
+            zt_cu_gemm_strided(g, s, d + C, da, q + r * hs, T, hs, T, 1, 0, T, W, W, G * TT, Ghs, hs, NKV, 1.0f,
+                               r ? 1.0f : 0.0f);
+        }
 }
 
 void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vcache, const float *qkv, int pos,
-                            int maxT, int C, int NH) {
-    ZT_ASSERT(pos >= 0 && pos < maxT && NH > 0 && C % NH == 0);
+                            int maxT, int C, int NH, int NKV) {
+    ZT_ASSERT(pos >= 0 && pos < maxT && NH > 0 && NKV > 0 && C % NH == 0 && NH % NKV == 0);
     if (C <= 0) return;
+    const int G = NH / NKV, KV = NKV * (C / NH);
+    if (G > 1) { // the key / value heads' row first: the G blocks of a group read it
+        ZT_LAUNCH(attention_decode_append_kernel, blocks_for((size_t)KV, 256), 256, 0, s, kcache, vcache, qkv, pos, C,
+                  KV);
+        NA_LAUNCH_CHECK("attention_decode_append_kernel");
+    }
     // (pos + 1) scores, rounded up to whole 16-byte vectors: nvcc reads the scores with 16-byte shared loads
     // wherever it can, and compute-sanitizer (memcheck, on an H200) flagged the tail vector of an unrounded
     // allocation as out of bounds (pos 0..2)
@@ -320,7 +357,7 @@ void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vc
             zt_panic(__FILE__, __LINE__, "attention_decode: %zu bytes of shared memory for pos %d: %s", smem, pos,
                      cudaGetErrorString(e));
     }
-    ZT_LAUNCH(attention_decode_kernel, NH, 32, smem, s, out, kcache, vcache, qkv, pos, C, NH);
+    ZT_LAUNCH(attention_decode_kernel, NH, 32, smem, s, out, kcache, vcache, qkv, pos, C, NH, G, G == 1 ? 1 : 0);
     NA_LAUNCH_CHECK("attention_decode_kernel");
 }
 

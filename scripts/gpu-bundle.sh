@@ -11,7 +11,7 @@
 # which a shell on the GPU machine sources: it puts lib/ first on LD_LIBRARY_PATH, finds CUDA's
 # libraries (the CUDA toolkit, or the NVIDIA wheels of a Python environment), points Open MPI at the
 # packed plugins, and runs 1-rank jobs as isolated singletons (no mpirun, no orted needed).
-# scripts/gpu-check.sh uses it; README "GPU status" says what ran this way.
+# scripts/gpu-check.sh uses it; docs/gpu-status.md says what ran this way.
 set -eu
 DIR=${1:?usage: $0 DIR [BINARY]}
 BIN=${2:-build/ztrain-cuda}

@@ -15,7 +15,7 @@
 #   sanitizer.txt compute-sanitizer memcheck over the op checks in every precision (where the tool is there)
 #   runs.tgz      the benchmark runs' logs and metrics.jsonl
 # GPU_CHECK_BENCH="--models gpt2-124m --precisions bf16" narrows the benchmark (default: --steps 20, all).
-# README "GPU status" records what it printed on the GPUs it ran on.
+# docs/gpu-status.md records what it printed on the GPUs it ran on.
 set -u
 OUTDIR=${1:?usage: $0 OUTDIR [BUNDLE]}
 B=${2:-.gpu}
@@ -50,7 +50,7 @@ cat "$OUTDIR/bench.txt"
 {
   step resume
   PY=/usr/bin/python3; $PY -c "import numpy" 2>/dev/null || PY=python3
-  $PY tests/make_data.py /tmp/zt-gpucheck-data 256 40000 >/dev/null
+  $PY tests/helpers/make_data.py /tmp/zt-gpucheck-data 256 40000 >/dev/null
   common="-c inputs/tiny.cfg --set device=cuda --set precision=bf16 --set data.train=/tmp/zt-gpucheck-data/train.bin
     --set data.val=/tmp/zt-gpucheck-data/val.bin --set run.root=/tmp/zt-gpucheck-runs --set run.session=resume
     --set train.steps=12 --set checkpoint.every=6 --set eval.every=6"

@@ -20,7 +20,7 @@ fi
   "transformers==4.44.2" "tokenizers>=0.19,<0.20" "safetensors>=0.4" regex >&2
 # tensorboard 2.19 runs on Python 3.11 with Debian's numpy 1.24 (it leaves numpy alone)
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check "tensorboard==2.19.0" >&2
-# PEFT (LoRA reference, tests/test_lora_reference.py): peft 0.12 is the line of transformers 4.44.
+# PEFT (LoRA reference, tests/e2e/test_lora_reference.py): peft 0.12 is the line of transformers 4.44.
 # Its metadata asks for torch>=1.13.0, which Debian's 1.13.0a0 (a pre-release) does not satisfy, so
 # pip would fetch a new torch from PyPI: its dependencies are installed first, explicitly (accelerate
 # 0.34 accepts torch>=1.10), and peft itself with --no-deps.

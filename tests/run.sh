@@ -1,26 +1,95 @@
 #!/usr/bin/env bash
-# The test runner: runs every test program, counts their `PASS name` / `FAIL name: reason` lines,
-# and ends with the line `N passed, N failed`. A program that exits non-zero without printing a
-# FAIL line counts as one failure; one that times out likewise.
-#   tests/run.sh            all tests (make test)
-#   tests/run.sh PATTERN    only tests whose file name contains PATTERN
-#   ZT_LONG=1 tests/run.sh  also the long ones (make test-long)
+# The test runner: runs test programs, counts their `PASS name` / `FAIL name: reason` lines (tests/helpers/
+# check.h for the C/C++ ones, tests/helpers/lib.sh for the shell ones), and ends with the line
+# `N passed, N failed`. A program that exits non-zero without printing a FAIL line counts as one failure; one
+# that times out (900 s) likewise; a test whose program is missing (not built) is one failure.
+#
+#   tests/run.sh                 every test, in this order:
+#                                  1. unit tests: build/tests/NAME for each tests/unit/<module>/NAME.c (NAME = test_*)
+#                                  2. CUDA kernel and harness tests: build/tests/NAME for cuda/tests/test_*.cc and
+#                                     cuda/hostexec/test_*.cc
+#                                  3. end-to-end tests: tests/e2e/test_*.sh and tests/e2e/test_*.py, by name
+#   tests/run.sh NAME...         exactly the tests named: NAME is a test's name as listed (test_ops, test_dist.sh,
+#                                test_quant.py) or an end-to-end test's name without .sh/.py when no test has
+#                                that exact name (test_dist); long tests included
+#   tests/run.sh -k PATTERN      the tests whose name contains PATTERN
+#   tests/run.sh --list          the names, in order (with -k PATTERN: those matching)
+#   ZT_LONG=1 tests/run.sh       also the long tests (make test-long)
+# Long tests: an end-to-end test with the line `# test: long` among its first 20 lines (test_long.sh,
+# test_perf_model.sh, test_soak.sh). They run only with ZT_LONG=1 or when named.
+# Adding a test: a new tests/unit/<module>/test_*.c (built by make), cuda/tests/test_*.cc, or an executable
+# tests/e2e/test_*.sh / test_*.py is picked up as it is; helpers that are not tests live in tests/helpers/.
 set -u
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export ZT_PY="${ZT_PY:-$PWD/.venv-ref/bin/python}"
-pattern="${1:-}"
+
+usage() { sed -n '6,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+pattern=""; list=0; names=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -k) [ $# -ge 2 ] || usage; pattern="$2"; shift 2 ;;
+    -k*) pattern="${1#-k}"; shift ;;
+    --list|-l) list=1; shift ;;
+    -h|--help) usage ;;
+    -*) echo "tests/run.sh: unknown option $1" >&2; usage ;;
+    *) names+=("$1"); shift ;;
+  esac
+done
+
+is_long() { head -n 20 "$1" 2>/dev/null | grep -qx '# test: long'; }
+
+# every test, in order: path (what runs) and name (what it is called)
+paths=()
+shopt -s nullglob
+for src in $(find tests/unit -name 'test_*.c' 2>/dev/null | LC_ALL=C sort); do
+  paths+=("build/tests/$(basename "$src" .c)")
+done
+for src in cuda/hostexec/test_*.cc cuda/tests/test_*.cc; do
+  paths+=("build/tests/$(basename "$src" .cc)")
+done
+long=()
+for t in $(printf '%s\n' tests/e2e/test_*.sh tests/e2e/test_*.py | LC_ALL=C sort); do
+  if is_long "$t"; then long+=("$t"); else paths+=("$t"); fi
+done
+shopt -u nullglob
+[ -n "${ZT_LONG:-}" ] && paths+=("${long[@]}")
+
+tests=()
+if [ ${#names[@]} -gt 0 ]; then
+  all=("${paths[@]}")
+  [ -z "${ZT_LONG:-}" ] && all+=("${long[@]}")
+  for n in "${names[@]}"; do
+    found=()
+    for t in "${all[@]}"; do [ "$(basename "$t")" = "$n" ] && found+=("$t"); done
+    if [ ${#found[@]} -eq 0 ]; then
+      for t in "${all[@]}"; do
+        case "$t" in tests/e2e/*) b=$(basename "$t"); [ "${b%.*}" = "$n" ] && found+=("$t") ;; esac
+      done
+    fi
+    if [ ${#found[@]} -eq 0 ]; then
+      echo "tests/run.sh: no test named '$n' (tests/run.sh --list shows them; -k PATTERN matches a part)" >&2
+      exit 2
+    fi
+    tests+=("${found[@]}")
+  done
+else
+  for t in "${paths[@]}"; do
+    [ -n "$pattern" ] && [[ "$(basename "$t")" != *"$pattern"* ]] && continue
+    tests+=("$t")
+  done
+fi
+if [ "$list" = 1 ]; then
+  for t in "${tests[@]}"; do echo "$(basename "$t")  ($t)"; done
+  exit 0
+fi
+
 logdir=build/test-logs
 mkdir -p "$logdir"
 passed=0; failed=0
-tests=(build/tests/test_util build/tests/test_ops build/tests/test_ops_elementwise build/tests/test_decode build/tests/test_quant build/tests/test_ops_lora tests/test_quant.py tests/test_asan.sh tests/test_ops_devsim.sh tests/test_config.sh tests/test_train.sh tests/test_precision.sh tests/test_dist.sh
-       tests/test_hf_reference.py tests/test_tokenizer.py tests/test_prepare.sh tests/test_ckpt.sh tests/test_ckpt_async.sh tests/test_multinode.sh tests/test_tools.sh tests/test_fuzz.sh tests/test_faults_train.sh tests/test_faults.sh tests/test_memory.sh
-       tests/test_export.py tests/test_lora_reference.py tests/test_lora_fd.py tests/test_lora.py tests/test_sample.sh tests/test_launch.sh tests/test_slurm_launch.sh tests/test_slurm_kit.sh tests/test_tensorboard.py tests/test_devsim.sh build/tests/test_hostexec build/tests/test_kernels_elem build/tests/test_kernels_norm_attn tests/test_cudasim.sh tests/test_gpu_kit.sh)
-[ -n "${ZT_LONG:-}" ] && tests+=(tests/test_long.sh tests/test_perf_model.sh tests/test_soak.sh)
 for t in "${tests[@]}"; do
-  [ -n "$pattern" ] && [[ "$t" != *"$pattern"* ]] && continue
   name=$(basename "$t")
-  if [ ! -e "$t" ]; then echo "FAIL $name: missing"; failed=$((failed+1)); continue; fi
+  if [ ! -e "$t" ]; then echo "FAIL $name: missing ($t: run make)"; failed=$((failed+1)); continue; fi
   case "$t" in
     *.py) cmd=("$ZT_PY" "$t") ;;
     *) cmd=("$t") ;;

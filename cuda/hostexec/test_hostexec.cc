@@ -1,6 +1,7 @@
 // test_hostexec.cc — checks the host execution harness by running test_kernels.cu on the CPU.
 // Prints "PASS name" / "FAIL name: reason" per check and "N passed, N failed"; exit 1 on a failure.
 #include "test_kernels.h"
+#include "check.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -18,8 +19,6 @@ __global__ void k_nop() {}
 
 namespace {
 
-int g_pass, g_fail;
-
 std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 std::string fmt(const char *f, ...) {
     char buf[512];
@@ -30,16 +29,7 @@ std::string fmt(const char *f, ...) {
     return buf;
 }
 
-void report(const char *name, const std::string &err) {
-    if (err.empty()) {
-        printf("PASS %s\n", name);
-        g_pass++;
-    } else {
-        printf("FAIL %s: %s\n", name, err.c_str());
-        g_fail++;
-    }
-    fflush(stdout);
-}
+void report(const char *name, const std::string &err) { check(err.empty(), name, "%s", err.c_str()); }
 
 struct ConfigScope { // sets threads/seed for one test, restores on exit
     hx::Config saved;

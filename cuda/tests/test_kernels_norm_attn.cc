@@ -1,10 +1,11 @@
-// test_kernels_norm_attn.cc — the host build of kernels_norm_attn.cu and cuda_gemm.cu (every launch
-// run on the CPU by the host execution harness) checked against the cpu backend, the reference: the
-// same random inputs through both, compared element by element, on odd shapes (C not a multiple
-// of 32, T not a multiple of a warp or a block, several heads, M / N / K off the GEMM tiles, every
-// transpose pair, alpha / beta). Each CUDA op also runs twice, the second time with another harness
-// interleaving seed, and must give the same bits (determinism). Slots that
-// overwrite get NaN-filled outputs first; slots that accumulate get random starting values.
+// test_kernels_norm_attn.cc — the host build of kernels_norm_attn.cu, kernels_attn_fused.cu and cuda_gemm.cu
+// (every launch run on the CPU by the host execution harness) checked against the cpu backend, the reference:
+// the same random inputs through both, compared element by element, on odd shapes (C not a multiple
+// of 32, T not a multiple of a warp or a block, several heads, grouped-query and multi-query attention
+// (NKV 2 and 1 key / value heads), M / N / K off the GEMM tiles, every transpose pair, alpha / beta). Each
+// CUDA op also runs twice, the second time with another harness interleaving seed, and must give the same
+// bits (determinism). Slots that overwrite get NaN-filled outputs first; slots that accumulate get random
+// starting values.
 //
 // Error measure, per tensor: max over elements of |got - ref| / max(|ref|, mean |ref|): relative
 // per element, floored at the tensor's typical magnitude so near-zero elements don't blow it up.
@@ -14,7 +15,7 @@
 //
 // Build (from the repository root; build/libztrain.a from `make -j2 build-all`):
 //   g++ -std=c++17 -O2 -g -fstack-clash-protection -Wall -Wextra -Wshadow -Icuda -Icuda/hostexec
-//     -isystem /usr/local/cuda/include -Isrc -I. $(mpicc -showme:compile)
+//     -isystem /usr/local/cuda/include -Isrc -I. -Itests/helpers $(mpicc -showme:compile)
 //     -x c++ cuda/kernels_norm_attn.cu cuda/cuda_gemm.cu -x none cuda/tests/test_kernels_norm_attn.cc
 //     cuda/hostexec/hostexec.cc cuda/hostexec/hostexec_sched.cc build/libztrain.a
 //     -L/usr/lib/x86_64-linux-gnu/hdf5/openmpi -lhdf5 -L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi -lconfig
@@ -53,25 +54,26 @@ extern "C" {
 #include "core/backend_factory.h"
 #include "util/util.h"
 }
+#include "check.h"
 
 using namespace ZT_CU_NS;
 
 namespace {
 
-// Limits. Measured maxima over 16 data seeds (ZT_TEST_SEED=1..16; this machine: g++ -O2, no FMA,
+// Limits. Measured maxima over 16 data seeds (ZT_TEST_SEED=1..16; a 2-core AMD EPYC: g++ -O2, no FMA,
 // against the cpu backend at -O3 -march=native with BLIS, which contracts to FMA) in the comments;
-// each limit is ~10x that, while a real bug gives errors of order 1.
+// each limit is ~5-10x that, while a real bug gives errors of order 1.
 constexpr double K_TOL_LN = 1e-5;        // layernorm fwd / bwd: measured <= 1.2e-6
-constexpr double K_TOL_ATT = 2e-5;       // attention fwd / decode: measured <= 2.6e-6
-constexpr double K_TOL_ATT_BWD = 3e-5;   // attention bwd: measured <= 3.5e-6
-constexpr double K_TOL_ATT_LONG = 1e-4;  // decode over 13001 keys (the output averages them): measured <= 9.6e-6
+constexpr double K_TOL_ATT = 2e-5;       // attention fwd / decode, fused fwd, grouped-query too: measured <= 3.5e-6
+constexpr double K_TOL_ATT_BWD = 3e-5;   // attention bwd (multi-head and grouped-query): measured <= 6.4e-6
+constexpr double K_TOL_FUSED_BWD = 5e-5; // fused attention bwd (on the fused forward's out): measured <= 9.1e-6
+constexpr double K_TOL_ATT_LONG = 1e-4;  // decode over 13001 keys (the output averages them): measured <= 1.2e-5
 constexpr double K_TOL_GEMM = 2e-5;      // matmul / linear / gemv: measured <= 2.3e-6
 
 typedef std::vector<float> vec;
 
 zt_backend *g_cpu;
 zt_rng g_rng;
-int g_pass, g_fail;
 
 vec randv(size_t n, double scale = 1.0, double shift = 0.0) {
     vec v(n);
@@ -115,7 +117,7 @@ struct Out {
     const vec *got, *got2, *ref; // got2: the second (determinism) run
 };
 
-void check(const std::string &name, std::initializer_list<Out> outs, double tol) {
+void check_outs(const std::string &name, std::initializer_list<Out> outs, double tol) {
     double worst = 0.0;
     std::string msg;
     for (const Out &o : outs) {
@@ -134,14 +136,8 @@ void check(const std::string &name, std::initializer_list<Out> outs, double tol)
             msg += buf;
         }
     }
-    if (msg.empty()) {
-        printf("PASS %s (max rel err %.2e, deterministic)\n", name.c_str(), worst);
-        g_pass++;
-    } else {
-        printf("FAIL %s: %s\n", name.c_str(), msg.c_str());
-        g_fail++;
-    }
-    fflush(stdout);
+    if (msg.empty()) check_pass("%s (max rel err %.2e, deterministic)", name.c_str(), worst);
+    else check_fail("%s: %s", name.c_str(), msg.c_str());
 }
 
 // ------------------------------------------------------------------------------------ layernorm
@@ -168,90 +164,125 @@ void test_layernorm(int N, int C) {
     }
     char name[96];
     snprintf(name, sizeof name, "layernorm_fwd[N%d,C%d]", N, C);
-    check(name, {{"out", &out[0], &out[1], &out_r}, {"mean", &m[0], &m[1], &m_r}, {"rstd", &r[0], &r[1], &r_r}},
-          K_TOL_LN);
+    check_outs(name, {{"out", &out[0], &out[1], &out_r}, {"mean", &m[0], &m[1], &m_r}, {"rstd", &r[0], &r[1], &r_r}},
+               K_TOL_LN);
     snprintf(name, sizeof name, "layernorm_bwd[N%d,C%d]", N, C);
-    check(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}, {"db", &db[0], &db[1], &db_r}},
-          K_TOL_LN);
+    check_outs(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}, {"db", &db[0], &db[1], &db_r}},
+               K_TOL_LN);
 }
 
 // ------------------------------------------------------------------------------------ attention
 
 zt_cu_gemm *g_gemm; // attention's batched products (main)
 
-void test_attention(int B, int T, int C, int NH) {
-    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+// qkv's floats per token: NH query heads, NKV key and NKV value heads of C / NH (grouped-query attention)
+size_t qkv_width(int C, int NH, int NKV) { return (size_t)C + 2 * (size_t)NKV * (C / NH); }
+
+// the heads in a test's name: "NH4" (multi-head), "NH4,NKV2" (grouped-query)
+std::string heads(int NH, int NKV) {
+    return NKV == NH ? "NH" + std::to_string(NH) : "NH" + std::to_string(NH) + ",NKV" + std::to_string(NKV);
+}
+
+void test_attention(int B, int T, int C, int NH, int NKV) {
+    const size_t nqkv = (size_t)B * T * qkv_width(C, NH, NKV), nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
     vec qkv = randv(nqkv), dy = randv(nout);
     vec out_r(nout), att_r = nanv(natt), dqkv_r = nanv(nqkv), datt_r(natt);
-    g_cpu->i->attention_fwd(g_cpu, out_r.data(), att_r.data(), qkv.data(), B, T, C, NH);
-    g_cpu->i->attention_bwd(g_cpu, dqkv_r.data(), datt_r.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH);
+    g_cpu->i->attention_fwd(g_cpu, out_r.data(), att_r.data(), qkv.data(), B, T, C, NH, NKV);
+    g_cpu->i->attention_bwd(g_cpu, dqkv_r.data(), datt_r.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH, NKV);
     vec out[2], att[2], dqkv[2];
     for (int run = 0; run < 2; run++) {
         harness_config(run);
         out[run] = nanv(nout), att[run] = nanv(natt), dqkv[run] = nanv(nqkv);
         vec datt = nanv(natt);
-        zt_cu_attention_fwd(g_gemm, 0, out[run].data(), att[run].data(), qkv.data(), B, T, C, NH);
+        zt_cu_attention_fwd(g_gemm, 0, out[run].data(), att[run].data(), qkv.data(), B, T, C, NH, NKV);
         // the backward takes the cpu's softmax, so it is checked on its own
-        zt_cu_attention_bwd(g_gemm, 0, dqkv[run].data(), datt.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH);
+        zt_cu_attention_bwd(g_gemm, 0, dqkv[run].data(), datt.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH,
+                            NKV);
     }
     char name[96];
-    snprintf(name, sizeof name, "attention_fwd[B%d,T%d,C%d,NH%d]", B, T, C, NH);
-    check(name, {{"out", &out[0], &out[1], &out_r}, {"att", &att[0], &att[1], &att_r}}, K_TOL_ATT);
-    snprintf(name, sizeof name, "attention_bwd[B%d,T%d,C%d,NH%d]", B, T, C, NH);
-    check(name, {{"dqkv", &dqkv[0], &dqkv[1], &dqkv_r}}, K_TOL_ATT_BWD);
+    snprintf(name, sizeof name, "attention_fwd[B%d,T%d,C%d,%s]", B, T, C, heads(NH, NKV).c_str());
+    check_outs(name, {{"out", &out[0], &out[1], &out_r}, {"att", &att[0], &att[1], &att_r}}, K_TOL_ATT);
+    snprintf(name, sizeof name, "attention_bwd[B%d,T%d,C%d,%s]", B, T, C, heads(NH, NKV).c_str());
+    check_outs(name, {{"dqkv", &dqkv[0], &dqkv[1], &dqkv_r}}, K_TOL_ATT_BWD);
+}
+
+// The fused attention (kernels_attn_fused.cu, head sizes 32 and 64) against the cpu backend's materialized one:
+// out, and dqkv from the fused backward on the fused forward's out and stats. Stats (B, NH, T, 2) are op state
+// (m, 1 / l), checked through the backward.
+void test_attention_fused(int B, int T, int C, int NH, int NKV) {
+    const size_t nqkv = (size_t)B * T * qkv_width(C, NH, NKV), nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    vec qkv = randv(nqkv), dy = randv(nout);
+    vec out_r(nout), att_r = nanv(natt), dqkv_r = nanv(nqkv), datt_r(natt);
+    g_cpu->i->attention_fwd(g_cpu, out_r.data(), att_r.data(), qkv.data(), B, T, C, NH, NKV);
+    g_cpu->i->attention_bwd(g_cpu, dqkv_r.data(), datt_r.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH, NKV);
+    vec out[2], dqkv[2];
+    for (int run = 0; run < 2; run++) {
+        harness_config(run);
+        out[run] = nanv(nout), dqkv[run] = nanv(nqkv);
+        vec stats = nanv((size_t)B * NH * T * 2), scratch = nanv(zt_attention_fused_scratch(B, T, C, NH));
+        zt_cu_attention_fused_fwd(0, out[run].data(), stats.data(), qkv.data(), B, T, C, NH, NKV);
+        zt_cu_attention_fused_bwd(0, dqkv[run].data(), scratch.data(), dy.data(), qkv.data(), out[run].data(),
+                                  stats.data(), B, T, C, NH, NKV);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "attention_fused_fwd[B%d,T%d,C%d,%s]", B, T, C, heads(NH, NKV).c_str());
+    check_outs(name, {{"out", &out[0], &out[1], &out_r}}, K_TOL_ATT);
+    snprintf(name, sizeof name, "attention_fused_bwd[B%d,T%d,C%d,%s]", B, T, C, heads(NH, NKV).c_str());
+    check_outs(name, {{"dqkv", &dqkv[0], &dqkv[1], &dqkv_r}}, K_TOL_FUSED_BWD);
 }
 
 // Decode tokens 0..T-1 one at a time into fresh caches on both backends; then the CUDA decode's
 // outputs must equal rows of the CUDA forward bit for bit (they share the row code).
-void test_decode(int T, int maxT, int C, int NH) {
-    vec qkv = randv((size_t)T * 3 * C);
-    vec kc_r((size_t)maxT * C), vc_r((size_t)maxT * C), out_r((size_t)T * C);
+void test_decode(int T, int maxT, int C, int NH, int NKV) {
+    const size_t W = qkv_width(C, NH, NKV), KV = (size_t)NKV * (C / NH); // the caches: (maxT, KV)
+    vec qkv = randv((size_t)T * W);
+    vec kc_r(maxT * KV), vc_r(maxT * KV), out_r((size_t)T * C);
     vec kc[2], vc[2], out[2];
-    for (int run = 0; run < 2; run++) kc[run] = vec((size_t)maxT * C), vc[run] = kc[run], out[run] = nanv((size_t)T * C);
+    for (int run = 0; run < 2; run++) kc[run] = vec(maxT * KV), vc[run] = kc[run], out[run] = nanv((size_t)T * C);
     for (int pos = 0; pos < T; pos++) {
-        const float *q = qkv.data() + (size_t)pos * 3 * C;
+        const float *q = qkv.data() + (size_t)pos * W;
         g_cpu->i->attention_decode(g_cpu, out_r.data() + (size_t)pos * C, kc_r.data(), vc_r.data(), q, pos, maxT, C,
-                                   NH);
+                                   NH, NKV);
         for (int run = 0; run < 2; run++) {
             harness_config(run);
             zt_cu_attention_decode(0, out[run].data() + (size_t)pos * C, kc[run].data(), vc[run].data(), q, pos, maxT,
-                                   C, NH);
+                                   C, NH, NKV);
         }
     }
     harness_config(0);
     vec fwd((size_t)T * C), att((size_t)NH * T * T);
-    zt_cu_attention_fwd(g_gemm, 0, fwd.data(), att.data(), qkv.data(), 1, T, C, NH);
+    zt_cu_attention_fwd(g_gemm, 0, fwd.data(), att.data(), qkv.data(), 1, T, C, NH, NKV);
     char name[96];
-    snprintf(name, sizeof name, "attention_decode[T%d,maxT%d,C%d,NH%d]", T, maxT, C, NH);
+    snprintf(name, sizeof name, "attention_decode[T%d,maxT%d,C%d,%s]", T, maxT, C, heads(NH, NKV).c_str());
     if (!same_bits(out[0], fwd)) {
         size_t at = 0;
         while (at < fwd.size() && !memcmp(&out[0][at], &fwd[at], sizeof(float))) at++;
-        printf("FAIL %s: decode differs from the forward's rows at [%zu] (%.9g vs %.9g)\n", name, at,
-               (double)out[0][at], (double)fwd[at]);
-        g_fail++;
+        check_fail("%s: decode differs from the forward's rows at [%zu] (%.9g vs %.9g)", name, at, (double)out[0][at],
+                   (double)fwd[at]);
         return;
     }
-    check(name, {{"out", &out[0], &out[1], &out_r}, {"kcache", &kc[0], &kc[1], &kc_r}, {"vcache", &vc[0], &vc[1], &vc_r}},
-          K_TOL_ATT);
+    check_outs(name, {{"out", &out[0], &out[1], &out_r}, {"kcache", &kc[0], &kc[1], &kc_r}, {"vcache", &vc[0], &vc[1], &vc_r}},
+               K_TOL_ATT);
 }
 
 // One decode step at a late position (scores past 48 KiB of shared memory: the opt-in path),
 // caches pre-filled with random rows 0..pos-1.
-void test_decode_long(int pos, int C, int NH) {
+void test_decode_long(int pos, int C, int NH, int NKV) {
     const int maxT = pos + 1;
-    vec qkv = randv((size_t)3 * C), kc0 = randv((size_t)maxT * C), vc0 = randv((size_t)maxT * C);
+    const size_t KV = (size_t)NKV * (C / NH);
+    vec qkv = randv(qkv_width(C, NH, NKV)), kc0 = randv(maxT * KV), vc0 = randv(maxT * KV);
     vec kc_r = kc0, vc_r = vc0, out_r(C);
-    g_cpu->i->attention_decode(g_cpu, out_r.data(), kc_r.data(), vc_r.data(), qkv.data(), pos, maxT, C, NH);
+    g_cpu->i->attention_decode(g_cpu, out_r.data(), kc_r.data(), vc_r.data(), qkv.data(), pos, maxT, C, NH, NKV);
     vec kc[2], vc[2], out[2];
     for (int run = 0; run < 2; run++) {
         harness_config(run);
         kc[run] = kc0, vc[run] = vc0, out[run] = nanv(C);
-        zt_cu_attention_decode(0, out[run].data(), kc[run].data(), vc[run].data(), qkv.data(), pos, maxT, C, NH);
+        zt_cu_attention_decode(0, out[run].data(), kc[run].data(), vc[run].data(), qkv.data(), pos, maxT, C, NH, NKV);
     }
     char name[96];
-    snprintf(name, sizeof name, "attention_decode[pos%d,C%d,NH%d]", pos, C, NH);
-    check(name, {{"out", &out[0], &out[1], &out_r}, {"kcache", &kc[0], &kc[1], &kc_r}, {"vcache", &vc[0], &vc[1], &vc_r}},
-          K_TOL_ATT_LONG);
+    snprintf(name, sizeof name, "attention_decode[pos%d,C%d,%s]", pos, C, heads(NH, NKV).c_str());
+    check_outs(name, {{"out", &out[0], &out[1], &out_r}, {"kcache", &kc[0], &kc[1], &kc_r}, {"vcache", &vc[0], &vc[1], &vc_r}},
+               K_TOL_ATT_LONG);
 }
 
 // ------------------------------------------------------------------------------------ GEMM
@@ -269,7 +300,7 @@ void test_matmul(zt_cu_gemm *g, int M, int N, int K, int ta, int tb, float alpha
     }
     char name[128];
     snprintf(name, sizeof name, "matmul[M%d,N%d,K%d,ta%d,tb%d,alpha%g,beta%g]", M, N, K, ta, tb, alpha, beta);
-    check(name, {{"c", &c[0], &c[1], &c_r}}, K_TOL_GEMM);
+    check_outs(name, {{"c", &c[0], &c[1], &c_r}}, K_TOL_GEMM);
 }
 
 void test_linear(zt_cu_gemm *g, int N, int C, int OC, int with_bias, int accumulate) {
@@ -292,13 +323,13 @@ void test_linear(zt_cu_gemm *g, int N, int C, int OC, int with_bias, int accumul
     }
     char name[96];
     snprintf(name, sizeof name, "linear_fwd[N%d,C%d,OC%d,bias%d]", N, C, OC, with_bias);
-    check(name, {{"out", &out[0], &out[1], &out_r}}, K_TOL_GEMM);
+    check_outs(name, {{"out", &out[0], &out[1], &out_r}}, K_TOL_GEMM);
     snprintf(name, sizeof name, "linear_bwd[N%d,C%d,OC%d,bias%d,acc%d]", N, C, OC, with_bias, accumulate);
     if (with_bias)
-        check(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}, {"dbias", &db[0], &db[1], &db_r}},
-              K_TOL_GEMM);
+        check_outs(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}, {"dbias", &db[0], &db[1], &db_r}},
+                   K_TOL_GEMM);
     else
-        check(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}}, K_TOL_GEMM);
+        check_outs(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}}, K_TOL_GEMM);
 }
 
 // bf16 / fp16 operands (zt_cu_gemm_set_precision): the packed path must give exactly the fp32 product of the
@@ -329,15 +360,12 @@ void test_gemm16(zt_cu_gemm *g, int prec, int M, int N, int K, int ta, int tb, f
         diff_r += memcmp(&c16r[i], &cref[i], sizeof(float)) != 0;
         moved += memcmp(&c16[i], &c32[i], sizeof(float)) != 0;
     }
-    if (diff || diff_r || moved == 0) {
-        printf("FAIL %s: %zu (%zu on rounded inputs) of %zu words differ from the fp32 product of the rounded inputs; "
-               "%zu differ from the unrounded product (must be > 0)\n", name, diff, diff_r, cref.size(), moved);
-        g_fail++;
-    } else {
-        g_pass++;
-        printf("PASS %s: bit-identical to the fp32 product of the inputs rounded to %s (%zu words; %zu differ from "
-               "the unrounded fp32 product)\n", name, pn, cref.size(), moved);
-    }
+    if (diff || diff_r || moved == 0)
+        check_fail("%s: %zu (%zu on rounded inputs) of %zu words differ from the fp32 product of the rounded inputs; "
+                   "%zu differ from the unrounded product (must be > 0)", name, diff, diff_r, cref.size(), moved);
+    else
+        check_pass("%s: bit-identical to the fp32 product of the inputs rounded to %s (%zu words; %zu differ from "
+                   "the unrounded fp32 product)", name, pn, cref.size(), moved);
 }
 
 void test_gemv(int C, int OC, int with_bias, int w_t) {
@@ -353,7 +381,7 @@ void test_gemv(int C, int OC, int with_bias, int w_t) {
     }
     char name[96];
     snprintf(name, sizeof name, "gemv[C%d,OC%d,bias%d,w_t%d]", C, OC, with_bias, w_t);
-    check(name, {{"y", &y[0], &y[1], &y_r}}, K_TOL_GEMM);
+    check_outs(name, {{"y", &y[0], &y[1], &y_r}}, K_TOL_GEMM);
 }
 
 // ------------------------------------------------------------------------------------ timings
@@ -406,12 +434,12 @@ void bench(zt_cu_gemm *g) {
         const int B = 1, T = 256, C = 768, NH = 12;
         vec qkv = randv((size_t)B * T * 3 * C), dy = randv((size_t)B * T * C), out((size_t)B * T * C);
         vec att((size_t)B * NH * T * T), datt(att.size()), dqkv(qkv.size());
-        timeit("attention_fwd B1 T256 C768 NH12", [&] { zt_cu_attention_fwd(g_gemm, 0, out.data(), att.data(), qkv.data(), B, T, C, NH); });
+        timeit("attention_fwd B1 T256 C768 NH12", [&] { zt_cu_attention_fwd(g_gemm, 0, out.data(), att.data(), qkv.data(), B, T, C, NH, NH); });
         timeit("attention_bwd B1 T256 C768 NH12", [&] {
-            zt_cu_attention_bwd(g_gemm, 0, dqkv.data(), datt.data(), dy.data(), qkv.data(), att.data(), B, T, C, NH);
+            zt_cu_attention_bwd(g_gemm, 0, dqkv.data(), datt.data(), dy.data(), qkv.data(), att.data(), B, T, C, NH, NH);
         });
         vec kc((size_t)1024 * C), vc(kc.size()), o(C);
-        timeit("attention_decode pos 255 C768 NH12", [&] { zt_cu_attention_decode(0, o.data(), kc.data(), vc.data(), qkv.data(), 255, 1024, C, NH); });
+        timeit("attention_decode pos 255 C768 NH12", [&] { zt_cu_attention_decode(0, o.data(), kc.data(), vc.data(), qkv.data(), 255, 1024, C, NH, NH); });
     }
     {
         const int C = 768, OC = 50304;
@@ -429,7 +457,7 @@ int main(int argc, char **argv) {
     char err[ZT_ERR_BUF];
     g_cpu = zt_backend_create("cpu", 1, err, sizeof err);
     if (!g_cpu) {
-        printf("FAIL backend_create: %s\n", err);
+        check_fail("backend_create: %s", err);
         return 1;
     }
     const char *seed = getenv("ZT_TEST_SEED"); // data seed (default 20240611)
@@ -443,17 +471,35 @@ int main(int argc, char **argv) {
     test_layernorm(130, 768);
     test_layernorm(7, 3);
 
-    test_attention(2, 7, 15, 3);  // hs 5
-    test_attention(1, 9, 12, 4);  // hs 3
-    test_attention(3, 1, 6, 2);   // T 1
-    test_attention(2, 37, 96, 2); // hs 48 (> a warp), T > a warp
-    test_attention(1, 70, 64, 4); // T > 2 warps
-    test_attention(2, 33, 130, 2); // hs 65
-    test_attention(4, 32, 64, 2); // the tiny model's shape
+    test_attention(2, 7, 15, 3, 3);  // hs 5
+    test_attention(1, 9, 12, 4, 4);  // hs 3
+    test_attention(3, 1, 6, 2, 2);   // T 1
+    test_attention(2, 37, 96, 2, 2); // hs 48 (> a warp), T > a warp
+    test_attention(1, 70, 64, 4, 4); // T > 2 warps
+    test_attention(2, 33, 130, 2, 2); // hs 65
+    test_attention(4, 32, 64, 2, 2); // the tiny model's shape
+    // grouped-query (NKV 2) and multi-query (NKV 1) attention
+    test_attention(2, 7, 20, 4, 2);  // hs 5
+    test_attention(2, 7, 20, 4, 1);
+    test_attention(3, 1, 12, 6, 2);  // T 1, groups of 3
+    test_attention(2, 37, 96, 2, 1); // hs 48, T > a warp
+    test_attention(1, 70, 128, 8, 2); // T > 2 warps, groups of 4
+    test_attention(2, 33, 130, 2, 1); // hs 65
 
-    test_decode(40, 45, 96, 3);
-    test_decode(9, 9, 15, 3);
-    test_decode_long(13000, 64, 2);
+    // the fused attention: head sizes 64 and 32, T past one and two 64-row tiles and partial tiles
+    test_attention_fused(2, 37, 128, 2, 2);
+    test_attention_fused(1, 70, 128, 4, 4);
+    test_attention_fused(2, 37, 128, 2, 1);
+    test_attention_fused(1, 70, 128, 4, 2);
+    test_attention_fused(1, 130, 256, 8, 2);  // hs 32, groups of 4, three key tiles
+    test_attention_fused(2, 65, 128, 4, 1);   // hs 32, multi-query
+
+    test_decode(40, 45, 96, 3, 3);
+    test_decode(9, 9, 15, 3, 3);
+    test_decode(40, 45, 96, 6, 2);  // groups of 3
+    test_decode(9, 9, 15, 3, 1);    // multi-query
+    test_decode_long(13000, 64, 2, 2);
+    test_decode_long(13000, 128, 4, 1);
 
     const float ab[][2] = {{1.0f, 0.0f}, {0.5f, 1.5f}, {-2.0f, 0.0f}, {1.0f, 1.0f}};
     const int shapes[][3] = {{37, 45, 29}, {65, 130, 67}, {1, 1, 1}, {3, 200, 1}, {128, 64, 257}, {70, 1, 33}};

@@ -49,7 +49,7 @@ static size_t mem_available(void) {
 static void hw_from_options(zt_hw *hwp, int N, int M, const char *hw_name, const char *net, const char *flops,
                             const char *mem_bw, const char *comm, zt_dist *d) {
     double sgemm = 0;
-    if (strcmp(hw_name, "cpu") == 0 && !flops) { /* this machine: one core's sgemm, measured now */
+    if (strcmp(hw_name, "cpu") == 0 && !flops) { /* the host it runs on: one core's sgemm, measured now */
         char err[ZT_ERR_BUF];
         zt_backend *be = zt_backend_create("cpu", 1, err, sizeof err);
         if (!be) zt_user_error_all("%s", err);
@@ -58,7 +58,7 @@ static void hw_from_options(zt_hw *hwp, int N, int M, const char *hw_name, const
     }
     zt_hw hw;
     if (zt_hw_preset(hw_name, sgemm, d->node_cores, &hw))
-        zt_user_error_all("--hw / --device %s: expected cpu (this machine, measured), h100 or h200", hw_name);
+        zt_user_error_all("--hw / --device %s: expected cpu (the host it runs on, measured), h100 or h200", hw_name);
     if (net && zt_hw_set_net(&hw, net))
         zt_user_error_all("--net %s: expected BANDWIDTH_GBIT[,LATENCY_US] per node, e.g. 400,12", net);
     if (flops) {
@@ -165,7 +165,8 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("config: L%d H%d C%d V%d, %zu params, micro_batch %d x seq_len %d, ZeRO-%d, %d ranks\n", s.n_layer,
                s.n_head, s.n_embd, s.padded_vocab, p.total, c.train.micro_batch, c.train.seq_len, c.zero.stage, N);
         printf("%-24s %12s\n", "memory per rank", "MiB");
-        if (zt_config_recompute(&c) & ZT_PARAM_PACK16)
+        const zt_model_opts mo = zt_model_opts_from_config(&c);
+        if (mo.params16)
             printf("%-24s %12.1f   (2-byte words %.1f + an fp32 window %.1f: train.param_storage = \"%s\")\n",
                    "parameters", p.param_bytes * MB, p.padded * 2.0 * MB, zt_model_wbuf_elems(&s) * 4.0 * MB,
                    c.train.param_storage);
@@ -178,10 +179,10 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("%-24s %12.1f\n", "optimizer state (m, v)", p.optim_bytes * MB);
         if (p.master_bytes)
             printf("%-24s %12.1f   (precision %s: %s)\n", "fp32 master weights", p.master_bytes * MB, c.precision,
-                   zt_config_recompute(&c) & ZT_PARAM_PACK16 ? "gradients in float32 buffers"
+                   mo.params16 ? "gradients in float32 buffers"
                                                              : "parameters and gradients in float32 buffers");
         printf("%-24s %12.1f\n", "communication buffers", p.comm_bytes * MB);
-        if (zt_config_recompute(&c) & ZT_ACT_PACK16)
+        if (mo.act16)
             printf("%-24s %12.1f   (kept for backward in 2 bytes: train.act_storage = \"auto\")\n",
                    "activations + scratch", p.act_bytes * MB);
         else printf("%-24s %12.1f\n", "activations + scratch", p.act_bytes * MB);
@@ -258,7 +259,7 @@ static void cpu_info(char *model, size_t mn, char *vec, size_t vn) {
 
 static const char *recompute_name(int r) { return r == 2 ? "layer" : r == 1 ? "gelu" : "none"; }
 
-/* hwinfo -c CFG: the settings to use on this machine, with the memory estimate behind them */
+/* hwinfo -c CFG: the settings to use on the host it runs on, with the memory estimate behind them */
 static void recommend(const char *cfg_path, int n_sets, char **sets, const zt_dist *d, size_t avail) {
     char err[ZT_ERR_BUF];
     zt_config c;

@@ -552,7 +552,7 @@ int zt_cmd_import(int argc, char **argv, zt_dist *d) {
     zt_backend *be = zt_backend_create(c->device, 1, err, sizeof err);
     if (!be) zt_user_error_all("%s", err);
     zt_model m;
-    zt_model_init(&m, be, &s, 1, 1, sl.padded, 0);
+    zt_model_init(&m, be, &s, 1, 1, sl.padded, 0, NULL);
     bad = fill_params(src, &m, be, err, sizeof err);
     zt_check_all(bad, err, sizeof err);
     /* each rank writes its shard of the parameters and of zero moments */

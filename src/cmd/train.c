@@ -1,5 +1,5 @@
 /* train.c — the `train` command: the one place that orchestrates model, zero, optim, data, ckpt
- * and metrics. Rank r runs micro-batches j = m*N + r of each step (DESIGN section 4).
+ * and metrics. Rank r runs micro-batches j = m*N + r of each step (docs/design.md section 4).
  *
  * Stopping early always leaves a checkpoint: --stop-after N (N more steps), --time-limit
  * HH:MM:SS (stop while there is still time to save), SIGUSR1/SIGTERM on any rank (finish the

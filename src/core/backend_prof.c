@@ -8,12 +8,14 @@
 #include "util/util.h"
 
 enum { P_MATMUL, P_LINEAR_FWD, P_LINEAR_BWD, P_LN_FWD, P_LN_BWD, P_ATT_FWD, P_ATT_BWD, P_GELU_FWD, P_GELU_BWD,
-       P_ADD, P_EMB_FWD, P_EMB_BWD, P_XENT, P_ADAMW, P_ACC, P_SUMSQ, P_COPY, P_ROUND, P_PACK, P_FATT_FWD, P_FATT_BWD, P_N };
+       P_ADD, P_EMB_FWD, P_EMB_BWD, P_XENT, P_ADAMW, P_ACC, P_SUMSQ, P_COPY, P_ROUND, P_PACK, P_FATT_FWD, P_FATT_BWD,
+       P_RMS_FWD, P_RMS_BWD, P_ROPE, P_SWIGLU_FWD, P_SWIGLU_BWD, P_N };
 static const char *g_names[P_N] = {"matmul (lm head)", "linear fwd", "linear bwd", "layernorm fwd", "layernorm bwd",
                                    "attention fwd", "attention bwd", "gelu fwd", "gelu bwd", "residual add",
                                    "embedding fwd", "embedding bwd", "softmax+xent", "adamw", "accumulate",
                                    "grad norm", "copy/zero", "round_to", "pack16/unpack16",
-                                   "attention fused fwd", "attention fused bwd"};
+                                   "attention fused fwd", "attention fused bwd", "rmsnorm fwd", "rmsnorm bwd",
+                                   "rope", "swiglu fwd", "swiglu bwd"};
 static double g_sec[P_N];
 static long g_calls[P_N];
 static const zt_backend_i *g_inner;
@@ -34,16 +36,27 @@ static void w_ln_fwd(zt_backend *be, float *o, float *m, float *r, const float *
 static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
                      const float *m, const float *r, int N, int C) {
     T0(be); g_inner->layernorm_bwd(be, di, dw, db, d, i, w, m, r, N, C); T1(be, P_LN_BWD); }
-static void w_att_fwd(zt_backend *be, float *o, float *a, const float *q, int B, int T, int C, int NH) {
-    T0(be); g_inner->attention_fwd(be, o, a, q, B, T, C, NH); T1(be, P_ATT_FWD); }
+static void w_rms_fwd(zt_backend *be, float *o, float *r, const float *i, const float *w, int N, int C, float eps) {
+    T0(be); g_inner->rmsnorm_fwd(be, o, r, i, w, N, C, eps); T1(be, P_RMS_FWD); }
+static void w_rms_bwd(zt_backend *be, float *di, float *dw, const float *d, const float *i, const float *w,
+                      const float *r, int N, int C) {
+    T0(be); g_inner->rmsnorm_bwd(be, di, dw, d, i, w, r, N, C); T1(be, P_RMS_BWD); }
+static void w_rope(zt_backend *be, float *q, const float *cs, int B, int T, int p0, int NH, int NKV, int hs, int inv) {
+    T0(be); g_inner->rope(be, q, cs, B, T, p0, NH, NKV, hs, inv); T1(be, P_ROPE); }
+static void w_swiglu_fwd(zt_backend *be, float *o, const float *i, int N, int I) {
+    T0(be); g_inner->swiglu_fwd(be, o, i, N, I); T1(be, P_SWIGLU_FWD); }
+static void w_swiglu_bwd(zt_backend *be, float *di, const float *i, const float *d, int N, int I) {
+    T0(be); g_inner->swiglu_bwd(be, di, i, d, N, I); T1(be, P_SWIGLU_BWD); }
+static void w_att_fwd(zt_backend *be, float *o, float *a, const float *q, int B, int T, int C, int NH, int NKV) {
+    T0(be); g_inner->attention_fwd(be, o, a, q, B, T, C, NH, NKV); T1(be, P_ATT_FWD); }
 static void w_att_bwd(zt_backend *be, float *dq, float *da, const float *d, const float *q, const float *a, int B, int T,
-                      int C, int NH) {
-    T0(be); g_inner->attention_bwd(be, dq, da, d, q, a, B, T, C, NH); T1(be, P_ATT_BWD); }
-static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int B, int T, int C, int NH) {
-    T0(be); g_inner->attention_fused_fwd(be, o, st, q, B, T, C, NH); T1(be, P_FATT_FWD); }
+                      int C, int NH, int NKV) {
+    T0(be); g_inner->attention_bwd(be, dq, da, d, q, a, B, T, C, NH, NKV); T1(be, P_ATT_BWD); }
+static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int B, int T, int C, int NH, int NKV) {
+    T0(be); g_inner->attention_fused_fwd(be, o, st, q, B, T, C, NH, NKV); T1(be, P_FATT_FWD); }
 static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, const float *q, const float *o,
-                       const float *st, int B, int T, int C, int NH) {
-    T0(be); g_inner->attention_fused_bwd(be, dq, D, d, q, o, st, B, T, C, NH); T1(be, P_FATT_BWD); }
+                       const float *st, int B, int T, int C, int NH, int NKV) {
+    T0(be); g_inner->attention_fused_bwd(be, dq, D, d, q, o, st, B, T, C, NH, NKV); T1(be, P_FATT_BWD); }
 static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) { T0(be); g_inner->gelu_fwd(be, o, i, n); T1(be, P_GELU_FWD); }
 static void w_gelu_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
     T0(be); g_inner->gelu_bwd(be, di, i, d, n); T1(be, P_GELU_BWD); }
@@ -76,6 +89,11 @@ void zt_backend_prof_begin(zt_backend *be) {
     g_wrapped.linear_bwd = w_linear_bwd;
     g_wrapped.layernorm_fwd = w_ln_fwd;
     g_wrapped.layernorm_bwd = w_ln_bwd;
+    if (g_inner->rmsnorm_fwd) g_wrapped.rmsnorm_fwd = w_rms_fwd;
+    if (g_inner->rmsnorm_bwd) g_wrapped.rmsnorm_bwd = w_rms_bwd;
+    if (g_inner->rope) g_wrapped.rope = w_rope;
+    if (g_inner->swiglu_fwd) g_wrapped.swiglu_fwd = w_swiglu_fwd;
+    if (g_inner->swiglu_bwd) g_wrapped.swiglu_bwd = w_swiglu_bwd;
     g_wrapped.attention_fwd = w_att_fwd;
     g_wrapped.attention_bwd = w_att_bwd;
     if (g_inner->attention_fused_fwd) g_wrapped.attention_fused_fwd = w_fatt_fwd;

@@ -1,7 +1,7 @@
 /* comm_mpi.c — the communicator over MPI (see comm_mpi.h and iface/comm.h).
  *
  * Blocking collectives are MPI's own (MPI_Alltoall was measured faster than every hand-rolled
- * exchange here: README "Distribution and ZeRO"). Grouped operations are posted as non-blocking
+ * exchange on a 2-core AMD EPYC: docs/distribution.md). Grouped operations are posted as non-blocking
  * MPI calls when issued and tagged with the number of the group they belong to; an event is a
  * group number, and query/wait test or wait the requests of groups up to it. Point-to-point
  * messages of one group pair up by issue order (MPI's non-overtaking rule on one communicator and

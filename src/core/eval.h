@@ -2,11 +2,11 @@
  * validation shard in file order. Each rank scores sequences s = rank, rank + size, ... in forward
  * passes of up to train.micro_batch sequences, keeps each sequence's mean token loss (summed in
  * double), and the per-sequence values are gathered and summed in sequence order. The set of
- * sequences, and so the value, does not depend on micro_batch or the rank count (README "Sampling of
- * training data"). Used by training (every eval.every steps) and by `ztrain eval`.
+ * sequences, and so the value, does not depend on micro_batch or the rank count (docs/data.md,
+ * "Validation"). Used by training (every eval.every steps) and by `ztrain eval`.
  *
- * More sequences than the shard has windows: the count is clamped to the windows (each scored once;
- * it used to wrap around and count windows twice). zt_eval_count says how many are scored; the
+ * More sequences than the shard has windows: the count is clamped to the windows (each scored once,
+ * never wrapped around and counted twice). zt_eval_count says how many are scored; the
  * callers print the note (rank 0).
  *
  * Stopping: an evaluation is many forward passes, so training passes its signal flag and the ranks

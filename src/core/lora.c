@@ -34,9 +34,9 @@ const char *zt_lora_target_module(int k) { return target_module[k]; }
 
 void zt_lora_target_dims(const zt_model_shape *s, int k, int *in, int *out) {
     const int C = s->n_embd;
-    static const int in_mul[ZT_LORA_N_TARGETS] = {1, 1, 1, 4}, out_mul[ZT_LORA_N_TARGETS] = {3, 1, 4, 1};
-    *in = in_mul[k] * C;
-    *out = out_mul[k] * C;
+    const int ins[ZT_LORA_N_TARGETS] = {C, C, C, s->ffn}, outs[ZT_LORA_N_TARGETS] = {zt_shape_qkv(s), C, zt_shape_fc(s), C};
+    *in = ins[k];
+    *out = outs[k];
 }
 
 int zt_lora_per_layer(const zt_lora_cfg *lc) {
@@ -121,7 +121,7 @@ void zt_lora_merge_host(const zt_param_table *bt, float *base, const zt_model_sh
             int in, out;
             zt_lora_target_dims(s, k, &in, &out);
             const float *A = ad + tab->t[ai].offset, *B = ad + tab->t[ai + 1].offset;
-            float *W = base + bt->t[zt_param_layer(l, zt_lora_target_tensor(k))].offset; /* (in, out) */
+            float *W = base + bt->t[zt_param_idx(bt, l, zt_lora_target_tensor(k))].offset; /* (in, out) */
             /* W[i][o] += s * sum_j B[o][j] A[j][i], summed in double, rounded once */
             for (int i = 0; i < in; i++)
                 for (int o = 0; o < out; o++) {
@@ -149,7 +149,7 @@ size_t zt_lora_base_bytes(const zt_model_shape *s, int quant, size_t *fp32_elems
     if (quant >= 0)
         for (int l = 0; l < s->n_layer; l++)
             for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
-                const zt_tensor_info *t = &bt->t[zt_param_layer(l, zt_lora_target_tensor(k))];
+                const zt_tensor_info *t = &bt->t[zt_param_idx(bt, l, zt_lora_target_tensor(k))];
                 const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)quant, (size_t)t->shape[0], (size_t)t->shape[1]);
                 f -= t->numel;
                 qp += t->numel;
@@ -166,7 +166,7 @@ void zt_lora_quant_roundtrip_host(const zt_param_table *bt, float *base, const z
     if (quant < 0) return;
     for (int l = 0; l < s->n_layer; l++)
         for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
-            const zt_tensor_info *t = &bt->t[zt_param_layer(l, zt_lora_target_tensor(k))];
+            const zt_tensor_info *t = &bt->t[zt_param_idx(bt, l, zt_lora_target_tensor(k))];
             const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)quant, (size_t)t->shape[0], (size_t)t->shape[1]);
             void *blob = zt_malloc(L.bytes);
             char err[128];

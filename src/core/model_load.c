@@ -60,7 +60,7 @@ static int quantise_base(zt_model *m, const float *flat, char *err, size_t errle
     int bad = 0;
     for (int l = 0; l < m->s.n_layer && !bad; l++)
         for (int k = 0; k < ZT_LORA_N_TARGETS && !bad; k++) {
-            const zt_tensor_info *t = &m->table.t[zt_param_layer(l, zt_lora_target_tensor(k))];
+            const zt_tensor_info *t = &m->table.t[zt_param_idx(&m->table, l, zt_lora_target_tensor(k))];
             const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)m->qfmt, (size_t)t->shape[0], (size_t)t->shape[1]);
             be->i->to_host(be, h, flat + t->offset, t->numel * sizeof(float));
             be->i->sync(be);
@@ -118,7 +118,7 @@ static int load_quantised(zt_model *m, const char *path, uint64_t *hash, char *e
         zt_lora_hash_update(hash, be, v.params, hi - lo);
         if (!m->w[i]) {
             const zt_tensor_info *t = &pt->t[i];
-            const int l = (i - 2) / ZT_PER_LAYER, kt = (i - 2) % ZT_PER_LAYER;
+            const int l = t->layer, kt = t->kind;
             int k = 0;
             while (zt_lora_target_tensor(k) != kt) k++;
             const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)m->qfmt, (size_t)t->shape[0], (size_t)t->shape[1]);
@@ -194,7 +194,8 @@ void zt_loaded_model_open(zt_loaded_model *lm, const char *path, const zt_load_o
     zt_model_shape_from_config(lm->c, &lm->s);
     const int B = o->B > 0 ? o->B : lm->c->train.micro_batch, T = o->T > 0 ? o->T : lm->c->train.seq_len;
     /* forward only: of the training flags just the attention's (cuda: no (T, T) matrices; no stash, no recompute) */
-    zt_model_init_recompute(&lm->m, lm->be, &lm->s, B, T, 0, 0, zt_config_recompute(lm->c) & ZT_ATT_FUSED);
+    const zt_model_opts mo = {.att_fused = zt_model_opts_from_config(lm->c).att_fused};
+    zt_model_init(&lm->m, lm->be, &lm->s, B, T, 0, 0, &mo);
     if (lm->c->lora.enabled) {
         open_lora(lm, path);
         return;

@@ -1,6 +1,6 @@
 /* perf_model.c — the alpha-beta step-time model (see perf_model.h). The constants of each preset say
- * where they come from; the cpu preset's links were measured on this machine kind with
- * `mpirun -np 2 build/bench/bench_comm` (2026-11-23: all-to-all busbw 2.9 GB/s and all-gather 2.5 GB/s
+ * where they come from; the cpu preset's links were measured on a 2-core AMD EPYC VM with
+ * `mpirun -np 2 build/bench/bench_comm` (all-to-all busbw 2.9 GB/s and all-gather 2.5 GB/s
  * from 16 MB up, 2.6 us for 4 KB), its compute rate is the single-thread sgemm rate the caller measures
  * times the fraction a training step reaches (0.8: d6 at 1 thread, 67 of 84 GFLOP/s). */
 #include "core/perf_model.h"
@@ -22,7 +22,7 @@ int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, 
         hw->mem_bw = 10e9;
         hw->intra_bw = 2.5e9;       /* MPI over shared memory, ring collectives (bench_comm all_gather) */
         hw->intra_lat = 2.6e-6;
-        hw->a2a_bw_factor = 1.15;   /* all-to-all busbw 2.9 GB/s vs all-gather 2.5 here */
+        hw->a2a_bw_factor = 1.15;   /* all-to-all busbw 2.9 GB/s vs all-gather 2.5 (bench_comm, above) */
         hw->rs_bw_factor = 0.34;    /* MPI_Reduce_scatter_block busbw 0.84 GB/s from 16 MB up */
         hw->inter_bw = 25e9 / 8.0;  /* 25 Gbit/s Ethernet per node unless --net says otherwise */
         hw->inter_lat = 20e-6;
@@ -174,9 +174,9 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     const double flops_micro = zt_model_flops_per_token(s, T) * (double)B * T;
     const double t_micro = flops_micro / rate;
     o->compute_s = K * t_micro;
-    /* 2-byte working parameters (model.c ZT_PARAM_PACK16): every micro-batch unpacks them twice (forward, backward)
+    /* 2-byte working parameters (zt_model_opts.params16): every micro-batch unpacks them twice (forward, backward)
        and wte twice more (embedding, LM head): 6 bytes of memory traffic per element unpacked */
-    const int params16 = (zt_config_recompute(c) & ZT_PARAM_PACK16) != 0;
+    const int params16 = zt_model_opts_from_config(c).params16;
     if (params16 && hw->mem_bw > 0)
         o->compute_s += K * (2.0 * p.total + 2.0 * s->padded_vocab * s->n_embd) * 6.0 / hw->mem_bw;
     o->backward_s = K * t_micro * 2.0 / 3.0;

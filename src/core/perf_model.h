@@ -21,8 +21,8 @@
  *             bench_comm's reduce_scatter row), stage 2 per bucket (its rs_owners row: the whole buffer).
  *   overlap   only where something else can move the bytes while the cores compute (a GPU's copy engines
  *             and NCCL kernels, or idle cpu cores): MPI over shared memory copies with the ranks' own
- *             cores, inside their MPI calls, so with every core computing nothing is hidden (measured:
- *             stage 2 is no faster than stage 1 here).
+ *             cores, inside their MPI calls, so with every core computing nothing is hidden (measured on a
+ *             2-core AMD EPYC: stage 2 is no faster than stage 1).
  *   ring collectives (reduce-scatter, all-gather): (N-1)/N x bytes through the slowest link of the ring
  *             (the node link when M > 1), latency (N-1) x alpha.
  *   after the update: stages 1-2 all-gather the parameters, stage 0 the reduced gradient (same bytes;
@@ -85,7 +85,7 @@ typedef struct zt_perf {
     int ranks_per_node, micro_per_rank;
 } zt_perf;
 
-/* "cpu" (this machine: the caller passes the measured single-thread sgemm GFLOP/s and core count),
+/* "cpu" (the host it runs on: the caller passes the measured single-thread sgemm GFLOP/s and core count),
    "h100", "h200"; 0 or -1 for an unknown name. */
 int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, zt_hw *hw);
 /* --net "BW_Gbit,LAT_us" (per node): 0 or -1 */

@@ -20,7 +20,7 @@ int zt_quant_model_linear(zt_model *m, zt_quant_fmt fmt, zt_quant_report *r, cha
     int bad = 0;
     for (int l = 0; l < m->s.n_layer && !bad; l++)
         for (int k = 0; k < 4 && !bad; k++) {
-            const zt_tensor_info *t = &m->table.t[zt_param_layer(l, linear[k])];
+            const zt_tensor_info *t = &m->table.t[zt_param_idx(&m->table, l, linear[k])];
             const zt_quant_layout L = zt_quant_plan(fmt, (size_t)t->shape[0], (size_t)t->shape[1]);
             blob = zt_realloc(blob, L.bytes);
             be->i->to_host(be, w, m->params + t->offset, t->numel * sizeof(float));

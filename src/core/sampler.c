@@ -89,7 +89,7 @@ void zt_sampler_free(zt_sampler *sp) {
 long zt_sampler_tokens_run(const zt_sampler *sp) { return sp->tokens_run; }
 
 /* layer l's tensor k (iface/param_table.h) */
-#define PL(l, k) (params + sp->table.t[zt_param_layer(l, k)].offset)
+#define PL(l, k) (params + sp->table.t[zt_param_idx(&sp->table, l, k)].offset)
 
 /* out(OC) = inp(C) @ w(C, OC) + bias: the backend's one-row product when it has one */
 static void lin1(zt_backend *be, float *out, const float *inp, const float *w, const float *bias, int C, int OC) {
@@ -106,12 +106,12 @@ const float *zt_sampler_step(zt_sampler *sp, const float *params, int32_t tok, i
     const size_t lcache = (size_t)maxT * C;
     f->to_device(be, sp->tok, &tok, sizeof tok);
     /* wte[tok] + wpe[pos]: embed_fwd of one token whose position row is pos */
-    f->embed_fwd(be, sp->x, sp->tok, params + sp->table.t[ZT_P_WTE].offset, params + sp->table.t[ZT_P_WPE].offset + (size_t)pos * C,
+    f->embed_fwd(be, sp->x, sp->tok, params + sp->table.t[ZT_P_WTE].offset, params + sp->table.t[sp->table.wpe].offset + (size_t)pos * C,
                  1, 1, C);
     for (int l = 0; l < L; l++) {
         f->layernorm_fwd(be, sp->ln, sp->mean, sp->rstd, sp->x, PL(l, ZT_LN1W), PL(l, ZT_LN1B), 1, C);
         lin1(be, sp->qkv, sp->ln, PL(l, ZT_QKVW), PL(l, ZT_QKVB), C, 3 * C);
-        f->attention_decode(be, sp->atty, sp->kcache + l * lcache, sp->vcache + l * lcache, sp->qkv, pos, maxT, C, NH);
+        f->attention_decode(be, sp->atty, sp->kcache + l * lcache, sp->vcache + l * lcache, sp->qkv, pos, maxT, C, NH, NH);
         lin1(be, sp->proj, sp->atty, PL(l, ZT_ATTPW), PL(l, ZT_ATTPB), C, C);
         f->add(be, sp->x2, sp->x, sp->proj, (size_t)C);
         f->layernorm_fwd(be, sp->ln, sp->mean, sp->rstd, sp->x2, PL(l, ZT_LN2W), PL(l, ZT_LN2B), 1, C);
@@ -120,9 +120,7 @@ const float *zt_sampler_step(zt_sampler *sp, const float *params, int32_t tok, i
         lin1(be, sp->proj, sp->fchg, PL(l, ZT_FCPW), PL(l, ZT_FCPB), 4 * C, C);
         f->add(be, sp->x, sp->x2, sp->proj, (size_t)C);
     }
-    const int lnf = zt_param_layer(L, 0);   /* ln_f follows the last layer */
-    f->layernorm_fwd(be, sp->ln, sp->mean, sp->rstd, sp->x, params + sp->table.t[lnf].offset,
-                     params + sp->table.t[lnf + 1].offset, 1, C);
+    f->layernorm_fwd(be, sp->ln, sp->mean, sp->rstd, sp->x, PL(L, 0), PL(L, 1), 1, C);
     /* logits(1, Vp) = lnf(1, C) @ wte(Vp, C)^T, as in the full forward */
     if (f->gemv) f->gemv(be, sp->logits, sp->ln, params + sp->table.t[ZT_P_WTE].offset, NULL, C, Vp, 1);
     else f->matmul(be, sp->logits, sp->ln, params + sp->table.t[ZT_P_WTE].offset, 1, Vp, C, 0, 1, 1.0f, 0.0f);

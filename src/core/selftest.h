@@ -18,6 +18,8 @@
 
 #include <stdio.h>
 
+#include "iface/backend.h"
+
 typedef struct zt_selftest_opts {
     const char *device;
     int threads;          /* <= 0: defaults */
@@ -29,5 +31,8 @@ typedef struct zt_selftest_opts {
 
 /* returns the number of failed checks (0 = all passed); -1 with err when D cannot be created */
 int zt_selftest_run(const zt_selftest_opts *o, char *err, size_t errlen);
+/* the op table in one precision (ZT_PREC_*): dev against cpu; returns the failed rows (selftest_ops.c) */
+int zt_selftest_ops(zt_backend *cpu, zt_backend *dev, int prec, FILE *out);
+const char *zt_selftest_prec_name(int prec);
 
 #endif

@@ -22,7 +22,7 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     const int stage = c->zero.stage;
     const size_t f = sizeof(float);
     p->param_bytes = p->padded * f;
-    const int params16 = (zt_config_recompute(c) & ZT_PARAM_PACK16) != 0;
+    const int params16 = zt_model_opts_from_config(c).params16;
     if (params16) p->param_bytes = p->padded * 2 + zt_model_wbuf_elems(s) * f; /* the words and the fp32 window */
     if (c->lora.enabled) { /* the frozen base, whole on every rank, besides the adapters (QLoRA: quantised) */
         zt_lora_cfg lc;
@@ -56,7 +56,8 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
         p->comm_bytes = N > 1 ? p->padded * f : 0;         /* all-to-all receive buffer */
         if (zt_zero_wire16(c, N)) p->comm_bytes = 2 * p->padded * 2 + p->shard * f; /* packed send + parts, one decoded */
     }
-    p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len, zt_config_recompute(c));
+    const zt_model_opts mo = zt_model_opts_from_config(c);
+    p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len, &mo);
     if (c->lora.enabled) {
         zt_lora_cfg lc;
         zt_lora_cfg_from_config(c, &lc);
@@ -77,7 +78,9 @@ int zt_zero_wire16(const zt_config *c, int N) {
 }
 
 int zt_zero_grad16(const zt_config *c, int N) {
-    return zt_zero_wire16(c, N) && c->zero.stage != 2 && !c->lora.enabled;
+    zt_model_shape s;
+    zt_model_shape_from_config(c, &s);
+    return zt_zero_wire16(c, N) && c->zero.stage != 2 && !c->lora.enabled && zt_shape_gpt2_layout(&s);
 }
 
 /* grad16: backward finished tensors [first, g16_done): their window part (contiguous: a layer, ln_f, or wte and
@@ -134,14 +137,14 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     z->alias_acc = z->plan.acc_bytes == 0;
     z->lo = (size_t)z->rank * z->plan.shard;
     z->hi = z->lo + z->plan.shard;
+    const zt_model_opts mo = zt_model_opts_from_config(c);
     if (c->lora.enabled) {
         zt_lora_cfg lc;
         zt_lora_cfg_from_config(c, &lc);
-        zt_model_init_lora(m, be, s, c->train.micro_batch, c->train.seq_len, &lc, z->plan.padded, z->stage != 2,
-                           zt_config_recompute(c));
+        zt_model_init_lora(m, be, s, c->train.micro_batch, c->train.seq_len, &lc, z->plan.padded, z->stage != 2, &mo);
     } else {
-        zt_model_init_recompute(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded,
-                                z->stage != 2 && !z->grad16, zt_config_recompute(c));
+        zt_model_init(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage != 2 && !z->grad16,
+                      &mo);
     }
     if (z->grad16) {
         z->gwin = be->i->alloc(be, z->plan.grad_bytes);

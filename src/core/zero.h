@@ -1,6 +1,6 @@
 /* zero.h — ZeRO stages 0/1/2 over the flat buffer: the shard map, the gradient reduction
  * (ordered or native), the chunked global norm, the sharded AdamW update and the parameter
- * all-gather. DESIGN sections 3-4.
+ * all-gather (docs/design.md sections 3-4).
  *
  * The flat buffer is padded to a multiple of N*4096 elements; rank r owns [r*S, (r+1)*S).
  * Ordered reduction: after every micro-step each rank sends each owner that owner's part of its
@@ -110,7 +110,7 @@ double zt_zero_grad_norm(zt_zero *z, zt_model *m);
    take this rank's range of them, and the parameters become their rounding. No-op in fp32. */
 void zt_zero_master_init(zt_zero *z, zt_model *m);
 /* where a run's initial fp32 parameters go before zt_zero_master_init: the flat params (base 0, n padded), or
-   with 2-byte parameters (ZT_PARAM_PACK16) the master weights, which hold flat elements [base, base + n) */
+   with 2-byte parameters (zt_model_opts.params16) the master weights, which hold flat elements [base, base + n) */
 float *zt_zero_init_target(zt_zero *z, zt_model *m, size_t *base, size_t *n);
 /* the view --init-from loads the weights through (into zt_zero_init_target's buffer), then zt_zero_master_init */
 zt_ckpt_view zt_zero_init_view(zt_zero *z, zt_model *m);

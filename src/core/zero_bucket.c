@@ -35,7 +35,9 @@ typedef struct zt_bucket {
 } zt_bucket;
 
 size_t zt_zero_wte_bucket(const zt_param_table *pt) {
-    return pt->lora_per_layer ? 0 : pt->t[ZT_P_WTE].numel + pt->t[ZT_P_WPE].numel;
+    if (pt->lora_per_layer) return 0;
+    const zt_tensor_info *last = &pt->t[zt_param_layer_first(pt, 0) - 1]; /* wte, and wpe where there is one */
+    return last->offset + last->numel;
 }
 
 /* a table's layer l: its first and last tensor (GPT-2's with ln_f in the last layer; an adapter table's) */
@@ -46,8 +48,8 @@ static void layer_range(const zt_param_table *pt, int L, int l, int *lo, int *hi
         *hi = l * P + P - 1;
         return;
     }
-    *lo = zt_param_layer(l, 0);
-    *hi = l == L - 1 ? pt->n - 1 : zt_param_layer(l + 1, 0) - 1;
+    *lo = zt_param_layer_first(pt, l);
+    *hi = l == L - 1 ? pt->n - 1 : zt_param_layer_last(pt, l);
 }
 
 int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first, int *last, size_t *max_bucket) {
@@ -57,7 +59,7 @@ int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first
        layer; wte + wpe form the final bucket with a buffer of its own. An adapter table (LoRA) has
        layers only. */
     const size_t cap = (size_t)(bucket_mb * (1 << 20) / sizeof(float));
-    const int L = pt->lora_per_layer ? pt->n / pt->lora_per_layer : zt_param_n_layers(pt);
+    const int L = pt->lora_per_layer ? pt->n / pt->lora_per_layer : pt->n_layer;
     int nb = 0;
     size_t maxb = 0;
     int l = L - 1;
@@ -83,7 +85,7 @@ int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first
         if (max_bucket) *max_bucket = maxb;
         return nb;
     }
-    if (first) { first[nb] = ZT_P_WTE; last[nb] = ZT_P_WPE; }
+    if (first) { first[nb] = ZT_P_WTE; last[nb] = zt_param_layer_first(pt, 0) - 1; }
     nb++;
     if (max_bucket) *max_bucket = maxb;
     return nb;

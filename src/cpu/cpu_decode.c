@@ -1,12 +1,13 @@
 /* cpu_decode.c — incremental (KV-cached) causal attention for one new token on the cpu backend.
  * The sampler keeps, per layer, the keys and values of every position already seen in two caches
- * (maxT, C); a new token appends its k, v at row pos and attends over rows 0..pos.
+ * (maxT, NKV hs): only the key/value heads (grouped-query attention caches NKV of them, multi-head
+ * attention all NH); a new token appends its k, v at row pos and attends over rows 0..pos.
  *
  * The arithmetic is that of row t = pos of cpu_attention_fwd (cpu_attention.c), loop for loop:
  * the same dot products in the same order, the same max-subtracted zt_expf softmax, the same
  * accumulation of the output over t2 = 0..pos. So a decoded token sees the attention output the
  * full forward computes for that position (test_decode checks the logits end to end).
- * Work is split over heads; each head is computed by one thread, so the result does not depend
+ * Work is split over query heads; each head is computed by one thread, so the result does not depend
  * on the thread count.
  *
  * gemv: the one-row products of a decode step. BLIS (with the small-matrix path off, see
@@ -27,20 +28,21 @@
    (much more when the cores are shared), more than a small one-token op takes */
 #define DECODE_PAR_MIN ((size_t)1 << 16)
 
-/* qkv(3C) = q | k | v of the token at position pos; kcache, vcache (maxT, C); out(C) */
+/* qkv((NH + 2 NKV) hs) = q | k | v of the token at position pos; kcache, vcache (maxT, NKV hs); out(C) */
 static void cpu_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos,
-                                 int maxT, int C, int NH) {
+                                 int maxT, int C, int NH, int NKV) {
     (void)be;
-    ZT_ASSERT(pos >= 0 && pos < maxT && C % NH == 0);
-    const int hs = C / NH;
+    ZT_ASSERT(pos >= 0 && pos < maxT && NH > 0 && NKV > 0 && C % NH == 0 && NH % NKV == 0);
+    const int hs = C / NH, KV = NKV * hs, G = NH / NKV;
     const float scale = 1.0f / sqrtf((float)hs);
-    memcpy(kcache + (size_t)pos * C, qkv + C, (size_t)C * sizeof(float));
-    memcpy(vcache + (size_t)pos * C, qkv + 2 * C, (size_t)C * sizeof(float));
+    memcpy(kcache + (size_t)pos * KV, qkv + C, (size_t)KV * sizeof(float));
+    memcpy(vcache + (size_t)pos * KV, qkv + C + KV, (size_t)KV * sizeof(float));
 #pragma omp parallel for schedule(static) if ((size_t)(pos + 1) * C * 2 >= DECODE_PAR_MIN)
     for (int h = 0; h < NH; h++) {
         float stack[DECODE_STACK_T];
         float *a = pos < DECODE_STACK_T ? stack : zt_malloc((size_t)(pos + 1) * sizeof(float));
-        zt_attention_row(out + h * hs, a, qkv + h * hs, kcache + h * hs, vcache + h * hs, (size_t)C, pos + 1, hs, scale);
+        zt_attention_row(out + h * hs, a, qkv + h * hs, kcache + (h / G) * hs, vcache + (h / G) * hs, (size_t)KV,
+                         pos + 1, hs, scale);
         if (a != stack) free(a);
     }
 }

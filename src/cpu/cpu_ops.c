@@ -9,7 +9,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_math.h"
-#include "core/quant.h"
+#include "iface/quant_format.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- layernorm */
@@ -111,8 +111,13 @@ static void cpu_embed_fwd(zt_backend *be, float *out, const int32_t *tokens, con
     (void)be;
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
-        const float *e = wte + (size_t)tokens[bt] * C, *p = wpe + (size_t)(bt % T) * C;
+        const float *e = wte + (size_t)tokens[bt] * C;
         float *o = out + (size_t)bt * C;
+        if (!wpe) { /* rotary positions: the token embedding alone */
+            memcpy(o, e, (size_t)C * sizeof(float));
+            continue;
+        }
+        const float *p = wpe + (size_t)(bt % T) * C;
 #pragma omp simd
         for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
     }
@@ -134,6 +139,7 @@ static void cpu_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float 
             for (int c = c0; c < c1; c++) d[c] += g[c];
         }
     }
+    if (!dwpe) return; /* rotary positions: no position embedding */
     /* dwpe rows [0, T): sum over the batch, in order */
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < T; t++) {

@@ -1,4 +1,4 @@
-/* devsim.h — the device-simulating backend (DESIGN section 8): the cpu backend's arithmetic behind
+/* devsim.h — the device-simulating backend (docs/design.md section 8): the cpu backend's arithmetic behind
  * memory the host cannot read.
  *
  * What it is for: on a machine without a GPU, prove that nothing outside a backend touches backend

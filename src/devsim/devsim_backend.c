@@ -89,18 +89,42 @@ static void ds_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, 
     CPU(be)->i->layernorm_bwd(CPU(be), D(dinp), D(dw), D(db), D(dout), D(inp), D(w), D(mean), D(rstd), N, C);
 }
 
-static void ds_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
-    CPU(be)->i->attention_fwd(CPU(be), D(out), D(att), D(qkv), B, T, C, NH);
+static void ds_rmsnorm_fwd(zt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                           float eps) {
+    CPU(be)->i->rmsnorm_fwd(CPU(be), D(out), D(rstd), D(inp), D(w), N, C, eps);
+}
+
+static void ds_rmsnorm_bwd(zt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                           const float *rstd, int N, int C) {
+    CPU(be)->i->rmsnorm_bwd(CPU(be), D(dinp), D(dw), D(dout), D(inp), D(w), D(rstd), N, C);
+}
+
+static void ds_rope(zt_backend *be, float *qkv, const float *cs, int B, int T, int pos0, int NH, int NKV, int hs,
+                    int inverse) {
+    CPU(be)->i->rope(CPU(be), D(qkv), D(cs), B, T, pos0, NH, NKV, hs, inverse);
+}
+
+static void ds_swiglu_fwd(zt_backend *be, float *out, const float *inp, int N, int I) {
+    CPU(be)->i->swiglu_fwd(CPU(be), D(out), D(inp), N, I);
+}
+
+static void ds_swiglu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, int N, int I) {
+    CPU(be)->i->swiglu_bwd(CPU(be), D(dinp), D(inp), D(dout), N, I);
+}
+
+static void ds_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                             int NKV) {
+    CPU(be)->i->attention_fwd(CPU(be), D(out), D(att), D(qkv), B, T, C, NH, NKV);
 }
 
 static void ds_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv,
-                             const float *att, int B, int T, int C, int NH) {
-    CPU(be)->i->attention_bwd(CPU(be), D(dqkv), D(datt), D(dout), D(qkv), D(att), B, T, C, NH);
+                             const float *att, int B, int T, int C, int NH, int NKV) {
+    CPU(be)->i->attention_bwd(CPU(be), D(dqkv), D(datt), D(dout), D(qkv), D(att), B, T, C, NH, NKV);
 }
 
 static void ds_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos,
-                                int maxT, int C, int NH) {
-    CPU(be)->i->attention_decode(CPU(be), D(out), D(kcache), D(vcache), D(qkv), pos, maxT, C, NH);
+                                int maxT, int C, int NH, int NKV) {
+    CPU(be)->i->attention_decode(CPU(be), D(out), D(kcache), D(vcache), D(qkv), pos, maxT, C, NH, NKV);
 }
 
 static void ds_gemv(zt_backend *be, float *y, const float *x, const float *w, const float *bias, int C, int OC,
@@ -194,6 +218,11 @@ zt_backend *zt_devsim_backend_create(int threads) {
         i->attention_fwd = ds_attention_fwd;
         i->attention_bwd = ds_attention_bwd;
         /* optional slots stay optional */
+        i->rmsnorm_fwd = c->rmsnorm_fwd ? ds_rmsnorm_fwd : NULL;
+        i->rmsnorm_bwd = c->rmsnorm_bwd ? ds_rmsnorm_bwd : NULL;
+        i->rope = c->rope ? ds_rope : NULL;
+        i->swiglu_fwd = c->swiglu_fwd ? ds_swiglu_fwd : NULL;
+        i->swiglu_bwd = c->swiglu_bwd ? ds_swiglu_bwd : NULL;
         i->attention_decode = c->attention_decode ? ds_attention_decode : NULL;
         i->gemv = c->gemv ? ds_gemv : NULL;
         i->gelu_fwd = ds_gelu_fwd;

@@ -66,18 +66,42 @@ typedef struct zt_backend_i {
                           const float *inp, const float *w, const float *mean, const float *rstd,
                           int N, int C);
 
-    /* causal self-attention. qkv(B, T, 3C) -> out(B, T, C); att(B, NH, T, T) keeps the softmax */
-    void (*attention_fwd)(zt_backend *be, float *out, float *att, const float *qkv,
-                          int B, int T, int C, int NH);
-    /* dqkv(B, T, 3C) overwritten; datt(B, NH, T, T) is scratch */
-    void (*attention_bwd)(zt_backend *be, float *dqkv, float *datt, const float *dout,
-                          const float *qkv, const float *att, int B, int T, int C, int NH);
+    /* The Llama family's ops (optional as a set: NULL where a backend lacks them; such a backend runs GPT-2 models
+       only, and its attention slots may take NKV == NH alone; a backend with them takes NKV < NH too). RMSNorm: out(N, C) = inp * rstd * w, rstd(N) = 1 / sqrt(mean over C of inp^2 + eps), saved for
+       backward */
+    void (*rmsnorm_fwd)(zt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                        float eps);
+    /* dinp(N, C) += ..., dw(C) overwritten */
+    void (*rmsnorm_bwd)(zt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                        const float *rstd, int N, int C);
+    /* rotary position embedding, in place, on the NH query and NKV key heads of qkv(B, T, (NH + 2 NKV) hs) (the
+       value heads untouched): element i < hs/2 of a head pairs with i + hs/2 (transformers' rotate_half):
+       (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin) with the angle of row t's position pos0 + t and frequency i;
+       cs(maxT, hs/2, 2) holds (cos, sin) per (position, i), made on the host. inverse = 1 rotates by minus the
+       angle: rope's backward, applied to dqkv */
+    void (*rope)(zt_backend *be, float *qkv, const float *cs, int B, int T, int pos0, int NH, int NKV, int hs,
+                 int inverse);
+    /* SwiGLU: out(N, I) = silu(inp[:, :I]) * inp[:, I:] for inp(N, 2I) = [gate | up], silu(g) = g / (1 + exp(-g)) */
+    void (*swiglu_fwd)(zt_backend *be, float *out, const float *inp, int N, int I);
+    /* dinp(N, 2I) overwritten: [dgate | dup] */
+    void (*swiglu_bwd)(zt_backend *be, float *dinp, const float *inp, const float *dout, int N, int I);
 
-    /* incremental decoding, one token: appends k, v of qkv(3C) at row pos of kcache, vcache
-       (maxT, C) and writes out(C) = causal attention of q over rows 0..pos (the same arithmetic
-       as row pos of attention_fwd). Optional: NULL when a backend lacks it. */
+    /* causal self-attention with NH query heads and NKV key/value heads (grouped-query attention; NH % NKV == 0,
+       NKV == NH is multi-head attention, NKV == 1 multi-query). hs = C / NH; a qkv row is (NH + 2 NKV) hs wide:
+       the NH query heads, then the NKV key heads, then the NKV value heads; query head h attends with key/value
+       head h / (NH / NKV). qkv(B, T, (NH + 2 NKV) hs) -> out(B, T, C); att(B, NH, T, T) keeps the softmax */
+    void (*attention_fwd)(zt_backend *be, float *out, float *att, const float *qkv,
+                          int B, int T, int C, int NH, int NKV);
+    /* dqkv (qkv's shape) overwritten; a key/value head's gradient sums over its NH / NKV query heads;
+       datt(B, NH, T, T) is scratch */
+    void (*attention_bwd)(zt_backend *be, float *dqkv, float *datt, const float *dout,
+                          const float *qkv, const float *att, int B, int T, int C, int NH, int NKV);
+
+    /* incremental decoding, one token: appends k, v of qkv((NH + 2 NKV) hs) at row pos of kcache, vcache
+       (maxT, NKV hs) (only the key/value heads are cached) and writes out(C) = causal attention of q over
+       rows 0..pos (the same arithmetic as row pos of attention_fwd). Optional: NULL when a backend lacks it. */
     void (*attention_decode)(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv,
-                             int pos, int maxT, int C, int NH);
+                             int pos, int maxT, int C, int NH, int NKV);
 
     /* one-row products for decoding (optional: NULL = the caller uses linear_fwd / matmul):
        y(OC) = x(C) @ w(C, OC) + bias(OC) (bias may be NULL), or when w_t, y(OC) = w(OC, C) @ x(C)
@@ -93,11 +117,11 @@ typedef struct zt_backend_i {
     /* out = a + b, elementwise */
     void (*add)(zt_backend *be, float *out, const float *a, const float *b, size_t n);
 
-    /* out(B, T, C) = wte[tok] + wpe[t]; tokens (B, T) int32 on device */
+    /* out(B, T, C) = wte[tok] + wpe[t] (wpe NULL: wte[tok], rotary positions); tokens (B, T) int32 on device */
     void (*embed_fwd)(zt_backend *be, float *out, const int32_t *tokens, const float *wte,
                       const float *wpe, int B, int T, int C);
     /* dwte(Vp, C) += scatter of dout by token (accumulates: the LM head wrote it first);
-       dwpe(maxT, C) rows [0, T) overwritten with the sum over B */
+       dwpe(maxT, C) rows [0, T) overwritten with the sum over B (dwpe NULL: none) */
     void (*embed_bwd)(zt_backend *be, float *dwte, float *dwpe, const float *dout,
                       const int32_t *tokens, int B, int T, int C);
 
@@ -141,15 +165,16 @@ typedef struct zt_backend_i {
        2-byte operands with fp32 accumulation and fp32 outputs (the CUDA backend: tensor-core GEMMs) */
     void (*set_precision)(zt_backend *be, int prec);
     /* optional (NULL: the backend has none): causal self-attention that keeps no (T, T) matrix, for head sizes
-       C / NH that zt_attention_fused_hs_ok accepts. Forward: out as attention_fwd; stats(B, NH, T, 2) receives
+       C / NH that zt_attention_fused_hs_ok accepts; heads (NH, NKV) and qkv's layout as attention_fwd.
+       Forward: out as attention_fwd; stats(B, NH, T, 2) receives
        each row's softmax maximum m and 1 / sum (fp32 op state: never rounded or packed). Backward: dqkv
        overwritten as attention_bwd, recomputing each probability as zt_expf(s - m) * (1 / sum) from qkv and
        stats; out is the forward's output (as stored), scratch zt_attention_fused_scratch(B, T, C, NH) floats.
        The values of attention_fwd / _bwd up to fp32 rounding (the cpu backend has only those). */
     void (*attention_fused_fwd)(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C,
-                                int NH);
+                                int NH, int NKV);
     void (*attention_fused_bwd)(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv,
-                                const float *out, const float *stats, int B, int T, int C, int NH);
+                                const float *out, const float *stats, int B, int T, int C, int NH, int NKV);
 } zt_backend_i;
 
 /* the head sizes a backend's attention_fused_* slots must take (the CUDA backend's kernels: cuda/kernels_attn_fused.cu) */

@@ -1,5 +1,5 @@
 /* comm.h — the communicator interface (struct of function pointers + ctx), shaped by what NCCL
- * offers so that an NCCL implementation is direct (DESIGN section 8):
+ * offers so that an NCCL implementation is direct (docs/design.md section 8):
  *  - equal-count collectives: all-reduce, reduce-scatter, all-gather, all-to-all, broadcast;
  *  - grouped point-to-point: send / recv (and rooted reduce) only between group_start and
  *    group_end, any counts per peer; this is how variable-size exchanges are written (there are

@@ -1,8 +1,8 @@
 /* op_math.h — the elementwise math both backends compile: the cpu backend (C, inside OpenMP simd
  * loops) and the CUDA kernels (nvcc, and the host execution harness's C++ build). One definition
  * of each formula, so the CPU tests cover the formulas the GPU runs: exp and tanh, GELU (tanh
- * approximation) and its derivative, the AdamW element update, LayerNorm's element forward and
- * backward, and bf16/fp16 conversions (round to nearest even, as __float2bfloat16_rn / __float2half_rn). The reductions around
+ * approximation) and its derivative, the AdamW element update, LayerNorm's and RMSNorm's element forward
+ * and backward, the rotary embedding's rotation of a pair, SiLU (SwiGLU) and its derivative, and bf16/fp16 conversions (round to nearest even, as __float2bfloat16_rn / __float2half_rn). The reductions around
  * them (row sums, maxima) are each backend's own: their order is what makes a backend deterministic.
  *
  * Everything here is branch-free float arithmetic; this header must never be compiled with
@@ -96,6 +96,40 @@ ZT_HD float zt_ln_dx(float x, float mean, float rstd, float w, float dy, float m
     float dn = w * dy;
     return (dn - mean_dn - xn * mean_dn_xn) * rstd;
 }
+
+/* RMSNorm: 1/sqrt(mean square + eps) from the row's sum of squares over C */
+ZT_HD float zt_rms_rstd(float sum_sq, int C, float eps) { return 1.0f / sqrtf(sum_sq / (float)C + eps); }
+/* out = x * rstd * w (transformers' LlamaRMSNorm: weight * (x * rsqrt(variance + eps))) */
+ZT_HD float zt_rms_out(float x, float rstd, float w) { return x * rstd * w; }
+/* dx of one element, given the row mean of dn * xn (dn = w*dy, xn = x*rstd): (dn - xn * mean_dn_xn) * rstd */
+ZT_HD float zt_rms_dx(float x, float rstd, float w, float dy, float mean_dn_xn) {
+    float xn = x * rstd;
+    float dn = w * dy;
+    return (dn - xn * mean_dn_xn) * rstd;
+}
+/* one row's term of dw: xn * dy */
+ZT_HD float zt_rms_dw(float x, float rstd, float dy) { return x * rstd * dy; }
+
+/* rotary position embedding (transformers' rotate_half): the pair (x1, x2) = (x[i], x[i + hs/2]) of a head
+   rotated by the angle whose cosine and sine are c, s (s negated: the inverse rotation, rope's backward):
+   x1' = x1 c - x2 s, x2' = x2 c + x1 s */
+ZT_HD float zt_rope_lo(float x1, float x2, float c, float s) { return x1 * c - x2 * s; }
+ZT_HD float zt_rope_hi(float x1, float x2, float c, float s) { return x2 * c + x1 * s; }
+
+/* SiLU (swish): g * sigmoid(g) = g / (1 + exp(-g)); zt_expf's clamp keeps the denominator finite */
+ZT_HD float zt_silu(float g) { return g / (1.0f + zt_expf(-g)); }
+/* d silu(g) / dg = sigmoid(g) * (1 + g * (1 - sigmoid(g))), with 1 - sigmoid(g) as exp(-g) * sigmoid(g): no
+   cancellation where sigmoid(g) rounds to 1 (g > ~17, where g * (1 - sigmoid) still moves the result by ~1e-6) */
+ZT_HD float zt_silu_grad(float g) {
+    float e = zt_expf(-g);
+    float sg = 1.0f / (1.0f + e);
+    return sg * (1.0f + g * (e * sg));
+}
+/* SwiGLU's element: silu(gate) * up */
+ZT_HD float zt_swiglu(float g, float u) { return zt_silu(g) * u; }
+/* its gradients: d/dgate = dy * up * silu'(gate), d/dup = dy * silu(gate) */
+ZT_HD float zt_swiglu_dgate(float g, float u, float dy) { return dy * u * zt_silu_grad(g); }
+ZT_HD float zt_swiglu_dup(float g, float dy) { return dy * zt_silu(g); }
 
 /* float -> bf16 bits, round to nearest even (as __float2bfloat16_rn); NaN stays a (quiet) NaN */
 ZT_HD uint16_t zt_f32_to_bf16_bits(float f) {

@@ -1,4 +1,4 @@
-/* ckpt.c — parallel-HDF5 checkpoints (ckpt.h, DESIGN section 5): the collective read of
+/* ckpt.c — parallel-HDF5 checkpoints (ckpt.h, docs/design.md section 5): the collective read of
  * one file, and the checks that turn a wrong file into one clear line on every rank (the save protocol
  * is in ckpt_save.c).
  *
@@ -40,8 +40,8 @@
  * plain pread at their offsets straight into host buffers after the file is closed, anything else
  * (a chunked or float64 dataset another tool wrote) with independent H5Dread. Why not collective
  * transfers: a tensor almost always lies in ONE rank's shard, so a collective H5Dread per tensor makes
- * the other ranks wait for it and the ranks take turns (measured here, GPT-2 124M + Adam state on 4
- * ranks: load 2.5-2.8 s collective vs 1.0 s independent; ZTRAIN_CKPT_IO=collective still selects
+ * the other ranks wait for it and the ranks take turns (GPT-2 124M + Adam state on 4 ranks of a 2-core
+ * AMD EPYC VM: load 2.5-2.8 s collective vs 1.0 s independent; ZTRAIN_CKPT_IO=collective still selects
  * collective H5Dread transfers for parallel file systems where collective buffering pays).
  * Load reads this rank's range of every tensor; ZeRO then all-gathers the parameters (and the
  * stage-0 moments: zt_zero_after_load), so any rank count and stage can resume any file. A view
@@ -158,7 +158,7 @@ static int transfer_none(const xfer *x, hid_t ds, int rd) {
 static xfer make_xfer(zt_backend *be, size_t maxpiece) {
     /* ZTRAIN_CKPT_IO=collective: collective raw-data transfers (every rank in every H5Dwrite/H5Dread,
        empty selections where it has no part) — for parallel file systems where MPI-IO's collective
-       buffering pays; independent (default) was faster here (README "Checkpoints") */
+       buffering pays; independent (default) is faster on ext4 (the top of this file) */
     const char *mode = getenv("ZTRAIN_CKPT_IO");
     xfer x = {H5Pcreate(H5P_DATASET_XFER), mode && strcmp(mode, "collective") == 0, be,
               be->i->mem == ZT_MEM_HOST, NULL};

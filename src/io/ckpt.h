@@ -1,5 +1,5 @@
-/* ckpt.h — checkpoints: ONE parallel-HDF5 file per checkpoint, laid out collectively by all ranks
- * (DESIGN section 5), its raw data written by every rank at once (ckpt_rawio.h: staged O_DIRECT
+/* ckpt.h — checkpoints: ONE parallel-HDF5 file per checkpoint, laid out by rank 0
+ * (docs/design.md section 5), its raw data written by every rank at once (ckpt_rawio.h: staged O_DIRECT
  * writes, in the background with checkpoint.async). Each rank writes the part of each tensor in
  * its ZeRO shard [lo, hi) (the view below): working parameters (/model/<name>), Adam moments
  * (/optim/exp_avg/<name>, /optim/exp_avg_sq/<name>), and fp32 master weights (/master/<name>)

@@ -353,8 +353,8 @@ void zt_ckpt_writer_destroy(zt_ckpt_writer *w) {
 
 /* reads. With O_DIRECT (the default where the file system allows it) four threads per rank each read whole
    4 KiB blocks covering a span into page-aligned staging, check it there for NaN/Inf and copy it to its
-   destination: no page cache, whose first-touch pages cost this VM more than the disk (the same 1.49 GB
-   file, cold, 2026-11-26: O_DIRECT 0.68-0.77 s every time, page cache 0.65-1.15 s, `dd bs=16M` 0.58-2.47 s;
+   destination: no page cache, whose first-touch pages cost a 2-core AMD EPYC VM more than the disk (the
+   same 1.49 GB file, cold: O_DIRECT 0.68-0.77 s every time, page cache 0.65-1.15 s, `dd bs=16M` 0.58-2.47 s;
    4 threads read faster than 2 in bench_ckpt, 0.81-0.89 s against 1.02-1.09 s). Buffered (direct_io off, or
    refused): 4 MiB chunks through the page cache straight into the destination (host memory) by two threads,
    so one thread's copy overlaps the other's wait for the disk (1 rank: 86% of dd with one thread, 93% with

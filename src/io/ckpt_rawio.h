@@ -1,10 +1,10 @@
-/* ckpt_rawio.h — the raw bytes of a checkpoint file, moved at disk speed (issue: checkpoints at disk
- * speed, and asynchronous). ckpt.c lays the file out with HDF5 (metadata only, every dataset
+/* ckpt_rawio.h — the raw bytes of a checkpoint file, moved at disk speed, in the background for
+ * asynchronous checkpoints. ckpt.c lays the file out with HDF5 (metadata only, every dataset
  * allocated); each rank then hands this writer its pieces: (file offset, bytes, source in the
  * backend's memory). The writer copies them into a page-aligned host staging buffer, placing each piece
  * at the same offset modulo 4 KiB as in the file, so a background thread can write the whole 4 KiB
- * blocks inside a piece with O_DIRECT straight from the staging buffer (no page cache: on this machine
- * kind first-touch page-cache pages cost more than the disk) and the partial blocks at its edges,
+ * blocks inside a piece with O_DIRECT straight from the staging buffer (no page cache: on a 2-core AMD
+ * EPYC VM first-touch page-cache pages cost more than the disk) and the partial blocks at its edges,
  * which another rank's piece or HDF5 metadata may share, with an ordinary pwrite. It ends with
  * fdatasync, so the data is durable on this rank's node when the writer reports done.
  *
@@ -70,12 +70,12 @@ void zt_ckpt_writer_destroy(zt_ckpt_writer *w);
    O_DIRECT where the file system allows it, whole 4 KiB blocks in spans of up to 16 MiB (several pieces when
    they lie close together in the file) by four threads, each into its own staging buffer, then copied to the
    destination (memcpy, or to_device on a GPU); otherwise through the page cache in 4 MiB chunks, into host
-   memory directly at the destination. Why O_DIRECT: on this machine kind the first use of page-cache memory
-   costs more than the disk (a cold read of the same 1.49 GB, 2026-11-26: O_DIRECT 0.68-0.77 s every time,
-   through the page cache 0.65-1.15 s, `dd bs=16M` 0.58-2.47 s; the O_DIRECT figure of 42% of dd measured
-   before came from one request in flight). Each chunk is scanned for NaN/Inf right after its read, while it
-   is still in cache (a separate pass over the loaded state cost up to a fifth of the load: 0.36 s of 1.8 s
-   for GPT-2 124M + Adam on 1 rank here, and a second device -> host copy on a GPU): the first one found is
+   memory directly at the destination. Why O_DIRECT: on a 2-core AMD EPYC VM the first use of page-cache
+   memory costs more than the disk (a cold read of the same 1.49 GB: O_DIRECT 0.68-0.77 s every time,
+   through the page cache 0.65-1.15 s, `dd bs=16M` 0.58-2.47 s; O_DIRECT needs several requests in flight:
+   with one it reads at 42% of dd). Each chunk is scanned for NaN/Inf right after its read, while it
+   is still in cache (a separate pass over the loaded state costs up to a fifth of the load: 0.36 s of 1.8 s
+   for GPT-2 124M + Adam on 1 rank of that VM, and a second device -> host copy on a GPU): the first one found is
    returned in *nf (piece -1: none). `group` and `flat` are the caller's (which buffer, which flat element the
    piece starts at), carried for its message. NOT collective. */
 typedef struct zt_ckpt_rpiece {

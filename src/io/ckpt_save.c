@@ -3,9 +3,9 @@
  * completion mark, and the save protocol (values checked finite, tmp name, durable on every rank,
  * complete = 1, fsync, `latest` prepared, rename, `latest` replaced, pruning).
  *
- * Why the raw data does not go through HDF5/MPI-IO (issue 15, measured on this machine kind, ext4 on a
- * virtual disk, GPT-2 124M + Adam state, 1.49 GB): MPI-IO's pwrite calls into the page cache ran at
- * 220-250 MB/s (strace: 6.7 s in pwrite64 for the 1.49 GB, 0.74 s in the one fsync) while `dd` with
+ * Why the raw data does not go through HDF5/MPI-IO (docs/checkpoints.md; measured on a 2-core AMD EPYC
+ * VM, ext4 on a virtual disk, GPT-2 124M + Adam state, 1.49 GB): MPI-IO's pwrite calls into the page
+ * cache ran at 220-250 MB/s (strace: 6.7 s in pwrite64 for the 1.49 GB, 0.74 s in the one fsync) while `dd` with
  * the same bytes ran at 1.1-1.3 GB/s; the cost is the first touch of page-cache pages (a plain dd into
  * a new file after a fallocate showed the same 230 MB/s), not HDF5 metadata or the fsync. Writing the
  * whole 4 KiB blocks with O_DIRECT from a reused, aligned staging buffer skips the page cache and runs
@@ -283,8 +283,8 @@ static size_t n_offsets(const zt_ckpt_view *v) {
 /* Collective: rank 0 lays the file out (layout_rank0), every rank agrees on the outcome, then learns
    the dataset offsets and returns its pieces (file offset, bytes, source); offs_out (n_offsets entries,
    may be NULL) receives the offsets. The file is created by one rank and no HDF5 call here is collective:
-   a failure on the one rank that touches the disk cannot leave the others inside a collective (a full
-   disk used to hang HDF5's collective metadata flush). */
+   a failure on the one rank that touches the disk cannot leave the others inside a collective (with
+   collective metadata writes, a full disk hangs HDF5's collective metadata flush). */
 static int layout(const char *path, const zt_ckpt_meta *meta, const zt_ckpt_view *v, zt_ckpt_piece *pieces,
                   int *n_pieces, uint64_t *offs_out, char *err, size_t errlen) {
     zt_ckpt_h5_quiet();
@@ -382,8 +382,8 @@ static int publish(const char *tmp, const char *final, const char *dir, char *er
    same source memory as the writer while the layout and the writes go on (a synchronous save) or while
    training computes the next step (async: the sources do not change before zt_ckpt_saver_wait_snapshot,
    which joins it). Its outcome is agreed on before the file is published; a failed check unlinks the
-   .tmp, so nothing non-finite is ever published. At memory speed (~7 GB/s here) it would otherwise add
-   0.2 s to each save of GPT-2 124M with Adam state on one rank. */
+   .tmp, so nothing non-finite is ever published. At memory speed (~7 GB/s on a 2-core AMD EPYC) it would
+   otherwise add 0.2 s to each save of GPT-2 124M with Adam state on one rank. */
 typedef struct scan_job {
     pthread_t th;
     int running;
@@ -416,8 +416,8 @@ static void scan_join(scan_job *j) {
     j->running = 0;
 }
 
-/* Pruning (rank 0) runs in a thread after the file is published: unlinking a 1.49 GB file took 0.19-0.23 s
-   on this machine's ext4 (a fifth of a save), and nothing needs the old file gone before the next save. It
+/* Pruning (rank 0) runs in a thread after the file is published: unlinking a 1.49 GB file takes 0.19-0.23 s
+   on ext4 on a virtual disk (a fifth of a save), and nothing needs the old file gone before the next save. It
    is joined before the next save creates its .tmp (prune also removes leftover .tmp files) and when the
    saver is destroyed, so a finished run leaves exactly `keep` files. */
 typedef struct prune_job {

@@ -63,6 +63,34 @@ const key_def cfg_schema[] = {
         "vocab rows allocated (0 = vocab_size rounded up to 128)"),
     INT("model.block_size", model.block_size, 64, 1, 1 << 20, "max sequence length (position embeddings)"),
     FLT("model.init_std", model.init_std, 0.02, 0, 10, 0, "std of the normal weight init"),
+    ENUM("model.family", model.family, "gpt2",
+         "the block's description: gpt2 = LayerNorm, learned positions, GELU MLP, biases, tied LM head; llama and "
+         "mistral = RMSNorm, rotary positions, SwiGLU MLP, no biases, a separate LM head; qwen2 = llama's with q, k, v "
+         "biases and norm_eps 1e-6. The model.* keys below override single choices",
+         "gpt2", "llama", "mistral", "qwen2"),
+    INT("model.n_kv_head", model.n_kv_head, 0, 0, 4096,
+        "key/value heads (grouped-query attention; 1 = multi-query; must divide n_head); 0 = n_head"),
+    INT("model.intermediate_size", model.intermediate_size, 0, 0, 1 << 20,
+        "the MLP's hidden size (config.json's intermediate_size); 0 = 4 * n_embd, GELU only"),
+    ENUM("model.norm", model.norm, "auto", "normalisation: auto = the family's", "auto", "layernorm", "rmsnorm"),
+    ENUM("model.position", model.position, "auto", "positions: auto = the family's; rope = rotary",
+         "auto", "learned", "rope"),
+    ENUM("model.mlp", model.mlp, "auto", "MLP: auto = the family's", "auto", "gelu", "swiglu"),
+    STR("model.bias", model.bias, "auto", 1,
+        "linear layers with a bias: auto = the family's, none, all, or a comma list of qkv, proj, fc, fcproj"),
+    ENUM("model.tie_embeddings", model.tie_embeddings, "auto", "the LM head is the token embedding: auto = the family's",
+         "auto", "true", "false"),
+    FLT("model.norm_eps", model.norm_eps, 0, 0, 1, 0, "RMSNorm's epsilon (0 = the family's: 1e-5, qwen2 1e-6)"),
+    FLT("model.rope_theta", model.rope_theta, 0, 0, 1e12, 0, "rotary base (0 = 10000)"),
+    ENUM("model.rope_scaling", model.rope_scaling, "none",
+         "rotary frequency scaling: llama3 = Llama 3.1's (rope_factor, rope_*_freq_factor, rope_original_max_position)",
+         "none", "llama3"),
+    FLT("model.rope_factor", model.rope_factor, 8, 1, 1e6, 0, "llama3 scaling: factor"),
+    FLT("model.rope_low_freq_factor", model.rope_low_freq_factor, 1, 0, 1e6, MIN_OPEN, "llama3 scaling: low_freq_factor"),
+    FLT("model.rope_high_freq_factor", model.rope_high_freq_factor, 4, 0, 1e6, MIN_OPEN,
+        "llama3 scaling: high_freq_factor"),
+    INT("model.rope_original_max_position", model.rope_original_max_position, 8192, 1, 1 << 24,
+        "llama3 scaling: original_max_position_embeddings"),
 
     INT("train.micro_batch", train.micro_batch, 4, 0, 1 << 20,
         "sequences per micro-batch per rank, or \"auto\" (stored as 0): the largest that fits train.mem_limit"),
@@ -705,10 +733,11 @@ int zt_config_validate(const zt_config *c, int world_size, char *err, size_t err
     const typeof(c->model) *m = &c->model;
     const typeof(c->train) *t = &c->train;
     /* lora.enabled: model.* are replaced by lora.base's (zt_lora_base_shape checks seq_len against it) */
-    if (!c->lora.enabled && m->n_embd % m->n_head)
-        return zt_errf(err, errlen,
-                    "model.n_embd = %d is not divisible by model.n_head = %d (each head gets n_embd / n_head "
-                    "channels)", m->n_embd, m->n_head);
+    zt_model_shape shape;
+    if (!c->lora.enabled && zt_config_shape(c, &shape, err, errlen)) return 1;
+    if (c->lora.enabled && strcmp(m->family, "gpt2") != 0)
+        return zt_errf(err, errlen, "lora.enabled with model.family = %s: LoRA fine-tuning runs on GPT-2 models only so "
+                       "far", m->family);
     if (!c->lora.enabled && t->seq_len > m->block_size)
         return zt_errf(err, errlen, "train.seq_len = %d exceeds model.block_size = %d (the positions the model has)",
                     t->seq_len, m->block_size);

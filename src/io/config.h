@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "iface/param_table.h"
+
 #define ZT_PATH_MAX 512
 #define ZT_NAME_MAX 64
 #define ZT_ERR_MAX 1024
@@ -31,6 +33,20 @@ typedef struct zt_config {
         int padded_vocab;           /* 0 = auto: vocab_size rounded up to a multiple of 128 */
         int block_size;             /* max sequence length (position embeddings) */
         double init_std;
+        /* the block's description (core/model.h zt_model_shape_from_config): the family's, or these overrides */
+        char family[ZT_NAME_MAX];   /* gpt2 | llama | mistral | qwen2 */
+        int n_kv_head;              /* key/value heads; 0 = n_head */
+        int intermediate_size;      /* the MLP's hidden size; 0 = 4 * n_embd (GELU) */
+        char norm[ZT_NAME_MAX];     /* auto | layernorm | rmsnorm */
+        char position[ZT_NAME_MAX]; /* auto | learned | rope */
+        char mlp[ZT_NAME_MAX];      /* auto | gelu | swiglu */
+        char bias[ZT_NAME_MAX];     /* auto | none | all | a comma list of qkv, proj, fc, fcproj */
+        char tie_embeddings[ZT_NAME_MAX]; /* auto | true | false */
+        double norm_eps;            /* 0 = the family's */
+        double rope_theta;          /* 0 = the family's */
+        char rope_scaling[ZT_NAME_MAX]; /* none | llama3 */
+        double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+        int rope_original_max_position;
     } model;
     struct {
         int micro_batch;            /* sequences per micro-batch per rank; 0 = auto until resolved */
@@ -43,10 +59,10 @@ typedef struct zt_config {
         double weight_decay, beta1, beta2, eps, grad_clip;  /* grad_clip 0 = off */
         long seed;
         int threads;                /* 0 = auto: cores on the node / local ranks */
-        char recompute[ZT_NAME_MAX]; /* none | gelu | layer (zt_config_recompute: ZT_RECOMPUTE_*) */
-        char act_storage[ZT_NAME_MAX]; /* auto | fp32: 2-byte activations in bf16/fp16 (ZT_ACT_PACK16) */
-        char param_storage[ZT_NAME_MAX]; /* auto | precision | fp32: 2-byte working parameters (ZT_PARAM_PACK16) */
-        char attention[ZT_NAME_MAX];   /* auto | materialized: fused attention on cuda (ZT_ATT_FUSED) */
+        char recompute[ZT_NAME_MAX]; /* none | gelu | layer (zt_model_opts_from_config) */
+        char act_storage[ZT_NAME_MAX]; /* auto | fp32: 2-byte activations in bf16/fp16 (zt_model_opts.act16) */
+        char param_storage[ZT_NAME_MAX]; /* auto | precision | fp32: 2-byte working parameters (zt_model_opts.params16) */
+        char attention[ZT_NAME_MAX];   /* auto | materialized: fused attention on cuda (zt_model_opts.att_fused) */
         char mem_limit[ZT_NAME_MAX]; /* per rank for micro_batch auto; "" = available / local ranks */
         int log_every;
     } train;
@@ -115,12 +131,6 @@ typedef int (*zt_config_diff_fn)(const char *key, const char *va, const char *vb
 int zt_config_diff(const zt_config *a, const zt_config *b, zt_config_diff_fn fn, void *ctx);
 /* apply one "dotted.key=value" override, typed by the schema */
 int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen);
-/* train.recompute as ZT_RECOMPUTE_* (core/model.h): 0 none, 1 gelu, 2 layer; plus 4 (ZT_ACT_PACK16) when
-   the activations kept for backward are stored in 2 bytes (act_storage auto, precision bf16/fp16, not layer);
-   plus 8 (ZT_ATT_FUSED) when train.attention = auto and the device is cuda or cudasim; plus 16 (ZT_PARAM_PACK16)
-   when the working parameters are stored in 2 bytes (bf16/fp16, not LoRA, param_storage precision, or auto on
-   cuda/cudasim) */
-int zt_config_recompute(const zt_config *c);
 /* lora.targets as a bit mask (ZT_LORA_T_* of core/lora.h: 1 qkv, 2 proj, 4 fc, 8 fcproj); 0 and a message
    naming the bad item when the list is not valid */
 unsigned zt_config_lora_targets(const char *list, char *err, size_t errlen);
@@ -138,5 +148,8 @@ size_t zt_config_to_string(const zt_config *c, char *buf, size_t len);
 void zt_config_help(FILE *f);
 /* Vp actually used: padded_vocab, or vocab_size rounded up to 128 when 0 */
 int zt_config_padded_vocab(const zt_config *c);
+/* the model's shape and block description: model.family's choices, then the model.* keys that override them;
+   0, or 1 with a message naming the key when the combination is not a model ztrain has (config_validate calls it) */
+int zt_config_shape(const zt_config *c, zt_model_shape *s, char *err, size_t errlen);
 
 #endif

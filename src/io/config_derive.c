@@ -1,5 +1,6 @@
 /* config_derive.c — what a loaded config means beyond its keys' values: the precision as ZT_PREC_*, the
- * activation / parameter storage flags (zt_config_recompute), lora.targets as a mask and the padded vocabulary.
+ * lora.targets as a mask and the padded vocabulary (the model's storage options are core/model.h's
+ * zt_model_opts_from_config).
  * Pure functions of a zt_config (config.h); the schema, parsing and validation are config.c's. */
 #include "io/config.h"
 #include "util/util.h"
@@ -8,24 +9,6 @@
 
 int zt_config_prec(const zt_config *c) {
     return strcmp(c->precision, "bf16") == 0 ? 1 : strcmp(c->precision, "fp16") == 0 ? 2 : 0;
-}
-
-int zt_config_recompute(const zt_config *c) {
-    const int r = strcmp(c->train.recompute, "layer") == 0 ? 2 : strcmp(c->train.recompute, "gelu") == 0 ? 1 : 0;
-    const int pack = r != 2 && strcmp(c->train.act_storage, "auto") == 0 && zt_config_prec(c) != 0;
-    const int fused = strcmp(c->train.attention, "auto") == 0 &&
-                      (strcmp(c->device, "cuda") == 0 || strcmp(c->device, "cudasim") == 0);
-    const int gpu = strcmp(c->device, "cuda") == 0 || strcmp(c->device, "cudasim") == 0;
-    /* auto: where the words and model.c's fp32 window (wte or one layer, whichever is larger, plus wpe and ln_f)
-       take fewer bytes than float32 parameters, i.e. the window holds less than half of them (GPT-2 124M: 32%;
-       not d6, whose wte is 64% of its parameters) */
-    const double C = c->model.n_embd, layer = 12.0 * C * C + 13.0 * C, wte = (double)zt_config_padded_vocab(c) * C;
-    const double fixed = (double)c->model.block_size * C + 2.0 * C;
-    const double window = (wte > layer ? wte : layer) + fixed, total = wte + c->model.n_layer * layer + fixed;
-    const int params16 = zt_config_prec(c) != 0 && !c->lora.enabled &&
-                         (strcmp(c->train.param_storage, "precision") == 0 ||
-                          (strcmp(c->train.param_storage, "auto") == 0 && gpu && 2.0 * window < total));
-    return r | (pack ? 4 : 0) | (fused ? 8 : 0) | (params16 ? 16 : 0);
 }
 
 unsigned zt_config_lora_targets(const char *list, char *err, size_t errlen) {
@@ -54,4 +37,78 @@ unsigned zt_config_lora_targets(const char *list, char *err, size_t errlen) {
 int zt_config_padded_vocab(const zt_config *c) {
     if (c->model.padded_vocab > 0) return c->model.padded_vocab;
     return (c->model.vocab_size + 127) / 128 * 128;
+}
+
+/* model.bias: auto (the family's), none, all, or a comma list of qkv, proj, fc, fcproj; -1 when not valid */
+static int bias_mask(const char *list, unsigned family) {
+    if (strcmp(list, "auto") == 0) return (int)family;
+    if (strcmp(list, "none") == 0) return 0;
+    if (strcmp(list, "all") == 0) return ZT_BIAS_ALL;
+    static const char *const names[] = {"qkv", "proj", "fc", "fcproj"};
+    unsigned mask = 0;
+    for (const char *p = list; *p;) {
+        const size_t n = strcspn(p, ",");
+        unsigned bit = 0;
+        for (int i = 0; i < 4 && !bit; i++)
+            if (strlen(names[i]) == n && strncmp(p, names[i], n) == 0) bit = 1u << i;
+        if (!bit) return -1;
+        mask |= bit;
+        p += n + (p[n] == ',');
+    }
+    return (int)mask;
+}
+
+int zt_config_shape(const zt_config *c, zt_model_shape *s, char *err, size_t errlen) {
+    const typeof(c->model) *m = &c->model;
+    memset(s, 0, sizeof *s);
+    s->n_layer = m->n_layer;
+    s->n_head = m->n_head;
+    s->n_embd = m->n_embd;
+    s->vocab_size = m->vocab_size;
+    s->padded_vocab = zt_config_padded_vocab(c);
+    s->block_size = m->block_size;
+    zt_model_shape_gpt2(s);
+    if (strcmp(m->family, "gpt2") != 0) { /* llama, mistral, qwen2 */
+        s->norm = ZT_NORM_RMS;
+        s->pos = ZT_POS_ROPE;
+        s->mlp = ZT_MLP_SWIGLU;
+        s->bias = strcmp(m->family, "qwen2") == 0 ? ZT_BIAS_QKV : 0;
+        s->tied = 0;
+        s->norm_eps = strcmp(m->family, "qwen2") == 0 ? 1e-6f : 1e-5f;
+    }
+    if (strcmp(m->norm, "auto") != 0) s->norm = strcmp(m->norm, "rmsnorm") == 0 ? ZT_NORM_RMS : ZT_NORM_LAYER;
+    if (strcmp(m->position, "auto") != 0) s->pos = strcmp(m->position, "rope") == 0 ? ZT_POS_ROPE : ZT_POS_LEARNED;
+    if (strcmp(m->mlp, "auto") != 0) s->mlp = strcmp(m->mlp, "swiglu") == 0 ? ZT_MLP_SWIGLU : ZT_MLP_GELU;
+    if (strcmp(m->tie_embeddings, "auto") != 0) s->tied = strcmp(m->tie_embeddings, "true") == 0;
+    const int bias = bias_mask(m->bias, s->bias);
+    if (bias < 0)
+        return zt_errf(err, errlen, "model.bias = \"%s\": expected auto, none, all or a comma list of qkv, proj, fc, "
+                       "fcproj", m->bias);
+    s->bias = (unsigned)bias;
+    if (m->norm_eps > 0) s->norm_eps = (float)m->norm_eps;
+    if (m->rope_theta > 0) s->rope_theta = m->rope_theta;
+    if (strcmp(m->rope_scaling, "llama3") == 0) {
+        s->rope_factor = m->rope_factor;
+        s->rope_low_freq = m->rope_low_freq_factor;
+        s->rope_high_freq = m->rope_high_freq_factor;
+        s->rope_orig_max = m->rope_original_max_position;
+    }
+    s->n_kv_head = m->n_kv_head > 0 ? m->n_kv_head : m->n_head;
+    if (m->n_embd % m->n_head)
+        return zt_errf(err, errlen, "model.n_embd = %d is not divisible by model.n_head = %d (each head gets n_embd / "
+                       "n_head channels)", m->n_embd, m->n_head);
+    if (m->n_head % s->n_kv_head)
+        return zt_errf(err, errlen, "model.n_kv_head = %d does not divide model.n_head = %d (each key/value head serves "
+                       "a whole group of query heads)", s->n_kv_head, m->n_head);
+    if (s->pos == ZT_POS_ROPE && (m->n_embd / m->n_head) % 2)
+        return zt_errf(err, errlen, "model.position = rope needs an even head size: n_embd / n_head = %d",
+                       m->n_embd / m->n_head);
+    if (s->mlp == ZT_MLP_SWIGLU && m->intermediate_size <= 0)
+        return zt_errf(err, errlen, "model.intermediate_size = %d: a SwiGLU MLP (model.family = %s) needs its hidden size "
+                       "(config.json's intermediate_size)", m->intermediate_size, m->family);
+    s->ffn = m->intermediate_size > 0 ? m->intermediate_size : 4 * m->n_embd;
+    if (s->norm == ZT_NORM_LAYER && m->norm_eps > 0 && m->norm_eps != 1e-5)
+        return zt_errf(err, errlen, "model.norm_eps = %g with LayerNorm: ztrain's LayerNorm has GPT-2's epsilon, 1e-5 "
+                       "(set 0 or 1e-5, or model.norm = rmsnorm)", m->norm_eps);
+    return 0;
 }

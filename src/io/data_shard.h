@@ -1,4 +1,4 @@
-/* data_shard.h — the token shard file format (documented in README "Shard file format").
+/* data_shard.h — the token shard file format (documented in docs/data.md, "Shard file format").
  *
  * A shard is a 64-byte little-endian header followed by the tokens:
  *   offset 0  char[8]  magic "ZTSHARD\0"

@@ -1,5 +1,5 @@
 /* results.h — results.json, the summary of a run that rank 0 writes into the run directory
- * (README "What a run writes"). The caller gathers the figures; this file only formats them. */
+ * (docs/monitoring.md, "The run directory"). The caller gathers the figures; this file only formats them. */
 #ifndef ZT_RESULTS_H
 #define ZT_RESULTS_H
 

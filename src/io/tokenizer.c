@@ -1,14 +1,17 @@
-/* tokenizer.c — byte-level BPE: the tokenizer object, pre-tokenizer, encode (with a word cache),
- * decode, and ztrain's own .zttok file (format in tokenizer.h). Training is in tokenizer_train.c;
- * Hugging Face files and zt_tokenizer_load, which tells the formats apart, are in tokenizer_hf.c.
- * Both build on this file; it uses neither. The merge ranks and the word cache are util/hashmap
- * maps.
+/* tokenizer.c — BPE tokenizers: the tokenizer object, the pre-tokenizers, the document pipeline of a
+ * configuration (NFC, prefix, template ids; tokenizer.h), encode (byte-level and SentencePiece-style
+ * character words, with a word cache), decode, and ztrain's own .zttok file (format in tokenizer.h).
+ * Training is in tokenizer_train.c; Hugging Face files and zt_tokenizer_load, which tells the formats
+ * apart, are in tokenizer_hf.c. Both build on this file; it uses neither. The merge ranks, the word
+ * cache and the character and word vocabularies are util/hashmap maps; the NFC tables are generated
+ * (tokenizer_nfc.h, by tools/gen_tokenizer_nfc.py).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "io/tokenizer.h"
+#include "io/tokenizer_nfc.h"
 #include "util/hashmap.h"
 #include "util/util.h"
 
@@ -19,8 +22,16 @@
 
 /* \s spelled out as Unicode White_Space (what HF tokenizers' Oniguruma means by \s) */
 #define WS "\\t\\n\\x0b\\f\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
-static const char *const PRETOK_RE =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])|[" WS "]+";
+/* Llama 3's and Qwen2's Split regexes differ in the digits: \p{N}{1,3} and \p{N} */
+#define LLAMA_RE(DIGITS)                                                                                      \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" DIGITS "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS \
+    "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
+static const char *const PRETOK_RE[3] = {
+    [ZT_TOK_PRE_GPT2] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS
+                        "])|[" WS "]+",
+    [ZT_TOK_PRE_LLAMA3] = LLAMA_RE("\\p{N}{1,3}"),
+    [ZT_TOK_PRE_QWEN2] = LLAMA_RE("\\p{N}"),
+};
 
 /* a pre-token that ends this close to the end of the buffer may still change when more text
  * arrives: contractions look 3 characters ahead, and the buffer may end inside a UTF-8 character */
@@ -30,19 +41,46 @@ static const char *const PRETOK_RE =
 #define CACHE_MAX_SLOTS (1u << 20)
 #define CACHE_INLINE (1ull << 63)   /* a cache value that holds its 1 or 2 ids itself */
 
+#define NO_ID ZT_TOK_NO_EOT
+#define SPACE_MARK "\xE2\x96\x81"   /* U+2581, SentencePiece's space */
+/* NFC: text without an inert character in its last NFC_MAX_TAIL bytes is cut anyway (tokenizer.h) */
+#define NFC_MAX_TAIL 65536
+
+enum { DOC_NEW, DOC_PREFIX, DOC_BODY };   /* the document in progress (configurations other than GPT-2's) */
+
 struct zt_pretok {
     pcre2_code *re;
     pcre2_match_data *md;
 };
 
 struct zt_tokenizer {
-    uint32_t vocab, eot, n_merges;
-    uint64_t *tok_off;          /* (vocab+1) offsets into tok_data */
+    zt_tok_config cfg;          /* cfg.added == added */
+    uint32_t vocab, n_merges;
+    uint8_t *added;             /* per id, or NULL */
+    uint64_t *tok_off;          /* (vocab+1) offsets into tok_data: what decode writes */
     uint8_t *tok_data;
+    uint64_t *mod_off;          /* chars model: the tokens' strings in the model's alphabet; NULL otherwise */
+    uint8_t *mod_data;
     uint32_t (*merges)[3];      /* (n_merges) left, right, result in rank order */
-    uint32_t byte_id[256];
+    uint32_t byte_id[256];      /* bytes model: each byte's token; chars model: its fallback token <0xXX> */
+    uint32_t ascii_id[128];     /* chars model: the token of each ASCII character, or NO_ID */
+    uint32_t space_id;          /* chars model: the token "\u2581", or NO_ID */
+    uint8_t join_ascii[128], join_byte[256]; /* chars model: units a merge joins leftwards (chars_cuts) */
+    zt_hashmap *chars;          /* chars model: a character's UTF-8 -> its token */
+    zt_hashmap *words;          /* ignore_merges: a model token's bytes -> its id */
     zt_hashmap *ranks;          /* (left<<32|right) -> rank of the merge */
-    zt_pretok *pre;
+    uint64_t *comp;             /* NFC: primary composites, first << 42 | second << 21 | composite, sorted */
+    size_t n_comp;
+    zt_pretok *pre;             /* NULL for pre-tokenizer none */
+    int simple;                 /* GPT-2's configuration: stateless streaming, version 1 file */
+    int cut_safe;               /* chars model: cutting before a space that follows a non-space is exact */
+    /* the document in progress (not simple) */
+    int doc;
+    uint8_t *pend;              /* normalized text not yet pre-tokenized */
+    size_t pend_n, pend_cap;
+    uint32_t *nfc_cp;           /* NFC scratch: code points and their combining classes */
+    uint8_t *nfc_cc;
+    size_t nfc_cap;
     /* word cache: pre-token -> its ids (see cache_insert) */
     zt_hashmap *cache;
     uint32_t *cvals;
@@ -68,12 +106,26 @@ void zt_ids_free(zt_ids *a) {
     a->n = a->cap = 0;
 }
 
+void zt_tok_config_gpt2(zt_tok_config *c, uint32_t eot) {
+    memset(c, 0, sizeof *c);
+    c->model = ZT_TOK_MODEL_BYTES;
+    c->normalizer = ZT_TOK_NORM_NONE;
+    c->prefix = ZT_TOK_PREFIX_NONE;
+    c->pretok = ZT_TOK_PRE_GPT2;
+    c->eot = eot;
+    c->doc_end = ZT_TOK_NO_EOT;
+}
+
 /* ---------------------------------------------------------------- pre-tokenizer */
 
-zt_pretok *zt_pretok_create(char *err, size_t errlen) {
+zt_pretok *zt_pretok_create_kind(zt_tok_pre kind, char *err, size_t errlen) {
+    if ((unsigned)kind > ZT_TOK_PRE_QWEN2) {
+        zt_errf(err, errlen, "pre-tokenizer kind %d has no regex", (int)kind);
+        return NULL;
+    }
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)PRETOK_RE, PCRE2_ZERO_TERMINATED,
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)PRETOK_RE[kind], PCRE2_ZERO_TERMINATED,
                                    PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec, &eo, NULL);
     if (!re) {
         PCRE2_UCHAR msg[256];
@@ -89,11 +141,319 @@ zt_pretok *zt_pretok_create(char *err, size_t errlen) {
     return p;
 }
 
+zt_pretok *zt_pretok_create(char *err, size_t errlen) { return zt_pretok_create_kind(ZT_TOK_PRE_GPT2, err, errlen); }
+
 void zt_pretok_free(zt_pretok *p) {
     if (!p) return;
     pcre2_match_data_free(p->md);
     pcre2_code_free(p->re);
     free(p);
+}
+
+/* ---------------------------------------------------------------- UTF-8 and NFC */
+
+/* the length of the valid UTF-8 character at s[0..n) and its code point in *cp; 0 when s does not
+ * start one (a stray byte, an overlong form, a surrogate, or a character cut by the end) */
+static size_t utf8_dec(const uint8_t *s, size_t n, uint32_t *cp) {
+    const uint32_t c = s[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c < 0xC2 || c > 0xF4) return 0;
+    const size_t len = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    if (n < len) return 0;
+    uint32_t v = c & (c < 0xE0 ? 0x1F : c < 0xF0 ? 0x0F : 0x07);
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xC0) != 0x80) return 0;
+        v = v << 6 | (s[k] & 0x3F);
+    }
+    if ((len == 3 && (v < 0x800 || (v >= 0xD800 && v < 0xE000))) || (len == 4 && (v < 0x10000 || v > 0x10FFFF)))
+        return 0;
+    *cp = v;
+    return len;
+}
+
+static size_t utf8_enc(uint32_t cp, uint8_t *o) {
+    if (cp < 0x80) {
+        o[0] = (uint8_t)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (uint8_t)(0xC0 | cp >> 6);
+        o[1] = (uint8_t)(0x80 | (cp & 63));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | cp >> 12);
+        o[1] = (uint8_t)(0x80 | (cp >> 6 & 63));
+        o[2] = (uint8_t)(0x80 | (cp & 63));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | cp >> 18);
+    o[1] = (uint8_t)(0x80 | (cp >> 12 & 63));
+    o[2] = (uint8_t)(0x80 | (cp >> 6 & 63));
+    o[3] = (uint8_t)(0x80 | (cp & 63));
+    return 4;
+}
+
+/* Hangul syllables compose and decompose by arithmetic (Unicode 3.12) */
+#define H_SBASE 0xAC00u
+#define H_LBASE 0x1100u
+#define H_VBASE 0x1161u
+#define H_TBASE 0x11A7u
+#define H_LCOUNT 19u
+#define H_VCOUNT 21u
+#define H_TCOUNT 28u
+#define H_SCOUNT 11172u
+
+/* inert: NFC leaves it alone and nothing before it changes because of it (tools/gen_tokenizer_nfc.py) */
+static int nfc_inert(uint32_t cp) {
+    if (cp < 0x300) return 1;
+    size_t lo = 0, hi = sizeof nfc_busy / sizeof *nfc_busy;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < nfc_busy[mid][0]) hi = mid;
+        else if (cp > nfc_busy[mid][1]) lo = mid + 1;
+        else return 0;
+    }
+    return 1;
+}
+
+static uint8_t nfc_ccc(uint32_t cp) {
+    if (cp < 0x300) return 0;
+    size_t lo = 0, hi = sizeof nfc_ccc_ranges / sizeof *nfc_ccc_ranges;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < nfc_ccc_ranges[mid][0]) hi = mid;
+        else if (cp > nfc_ccc_ranges[mid][1]) lo = mid + 1;
+        else return (uint8_t)nfc_ccc_ranges[mid][2];
+    }
+    return 0;
+}
+
+static const uint32_t *nfc_decomposition(uint32_t cp) {
+    size_t lo = 0, hi = sizeof nfc_decomp / sizeof *nfc_decomp;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        uint32_t c = nfc_decomp[mid][0] & ~NFC_DECOMP_COMPOSES;
+        if (cp < c) hi = mid;
+        else if (cp > c) lo = mid + 1;
+        else return nfc_decomp[mid];
+    }
+    return NULL;
+}
+
+/* the full canonical decomposition of cp, appended at out[*k] (at most 4 code points) */
+static void nfc_decompose(uint32_t cp, uint32_t *out, size_t *k) {
+    if (cp >= H_SBASE && cp < H_SBASE + H_SCOUNT) {
+        const uint32_t s = cp - H_SBASE, t = s % H_TCOUNT;
+        out[(*k)++] = H_LBASE + s / (H_VCOUNT * H_TCOUNT);
+        out[(*k)++] = H_VBASE + s % (H_VCOUNT * H_TCOUNT) / H_TCOUNT;
+        if (t) out[(*k)++] = H_TBASE + t;
+        return;
+    }
+    const uint32_t *d = cp >= 0xC0 ? nfc_decomposition(cp) : NULL;
+    if (!d) {
+        out[(*k)++] = cp;
+        return;
+    }
+    nfc_decompose(d[1], out, k);
+    if (d[2]) nfc_decompose(d[2], out, k);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* the primary composites, for nfc_compose's binary search */
+static void nfc_init(zt_tokenizer *t) {
+    size_t n = 0, cap = sizeof nfc_decomp / sizeof *nfc_decomp;
+    t->comp = zt_malloc(cap * sizeof *t->comp);
+    for (size_t i = 0; i < cap; i++)
+        if (nfc_decomp[i][0] & NFC_DECOMP_COMPOSES)
+            t->comp[n++] = (uint64_t)nfc_decomp[i][1] << 42 | (uint64_t)nfc_decomp[i][2] << 21 |
+                           (nfc_decomp[i][0] & ~NFC_DECOMP_COMPOSES);
+    qsort(t->comp, n, sizeof *t->comp, cmp_u64);
+    t->n_comp = n;
+}
+
+/* the primary composite of a and b, or 0 */
+static uint32_t nfc_compose(const zt_tokenizer *t, uint32_t a, uint32_t b) {
+    if (a >= H_LBASE && a < H_LBASE + H_LCOUNT && b >= H_VBASE && b < H_VBASE + H_VCOUNT)
+        return H_SBASE + ((a - H_LBASE) * H_VCOUNT + (b - H_VBASE)) * H_TCOUNT;
+    if (a >= H_SBASE && a < H_SBASE + H_SCOUNT && (a - H_SBASE) % H_TCOUNT == 0 && b > H_TBASE &&
+        b < H_TBASE + H_TCOUNT)
+        return a + (b - H_TBASE);
+    const uint64_t key = (uint64_t)a << 21 | b;
+    size_t lo = 0, hi = t->n_comp;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        uint64_t k = t->comp[mid] >> 21;
+        if (key < k) hi = mid;
+        else if (key > k) lo = mid + 1;
+        else return (uint32_t)(t->comp[mid] & 0x1FFFFF);
+    }
+    return 0;
+}
+
+static void pend_put(zt_tokenizer *t, const void *s, size_t n) {
+    if (!n) return;
+    if (t->pend_n + n > t->pend_cap) {
+        t->pend_cap = 2 * (t->pend_n + n) + 4096;
+        t->pend = zt_realloc(t->pend, t->pend_cap);
+    }
+    memcpy(t->pend + t->pend_n, s, n);
+    t->pend_n += n;
+}
+
+/* stable sort of a run of combining marks by class: insertion sort when short, counting sort when long
+ * (a long run of marks stays linear) */
+static void nfc_order(uint32_t *cp, uint8_t *cc, size_t n, uint32_t *tmp) {
+    if (n <= 32) {
+        for (size_t i = 1; i < n; i++) {
+            uint32_t c = cp[i];
+            uint8_t k = cc[i];
+            size_t j = i;
+            for (; j > 0 && cc[j - 1] > k; j--) {
+                cp[j] = cp[j - 1];
+                cc[j] = cc[j - 1];
+            }
+            cp[j] = c;
+            cc[j] = k;
+        }
+        return;
+    }
+    size_t start[257] = {0};
+    for (size_t i = 0; i < n; i++) start[cc[i] + 1]++;
+    for (int k = 1; k < 257; k++) start[k] += start[k - 1];
+    for (size_t i = 0; i < n; i++) tmp[start[cc[i]]++] = cp[i];
+    memcpy(cp, tmp, n * sizeof *cp);
+    for (size_t i = 0; i < n; i++) cc[i] = nfc_ccc(cp[i]);
+}
+
+/* NFC of s[0..n) (valid UTF-8, starting at an inert character or where nothing precedes it), appended
+ * to the pending text: decompose, order the marks, compose (Unicode 3.11) */
+static void nfc_region(zt_tokenizer *t, const uint8_t *s, size_t n) {
+    if (4 * n + 4 > t->nfc_cap) {
+        t->nfc_cap = 8 * n + 64;
+        t->nfc_cp = zt_realloc(t->nfc_cp, 2 * t->nfc_cap * sizeof *t->nfc_cp);
+        t->nfc_cc = zt_realloc(t->nfc_cc, t->nfc_cap);
+    }
+    uint32_t *a = t->nfc_cp, *tmp = t->nfc_cp + t->nfc_cap;
+    uint8_t *cc = t->nfc_cc;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t len = utf8_dec(s + i, n - i, &cp);
+        if (!len) { /* not reached: regions hold valid characters only */
+            len = 1;
+            cp = 0xFFFD;
+        }
+        nfc_decompose(cp, a, &k);
+        i += len;
+    }
+    for (size_t i = 0; i < k; i++) cc[i] = nfc_ccc(a[i]);
+    for (size_t i = 0; i < k;) {
+        if (!cc[i]) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < k && cc[j]) j++;
+        if (j - i > 1) nfc_order(a + i, cc + i, j - i, tmp);
+        i = j;
+    }
+    if (k) {
+        size_t starter = 0, w = 1;
+        int have_starter = cc[0] == 0, last = cc[0] ? 256 : 0;
+        for (size_t i = 1; i < k; i++) {
+            const uint32_t c = a[i];
+            const int ci = cc[i];
+            uint32_t comp = 0;
+            if (have_starter && (last < ci || last == 0)) comp = nfc_compose(t, a[starter], c);
+            if (comp) {
+                a[starter] = comp;
+                continue;
+            }
+            if (ci == 0) {
+                starter = w;
+                have_starter = 1;
+            }
+            last = ci;
+            a[w] = c;
+            cc[w++] = (uint8_t)ci;
+        }
+        k = w;
+    }
+    uint8_t buf[4];
+    for (size_t i = 0; i < k; i++) pend_put(t, buf, utf8_enc(a[i], buf));
+}
+
+/* NFC of s[0..n) appended to the pending text. A busy character (tools/gen_tokenizer_nfc.py) is
+ * normalized with the busy characters around it and the inert character before them; everything
+ * else (inert characters, invalid bytes, across which nothing composes) is copied. */
+static void nfc_append(zt_tokenizer *t, const uint8_t *s, size_t n) {
+    size_t i = 0, flushed = 0, inert = SIZE_MAX;
+    while (i < n) {
+        if (s[i] < 0x80) {
+            while (i + 1 < n && s[i + 1] < 0x80) i++;
+            inert = i++;
+            continue;
+        }
+        uint32_t cp;
+        size_t len = utf8_dec(s + i, n - i, &cp);
+        if (!len) {
+            inert = SIZE_MAX;
+            i++;
+            continue;
+        }
+        if (nfc_inert(cp)) {
+            inert = i;
+            i += len;
+            continue;
+        }
+        const size_t start = inert != SIZE_MAX ? inert : i;
+        size_t j = i + len;
+        while (j < n && (len = utf8_dec(s + j, n - j, &cp)) != 0 && !nfc_inert(cp)) j += len;
+        pend_put(t, s + flushed, start - flushed);
+        nfc_region(t, s + start, j - start);
+        flushed = i = j;
+        inert = SIZE_MAX;
+    }
+    pend_put(t, s + flushed, n - flushed);
+}
+
+/* n less a character cut by the end of s[0..n) */
+static size_t utf8_whole(const uint8_t *s, size_t n) {
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        const uint8_t c = s[n - back];
+        if ((c & 0xC0) == 0x80) continue;
+        const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
+/* where text[0..n) may be cut for NFC when more text follows: before its last complete inert
+ * character. None in the last NFC_MAX_TAIL bytes (a run of combining marks or invalid bytes): 0
+ * while the text is shorter than that, else its end (less a cut character). */
+static size_t nfc_cut(const uint8_t *s, size_t n) {
+    const size_t lim = n > NFC_MAX_TAIL ? n - NFC_MAX_TAIL : 0;
+    size_t i = n;
+    while (i > lim) {
+        size_t p = i - 1;
+        while (p > lim && i - p < 4 && (s[p] & 0xC0) == 0x80) p--;
+        uint32_t cp;
+        if (utf8_dec(s + p, i - p, &cp) == i - p) {
+            if (nfc_inert(cp)) return p;
+            i = p;
+        } else {
+            i--;
+        }
+    }
+    return lim ? utf8_whole(s, n) : 0;
 }
 
 size_t zt_pretok_split(zt_pretok *p, const uint8_t *text, size_t n, int final, zt_pretok_fn fn, void *ctx) {
@@ -137,39 +497,182 @@ static int merge_rank(const zt_tokenizer *t, uint32_t l, uint32_t r) {
     return rank ? (int)*rank : -1;
 }
 
-zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *toks, const uint32_t *lens,
-                                  uint32_t n_merges, const uint32_t (*merges)[3], uint32_t eot,
-                                  char *err, size_t errlen) {
+static int is_added(const zt_tokenizer *t, uint32_t id) { return t->added && t->added[id]; }
+
+/* a token's string in the model's alphabet */
+static const uint8_t *mod_tok(const zt_tokenizer *t, uint32_t id, size_t *len) {
+    const uint64_t *off = t->mod_off ? t->mod_off : t->tok_off;
+    *len = (size_t)(off[id + 1] - off[id]);
+    return (t->mod_off ? t->mod_data : t->tok_data) + off[id];
+}
+
+/* "<0xAB>", a byte-fallback token (upper: the form the model looks up; the decoder takes either case):
+ * the byte, else -1 */
+static int byte_token(const uint8_t *s, size_t n, int upper) {
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    int v = 0;
+    for (int k = 3; k < 5; k++) {
+        const int c = s[k];
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                    : !upper && c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+static int has_mark(const uint8_t *s, size_t n, int at_end) {
+    return n >= 3 && memcmp(at_end ? s + n - 3 : s, SPACE_MARK, 3) == 0;
+}
+
+static int check_config(const zt_tok_config *c, uint32_t vocab, char *err, size_t errlen) {
+    if ((unsigned)c->model > ZT_TOK_MODEL_CHARS || (unsigned)c->normalizer > ZT_TOK_NORM_NFC ||
+        (unsigned)c->prefix > ZT_TOK_PREFIX_FIRST || (unsigned)c->pretok > ZT_TOK_PRE_NONE)
+        return zt_errf(err, errlen, "unknown model, normalizer, prefix or pre-tokenizer kind");
+    if (c->model == ZT_TOK_MODEL_BYTES && c->pretok == ZT_TOK_PRE_NONE)
+        return zt_errf(err, errlen, "a byte-level model needs a pre-tokenizer (gpt2, llama3 or qwen2)");
+    if (c->model == ZT_TOK_MODEL_CHARS && c->pretok != ZT_TOK_PRE_NONE)
+        return zt_errf(err, errlen, "a byte-fallback (chars) model takes no pre-tokenizer");
+    if (c->ignore_merges && c->model != ZT_TOK_MODEL_BYTES)
+        return zt_errf(err, errlen, "ignore_merges needs the byte-level model");
+    if (c->n_begin > ZT_TOK_MAX_TEMPLATE || c->n_end > ZT_TOK_MAX_TEMPLATE)
+        return zt_errf(err, errlen, "more than %d template ids around a document", ZT_TOK_MAX_TEMPLATE);
+    for (uint32_t k = 0; k < c->n_begin + c->n_end; k++) {
+        uint32_t id = k < c->n_begin ? c->begin[k] : c->end[k - c->n_begin];
+        if (id >= vocab) return zt_errf(err, errlen, "template id %u >= vocab size %u", id, vocab);
+    }
+    if (c->eot != ZT_TOK_NO_EOT && c->eot >= vocab)
+        return zt_errf(err, errlen, "end-of-text id %u >= vocab size %u", c->eot, vocab);
+    if (c->doc_end != ZT_TOK_NO_EOT && c->doc_end >= vocab)
+        return zt_errf(err, errlen, "document-end id %u >= vocab size %u", c->doc_end, vocab);
+    return 0;
+}
+
+/* the chars model's tables: decoded bytes, byte-fallback ids, the character map, and what may be cut */
+static int chars_init(zt_tokenizer *t, char *err, size_t errlen) {
+    const uint32_t V = t->vocab;
+    t->tok_off = zt_malloc((size_t)(V + 1) * sizeof *t->tok_off);
+    t->tok_data = zt_malloc(t->mod_off[V] ? t->mod_off[V] : 1);
+    uint64_t k = 0;
+    for (uint32_t i = 0; i < V; i++) {
+        size_t n;
+        const uint8_t *s = mod_tok(t, i, &n);
+        t->tok_off[i] = k;
+        int b = byte_token(s, n, 0);
+        if (b >= 0) {
+            t->tok_data[k++] = (uint8_t)b;
+            continue;
+        }
+        for (size_t j = 0; j < n;) {
+            if (has_mark(s + j, n - j, 0)) {
+                t->tok_data[k++] = ' ';
+                j += 3;
+            } else {
+                t->tok_data[k++] = s[j++];
+            }
+        }
+    }
+    t->tok_off[V] = k;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = NO_ID;
+    for (int c = 0; c < 128; c++) t->ascii_id[c] = NO_ID;
+    t->space_id = NO_ID;
+    t->chars = zt_hashmap_create(1024);
+    for (uint32_t i = 0; i < V; i++) {
+        size_t n;
+        const uint8_t *s = mod_tok(t, i, &n);
+        uint32_t cp;
+        if (is_added(t, i) || n == 0) continue;
+        int b = byte_token(s, n, 1);
+        if (b >= 0 && t->byte_id[b] == NO_ID) t->byte_id[b] = i;
+        if (utf8_dec(s, n, &cp) != n) continue;
+        if (cp < 128) {
+            if (t->ascii_id[cp] == NO_ID) t->ascii_id[cp] = i;
+        } else {
+            zt_hashmap_put(t->chars, s, n, i, NULL);
+        }
+        if (cp == 0x2581 && t->space_id == NO_ID) t->space_id = i;
+    }
+    for (int b = 0; b < 256; b++)
+        if (t->byte_id[b] == NO_ID)
+            return zt_errf(err, errlen, "no byte-fallback token <0x%02X> (byte fallback needs all 256, <0x00>..<0xFF>)", b);
+    return 0;
+}
+
+/* chars model: the first "units" (a character, or a byte token <0xAB>) of the right-hand tokens of the
+ * merges. A word may be cut before a unit no merge can join to what precedes it; and before a space
+ * that follows a non-space when no merge joins a token ending in a non-space to one starting with
+ * "\u2581" (cut_safe). A unit that some merge joins leftwards is marked: bit 32 of the character
+ * map's value, join_ascii (an ASCII character: its token, or its byte token when it has none) and
+ * join_byte (the byte token <0xAB>). */
+#define JOINS (1ull << 32)
+typedef struct joins {
+    uint8_t ascii[128], byte[256];
+} joins;
+
+static void chars_cuts(zt_tokenizer *t, joins *j) {
+    memset(j, 0, sizeof *j);
+    t->cut_safe = t->space_id != NO_ID;
+    for (uint32_t r = 0; r < t->n_merges; r++) {
+        size_t na, nb;
+        const uint8_t *a = mod_tok(t, t->merges[r][0], &na), *b = mod_tok(t, t->merges[r][1], &nb);
+        if (!has_mark(a, na, 1) && has_mark(b, nb, 0)) t->cut_safe = 0;
+        uint32_t cp;
+        size_t len = nb ? utf8_dec(b, nb, &cp) : 0;
+        if (len == 1) j->ascii[cp] = 1;
+        else if (len > 1) {
+            uint64_t *v = zt_hashmap_get(t->chars, b, len);
+            if (v) *v |= JOINS;
+        }
+        int bt = nb >= 6 ? byte_token(b, 6, 1) : -1;
+        if (bt >= 0) j->byte[bt] = 1;
+    }
+}
+
+zt_tokenizer *zt_tokenizer_create_cfg(const zt_tok_config *cfg, uint32_t vocab_size, const uint8_t *const *toks,
+                                      const uint32_t *lens, uint32_t n_merges, const uint32_t (*merges)[3],
+                                      char *err, size_t errlen) {
     if (vocab_size < 256 || vocab_size > ZT_TOK_MAX_VOCAB) {
         zt_errf(err, errlen, "vocab size %u out of range (expected 256..%u)", vocab_size, ZT_TOK_MAX_VOCAB);
         return NULL;
     }
-    if (eot != ZT_TOK_NO_EOT && eot >= vocab_size) {
-        zt_errf(err, errlen, "end-of-text id %u >= vocab size %u", eot, vocab_size);
-        return NULL;
-    }
+    if (check_config(cfg, vocab_size, err, errlen)) return NULL;
     zt_tokenizer *t = zt_calloc(1, sizeof *t);
     t->vocab = vocab_size;
-    t->eot = eot;
-    t->tok_off = zt_malloc((size_t)(vocab_size + 1) * sizeof *t->tok_off);
+    t->cfg = *cfg;
+    if (cfg->added) {
+        t->added = zt_malloc(vocab_size);
+        memcpy(t->added, cfg->added, vocab_size);
+    }
+    t->cfg.added = t->added;
+    const int chars = cfg->model == ZT_TOK_MODEL_CHARS;
+    uint64_t *off = zt_malloc((size_t)(vocab_size + 1) * sizeof *off);
     uint64_t total = 0;
     for (uint32_t i = 0; i < vocab_size; i++) total += toks[i] ? lens[i] : 0;
-    t->tok_data = zt_malloc(total ? total : 1);
+    uint8_t *data = zt_malloc(total ? total : 1);
     total = 0;
-    for (uint32_t b = 0; b < 256; b++) t->byte_id[b] = ZT_TOK_NO_EOT;
     for (uint32_t i = 0; i < vocab_size; i++) {
         uint32_t len = toks[i] ? lens[i] : 0;
-        t->tok_off[i] = total;
-        if (len) memcpy(t->tok_data + total, toks[i], len);
-        if (len == 1 && t->byte_id[toks[i][0]] == ZT_TOK_NO_EOT && i != eot) t->byte_id[toks[i][0]] = i;
+        off[i] = total;
+        if (len) memcpy(data + total, toks[i], len);
         total += len;
     }
-    t->tok_off[vocab_size] = total;
-    for (uint32_t b = 0; b < 256; b++) {
-        if (t->byte_id[b] == ZT_TOK_NO_EOT) {
-            zt_errf(err, errlen, "no token for the single byte 0x%02x (a byte-level BPE vocab has all 256)", b);
-            zt_tokenizer_free(t);
-            return NULL;
+    off[vocab_size] = total;
+    if (chars) {
+        t->mod_off = off;
+        t->mod_data = data;
+        if (chars_init(t, err, errlen)) goto fail;
+    } else {
+        t->tok_off = off;
+        t->tok_data = data;
+        for (uint32_t b = 0; b < 256; b++) t->byte_id[b] = NO_ID;
+        for (uint32_t i = 0; i < vocab_size; i++)
+            if (off[i + 1] - off[i] == 1 && t->byte_id[data[off[i]]] == NO_ID && i != cfg->eot && !is_added(t, i))
+                t->byte_id[data[off[i]]] = i;
+        for (uint32_t b = 0; b < 256; b++) {
+            if (t->byte_id[b] == NO_ID) {
+                zt_errf(err, errlen, "no token for the single byte 0x%02x (a byte-level BPE vocab has all 256)", b);
+                goto fail;
+            }
         }
     }
     t->ranks = zt_hashmap_create(2 * (size_t)n_merges + 2);
@@ -178,17 +681,14 @@ zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *tok
         uint32_t a = merges[r][0], b = merges[r][1], c = merges[r][2];
         if (a >= vocab_size || b >= vocab_size || c >= vocab_size) {
             zt_errf(err, errlen, "merge %u (%u %u -> %u) uses an id >= vocab size %u", r, a, b, c, vocab_size);
-            zt_tokenizer_free(t);
-            return NULL;
+            goto fail;
         }
-        uint64_t la = t->tok_off[a + 1] - t->tok_off[a], lb = t->tok_off[b + 1] - t->tok_off[b];
-        if (t->tok_off[c + 1] - t->tok_off[c] != la + lb || la == 0 || lb == 0 ||
-            memcmp(t->tok_data + t->tok_off[c], t->tok_data + t->tok_off[a], la) != 0 ||
-            memcmp(t->tok_data + t->tok_off[c] + la, t->tok_data + t->tok_off[b], lb) != 0) {
+        size_t la, lb, lc;
+        const uint8_t *sa = mod_tok(t, a, &la), *sb = mod_tok(t, b, &lb), *sc = mod_tok(t, c, &lc);
+        if (lc != la + lb || la == 0 || lb == 0 || memcmp(sc, sa, la) != 0 || memcmp(sc + la, sb, lb) != 0) {
             zt_errf(err, errlen, "merge %u (%u %u -> %u): the result's bytes are not the two tokens' bytes joined",
                     r, a, b, c);
-            zt_tokenizer_free(t);
-            return NULL;
+            goto fail;
         }
         t->merges[r][0] = a;
         t->merges[r][1] = b;
@@ -196,21 +696,59 @@ zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *tok
         zt_hashmap_put_u64(t->ranks, (uint64_t)a << 32 | b, r, NULL); /* a repeated pair keeps its first rank */
     }
     t->n_merges = n_merges;
-    t->pre = zt_pretok_create(err, errlen);
-    if (!t->pre) {
-        zt_tokenizer_free(t);
+    if (chars) {
+        joins j;
+        chars_cuts(t, &j);
+        for (int c = 0; c < 128; c++) t->join_ascii[c] = (uint8_t)(t->ascii_id[c] != NO_ID ? j.ascii[c] : j.byte[c]);
+        memcpy(t->join_byte, j.byte, sizeof j.byte);
+    }
+    if (cfg->ignore_merges) {
+        t->words = zt_hashmap_create(2 * (size_t)vocab_size);
+        for (uint32_t i = 0; i < vocab_size; i++) {
+            size_t n;
+            const uint8_t *s = mod_tok(t, i, &n);
+            if (n && !is_added(t, i)) zt_hashmap_put(t->words, s, n, i, NULL);
+        }
+    }
+    if (cfg->pretok != ZT_TOK_PRE_NONE && !(t->pre = zt_pretok_create_kind(cfg->pretok, err, errlen))) goto fail;
+    if (cfg->normalizer == ZT_TOK_NORM_NFC) nfc_init(t);
+    t->simple = !chars && cfg->normalizer == ZT_TOK_NORM_NONE && cfg->prefix == ZT_TOK_PREFIX_NONE &&
+                cfg->pretok == ZT_TOK_PRE_GPT2 && !cfg->ignore_merges && !cfg->strip_space && !cfg->n_begin &&
+                !cfg->n_end && cfg->doc_end == ZT_TOK_NO_EOT;
+    return t;
+fail:
+    zt_tokenizer_free(t);
+    return NULL;
+}
+
+zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *toks, const uint32_t *lens,
+                                  uint32_t n_merges, const uint32_t (*merges)[3], uint32_t eot,
+                                  char *err, size_t errlen) {
+    if (eot != ZT_TOK_NO_EOT && eot >= vocab_size && vocab_size >= 256 && vocab_size <= ZT_TOK_MAX_VOCAB) {
+        zt_errf(err, errlen, "end-of-text id %u >= vocab size %u", eot, vocab_size);
         return NULL;
     }
-    return t;
+    zt_tok_config c;
+    zt_tok_config_gpt2(&c, eot);
+    return zt_tokenizer_create_cfg(&c, vocab_size, toks, lens, n_merges, merges, err, errlen);
 }
 
 void zt_tokenizer_free(zt_tokenizer *t) {
     if (!t) return;
+    free(t->added);
     free(t->tok_off);
     free(t->tok_data);
+    free(t->mod_off);
+    free(t->mod_data);
     free(t->merges);
+    zt_hashmap_free(t->chars);
+    zt_hashmap_free(t->words);
     zt_hashmap_free(t->ranks);
+    free(t->comp);
     zt_pretok_free(t->pre);
+    free(t->pend);
+    free(t->nfc_cp);
+    free(t->nfc_cc);
     zt_hashmap_free(t->cache);
     free(t->cvals);
     free(t->sym);
@@ -221,8 +759,10 @@ void zt_tokenizer_free(zt_tokenizer *t) {
 }
 
 uint32_t zt_tokenizer_vocab_size(const zt_tokenizer *t) { return t->vocab; }
-uint32_t zt_tokenizer_eot(const zt_tokenizer *t) { return t->eot; }
+uint32_t zt_tokenizer_eot(const zt_tokenizer *t) { return t->cfg.eot; }
 uint32_t zt_tokenizer_n_merges(const zt_tokenizer *t) { return t->n_merges; }
+uint32_t zt_tokenizer_doc_end(const zt_tokenizer *t) { return t->cfg.doc_end; }
+const zt_tok_config *zt_tokenizer_config(const zt_tokenizer *t) { return &t->cfg; }
 
 const uint8_t *zt_tokenizer_token(const zt_tokenizer *t, uint32_t id, size_t *len) {
     if (id >= t->vocab) {
@@ -261,26 +801,27 @@ static uint64_t heap_pop(uint64_t *h, size_t *n) {
     return top;
 }
 
-/* BPE of one pre-token: the lowest-rank adjacent pair first, ties by position (a min-heap keyed
- * rank<<32|position; stale entries are skipped when popped), as Hugging Face does */
-static void bpe_word(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out) {
+static void bpe_scratch(zt_tokenizer *t, size_t n) {
+    if (n <= t->scratch_cap) return;
+    t->scratch_cap = n;
+    t->sym = zt_realloc(t->sym, n * sizeof *t->sym);
+    t->nxt = zt_realloc(t->nxt, n * sizeof *t->nxt);
+    t->prv = zt_realloc(t->prv, n * sizeof *t->prv);
+    t->heap = zt_realloc(t->heap, 2 * n * sizeof *t->heap);
+}
+
+/* BPE of the n initial symbols in t->sym: the lowest-rank adjacent pair first, ties by position (a
+ * min-heap keyed rank<<32|position; stale entries are skipped when popped), as Hugging Face does */
+static void bpe_run(zt_tokenizer *t, size_t n, zt_ids *out) {
+    uint32_t *sym = t->sym;
     if (n == 1) {
-        zt_ids_push(out, t->byte_id[w[0]]);
+        zt_ids_push(out, sym[0]);
         return;
     }
-    if (n > t->scratch_cap) {
-        t->scratch_cap = n;
-        t->sym = zt_realloc(t->sym, n * sizeof *t->sym);
-        t->nxt = zt_realloc(t->nxt, n * sizeof *t->nxt);
-        t->prv = zt_realloc(t->prv, n * sizeof *t->prv);
-        t->heap = zt_realloc(t->heap, 2 * n * sizeof *t->heap);
-    }
-    uint32_t *sym = t->sym;
     int32_t *nxt = t->nxt, *prv = t->prv;
     uint64_t *heap = t->heap;
     size_t hn = 0;
     for (size_t i = 0; i < n; i++) {
-        sym[i] = t->byte_id[w[i]];
         prv[i] = (int32_t)i - 1;
         nxt[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
@@ -292,9 +833,9 @@ static void bpe_word(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out) {
         uint64_t e = heap_pop(heap, &hn);
         uint32_t r = (uint32_t)(e >> 32), i = (uint32_t)e;
         int32_t j = nxt[i];
-        if (sym[i] == ZT_TOK_NO_EOT || j < 0 || merge_rank(t, sym[i], sym[j]) != (int)r) continue;
+        if (sym[i] == NO_ID || j < 0 || merge_rank(t, sym[i], sym[j]) != (int)r) continue;
         sym[i] = t->merges[r][2];
-        sym[j] = ZT_TOK_NO_EOT; /* dead */
+        sym[j] = NO_ID; /* dead */
         nxt[i] = nxt[j];
         if (nxt[j] >= 0) prv[nxt[j]] = (int32_t)i;
         /* each merge adds at most 2 entries and removes one: the heap never exceeds 2n */
@@ -308,6 +849,69 @@ static void bpe_word(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out) {
         }
     }
     for (int32_t i = 0; i >= 0; i = nxt[i]) zt_ids_push(out, sym[i]);
+}
+
+/* byte-level: one symbol per byte */
+static void bpe_bytes(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out) {
+    if (n == 1) {
+        zt_ids_push(out, t->byte_id[w[0]]);
+        return;
+    }
+    bpe_scratch(t, n);
+    for (size_t i = 0; i < n; i++) t->sym[i] = t->byte_id[w[i]];
+    bpe_run(t, n, out);
+}
+
+/* chars model: one symbol per character (a space and U+2581 are "\u2581"), byte tokens for a character
+ * outside the vocab and for an invalid byte */
+static void bpe_chars(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out) {
+    bpe_scratch(t, 3 * n);
+    uint32_t *sym = t->sym;
+    size_t m = 0;
+    for (size_t i = 0; i < n;) {
+        const uint8_t c = w[i];
+        const uint8_t *bytes = w + i;
+        uint32_t id = NO_ID, cp;
+        size_t len = 1, nb = 1;
+        if (c == ' ') {
+            id = t->space_id;
+            bytes = (const uint8_t *)SPACE_MARK;
+            nb = 3;
+        } else if (c < 0x80) {
+            id = t->ascii_id[c];
+        } else if ((len = utf8_dec(w + i, n - i, &cp)) == 0) {
+            len = 1;
+        } else {
+            nb = len;
+            if (cp == 0x2581) {
+                id = t->space_id;
+            } else {
+                const uint64_t *v = zt_hashmap_get(t->chars, w + i, len);
+                if (v) id = (uint32_t)*v;
+            }
+        }
+        if (id != NO_ID) sym[m++] = id;
+        else
+            for (size_t k = 0; k < nb; k++) sym[m++] = t->byte_id[bytes[k]];
+        i += len;
+    }
+    if (m) bpe_run(t, m, out);
+}
+
+/* the ids of one pre-token (or word) */
+static void word_ids(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out) {
+    if (t->cfg.model == ZT_TOK_MODEL_CHARS) {
+        bpe_chars(t, w, n, out);
+        return;
+    }
+    if (t->words) { /* ignore_merges: a pre-token that is a token is that token */
+        const uint64_t *v = zt_hashmap_get(t->words, w, n);
+        if (v) {
+            zt_ids_push(out, (uint32_t)*v);
+            return;
+        }
+    }
+    bpe_bytes(t, w, n, out);
 }
 
 /* Remembers the ids of pre-token w; a full cache starts over rather than grow without bound.
@@ -341,8 +945,9 @@ typedef struct encode_ctx {
 static int encode_word(const uint8_t *w, size_t n, void *ctx) {
     zt_tokenizer *t = ((encode_ctx *)ctx)->t;
     zt_ids *out = ((encode_ctx *)ctx)->out;
+    if (n == 0) return 0;
     if (n > CACHE_MAX_WORD) {
-        bpe_word(t, w, n, out);
+        word_ids(t, w, n, out);
         return 0;
     }
     if (!t->cache) t->cache = zt_hashmap_create(4096);
@@ -359,12 +964,110 @@ static int encode_word(const uint8_t *w, size_t n, void *ctx) {
         return 0;
     }
     size_t start = out->n;
-    bpe_word(t, w, n, out);
+    word_ids(t, w, n, out);
     cache_insert(t, w, n, out->v + start, out->n - start);
     return 0;
 }
 
+/* chars model without a pre-tokenizer: the first position after pos where the document may be cut
+ * (chars_cuts), or n. A character cut by the end of a non-final buffer is never a cut point. */
+static size_t seg_next(const zt_tokenizer *t, const uint8_t *b, size_t pos, size_t n) {
+    for (size_t i = pos + 1; i < n;) {
+        const uint8_t c = b[i];
+        if (c < 0x80) {
+            if (c == ' ') {
+                if (t->cut_safe && b[i - 1] != ' ' && !(i >= pos + 3 && has_mark(b + i - 3, 3, 0))) return i;
+            } else if (!t->join_ascii[c]) {
+                return i;
+            }
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        size_t len = utf8_dec(b + i, n - i, &cp);
+        if (!len) {
+            if (utf8_whole(b, n) <= i) return n; /* a character cut by the end */
+            if (!t->join_byte[c]) return i;
+            i++;
+            continue;
+        }
+        if (cp == 0x2581) {
+            if (t->cut_safe && b[i - 1] != ' ' && !(i >= pos + 3 && has_mark(b + i - 3, 3, 0))) return i;
+        } else {
+            const uint64_t *v = zt_hashmap_get(t->chars, b + i, len);
+            if (v ? !(*v & JOINS) : !t->join_byte[c]) return i;
+        }
+        i += len;
+    }
+    return n;
+}
+
+/* the words of a chars model's document: cut where seg_next allows; the last one waits for more text
+ * (when not final) unless it is longer than ZT_PRETOK_MAX_CARRY */
+static size_t seg_split(zt_tokenizer *t, const uint8_t *b, size_t n, int final, encode_ctx *c) {
+    size_t pos = 0;
+    while (pos < n) {
+        size_t q = seg_next(t, b, pos, n);
+        if (q == n && !final) {
+            if (n - pos <= ZT_PRETOK_MAX_CARRY) return pos;
+            q = pos + ZT_PRETOK_MAX_CARRY;
+            while (q > pos + 1 && (b[q] & 0xC0) == 0x80) q--;
+        }
+        encode_word(b + pos, q - pos, c);
+        pos = q;
+    }
+    return pos;
+}
+
+void zt_tokenizer_reset(zt_tokenizer *t) {
+    t->doc = DOC_NEW;
+    t->pend_n = 0;
+}
+
+/* a configuration other than GPT-2's: template ids, prefix, normalizer into the pending text, which
+ * is then pre-tokenized (or cut into words) and encoded; returns the bytes of text consumed */
+static size_t encode_doc_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out) {
+    const zt_tok_config *c = &t->cfg;
+    if (t->doc == DOC_NEW) {
+        for (uint32_t k = 0; k < c->n_begin; k++) zt_ids_push(out, c->begin[k]);
+        t->doc = DOC_PREFIX;
+    }
+    if (t->doc == DOC_PREFIX) {
+        int decided = 1, put = 0;
+        if (c->prefix == ZT_TOK_PREFIX_NONEMPTY) {
+            if (n) put = 1;
+            else decided = final;
+        } else if (c->prefix == ZT_TOK_PREFIX_FIRST) {
+            if (n == 0) decided = final;
+            else if (text[0] == ' ') put = 0;
+            else if (n < 3 && !final && memcmp(text, SPACE_MARK, n) == 0) decided = 0;
+            else put = !has_mark(text, n, 0);
+        }
+        if (!decided) return 0;
+        if (put) pend_put(t, " ", 1);
+        t->doc = DOC_BODY;
+    }
+    size_t cut = n;
+    if (c->normalizer == ZT_TOK_NORM_NFC) {
+        if (!final) cut = nfc_cut(text, n);
+        nfc_append(t, text, cut);
+    } else {
+        pend_put(t, text, n);
+    }
+    encode_ctx e = {t, out};
+    size_t used = t->pre ? zt_pretok_split(t->pre, t->pend, t->pend_n, final, encode_word, &e)
+                         : seg_split(t, t->pend, t->pend_n, final, &e);
+    memmove(t->pend, t->pend + used, t->pend_n - used);
+    t->pend_n -= used;
+    if (final) {
+        for (uint32_t k = 0; k < c->n_end; k++) zt_ids_push(out, c->end[k]);
+        zt_tokenizer_reset(t);
+    }
+    return cut;
+}
+
 size_t zt_tokenizer_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out) {
+    if (!t->simple) return encode_doc_chunk(t, text, n, final, out);
     encode_ctx c = {t, out};
     return zt_pretok_split(t->pre, text, n, final, encode_word, &c);
 }
@@ -383,12 +1086,16 @@ int zt_tokenizer_decode(const zt_tokenizer *t, const uint32_t *ids, size_t n, ui
         }
         need += (size_t)(t->tok_off[ids[i] + 1] - t->tok_off[ids[i]]);
     }
-    uint8_t *o = zt_realloc(*out, need);
+    uint8_t *o = zt_realloc(*out, need ? need : 1);
     size_t k = *out_len;
     for (size_t i = 0; i < n; i++) {
         size_t len = (size_t)(t->tok_off[ids[i] + 1] - t->tok_off[ids[i]]);
         memcpy(o + k, t->tok_data + t->tok_off[ids[i]], len);
         k += len;
+    }
+    if (t->cfg.strip_space && k > *out_len && o[*out_len] == ' ') { /* Llama's Strip decoder */
+        memmove(o + *out_len, o + *out_len + 1, k - *out_len - 1);
+        k--;
     }
     *out = o;
     *out_len = k;
@@ -397,21 +1104,44 @@ int zt_tokenizer_decode(const zt_tokenizer *t, const uint32_t *ids, size_t n, ui
 
 /* ---------------------------------------------------------------- .zttok files */
 
+static const char *const MODEL_NAME[] = {"bytes", "chars"};
+static const char *const NORM_NAME[] = {"none", "nfc"};
+static const char *const PREFIX_NAME[] = {"none", "nonempty", "first"};
+static const char *const PRE_NAME[] = {"gpt2", "llama3", "qwen2", "none"};
+
+static void put_ids(FILE *f, const char *key, uint32_t n, const uint32_t *ids) {
+    fprintf(f, "%s %u", key, n);
+    for (uint32_t k = 0; k < n; k++) fprintf(f, " %u", ids[k]);
+    fputc('\n', f);
+}
+
 int zt_tokenizer_save(const zt_tokenizer *t, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "w");
     if (!f) {
         zt_errf(err, errlen, "%s: cannot create tokenizer file (%s)", path, strerror(errno));
         return 1;
     }
-    fprintf(f, "%s %d\nvocab_size %u\neot %lld\ntokens %u\n", ZT_TOK_MAGIC, ZT_TOK_VERSION, t->vocab,
-            t->eot == ZT_TOK_NO_EOT ? -1LL : (long long)t->eot, t->vocab);
+    const zt_tok_config *c = &t->cfg;
+    fprintf(f, "%s %d\nvocab_size %u\neot %lld\n", ZT_TOK_MAGIC, t->simple ? 1 : 2, t->vocab,
+            c->eot == ZT_TOK_NO_EOT ? -1LL : (long long)c->eot);
+    if (!t->simple) {
+        fprintf(f, "model %s\nnormalizer %s\nprefix %s\npretokenizer %s\nignore_merges %d\nstrip_space %d\n",
+                MODEL_NAME[c->model], NORM_NAME[c->normalizer], PREFIX_NAME[c->prefix], PRE_NAME[c->pretok],
+                c->ignore_merges != 0, c->strip_space != 0);
+        put_ids(f, "begin", c->n_begin, c->begin);
+        put_ids(f, "end", c->n_end, c->end);
+        fprintf(f, "doc_end %lld\n", c->doc_end == ZT_TOK_NO_EOT ? -1LL : (long long)c->doc_end);
+    }
+    fprintf(f, "tokens %u\n", t->vocab);
     static const char hex[] = "0123456789abcdef";
     for (uint32_t i = 0; i < t->vocab; i++) {
-        uint64_t a = t->tok_off[i], b = t->tok_off[i + 1];
-        if (a == b) fputc('-', f);
-        for (uint64_t k = a; k < b; k++) {
-            fputc(hex[t->tok_data[k] >> 4], f);
-            fputc(hex[t->tok_data[k] & 15], f);
+        size_t n;
+        const uint8_t *s = mod_tok(t, i, &n);
+        if (!t->simple && is_added(t, i)) fputc('+', f);
+        if (n == 0) fputc('-', f);
+        for (size_t k = 0; k < n; k++) {
+            fputc(hex[s[k] >> 4], f);
+            fputc(hex[s[k] & 15], f);
         }
         fputc('\n', f);
     }
@@ -443,6 +1173,36 @@ static int hexval(int c) {
     return -1;
 }
 
+/* "key NAME" with NAME one of names[0..n): its index, else -1 */
+static int parse_name(const char *line, const char *key, const char *const *names, int n) {
+    size_t kl = strlen(key);
+    if (strncmp(line, key, kl) != 0 || line[kl] != ' ') return -1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(line + kl + 1, names[i]) == 0) return i;
+    return -1;
+}
+
+/* "key K id..." with K <= ZT_TOK_MAX_TEMPLATE ids below vocab: 0, else -1 */
+static int parse_ids(const char *line, const char *key, unsigned long long vocab, uint32_t *n, uint32_t *ids) {
+    size_t kl = strlen(key);
+    if (strncmp(line, key, kl) != 0 || line[kl] != ' ') return -1;
+    const char *p = line + kl;
+    char *e;
+    errno = 0;
+    unsigned long k = strtoul(p, &e, 10);
+    if (e == p || errno || k > ZT_TOK_MAX_TEMPLATE) return -1;
+    for (unsigned long i = 0; i < k; i++) {
+        p = e;
+        if (*p != ' ') return -1;
+        unsigned long long v = strtoull(p, &e, 10);
+        if (e == p || errno || v >= vocab) return -1;
+        ids[i] = (uint32_t)v;
+    }
+    if (*e) return -1;
+    *n = (uint32_t)k;
+    return 0;
+}
+
 zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -453,24 +1213,63 @@ zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen
     size_t cap = 0;
     long ln = 0, len;
     zt_tokenizer *t = NULL;
-    uint8_t **toks = NULL;
+    uint8_t **toks = NULL, *added = NULL;
     uint32_t *lens = NULL, (*merges)[3] = NULL;
     unsigned long long vocab = 0, ntok = 0, nmerge = 0;
-    long long eot = -1;
-    int ver = 0;
+    long long eot = -1, doc_end = -1;
+    int ver = 0, v;
     char word[32];
+    zt_tok_config cfg;
 #define BAD(...) do { snprintf(msg, sizeof msg, __VA_ARGS__); zt_errf(err, errlen, "%s:%ld: %s", path, ln, msg); goto done; } while (0)
 #define NEXT() do { ln++; if ((len = read_line(f, &line, &cap)) < 0) BAD("unexpected end of file (truncated tokenizer)"); } while (0)
     NEXT();
     if (sscanf(line, "%31s %d", word, &ver) != 2 || strcmp(word, ZT_TOK_MAGIC) != 0)
         BAD("not a ztrain tokenizer file (expected first line '%s %d')", ZT_TOK_MAGIC, ZT_TOK_VERSION);
-    if (ver != ZT_TOK_VERSION) BAD("unsupported tokenizer version %d (expected %d)", ver, ZT_TOK_VERSION);
+    if (ver != 1 && ver != 2) BAD("unsupported tokenizer version %d (expected 1 or 2)", ver);
     NEXT();
     if (sscanf(line, "vocab_size %llu", &vocab) != 1 || vocab < 256 || vocab > ZT_TOK_MAX_VOCAB)
         BAD("expected 'vocab_size N' with N in 256..%d, got '%.40s'", ZT_TOK_MAX_VOCAB, line);
     NEXT();
     if (sscanf(line, "eot %lld", &eot) != 1 || eot < -1 || eot >= (long long)vocab)
         BAD("expected 'eot ID' with ID in -1..%llu, got '%.40s'", vocab - 1, line);
+    zt_tok_config_gpt2(&cfg, eot < 0 ? ZT_TOK_NO_EOT : (uint32_t)eot);
+    if (ver == 2) {
+        NEXT();
+        if ((v = parse_name(line, "model", MODEL_NAME, 2)) < 0) BAD("expected 'model bytes|chars', got '%.40s'", line);
+        cfg.model = (zt_tok_model)v;
+        NEXT();
+        if ((v = parse_name(line, "normalizer", NORM_NAME, 2)) < 0)
+            BAD("expected 'normalizer none|nfc', got '%.40s'", line);
+        cfg.normalizer = (zt_tok_norm)v;
+        NEXT();
+        if ((v = parse_name(line, "prefix", PREFIX_NAME, 3)) < 0)
+            BAD("expected 'prefix none|nonempty|first', got '%.40s'", line);
+        cfg.prefix = (zt_tok_prefix)v;
+        NEXT();
+        if ((v = parse_name(line, "pretokenizer", PRE_NAME, 4)) < 0)
+            BAD("expected 'pretokenizer gpt2|llama3|qwen2|none', got '%.40s'", line);
+        cfg.pretok = (zt_tok_pre)v;
+        NEXT();
+        if (strcmp(line, "ignore_merges 0") != 0 && strcmp(line, "ignore_merges 1") != 0)
+            BAD("expected 'ignore_merges 0|1', got '%.40s'", line);
+        cfg.ignore_merges = line[14] == '1';
+        NEXT();
+        if (strcmp(line, "strip_space 0") != 0 && strcmp(line, "strip_space 1") != 0)
+            BAD("expected 'strip_space 0|1', got '%.40s'", line);
+        cfg.strip_space = line[12] == '1';
+        NEXT();
+        if (parse_ids(line, "begin", vocab, &cfg.n_begin, cfg.begin))
+            BAD("expected 'begin K ID...' with K <= %d ids below %llu, got '%.40s'", ZT_TOK_MAX_TEMPLATE, vocab, line);
+        NEXT();
+        if (parse_ids(line, "end", vocab, &cfg.n_end, cfg.end))
+            BAD("expected 'end K ID...' with K <= %d ids below %llu, got '%.40s'", ZT_TOK_MAX_TEMPLATE, vocab, line);
+        NEXT();
+        if (sscanf(line, "doc_end %lld", &doc_end) != 1 || doc_end < -1 || doc_end >= (long long)vocab)
+            BAD("expected 'doc_end ID' with ID in -1..%llu, got '%.40s'", vocab - 1, line);
+        cfg.doc_end = doc_end < 0 ? ZT_TOK_NO_EOT : (uint32_t)doc_end;
+        added = zt_calloc(vocab, 1);
+        cfg.added = added;
+    }
     NEXT();
     if (sscanf(line, "tokens %llu", &ntok) != 1 || ntok != vocab)
         BAD("expected 'tokens %llu', got '%.40s'", vocab, line);
@@ -478,12 +1277,18 @@ zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen
     lens = zt_calloc(vocab, sizeof *lens);
     for (unsigned long long i = 0; i < vocab; i++) {
         NEXT();
-        if (strcmp(line, "-") == 0) continue;
+        const char *h = line;
+        if (added && *h == '+') {
+            added[i] = 1;
+            h++;
+            len--;
+        }
+        if (strcmp(h, "-") == 0) continue;
         if (len == 0 || len % 2) BAD("token %llu: expected an even number of hex digits or '-'", i);
         toks[i] = zt_malloc((size_t)len / 2);
         lens[i] = (uint32_t)(len / 2);
         for (long k = 0; k < len / 2; k++) {
-            int hi = hexval(line[2 * k]), lo = hexval(line[2 * k + 1]);
+            int hi = hexval(h[2 * k]), lo = hexval(h[2 * k + 1]);
             if (hi < 0 || lo < 0) BAD("token %llu: bad hex digit", i);
             toks[i][k] = (uint8_t)(hi << 4 | lo);
         }
@@ -508,8 +1313,8 @@ zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen
         if (len > 0) BAD("unexpected text after the last merge");
         ln++;
     }
-    t = zt_tokenizer_create((uint32_t)vocab, (const uint8_t *const *)toks, lens, (uint32_t)nmerge,
-                            (const uint32_t(*)[3])merges, eot < 0 ? ZT_TOK_NO_EOT : (uint32_t)eot, msg, sizeof msg);
+    t = zt_tokenizer_create_cfg(&cfg, (uint32_t)vocab, (const uint8_t *const *)toks, lens, (uint32_t)nmerge,
+                                (const uint32_t(*)[3])merges, msg, sizeof msg);
     if (!t) zt_errf(err, errlen, "%s: %s", path, msg);
 #undef BAD
 #undef NEXT
@@ -519,6 +1324,7 @@ done:
     free(toks);
     free(lens);
     free(merges);
+    free(added);
     free(line);
     fclose(f);
     return t;

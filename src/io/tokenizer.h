@@ -1,4 +1,5 @@
-/* tokenizer.h — byte-level BPE (GPT-2 style): train, encode, decode, save/load.
+/* tokenizer.h — BPE tokenizers: byte-level BPE (GPT-2 style: train, encode, decode, save/load) and
+ * the Hugging Face tokenizer.json configurations of the Llama family (Llama 2, Llama 3, Qwen2).
  *
  * Model. Every token id stands for a byte string. Text is first cut into pre-tokens by the GPT-2
  * regex
@@ -10,7 +11,38 @@
  * with the lowest merge rank is merged (ties: leftmost first) until no adjacent pair has a rank.
  * The end-of-text token is never produced from text: the string "<|endoftext|>" in the input is
  * encoded as ordinary text (Hugging Face would match it as a special token); callers insert the id
- * where documents end (prepare --eot-between-files).
+ * where documents end (prepare --eot-between-files). The same holds for every special token of the
+ * configurations below.
+ *
+ * Configurations (zt_tok_config; a tokenizer.json's normalizer, pre_tokenizer, model, decoder and
+ * post_processor are read as data, tokenizer_hf.c). The pipeline of one document is
+ *     [template begin ids] normalizer -> prefix -> pre-tokenizer -> BPE model [template end ids]
+ *   normalizer  none | NFC (Unicode canonical composition; Qwen2)
+ *   prefix      none | "nonempty": a space before a non-empty document (Llama 2's
+ *               Prepend("\u2581") normalizer) | "first": a space unless the document starts with a
+ *               space or U+2581 (Metaspace, prepend_scheme first, the newer Llama 2 layout)
+ *   pre-tokenizer  gpt2 (above) | llama3 | qwen2 (their Split regexes, Isolated, then ByteLevel) |
+ *               none (the whole document is one word: Llama 2)
+ *   model       bytes: byte-level BPE as above, optionally with ignore_merges (Llama 3: a pre-token
+ *               that is itself a vocab token is that token, whatever the merges would give) |
+ *               chars: SentencePiece-style BPE (Llama 2): the word starts as one token per
+ *               character, a space or U+2581 being the token "\u2581", a character outside the vocab
+ *               being its UTF-8 bytes' tokens "<0x00>".."<0xFF>" (byte fallback; all 256 must exist)
+ *   template    ids before (BOS) and after each document, from a TemplateProcessing post-processor;
+ *               zt_tokenizer_encode writes them, as Hugging Face's encode does by default.
+ * The chars model with pre-tokenizer none is one word per document in Hugging Face; ztrain cuts it
+ * before each space that follows a non-space, which gives the same ids when no merge joins a
+ * non-space to a following "\u2581" (checked when the tokenizer is made; Llama 2's vocab has none);
+ * otherwise only words longer than ZT_PRETOK_MAX_CARRY are cut. Decoding a chars model writes "\u2581"
+ * as a space and byte tokens as their byte (invalid UTF-8 stays as bytes where Hugging Face writes
+ * U+FFFD) and drops one leading space of the output (the Strip decoder); special tokens decode as
+ * their text (Hugging Face's decode with skip_special_tokens=False).
+ * Documents in `prepare`: a template writes BOS before each (Llama 2, Llama 3); a configuration other
+ * than GPT-2's without a template and with an end-of-text token ends each document with it
+ * (zt_tokenizer_doc_end: Qwen2's <|endoftext|>); the GPT-2 configuration writes nothing
+ * (--eot-between-files). The end-of-text token is "<|endoftext|>", else "<|end_of_text|>", else "</s>".
+ * Streaming (zt_tokenizer_encode_chunk) of a configuration other than GPT-2's keeps the document in
+ * progress inside the tokenizer: zt_tokenizer_reset drops it.
  *
  * Trained tokenizers (zt_tokenizer_trainer_*): ids 0..255 are the single bytes, merge i (rank i)
  * creates id 256+i, and the last id (vocab_size-1) is "<|endoftext|>". vocab_size 257..65536.
@@ -36,7 +68,19 @@
  *     <hex of token 0's bytes>  (V lines, id order; "-" for an empty token)
  *     merges M
  *     <left> <right> <result>   (M lines, rank order: line i is rank i; decimal ids)
- * A Hugging Face tokenizer loaded here is saved in the same format with its own ids.
+ * A Hugging Face tokenizer loaded here is saved in the same format with its own ids. A configuration
+ * other than GPT-2's is saved as version 2: after the eot line come
+ *     model bytes|chars
+ *     normalizer none|nfc
+ *     prefix none|nonempty|first
+ *     pretokenizer gpt2|llama3|qwen2|none
+ *     ignore_merges 0|1
+ *     strip_space 0|1
+ *     begin K <K ids>           (the template's ids before a document)
+ *     end K <K ids>             (and after it)
+ *     doc_end D                 (-1 for none)
+ * and each token line may start with '+' (an added token, outside the BPE model); a chars model's
+ * token lines hold the token's string in the model's alphabet ("\u2581the", "<0x0A>").
  *
  * Hugging Face GPT-2 format: vocab.json + merges.txt, or tokenizer.json (model.type "BPE",
  * ByteLevel pre-tokenizer with add_prefix_space false, no normalizer). Token strings are mapped
@@ -44,7 +88,7 @@
  *
  * Error convention: functions that can fail on user input return non-zero (or NULL) and write a
  * one-line message (naming the file and what is expected) into err. A zt_tokenizer keeps a
- * mutable cache: use one object per thread.
+ * mutable cache (and a document in progress): use one object per thread.
  */
 #ifndef ZT_TOKENIZER_H
 #define ZT_TOKENIZER_H
@@ -74,7 +118,7 @@ void zt_ids_free(zt_ids *a);
 typedef struct zt_pretok zt_pretok;
 /* called for each pre-token in order; a non-zero return stops the split */
 typedef int (*zt_pretok_fn)(const uint8_t *word, size_t len, void *ctx);
-zt_pretok *zt_pretok_create(char *err, size_t errlen);
+zt_pretok *zt_pretok_create(char *err, size_t errlen);          /* the GPT-2 regex */
 void zt_pretok_free(zt_pretok *p);
 /* Streaming split of text[0..n): calls fn for every pre-token that more text could not change
  * (all of them when final != 0) and returns the number of bytes consumed; the caller passes the
@@ -86,6 +130,30 @@ void zt_pretok_free(zt_pretok *p);
 size_t zt_pretok_split(zt_pretok *p, const uint8_t *text, size_t n, int final, zt_pretok_fn fn,
                        void *ctx);
 
+/* ---- configurations (the pipeline at the top) ---- */
+typedef enum { ZT_TOK_MODEL_BYTES = 0, ZT_TOK_MODEL_CHARS = 1 } zt_tok_model;
+typedef enum { ZT_TOK_NORM_NONE = 0, ZT_TOK_NORM_NFC = 1 } zt_tok_norm;
+typedef enum { ZT_TOK_PREFIX_NONE = 0, ZT_TOK_PREFIX_NONEMPTY = 1, ZT_TOK_PREFIX_FIRST = 2 } zt_tok_prefix;
+typedef enum { ZT_TOK_PRE_GPT2 = 0, ZT_TOK_PRE_LLAMA3 = 1, ZT_TOK_PRE_QWEN2 = 2, ZT_TOK_PRE_NONE = 3 } zt_tok_pre;
+#define ZT_TOK_MAX_TEMPLATE 8
+typedef struct zt_tok_config {
+    zt_tok_model model;
+    zt_tok_norm normalizer;
+    zt_tok_prefix prefix;
+    zt_tok_pre pretok;
+    int ignore_merges;            /* bytes model: a pre-token that is a model token is that token */
+    int strip_space;              /* decode drops one leading space */
+    uint32_t eot;                 /* ZT_TOK_NO_EOT for none */
+    uint32_t doc_end;             /* what prepare writes after each document, or ZT_TOK_NO_EOT */
+    uint32_t n_begin, n_end;      /* template ids around a document */
+    uint32_t begin[ZT_TOK_MAX_TEMPLATE], end[ZT_TOK_MAX_TEMPLATE];
+    const uint8_t *added;         /* per id: non-zero = added token (not in the BPE model); may be NULL */
+} zt_tok_config;
+/* GPT-2's configuration with end-of-text id eot */
+void zt_tok_config_gpt2(zt_tok_config *c, uint32_t eot);
+/* a pre-tokenizer for kind (not ZT_TOK_PRE_NONE) */
+zt_pretok *zt_pretok_create_kind(zt_tok_pre kind, char *err, size_t errlen);
+
 /* ---- construction, files ---- */
 /* from explicit tables: token id i is the byte string toks[i] (lens[i] bytes; NULL/0 = empty);
  * merges[r] = {left, right, result} for rank r, with bytes(result) == bytes(left)+bytes(right).
@@ -93,6 +161,11 @@ size_t zt_pretok_split(zt_pretok *p, const uint8_t *text, size_t n, int final, z
 zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *toks, const uint32_t *lens,
                                   uint32_t n_merges, const uint32_t (*merges)[3], uint32_t eot,
                                   char *err, size_t errlen);
+/* any configuration: toks are the tokens' strings in the model's alphabet (bytes model: the bytes;
+ * chars model: UTF-8 such as "\u2581the" or "<0x41>"); the other rules as zt_tokenizer_create */
+zt_tokenizer *zt_tokenizer_create_cfg(const zt_tok_config *cfg, uint32_t vocab_size, const uint8_t *const *toks,
+                                      const uint32_t *lens, uint32_t n_merges, const uint32_t (*merges)[3],
+                                      char *err, size_t errlen);
 /* any supported format, detected from the contents: ztrain .zttok, HF tokenizer.json, or HF
  * vocab.json (merges from merges_path, or "merges.txt" in the same directory when NULL).
  * In tokenizer_hf.c with the HF loader (it sits above both formats); the rest of this section is
@@ -108,7 +181,11 @@ void zt_tokenizer_free(zt_tokenizer *t);
 uint32_t zt_tokenizer_vocab_size(const zt_tokenizer *t);
 uint32_t zt_tokenizer_eot(const zt_tokenizer *t);        /* ZT_TOK_NO_EOT if none */
 uint32_t zt_tokenizer_n_merges(const zt_tokenizer *t);
-/* the bytes of one token (NULL and *len 0 if id is out of range) */
+/* the configuration (its `added` points into the tokenizer) */
+const zt_tok_config *zt_tokenizer_config(const zt_tokenizer *t);
+/* the id prepare writes after each document (ZT_TOK_NO_EOT: none; see the top) */
+uint32_t zt_tokenizer_doc_end(const zt_tokenizer *t);
+/* the bytes of one token as decode writes them (NULL and *len 0 if id is out of range) */
 const uint8_t *zt_tokenizer_token(const zt_tokenizer *t, uint32_t id, size_t *len);
 
 /* ---- encode / decode ---- */
@@ -117,8 +194,10 @@ const uint8_t *zt_tokenizer_token(const zt_tokenizer *t, uint32_t id, size_t *le
 size_t zt_tokenizer_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out);
 /* a whole document */
 void zt_tokenizer_encode(zt_tokenizer *t, const uint8_t *text, size_t n, zt_ids *out);
+/* forgets a document whose final chunk never came: the next chunk starts a new document */
+void zt_tokenizer_reset(zt_tokenizer *t);
 /* appends the bytes of ids to *out (malloc'd/realloc'd; *out_len updated); an id >= vocab size is
- * an error */
+ * an error. With strip_space, one space at the start of what this call writes is dropped. */
 int zt_tokenizer_decode(const zt_tokenizer *t, const uint32_t *ids, size_t n, uint8_t **out,
                         size_t *out_len, char *err, size_t errlen);
 

@@ -1,6 +1,6 @@
 /* util.h — errors, logging helpers and small utilities shared by every file.
  *
- * Two kinds of failure (DESIGN section 7):
+ * Two kinds of failure (docs/design.md section 7):
  *  - bugs: ZT_ASSERT(cond) -> "ztrain: rank R on HOST: file:line: assertion failed", abort all ranks;
  *  - user errors (config, files, shapes): ONE line and exit code 2 on every rank. Code that detects
  *    the error on every rank at once calls zt_user_error_all(): rank 0 prints "ztrain: error: ...",

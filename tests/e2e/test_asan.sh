@@ -6,13 +6,13 @@
 #                       (--stop-after 3), then --resume auto from it to step 6 with another eval and
 #                       checkpoint (the checkpoint read path too): both exit 0, no sanitizer report, no leak,
 #                       "resumed from ...step_00000003.h5 at step 3", two val losses, step_00000006.h5 present
-# Leak checking stays on: tests/asan.supp hides only allocations with an Open MPI / PMIx / hwloc /
+# Leak checking stays on: tests/helpers/asan.supp hides only allocations with an Open MPI / PMIx / hwloc /
 # libevent frame on their stack (MPI_Init's own, never freed by MPI_Finalize); full stacks
 # (fast_unwind_on_malloc=0) so those frames are seen. The devsim and cudasim runs under ASan, and the
-# harness's ASan test, are in tests/test_long.sh.
+# harness's ASan test, are in tests/e2e/test_long.sh.
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 asan_env
 # san_lines LOG: the first sanitizer lines of a log, on one line

@@ -21,10 +21,10 @@
 #                        no file changed; a refused --resume auto of an existing run leaves its config.cfg,
 #                        metrics.jsonl, results.json and checkpoints as they were
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
-H="$PY tests/test_ckpt.py"
+H="$PY tests/helpers/ckpt_h5.py"
 TABLE=$TMP/table.txt
 build/tests/model_dump table --layers 2 --heads 2 --embd 64 --vocab 256 --padded-vocab 256 --block 64 > $TABLE \
   || { fail "setup: build/tests/model_dump table failed (make build-all)"; finish; }

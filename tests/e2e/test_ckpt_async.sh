@@ -19,10 +19,10 @@
 #                        directory ends bit-identical to the straight run; a resume reads through the run's
 #                        checkpoint staging (strace: no 16 MiB read buffers mapped, where eval maps its four)
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
-H="$PY tests/test_ckpt.py"
+H="$PY tests/helpers/ckpt_h5.py"
 common="-c inputs/tiny.cfg --set train.log_every=1 --set run.root=$TMP --set run.session=as --set eval.every=0 --set checkpoint.keep=0"
 R=$TMP/as
 run() { run_named "$@"; }

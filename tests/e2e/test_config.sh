@@ -5,7 +5,7 @@
 # One line per case: "PASS name" or "FAIL name: reason"; exits non-zero if any case failed.
 # ZTRAIN=path overrides the binary (default ./ztrain, run from the repository root).
 set -u
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 ZT=${ZTRAIN:-./ztrain}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -343,7 +343,7 @@ if expect_ok estimate_device_hw estimate $g --hw h100 --json; then
       fail estimate_device "--device h100 printed $(tail -1 "$T/out" | head -c 200), --hw h100 $(echo "$want" | head -c 200)"
   fi
 fi
-expect_err estimate_device_unknown "--hw / --device tpu: expected cpu (this machine, measured), h100 or h200" estimate $g --device tpu
+expect_err estimate_device_unknown "--hw / --device tpu: expected cpu (the host it runs on, measured), h100 or h200" estimate $g --device tpu
 expect_err estimate_device_conflict "--device h200 and --hw h100: give one" estimate $g --device h200 --hw h100
 
 [ "$nfail" -eq 0 ]

@@ -10,8 +10,8 @@
 #  - without a GPU, device = "cuda" is one clear line and exit 2 (./ztrain, and build/ztrain-cuda
 #    when the GPU build exists).
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 
 for np in 1 2; do

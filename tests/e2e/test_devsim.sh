@@ -12,8 +12,8 @@
 #                         cpu checkpoint's val loss, tokens and safetensors bytes
 #  comm_mpi_refused       device=devsim with comm=mpi (host-memory MPI on device memory): exit 2, one line
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 common="-c inputs/tiny.cfg --set train.micro_batch=2 --set train.log_every=1 --set run.root=$TMP --set run.session=ds"
 R=$TMP/ds

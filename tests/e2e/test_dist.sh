@@ -2,12 +2,12 @@
 # Distribution with real mpirun at 1, 2 and 4 ranks (4 oversubscribed on 2 cores):
 #  - ordered reduction: ZeRO stages 0/1/2 x 1/2/4 ranks give bit-identical per-step losses and
 #    params_hash over 30 steps with gradient accumulation and clipping active;
-#  - native reduction agrees within 1e-5 relative on every loss;
+#  - native reduction agrees within 1e-7 relative on every loss and 5e-7 on every grad_norm (see below);
 #  - optimizer state per rank at stages 1-2 = stage 0 / N (+ padding);
 #  - an error on one rank only ends every rank with one message and exit 2, no hang.
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 common="-c inputs/tiny.cfg --set train.micro_batch=2 --set train.global_batch=8 --set train.steps=30
         --set train.grad_clip=0.5 --set train.log_every=1 --set run.root=$TMP --set run.session=dist"
@@ -31,20 +31,30 @@ done
 clipped=$($PY -c "import json; print(sum(1 for l in open('$TMP/dist/o-s0-n1/metrics.jsonl') if json.loads(l)['grad_norm'] > 0.5))")
 [ "$clipped" -gt 0 ] && pass "clipping_active ($clipped of 30 steps had grad_norm > clip 0.5)" || fail "clipping_active: no step clipped"
 
-# native reduce: within 1e-5 relative of the ordered losses
+# native reduce (MPI's own sums, in whatever order MPI adds): every step's loss and grad_norm against the ordered
+# 1-rank run. The two differ only by the float32 rounding of the gradient sums (4 micro-batch parts per element,
+# added in another order), which the 30 steps carry on: measured max relative difference 2.2e-8 on the losses
+# (a fifth of a float32 ulp of the loss) and 6.6e-8 on grad_norm, at stages 0 and 2 on 2 and 4 ranks alike. The
+# limits are small multiples of that: 1e-7 (under one float32 ulp, 2^-23 = 1.2e-7) and 5e-7. Losing one element
+# per shard is far outside them: with the owner keeping only its own part of one gradient element of its shard
+# (a scratch-copy experiment: 5 positions in the shard x 2 and 4 ranks, stages 0 and 2), the losses moved by
+# 1.1e-7 to 1.3e-5 and grad_norm by 5.4e-6 to 4.8e-4 (the former loss-only limit, 1e-5, let 8 of the 10 through).
+NATIVE_LOSS_TOL=1e-7 NATIVE_NORM_TOL=5e-7
 for st in 0 2; do
   for np in 2 4; do
     run n-s$st-n$np $np --set zero.stage=$st --set zero.reduce=native || continue
-    worst=$($PY - "$TMP/dist/o-s0-n1/metrics.jsonl" "$TMP/dist/n-s$st-n$np/metrics.jsonl" <<'PYEOF'
+    cmp=$($PY - "$TMP/dist/o-s0-n1/metrics.jsonl" "$TMP/dist/n-s$st-n$np/metrics.jsonl" $NATIVE_LOSS_TOL $NATIVE_NORM_TOL <<'PYEOF'
 import json, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
 assert len(a) == len(b) == 30, (len(a), len(b))
-print(max(abs(x - y) / abs(x) for x, y in zip(a, b)))
+worst = {k: max(abs(x[k] - y[k]) / abs(x[k]) for x, y in zip(a, b)) for k in ("loss", "grad_norm")}
+ok = worst["loss"] <= float(sys.argv[3]) and worst["grad_norm"] <= float(sys.argv[4])
+print(("ok" if ok else "bad") + f" max rel diff: loss {worst['loss']:.3g} (limit {sys.argv[3]}), grad_norm {worst['grad_norm']:.3g} (limit {sys.argv[4]})")
 PYEOF
 )
-    if [ -n "$worst" ] && $PY -c "import sys; sys.exit(0 if $worst <= 1e-5 else 1)"; then pass "native_stage${st}_${np}ranks (max rel loss diff $worst <= 1e-5)"
-    else fail "native_stage${st}_${np}ranks: max rel diff $worst"; fi
+    if [ "${cmp%% *}" == ok ]; then pass "native_stage${st}_${np}ranks (30 steps vs ordered 1 rank, ${cmp#ok })"
+    else fail "native_stage${st}_${np}ranks: ${cmp#bad }"; fi
   done
 done
 

@@ -2,7 +2,7 @@
 """test_export.py — `ztrain export` / `ztrain import` against the Hugging Face references.
 
 Run from the repository root with the reference venv (scripts/setup-venv.sh), after make build-all:
-    .venv-ref/bin/python tests/test_export.py
+    .venv-ref/bin/python tests/e2e/test_export.py
 Prints "PASS name (numbers)" or "FAIL name: reason" per case; exits non-zero if any failed.
 
 ztrain's logits come from build/tests/model_dump (ztrain's forward) on weights read with h5py from
@@ -52,7 +52,7 @@ import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ZT = os.path.join(REPO, "ztrain")
 MD = os.path.join(REPO, "build", "tests", "model_dump")
 TOL = 1e-5
@@ -144,7 +144,7 @@ def one_error(name, want, rc, out):
 
 # ---------------------------------------------------------------- a trained ztrain checkpoint, exported
 if not os.path.exists(os.path.join(REPO, "data/tiny/train.bin")):
-    subprocess.run([os.path.join(REPO, "tests/make_data.py"), os.path.join(REPO, "data/tiny"), "256", "40000"],
+    subprocess.run([os.path.join(REPO, "tests/helpers/make_data.py"), os.path.join(REPO, "data/tiny"), "256", "40000"],
                    check=True, capture_output=True)
 SH = (2, 2, 64, 256, 384, 64)  # layers, heads, embd, V, Vp, block
 cfgset = ["-c", "inputs/tiny.cfg", "--set", "model.padded_vocab=384"]

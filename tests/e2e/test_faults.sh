@@ -14,8 +14,8 @@
 # tokenizer, checkpoint, safetensors and rank-count cases. Not repeated here: what test_config.sh,
 # test_prepare.sh, test_ckpt.sh and test_export.py already check.
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 T0=$(date +%s)
 ZTA=$(readlink -f "$ZT")

@@ -31,8 +31,8 @@
 #                          reservation and is published. Skipped where no tmpfs can be mounted.
 # 52 s on 2 idle cores (99 s while other jobs shared them): most of each run is start-up (MPI, the sgemm peak).
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 R=$TMP/ft
 common="-c inputs/tiny.cfg --set train.log_every=1 --set run.root=$TMP --set run.session=ft --set eval.every=0"

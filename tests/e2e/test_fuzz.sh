@@ -6,8 +6,8 @@
 #   FAIL fuzz_<t>: crash|leak|timeout|oom after N execs (input: build/fuzz/artifacts/<t>/..., log: ...) — why
 # A sanitizer report (ASan, UBSan, LeakSanitizer), a failed check of the target's own invariants, a
 # timeout or running out of memory is a FAIL. Every seed is run first, so the seeds are regression inputs.
-cd "$(dirname "$0")/.." || exit 1
-source tests/lib.sh
+cd "$(dirname "$0")/../.." || exit 1
+source tests/helpers/lib.sh
 secs=${ZT_FUZZ_SECONDS:-3}
 targets=${ZT_FUZZ_TARGETS:-"json config shard tokenizer tokenizer_hf tokenizer_train hashmap safetensors ckpt"}
 

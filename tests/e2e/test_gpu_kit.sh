@@ -9,8 +9,8 @@
 #  - gpu_check_no_gpu        scripts/gpu-check.sh runs to its end and writes its files, measuring nothing
 # SKIP without nvcc's build (build/ztrain-cuda) or without mount namespaces (unshare -m needs root).
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 BIN=build/ztrain-cuda
 if [ ! -x $BIN ]; then echo "SKIP gpu kit: no $BIN (nvcc missing)"; finish; fi

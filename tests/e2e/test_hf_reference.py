@@ -2,7 +2,7 @@
 """test_hf_reference.py — ztrain's GPT-2 numerics against Hugging Face transformers' GPT2LMHeadModel.
 
 Run from the repository root with the reference venv (scripts/setup-venv.sh):
-    .venv-ref/bin/python tests/test_hf_reference.py
+    .venv-ref/bin/python tests/e2e/test_hf_reference.py
 Needs build/tests/model_dump (make build-all). Prints one line per case, "PASS name (metrics)" or
 "FAIL name: reason", and exits non-zero if any case failed. A missing torch / transformers is a FAIL.
 
@@ -15,7 +15,7 @@ What is compared (fp32 on both sides, same weights passed through a file):
             exactly 0). The HF loss is F.cross_entropy(HF logits, targets), mean over all B*T
             positions, i.e. ztrain's loss (tokens and targets given separately, no label shift).
   train_*   20 AdamW steps, K=2 micro-batches per step (each backward scaled by 1/K), warmup +
-            cosine decay (zt_lr_at replicated in tests/hf_ref_common.py), global-norm clipping that
+            cosine decay (zt_lr_at replicated in tests/helpers/hf_ref_common.py), global-norm clipping that
             triggers on some steps (asserted), weight decay on 2-D weights only; against
             torch.optim.AdamW + clip_grad_norm_ driven identically: per-step losses, grad norms,
             learning rates and the final parameters.
@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers"))
 import hf_ref_common as common  # noqa: E402
 from hf_ref_common import (REPO, TOL, Yardstick, abs_err, adamw_train, check_clip_steps,  # noqa: E402
                            check_loss_logits, check_train_records, flat_weights, hf_loss, hf_params, make_batches,
@@ -53,7 +53,7 @@ import transformers  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------- helpers
-# (tests/hf_ref_common.py holds those shared with tests/test_lora_reference.py: errors, Yardstick,
+# (tests/helpers/hf_ref_common.py holds those shared with tests/e2e/test_lora_reference.py: errors, Yardstick,
 # model_dump, make_hf, batches, lr_at, the AdamW driving and the loss/logits and training comparisons)
 
 def check_table(sh, model):

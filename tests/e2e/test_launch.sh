@@ -2,8 +2,8 @@
 # `ztrain launch`: the commands it would run (--dry-run) for each layout and environment, its user
 # errors (exit 2, one line), and real runs on 1 and 2 ranks through mpirun.
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 EXE=$(readlink -f $ZT)
 CORES=$(nproc)

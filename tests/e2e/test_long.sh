@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
+# test: long
 # The slow checks (make test-long): AddressSanitizer + UBSan builds on the paths the normal suite runs
-# optimized, beyond tests/test_asan.sh (make test: the unit tests and a cpu training run with a resume
+# optimized, beyond tests/e2e/test_asan.sh (make test: the unit tests and a cpu training run with a resume
 # under ASan): the host execution harness's own tests, and 2-rank ZeRO-2 training runs of ./ztrain-asan
 # on the devsim and cudasim backends (devsim's translation and the CUDA kernels under the harness):
-# clean, leak check on (tests/asan.supp as in test_asan.sh), and finished with a checkpoint; and bf16 runs with 2-byte
+# clean, leak check on (tests/helpers/asan.supp as in test_asan.sh), and finished with a checkpoint; and bf16 runs with 2-byte
 # working parameters on cpu and cudasim.
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 asan_env
 if [ -x build/tests/test_hostexec-asan ]; then

@@ -11,7 +11,9 @@ adapters (PEFT), checked against those libraries. Run with the reference venv (.
   ranks_stages         LoRA runs bit-identical (per-step losses + params_hash of the adapters) at 1 rank
                        ZeRO-2, 2 ranks ZeRO-2 (several buckets), 2 ranks ZeRO-1, 3 ranks ZeRO-0, 2 ranks with
                        train.recompute = layer; 2 ranks
-                       native ZeRO-2 within 1e-4 of them
+                       native ZeRO-2 within 1e-7 relative of them on every loss (measured 1.5e-8: the float32
+                       rounding of sums in another order; one gradient element per shard losing the other
+                       rank's part moved them by 4.8e-6 to 7.3e-6)
   devices              devsim (2 ranks, device-only memory) bit-identical to cpu; cudasim (the CUDA kernels run on
                        the CPU) within 1e-5
   val_falls            validation loss after training below the base's (ztrain eval of the base)
@@ -27,7 +29,7 @@ adapters (PEFT), checked against those libraries. Run with the reference venv (.
                        the merged export's (1e-5), and PEFT's merge_and_unload weights equal ours (1e-6)
   memory               estimate and measured peak RSS: LoRA < full fine-tune for the same model
   qlora_<fmt>          lora.quant = nf4_dq / int8: 8 steps bit-identical to LoRA on a base whose linear weights
-                       are tests/test_quant.py's independent numpy quantise-dequantise, and to 2 ranks; the
+                       are tests/e2e/test_quant.py's independent numpy quantise-dequantise, and to 2 ranks; the
                        first loss within 1% of the fp32 base's; bits per parameter printed
   qlora_eval           eval of an nf4 QLoRA checkpoint == training's final validation loss
   qlora_estimate       estimate: QLoRA < LoRA per rank
@@ -42,7 +44,7 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ZT = os.path.join(REPO, "ztrain")
 MD = os.path.join(REPO, "build", "tests", "model_dump")
 TMP = tempfile.mkdtemp(prefix="zt-lora.")
@@ -101,7 +103,7 @@ def sig(name):
 
 
 if not os.path.exists(os.path.join(REPO, "data/tiny/train.bin")):
-    subprocess.run(["/usr/bin/python3", "tests/make_data.py", "data/tiny", "256", "40000"], cwd=REPO, check=True,
+    subprocess.run(["/usr/bin/python3", "tests/helpers/make_data.py", "data/tiny", "256", "40000"], cwd=REPO, check=True,
                    capture_output=True)
 
 # ---------------------------------------------------------------- the base: saved by transformers, imported
@@ -195,9 +197,9 @@ if ok_runs:
     elif rc == 0:
         l, _, _ = sig("r2n")
         dn = max(abs(a - b) / abs(b) for a, b in zip(l, ref_l))
-        if dn > 1e-4:
+        if dn > 1e-7:  # see ranks_stages above: a small multiple of the measured 1.5e-8, under a float32 ulp
             ok_runs = False
-            msgs.append(f"native max rel diff {dn:.3g}")
+            msgs.append(f"native max rel diff {dn:.3g} > 1e-7")
     else:
         ok_runs, dn = False, -1
 report(ok_runs, "ranks_stages",
@@ -376,8 +378,8 @@ else:
 # ---------------------------------------------------------------- QLoRA
 # The base's linear weights quantised and dequantised on the fly (lora.quant) must train exactly as LoRA on
 # a base whose linear weights were replaced by an independent reference's quantise-dequantise
-# (tests/test_quant.py's numpy implementation of the paper's NF4 / double quantisation and of int8).
-sys.path.insert(0, os.path.join(REPO, "tests"))
+# (tests/e2e/test_quant.py's numpy implementation of the paper's NF4 / double quantisation and of int8).
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 import test_quant as tq  # noqa: E402
 LIN = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 for fmt in ("nf4_dq", "int8") if LONG else ("nf4_dq",):

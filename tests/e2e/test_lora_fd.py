@@ -18,7 +18,7 @@ import tempfile
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MD = os.path.join(REPO, "build", "tests", "model_dump")
 SHAPE = ["--layers", "2", "--heads", "2", "--embd", "32", "--vocab", "50", "--padded-vocab", "64", "--block", "16",
          "--threads", "1"]

@@ -2,15 +2,15 @@
 """test_lora_reference.py — ztrain's LoRA fine-tuning against Hugging Face PEFT on GPT2LMHeadModel.
 
 Run from the repository root with the reference venv (scripts/setup-venv.sh):
-    .venv-ref/bin/python tests/test_lora_reference.py               ztrain (build/tests/model_dump) vs PEFT
-    .venv-ref/bin/python tests/test_lora_reference.py --self-check  the PEFT reference alone, against a
+    .venv-ref/bin/python tests/e2e/test_lora_reference.py               ztrain (build/tests/model_dump) vs PEFT
+    .venv-ref/bin/python tests/e2e/test_lora_reference.py --self-check  the PEFT reference alone, against a
                                                                     hand-written torch LoRA (no model_dump)
 Needs build/tests/model_dump with its lora-* modes (make build-all; ZT_MODEL_DUMP=PATH runs another
 binary with the same interface). Prints one line per case,
 "PASS name (metrics)" or "FAIL name: reason", and exits non-zero if any case failed. A missing
 torch / transformers / peft, or a model_dump without the LoRA modes, is a FAIL.
 
-The reference: transformers' GPT2LMHeadModel with the base weights of tests/test_hf_reference.py
+The reference: transformers' GPT2LMHeadModel with the base weights of tests/e2e/test_hf_reference.py
 (make_hf), wrapped by peft.get_peft_model with LoraConfig(r, lora_alpha, target_modules=<a regex of
 full module names>, lora_dropout=0, fan_in_fan_out=True, use_rslora, bias="none"); the base is frozen
 (PEFT sets requires_grad=False on it) and the adapters are set from the same random values that
@@ -36,7 +36,7 @@ What is compared (fp32 on both sides, base weights and adapters passed through f
             final adapters. The reference's base weights must be bitwise unchanged afterwards. The
             zeroB train case starts from B = 0: its step-0 loss must be the base model's.
 
-Metric and tolerances (as tests/test_hf_reference.py): for each quantity the norm-wise relative error
+Metric and tolerances (as tests/e2e/test_hf_reference.py): for each quantity the norm-wise relative error
 against a PEFT float64 run on the same (fp32) weights, adapters and batches. ztrain must satisfy
     rel(ztrain, f64) <= RATIO * max(rel(PEFT fp32, f64), FLOOR)
 per quantity (the loss, the logits, each adapter gradient; in train_* the per-step losses, the grad
@@ -56,7 +56,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers"))
 import hf_ref_common as common  # noqa: E402
 from hf_ref_common import (REPO, TOL, Yardstick, abs_err, adamw_train, captured_reports,  # noqa: E402
                            check_clip_steps, check_loss_logits, check_train_records, flat_weights, hf_loss,
@@ -281,7 +281,7 @@ def ref_fwdbwd(ref, tok, tgt):
 
 
 def ref_train(ref, batches, steps, K, hp, dtype):
-    """adamw_train (as tests/test_hf_reference.py's torch_train) over the adapters only, one group,
+    """adamw_train (as tests/e2e/test_hf_reference.py's torch_train) over the adapters only, one group,
     weight decay on all: rec (S, 3) = loss, grad norm, lr; {name: final adapter f64}"""
     rec = adamw_train(ref.model, [([p for _, p in ref.adapters], hp["wd"])], batches, steps, K, hp, dtype)
     return rec, {n: p.detach().to(torch.float64).numpy().copy() for n, p in ref.adapters}

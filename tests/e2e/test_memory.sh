@@ -12,10 +12,10 @@
 #                        and it equals `estimate --mem-limit`'s choice
 #  hwinfo_recommend      `ztrain hwinfo -c inputs/tiny.cfg` prints a recommendation whose command runs
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
-[ -f data/d6/train.bin ] || tests/make_data.py data/d6 50257 60000 >/dev/null
+[ -f data/d6/train.bin ] || tests/helpers/make_data.py data/d6 50257 60000 >/dev/null
 common="--set run.root=$TMP --set run.session=mem --set eval.every=0 --set checkpoint.every=0 --set train.log_every=1"
 
 # ---------------------------------------------------------------- recompute: same bits, less memory

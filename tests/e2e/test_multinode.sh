@@ -20,8 +20,8 @@
 #     (step, loss, lr, grad_norm, val_loss).
 # Needs root (ip netns, unshare). If the namespaces cannot be made, it says why in a FAIL line.
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 T0=$(date +%s)
 el() { echo "at $(( $(date +%s) - T0 )) s"; }

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: long
 # The performance model (src/core/perf_model.h, `ztrain estimate --hw cpu`) against measured step times
 # on this machine (make test-long: 12-13 min; run it alone, the two cores are what is measured). Every
 # constant the model uses is measured here, in this run, by something other than the runs it predicts:
@@ -18,10 +19,10 @@
 #               each within 15%
 # Prints the predicted-vs-measured table (README "Performance model").
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 export ZTRAIN_TEST_SGEMM_N=2048 # timed runs start as a user's run does (the full sgemm probe)
-[ -f data/d6/train.bin ] || tests/make_data.py data/d6 50257 60000 >/dev/null
+[ -f data/d6/train.bin ] || tests/helpers/make_data.py data/d6 50257 60000 >/dev/null
 TOL=${PERF_TOL:-0.15}
 best_step_s() { # run dir [key]: the fastest step_ms (or update_ms) of steps >= 2, in seconds. The fastest, not
   # the median: on this shared 2-core VM other tenants only ever slow a step down (the same run measured

@@ -22,8 +22,8 @@
 #    curve run's checkpoint: the loss moves (the weights were quantised) but stays within a stated
 #    tolerance, and the storage per parameter is the format's.
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 
 base="-c inputs/tiny.cfg --set train.micro_batch=2 --set train.global_batch=8 --set train.log_every=1
@@ -253,7 +253,7 @@ compare_runs $TMP/pk/bf16-ds $TMP/pk/bf16-auto act_storage_2_bytes_devsim
 # the memory: per layer and token the internals are 15 C + NH T values (ln1 C, qkv 3C, atty C, att NH T,
 # residual2 C, ln2 C, fch 4C, GELU 4C); 4L bytes become 2L packed + 4 for the one fp32 working copy.
 # Checked on the plan of GPT-2 124M and on the allocations of a d6 run (6 layers, C 384, NH 6, 2 x 256 tokens)
-[ -f data/d6/train.bin ] || tests/make_data.py data/d6 50257 60000 >/dev/null
+[ -f data/d6/train.bin ] || tests/helpers/make_data.py data/d6 50257 60000 >/dev/null
 # (materialized attention: the preset says device = "cuda", whose fused attention keeps no att; checked below)
 pa=$($ZT estimate -c inputs/gpt2-124m.cfg --set train.attention=materialized | awk '/^activations/ {print $4}')
 pf=$($ZT estimate -c inputs/gpt2-124m.cfg --set train.attention=materialized --set train.act_storage=fp32 |
@@ -290,7 +290,7 @@ PYEOF
 ); then pass "fused_attention_memory ($out)"; else fail "fused_attention_memory: $out"; fi
 
 # ---------------------------------------------------------------- 2-byte working parameters (train.param_storage)
-# precision: the parameters are bf16/fp16 words (model.c ZT_PARAM_PACK16), unpacked exactly into one fp32 window as
+# precision: the parameters are bf16/fp16 words (zt_model_opts.params16), unpacked exactly into one fp32 window as
 # forward and backward reach each tensor; ZeRO publishes them by pack16 of the master weights and gathers the words;
 # /model in a checkpoint is the master weights rounded as they are written. Everything must be bit-identical to
 # float32 storage: losses, params_hash, samples taken during training, every dataset of every checkpoint (sync and

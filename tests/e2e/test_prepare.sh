@@ -4,8 +4,8 @@
 # bad-input case: exit code 2 and one line `ztrain: error: ...` that says what is wrong.
 # Run from the repo root. One line per case: PASS name / FAIL name: reason.
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 
 if [ ! -x "$ZT" ]; then fail "ztrain_binary: $ZT not found (build with make first)"; finish; fi
 

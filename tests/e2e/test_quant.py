@@ -37,7 +37,7 @@ import tempfile
 import time
 from fractions import Fraction
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(REPO, "build", "tests", "quant_tool")
 FAILS = 0
 
@@ -327,6 +327,6 @@ def main():
     print(f"   ({time.time() - T0:.1f} s)")
 
 
-if __name__ == "__main__":  # tests/test_lora.py imports the reference (ref) from here
+if __name__ == "__main__":  # tests/e2e/test_lora.py imports the reference (ref) from here
     main()
     sys.exit(1 if FAILS else 0)

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Tests of `ztrain sample` and of samples during training (src/cmd/sample.c, src/core/sampler.c). The decode path itself
 # (KV-cache logits == full forward, greedy == argmax, padded rows, top-k, sliding window) is checked
-# by build/tests/test_decode (tests/c/test_decode.c; tests/run.sh runs it).
+# by build/tests/test_decode (tests/unit/core/test_decode.c; tests/run.sh runs it).
 # Here: determinism for a seed (and a different seed gives different tokens), 2 ranks == 1 rank,
 # greedy ignores the seed, a text prompt through a trained tokenizer, tokens/s reported, samples
 # written during training, and bad input (exit 2, one line).
 # Run from the repo root. One line per case: PASS name / FAIL name: reason.
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 
 if [ ! -x "$ZT" ]; then fail "ztrain_binary: $ZT not found (build with make first)"; finish; fi
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The slurm/ kit on a real Slurm (tests/slurm_lib.sh: slurmctld + slurmd on this machine), with tiny data:
+# The slurm/ kit on a real Slurm (tests/helpers/slurm_lib.sh: slurmctld + slurmd on this machine), with tiny data:
 #  1. slurm/gen_sbatch.sh: a GPU and a CPU script carry the expected #SBATCH and srun lines and parse
 #     (bash -n); the generated CPU script, submitted, runs to completion on 2 ranks.
 #  2. slurm/preemptible.sbatch (adapted by sed to this node): SIGUSR1 to the batch shell mid-run
@@ -9,9 +9,9 @@
 #  3. slurm/sweep.sbatch as an array over 1, 2, 4 ranks: one run directory per element in one session,
 #     all with results.json and the same params_hash (ordered reduction).
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
-. tests/slurm_lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
+. tests/helpers/slurm_lib.sh
 need_tiny_data
 T0=$(date +%s)
 el() { echo "at $(( $(date +%s) - T0 )) s"; }

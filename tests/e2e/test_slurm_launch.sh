@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# `ztrain launch` inside a real Slurm allocation (tests/slurm_lib.sh starts slurmctld + slurmd on this
+# `ztrain launch` inside a real Slurm allocation (tests/helpers/slurm_lib.sh starts slurmctld + slurmd on this
 # machine): sbatch jobs of 2 and 4 tasks whose script is just `ztrain launch -- train ...`; launch must
 # see the allocation, run `srun --mpi=pmix` with its layout, and the run must record world_size and the
 # job's SLURM_JOB_ID in results.json. Also the --dry-run line inside the allocation.
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
-. tests/slurm_lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
+. tests/helpers/slurm_lib.sh
 need_tiny_data
 if ! slurm_start > $TMP/slurm_start.log 2>&1; then
   fail "slurm_start: $(tail -3 $TMP/slurm_start.log | tr '\n' ' ')"

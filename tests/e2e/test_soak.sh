@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: long
 # Soak (make test-long): thousands of tiny steps on 2 ranks with checkpoints, evaluations and samples, watched
 # from outside. Phase 1: SOAK_STEPS/2 steps with synchronous checkpoints every 50 steps (keep 2), an evaluation
 # every 25, a sample every 250; phase 2 resumes it (--resume auto) for the other half with checkpoint.async =
@@ -15,8 +16,8 @@
 #                        first 20% after warm-up (medians: other jobs share the cores)
 # Duration is printed at the end (the default 5000 steps: under a minute on 2 idle cores, a few minutes when the cores are shared).
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 need_tiny_data
 STEPS=${SOAK_STEPS:-5000}
 HALF=$((STEPS / 2))

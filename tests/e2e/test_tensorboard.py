@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ZT = os.environ.get("ZTRAIN", os.path.join(REPO, "ztrain"))
 if not os.path.isabs(ZT):
     ZT = os.path.join(REPO, ZT)
@@ -49,7 +49,7 @@ except ImportError as e:
 TMP = tempfile.mkdtemp(prefix="zt-tb.")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 if not os.path.exists(os.path.join(REPO, "data/tiny/train.bin")):
-    subprocess.run([os.path.join(REPO, "tests/make_data.py"), os.path.join(REPO, "data/tiny"), "256", "40000"],
+    subprocess.run([os.path.join(REPO, "tests/helpers/make_data.py"), os.path.join(REPO, "data/tiny"), "256", "40000"],
                    check=True, capture_output=True)
 
 

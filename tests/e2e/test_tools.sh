@@ -10,10 +10,10 @@
 #  4. errors: a missing or empty session, an invalid results.json (exit 2, one line naming the file); a
 #     rank count that does not divide the global batch (ztrain's message, exit 2, nothing run).
 #  5. benchmarks/sweep.sh: tiny, ranks 1,2 x ZeRO stages 1,2 (4 runs, strong), and a weak-scaling pair.
-#   tests/test_tools.sh        (from the repo root; ~40 s on 2 cores)
+#   tests/e2e/test_tools.sh        (from the repo root; ~40 s on 2 cores)
 set -u
-cd "$(dirname "$0")/.." || exit 2
-. tests/lib.sh
+cd "$(dirname "$0")/../.." || exit 2
+. tests/helpers/lib.sh
 need_tiny_data
 T0=$(date +%s)
 $PY -c 'import matplotlib' 2>/dev/null || { fail "matplotlib: /usr/bin/python3 has no matplotlib (apt-get install python3-matplotlib)"; finish; }

@@ -2,11 +2,11 @@
 # Training on one rank: thread-count invariance (tiny, d6), overfitting one batch, run outputs,
 # and user errors from the train command (exit 2, one clear line).
 set -u
-cd "$(dirname "$0")/.."
-. tests/lib.sh
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
 unset ZTRAIN_TEST_SGEMM_N # these runs measure the sgemm peak as a user's run does (2048 x 2048)
 need_tiny_data
-[ -f data/d6/train.bin ] || tests/make_data.py data/d6 50257 60000 >/dev/null
+[ -f data/d6/train.bin ] || tests/helpers/make_data.py data/d6 50257 60000 >/dev/null
 
 # --- a newcomer's first command: the tiny preset as shipped (only the run root moved) trains and validates
 if $ZT train -c inputs/tiny.cfg --set run.root=$TMP/newcomer > $TMP/newcomer.log 2>&1 && grep -q "^val loss" $TMP/newcomer.log \

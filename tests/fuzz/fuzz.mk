@@ -28,20 +28,24 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) -Wall -Wext
   -Isrc -I. -Itests/fuzz $(FUZZ_MPI_CFLAGS) $(FUZZ_PKG_CFLAGS)
 FUZZ_LIBS := $(FUZZ_PKG_LIBS) $(FUZZ_MPI_LIBS) -lm
 
-# the ztrain sources each target is built from
-FUZZ_SRC_json := util/json.c util/util.c
-FUZZ_SRC_config := io/config.c io/config_derive.c io/config_print.c util/util.c
-FUZZ_SRC_shard := io/data_shard.c util/util.c
-FUZZ_SRC_tokenizer := io/tokenizer.c io/tokenizer_hf.c util/hashmap.c util/json.c util/util.c
+# the ztrain sources each target is built from, by file name: each is found wherever it is under src/
+FUZZ_SRC_json := json.c util.c
+FUZZ_SRC_config := config.c config_derive.c config_print.c util.c
+FUZZ_SRC_shard := data_shard.c util.c
+FUZZ_SRC_tokenizer := tokenizer.c tokenizer_hf.c hashmap.c json.c util.c
 FUZZ_SRC_tokenizer_hf := $(FUZZ_SRC_tokenizer)
-FUZZ_SRC_tokenizer_train := io/tokenizer_train.c $(FUZZ_SRC_tokenizer)
-FUZZ_SRC_hashmap := util/hashmap.c util/util.c
-FUZZ_SRC_safetensors := io/safetensors.c util/json.c util/util.c
-FUZZ_SRC_ckpt := io/ckpt_file.c io/ckpt_resume.c io/config.c io/config_derive.c io/config_print.c util/util.c
+FUZZ_SRC_tokenizer_train := tokenizer_train.c $(FUZZ_SRC_tokenizer)
+FUZZ_SRC_hashmap := hashmap.c util.c
+FUZZ_SRC_safetensors := safetensors.c json.c util.c
+FUZZ_SRC_ckpt := ckpt_file.c ckpt_resume.c config.c config_derive.c config_print.c util.c
 FUZZ_SRC_ckpt_raw := $(FUZZ_SRC_ckpt)
 
+FUZZ_ALL_SRC := $(shell find src -name '*.c')
+# fuzz_objs NAMES: the instrumented objects of those sources (build/fuzz/obj/<path under src>.o); a name not
+# found under src/ stays src/NAME, so make says which one is missing
+fuzz_objs = $(patsubst src/%.c,$(FUZZ_DIR)/obj/%.o,$(foreach f,$(1),$(or $(filter %/$(f),$(FUZZ_ALL_SRC)),src/$(f))))
 FUZZ_BINS := $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZ_TARGETS))
-FUZZ_HDRS := $(wildcard src/*/*.h)
+FUZZ_HDRS := $(shell find src -name '*.h')
 FUZZ_TARGET_HDRS := $(wildcard tests/fuzz/*.h)
 
 .PHONY: fuzz fuzz-build fuzz-build-all
@@ -57,8 +61,8 @@ $(FUZZ_DIR)/obj/%.o: src/%.c $(FUZZ_HDRS) tests/fuzz/fuzz.mk
 
 # one link rule per target (a template rather than .SECONDEXPANSION, which would reach the including Makefile)
 define FUZZ_LINK
-$(FUZZ_DIR)/fuzz_$(1): tests/fuzz/fuzz_$(1).c $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_SRC_$(1))) $(FUZZ_HDRS) $(FUZZ_TARGET_HDRS)
+$(FUZZ_DIR)/fuzz_$(1): tests/fuzz/fuzz_$(1).c $(call fuzz_objs,$(FUZZ_SRC_$(1))) $(FUZZ_HDRS) $(FUZZ_TARGET_HDRS)
 	@mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $$@ $$< $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_SRC_$(1))) $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $$@ $$< $(call fuzz_objs,$(FUZZ_SRC_$(1))) $(FUZZ_LIBS)
 endef
 $(foreach t,$(FUZZ_ALL),$(eval $(call FUZZ_LINK,$(t))))

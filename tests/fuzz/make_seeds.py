@@ -135,7 +135,7 @@ def make(tmp):
 
     # ---- a checkpoint of a tiny model (1 layer, width 4, vocab 2: a few KB), then its export
     data = os.path.join(tmp, "data")
-    run(sys.executable, "tests/make_data.py", data, 2, 400)
+    run(sys.executable, "tests/helpers/make_data.py", data, 2, 400)
     cfg = os.path.join(tmp, "ck.cfg")
     with open(cfg, "w") as f:
         f.write(f"""model = {{ n_layer = 1; n_head = 1; n_embd = 4; vocab_size = 2; block_size = 4; }};

@@ -1,13 +1,13 @@
 #!/usr/bin/python3
-"""test_ckpt.py — h5py's view of ztrain checkpoints, for tests/test_ckpt.sh (Debian's python3 + h5py).
+"""ckpt_h5.py — h5py's view of ztrain checkpoints, for tests/e2e/test_ckpt.sh (Debian's python3 + h5py).
 
-  test_ckpt.py verify CKPT [TABLE]   a complete ztrain checkpoint: root attrs, /model and
+  ckpt_h5.py verify CKPT [TABLE]   a complete ztrain checkpoint: root attrs, /model and
                                      /optim/exp_avg{,_sq} with every tensor of TABLE (the output of
                                      `model_dump table`) in its true shape, float32, wte's padded rows 0
-  test_ckpt.py hash CKPT TABLE       sha256 of /model's tensors concatenated in TABLE order as float32
+  ckpt_h5.py hash CKPT TABLE       sha256 of /model's tensors concatenated in TABLE order as float32
                                      (ztrain's params_hash of the same parameters)
-  test_ckpt.py same A B              every dataset of A equals B's bit for bit (and the same names)
-  test_ckpt.py foreign OUT           writes an HDF5 file that is not a ztrain checkpoint
+  ckpt_h5.py same A B              every dataset of A equals B's bit for bit (and the same names)
+  ckpt_h5.py foreign OUT           writes an HDF5 file that is not a ztrain checkpoint
 Prints one line; exit 0 on success, 1 otherwise (the line says why)."""
 import hashlib
 import sys

@@ -1,8 +1,8 @@
 """hf_ref_common.py — what the Hugging Face reference tests share (not a test itself).
 
-Used by tests/test_hf_reference.py (ztrain's GPT-2 vs transformers' GPT2LMHeadModel) and
-tests/test_lora_reference.py (ztrain's LoRA vs PEFT on the same model). Both are run as
-`.venv-ref/bin/python tests/test_X.py` and put their own directory on sys.path to import this.
+Used by tests/e2e/test_hf_reference.py (ztrain's GPT-2 vs transformers' GPT2LMHeadModel) and
+tests/e2e/test_lora_reference.py (ztrain's LoRA vs PEFT on the same model). Both are run as
+`.venv-ref/bin/python tests/e2e/test_X.py` and put tests/helpers/ on sys.path to import this.
 
   reporting    report_pass / report_fail print the "PASS name (metrics)" / "FAIL name: reason"
                lines; `failures` counts the FAILs (a test exits non-zero when it is > 0);
@@ -27,7 +27,7 @@ import os
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(REPO, "build", "tests", "model_dump")  # run_dump's binary (a test may point it elsewhere)
 TOL = 1e-4        # coarse: the candidate vs the fp32 reference directly
 RATIO = 3.0       # the candidate's error vs f64 may be at most RATIO x the fp32 reference's error vs f64

@@ -1,5 +1,5 @@
-# tests/lib.sh — helpers for the shell tests: PASS/FAIL lines, running ztrain, reading results.
-# Sourced by tests/test_*.sh; run from the repo root.
+# tests/helpers/lib.sh — helpers for the shell tests: PASS/FAIL lines, running ztrain, reading results.
+# Sourced by tests/e2e/test_*.sh; run from the repo root.
 ZT=${ZTRAIN:-./ztrain}
 TMP=$(mktemp -d /tmp/zt-test.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
@@ -17,7 +17,7 @@ MPIRUN="mpirun --oversubscribe --bind-to none -x BLIS_ARCH_TYPE -x OMP_NUM_THREA
 losses() { $PY -c 'import json,sys; [print(json.loads(l)["loss"]) for l in open(sys.argv[1])]' "$1/metrics.jsonl"; }
 result() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1/results.json" "$2"; }
 # ensure the tiny synthetic data exists
-need_tiny_data() { [ -f data/tiny/train.bin ] || tests/make_data.py data/tiny 256 40000 >/dev/null; }
+need_tiny_data() { [ -f data/tiny/train.bin ] || tests/helpers/make_data.py data/tiny 256 40000 >/dev/null; }
 # "step loss" per step of a run dir (the last record of each step), then "hash H": two runs are the same
 # run when these are equal
 run_sig() {
@@ -57,8 +57,8 @@ compare_runs() {
     fail "$3: differs from $(basename "$2"): $(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ')"
   fi
 }
-# asan_env: the sanitizer settings of tests/test_asan.sh and tests/test_long.sh (leak check on, MPI's own
-# start-up allocations suppressed by tests/asan.supp, which needs full stacks), and SAN_RE, the lines a
+# asan_env: the sanitizer settings of tests/e2e/test_asan.sh and tests/e2e/test_long.sh (leak check on, MPI's own
+# start-up allocations suppressed by tests/helpers/asan.supp, which needs full stacks), and SAN_RE, the lines a
 # clean run must not print
 asan_env() {
   export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0"

@@ -1,5 +1,5 @@
 /* model_dump.c — drive ztrain's GPT-2 on given weights and batches and dump the numbers, so an
- * outside implementation (Hugging Face transformers, tests/test_hf_reference.py) can check them.
+ * outside implementation (Hugging Face transformers, tests/e2e/test_hf_reference.py) can check them.
  *
  *   model_dump table  SHAPE
  *       prints the parameter table: "tensor <name> <offset> <numel> <ndim> <d0> <d1> <decay>" per
@@ -27,6 +27,8 @@
  *          written are then dlogits)
  *   SHAPE = --layers L --heads H --embd C --vocab V --padded-vocab Vp --block maxT [--threads N]
  *           [--device cpu|devsim] (default: ZT_TEST_DEVICE, else cpu; the backend comes from the factory)
+ *           [--set model.KEY=VALUE ...] (the block's description: model.family, model.n_kv_head, ...; GPT-2's
+ *           when none is given)
  *
  * W.bin: table.total float32 in the table's order (Hugging Face layouts: Conv1D weights (in, out),
  * wte padded to Vp rows). TOK.bin: int32 batches, each = tokens (B, T) then targets (B, T).
@@ -42,6 +44,7 @@
 #include "core/backend_factory.h"
 #include "core/model.h"
 #include "core/optim.h"
+#include "core/step.h"
 #include "core/zero.h"
 #include "util/util.h"
 
@@ -55,11 +58,36 @@ typedef struct args {
     zt_lora_cfg lc;
     const char *adapters, *targets;
     double alpha, dropout;
+    const char *sets[32];           /* --set model.KEY=VALUE: the block's description */
+    int n_sets;
 } args;
 
 static void die(const char *msg, const char *what) {
     fprintf(stderr, "model_dump: %s%s%s\n", msg, what ? ": " : "", what ? what : "");
     exit(2);
+}
+
+/* the config's model section from the SHAPE options and the --set overrides */
+static void apply_model(const args *a, zt_config *c) {
+    char err[ZT_ERR_BUF];
+    c->model.n_layer = a->s.n_layer;
+    c->model.n_head = a->s.n_head;
+    c->model.n_embd = a->s.n_embd;
+    c->model.vocab_size = a->s.vocab_size;
+    c->model.padded_vocab = a->s.padded_vocab;
+    c->model.block_size = a->s.block_size;
+    for (int i = 0; i < a->n_sets; i++)
+        if (zt_config_set(c, a->sets[i], err, sizeof err)) die(err, a->sets[i]);
+}
+
+/* the shape's block description from the --set overrides (GPT-2's without any) */
+static void describe(args *a) {
+    char err[ZT_ERR_BUF];
+    zt_config *c = calloc(1, sizeof *c);
+    if (zt_config_load_string(c, "", err, sizeof err)) die(err, NULL);
+    apply_model(a, c);
+    if (zt_config_shape(c, &a->s, err, sizeof err)) die(err, NULL);
+    free(c);
 }
 
 static void parse(args *a, int argc, char **argv) {
@@ -84,6 +112,11 @@ static void parse(args *a, int argc, char **argv) {
         if (strcmp(k, "--table") == 0) { a->table = 1; continue; }
         if (i + 1 >= argc) die("missing value for", k);
         const char *v = argv[++i];
+        if (strcmp(k, "--set") == 0) {
+            if (a->n_sets == 32) die("too many --set", v);
+            a->sets[a->n_sets++] = v;
+            continue;
+        }
 #define IARG(name, field) if (strcmp(k, name) == 0) { field = atoi(v); continue; }
 #define DARG(name, field) if (strcmp(k, name) == 0) { field = atof(v); continue; }
 #define SARG(name, field) if (strcmp(k, name) == 0) { field = v; continue; }
@@ -108,6 +141,7 @@ static void parse(args *a, int argc, char **argv) {
     if (a->s.n_embd % a->s.n_head) die("--embd must be a multiple of --heads", NULL);
     if (a->s.padded_vocab == 0) a->s.padded_vocab = a->s.vocab_size;
     if (a->s.padded_vocab < a->s.vocab_size) die("--padded-vocab < --vocab", NULL);
+    describe(a);
     if (a->lora) {
         char err[256];
         a->lc.alpha = (float)a->alpha;
@@ -174,8 +208,8 @@ static void load_adapters(const args *a, zt_model *m) {
 static int cmd_fwdbwd(const args *a) {
     zt_backend *be = make_backend(a);
     zt_model m;
-    if (a->lora) zt_model_init_lora(&m, be, &a->s, a->B, a->T, &a->lc, 0, 1, ZT_RECOMPUTE_NONE);
-    else zt_model_init(&m, be, &a->s, a->B, a->T, 0, 1);
+    if (a->lora) zt_model_init_lora(&m, be, &a->s, a->B, a->T, &a->lc, 0, 1, NULL);
+    else zt_model_init(&m, be, &a->s, a->B, a->T, 0, 1, NULL);
     if (a->table) print_table(zt_model_ttable(&m));
     const size_t total = m.table.total, BT = (size_t)a->B * a->T, Vp = (size_t)a->s.padded_vocab;
     float *w = read_file(a->weights, total * sizeof(float), NULL);
@@ -211,16 +245,20 @@ static int cmd_fwdbwd(const args *a) {
     return 0;
 }
 
+/* step.h's batch source: micro-batch (step * K + j) mod nb of the tokens file, each (tokens, targets) */
+typedef struct file_batches { const int32_t *tok; size_t nb, BT; int K; } file_batches;
+static void dump_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *targets) {
+    const file_batches *fb = ctx;
+    const int32_t *b = fb->tok + ((size_t)step * fb->K + (size_t)j) % fb->nb * 2 * fb->BT;
+    memcpy(tokens, b, fb->BT * sizeof(int32_t));
+    memcpy(targets, b + fb->BT, fb->BT * sizeof(int32_t));
+}
+
 static int cmd_train(const args *a, int *argc, char ***argv) {
     MPI_Init(argc, argv);
     zt_config *c = calloc(1, sizeof *c);
     zt_config_defaults(c);
-    c->model.n_layer = a->s.n_layer;
-    c->model.n_head = a->s.n_head;
-    c->model.n_embd = a->s.n_embd;
-    c->model.vocab_size = a->s.vocab_size;
-    c->model.padded_vocab = a->s.padded_vocab;
-    c->model.block_size = a->s.block_size;
+    apply_model(a, c);
     c->train.micro_batch = a->B;
     c->train.global_batch = a->B * a->K;
     c->train.seq_len = a->T;
@@ -268,27 +306,18 @@ static int cmd_train(const args *a, int *argc, char ***argv) {
     const int K = a->K;
     if (z.micro_steps != K) die("zero: unexpected micro_steps", NULL);
 
-    zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
-                      (float)c->train.weight_decay};
+    file_batches fb = {tok, nb, BT, K};
+    zt_step st;
+    zt_step_init(&st, &m, &z, c, dump_batch, &fb);
     double *rec = calloc((size_t)a->steps * 4, sizeof(double));
     for (long step = 0; step < a->steps; step++) {
-        double loss = 0;
-        for (int mi = 0; mi < K; mi++) {
-            const int32_t *b = tok + ((size_t)step * K + mi) % nb * 2 * BT;
-            loss += zt_model_forward(&m, b, b + BT, a->B, a->T);
-            zt_model_backward(&m, 1.0f / (float)K);
-            zt_zero_reduce(&z, &m, mi);
-        }
-        double norm = zt_zero_grad_norm(&z, &m);
-        float clip = zt_clip_factor(norm, c->train.grad_clip);
-        double lr = zt_lr_at(c, step);
-        zt_zero_update(&z, &m, &hp, step + 1, (float)lr, clip);
-        be->i->sync(be);
-        rec[step * 4 + 0] = loss / K;
-        rec[step * 4 + 1] = norm;
-        rec[step * 4 + 2] = clip;
-        rec[step * 4 + 3] = lr;
+        const zt_step_result r = zt_step_run(&st, step);
+        rec[step * 4 + 0] = r.loss;
+        rec[step * 4 + 1] = r.norm;
+        rec[step * 4 + 2] = r.clip;
+        rec[step * 4 + 3] = r.lr;
     }
+    zt_step_free(&st);
     be->i->to_host(be, w, zt_model_tparams(&m), ttotal * sizeof(float));
     be->i->sync(be);
     FILE *f = fopen(a->out, "wb");

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "core/backend_factory.h"
 #include "iface/backend.h"
 #include "util/util.h"
@@ -29,11 +30,9 @@ typedef struct op_tol {
 } op_tol;
 #define FD_H 1e-5
 
-static int g_pass, g_fail;
 static zt_backend *g_be; /* the backend under test, 2 threads */
 static zt_rng g_rng;
-static const char *g_dev = "cpu"; /* ZT_TEST_DEVICE */
-static char g_tag[32] = "";       /* "" on the cpu, else "<device>:" before every case name */
+static const char *g_dev = "cpu"; /* ZT_TEST_DEVICE; g_tag (check.h): "" on the cpu, else "<device>:" */
 
 /* ------------------------------------------------------------------ backends (through the factory) */
 
@@ -42,7 +41,7 @@ static inline zt_backend *make_backend(const char *dev, int nt) {
     char err[ZT_ERR_BUF];
     zt_backend *be = zt_backend_create(dev, nt, err, sizeof err);
     if (!be) {
-        printf("FAIL %sbackend_create: %s\n", g_tag, err);
+        check_fail("backend_create: %s", err);
         exit(1);
     }
     return be;
@@ -192,14 +191,8 @@ static inline void chk_bits(chk *k, const char *what, const void *got, const voi
 }
 
 static inline void chk_done(const chk *k, const char *name) {
-    if (k->ok) {
-        printf("PASS %s%s (max err %.2e)\n", g_tag, name, k->err);
-        g_pass++;
-    } else {
-        printf("FAIL %s%s: %s\n", g_tag, name, k->why);
-        g_fail++;
-    }
-    fflush(stdout);
+    if (k->ok) check_pass("%s (max err %.2e)", name, k->err);
+    else check_fail("%s: %s", name, k->why);
 }
 
 /* ------------------------------------------------------------------ thread-count invariance */
@@ -217,7 +210,7 @@ static inline void report_diff(const char *tname, const char *what, const unsign
     float a, b;
     memcpy(&a, want + fi * 4, 4);
     memcpy(&b, got + fi * 4, 4);
-    printf("FAIL %s: %s at byte %zu (as float [%zu]: %.9g vs %.9g)\n", tname, what, i, fi, (double)b, (double)a);
+    check_fail("%s: %s at byte %zu (as float [%zu]: %.9g vs %.9g)", tname, what, i, fi, (double)b, (double)a);
 }
 
 /* rerun one case with 1, 2, 3 threads; the output blobs must be bit-identical (and, off the cpu,
@@ -235,7 +228,7 @@ static inline void check_threads(const char *name, run_fn run, const void *ctx, 
     }
     set_threads(2);
     char tname[256], what[64];
-    snprintf(tname, sizeof tname, "%sthreads:%s", g_tag, name);
+    snprintf(tname, sizeof tname, "threads:%s", name);
     int ok = 1;
     for (int k = 1; k < 3 && ok; k++) {
         if (memcmp(buf[0], buf[k], bytes) != 0) {
@@ -249,14 +242,7 @@ static inline void check_threads(const char *name, run_fn run, const void *ctx, 
         report_diff(tname, what, buf[3], buf[1], bytes);
         ok = 0;
     }
-    if (ok) {
-        printf("PASS %s (max err 0: bit-identical with 1, 2, 3 threads%s)\n", tname,
-               vs_cpu ? " and with the cpu backend" : "");
-        g_pass++;
-    } else {
-        g_fail++;
-    }
-    fflush(stdout);
+    if (ok) check_pass("%s (max err 0: bit-identical with 1, 2, 3 threads%s)", tname, vs_cpu ? " and with the cpu backend" : "");
     for (int k = 0; k < nb; k++) free(buf[k]);
 }
 

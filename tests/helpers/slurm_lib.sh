@@ -1,6 +1,6 @@
-# tests/slurm_lib.sh — a real Slurm on this machine for the tests (RECIPES: slurmctld + slurmd + munged,
+# tests/helpers/slurm_lib.sh — a real Slurm on this machine for the tests (RECIPES: slurmctld + slurmd + munged,
 # one node named after `hostname`, CPUs=8 so oversubscribed jobs fit), started and stopped by the test.
-# Sourced after tests/lib.sh (uses $TMP). slurm_start returns non-zero with a reason when it cannot run
+# Sourced after tests/helpers/lib.sh (uses $TMP). slurm_start returns non-zero with a reason when it cannot run
 # (not root, packages missing); slurm_stop kills exactly the daemons it started.
 slurm_start() {
   [ "$(id -u)" = 0 ] || { echo "not root"; return 1; }

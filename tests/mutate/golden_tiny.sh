@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 ZT=${ZTRAIN:-./ztrain}
 GOLD=tests/mutate/golden_tiny.txt
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-[ -f data/tiny/train.bin ] || tests/make_data.py data/tiny 256 40000 >/dev/null
+[ -f data/tiny/train.bin ] || tests/helpers/make_data.py data/tiny 256 40000 >/dev/null
 T=$(mktemp -d /tmp/zt-golden.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 if ! $ZT train -c inputs/tiny.cfg --set train.steps=30 --set run.root="$T" --set run.name=g --set eval.every=0 \

@@ -27,7 +27,7 @@ LINKS = [".venv-ref", "data"]
 
 def parse(path):
     """entries separated by blank lines; lines `key: value`; `#` starts a comment line.
-    keys: name, file, old, new, tests (a tests/run.sh pattern, or `cmd:` + a shell command run in the tree;
+    keys: name, file, old, new, tests (a `tests/run.sh -k` pattern, or `cmd:` + a shell command run in the tree;
     several separated by ` ; `). In old/new, \\n is a newline and \\t a tab."""
     entries, cur = [], {}
     lines = open(path).read().split("\n") + [""]
@@ -102,8 +102,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--list", default=os.path.join(REPO, "tests", "mutate", "mutations.txt"))
     ap.add_argument("--only", default="", help="comma-separated mutation names")
+    ap.add_argument("--check", action="store_true",
+                    help="only check that each mutation's old text occurs exactly once in its file (no build)")
     args = ap.parse_args()
     entries = parse(args.list)
+    if args.check:
+        stale = 0
+        for e in entries:
+            path = os.path.join(REPO, e["file"])
+            cnt = open(path).read().count(e["old"]) if os.path.isfile(path) else 0
+            if cnt != 1:
+                stale += 1
+                print(f"FAIL mutation_{e['name']}: its old text occurs {cnt} times in {e['file']} (expected once)")
+        print(("PASS" if not stale else "FAIL") + f" mutation_catalog_current ({len(entries) - stale} of {len(entries)} "
+              "mutations apply to the current sources)")
+        return 1 if stale else 0
     if args.only:
         want = set(args.only.split(","))
         entries = [e for e in entries if e["name"] in want]
@@ -140,7 +153,7 @@ def main():
                 else:
                     result = None
                     for t in [x.strip() for x in e["tests"].split(" ; ") if x.strip()]:
-                        cmd = t[4:].strip() if t.startswith("cmd:") else f"tests/run.sh {t}"
+                        cmd = t[4:].strip() if t.startswith("cmd:") else f"tests/run.sh -k {t}"
                         if sh(cmd, log) != 0:
                             result = t
                             break

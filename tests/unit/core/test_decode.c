@@ -14,18 +14,15 @@
 #include "core/model.h"
 #include "core/sampler.h"
 #include "util/util.h"
+#include "check.h"
 
-static int g_fail = 0;
-static const char *g_dev = "cpu"; /* ZT_TEST_DEVICE */
-static char g_tag[32] = "";       /* "<device>:" off the cpu */
-#define PASS(...) do { printf("PASS %s", g_tag); printf(__VA_ARGS__); printf("\n"); } while (0)
-#define FAIL(...) do { printf("FAIL %s", g_tag); printf(__VA_ARGS__); printf("\n"); g_fail++; } while (0)
+static const char *g_dev = "cpu"; /* ZT_TEST_DEVICE; g_tag (check.h) is "<device>:" off the cpu */
 
 static zt_backend *make_backend(const char *dev, int threads) {
     char err[ZT_ERR_BUF];
     zt_backend *be = zt_backend_create(dev, threads, err, sizeof err);
     if (!be) {
-        FAIL("backend_create: %s", err);
+        check_fail("backend_create: %s", err);
         exit(1);
     }
     return be;
@@ -41,7 +38,7 @@ typedef struct fixture {
 static void fixture_init(fixture *fx, zt_backend *be, int L, int NH, int C, int V, int Vp, int maxT, uint64_t seed) {
     fx->be = be;
     fx->s = (zt_model_shape){L, NH, C, V, Vp, maxT};
-    zt_model_init(&fx->m, be, &fx->s, 1, maxT, 0, 0);
+    zt_model_init(&fx->m, be, &fx->s, 1, maxT, 0, 0, NULL);
     const size_t n = fx->m.table.total;
     fx->host = zt_malloc(n * sizeof(float));
     zt_rng r;
@@ -107,9 +104,9 @@ static void test_logits(const char *name, zt_backend *be, int L, int NH, int C, 
         }
     }
     if (maxdiff <= 1e-5 * (maxref > 1 ? maxref : 1))
-        PASS("%s (L%d H%d C%d V%d Vp%d T%d: decode logits == full forward at all %d positions, max |diff| %.2e, "
+        check_pass("%s (L%d H%d C%d V%d Vp%d T%d: decode logits == full forward at all %d positions, max |diff| %.2e, "
              "max |logit| %.1f)", name, L, NH, C, V, Vp, maxT, maxT, maxdiff, maxref);
-    else FAIL("%s: max |diff| %.3e at position %d (max |logit| %.2f)", name, maxdiff, worst, maxref);
+    else check_fail("%s: max |diff| %.3e at position %d (max |logit| %.2f)", name, maxdiff, worst, maxref);
     zt_sampler_free(sp);
     free(ref);
     free(tok);
@@ -127,16 +124,16 @@ static void test_greedy(zt_backend *be) {
     int32_t badtok[1] = {300};
     int rej = zt_sampler_generate(sp, fx.m.params, seq, 0, 1, 1.0f, 1, 0, NULL, NULL, NULL) == -1 &&
               zt_sampler_generate(sp, fx.m.params, badtok, 1, 1, 1.0f, 1, 0, NULL, NULL, NULL) == -1;
-    if (rej) PASS("bad_input_rejected (empty prompt and a token id >= V: generate returns -1)");
-    else FAIL("bad_input_rejected: generate accepted an empty prompt or an id >= V");
+    if (rej) check_pass("bad_input_rejected (empty prompt and a token id >= V: generate returns -1)");
+    else check_fail("bad_input_rejected: generate accepted an empty prompt or an id >= V");
     int rc = zt_sampler_generate(sp, fx.m.params, seq, np, nn, 0.7f, 1, 123, seq + np, NULL, NULL);
     float *ref = full_logits(&fx, seq, np + nn);
     int bad = -1;
     for (int k = 0; k < nn && bad < 0; k++)
         if (argmax_v(ref + (size_t)(np + k - 1) * 384, 300) != seq[np + k]) bad = k;
     if (rc == nn && bad < 0)
-        PASS("greedy_equals_argmax (%d tokens with top_k=1: each is the argmax of the full forward's logits)", nn);
-    else FAIL("greedy_equals_argmax: rc=%d, token %d differs", rc, bad);
+        check_pass("greedy_equals_argmax (%d tokens with top_k=1: each is the argmax of the full forward's logits)", nn);
+    else check_fail("greedy_equals_argmax: rc=%d, token %d differs", rc, bad);
     free(ref);
     zt_sampler_free(sp);
     fixture_free(&fx);
@@ -165,9 +162,9 @@ static void test_padded(zt_backend *be) {
         for (int i = 0; i < 100; i++) ok &= out[i] >= 0 && out[i] < V;
         cases++;
     }
-    if (ok) PASS("padded_rows_never_sampled (full-forward argmax is padded row %d; %d x 100 samples all < V=%d)", am,
+    if (ok) check_pass("padded_rows_never_sampled (full-forward argmax is padded row %d; %d x 100 samples all < V=%d)", am,
                  cases, V);
-    else FAIL("padded_rows_never_sampled: argmax %d, a sampled id >= V=%d (or the padded rows did not dominate)", am, V);
+    else check_fail("padded_rows_never_sampled: argmax %d, a sampled id >= V=%d (or the padded rows did not dominate)", am, V);
     free(ref);
     zt_sampler_free(sp);
     fixture_free(&fx);
@@ -183,8 +180,8 @@ static void test_seed_topk(zt_backend *be) {
     zt_sampler_generate(sp, fx.m.params, p, 2, 50, 1.0f, 0, 1, b, NULL, NULL);
     zt_sampler_generate(sp, fx.m.params, p, 2, 50, 1.0f, 0, 2, c, NULL, NULL);
     int same = memcmp(a, b, sizeof a) == 0, differ = memcmp(a, c, sizeof a) != 0;
-    if (same && differ) PASS("seed_determinism (seed 1 twice: identical 50 tokens; seed 2: different)");
-    else FAIL("seed_determinism: same-seed identical %d, other-seed different %d", same, differ);
+    if (same && differ) check_pass("seed_determinism (seed 1 twice: identical 50 tokens; seed 2: different)");
+    else check_fail("seed_determinism: same-seed identical %d, other-seed different %d", same, differ);
 
     /* top-k: with k=3 every token is among the 3 largest logits of the full forward at its position */
     int32_t seq[32] = {1, 2};
@@ -199,8 +196,8 @@ static void test_seed_topk(zt_backend *be) {
         if (above >= 3) bad = k;
         if (above > 0) distinct_rank = 1;
     }
-    if (bad < 0 && distinct_rank) PASS("top_k (k=3, T=1.5: all 30 tokens among the 3 best of the full forward, not all argmax)");
-    else FAIL("top_k: token %d outside the top 3 (or every token was the argmax: %d)", bad, !distinct_rank);
+    if (bad < 0 && distinct_rank) check_pass("top_k (k=3, T=1.5: all 30 tokens among the 3 best of the full forward, not all argmax)");
+    else check_fail("top_k: token %d outside the top 3 (or every token was the argmax: %d)", bad, !distinct_rank);
     free(ref);
     zt_sampler_free(sp);
     fixture_free(&fx);
@@ -226,16 +223,16 @@ static void test_slide(zt_backend *be) {
     long run = zt_sampler_tokens_run(sp);
     /* tokens run: 42 positions fed (3 prompt + 39 generated) plus 8 re-run per slide */
     if (rc == 40 && want == seq[17] && run > 42)
-        PASS("slide (block_size %d, 43 tokens: after the window slides the greedy token is the argmax over the last "
+        check_pass("slide (block_size %d, 43 tokens: after the window slides the greedy token is the argmax over the last "
              "%d tokens; %ld token passes)", maxT, maxT / 2, run);
-    else FAIL("slide: rc %d, token %d vs %d, %ld passes", rc, seq[17], want, run);
+    else check_fail("slide: rc %d, token %d vs %d, %ld passes", rc, seq[17], want, run);
     /* a prompt longer than block_size keeps its last block_size tokens */
     int32_t longp[20], o1[5], o2[5];
     random_tokens(longp, 20, V, 3);
     zt_sampler_generate(sp, fx.m.params, longp, 20, 5, 1.0f, 0, 9, o1, NULL, NULL);
     zt_sampler_generate(sp, fx.m.params, longp + 4, 16, 5, 1.0f, 0, 9, o2, NULL, NULL);
-    if (memcmp(o1, o2, sizeof o1) == 0) PASS("long_prompt (a 20-token prompt with block_size 16 == its last 16 tokens)");
-    else FAIL("long_prompt: outputs differ");
+    if (memcmp(o1, o2, sizeof o1) == 0) check_pass("long_prompt (a 20-token prompt with block_size 16 == its last 16 tokens)");
+    else check_fail("long_prompt: outputs differ");
     free(ref);
     zt_sampler_free(sp);
     fixture_free(&fx);
@@ -272,8 +269,8 @@ int main(void) {
         zt_backend *be1 = make_backend(g_dev, 1);
         sample60(be1, &fx, b);
         zt_backend_destroy(be1);
-        if (memcmp(a, b, sizeof a) == 0) PASS("threads (60 sampled tokens identical with 2 and 1 threads)");
-        else FAIL("threads: 1 and 2 threads sampled different tokens");
+        if (memcmp(a, b, sizeof a) == 0) check_pass("threads (60 sampled tokens identical with 2 and 1 threads)");
+        else check_fail("threads: 1 and 2 threads sampled different tokens");
         fixture_free(&fx);
         /* off the cpu: the same weights and seed on the cpu backend give the same tokens */
         if (strcmp(g_dev, "cpu") != 0) {
@@ -282,8 +279,8 @@ int main(void) {
             fixture_init(&fc, cpu, 2, 4, 64, 300, 384, 64, 61);
             int32_t c[60];
             sample60(cpu, &fc, c);
-            if (memcmp(a, c, sizeof a) == 0) PASS("equals_cpu (60 sampled tokens identical to the cpu backend's)");
-            else FAIL("equals_cpu: %s and cpu sampled different tokens", g_dev);
+            if (memcmp(a, c, sizeof a) == 0) check_pass("equals_cpu (60 sampled tokens identical to the cpu backend's)");
+            else check_fail("equals_cpu: %s and cpu sampled different tokens", g_dev);
             fixture_free(&fc);
             zt_backend_destroy(cpu);
         }

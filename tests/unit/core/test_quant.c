@@ -41,7 +41,7 @@ static qt qt_make(zt_quant_fmt fmt, size_t rows, size_t cols, const float *w)
     t.dq = zt_malloc(t.L.n * sizeof(float) + 1);
     char err[256];
     if (zt_quant_encode(&t.L, w, t.blob, err, sizeof err)) {
-        printf("FAIL encode: %s\n", err);
+        check_fail("encode: %s", err);
         exit(1);
     }
     zt_quant_decode(&t.L, t.blob, 0, t.L.n, t.dq);

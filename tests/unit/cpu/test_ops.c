@@ -450,7 +450,7 @@ static void run_att_fwd(zt_backend *be, const void *vc, void *out) {
            na = (size_t)c->B * c->NH * c->T * c->T;
     float *nan = ffill(no + na, NAN);
     float *dq = dev_put(be, c->qkv, nq * 4), *dout = dev_put(be, nan, no * 4), *datt = dev_put(be, nan, na * 4);
-    be->i->attention_fwd(be, dout, datt, dq, c->B, c->T, c->C, c->NH);
+    be->i->attention_fwd(be, dout, datt, dq, c->B, c->T, c->C, c->NH, c->NH);
     float *o = out;
     dev_get(be, o, dout, no * 4);
     dev_get(be, o + no, datt, na * 4);
@@ -467,9 +467,9 @@ static void run_att_bwd(zt_backend *be, const void *vc, void *out) {
            na = (size_t)c->B * c->NH * c->T * c->T;
     float *nan = ffill(nq + na, NAN);
     float *dq = dev_put(be, c->qkv, nq * 4), *dy = dev_put(be, NULL, no * 4), *datt = dev_put(be, NULL, na * 4);
-    be->i->attention_fwd(be, dy, datt, dq, c->B, c->T, c->C, c->NH);
+    be->i->attention_fwd(be, dy, datt, dq, c->B, c->T, c->C, c->NH, c->NH);
     float *ddout = dev_put(be, c->dout, no * 4), *ddqkv = dev_put(be, nan, nq * 4), *scratch = dev_put(be, nan, na * 4);
-    be->i->attention_bwd(be, ddqkv, scratch, ddout, dq, datt, c->B, c->T, c->C, c->NH);
+    be->i->attention_bwd(be, ddqkv, scratch, ddout, dq, datt, c->B, c->T, c->C, c->NH, c->NH);
     dev_get(be, out, ddqkv, nq * 4);
     void *all[] = {dq, dy, datt, ddout, ddqkv, scratch};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(be, all[i]);

@@ -32,8 +32,7 @@
 
 #include "check.h"
 
-static const char *g_dev = "cpu";
-static char g_tag[32] = "";
+static const char *g_dev = "cpu"; /* g_tag (check.h): "<device>:" off the cpu */
 static zt_rng g_rng;
 
 static zt_backend *make_backend(const char *dev, int nt)
@@ -41,7 +40,7 @@ static zt_backend *make_backend(const char *dev, int nt)
     char err[ZT_ERR_BUF];
     zt_backend *be = zt_backend_create(dev, nt, err, sizeof err);
     if (!be) {
-        printf("FAIL %sbackend_create: %s\n", g_tag, err);
+        check_fail("backend_create: %s", err);
         exit(1);
     }
     return be;
@@ -50,10 +49,9 @@ static zt_backend *make_backend(const char *dev, int nt)
 static void name_of(char *buf, size_t n, const char *fmt, ...) ZT_PRINTF(3, 4);
 static void name_of(char *buf, size_t n, const char *fmt, ...)
 {
-    size_t t = (size_t)snprintf(buf, n, "%s", g_tag);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf + t, n - t, fmt, ap);
+    vsnprintf(buf, n, fmt, ap);
     va_end(ap);
 }
 
@@ -127,7 +125,7 @@ static void test_dropout_stats(zt_backend *be, const float *x, size_t n, float p
     const double q = 1.0 - (double)p, frac = (double)kept / (double)n, sig = sqrt(q * (1.0 - q) / (double)n);
     name_of(nm, sizeof nm, "dropout_kept_fraction[p=%.1f,n=%zu]", (double)p, n);
     check(fabs(frac - q) <= 5.0 * sig, nm, "kept %.6f, expected %.6f +- 5 * %.2e", frac, q, sig);
-    printf("# %s: kept %.6f (1 - p = %.1f; %.2f sigma)\n", nm, frac, q, (frac - q) / sig);
+    printf("# %s%s: kept %.6f (1 - p = %.1f; %.2f sigma)\n", g_tag, nm, frac, q, (frac - q) / sig);
     const double q2 = q * q, pf = (double)pairs / (double)(n - 1), sig2 = sqrt(q2 * (1.0 - q2) / (double)(n - 1));
     name_of(nm, sizeof nm, "dropout_neighbours_independent[p=%.1f]", (double)p);
     /* 5 sigma of the binomial, widened 2x for the overlap of neighbouring pairs */
@@ -150,7 +148,7 @@ static void test_dropout_stats(zt_backend *be, const float *x, size_t n, float p
     name_of(nm, sizeof nm, "dropout_other_seed_other_mask[p=%.1f]", (double)p);
     check(fabs(fr - r) <= 5.0 * sr, nm, "masks of seeds %llu, %llu differ at %.6f of positions, expected %.6f +- 5 * %.2e",
           (unsigned long long)seed, (unsigned long long)seed + 1, fr, r, sr);
-    printf("# %s: masks differ at %.6f of positions (expected %.4f)\n", nm, fr, r);
+    printf("# %s%s: masks differ at %.6f of positions (expected %.4f)\n", g_tag, nm, fr, r);
 
     /* in place == out of place */
     run_dropout(be, z, x, n, p, seed, 1);
@@ -244,7 +242,7 @@ static qcase qcase_make(zt_quant_fmt fmt, size_t rows, size_t cols)
     float *w = weights(c.L.n);
     char err[256];
     if (zt_quant_encode(&c.L, w, c.blob, err, sizeof err)) {
-        printf("FAIL encode: %s\n", err);
+        check_fail("encode: %s", err);
         exit(1);
     }
     free(w);
@@ -285,7 +283,7 @@ static void test_dequant(zt_backend *be, zt_quant_fmt fmt, size_t rows, size_t c
     name_of(nm, sizeof nm, "dequant[%s,%zux%zu]", zt_quant_fmt_name(fmt), rows, cols);
     check(d == 0 && guard == 0, nm, "%zu of %zu words differ from zt_quant_decode (first [%zu]: %.9g vs %.9g), %zu guard words written",
           d, n, first, first < n ? (double)got[first] : 0.0, first < n ? (double)ref[first] : 0.0, guard);
-    printf("# %s: %zu of %zu words differ from zt_quant_decode\n", nm, d, n);
+    printf("# %s%s: %zu of %zu words differ from zt_quant_decode\n", g_tag, nm, d, n);
     free(ref);
     free(got);
     free(c.blob);
