@@ -18,13 +18,14 @@ struct zt_sampler {
     zt_model_shape s;
     zt_param_table table;
     /* device */
-    float *kcache, *vcache;     /* (L, maxT, C) each */
+    float *kcache, *vcache;     /* (L, maxT, NKV hs) each: the key/value heads only */
+    float *rope_cs;             /* (maxT, hs/2, 2): rotary positions (NULL with learned positions) */
     float *x, *x2;              /* (C) residual stream */
     float *ln;                  /* (C) */
     float *mean, *rstd;         /* (1) */
-    float *qkv;                 /* (3C) */
+    float *qkv;                 /* (Q) */
     float *atty, *proj;         /* (C) */
-    float *fch, *fchg;          /* (4C) */
+    float *fch, *fchg;          /* (F), (I): the MLP's first linear and its activation */
     float *logits;              /* (Vp) */
     int32_t *tok;               /* (1) */
     /* host */
@@ -38,9 +39,19 @@ struct zt_sampler {
 
 static float *dev_floats(zt_backend *be, size_t n) { return be->i->alloc(be, n * sizeof(float)); }
 
+/* one layer's cache of keys (or values) for every position: (maxT, NKV hs) */
+static size_t cache_floats(const zt_model_shape *s) {
+    return (size_t)s->block_size * s->n_kv_head * (s->n_embd / s->n_head);
+}
+
+static size_t rope_floats(const zt_model_shape *s) {
+    return s->pos == ZT_POS_ROPE ? (size_t)s->block_size * (s->n_embd / s->n_head) : 0;
+}
+
 size_t zt_sampler_bytes(const zt_model_shape *s) {
-    const size_t C = s->n_embd, cache = (size_t)s->n_layer * s->block_size * C;
-    return (2 * cache + 15 * C + 2 + (size_t)s->padded_vocab) * sizeof(float) + 1 /* tok */ +
+    const size_t C = s->n_embd, cache = (size_t)s->n_layer * cache_floats(s);
+    const size_t acts = 5 * C + (size_t)zt_shape_qkv(s) + (size_t)zt_shape_fc(s) + (size_t)s->ffn;
+    return (2 * cache + rope_floats(s) + acts + 2 + (size_t)s->padded_vocab) * sizeof(float) + 1 /* tok */ +
            ((size_t)s->padded_vocab + 2 * (size_t)s->vocab_size + (size_t)s->block_size) * sizeof(float) +
            sizeof(zt_param_table) + sizeof(zt_sampler);
 }
@@ -51,7 +62,7 @@ zt_sampler *zt_sampler_create(zt_backend *be, const zt_model_shape *s) {
     sp->be = be;
     sp->s = *s;
     zt_param_table_build(&sp->table, s);
-    const size_t C = s->n_embd, cache = (size_t)s->n_layer * s->block_size * C;
+    const size_t C = s->n_embd, cache = (size_t)s->n_layer * cache_floats(s);
     sp->kcache = dev_floats(be, cache);
     sp->vcache = dev_floats(be, cache);
     sp->x = dev_floats(be, C);
@@ -59,11 +70,19 @@ zt_sampler *zt_sampler_create(zt_backend *be, const zt_model_shape *s) {
     sp->ln = dev_floats(be, C);
     sp->mean = dev_floats(be, 1);
     sp->rstd = dev_floats(be, 1);
-    sp->qkv = dev_floats(be, 3 * C);
+    sp->qkv = dev_floats(be, (size_t)zt_shape_qkv(s));
     sp->atty = dev_floats(be, C);
     sp->proj = dev_floats(be, C);
-    sp->fch = dev_floats(be, 4 * C);
-    sp->fchg = dev_floats(be, 4 * C);
+    sp->fch = dev_floats(be, (size_t)zt_shape_fc(s));
+    sp->fchg = dev_floats(be, (size_t)s->ffn);
+    if (s->pos == ZT_POS_ROPE) {
+        float *cs = zt_malloc(rope_floats(s) * sizeof(float));
+        zt_model_rope_table(s, cs);
+        sp->rope_cs = dev_floats(be, rope_floats(s));
+        be->i->to_device(be, sp->rope_cs, cs, rope_floats(s) * sizeof(float));
+        be->i->sync(be);
+        free(cs);
+    }
     sp->logits = dev_floats(be, (size_t)s->padded_vocab);
     sp->tok = be->i->alloc(be, sizeof(int32_t));
     sp->logits_host = zt_malloc((size_t)s->padded_vocab * sizeof(float));
@@ -79,6 +98,7 @@ void zt_sampler_free(zt_sampler *sp) {
     void *dev[] = {sp->kcache, sp->vcache, sp->x, sp->x2, sp->ln, sp->mean, sp->rstd, sp->qkv, sp->atty,
                    sp->proj, sp->fch, sp->fchg, sp->logits, sp->tok};
     for (size_t i = sizeof dev / sizeof *dev; i-- > 0;) be->i->free(be, dev[i]);
+    if (sp->rope_cs) be->i->free(be, sp->rope_cs);
     free(sp->logits_host);
     free(sp->top_val);
     free(sp->top_idx);
@@ -88,8 +108,6 @@ void zt_sampler_free(zt_sampler *sp) {
 
 long zt_sampler_tokens_run(const zt_sampler *sp) { return sp->tokens_run; }
 
-/* layer l's tensor k (iface/param_table.h) */
-#define PL(l, k) (params + sp->table.t[zt_param_idx(&sp->table, l, k)].offset)
 
 /* out(OC) = inp(C) @ w(C, OC) + bias: the backend's one-row product when it has one */
 static void lin1(zt_backend *be, float *out, const float *inp, const float *w, const float *bias, int C, int OC) {
@@ -97,33 +115,53 @@ static void lin1(zt_backend *be, float *out, const float *inp, const float *w, c
     else be->i->linear_fwd(be, out, inp, w, bias, 1, C, OC);
 }
 
+/* the block's normalisation of one row (LayerNorm or RMSNorm: model.norm) */
+static void norm1(zt_sampler *sp, float *out, const float *x, const float *w, const float *b) {
+    const zt_backend_i *f = sp->be->i;
+    if (sp->s.norm == ZT_NORM_RMS) f->rmsnorm_fwd(sp->be, out, sp->rstd, x, w, 1, sp->s.n_embd, sp->s.norm_eps);
+    else f->layernorm_fwd(sp->be, out, sp->mean, sp->rstd, x, w, b, 1, sp->s.n_embd);
+}
+
+/* tensor i's data, NULL for a tensor the description lacks */
+static const float *tensor(const zt_sampler *sp, const float *params, int i) {
+    return i >= 0 ? params + sp->table.t[i].offset : NULL;
+}
+
 const float *zt_sampler_step(zt_sampler *sp, const float *params, int32_t tok, int pos) {
     zt_backend *be = sp->be;
     const zt_backend_i *f = be->i;
-    const int L = sp->s.n_layer, C = sp->s.n_embd, NH = sp->s.n_head, Vp = sp->s.padded_vocab;
-    const int maxT = sp->s.block_size;
-    ZT_ASSERT(pos >= 0 && pos < maxT && tok >= 0 && tok < sp->s.vocab_size);
-    const size_t lcache = (size_t)maxT * C;
+    const zt_model_shape *s = &sp->s;
+    const int L = s->n_layer, C = s->n_embd, NH = s->n_head, NKV = s->n_kv_head, Vp = s->padded_vocab;
+    const int Q = zt_shape_qkv(s), F = zt_shape_fc(s), I = s->ffn, maxT = s->block_size;
+    ZT_ASSERT(pos >= 0 && pos < maxT && tok >= 0 && tok < s->vocab_size);
+    const size_t lcache = cache_floats(s);
+    const zt_param_table *pt = &sp->table;
+#define PL(l, k) tensor(sp, params, zt_param_idx(pt, l, k))
     f->to_device(be, sp->tok, &tok, sizeof tok);
-    /* wte[tok] + wpe[pos]: embed_fwd of one token whose position row is pos */
-    f->embed_fwd(be, sp->x, sp->tok, params + sp->table.t[ZT_P_WTE].offset, params + sp->table.t[sp->table.wpe].offset + (size_t)pos * C,
-                 1, 1, C);
+    /* wte[tok] + wpe[pos]: embed_fwd of one token whose position row is pos (rotary: wte[tok] alone) */
+    f->embed_fwd(be, sp->x, sp->tok, params + pt->t[ZT_P_WTE].offset,
+                 pt->wpe >= 0 ? params + pt->t[pt->wpe].offset + (size_t)pos * C : NULL, 1, 1, C);
     for (int l = 0; l < L; l++) {
-        f->layernorm_fwd(be, sp->ln, sp->mean, sp->rstd, sp->x, PL(l, ZT_LN1W), PL(l, ZT_LN1B), 1, C);
-        lin1(be, sp->qkv, sp->ln, PL(l, ZT_QKVW), PL(l, ZT_QKVB), C, 3 * C);
-        f->attention_decode(be, sp->atty, sp->kcache + l * lcache, sp->vcache + l * lcache, sp->qkv, pos, maxT, C, NH, NH);
+        norm1(sp, sp->ln, sp->x, PL(l, ZT_LN1W), PL(l, ZT_LN1B));
+        lin1(be, sp->qkv, sp->ln, PL(l, ZT_QKVW), PL(l, ZT_QKVB), C, Q);
+        if (s->pos == ZT_POS_ROPE) f->rope(be, sp->qkv, sp->rope_cs, 1, 1, pos, NH, NKV, C / NH, 0);
+        f->attention_decode(be, sp->atty, sp->kcache + l * lcache, sp->vcache + l * lcache, sp->qkv, pos, maxT, C, NH,
+                            NKV);
         lin1(be, sp->proj, sp->atty, PL(l, ZT_ATTPW), PL(l, ZT_ATTPB), C, C);
         f->add(be, sp->x2, sp->x, sp->proj, (size_t)C);
-        f->layernorm_fwd(be, sp->ln, sp->mean, sp->rstd, sp->x2, PL(l, ZT_LN2W), PL(l, ZT_LN2B), 1, C);
-        lin1(be, sp->fch, sp->ln, PL(l, ZT_FCW), PL(l, ZT_FCB), C, 4 * C);
-        f->gelu_fwd(be, sp->fchg, sp->fch, (size_t)4 * C);
-        lin1(be, sp->proj, sp->fchg, PL(l, ZT_FCPW), PL(l, ZT_FCPB), 4 * C, C);
+        norm1(sp, sp->ln, sp->x2, PL(l, ZT_LN2W), PL(l, ZT_LN2B));
+        lin1(be, sp->fch, sp->ln, PL(l, ZT_FCW), PL(l, ZT_FCB), C, F);
+        if (s->mlp == ZT_MLP_SWIGLU) f->swiglu_fwd(be, sp->fchg, sp->fch, 1, I);
+        else f->gelu_fwd(be, sp->fchg, sp->fch, (size_t)I);
+        lin1(be, sp->proj, sp->fchg, PL(l, ZT_FCPW), PL(l, ZT_FCPB), I, C);
         f->add(be, sp->x, sp->x2, sp->proj, (size_t)C);
     }
-    f->layernorm_fwd(be, sp->ln, sp->mean, sp->rstd, sp->x, PL(L, 0), PL(L, 1), 1, C);
-    /* logits(1, Vp) = lnf(1, C) @ wte(Vp, C)^T, as in the full forward */
-    if (f->gemv) f->gemv(be, sp->logits, sp->ln, params + sp->table.t[ZT_P_WTE].offset, NULL, C, Vp, 1);
-    else f->matmul(be, sp->logits, sp->ln, params + sp->table.t[ZT_P_WTE].offset, 1, Vp, C, 0, 1, 1.0f, 0.0f);
+    norm1(sp, sp->ln, sp->x, PL(L, 0), PL(L, 1));
+#undef PL
+    /* logits(1, Vp) = lnf(1, C) @ head(Vp, C)^T, as in the full forward (head: wte, or the untied lm_head) */
+    const float *head = params + pt->t[pt->lm_head >= 0 ? pt->lm_head : ZT_P_WTE].offset;
+    if (f->gemv) f->gemv(be, sp->logits, sp->ln, head, NULL, C, Vp, 1);
+    else f->matmul(be, sp->logits, sp->ln, head, 1, Vp, C, 0, 1, 1.0f, 0.0f);
     f->to_host(be, sp->logits_host, sp->logits, (size_t)Vp * sizeof(float));
     f->sync(be);
     sp->tokens_run++;

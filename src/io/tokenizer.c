@@ -3,16 +3,15 @@
  * character words, with a word cache), decode, and ztrain's own .zttok file (format in tokenizer.h).
  * Training is in tokenizer_train.c; Hugging Face files and zt_tokenizer_load, which tells the formats
  * apart, are in tokenizer_hf.c. Both build on this file; it uses neither. The merge ranks, the word
- * cache and the character and word vocabularies are util/hashmap maps; the NFC tables are generated
- * (tokenizer_nfc.h, by tools/gen_tokenizer_nfc.py).
+ * cache and the character and word vocabularies are util/hashmap maps; NFC is util/unicode's.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "io/tokenizer.h"
-#include "io/tokenizer_nfc.h"
 #include "util/hashmap.h"
+#include "util/unicode.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -43,8 +42,6 @@ static const char *const PRETOK_RE[3] = {
 
 #define NO_ID ZT_TOK_NO_EOT
 #define SPACE_MARK "\xE2\x96\x81"   /* U+2581, SentencePiece's space */
-/* NFC: text without an inert character in its last NFC_MAX_TAIL bytes is cut anyway (tokenizer.h) */
-#define NFC_MAX_TAIL 65536
 
 enum { DOC_NEW, DOC_PREFIX, DOC_BODY };   /* the document in progress (configurations other than GPT-2's) */
 
@@ -69,8 +66,7 @@ struct zt_tokenizer {
     zt_hashmap *chars;          /* chars model: a character's UTF-8 -> its token */
     zt_hashmap *words;          /* ignore_merges: a model token's bytes -> its id */
     zt_hashmap *ranks;          /* (left<<32|right) -> rank of the merge */
-    uint64_t *comp;             /* NFC: primary composites, first << 42 | second << 21 | composite, sorted */
-    size_t n_comp;
+    zt_nfc *nfc;                /* the NFC normalizer, or NULL */
     zt_pretok *pre;             /* NULL for pre-tokenizer none */
     int simple;                 /* GPT-2's configuration: stateless streaming, version 1 file */
     int cut_safe;               /* chars model: cutting before a space that follows a non-space is exact */
@@ -78,9 +74,6 @@ struct zt_tokenizer {
     int doc;
     uint8_t *pend;              /* normalized text not yet pre-tokenized */
     size_t pend_n, pend_cap;
-    uint32_t *nfc_cp;           /* NFC scratch: code points and their combining classes */
-    uint8_t *nfc_cc;
-    size_t nfc_cap;
     /* word cache: pre-token -> its ids (see cache_insert) */
     zt_hashmap *cache;
     uint32_t *cvals;
@@ -150,154 +143,6 @@ void zt_pretok_free(zt_pretok *p) {
     free(p);
 }
 
-/* ---------------------------------------------------------------- UTF-8 and NFC */
-
-/* the length of the valid UTF-8 character at s[0..n) and its code point in *cp; 0 when s does not
- * start one (a stray byte, an overlong form, a surrogate, or a character cut by the end) */
-static size_t utf8_dec(const uint8_t *s, size_t n, uint32_t *cp) {
-    const uint32_t c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    if (c < 0xC2 || c > 0xF4) return 0;
-    const size_t len = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    if (n < len) return 0;
-    uint32_t v = c & (c < 0xE0 ? 0x1F : c < 0xF0 ? 0x0F : 0x07);
-    for (size_t k = 1; k < len; k++) {
-        if ((s[k] & 0xC0) != 0x80) return 0;
-        v = v << 6 | (s[k] & 0x3F);
-    }
-    if ((len == 3 && (v < 0x800 || (v >= 0xD800 && v < 0xE000))) || (len == 4 && (v < 0x10000 || v > 0x10FFFF)))
-        return 0;
-    *cp = v;
-    return len;
-}
-
-static size_t utf8_enc(uint32_t cp, uint8_t *o) {
-    if (cp < 0x80) {
-        o[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (uint8_t)(0xC0 | cp >> 6);
-        o[1] = (uint8_t)(0x80 | (cp & 63));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (uint8_t)(0xE0 | cp >> 12);
-        o[1] = (uint8_t)(0x80 | (cp >> 6 & 63));
-        o[2] = (uint8_t)(0x80 | (cp & 63));
-        return 3;
-    }
-    o[0] = (uint8_t)(0xF0 | cp >> 18);
-    o[1] = (uint8_t)(0x80 | (cp >> 12 & 63));
-    o[2] = (uint8_t)(0x80 | (cp >> 6 & 63));
-    o[3] = (uint8_t)(0x80 | (cp & 63));
-    return 4;
-}
-
-/* Hangul syllables compose and decompose by arithmetic (Unicode 3.12) */
-#define H_SBASE 0xAC00u
-#define H_LBASE 0x1100u
-#define H_VBASE 0x1161u
-#define H_TBASE 0x11A7u
-#define H_LCOUNT 19u
-#define H_VCOUNT 21u
-#define H_TCOUNT 28u
-#define H_SCOUNT 11172u
-
-/* inert: NFC leaves it alone and nothing before it changes because of it (tools/gen_tokenizer_nfc.py) */
-static int nfc_inert(uint32_t cp) {
-    if (cp < 0x300) return 1;
-    size_t lo = 0, hi = sizeof nfc_busy / sizeof *nfc_busy;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (cp < nfc_busy[mid][0]) hi = mid;
-        else if (cp > nfc_busy[mid][1]) lo = mid + 1;
-        else return 0;
-    }
-    return 1;
-}
-
-static uint8_t nfc_ccc(uint32_t cp) {
-    if (cp < 0x300) return 0;
-    size_t lo = 0, hi = sizeof nfc_ccc_ranges / sizeof *nfc_ccc_ranges;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (cp < nfc_ccc_ranges[mid][0]) hi = mid;
-        else if (cp > nfc_ccc_ranges[mid][1]) lo = mid + 1;
-        else return (uint8_t)nfc_ccc_ranges[mid][2];
-    }
-    return 0;
-}
-
-static const uint32_t *nfc_decomposition(uint32_t cp) {
-    size_t lo = 0, hi = sizeof nfc_decomp / sizeof *nfc_decomp;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        uint32_t c = nfc_decomp[mid][0] & ~NFC_DECOMP_COMPOSES;
-        if (cp < c) hi = mid;
-        else if (cp > c) lo = mid + 1;
-        else return nfc_decomp[mid];
-    }
-    return NULL;
-}
-
-/* the full canonical decomposition of cp, appended at out[*k] (at most 4 code points) */
-static void nfc_decompose(uint32_t cp, uint32_t *out, size_t *k) {
-    if (cp >= H_SBASE && cp < H_SBASE + H_SCOUNT) {
-        const uint32_t s = cp - H_SBASE, t = s % H_TCOUNT;
-        out[(*k)++] = H_LBASE + s / (H_VCOUNT * H_TCOUNT);
-        out[(*k)++] = H_VBASE + s % (H_VCOUNT * H_TCOUNT) / H_TCOUNT;
-        if (t) out[(*k)++] = H_TBASE + t;
-        return;
-    }
-    const uint32_t *d = cp >= 0xC0 ? nfc_decomposition(cp) : NULL;
-    if (!d) {
-        out[(*k)++] = cp;
-        return;
-    }
-    nfc_decompose(d[1], out, k);
-    if (d[2]) nfc_decompose(d[2], out, k);
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* the primary composites, for nfc_compose's binary search */
-static void nfc_init(zt_tokenizer *t) {
-    size_t n = 0, cap = sizeof nfc_decomp / sizeof *nfc_decomp;
-    t->comp = zt_malloc(cap * sizeof *t->comp);
-    for (size_t i = 0; i < cap; i++)
-        if (nfc_decomp[i][0] & NFC_DECOMP_COMPOSES)
-            t->comp[n++] = (uint64_t)nfc_decomp[i][1] << 42 | (uint64_t)nfc_decomp[i][2] << 21 |
-                           (nfc_decomp[i][0] & ~NFC_DECOMP_COMPOSES);
-    qsort(t->comp, n, sizeof *t->comp, cmp_u64);
-    t->n_comp = n;
-}
-
-/* the primary composite of a and b, or 0 */
-static uint32_t nfc_compose(const zt_tokenizer *t, uint32_t a, uint32_t b) {
-    if (a >= H_LBASE && a < H_LBASE + H_LCOUNT && b >= H_VBASE && b < H_VBASE + H_VCOUNT)
-        return H_SBASE + ((a - H_LBASE) * H_VCOUNT + (b - H_VBASE)) * H_TCOUNT;
-    if (a >= H_SBASE && a < H_SBASE + H_SCOUNT && (a - H_SBASE) % H_TCOUNT == 0 && b > H_TBASE &&
-        b < H_TBASE + H_TCOUNT)
-        return a + (b - H_TBASE);
-    const uint64_t key = (uint64_t)a << 21 | b;
-    size_t lo = 0, hi = t->n_comp;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        uint64_t k = t->comp[mid] >> 21;
-        if (key < k) hi = mid;
-        else if (key > k) lo = mid + 1;
-        else return (uint32_t)(t->comp[mid] & 0x1FFFFF);
-    }
-    return 0;
-}
-
 static void pend_put(zt_tokenizer *t, const void *s, size_t n) {
     if (!n) return;
     if (t->pend_n + n > t->pend_cap) {
@@ -306,154 +151,6 @@ static void pend_put(zt_tokenizer *t, const void *s, size_t n) {
     }
     memcpy(t->pend + t->pend_n, s, n);
     t->pend_n += n;
-}
-
-/* stable sort of a run of combining marks by class: insertion sort when short, counting sort when long
- * (a long run of marks stays linear) */
-static void nfc_order(uint32_t *cp, uint8_t *cc, size_t n, uint32_t *tmp) {
-    if (n <= 32) {
-        for (size_t i = 1; i < n; i++) {
-            uint32_t c = cp[i];
-            uint8_t k = cc[i];
-            size_t j = i;
-            for (; j > 0 && cc[j - 1] > k; j--) {
-                cp[j] = cp[j - 1];
-                cc[j] = cc[j - 1];
-            }
-            cp[j] = c;
-            cc[j] = k;
-        }
-        return;
-    }
-    size_t start[257] = {0};
-    for (size_t i = 0; i < n; i++) start[cc[i] + 1]++;
-    for (int k = 1; k < 257; k++) start[k] += start[k - 1];
-    for (size_t i = 0; i < n; i++) tmp[start[cc[i]]++] = cp[i];
-    memcpy(cp, tmp, n * sizeof *cp);
-    for (size_t i = 0; i < n; i++) cc[i] = nfc_ccc(cp[i]);
-}
-
-/* NFC of s[0..n) (valid UTF-8, starting at an inert character or where nothing precedes it), appended
- * to the pending text: decompose, order the marks, compose (Unicode 3.11) */
-static void nfc_region(zt_tokenizer *t, const uint8_t *s, size_t n) {
-    if (4 * n + 4 > t->nfc_cap) {
-        t->nfc_cap = 8 * n + 64;
-        t->nfc_cp = zt_realloc(t->nfc_cp, 2 * t->nfc_cap * sizeof *t->nfc_cp);
-        t->nfc_cc = zt_realloc(t->nfc_cc, t->nfc_cap);
-    }
-    uint32_t *a = t->nfc_cp, *tmp = t->nfc_cp + t->nfc_cap;
-    uint8_t *cc = t->nfc_cc;
-    size_t k = 0;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t len = utf8_dec(s + i, n - i, &cp);
-        if (!len) { /* not reached: regions hold valid characters only */
-            len = 1;
-            cp = 0xFFFD;
-        }
-        nfc_decompose(cp, a, &k);
-        i += len;
-    }
-    for (size_t i = 0; i < k; i++) cc[i] = nfc_ccc(a[i]);
-    for (size_t i = 0; i < k;) {
-        if (!cc[i]) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j < k && cc[j]) j++;
-        if (j - i > 1) nfc_order(a + i, cc + i, j - i, tmp);
-        i = j;
-    }
-    if (k) {
-        size_t starter = 0, w = 1;
-        int have_starter = cc[0] == 0, last = cc[0] ? 256 : 0;
-        for (size_t i = 1; i < k; i++) {
-            const uint32_t c = a[i];
-            const int ci = cc[i];
-            uint32_t comp = 0;
-            if (have_starter && (last < ci || last == 0)) comp = nfc_compose(t, a[starter], c);
-            if (comp) {
-                a[starter] = comp;
-                continue;
-            }
-            if (ci == 0) {
-                starter = w;
-                have_starter = 1;
-            }
-            last = ci;
-            a[w] = c;
-            cc[w++] = (uint8_t)ci;
-        }
-        k = w;
-    }
-    uint8_t buf[4];
-    for (size_t i = 0; i < k; i++) pend_put(t, buf, utf8_enc(a[i], buf));
-}
-
-/* NFC of s[0..n) appended to the pending text. A busy character (tools/gen_tokenizer_nfc.py) is
- * normalized with the busy characters around it and the inert character before them; everything
- * else (inert characters, invalid bytes, across which nothing composes) is copied. */
-static void nfc_append(zt_tokenizer *t, const uint8_t *s, size_t n) {
-    size_t i = 0, flushed = 0, inert = SIZE_MAX;
-    while (i < n) {
-        if (s[i] < 0x80) {
-            while (i + 1 < n && s[i + 1] < 0x80) i++;
-            inert = i++;
-            continue;
-        }
-        uint32_t cp;
-        size_t len = utf8_dec(s + i, n - i, &cp);
-        if (!len) {
-            inert = SIZE_MAX;
-            i++;
-            continue;
-        }
-        if (nfc_inert(cp)) {
-            inert = i;
-            i += len;
-            continue;
-        }
-        const size_t start = inert != SIZE_MAX ? inert : i;
-        size_t j = i + len;
-        while (j < n && (len = utf8_dec(s + j, n - j, &cp)) != 0 && !nfc_inert(cp)) j += len;
-        pend_put(t, s + flushed, start - flushed);
-        nfc_region(t, s + start, j - start);
-        flushed = i = j;
-        inert = SIZE_MAX;
-    }
-    pend_put(t, s + flushed, n - flushed);
-}
-
-/* n less a character cut by the end of s[0..n) */
-static size_t utf8_whole(const uint8_t *s, size_t n) {
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        const uint8_t c = s[n - back];
-        if ((c & 0xC0) == 0x80) continue;
-        const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        return need > back ? n - back : n;
-    }
-    return n;
-}
-
-/* where text[0..n) may be cut for NFC when more text follows: before its last complete inert
- * character. None in the last NFC_MAX_TAIL bytes (a run of combining marks or invalid bytes): 0
- * while the text is shorter than that, else its end (less a cut character). */
-static size_t nfc_cut(const uint8_t *s, size_t n) {
-    const size_t lim = n > NFC_MAX_TAIL ? n - NFC_MAX_TAIL : 0;
-    size_t i = n;
-    while (i > lim) {
-        size_t p = i - 1;
-        while (p > lim && i - p < 4 && (s[p] & 0xC0) == 0x80) p--;
-        uint32_t cp;
-        if (utf8_dec(s + p, i - p, &cp) == i - p) {
-            if (nfc_inert(cp)) return p;
-            i = p;
-        } else {
-            i--;
-        }
-    }
-    return lim ? utf8_whole(s, n) : 0;
 }
 
 size_t zt_pretok_split(zt_pretok *p, const uint8_t *text, size_t n, int final, zt_pretok_fn fn, void *ctx) {
@@ -584,7 +281,7 @@ static int chars_init(zt_tokenizer *t, char *err, size_t errlen) {
         if (is_added(t, i) || n == 0) continue;
         int b = byte_token(s, n, 1);
         if (b >= 0 && t->byte_id[b] == NO_ID) t->byte_id[b] = i;
-        if (utf8_dec(s, n, &cp) != n) continue;
+        if (zt_utf8_dec(s, n, &cp) != n) continue;
         if (cp < 128) {
             if (t->ascii_id[cp] == NO_ID) t->ascii_id[cp] = i;
         } else {
@@ -617,7 +314,7 @@ static void chars_cuts(zt_tokenizer *t, joins *j) {
         const uint8_t *a = mod_tok(t, t->merges[r][0], &na), *b = mod_tok(t, t->merges[r][1], &nb);
         if (!has_mark(a, na, 1) && has_mark(b, nb, 0)) t->cut_safe = 0;
         uint32_t cp;
-        size_t len = nb ? utf8_dec(b, nb, &cp) : 0;
+        size_t len = nb ? zt_utf8_dec(b, nb, &cp) : 0;
         if (len == 1) j->ascii[cp] = 1;
         else if (len > 1) {
             uint64_t *v = zt_hashmap_get(t->chars, b, len);
@@ -711,7 +408,7 @@ zt_tokenizer *zt_tokenizer_create_cfg(const zt_tok_config *cfg, uint32_t vocab_s
         }
     }
     if (cfg->pretok != ZT_TOK_PRE_NONE && !(t->pre = zt_pretok_create_kind(cfg->pretok, err, errlen))) goto fail;
-    if (cfg->normalizer == ZT_TOK_NORM_NFC) nfc_init(t);
+    if (cfg->normalizer == ZT_TOK_NORM_NFC) t->nfc = zt_nfc_create();
     t->simple = !chars && cfg->normalizer == ZT_TOK_NORM_NONE && cfg->prefix == ZT_TOK_PREFIX_NONE &&
                 cfg->pretok == ZT_TOK_PRE_GPT2 && !cfg->ignore_merges && !cfg->strip_space && !cfg->n_begin &&
                 !cfg->n_end && cfg->doc_end == ZT_TOK_NO_EOT;
@@ -744,11 +441,9 @@ void zt_tokenizer_free(zt_tokenizer *t) {
     zt_hashmap_free(t->chars);
     zt_hashmap_free(t->words);
     zt_hashmap_free(t->ranks);
-    free(t->comp);
+    zt_nfc_free(t->nfc);
     zt_pretok_free(t->pre);
     free(t->pend);
-    free(t->nfc_cp);
-    free(t->nfc_cc);
     zt_hashmap_free(t->cache);
     free(t->cvals);
     free(t->sym);
@@ -879,7 +574,7 @@ static void bpe_chars(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out) 
             nb = 3;
         } else if (c < 0x80) {
             id = t->ascii_id[c];
-        } else if ((len = utf8_dec(w + i, n - i, &cp)) == 0) {
+        } else if ((len = zt_utf8_dec(w + i, n - i, &cp)) == 0) {
             len = 1;
         } else {
             nb = len;
@@ -984,9 +679,9 @@ static size_t seg_next(const zt_tokenizer *t, const uint8_t *b, size_t pos, size
             continue;
         }
         uint32_t cp;
-        size_t len = utf8_dec(b + i, n - i, &cp);
+        size_t len = zt_utf8_dec(b + i, n - i, &cp);
         if (!len) {
-            if (utf8_whole(b, n) <= i) return n; /* a character cut by the end */
+            if (zt_utf8_whole(b, n) <= i) return n; /* a character cut by the end */
             if (!t->join_byte[c]) return i;
             i++;
             continue;
@@ -1049,8 +744,8 @@ static size_t encode_doc_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, i
     }
     size_t cut = n;
     if (c->normalizer == ZT_TOK_NORM_NFC) {
-        if (!final) cut = nfc_cut(text, n);
-        nfc_append(t, text, cut);
+        if (!final) cut = zt_nfc_cut(text, n);
+        zt_nfc_append(t->nfc, text, cut, &t->pend, &t->pend_n, &t->pend_cap);
     } else {
         pend_put(t, text, n);
     }

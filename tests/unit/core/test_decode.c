@@ -35,9 +35,28 @@ typedef struct fixture {
     float *host;   /* the parameters, on the host */
 } fixture;
 
+/* the block of fixture_init's next model: GPT-2's (family NULL), or a Llama-family description */
+static const char *g_family;
+static int g_nkv;
+
+static void describe(zt_model_shape *s) {
+    zt_model_shape_gpt2(s);
+    if (!g_family) return;
+    s->n_kv_head = g_nkv;
+    s->ffn = 3 * s->n_embd / 2;
+    s->norm = ZT_NORM_RMS;
+    s->pos = ZT_POS_ROPE;
+    s->mlp = ZT_MLP_SWIGLU;
+    s->bias = strcmp(g_family, "qwen2") == 0 ? ZT_BIAS_QKV : 0;
+    s->tied = 0;
+    s->norm_eps = 1e-6f;
+}
+
 static void fixture_init(fixture *fx, zt_backend *be, int L, int NH, int C, int V, int Vp, int maxT, uint64_t seed) {
     fx->be = be;
-    fx->s = (zt_model_shape){L, NH, C, V, Vp, maxT};
+    fx->s = (zt_model_shape){.n_layer = L, .n_head = NH, .n_embd = C, .vocab_size = V, .padded_vocab = Vp,
+                             .block_size = maxT};
+    describe(&fx->s);
     zt_model_init(&fx->m, be, &fx->s, 1, maxT, 0, 0, NULL);
     const size_t n = fx->m.table.total;
     fx->host = zt_malloc(n * sizeof(float));
@@ -51,8 +70,11 @@ static void fixture_init(fixture *fx, zt_backend *be, int L, int NH, int C, int 
             fx->host[t->offset + j] = ln_w ? 1.0f + 0.2f * g : (i < 2 ? 0.5f : 0.15f) * g;
         }
     }
-    /* padded wte rows stay zero, as training keeps them */
+    /* padded wte (and lm_head) rows stay zero, as training keeps them */
     memset(fx->host + (size_t)V * C, 0, (size_t)(Vp - V) * C * sizeof(float));
+    if (fx->m.table.lm_head >= 0)
+        memset(fx->host + fx->m.table.t[fx->m.table.lm_head].offset + (size_t)V * C, 0,
+               (size_t)(Vp - V) * C * sizeof(float));
     be->i->to_device(be, fx->m.params, fx->host, n * sizeof(float));
 }
 
@@ -256,6 +278,13 @@ int main(void) {
     printf("# backend %s\n", desc);
     test_logits("decode_logits_small", be, 2, 4, 64, 300, 384, 64);
     test_logits("decode_logits_hs48", be, 3, 2, 96, 1000, 1024, 96);
+    /* the Llama family: RMSNorm, rotary positions, SwiGLU, grouped-query (2 kv heads) and multi-query attention,
+       q/k/v biases (qwen2), an untied LM head */
+    g_family = "llama", g_nkv = 2;
+    test_logits("decode_logits_llama_gqa", be, 2, 4, 64, 300, 384, 64);
+    g_family = "qwen2", g_nkv = 1;
+    test_logits("decode_logits_qwen2_mqa", be, 2, 4, 64, 300, 384, 48);
+    g_family = NULL;
     test_greedy(be);
     test_padded(be);
     test_seed_topk(be);
