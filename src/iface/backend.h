@@ -66,9 +66,9 @@ typedef struct zt_backend_i {
                           const float *inp, const float *w, const float *mean, const float *rstd,
                           int N, int C);
 
-    /* The Llama family's ops (optional as a set: NULL where a backend lacks them; such a backend runs GPT-2 models
-       only, and its attention slots may take NKV == NH alone; a backend with them takes NKV < NH too). RMSNorm: out(N, C) = inp * rstd * w, rstd(N) = 1 / sqrt(mean over C of inp^2 + eps), saved for
-       backward */
+    /* The Llama family's ops, optional as a set: NULL where a backend lacks them; such a backend runs GPT-2 models
+       only, and its attention slots may take NKV == NH alone; a backend with them takes NKV < NH too.
+       RMSNorm: out(N, C) = inp * rstd * w, rstd(N) = 1 / sqrt(mean over C of inp^2 + eps), saved for backward */
     void (*rmsnorm_fwd)(zt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,
                         float eps);
     /* dinp(N, C) += ..., dw(C) overwritten */

@@ -1,12 +1,25 @@
-/* tokenizer_hf.c — tokenizer files from elsewhere: Hugging Face GPT-2 style tokenizers
- * (tokenizer.json, or vocab.json + merges.txt), and zt_tokenizer_load, which tells a ztrain .zttok
- * file (read by tokenizer.c) from these. Builds on tokenizer.c (zt_tokenizer_create), never the
- * other way round.
+/* tokenizer_hf.c — tokenizer files from elsewhere: Hugging Face tokenizers (tokenizer.json, or a
+ * GPT-2 style vocab.json + merges.txt), and zt_tokenizer_load, which tells a ztrain .zttok file (read
+ * by tokenizer.c) from these. Builds on tokenizer.c (zt_tokenizer_create_cfg), never the other way
+ * round.
  *
- * The document is parsed by util/json; this file pulls out what byte-level BPE needs:
- * model.vocab, model.merges ("a b" strings or ["a", "b"] pairs), added_tokens, and enough of the
- * pre-tokenizer/normalizer to refuse tokenizers that would encode differently. Token strings are
- * in GPT-2's bytes_to_unicode alphabet and are mapped back to bytes, so ids equal HF's.
+ * The document is parsed by util/json. A tokenizer.json's normalizer, pre_tokenizer, model, decoder
+ * and post_processor are read as data into a zt_tok_config (tokenizer.h); exactly these are accepted:
+ *   model          BPE (dropout null or 0, no continuing_subword_prefix / end_of_word_suffix), either
+ *                  byte-level (byte_fallback false; ignore_merges as given) or, with byte_fallback
+ *                  true, SentencePiece-style (the vocab holds <0x00>..<0xFF>)
+ *   normalizer     null | NFC | Sequence[Prepend("\u2581")?, Replace(" " -> "\u2581")] (Llama 2)
+ *   pre_tokenizer  ByteLevel (add_prefix_space false; GPT-2's regex) | Sequence[Split(the Llama 3 or
+ *                  Qwen2 regex, Isolated, invert false), ByteLevel(add_prefix_space false, use_regex
+ *                  false)] | Metaspace("\u2581", prepend_scheme first/always/never, split false) | null
+ *   decoder        ByteLevel or null (byte-level) | Sequence[Replace("\u2581" -> " "), ByteFallback,
+ *                  Fuse, Strip(" ", 1, 0)?] (byte_fallback)
+ *   post_processor null | ByteLevel | TemplateProcessing (its "single" template: special tokens
+ *                  around $A) | a Sequence of those
+ * Anything else is an error naming the field (exit 2 in the commands). "truncation" and "padding"
+ * (batch settings) are ignored, as are added tokens' matching flags (ztrain never matches added
+ * tokens in text, tokenizer.h). Byte-level token strings are in GPT-2's bytes_to_unicode alphabet
+ * and are mapped back to bytes, so ids equal HF's; SentencePiece-style ones are kept as UTF-8.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -20,6 +33,15 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* the Split regexes of Llama 3 and Qwen2 (as the JSON holds them, unescaped) */
+#define SPLIT_RE(DIGITS)                                                                                       \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" DIGITS "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|" \
+    "\\s+(?!\\S)|\\s+"
+static const char *const LLAMA3_SPLIT = SPLIT_RE("\\p{N}{1,3}");
+static const char *const QWEN2_SPLIT = SPLIT_RE("\\p{N}");
+#define MARK "\xE2\x96\x81" /* U+2581 */
+#define ANY_OTHER (-1)
 
 /* ---------------------------------------------------------------- strings */
 
@@ -48,7 +70,8 @@ typedef struct hf {
     span (*mg)[2]; size_t nm, capm;                 /* merges */
     char *merges_txt;         /* merges.txt, which the merge spans point into */
     int has_model, numbers_only, members, bad;
-    char model_type[32], pretok_problem[200], norm_type[64], model_problem[120], msg[300];
+    const zt_json *model, *normalizer, *pretok, *decoder, *post; /* the tokenizer.json's sections */
+    char msg[300];
 } hf;
 
 /* the first error, as "path:line: what" with the line of value v */
@@ -56,7 +79,7 @@ static void hf_fail(hf *h, const zt_json *v, const char *fmt, ...) ZT_PRINTF(3, 
 static void hf_fail(hf *h, const zt_json *v, const char *fmt, ...) {
     if (h->bad) return;
     h->bad = 1;
-    char m[200];
+    char m[240];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(m, sizeof m, fmt, ap);
@@ -84,8 +107,6 @@ static void hf_merge_add(hf *h, const char *a, size_t na, const char *b, size_t 
     h->nm++;
 }
 
-static int is_true(const zt_json *v) { return v->type == ZT_JSON_BOOL && v->num != 0; }
-static int is_false(const zt_json *v) { return v->type == ZT_JSON_BOOL && v->num == 0; }
 
 /* a token id: an integer in 0..ZT_TOK_MAX_VOCAB-1 */
 static int hf_id(hf *h, const zt_json *v, long long *id) {
@@ -166,62 +187,409 @@ static void hf_added(hf *h, const zt_json *v) {
     }
 }
 
-/* pre_tokenizer: ByteLevel (add_prefix_space false, use_regex true), possibly in a Sequence of one */
-static void hf_pretok(hf *h, const zt_json *v, int nested) {
-    if (v->type == ZT_JSON_NULL) {
-        if (!nested) snprintf(h->pretok_problem, sizeof h->pretok_problem, "has no pre_tokenizer (expected ByteLevel)");
-        return;
-    }
+/* ---- reading the sections (each check fails with the field's name and line) */
+
+static int str_is(const zt_json *v, const char *s) {
+    return v && v->type == ZT_JSON_STR && v->len == strlen(s) && memcmp(v->str, s, v->len) == 0;
+}
+
+/* the "type" of a section object ("" when missing), failing when v is not an object */
+static const char *type_of(hf *h, const zt_json *v, const char *field) {
     if (v->type != ZT_JSON_OBJ) {
-        hf_fail(h, v, "pre_tokenizer: expected an object or null");
-        return;
+        hf_fail(h, v, "%s: expected an object", field);
+        return "";
     }
-    int n_seq = 0;
-    char type[64] = "";
+    const zt_json *t = zt_json_get(v, "type");
+    if (!t || t->type != ZT_JSON_STR) {
+        hf_fail(h, v, "%s: expected a \"type\"", field);
+        return "";
+    }
+    return t->str;
+}
+
+/* every member of object v is one of the NULL-terminated names */
+static void only_keys(hf *h, const zt_json *v, const char *field, const char *const *names) {
     for (int i = 0; i < v->n && !h->bad; i++) {
-        const char *k = v->keys[i];
-        const zt_json *m = &v->items[i];
-        if (strcmp(k, "type") == 0 && m->type == ZT_JSON_STR) {
-            snprintf(type, sizeof type, "%s", m->str);
-        } else if (strcmp(k, "add_prefix_space") == 0 && is_true(m)) {
-            snprintf(h->pretok_problem, sizeof h->pretok_problem, "uses add_prefix_space=true (not supported)");
-        } else if (strcmp(k, "use_regex") == 0 && is_false(m)) {
-            snprintf(h->pretok_problem, sizeof h->pretok_problem, "uses ByteLevel with use_regex=false (not supported)");
-        } else if (strcmp(k, "pretokenizers") == 0) {
-            if (m->type != ZT_JSON_ARR) {
-                hf_fail(h, m, "pre_tokenizer.pretokenizers: expected an array");
-                break;
-            }
-            for (int s = 0; s < m->n && !h->bad; s++) {
-                hf_pretok(h, &m->items[s], 1);
-                n_seq++;
-            }
-        }
-    }
-    if (!h->bad && !h->pretok_problem[0]) {
-        if (strcmp(type, "Sequence") == 0 ? n_seq != 1 : strcmp(type, "ByteLevel") != 0)
-            snprintf(h->pretok_problem, sizeof h->pretok_problem,
-                     "has pre_tokenizer '%s' (only a plain GPT-2 ByteLevel pre-tokenizer is supported)", type);
+        int ok = 0;
+        for (const char *const *k = names; *k && !ok; k++) ok = strcmp(v->keys[i], *k) == 0;
+        if (!ok)
+            hf_fail(h, &v->items[i], "%s.%s: unknown field (ztrain knows %s's fields and would encode differently)",
+                    field, v->keys[i], zt_json_get(v, "type") ? zt_json_get(v, "type")->str : "this");
     }
 }
 
-static void hf_model(hf *h, const zt_json *v) {
+/* member key of v must be a boolean equal to want (-1: either); missing means dflt */
+static void want_bool(hf *h, const zt_json *v, const char *field, const char *key, int want, int dflt) {
+    const zt_json *m = zt_json_get(v, key);
+    if (!m) {
+        if (want >= 0 && dflt != want)
+            hf_fail(h, v, "%s.%s: missing, which means %s (expected %s)", field, key, dflt ? "true" : "false",
+                    want ? "true" : "false");
+        return;
+    }
+    if (m->type != ZT_JSON_BOOL) hf_fail(h, m, "%s.%s: expected true or false", field, key);
+    else if (want >= 0 && (m->num != 0) != want)
+        hf_fail(h, m, "%s.%s: %s is not supported (expected %s)", field, key, m->num != 0 ? "true" : "false",
+                want ? "true" : "false");
+}
+
+/* member key of v is the string want */
+static void want_str(hf *h, const zt_json *v, const char *field, const char *key, const char *want) {
+    const zt_json *m = zt_json_get(v, key);
+    if (!m) hf_fail(h, v, "%s.%s: missing (expected \"%s\")", field, key, want);
+    else if (!str_is(m, want))
+        hf_fail(h, m, "%s.%s: %s%.60s%s is not supported (expected \"%s\")", field, key,
+                m->type == ZT_JSON_STR ? "\"" : "a value other than a string", m->type == ZT_JSON_STR ? m->str : "",
+                m->type == ZT_JSON_STR ? "\"" : "", want);
+}
+
+/* a Replace normalizer or decoder: pattern {"String": from} -> to */
+static void want_replace(hf *h, const zt_json *v, const char *field, const char *from, const char *to) {
+    static const char *const keys[] = {"type", "pattern", "content", NULL};
+    only_keys(h, v, field, keys);
+    const zt_json *p = zt_json_get(v, "pattern");
+    char f[96];
+    snprintf(f, sizeof f, "%s.pattern", field);
+    if (!p || p->type != ZT_JSON_OBJ || p->n != 1 || strcmp(p->keys[0], "String") != 0)
+        hf_fail(h, p ? p : v, "%s: expected {\"String\": \"%s\"} (a Regex pattern is not supported)", f, from);
+    else want_str(h, p, f, "String", from);
+    if (!h->bad) want_str(h, v, field, "content", to);
+}
+
+enum { N_NONE, N_NFC, N_SPACES };
+/* normalizer: null, NFC, or Sequence[Prepend("▁")?, Replace(" " -> "▁")] (*prepend says which) */
+static int hf_normalizer(hf *h, const zt_json *v, int *prepend) {
+    static const char *const t_only[] = {"type", NULL}, *const seq_keys[] = {"type", "normalizers", NULL},
+                             *const prep_keys[] = {"type", "prepend", NULL};
+    *prepend = 0;
+    if (!v || v->type == ZT_JSON_NULL) return N_NONE;
+    const char *type = type_of(h, v, "normalizer");
+    if (h->bad) return N_NONE;
+    if (strcmp(type, "NFC") == 0) {
+        only_keys(h, v, "normalizer", t_only);
+        return N_NFC;
+    }
+    const zt_json *seq = zt_json_get(v, "normalizers");
+    if (strcmp(type, "Sequence") == 0 && seq && seq->type == ZT_JSON_ARR) {
+        only_keys(h, v, "normalizer", seq_keys);
+        char f[64];
+        int k = 0;
+        if (seq->n == 1 && seq->items[0].type == ZT_JSON_OBJ && str_is(zt_json_get(&seq->items[0], "type"), "NFC")) {
+            only_keys(h, &seq->items[0], "normalizer.normalizers[0]", t_only);
+            return N_NFC;
+        }
+        if (seq->n == 2) {
+            snprintf(f, sizeof f, "normalizer.normalizers[0]");
+            if (strcmp(type_of(h, &seq->items[0], f), "Prepend") != 0) {
+                if (!h->bad)
+                    hf_fail(h, &seq->items[0], "%s: '%s' is not supported (expected Prepend(\"" MARK "\") as Llama 2)",
+                            f, zt_json_get(&seq->items[0], "type")->str);
+                return N_NONE;
+            }
+            only_keys(h, &seq->items[0], f, prep_keys);
+            if (!h->bad) want_str(h, &seq->items[0], f, "prepend", MARK);
+            *prepend = 1;
+            k = 1;
+        }
+        if (seq->n == k + 1 && !h->bad) {
+            snprintf(f, sizeof f, "normalizer.normalizers[%d]", k);
+            const char *t = type_of(h, &seq->items[k], f);
+            if (h->bad) return N_NONE;
+            if (strcmp(t, "Replace") != 0) {
+                hf_fail(h, &seq->items[k], "%s: '%s' is not supported (expected Replace(\" \", \"" MARK "\") as Llama 2)",
+                        f, t);
+                return N_NONE;
+            }
+            want_replace(h, &seq->items[k], f, " ", MARK);
+            return N_SPACES;
+        }
+        if (!h->bad)
+            hf_fail(h, v, "normalizer: a Sequence of %d normalizers is not supported (expected [Prepend(\"" MARK "\"), "
+                    "Replace(\" \", \"" MARK "\")] as Llama 2, or [NFC])", seq->n);
+        return N_NONE;
+    }
+    hf_fail(h, v, "normalizer: '%s' is not supported (expected null, NFC as Qwen2, or Sequence[Prepend(\"" MARK "\"), "
+            "Replace(\" \", \"" MARK "\")] as Llama 2)", type);
+    return N_NONE;
+}
+
+/* a ByteLevel pre-tokenizer: add_prefix_space false, use_regex as wanted */
+static void want_byte_level(hf *h, const zt_json *v, const char *field, int use_regex) {
+    static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex", NULL};
+    only_keys(h, v, field, keys);
+    if (!h->bad) want_bool(h, v, field, "add_prefix_space", 0, 1);
+    if (!h->bad) want_bool(h, v, field, "trim_offsets", -1, 1);
+    if (!h->bad) want_bool(h, v, field, "use_regex", use_regex, 1);
+}
+
+enum { P_NONE, P_GPT2, P_LLAMA3, P_QWEN2, P_METASPACE };
+/* pre_tokenizer (see the top); a Metaspace's prefix in *prefix */
+static int hf_pretok(hf *h, const zt_json *v, zt_tok_prefix *prefix) {
+    *prefix = ZT_TOK_PREFIX_NONE;
+    if (!v || v->type == ZT_JSON_NULL) return P_NONE;
+    const char *type = type_of(h, v, "pre_tokenizer");
+    if (h->bad) return P_NONE;
+    if (strcmp(type, "ByteLevel") == 0) {
+        want_byte_level(h, v, "pre_tokenizer", 1);
+        return P_GPT2;
+    }
+    if (strcmp(type, "Metaspace") == 0) {
+        static const char *const keys[] = {"type", "replacement", "prepend_scheme", "split", "add_prefix_space",
+                                           "str_rep", NULL};
+        only_keys(h, v, "pre_tokenizer", keys);
+        if (!h->bad) want_str(h, v, "pre_tokenizer", "replacement", MARK);
+        if (!h->bad) want_bool(h, v, "pre_tokenizer", "split", 0, 1);
+        const zt_json *ps = zt_json_get(v, "prepend_scheme"), *aps = zt_json_get(v, "add_prefix_space");
+        if (h->bad) return P_NONE;
+        if (ps) {
+            if (str_is(ps, "first") || str_is(ps, "always")) *prefix = ZT_TOK_PREFIX_FIRST;
+            else if (!str_is(ps, "never"))
+                hf_fail(h, ps, "pre_tokenizer.prepend_scheme: expected \"first\", \"always\" or \"never\"");
+        } else if (aps && aps->type == ZT_JSON_BOOL) {
+            *prefix = aps->num != 0 ? ZT_TOK_PREFIX_FIRST : ZT_TOK_PREFIX_NONE;
+        } else {
+            hf_fail(h, v, "pre_tokenizer.prepend_scheme: missing (expected \"first\", \"always\" or \"never\")");
+        }
+        return P_METASPACE;
+    }
+    const zt_json *seq = zt_json_get(v, "pretokenizers");
+    if (strcmp(type, "Sequence") == 0 && seq && seq->type == ZT_JSON_ARR) {
+        static const char *const keys[] = {"type", "pretokenizers", NULL};
+        only_keys(h, v, "pre_tokenizer", keys);
+        if (h->bad) return P_NONE;
+        if (seq->n == 1 && strcmp(type_of(h, &seq->items[0], "pre_tokenizer.pretokenizers[0]"), "ByteLevel") == 0) {
+            want_byte_level(h, &seq->items[0], "pre_tokenizer.pretokenizers[0]", 1);
+            return P_GPT2;
+        }
+        if (h->bad) return P_NONE;
+        if (seq->n == 2 && strcmp(type_of(h, &seq->items[0], "pre_tokenizer.pretokenizers[0]"), "Split") == 0 &&
+            strcmp(type_of(h, &seq->items[1], "pre_tokenizer.pretokenizers[1]"), "ByteLevel") == 0) {
+            static const char *const split_keys[] = {"type", "pattern", "behavior", "invert", NULL};
+            const zt_json *sp = &seq->items[0], *pat = zt_json_get(sp, "pattern");
+            const char *f = "pre_tokenizer.pretokenizers[0]";
+            only_keys(h, sp, f, split_keys);
+            if (!h->bad) want_str(h, sp, f, "behavior", "Isolated");
+            if (!h->bad) want_bool(h, sp, f, "invert", 0, 0);
+            if (h->bad) return P_NONE;
+            const zt_json *re = pat && pat->type == ZT_JSON_OBJ && pat->n == 1 ? zt_json_get(pat, "Regex") : NULL;
+            int kind = !re ? P_NONE : str_is(re, LLAMA3_SPLIT) ? P_LLAMA3 : str_is(re, QWEN2_SPLIT) ? P_QWEN2 : P_NONE;
+            if (kind == P_NONE) {
+                hf_fail(h, re ? re : pat ? pat : sp, "%s.pattern%s: %s%.60s%s is not supported (expected the Llama 3 "
+                        "or the Qwen2 regex)", f, re ? ".Regex" : "", re && re->type == ZT_JSON_STR ? "the regex '" : "this pattern",
+                        re && re->type == ZT_JSON_STR ? re->str : "", re && re->type == ZT_JSON_STR ? "'" : "");
+                return P_NONE;
+            }
+            want_byte_level(h, &seq->items[1], "pre_tokenizer.pretokenizers[1]", 0);
+            return kind;
+        }
+        if (!h->bad)
+            hf_fail(h, v, "pre_tokenizer: this Sequence is not supported (expected [ByteLevel] or [Split(regex), "
+                    "ByteLevel(use_regex=false)])");
+        return P_NONE;
+    }
+    hf_fail(h, v, "pre_tokenizer: '%s' is not supported (expected ByteLevel, Sequence[Split, ByteLevel], Metaspace "
+            "or null)", type);
+    return P_NONE;
+}
+
+enum { D_NONE, D_BYTE_LEVEL, D_SPM };
+/* decoder: null, ByteLevel, or Sequence[Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", 1, 0)?] */
+static int hf_decoder(hf *h, const zt_json *v, int *strip) {
+    static const char *const t_only[] = {"type", NULL}, *const bl_keys[] = {"type", "add_prefix_space",
+                                        "trim_offsets", "use_regex", NULL},
+                             *const strip_keys[] = {"type", "content", "start", "stop", NULL};
+    *strip = 0;
+    if (!v || v->type == ZT_JSON_NULL) return D_NONE;
+    const char *type = type_of(h, v, "decoder");
+    if (h->bad) return D_NONE;
+    if (strcmp(type, "ByteLevel") == 0) {
+        only_keys(h, v, "decoder", bl_keys);
+        return D_BYTE_LEVEL;
+    }
+    const zt_json *seq = zt_json_get(v, "decoders");
+    if (strcmp(type, "Sequence") == 0 && seq && seq->type == ZT_JSON_ARR && (seq->n == 3 || seq->n == 4)) {
+        static const char *const want[] = {"Replace", "ByteFallback", "Fuse", "Strip"};
+        for (int i = 0; i < seq->n && !h->bad; i++) {
+            char f[64];
+            snprintf(f, sizeof f, "decoder.decoders[%d]", i);
+            const char *t = type_of(h, &seq->items[i], f);
+            if (h->bad) break;
+            if (strcmp(t, want[i]) != 0) {
+                hf_fail(h, &seq->items[i], "%s: '%s' is not supported (expected %s, as Llama 2's decoder)", f, t, want[i]);
+                break;
+            }
+            if (i == 0) want_replace(h, &seq->items[i], f, MARK, " ");
+            else if (i < 3) only_keys(h, &seq->items[i], f, t_only);
+            else {
+                const zt_json *s = &seq->items[i], *st = zt_json_get(s, "start"), *sp = zt_json_get(s, "stop");
+                only_keys(h, s, f, strip_keys);
+                if (!h->bad) want_str(h, s, f, "content", " ");
+                if (!h->bad && (!st || st->type != ZT_JSON_NUM || st->num != 1 || !sp || sp->type != ZT_JSON_NUM ||
+                                sp->num != 0))
+                    hf_fail(h, s, "%s: expected start 1 and stop 0 (one leading space dropped)", f);
+                *strip = 1;
+            }
+        }
+        return D_SPM;
+    }
+    hf_fail(h, v, "decoder: '%s' is not supported (expected ByteLevel, or Sequence[Replace, ByteFallback, Fuse, Strip] "
+            "as Llama 2)", type);
+    return D_NONE;
+}
+
+/* TemplateProcessing: the special tokens its "single" template puts before and after $A */
+static void hf_template(hf *h, const zt_json *v, const char *field, zt_tok_config *c) {
+    static const char *const keys[] = {"type", "single", "pair", "special_tokens", NULL};
+    only_keys(h, v, field, keys);
+    const zt_json *single = zt_json_get(v, "single"), *sp = zt_json_get(v, "special_tokens");
+    if (h->bad) return;
+    if (!single || single->type != ZT_JSON_ARR || !sp || sp->type != ZT_JSON_OBJ) {
+        hf_fail(h, v, "%s: expected \"single\" (an array) and \"special_tokens\" (an object)", field);
+        return;
+    }
+    int seen_a = 0;
+    for (int i = 0; i < single->n && !h->bad; i++) {
+        const zt_json *e = &single->items[i];
+        const zt_json *st = e->type == ZT_JSON_OBJ && e->n == 1 ? zt_json_get(e, "SpecialToken") : NULL;
+        const zt_json *sq = e->type == ZT_JSON_OBJ && e->n == 1 ? zt_json_get(e, "Sequence") : NULL;
+        if (sq && sq->type == ZT_JSON_OBJ && str_is(zt_json_get(sq, "id"), "A") && !seen_a) {
+            seen_a = 1;
+            continue;
+        }
+        const zt_json *name = st && st->type == ZT_JSON_OBJ ? zt_json_get(st, "id") : NULL;
+        const zt_json *tok = name && name->type == ZT_JSON_STR ? zt_json_get(sp, name->str) : NULL;
+        const zt_json *ids = tok && tok->type == ZT_JSON_OBJ ? zt_json_get(tok, "ids") : NULL;
+        if (!ids || ids->type != ZT_JSON_ARR) {
+            hf_fail(h, e, "%s.single[%d]: expected {\"SpecialToken\": {\"id\": NAME}} with NAME in special_tokens, "
+                    "or one {\"Sequence\": {\"id\": \"A\"}}", field, i);
+            return;
+        }
+        for (int k = 0; k < ids->n && !h->bad; k++) {
+            long long id;
+            if (!hf_id(h, &ids->items[k], &id)) return;
+            uint32_t *n = seen_a ? &c->n_end : &c->n_begin;
+            if (*n == ZT_TOK_MAX_TEMPLATE) {
+                hf_fail(h, e, "%s.single: more than %d special tokens on one side of $A", field, ZT_TOK_MAX_TEMPLATE);
+                return;
+            }
+            (seen_a ? c->end : c->begin)[(*n)++] = (uint32_t)id;
+        }
+    }
+    if (!seen_a && !h->bad) hf_fail(h, single, "%s.single: no {\"Sequence\": {\"id\": \"A\"}}", field);
+}
+
+/* post_processor: null, ByteLevel, TemplateProcessing, or a Sequence of those */
+static void hf_post(hf *h, const zt_json *v, const char *field, zt_tok_config *c, int depth) {
+    static const char *const bl_keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex", NULL},
+                             *const seq_keys[] = {"type", "processors", NULL};
+    if (!v || v->type == ZT_JSON_NULL) return;
+    const char *type = type_of(h, v, field);
+    if (h->bad) return;
+    const zt_json *seq = zt_json_get(v, "processors");
+    if (strcmp(type, "ByteLevel") == 0) {
+        only_keys(h, v, field, bl_keys);
+    } else if (strcmp(type, "TemplateProcessing") == 0) {
+        if (c->n_begin || c->n_end) hf_fail(h, v, "%s: a second template is not supported", field);
+        else hf_template(h, v, field, c);
+    } else if (strcmp(type, "Sequence") == 0 && seq && seq->type == ZT_JSON_ARR && depth == 0) {
+        only_keys(h, v, field, seq_keys);
+        for (int i = 0; i < seq->n && !h->bad; i++) {
+            char f[64];
+            snprintf(f, sizeof f, "%s.processors[%d]", field, i);
+            hf_post(h, &seq->items[i], f, c, 1);
+        }
+    } else {
+        hf_fail(h, v, "%s: '%s' is not supported (expected ByteLevel, TemplateProcessing or a Sequence of them)",
+                field, type);
+    }
+}
+
+/* model: BPE with the fields ztrain implements; *byte_fallback and *ignore_merges as given */
+static void hf_model_fields(hf *h, const zt_json *v, int *byte_fallback, int *ignore_merges) {
+    static const char *const keys[] = {"type", "dropout", "unk_token", "continuing_subword_prefix",
+                                       "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges",
+                                       "vocab", "merges", NULL};
+    only_keys(h, v, "model", keys);
     for (int i = 0; i < v->n && !h->bad; i++) {
         const char *k = v->keys[i];
         const zt_json *m = &v->items[i];
-        if (strcmp(k, "type") == 0 && m->type == ZT_JSON_STR)
-            snprintf(h->model_type, sizeof h->model_type, "%s", m->str);
-        else if (strcmp(k, "vocab") == 0)
-            hf_vocab(h, m);
-        else if (strcmp(k, "merges") == 0)
-            hf_merges(h, m);
-        else if ((strcmp(k, "continuing_subword_prefix") == 0 || strcmp(k, "end_of_word_suffix") == 0) &&
-                 m->type == ZT_JSON_STR && m->len) /* "" (GPT-2's own file) and null are fine */
-            snprintf(h->model_problem, sizeof h->model_problem, "uses %s \"%.40s\" (not supported)", k, m->str);
-        else if (strcmp(k, "ignore_merges") == 0 && is_true(m))
-            snprintf(h->model_problem, sizeof h->model_problem, "uses ignore_merges=true (not supported)");
-        else if (strcmp(k, "byte_fallback") == 0 && is_true(m))
-            snprintf(h->model_problem, sizeof h->model_problem, "uses byte_fallback=true (not byte-level BPE)");
+        if (strcmp(k, "dropout") == 0) {
+            if (m->type != ZT_JSON_NULL && !(m->type == ZT_JSON_NUM && m->num == 0))
+                hf_fail(h, m, "model.dropout: %s is not supported (expected null: ztrain encodes deterministically)",
+                        m->type == ZT_JSON_NUM ? "a dropout" : "this value");
+        } else if (strcmp(k, "continuing_subword_prefix") == 0 || strcmp(k, "end_of_word_suffix") == 0) {
+            if (m->type != ZT_JSON_NULL && !(m->type == ZT_JSON_STR && m->len == 0)) /* "" (GPT-2's file) and null */
+                hf_fail(h, m, "model.%s: %s%.40s%s is not supported (expected null or \"\")", k,
+                        m->type == ZT_JSON_STR ? "\"" : "this value", m->type == ZT_JSON_STR ? m->str : "",
+                        m->type == ZT_JSON_STR ? "\"" : "");
+        } else if (strcmp(k, "unk_token") == 0) {
+            if (m->type != ZT_JSON_NULL && m->type != ZT_JSON_STR)
+                hf_fail(h, m, "model.unk_token: expected a string or null");
+        } else if (strcmp(k, "fuse_unk") == 0 || strcmp(k, "byte_fallback") == 0 || strcmp(k, "ignore_merges") == 0) {
+            if (m->type != ZT_JSON_BOOL) hf_fail(h, m, "model.%s: expected true or false", k);
+            else if (k[0] == 'b') *byte_fallback = m->num != 0;
+            else if (k[0] == 'i') *ignore_merges = m->num != 0;
+        }
+    }
+}
+
+/* the configuration of a tokenizer.json, checked section by section (model, normalizer,
+ * pre_tokenizer, decoder, post_processor) and then as a whole */
+static void hf_config(hf *h, zt_tok_config *c) {
+    zt_tok_config_gpt2(c, ZT_TOK_NO_EOT);
+    const zt_json *type = zt_json_get(h->model, "type");
+    if (!str_is(type, "BPE")) {
+        hf_fail(h, type ? type : h->model, "model type '%s' (expected a byte-level 'BPE' model as GPT-2, Llama 3 "
+                "and Qwen2, or a 'BPE' with byte_fallback as Llama 2)", type && type->type == ZT_JSON_STR ? type->str : "");
+        return;
+    }
+    int byte_fallback = 0, ignore_merges = 0, prepend = 0, strip = 0;
+    zt_tok_prefix meta_prefix;
+    hf_model_fields(h, h->model, &byte_fallback, &ignore_merges);
+    int norm = h->bad ? N_NONE : hf_normalizer(h, h->normalizer, &prepend);
+    int pre = h->bad ? P_NONE : hf_pretok(h, h->pretok, &meta_prefix);
+    int dec = h->bad ? D_NONE : hf_decoder(h, h->decoder, &strip);
+    if (!h->bad) hf_post(h, h->post, "post_processor", c, 0);
+    if (h->bad) return;
+    const zt_json *at = h->model;
+    if (byte_fallback) {
+        c->model = ZT_TOK_MODEL_CHARS;
+        c->pretok = ZT_TOK_PRE_NONE;
+        if (ignore_merges)
+            hf_fail(h, zt_json_get(at, "ignore_merges"), "model.ignore_merges: true is not supported with byte_fallback");
+        else if (norm == N_NFC)
+            hf_fail(h, h->normalizer, "normalizer: NFC is not supported with a byte_fallback BPE (expected "
+                    "Sequence[Prepend, Replace] or null)");
+        else if (pre != P_NONE && pre != P_METASPACE)
+            hf_fail(h, h->pretok, "pre_tokenizer: a byte_fallback BPE takes Metaspace or null (got a byte-level one)");
+        else if (norm == N_SPACES && pre == P_METASPACE)
+            hf_fail(h, h->pretok, "pre_tokenizer: Metaspace after a Replace normalizer is not supported (expected one "
+                    "of them)");
+        else if (norm != N_SPACES && pre != P_METASPACE)
+            hf_fail(h, h->pretok ? h->pretok : at, "pre_tokenizer: a byte_fallback BPE needs its spaces as \"" MARK "\" "
+                    "(a Replace normalizer or a Metaspace pre-tokenizer)");
+        else if (dec != D_SPM)
+            hf_fail(h, h->decoder ? h->decoder : at, "decoder: expected Sequence[Replace(\"" MARK "\", \" \"), "
+                    "ByteFallback, Fuse, Strip] for a byte_fallback BPE");
+        c->prefix = norm == N_SPACES ? (prepend ? ZT_TOK_PREFIX_NONEMPTY : ZT_TOK_PREFIX_NONE) : meta_prefix;
+        c->strip_space = strip;
+    } else {
+        c->model = ZT_TOK_MODEL_BYTES;
+        c->ignore_merges = ignore_merges;
+        c->normalizer = norm == N_NFC ? ZT_TOK_NORM_NFC : ZT_TOK_NORM_NONE;
+        if (norm == N_SPACES)
+            hf_fail(h, h->normalizer, "normalizer: Replace(\" \", \"" MARK "\") needs a BPE with byte_fallback (model."
+                    "byte_fallback is false)");
+        else if (pre == P_NONE)
+            hf_fail(h, h->pretok ? h->pretok : at, "pre_tokenizer: a byte-level BPE without a pre_tokenizer is not "
+                    "supported (expected ByteLevel)");
+        else if (pre == P_METASPACE)
+            hf_fail(h, h->pretok, "pre_tokenizer: Metaspace needs a BPE with byte_fallback (model.byte_fallback is "
+                    "false)");
+        else if (dec == D_SPM)
+            hf_fail(h, h->decoder, "decoder: Llama 2's decoder needs a BPE with byte_fallback (model.byte_fallback is "
+                    "false)");
+        c->pretok = pre == P_LLAMA3 ? ZT_TOK_PRE_LLAMA3 : pre == P_QWEN2 ? ZT_TOK_PRE_QWEN2 : ZT_TOK_PRE_GPT2;
     }
 }
 
@@ -244,14 +612,21 @@ static void hf_top(hf *h, const zt_json *top) {
         h->numbers_only = 0;
         if (strcmp(k, "model") == 0 && v->type == ZT_JSON_OBJ) {
             h->has_model = 1;
-            hf_model(h, v);
+            h->model = v;
+            for (int j = 0; j < v->n && !h->bad; j++) {
+                if (strcmp(v->keys[j], "vocab") == 0) hf_vocab(h, &v->items[j]);
+                else if (strcmp(v->keys[j], "merges") == 0) hf_merges(h, &v->items[j]);
+            }
         } else if (strcmp(k, "added_tokens") == 0 && v->type == ZT_JSON_ARR) {
             hf_added(h, v);
+        } else if (strcmp(k, "normalizer") == 0) {
+            h->normalizer = v;
         } else if (strcmp(k, "pre_tokenizer") == 0) {
-            hf_pretok(h, v, 0);
-        } else if (strcmp(k, "normalizer") == 0 && v->type == ZT_JSON_OBJ) {
-            const zt_json *type = zt_json_get(v, "type");
-            snprintf(h->norm_type, sizeof h->norm_type, "%s", type && type->type == ZT_JSON_STR ? type->str : "?");
+            h->pretok = v;
+        } else if (strcmp(k, "decoder") == 0) {
+            h->decoder = v;
+        } else if (strcmp(k, "post_processor") == 0) {
+            h->post = v;
         }
     }
 }
@@ -343,8 +718,17 @@ static int read_merges_txt(const char *path, hf *h, char *err, size_t errlen) {
     return 0;
 }
 
-static zt_tokenizer *hf_build(hf *h, const char *path, const char *mpath, char *err, size_t errlen) {
+/* the end-of-text token: "<|endoftext|>" (the only one GPT-2's configuration looks for), else
+ * "<|end_of_text|>" (Llama 3), else "</s>" (Llama 2) */
+static const char *const EOT_NAMES[] = {ZT_TOK_EOT_TEXT, "<|end_of_text|>", "</s>"};
+
+static zt_tokenizer *hf_build(hf *h, const zt_tok_config *cfg0, const char *path, const char *mpath, char *err,
+                              size_t errlen) {
     zt_tokenizer *t = NULL;
+    zt_tok_config cfg = *cfg0;
+    const int chars = cfg.model == ZT_TOK_MODEL_CHARS;
+    const int gpt2 = !chars && cfg.normalizer == ZT_TOK_NORM_NONE && cfg.pretok == ZT_TOK_PRE_GPT2 &&
+                     !cfg.ignore_merges && !cfg.n_begin && !cfg.n_end;
     int u2b[324];
     unicode_to_byte(u2b);
     uint32_t vocab = 0;
@@ -352,8 +736,9 @@ static zt_tokenizer *hf_build(hf *h, const char *path, const char *mpath, char *
     for (size_t i = 0; i < h->na; i++) vocab = h->aid[i] + 1 > vocab ? h->aid[i] + 1 : vocab;
     uint8_t **toks = zt_calloc(vocab ? vocab : 1, sizeof *toks);
     uint32_t *lens = zt_calloc(vocab ? vocab : 1, sizeof *lens);
+    uint8_t *added = zt_calloc(vocab ? vocab : 1, 1);
     uint32_t (*merges)[3] = zt_malloc((h->nm ? h->nm : 1) * sizeof *merges);
-    uint32_t eot = ZT_TOK_NO_EOT;
+    uint32_t eot_of[3] = {ZT_TOK_NO_EOT, ZT_TOK_NO_EOT, ZT_TOK_NO_EOT};
     zt_hashmap *m = zt_hashmap_create(2 * h->nv + 2); /* token string -> id */
     sbuf tb = {0}, cat = {0};
     for (size_t pass = 0; pass < 2; pass++) { /* model vocab wins over added tokens with the same id */
@@ -361,20 +746,33 @@ static zt_tokenizer *hf_build(hf *h, const char *path, const char *mpath, char *
         for (size_t i = 0; i < cnt; i++) {
             span s = pass ? h->atok[i] : h->vtok[i];
             uint32_t id = pass ? h->aid[i] : h->vid[i];
-            int added = 1;
-            if (!pass) zt_hashmap_put(m, s.s, s.n, id, &added);
-            if (!added) {
+            int fresh = 1;
+            if (!pass) zt_hashmap_put(m, s.s, s.n, id, &fresh);
+            if (!fresh) {
                 snprintf(err, errlen, "%s: token '%.*s' appears twice in the vocab", path, (int)(s.n > 40 ? 40 : s.n), s.s);
                 goto done;
             }
-            if (s.n == strlen(ZT_TOK_EOT_TEXT) && memcmp(s.s, ZT_TOK_EOT_TEXT, s.n) == 0) eot = id;
+            for (int k = 0; k < 3; k++)
+                if (s.n == strlen(EOT_NAMES[k]) && memcmp(s.s, EOT_NAMES[k], s.n) == 0 && eot_of[k] == ZT_TOK_NO_EOT)
+                    eot_of[k] = id;
             if (toks[id]) continue;
-            token_bytes(u2b, s.s, s.n, &tb);
+            if (chars) {
+                tb.n = 0;
+                sb_put(&tb, s.s, s.n);
+            } else {
+                token_bytes(u2b, s.s, s.n, &tb);
+            }
             toks[id] = zt_malloc(tb.n ? tb.n : 1);
             memcpy(toks[id], tb.s, tb.n);
             lens[id] = (uint32_t)tb.n;
+            added[id] = (uint8_t)pass;
         }
     }
+    cfg.eot = eot_of[0];
+    for (int k = 1; k < 3 && !gpt2 && cfg.eot == ZT_TOK_NO_EOT; k++) cfg.eot = eot_of[k];
+    /* a configuration other than GPT-2's without a template ends each document with end-of-text */
+    cfg.doc_end = !gpt2 && !cfg.n_begin && !cfg.n_end ? cfg.eot : ZT_TOK_NO_EOT;
+    cfg.added = added;
     for (size_t r = 0; r < h->nm; r++) {
         span a = h->mg[r][0], b = h->mg[r][1];
         cat.n = 0;
@@ -393,13 +791,14 @@ static zt_tokenizer *hf_build(hf *h, const char *path, const char *mpath, char *
         merges[r][2] = (uint32_t)*ic;
     }
     char msg[256];
-    t = zt_tokenizer_create(vocab, (const uint8_t *const *)toks, lens, (uint32_t)h->nm,
-                            (const uint32_t(*)[3])merges, eot, msg, sizeof msg);
+    t = zt_tokenizer_create_cfg(&cfg, vocab, (const uint8_t *const *)toks, lens, (uint32_t)h->nm,
+                                (const uint32_t(*)[3])merges, msg, sizeof msg);
     if (!t) snprintf(err, errlen, "%s: %s", path, msg);
 done:
     for (uint32_t i = 0; i < vocab; i++) free(toks[i]);
     free(toks);
     free(lens);
+    free(added);
     free(merges);
     free(tb.s);
     free(cat.s);
@@ -429,28 +828,23 @@ zt_tokenizer *zt_tokenizer_load_hf(const char *path, const char *merges_path, ch
         return NULL;
     }
     hf_top(&h, &doc);
+    zt_tok_config cfg;
+    if (!h.bad && h.has_model) hf_config(&h, &cfg);
     if (h.bad) {
         snprintf(err, errlen, "%s", h.msg);
     } else if (h.has_model) { /* tokenizer.json */
-        if (strcmp(h.model_type, "BPE") != 0)
-            snprintf(err, errlen, "%s: model type '%s' (expected a byte-level 'BPE' tokenizer)", path, h.model_type);
-        else if (h.model_problem[0])
-            snprintf(err, errlen, "%s: the BPE model %s", path, h.model_problem);
-        else if (h.norm_type[0])
-            snprintf(err, errlen, "%s: has a '%s' normalizer (expected none, as GPT-2)", path, h.norm_type);
-        else if (h.pretok_problem[0])
-            snprintf(err, errlen, "%s: %s", path, h.pretok_problem);
-        else if (h.nv == 0)
+        if (h.nv == 0)
             snprintf(err, errlen, "%s: model.vocab is empty", path);
         else
-            t = hf_build(&h, path, NULL, err, errlen);
+            t = hf_build(&h, &cfg, path, NULL, err, errlen);
     } else if (h.numbers_only && h.members > 0) { /* vocab.json */
         if (!merges_path) {
             const char *slash = strrchr(path, '/');
             snprintf(mp, sizeof mp, "%.*smerges.txt", slash ? (int)(slash - path + 1) : 0, path);
             merges_path = mp;
         }
-        if (read_merges_txt(merges_path, &h, err, errlen) == 0) t = hf_build(&h, path, merges_path, err, errlen);
+        zt_tok_config_gpt2(&cfg, ZT_TOK_NO_EOT);
+        if (read_merges_txt(merges_path, &h, err, errlen) == 0) t = hf_build(&h, &cfg, path, merges_path, err, errlen);
     } else {
         snprintf(err, errlen, "%s: JSON but neither a tokenizer.json (no \"model\" object) nor a vocab.json "
                  "(an object of token -> id)", path);
