@@ -28,8 +28,8 @@
 #include <unistd.h>
 
 #include "cmd/cli.h"
-#include "core/backend_factory.h"
-#include "core/zero.h"
+#include "core/dist/backend_factory.h"
+#include "core/dist/zero.h"
 #include "io/ckpt.h"
 #include "util/util.h"
 

@@ -1,7 +1,7 @@
 /* bench_comm.c — communicator bandwidth, nccl-tests style: ztrain's zt_comm (the factory's "mpi" communicator) for
  * all_reduce, reduce_scatter, all_gather, all_to_all, ztrain's ORDERED reduce-scatter (all_to_all +
- * the N received pieces summed in rank order with the backend's accumulate, as src/core/zero.c does) and
- * stage 2's native exchange (rs_owners: one grouped reduce to each owner, as src/core/zero_bucket.c), each
+ * the N received pieces summed in rank order with the backend's accumulate, as src/core/dist/zero.c does) and
+ * stage 2's native exchange (rs_owners: one grouped reduce to each owner, as src/core/dist/zero_bucket.c), each
  * beside the same collective on raw MPI (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather,
  * MPI_Alltoall; the ordered row is compared with MPI_Reduce_scatter_block, the call it replaces).
  *
@@ -26,8 +26,8 @@
 #include <string.h>
 
 #include "iface/comm.h"
-#include "core/backend_factory.h"
-#include "core/dist.h"
+#include "core/dist/backend_factory.h"
+#include "core/dist/dist.h"
 #include "util/util.h"
 
 typedef enum { OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_RS_ORDERED, OP_RS_OWNERS, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_N } op_t;
@@ -311,7 +311,7 @@ int main(int argc, char **argv) {
         printf("# sizes %zu..%zu B x%d; %s; time = mean per call, max over ranks; busbw factor 2(n-1)/n all_reduce, "
                "(n-1)/n others\n", o.min_bytes, o.max_bytes, o.factor,
                o.iters > 0 ? "fixed iterations" : "iterations for ~--time s per measurement, best of -r loops");
-        printf("# rs_ordered = zt all_to_all + rank-order sum (src/core/zero.c); its raw column is MPI_Reduce_scatter_block\n");
+        printf("# rs_ordered = zt all_to_all + rank-order sum (src/core/dist/zero.c); its raw column is MPI_Reduce_scatter_block\n");
         printf("#\n");
         printf("# %11s %11s %5s %-15s %10s %8s %8s %7s  %10s %8s %8s %7s %8s\n", "", "", "", "", "zt_comm:", "", "", "",
                "raw MPI:", "", "", "", "");

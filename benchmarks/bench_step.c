@@ -20,13 +20,13 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "core/backend_prof.h"
+#include "core/diag/backend_prof.h"
 #include "cmd/cli.h"
 #include "iface/comm.h"
-#include "core/backend_factory.h"
+#include "core/dist/backend_factory.h"
 #include "util/util.h"
-#include "core/step.h"
-#include "core/zero.h"
+#include "core/optim/step.h"
+#include "core/dist/zero.h"
 
 #ifdef ZT_BLAS_BLIS
 #include <cblas.h>

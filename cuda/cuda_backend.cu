@@ -9,7 +9,7 @@
 // to the largest need the first time a shape is seen, then is reused: no per-step allocation.
 //
 // Rounding fused into the op (bf16 / fp16 runs): the model follows most ops with a round_to of exactly
-// what they wrote (core/model.c, RND). After set_precision(bf16 / fp16), an op whose kernels can round
+// what they wrote (core/model/model.c, RND). After set_precision(bf16 / fp16), an op whose kernels can round
 // their own output (gelu, add, embedding forward, softmax + cross-entropy, LayerNorm and RMSNorm forward and
 // their dinp, SwiGLU forward and backward, the fused attention) is not launched at once but kept (Deferred);
 // the next call launches it, rounding its output in the kernel when that call is round_to of the op's output

@@ -1,4 +1,4 @@
-/* cuda_backend.h — the C entry points of the CUDA backend (cuda/), for core/backend_factory.c only.
+/* cuda_backend.h — the C entry points of the CUDA backend (cuda/), for core/dist/backend_factory.c only.
  *
  * One source, two builds. With nvcc (make CUDA=1) it is the GPU backend "cuda": cudaMalloc'd device
  * memory, one compute stream, cuBLASLt matmuls, the kernels of cuda/ (.cu files), the NCCL communicator

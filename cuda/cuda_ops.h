@@ -59,7 +59,7 @@ void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, floa
 void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk);
 // out[i] = zt_dropout_keep(seed, i, p) ? in[i] / (1 - p) : 0 (op_math.h; out == in allowed)
 void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed);
-// out = the decoding of a quantised matrix (core/quant.h): fmt and the section offsets of its layout (the
+// out = the decoding of a quantised matrix (core/lora/quant.h): fmt and the section offsets of its layout (the
 // host computes them with zt_quant_plan), one thread per element with quant.h's inline decode math
 void zt_cu_dequant(cudaStream_t s, float *out, const uint8_t *blob, int fmt, size_t n, size_t cols, size_t codes,
                    size_t absmax, size_t qabsmax, size_t absmax2, size_t mean, size_t scales);

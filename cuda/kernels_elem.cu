@@ -125,7 +125,7 @@ __global__ void k_dropout(float *out, const float *in, size_t n, float p, float 
     ZT_GRID_STRIDE(i, n) out[i] = zt_dropout_keep(seed, i, p) ? in[i] * scale : 0.0f;
 }
 
-// element i of a quantised matrix: the formulas of zt_quant_decode (core/quant.c) per element
+// element i of a quantised matrix: the formulas of zt_quant_decode (core/lora/quant.c) per element
 __global__ void k_dequant(float *out, const uint8_t *blob, int fmt, size_t n, size_t cols, size_t codes, size_t absmax,
                           size_t qabsmax, size_t absmax2, size_t mean_off, size_t scales) {
     ZT_GRID_STRIDE(i, n) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# perf_table.sh — the scale table of docs/perf_table.md and docs/perf-model.md from the performance model (src/core/perf_model.h): GPT-2
+# perf_table.sh — the scale table of docs/perf_table.md and docs/perf-model.md from the performance model (src/core/diag/perf_model.h): GPT-2
 # 124M/350M/774M/1.5B (inputs/gpt2-*.cfg) on 8..512 GPUs of HW (h100) with 8 per node, ZeRO stages 1 and 2,
 # ordered and native reduction; predicted step time, tokens/s, weak-scaling efficiency and the exposed
 # gradient exchange, and the step with int64 fixed-point gradients (evaluated; ztrain keeps the ordered exchange). micro_batch per rank is the preset's, lowered where the global batch (512 x 1024

@@ -36,8 +36,8 @@
 #endif
 #include <mpi.h>
 extern "C" {
-#include "core/backend_factory.h"
-#include "core/quant.h"
+#include "core/dist/backend_factory.h"
+#include "core/lora/quant.h"
 #include "util/util.h"
 }
 #include "check.h"
@@ -346,7 +346,7 @@ void test_dropout(size_t n, Rng &r) {
     }
 }
 
-// dequant: the three quantised formats of core/quant.h, limit 0 (bits) against the cpu backend's decode
+// dequant: the three quantised formats of core/lora/quant.h, limit 0 (bits) against the cpu backend's decode
 void test_dequant(size_t rows, size_t cols, Rng &r) {
     std::vector<float> w = rand_vec(r, rows * cols, -0.5f, 0.5f);
     for (int f : {(int)ZT_QUANT_NF4, (int)ZT_QUANT_NF4_DQ, (int)ZT_QUANT_INT8}) {

@@ -37,7 +37,7 @@
 #include "iface/op_math.h"
 
 extern "C" {
-#include "core/backend_factory.h"
+#include "core/dist/backend_factory.h"
 #include "util/util.h"
 }
 #include "check.h"

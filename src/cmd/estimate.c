@@ -8,10 +8,10 @@
 #include <unistd.h>
 
 #include "cmd/cli.h"
-#include "core/backend_factory.h"
-#include "core/perf_model.h"
-#include "core/model_load.h"
-#include "core/zero.h"
+#include "core/dist/backend_factory.h"
+#include "core/diag/perf_model.h"
+#include "core/model/model_load.h"
+#include "core/dist/zero.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- fitting a memory limit */
@@ -83,7 +83,7 @@ static void hw_from_options(zt_hw *hwp, int N, int M, const char *hw_name, const
     *hwp = hw;
 }
 
-/* the step-time model (core/perf_model.h) for N ranks on M nodes of hardware `hw` */
+/* the step-time model (core/diag/perf_model.h) for N ranks on M nodes of hardware `hw` */
 static void performance(const zt_config *c, const zt_model_shape *s, int N, int M, const zt_hw *hwp, const char *comm,
                         int json, zt_dist *d) {
     const zt_hw hw = *hwp;
@@ -101,7 +101,7 @@ static void performance(const zt_config *c, const zt_model_shape *s, int N, int 
         return;
     }
     printf("performance model (%s, %d ranks on %d node%s, %d per node, %d micro-batch%s per rank per step; "
-           "see src/core/perf_model.h):\n", hw.name, N, M, M > 1 ? "s" : "", p.ranks_per_node, p.micro_per_rank,
+           "see src/core/diag/perf_model.h):\n", hw.name, N, M, M > 1 ? "s" : "", p.ranks_per_node, p.micro_per_rank,
            p.micro_per_rank > 1 ? "es" : "");
     if (hw.comm_ranks) printf("  collectives: measured (%s)\n", comm);
     printf("  %-34s %10.4f s\n", "compute (forward + backward)", p.compute_s);

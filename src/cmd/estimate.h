@@ -3,7 +3,7 @@
 #ifndef ZT_ESTIMATE_H
 #define ZT_ESTIMATE_H
 
-#include "core/dist.h"
+#include "core/dist/dist.h"
 
 int zt_cmd_estimate(int argc, char **argv, zt_dist *d);
 int zt_cmd_hwinfo(int argc, char **argv, zt_dist *d);

@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "cmd/cli.h"
-#include "core/eval.h"
-#include "core/model_load.h"
-#include "core/quant_model.h"
+#include "core/model/eval.h"
+#include "core/model/model_load.h"
+#include "core/lora/quant_model.h"
 #include "util/util.h"
 
 int zt_cmd_eval(int argc, char **argv, zt_dist *d) {

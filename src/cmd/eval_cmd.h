@@ -2,7 +2,7 @@
 #ifndef ZT_EVAL_CMD_H
 #define ZT_EVAL_CMD_H
 
-#include "core/dist.h"
+#include "core/dist/dist.h"
 
 /* ztrain eval --checkpoint PATH [-c CFG] [--set key=value ...]
    The config is the one stored in the checkpoint (or CFG instead, whose model must match), then

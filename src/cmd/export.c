@@ -35,8 +35,8 @@
 #include <unistd.h>
 
 #include "cmd/cli.h"
-#include "core/backend_factory.h"
-#include "core/model_load.h"
+#include "core/dist/backend_factory.h"
+#include "core/model/model_load.h"
 #include "io/ckpt.h"
 #include "io/safetensors.h"
 #include "util/json.h"

@@ -3,7 +3,7 @@
 #ifndef ZT_EXPORT_H
 #define ZT_EXPORT_H
 
-#include "core/dist.h"
+#include "core/dist/dist.h"
 
 /* ztrain export --checkpoint PATH [--format safetensors] --out DIR [--dtype fp32|bf16|fp16]
    writes DIR/model.safetensors (F32, or BF16 / F16 rounded to nearest even; wte cut to the V real

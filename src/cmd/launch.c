@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/backend_factory.h"
+#include "core/dist/backend_factory.h"
 #include "util/util.h"
 
 #define MAX_ARGS 512

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cmd/config_cmd.h"
-#include "core/dist.h"
+#include "core/dist/dist.h"
 #include "io/config.h"
 #include "cmd/estimate.h"
 #include "cmd/eval_cmd.h"

@@ -71,7 +71,9 @@ static void usage(FILE *f) {
           "  --out-dir DIR        writes DIR/" TOK_FILE ", DIR/train.bin, DIR/val.bin\n"
           "  --val-fraction F     last fraction of each file (from a line start) for validation (default 0.05)\n"
           "  --max-tokens N       at most N train tokens (and N*F/(1-F) validation tokens)\n"
-          "  --eot-between-files  write <|endoftext|> between consecutive files in each split\n"
+          "  --eot-between-files  write <|endoftext|> between consecutive files in each split (GPT-2 style\n"
+          "                       tokenizers; a tokenizer.json with a BOS template starts every file part with\n"
+          "                       BOS, Qwen2's ends every file part with <|endoftext|>)\n"
           "  --train-mem-mb N     memory cap of the tokenizer's pre-token count table (default 1024)\n"
           "  --read-kb N          read block size (default 1024)\n", f);
 }
@@ -344,8 +346,8 @@ static size_t encode_consume(void *ctx, const uint8_t *buf, size_t n, int final)
     return used;
 }
 
-static int put_eot(sink *s) {
-    uint32_t e = zt_tokenizer_eot(s->tok);
+/* one id between documents (end-of-text, or the tokenizer's document end) */
+static int put_id(sink *s, uint32_t e) {
     if (s->cap && s->written >= s->cap) return 0;
     if (zt_shard_writer_append(s->w, &e, 1, s->err, sizeof s->err)) return fail("%s", s->err);
     if (s->unigram) s->unigram[e]++;
@@ -398,6 +400,7 @@ static int cmd_encode(const opts *o) {
     prog_start(&p, "encoding", (uint64_t)st.st_size);
     r.prog = &p;
     rc = stream_range(&r, o->encode, 0, (uint64_t)st.st_size, encode_consume, &s, &s.stop);
+    if (!rc && st.st_size == 0) encode_consume(&s, r.buf, 0, 1); /* an empty document: its template ids */
     if (!rc && s.failed) rc = fail("%s", s.err);
     if (!rc) prog_end(&p, NULL);
     if (zt_shard_writer_close(&w, err, sizeof err) && !rc) rc = fail("%s", err);
@@ -624,9 +627,14 @@ int zt_cmd_prepare(int argc, char **argv) {
         for (int k = 0; k < 2 && !rc; k++) {
             uint64_t a = k ? in[i].cut : 0, b = k ? in[i].size : in[i].cut;
             if (a >= b || s[k].stop) continue;
-            if (o.eot_between_files && s[k].written > 0) rc = put_eot(&s[k]);
+            /* documents as the tokenizer frames them: its template ids (BOS) come with each document's
+               encoding, its document end (Qwen2's <|endoftext|>) after it, else --eot-between-files */
+            const uint32_t doc_end = zt_tokenizer_doc_end(t);
+            if (o.eot_between_files && s[k].written > 0 && doc_end == ZT_TOK_NO_EOT) rc = put_id(&s[k], zt_tokenizer_eot(t));
+            zt_tokenizer_reset(t); /* a document cut short by --max-tokens does not run into this one */
             if (!rc) rc = stream_range(&r, in[i].path, a, b, encode_consume, &s[k], &s[k].stop);
             if (!rc && s[k].failed) rc = fail("%s", s[k].err);
+            if (!rc && doc_end != ZT_TOK_NO_EOT && !s[k].stop) rc = put_id(&s[k], doc_end);
         }
     }
     double enc_s = 0;

@@ -1,4 +1,4 @@
-/* sample.c — the `sample` command (sample.h) over the sampler of core/sampler.h. */
+/* sample.c — the `sample` command (sample.h) over the sampler of core/model/sampler.h. */
 #include "cmd/sample.h"
 
 #include <errno.h>
@@ -9,8 +9,8 @@
 #include <time.h>
 
 #include "cmd/cli.h"
-#include "core/model_load.h"
-#include "core/sampler.h"
+#include "core/model/model_load.h"
+#include "core/model/sampler.h"
 #include "io/ckpt.h"
 #include "io/metrics.h"
 #include "io/tokenizer.h"

@@ -1,9 +1,9 @@
 /* sample.h — the `sample` command: text from a checkpoint through the KV-cached sampler
- * (core/sampler.h). */
+ * (core/model/sampler.h). */
 #ifndef ZT_SAMPLE_H
 #define ZT_SAMPLE_H
 
-#include "core/dist.h"
+#include "core/dist/dist.h"
 
 /* `ztrain sample --checkpoint PATH|DIR --prompt TEXT --tokens N --temperature T --top-k K --seed S
    [--tokenizer PATH] [--threads N]`. Every rank loads the checkpoint (collective), rank 0

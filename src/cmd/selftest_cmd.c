@@ -1,4 +1,4 @@
-/* selftest_cmd.c — `ztrain selftest` over core/selftest.c: the command line, and the exit code. */
+/* selftest_cmd.c — `ztrain selftest` over core/diag/selftest.c: the command line, and the exit code. */
 #include "cmd/selftest_cmd.h"
 
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cmd/cli.h"
-#include "core/selftest.h"
+#include "core/diag/selftest.h"
 #include "util/util.h"
 
 int zt_cmd_selftest(int argc, char **argv, zt_dist *d) {

@@ -34,17 +34,17 @@
 #include <string.h>
 
 #include "cmd/cli.h"
-#include "core/backend_factory.h"
-#include "core/backend_prof.h"
-#include "core/eval.h"
-#include "core/gpu_monitor.h"
-#include "core/mem_check.h"
-#include "core/model_load.h"
+#include "core/dist/backend_factory.h"
+#include "core/diag/backend_prof.h"
+#include "core/model/eval.h"
+#include "core/diag/gpu_monitor.h"
+#include "core/diag/mem_check.h"
+#include "core/model/model_load.h"
 #include "util/memstat.h"
-#include "core/optim.h"
-#include "core/sampler.h"
-#include "core/step.h"
-#include "core/zero.h"
+#include "core/optim/optim.h"
+#include "core/model/sampler.h"
+#include "core/optim/step.h"
+#include "core/dist/zero.h"
 #include "io/ckpt.h"
 #include "io/data.h"
 #include "io/metrics.h"
@@ -73,7 +73,7 @@ typedef struct trainer {
     int ck_saves;
     double ck_stall_sum, ck_stall_max, ck_write_s, ck_exit_wait_s; /* training time lost to saves; the last save's duration */
     double peak, flops_tok;
-    zt_step st;               /* the training step (core/step.h): batches, fp16 loss scaler */
+    zt_step st;               /* the training step (core/optim/step.h): batches, fp16 loss scaler */
     uint64_t base_hash;       /* LoRA: fingerprint of the frozen base (lora.base) */
 } trainer;
 

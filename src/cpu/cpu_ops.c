@@ -1,6 +1,6 @@
 /* cpu_ops.c — the cpu backend's fused OpenMP loops: layernorm, GELU, residual add, embeddings,
  * softmax + cross-entropy, AdamW, accumulation and chunked sums of squares, dropout (op_math.h's
- * counter-based mask) and the dequantisation of a quantised weight (core/quant.h: the format's one
+ * counter-based mask) and the dequantisation of a quantised weight (core/lora/quant.h: the format's one
  * definition and decoder, shared with the CUDA kernel through its inline decode math).
  * Every reduction is split over output elements and summed in a fixed order, so the bits do not
  * depend on the number of threads. */
@@ -266,7 +266,7 @@ static void cpu_dropout(zt_backend *be, float *out, const float *in, size_t n, f
     for (size_t i = 0; i < n; i++) out[i] = zt_dropout_keep(seed, i, p) ? in[i] * scale : 0.0f;
 }
 
-/* the one decoder of core/quant.h (the format's single definition) over the whole matrix */
+/* the one decoder of core/lora/quant.h (the format's single definition) over the whole matrix */
 static void cpu_dequant(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols) {
     (void)be;
     const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)fmt, rows, cols);

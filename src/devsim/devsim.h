@@ -12,7 +12,7 @@
  * Memory kind ZT_MEM_DEVICE. Device memory is process-wide (like one GPU context): every devsim
  * backend of the process shares it, so a buffer from one instance may be used by another
  * (e.g. a sampler made with another thread count). Reached only through the factory
- * (core/backend_factory.h); the devsim communicator is core/comm_mpi.c over zt_devsim_host_ptr().
+ * (core/dist/backend_factory.h); the devsim communicator is core/dist/comm_mpi.c over zt_devsim_host_ptr().
  */
 #ifndef ZT_DEVSIM_H
 #define ZT_DEVSIM_H

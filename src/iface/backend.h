@@ -4,7 +4,7 @@
  * memory): code outside a backend never dereferences it, whatever its kind; data crosses with
  * to_device / to_host. Ops are issued in order on one stream and may run asynchronously until
  * a slot that says it syncs (`sync`, `to_host`). Backends are made and destroyed only by the
- * factory (core/backend_factory.h); the devsim backend (src/devsim/) proves the discipline on
+ * factory (core/dist/backend_factory.h); the devsim backend (src/devsim/) proves the discipline on
  * a machine without a GPU. The cpu backend (src/cpu/) is the reference implementation: deterministic and
  * independent of the thread count (every reduction is split over output elements, never over
  * the summed dimension). Shapes are given in comments as (rows, cols), row-major.
@@ -150,13 +150,13 @@ typedef struct zt_backend_i {
     void (*round_to)(zt_backend *be, float *x, size_t n, int prec);
     /* dst (n uint16_t, backend memory) = x as bf16 / fp16 bits (prec), round to nearest even as round_to: exact
        for values of that precision, which every activation a bf16/fp16 run stores is; unpack16 decodes them
-       exactly. The 2-byte storage of the activations kept for backward (core/model.c, train.act_storage) */
+       exactly. The 2-byte storage of the activations kept for backward (core/model/model.c, train.act_storage) */
     void (*pack16)(zt_backend *be, void *dst, const float *x, size_t n, int prec);
     void (*unpack16)(zt_backend *be, float *dst, const void *src, size_t n, int prec);
     /* out[i] = keep(seed, i) ? in[i] * (1 / (1 - p)) : 0 (out == in allowed); keep from a counter-based hash
        of (seed, i) (op_math.h), the same mask on every backend and thread count; p == 0 copies */
     void (*dropout)(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed);
-    /* out(rows, cols) = the decoding of a whole matrix quantised by core/quant.c in format fmt
+    /* out(rows, cols) = the decoding of a whole matrix quantised by core/lora/quant.c in format fmt
        (zt_quant_fmt; layout zt_quant_plan(fmt, rows, cols)); blob is backend memory holding the
        encoded bytes. Bit-exact zt_quant_decode on every backend. */
     void (*dequant)(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols);

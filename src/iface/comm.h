@@ -11,8 +11,8 @@
  * (an implementation on host memory syncs the backend; NCCL waits on an event of the compute
  * stream). Blocking collectives return with their results visible to later backend work.
  * Buffers are memory of the kind `mem` (host for MPI, device for NCCL and devsim); the factory
- * (core/backend_factory.h) refuses a communicator whose kind differs from the backend's.
- * Counts are elements of dtype. Implementations: core/comm_mpi.c (MPI; with a pointer translation
+ * (core/dist/backend_factory.h) refuses a communicator whose kind differs from the backend's.
+ * Counts are elements of dtype. Implementations: core/dist/comm_mpi.c (MPI; with a pointer translation
  * it is also the devsim communicator that follows NCCL's rules), cuda/comm_nccl.c. */
 #ifndef ZT_COMM_H
 #define ZT_COMM_H

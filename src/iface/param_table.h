@@ -42,7 +42,7 @@ typedef struct zt_model_shape {
     int vocab_size;     /* V: real tokens */
     int padded_vocab;   /* Vp >= V */
     int block_size;     /* maxT */
-    /* the block's description: zt_model_shape_gpt2 sets GPT-2's, core/model.h's zt_model_shape_from_config the
+    /* the block's description: zt_model_shape_gpt2 sets GPT-2's, core/model/model.h's zt_model_shape_from_config the
        config's (model.family and the keys that override it) */
     int n_kv_head;      /* key/value heads: n_head (multi-head), fewer (grouped-query), 1 (multi-query) */
     int ffn;            /* the MLP's hidden size: 4C (GPT-2), intermediate_size (SwiGLU) */
@@ -77,7 +77,7 @@ typedef struct zt_tensor_info {
 typedef struct zt_param_table {
     int n;
     size_t total;       /* elements */
-    int lora_per_layer; /* 0: the model's table; > 0: a LoRA adapter table (core/lora.h), this many tensors per layer */
+    int lora_per_layer; /* 0: the model's table; > 0: a LoRA adapter table (core/lora/lora.h), this many tensors per layer */
     int n_layer;        /* the model's table: its layers */
     int wpe, lm_head;   /* indices of wpe and lm_head, -1 when the description has none */
     /* index of layer l's tensor k (zt_layer_tensor), -1 when absent; row n_layer: ln_f's weight (k 0) and bias */
@@ -104,7 +104,7 @@ static inline int zt_param_layer_first(const zt_param_table *pt, int l) { return
 /* the last tensor of layer l (the one before the next layer's first) */
 static inline int zt_param_layer_last(const zt_param_table *pt, int l) { return pt->idx[l + 1][0] - 1; }
 /* GPT-2's layout (wte, wpe, layers, ln_f weight and bias, the LM head tied): what the 2-byte parameter and
-   gradient windows of core/model_params.c assume */
+   gradient windows of core/model/model_params.c assume */
 int zt_param_gpt2_layout(const zt_param_table *pt);
 /* whether a shape's table has GPT-2's layout (zt_param_gpt2_layout) */
 static inline int zt_shape_gpt2_layout(const zt_model_shape *s) {

@@ -1,6 +1,6 @@
 /* quant_format.h — the quantised formats of frozen base weights (QLoRA, docs/finetuning.md): the three formats,
  * their byte layout and decoding of any element range back to fp32; what a backend's dequant slot includes
- * (encoding is core/quant.h's). The decode math (codebooks, nibble and block arithmetic) is the ZT_HD inline
+ * (encoding is core/lora/quant.h's). The decode math (codebooks, nibble and block arithmetic) is the ZT_HD inline
  * section below, written so the cpu backend and a CUDA kernel decode a tile with the same formulas; it uses
  * nothing but iface/op_math.h (for ZT_HD).
  *

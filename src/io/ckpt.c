@@ -24,7 +24,7 @@
  *                     Root attr loss_scale_good (fp16: finite steps since the scale changed).
  *   LoRA (lora.enabled in the config): the groups hold the adapters (h.<l>.attn.c_attn.lora_A, ...),
  *                     not GPT-2's tensors; root attr lora_base_hash fingerprints the frozen base
- *                     (lora.base) they apply to (core/lora.h), checked when the file is used.
+ *                     (lora.base) they apply to (core/lora/lora.h), checked when the file is used.
  * There is no /rng or /data group: the sample order is a pure function of (seed, global sample
  * index) (data.h) and ztrain keeps no other generator state, so step + seed (root attrs) is the
  * whole data position.

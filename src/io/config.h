@@ -33,7 +33,7 @@ typedef struct zt_config {
         int padded_vocab;           /* 0 = auto: vocab_size rounded up to a multiple of 128 */
         int block_size;             /* max sequence length (position embeddings) */
         double init_std;
-        /* the block's description (core/model.h zt_model_shape_from_config): the family's, or these overrides */
+        /* the block's description (core/model/model.h zt_model_shape_from_config): the family's, or these overrides */
         char family[ZT_NAME_MAX];   /* gpt2 | llama | mistral | qwen2 */
         int n_kv_head;              /* key/value heads; 0 = n_head */
         int intermediate_size;      /* the MLP's hidden size; 0 = 4 * n_embd (GELU) */
@@ -105,7 +105,7 @@ typedef struct zt_config {
     struct {
         int tensorboard;            /* bool: rank 0 writes <run dir>/tb/events.out.tfevents.* */
     } metrics;
-    struct {                        /* LoRA fine-tuning (core/lora.h): adapters on a frozen base */
+    struct {                        /* LoRA fine-tuning (core/lora/lora.h): adapters on a frozen base */
         int enabled;
         char base[ZT_PATH_MAX];     /* checkpoint holding the frozen base weights (its model.* are used) */
         int rank;                   /* r */
@@ -131,7 +131,7 @@ typedef int (*zt_config_diff_fn)(const char *key, const char *va, const char *vb
 int zt_config_diff(const zt_config *a, const zt_config *b, zt_config_diff_fn fn, void *ctx);
 /* apply one "dotted.key=value" override, typed by the schema */
 int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen);
-/* lora.targets as a bit mask (ZT_LORA_T_* of core/lora.h: 1 qkv, 2 proj, 4 fc, 8 fcproj); 0 and a message
+/* lora.targets as a bit mask (ZT_LORA_T_* of core/lora/lora.h: 1 qkv, 2 proj, 4 fc, 8 fcproj); 0 and a message
    naming the bad item when the list is not valid */
 unsigned zt_config_lora_targets(const char *list, char *err, size_t errlen);
 /* precision as ZT_PREC_* (iface/backend.h): 0 fp32, 1 bf16, 2 fp16 */

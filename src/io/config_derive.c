@@ -1,5 +1,5 @@
 /* config_derive.c — what a loaded config means beyond its keys' values: the precision as ZT_PREC_*, the
- * lora.targets as a mask and the padded vocabulary (the model's storage options are core/model.h's
+ * lora.targets as a mask and the padded vocabulary (the model's storage options are core/model/model.h's
  * zt_model_opts_from_config).
  * Pure functions of a zt_config (config.h); the schema, parsing and validation are config.c's. */
 #include "io/config.h"

@@ -667,7 +667,9 @@ static int encode_word(const uint8_t *w, size_t n, void *ctx) {
 /* chars model without a pre-tokenizer: the first position after pos where the document may be cut
  * (chars_cuts), or n. A character cut by the end of a non-final buffer is never a cut point. */
 static size_t seg_next(const zt_tokenizer *t, const uint8_t *b, size_t pos, size_t n) {
-    for (size_t i = pos + 1; i < n;) {
+    uint32_t cp0;
+    const size_t len0 = zt_utf8_dec(b + pos, n - pos, &cp0);
+    for (size_t i = pos + (len0 ? len0 : 1); i < n;) {
         const uint8_t c = b[i];
         if (c < 0x80) {
             if (c == ' ') {

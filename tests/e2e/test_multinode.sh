@@ -8,7 +8,7 @@
 #  1. reference: the same run on 1 rank (plain, no namespaces).
 #  2. the 2x2 run: rank 0 prints "4 ranks = 2 nodes x 2" once, and nothing is printed twice (only
 #     rank 0 talks); results.json has nodes 2, world_size 4.
-#  3. threads per rank follow the node's cores: the rule of src/core/dist.c (online cores / ranks on
+#  3. threads per rank follow the node's cores: the rule of src/core/dist/dist.c (online cores / ranks on
 #     the node, at most the cores the rank may run on, at least 1), computed here from getconf/nproc,
 #     against results.json for 2 nodes x 2, 2 nodes x 1 (a short run) and 1 rank.
 #  4. checkpoints written from both nodes: step 10/20/30 files are complete ztrain checkpoints whose

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""test_quant.py — ztrain's quantisation formats (src/core/quant.c, through build/tests/quant_tool)
+"""test_quant.py — ztrain's quantisation formats (src/core/lora/quant.c, through build/tests/quant_tool)
 against an independent numpy implementation written here from the QLoRA paper (Dettmers et al.
-2023) and the format description in src/core/quant.h.
+2023) and the format description in src/core/lora/quant.h.
 
 Run from anywhere with a python3 that has numpy (Debian's python3-numpy, or .venv-ref/bin/python),
 after `make build/tests/quant_tool`. Prints "PASS name (numbers)" or "FAIL name: reason" per case;

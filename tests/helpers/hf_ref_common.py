@@ -284,7 +284,7 @@ def hf_loss(model, tok, tgt):
 # ----------------------------------------------------------------------------------- training
 
 def lr_at(step, lr, min_lr, warmup, total, schedule="cosine"):
-    """zt_lr_at (src/core/optim.c), in double"""
+    """zt_lr_at (src/core/optim/optim.c), in double"""
     if step < warmup:
         return lr * (step + 1) / warmup
     if schedule == "constant" or total <= warmup + 1:

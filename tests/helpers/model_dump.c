@@ -16,7 +16,7 @@
  *       OUT = float64 (S, 4): loss (mean of the K micro-batch losses), grad norm, clip factor, lr;
  *             then float32 final parameters (table.total).
  *   model_dump lora-table SHAPE LORA
- *       the LoRA adapter table (core/lora.h), printed as `table` prints GPT-2's.
+ *       the LoRA adapter table (core/lora/lora.h), printed as `table` prints GPT-2's.
  *   model_dump lora-fwdbwd SHAPE LORA --B B --T T --weights W.bin --adapters A.bin --tokens TOK.bin --out OUT.bin
  *       as fwdbwd with adapters A.bin (adapter table total float32) on the frozen base W.bin.
  *       OUT = float32: loss (1), logits (B, T, Vp), adapter grads (adapter total).
@@ -41,11 +41,11 @@
 
 #include "iface/comm.h"
 #include "io/config.h"
-#include "core/backend_factory.h"
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/step.h"
-#include "core/zero.h"
+#include "core/dist/backend_factory.h"
+#include "core/model/model.h"
+#include "core/optim/optim.h"
+#include "core/optim/step.h"
+#include "core/dist/zero.h"
 #include "util/util.h"
 
 typedef struct args {

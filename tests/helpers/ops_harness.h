@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "core/backend_factory.h"
+#include "core/dist/backend_factory.h"
 #include "iface/backend.h"
 #include "util/util.h"
 

@@ -1,4 +1,4 @@
-/* quant_tool.c — a command-line face of src/core/quant.c for tests/e2e/test_quant.py, which checks it
+/* quant_tool.c — a command-line face of src/core/lora/quant.c for tests/e2e/test_quant.py, which checks it
  * against an independent numpy implementation of the formats.
  *
  *   quant_tool encode FMT ROWS COLS IN.f32 OUT.blob OUT.f32
@@ -11,7 +11,7 @@
  *
  * Errors: one "quant_tool: error: ..." line on stderr, exit 2.
  */
-#include "core/quant.h"
+#include "core/lora/quant.h"
 #include "util/util.h"
 
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* test_decode.c — the KV-cached decode path (core/sampler.c, cpu_decode.c) against the full forward
+/* test_decode.c — the KV-cached decode path (core/model/sampler.c, cpu_decode.c) against the full forward
  * (model.c): logits at every position, greedy generation == argmax of the full forward, padded
  * vocab rows never sampled, determinism for a seed, top-k, the sliding window, thread invariance.
  * Weights are random everywhere (biases and LayerNorm parameters too) so every op matters.
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend_factory.h"
-#include "core/model.h"
-#include "core/sampler.h"
+#include "core/dist/backend_factory.h"
+#include "core/model/model.h"
+#include "core/model/sampler.h"
 #include "util/util.h"
 #include "check.h"
 

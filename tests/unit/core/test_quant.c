@@ -1,4 +1,4 @@
-/* test_quant.c — unit tests of src/core/quant.c (NF4, NF4 with double quantisation, per-row int8):
+/* test_quant.c — unit tests of src/core/lora/quant.c (NF4, NF4 with double quantisation, per-row int8):
  *
  *  - layout: offsets aligned and disjoint, sizes by formula, bits per parameter (4.5 for NF4,
  *    ~4.127 for NF4_DQ, 8 + 32/cols for int8);
@@ -14,7 +14,7 @@
  *
  * Output: one line per case, `PASS name` or `FAIL name: reason`; exit 1 if any failed.
  */
-#include "core/quant.h"
+#include "core/lora/quant.h"
 #include "util/util.h"
 
 #include <math.h>

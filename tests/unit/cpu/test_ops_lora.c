@@ -9,7 +9,7 @@
  *           included) in and out of place; p = 1 drops everything; n = 0, 1, 7; bit-identical
  *           with 1, 2 and 3 threads; the masks of two (seed, p) pairs equal known answers computed
  *           independently in Python;
- *  dequant  a whole quantised matrix (core/quant.h; blob uploaded with to_device) == zt_quant_decode
+ *  dequant  a whole quantised matrix (core/lora/quant.h; blob uploaded with to_device) == zt_quant_decode
  *           bit for bit, NF4 / NF4_DQ / INT8 on 1x1, 3x70, 64x64, 5x1000 and 300x257 (two NF4_DQ
  *           groups), weights with outliers, an all-zero block and a negative block; the words after
  *           the output untouched; bit-identical with 1, 2 and 3 threads.
@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend_factory.h"
-#include "core/quant.h"
+#include "core/dist/backend_factory.h"
+#include "core/lora/quant.h"
 #include "iface/backend.h"
 #include "iface/op_math.h"
 #include "util/util.h"

@@ -1,0 +1,102 @@
+/* perf_model.h — predicted step time of a training config on N ranks over M nodes (issue: scaling
+ * past one machine, on paper and checked). `ztrain estimate --ranks N --nodes M` prints it.
+ *
+ * The step is what src/core/dist/zero.c and zero_bucket.c issue, costed with an alpha-beta model per link:
+ *   compute   FLOPs per token (zt_model_flops_per_token) x tokens per rank / the rank's sustained FLOP/s
+ *             (a third forward, two thirds backward). On the cpu device ranks beyond the node's cores
+ *             share them, so a rank's rate is scaled by cores / ranks per node.
+ *   gradients every micro-batch's full gradient (padded P elements; fp32, or 2-byte words in an ordered bf16/fp16
+ *             run, packed and decoded at 12 bytes of memory traffic per element) goes to the shard owners:
+ *             ordered: an all-to-all (each rank sends P/N to each other rank); native: a reduce-scatter
+ *             (stages 0-1) or per-bucket reduces to the owners (stage 2). Stage 2 overlaps the exchange
+ *             with backward bucket by bucket: what is exposed is the part longer than the backward that
+ *             remains once a bucket is posted, and at least the last bucket.
+ *   all-to-all across nodes: of a rank's (N-1)/N x P x 4 bytes, (N-G)/N cross nodes, and a node's G
+ *             ranks share its network link: G x (N-G)/N x P x 4 bytes per node per exchange.
+ *   oversubscribed cpu ranks (more ranks than cores on a node): collective times x ranks / cores.
+ *   measured collectives (--comm FILE from bench_comm on this node and rank count): the exchange, the
+ *             all-gather and (native) the reduce-scatter take the measured time at the buffer's size, which
+ *             already includes the ordered sums and any core sharing. Native's reductions are MPI's own
+ *             rooted reduces, one per owner: stages 0-1 all at once (the communicator's reduce_scatter,
+ *             bench_comm's reduce_scatter row), stage 2 per bucket (its rs_owners row: the whole buffer).
+ *   overlap   only where something else can move the bytes while the cores compute (a GPU's copy engines
+ *             and NCCL kernels, or idle cpu cores): MPI over shared memory copies with the ranks' own
+ *             cores, inside their MPI calls, so with every core computing nothing is hidden (measured on a
+ *             2-core AMD EPYC: stage 2 is no faster than stage 1).
+ *   ring collectives (reduce-scatter, all-gather): (N-1)/N x bytes through the slowest link of the ring
+ *             (the node link when M > 1), latency (N-1) x alpha.
+ *   after the update: stages 1-2 all-gather the parameters, stage 0 the reduced gradient (same bytes;
+ *             half of them for 2-byte parameters, train.param_storage); the gradient norm's chunk sums are one
+ *             more (small) all-gather.
+ *   2-byte parameters: unpacked twice per micro-batch, wte twice more: 6 bytes of memory traffic per element,
+ *             added to compute.
+ *   1 rank, several micro-batches per step: each micro-batch's gradient is added to the accumulator
+ *             (12 bytes of memory traffic per element; on N ranks the sums are part of the exchange).
+ *   optimizer AdamW and the norm over the rank's elements (the shard; all of them at stage 0): ~32 bytes
+ *             of memory traffic per element at the device's memory bandwidth (--mem-bw: calibrated from the
+ *             1-rank step's fixed cost, see tests/test_perf_model.sh).
+ *   checkpoint the synchronous write of 3 x P x 4 bytes at the file system's bandwidth shared by every
+ *             rank (or, with checkpoint.async, the staging copy), spread over checkpoint.every steps.
+ * The fixed-point alternative (fields fixed_*) is costed the same way for comparison.
+ * Tokens/s = global batch x seq_len / step time; scaling efficiency = the 1-rank step's time for the
+ * same per-rank work / this step's time (weak scaling at fixed micro-batch per rank). */
+#ifndef ZT_PERF_MODEL_H
+#define ZT_PERF_MODEL_H
+
+#include "core/model/model.h"
+#include "io/config.h"
+
+/* one collective's measured time against its size (bench_comm's convention: bytes of the whole buffer) */
+enum { ZT_CURVE_RS, ZT_CURVE_RS_ORDERED, ZT_CURVE_RS_OWNERS, ZT_CURVE_ALL_GATHER, ZT_CURVE_N };
+typedef struct zt_comm_curve {
+    int n;
+    double bytes[32], sec[32]; /* ascending bytes */
+} zt_comm_curve;
+
+typedef struct zt_hw {
+    char name[64];
+    double flops;             /* sustained FLOP/s per rank on the model's matmuls (one rank per device) */
+    double mem_bw;            /* bytes/s per rank (optimizer) */
+    double intra_bw, intra_lat; /* within a node, per rank: bytes/s, seconds per message */
+    double inter_bw, inter_lat; /* between nodes, per node (all its NICs): bytes/s, seconds per message */
+    double a2a_bw_factor;     /* all-to-all bandwidth as a fraction of intra_bw (measured; 1 = as a ring) */
+    double rs_bw_factor;      /* reduce-scatter (with its sums) as a fraction of intra_bw (measured) */
+    double disk_bw;           /* checkpoint writes, bytes/s for the whole job */
+    int cores_per_node;       /* cpu: ranks beyond this share cores; 0 = one device per rank */
+    int ranks_per_device;     /* informational */
+    /* measured collective times (`ztrain estimate --comm FILE`, FILE = `bench_comm --json` on comm_ranks
+       ranks of one node): used instead of the alpha-beta terms for a 1-node prediction on that many ranks */
+    int comm_ranks;           /* 0: none loaded */
+    zt_comm_curve curve[ZT_CURVE_N];
+} zt_hw;
+
+typedef struct zt_perf {
+    double compute_s, backward_s;
+    double grad_comm_s, grad_exposed_s;   /* per step: all micro-batches */
+    double gather_s, norm_s, optim_s, ckpt_s;
+    double accum_s;                       /* 1 rank, K > 1: adding each micro-batch's gradient (per step) */
+    double step_s, tokens_per_s, efficiency;
+    double inter_node_bytes;              /* per node per step */
+    /* the exact alternative evaluated (a costed design that ztrain does not use): gradients accumulated locally as int64 fixed
+       point with a per-bucket shared exponent (one small max-all-reduce per step), so any reduction
+       order gives the same bits; ONE ring reduce-scatter of P x 8 bytes per step, overlapped with the
+       last micro-batch's backward at stage 2 */
+    double fixed_comm_s, fixed_exposed_s, fixed_step_s, fixed_inter_node_bytes;
+    int ranks_per_node, micro_per_rank;
+} zt_perf;
+
+/* "cpu" (the host it runs on: the caller passes the measured single-thread sgemm GFLOP/s and core count),
+   "h100", "h200"; 0 or -1 for an unknown name. */
+int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, zt_hw *hw);
+/* --net "BW_Gbit,LAT_us" (per node): 0 or -1 */
+int zt_hw_set_net(zt_hw *hw, const char *spec);
+/* --comm FILE: reads bench_comm's --json output (reduce_scatter, rs_ordered, rs_owners, all_gather rows, one node);
+   0, or non-zero with one line in err naming the file and what is wrong */
+int zt_hw_load_comm(zt_hw *hw, const char *path, char *err, size_t errlen);
+/* seconds of one call moving `bytes` on curve k: log-log interpolation between the measured sizes,
+   proportional to the size beyond them (bandwidth-bound); -1 without a curve */
+double zt_comm_curve_time(const zt_comm_curve *c, double bytes);
+
+void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, const zt_hw *hw, zt_perf *out);
+
+#endif

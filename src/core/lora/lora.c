@@ -1,0 +1,200 @@
+/* lora.c — the LoRA adapter table, its initialisation, merging into the base and the base
+ * fingerprint (see lora.h). The adapters' forward and backward are in model.c. */
+#include "core/lora/lora.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/lora/quant.h"
+#include "util/util.h"
+
+static const int target_tensor[ZT_LORA_N_TARGETS] = {ZT_QKVW, ZT_ATTPW, ZT_FCW, ZT_FCPW};
+static const char *const target_module[ZT_LORA_N_TARGETS] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
+
+void zt_lora_cfg_from_config(const zt_config *c, zt_lora_cfg *lc) {
+    memset(lc, 0, sizeof *lc);
+    lc->rank = c->lora.rank;
+    lc->alpha = (float)c->lora.alpha;
+    lc->dropout = (float)c->lora.dropout;
+    lc->rslora = c->lora.rslora;
+    char err[256];
+    lc->targets = zt_config_lora_targets(c->lora.targets, err, sizeof err);
+    zt_quant_fmt f;
+    lc->quant = strcmp(c->lora.quant, "none") != 0 && zt_quant_fmt_parse(c->lora.quant, &f) == 0 ? (int)f : -1;
+}
+
+float zt_lora_scale(const zt_lora_cfg *lc) {
+    return lc->rslora ? lc->alpha / sqrtf((float)lc->rank) : lc->alpha / (float)lc->rank;
+}
+
+int zt_lora_target_tensor(int k) { return target_tensor[k]; }
+const char *zt_lora_target_module(int k) { return target_module[k]; }
+
+void zt_lora_target_dims(const zt_model_shape *s, int k, int *in, int *out) {
+    const int C = s->n_embd;
+    const int ins[ZT_LORA_N_TARGETS] = {C, C, C, s->ffn}, outs[ZT_LORA_N_TARGETS] = {zt_shape_qkv(s), C, zt_shape_fc(s), C};
+    *in = ins[k];
+    *out = outs[k];
+}
+
+int zt_lora_per_layer(const zt_lora_cfg *lc) {
+    int n = 0;
+    for (int k = 0; k < ZT_LORA_N_TARGETS; k++) n += (lc->targets >> k) & 1;
+    return 2 * n;
+}
+
+int zt_lora_index(const zt_lora_cfg *lc, int l, int k) {
+    if (!((lc->targets >> k) & 1)) return -1;
+    int before = 0;
+    for (int j = 0; j < k; j++) before += (lc->targets >> j) & 1;
+    return l * zt_lora_per_layer(lc) + 2 * before;
+}
+
+static void add_tensor(zt_param_table *pt, const char *name, int d0, int d1) {
+    zt_tensor_info *t = &pt->t[pt->n++];
+    memset(t, 0, sizeof *t);
+    memcpy(t->name, name, strlen(name) + 1); /* names are built in a buffer of sizeof t->name */
+    t->offset = pt->total;
+    t->ndim = 2;
+    t->shape[0] = d0;
+    t->shape[1] = d1;
+    t->numel = (size_t)d0 * d1;
+    t->decay = 1;
+    pt->total += t->numel;
+}
+
+void zt_lora_table_build(zt_param_table *pt, const zt_model_shape *s, const zt_lora_cfg *lc) {
+    memset(pt, 0, sizeof *pt);
+    pt->lora_per_layer = zt_lora_per_layer(lc);
+    ZT_ASSERT(pt->lora_per_layer * s->n_layer <= ZT_MAX_TENSORS);
+    char name[sizeof pt->t[0].name];
+    for (int l = 0; l < s->n_layer; l++)
+        for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
+            if (!((lc->targets >> k) & 1)) continue;
+            int in, out;
+            zt_lora_target_dims(s, k, &in, &out);
+            snprintf(name, sizeof name, "h.%d.%s.lora_A", l, target_module[k]);
+            add_tensor(pt, name, lc->rank, in);
+            snprintf(name, sizeof name, "h.%d.%s.lora_B", l, target_module[k]);
+            add_tensor(pt, name, out, lc->rank);
+        }
+}
+
+void zt_trainable_table_build(const zt_config *c, const zt_model_shape *s, zt_param_table *pt) {
+    if (!c->lora.enabled) {
+        zt_param_table_build(pt, s);
+        return;
+    }
+    zt_lora_cfg lc;
+    zt_lora_cfg_from_config(c, &lc);
+    zt_lora_table_build(pt, s, &lc);
+}
+
+void zt_lora_init_host(const zt_param_table *pt, uint64_t seed, float *host) {
+    for (int i = 0; i < pt->n; i++) {
+        const zt_tensor_info *t = &pt->t[i];
+        float *p = host + t->offset;
+        if (i % 2) { /* B */
+            memset(p, 0, t->numel * sizeof(float));
+            continue;
+        }
+        /* kaiming_uniform(a = sqrt(5)): bound = sqrt(6 / ((1 + 5) fan_in)) = 1 / sqrt(fan_in) */
+        const double bound = 1.0 / sqrt((double)t->shape[1]);
+        zt_rng r;
+        zt_rng_seed(&r, seed * 0x9E3779B97F4A7C15ull + 0x10AA0000ull + (uint64_t)i);
+        for (size_t j = 0; j < t->numel; j++) p[j] = (float)((2.0 * zt_rng_uniform(&r) - 1.0) * bound);
+    }
+}
+
+void zt_lora_merge_host(const zt_param_table *bt, float *base, const zt_model_shape *s, const zt_lora_cfg *lc,
+                        const float *ad) {
+    const int r = lc->rank;
+    const float sc = zt_lora_scale(lc);
+    zt_param_table *tab = zt_malloc(sizeof *tab);
+    zt_lora_table_build(tab, s, lc);
+    for (int l = 0; l < s->n_layer; l++)
+        for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
+            const int ai = zt_lora_index(lc, l, k);
+            if (ai < 0) continue;
+            int in, out;
+            zt_lora_target_dims(s, k, &in, &out);
+            const float *A = ad + tab->t[ai].offset, *B = ad + tab->t[ai + 1].offset;
+            float *W = base + bt->t[zt_param_idx(bt, l, zt_lora_target_tensor(k))].offset; /* (in, out) */
+            /* W[i][o] += s * sum_j B[o][j] A[j][i], summed in double, rounded once */
+            for (int i = 0; i < in; i++)
+                for (int o = 0; o < out; o++) {
+                    double acc = 0.0;
+                    for (int j = 0; j < r; j++) acc += (double)B[(size_t)o * r + j] * A[(size_t)j * in + i];
+                    W[(size_t)i * out + o] += (float)(sc * acc);
+                }
+        }
+    free(tab);
+}
+
+size_t zt_lora_act_bytes(const zt_model_shape *s, const zt_lora_cfg *lc, int B, int T) {
+    const size_t N = (size_t)B * T, C = s->n_embd, r = lc->rank, L = s->n_layer;
+    const size_t elems[4] = {L * ZT_LORA_N_TARGETS * N * r, N * r, N * 4 * C, 2 * C};
+    size_t total = 0;
+    for (int i = 0; i < 4; i++) total += (elems[i] * sizeof(float) + 63) & ~(size_t)63;
+    return total;
+}
+
+size_t zt_lora_base_bytes(const zt_model_shape *s, int quant, size_t *fp32_elems, size_t *quant_bytes,
+                          size_t *quant_params) {
+    zt_param_table *bt = zt_malloc(sizeof *bt);
+    zt_param_table_build(bt, s);
+    size_t f = bt->total, qb = 0, qp = 0;
+    if (quant >= 0)
+        for (int l = 0; l < s->n_layer; l++)
+            for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
+                const zt_tensor_info *t = &bt->t[zt_param_idx(bt, l, zt_lora_target_tensor(k))];
+                const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)quant, (size_t)t->shape[0], (size_t)t->shape[1]);
+                f -= t->numel;
+                qp += t->numel;
+                qb += L.bytes;
+            }
+    free(bt);
+    if (fp32_elems) *fp32_elems = f;
+    if (quant_bytes) *quant_bytes = qb;
+    if (quant_params) *quant_params = qp;
+    return f * sizeof(float) + qb;
+}
+
+void zt_lora_quant_roundtrip_host(const zt_param_table *bt, float *base, const zt_model_shape *s, int quant) {
+    if (quant < 0) return;
+    for (int l = 0; l < s->n_layer; l++)
+        for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
+            const zt_tensor_info *t = &bt->t[zt_param_idx(bt, l, zt_lora_target_tensor(k))];
+            const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)quant, (size_t)t->shape[0], (size_t)t->shape[1]);
+            void *blob = zt_malloc(L.bytes);
+            char err[128];
+            ZT_ASSERT(zt_quant_encode(&L, base + t->offset, blob, err, sizeof err) == 0); /* a loaded base is finite */
+            zt_quant_decode(&L, blob, 0, L.n, base + t->offset);
+            free(blob);
+        }
+}
+
+void zt_lora_hash_update(uint64_t *hash, zt_backend *be, const float *dev, size_t n) {
+    const size_t chunk = (size_t)1 << 20;
+    uint32_t *h = zt_malloc((n < chunk ? n : chunk) * sizeof(uint32_t) + 4);
+    uint64_t x = *hash;
+    for (size_t off = 0; off < n; off += chunk) {
+        const size_t m = n - off < chunk ? n - off : chunk;
+        be->i->to_host(be, h, dev + off, m * sizeof(float));
+        be->i->sync(be);
+        for (size_t j = 0; j < m; j++) {
+            x ^= h[j];
+            x *= 0x100000001b3ull;
+        }
+    }
+    free(h);
+    *hash = x;
+}
+
+uint64_t zt_lora_hash(zt_backend *be, const float *dev, size_t n) {
+    uint64_t x = ZT_LORA_HASH0;
+    zt_lora_hash_update(&x, be, dev, n);
+    return x;
+}

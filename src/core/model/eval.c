@@ -1,0 +1,58 @@
+/* eval.c — validation loss over ranks (see eval.h). */
+#include "core/model/eval.h"
+
+#include <stdlib.h>
+
+#include "util/util.h"
+
+int zt_eval_sequences(const zt_config *c) {
+    return c->eval.batches > 0 ? c->eval.batches * c->train.micro_batch : c->eval.sequences;
+}
+
+int zt_eval_count(const zt_config *c, const zt_dataset *val) {
+    const int S = zt_eval_sequences(c);
+    return (uint64_t)S > val->n_windows ? (int)val->n_windows : S;
+}
+
+int zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist *d, const volatile sig_atomic_t *stop,
+                 double *loss) {
+    const int B = c->train.micro_batch, T = c->train.seq_len, S = zt_eval_count(c, val);
+    const int per = (S + d->size - 1) / d->size; /* sequences per rank (the last ranks may have one fewer) */
+    int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
+    double *mine = zt_calloc((size_t)per, sizeof(double)), *all = zt_calloc((size_t)per * d->size, sizeof(double));
+    int stopped = 0;
+    /* every rank runs the same number of passes (a rank without a sequence in the last one skips its
+       forward), so the per-pass agreement is always reached by all */
+    for (int k0 = 0; k0 < per && !stopped; k0 += B) {
+        int nb = 0; /* sequences in this forward pass */
+        for (int k = k0; k < k0 + B && k < per; k++) {
+            int s = k * d->size + d->rank;
+            if (s >= S) break;
+            zt_dataset_window(val, (uint64_t)s, in + (size_t)nb * T, tg + (size_t)nb * T);
+            nb++;
+        }
+        if (nb > 0) {
+            zt_model_forward(m, in, tg, nb, T);
+            for (int i = 0; i < nb; i++) { /* per-token losses of the pass, row i = sequence k0 + i */
+                double sum = 0.0;
+                for (int t = 0; t < T; t++) sum += m->losses_host[(size_t)i * T + t];
+                mine[k0 + i] = sum / T;
+            }
+        }
+        if (stop) {
+            int mine_stop = *stop != 0;
+            ZT_MPI(MPI_Allreduce(&mine_stop, &stopped, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+        }
+    }
+    double sum = 0.0;
+    if (!stopped) {
+        ZT_MPI(MPI_Allgather(mine, per, MPI_DOUBLE, all, per, MPI_DOUBLE, MPI_COMM_WORLD));
+        for (int s = 0; s < S; s++) sum += all[(size_t)(s % d->size) * per + s / d->size];
+        *loss = sum / S;
+    }
+    free(in);
+    free(tg);
+    free(mine);
+    free(all);
+    return stopped;
+}

@@ -1,0 +1,306 @@
+/* model.c — the transformer's forward and backward on the backend interface: the ops of each layer in order,
+ * the LM head and loss, the gradients in reverse with the backward hooks ZeRO overlaps its reductions with.
+ * Never dereferences a device buffer; every op goes through be->i. Storage (model_acts.c, model_params.c) and
+ * the linear maps (model_linear.c) are their own files. */
+#include "core/model/model_internal.h"
+
+#include "util/util.h"
+
+/* tensor i's data and gradient; NULL for a tensor the description lacks (index -1) */
+#define P(i) ((i) >= 0 ? m->w[i] : NULL)
+#define G(i) ((i) >= 0 ? m->gptr[i] : NULL)
+/* layer l's tensor k (l == n_layer: ln_f) */
+#define T_(l, k) zt_param_idx(&m->table, (l), (k))
+#define BEFORE(a, b) do { if (m->hooks.before) m->hooks.before(m->hooks.ctx, (a), (b)); } while (0)
+#define AFTER(a) do { if (m->hooks.after) m->hooks.after(m->hooks.ctx, (a)); } while (0)
+/* bf16/fp16 storage: what an op just wrote, rounded to the working precision (docs/precision.md) */
+#define RND(p, n) do { if (m->prec) f->round_to(be, (p), (n), m->prec); } while (0)
+
+/* the block's normalisation (model.norm): LayerNorm keeps mean and rstd, RMSNorm rstd; w_idx its weight's index
+   (the bias follows it in LayerNorm) */
+static void norm_fwd(zt_model *m, float *out, float *mean, float *rstd, const float *inp, int w_idx, int b_idx, int N) {
+    const zt_backend_i *f = m->be->i;
+    if (m->s.norm == ZT_NORM_RMS) f->rmsnorm_fwd(m->be, out, rstd, inp, P(w_idx), N, m->s.n_embd, m->s.norm_eps);
+    else f->layernorm_fwd(m->be, out, mean, rstd, inp, P(w_idx), P(b_idx), N, m->s.n_embd);
+}
+
+/* dinp += ..., the weight's (and LayerNorm's bias') gradient into dw, db */
+static void norm_bwd(zt_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp, int w_idx,
+                     const float *mean, const float *rstd, int N) {
+    const zt_backend_i *f = m->be->i;
+    if (m->s.norm == ZT_NORM_RMS) f->rmsnorm_bwd(m->be, dinp, dw, dout, inp, P(w_idx), rstd, N, m->s.n_embd);
+    else f->layernorm_bwd(m->be, dinp, dw, db, dout, inp, P(w_idx), mean, rstd, N, m->s.n_embd);
+}
+
+/* the MLP's activation (model.mlp): out(N, I) from the first linear's output fch(N, F) */
+static void act_fwd(zt_model *m, float *out, const float *fch, int N) {
+    if (m->s.mlp == ZT_MLP_SWIGLU) m->be->i->swiglu_fwd(m->be, out, fch, N, m->s.ffn);
+    else m->be->i->gelu_fwd(m->be, out, fch, (size_t)N * m->s.ffn);
+}
+
+/* layer l's activations: the slot pointers of its stored tensors (model_acts.c lays them out) */
+typedef struct layer_acts {
+    const float *res;  /* the layer's input */
+    float *ln1, *qkv, *atty, *att, *res2, *ln2, *fch, *fchg, *res3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+} layer_acts;
+
+static layer_acts layer_slots(zt_model *m, int l) {
+    const size_t N = (size_t)m->B * m->T, C = m->s.n_embd, NC = N * C;
+    const size_t Q = zt_shape_qkv(&m->s), F = zt_shape_fc(&m->s), I = m->s.ffn;
+    const size_t k = zt_model_lay(m, l), g = zt_model_lay_gelu(m, l), ks = zt_model_lay_stats(m, l);
+    zt_acts *a = &m->a;
+    return (layer_acts){
+        .res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC,
+        .ln1 = a->ln1 + k * NC, .qkv = a->qkv + k * N * Q, .atty = a->atty + k * NC, .att = zt_model_att_state(m, l),
+        .res2 = a->residual2 + k * NC, .ln2 = a->ln2 + k * NC, .fch = a->fch + k * N * F, .fchg = a->fch_gelu + g * N * I,
+        .res3 = a->residual3 + (size_t)l * NC,
+        .ln1_mean = a->ln1_mean + ks * N, .ln1_rstd = a->ln1_rstd + ks * N,
+        .ln2_mean = a->ln2_mean + ks * N, .ln2_rstd = a->ln2_rstd + ks * N,
+    };
+}
+
+/* layer l's forward from its input (the embedding or layer l-1's output). out = 0: a recomputation in
+   backward, which rebuilds the internals and leaves the stored output (identical bits) alone */
+static void layer_fwd(zt_model *m, int l, int out) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const zt_model_shape *s = &m->s;
+    const int C = s->n_embd, NH = s->n_head, NKV = s->n_kv_head, B = m->B, T = m->T, N = B * T;
+    const int Q = zt_shape_qkv(s), F = zt_shape_fc(s), I = s->ffn;
+    const size_t NC = (size_t)N * C;
+    zt_acts *a = &m->a;
+    const layer_acts x = layer_slots(m, l);
+    zt_model_need_layer(m, l);
+    norm_fwd(m, x.ln1, x.ln1_mean, x.ln1_rstd, x.res, T_(l, ZT_LN1W), T_(l, ZT_LN1B), N);
+    RND(x.ln1, NC);
+    f->linear_fwd(be, x.qkv, x.ln1, zt_model_base_w(m, l, 0), P(T_(l, ZT_QKVB)), N, C, Q);
+    zt_model_lora_fwd(m, l, 0, x.ln1, x.qkv);
+    RND(x.qkv, (size_t)N * Q);
+    if (s->pos == ZT_POS_ROPE) { /* the queries and keys rotated to their positions, as stored for backward */
+        f->rope(be, x.qkv, a->rope_cs, B, T, 0, NH, NKV, C / NH, 0);
+        RND(x.qkv, (size_t)N * Q);
+    }
+    if (m->opt.att_fused) {
+        f->attention_fused_fwd(be, x.atty, x.att, x.qkv, B, T, C, NH, NKV);
+        RND(x.atty, NC);
+    } else {
+        f->attention_fwd(be, x.atty, x.att, x.qkv, B, T, C, NH, NKV);
+        RND(x.atty, NC);
+        RND(x.att, (size_t)B * NH * T * T);
+    }
+    f->linear_fwd(be, a->attproj, x.atty, zt_model_base_w(m, l, 1), P(T_(l, ZT_ATTPB)), N, C, C);
+    zt_model_lora_fwd(m, l, 1, x.atty, a->attproj);
+    RND(a->attproj, NC);
+    f->add(be, x.res2, x.res, a->attproj, NC);
+    RND(x.res2, NC);
+    norm_fwd(m, x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, T_(l, ZT_LN2W), T_(l, ZT_LN2B), N);
+    RND(x.ln2, NC);
+    f->linear_fwd(be, x.fch, x.ln2, zt_model_base_w(m, l, 2), P(T_(l, ZT_FCB)), N, C, F);
+    zt_model_lora_fwd(m, l, 2, x.ln2, x.fch);
+    RND(x.fch, (size_t)N * F);
+    act_fwd(m, x.fchg, x.fch, N);
+    RND(x.fchg, (size_t)N * I);
+    if (!out) return; /* backward needs the internals only */
+    f->linear_fwd(be, a->fcproj, x.fchg, zt_model_base_w(m, l, 3), P(T_(l, ZT_FCPB)), N, I, C);
+    zt_model_lora_fwd(m, l, 3, x.fchg, a->fcproj);
+    RND(a->fcproj, NC);
+    f->add(be, x.res3, x.res2, a->fcproj, NC);
+    RND(x.res3, NC);
+}
+
+/* the LM head's weight: wte when tied, else lm_head */
+static int head_idx(const zt_model *m) { return m->table.lm_head >= 0 ? m->table.lm_head : ZT_P_WTE; }
+
+static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float dscale) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int L = m->s.n_layer, C = m->s.n_embd;
+    const int V = m->s.vocab_size, Vp = m->s.padded_vocab;
+    ZT_ASSERT(B <= m->max_B && T <= m->max_T);
+    const int N = B * T;
+    const size_t NC = (size_t)N * C;
+    zt_acts *a = &m->a;
+    m->B = B;  /* backward uses the shape of the last forward */
+    if (m->lora) m->lora->training = dscale != 0.0f;
+    m->T = T;
+    f->to_device(be, a->tokens, tokens, (size_t)N * sizeof(int32_t));
+    if (targets) f->to_device(be, a->targets, targets, (size_t)N * sizeof(int32_t));
+
+    zt_model_need_fixed(m); /* 2-byte parameters: the weights into the window as the ops reach them */
+    zt_model_need_wte(m);
+    f->embed_fwd(be, a->encoded, a->tokens, P(ZT_P_WTE), P(m->table.wpe), B, T, C); /* rotary: no wpe */
+    RND(a->encoded, NC);
+    /* a training forward keeps each layer's internals for backward: packed, or in their per-layer copies */
+    m->stashed = m->opt.act16 && dscale != 0.0f;
+    for (int l = 0; l < L; l++) {
+        layer_fwd(m, l, 1);
+        if (m->stashed) zt_model_stash_layer(m, l, 1);
+    }
+    const float *res = a->residual3 + (size_t)(L - 1) * NC;
+    norm_fwd(m, a->lnf, a->lnf_mean, a->lnf_rstd, res, T_(L, 0), T_(L, 1), N);
+    RND(a->lnf, NC);
+    /* logits(N, Vp) = lnf(N, C) @ head(Vp, C)^T */
+    zt_model_need_wte(m);
+    f->matmul(be, a->logits, a->lnf, P(head_idx(m)), N, Vp, C, 0, 1, 1.0f, 0.0f);
+    RND(a->logits, (size_t)N * Vp);
+    m->dlogits_ready = 0;
+    if (!targets) return -1.0f;
+    /* the loss is fp32 arithmetic on the stored logits; the dlogits it leaves are stored (rounded) */
+    f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dscale / (float)N);
+    if (dscale != 0.0f) RND(a->logits, (size_t)N * Vp);
+    m->dlogits_ready = dscale != 0.0f;
+    m->dlogits_scale = dscale;
+    f->to_host(be, m->losses_host, a->losses, (size_t)N * sizeof(float));
+    f->sync(be);
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += m->losses_host[i];
+    return (float)(sum / N);
+}
+
+float zt_model_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {
+    return forward(m, tokens, targets, B, T, 0.0f);
+}
+
+float zt_model_forward_train(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                             float dloss_scale) {
+    return forward(m, tokens, targets, B, T, dloss_scale);
+}
+
+/* the frozen base's normalisation gradients (LoRA) go to a sink of 2C: weight, then bias */
+static float *gnorm(zt_model *m, int i, int bias) {
+    if (m->lora) return i >= 0 ? m->lora->sink + (bias ? m->s.n_embd : 0) : NULL;
+    return G(i);
+}
+
+/* the LM head's backward: its weight's gradient (not LoRA) and dlnf(N, C) into a->dbtc */
+static void head_bwd(zt_model *m, int N) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int C = m->s.n_embd, Vp = m->s.padded_vocab, h = head_idx(m);
+    zt_acts *a = &m->a;
+    if (!m->lora) {
+        BEFORE(h, h);
+        /* dhead(Vp, C) = dlogits^T @ lnf (a tied wte: the embedding backward adds to it later; rounded once, after
+           it) */
+        f->matmul(be, G(h), a->logits, a->lnf, Vp, C, N, 1, 0, 1.0f, 0.0f);
+        if (h != ZT_P_WTE) RND(G(h), m->table.t[h].numel);
+    }
+    /* dlnf(N, C) = dlogits(N, Vp) @ head(Vp, C) */
+    zt_model_need_fixed(m);
+    zt_model_need_wte(m);
+    f->matmul(be, a->dbtc, a->logits, P(h), N, C, Vp, 0, 0, 1.0f, 0.0f);
+    RND(a->dbtc, (size_t)N * C);
+}
+
+/* layer l's backward: dres holds d(its output) and receives d(its input); its trained gradients written */
+static void layer_bwd(zt_model *m, int l) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const zt_model_shape *s = &m->s;
+    const int C = s->n_embd, NH = s->n_head, NKV = s->n_kv_head, B = m->B, T = m->T, N = B * T;
+    const int Q = zt_shape_qkv(s), F = zt_shape_fc(s), I = s->ffn;
+    const size_t NC = (size_t)N * C;
+    zt_acts *a = &m->a;
+    int first, last;
+    zt_model_layer_tensors(m, l, &first, &last);
+    BEFORE(first, last);
+    const layer_acts x = layer_slots(m, l);
+    zt_model_need_layer(m, l);
+    /* 2-byte storage: the layer's internals back into the working copy (exact) */
+    if (m->opt.act16) zt_model_stash_layer(m, l, 0);
+    /* recomputation: the same kernels on the same inputs give the same bits as the stored copy */
+    if (m->opt.recompute == ZT_RECOMPUTE_LAYER) layer_fwd(m, l, 0);
+    else if (m->opt.recompute == ZT_RECOMPUTE_GELU) {
+        act_fwd(m, x.fchg, x.fch, N);
+        RND(x.fchg, (size_t)N * I); /* as layer_fwd stored it */
+    }
+    /* MLP: dres = d residual3[l] */
+    zt_model_linear_bwd(m, l, 3, a->dbt4c, a->dres, x.fchg, T_(l, ZT_FCPW), T_(l, ZT_FCPB));
+    RND(a->dbt4c, (size_t)N * I);
+    float *dfc = a->dbt4c; /* GELU: in place */
+    if (s->mlp == ZT_MLP_SWIGLU) {
+        dfc = a->dfc;
+        f->swiglu_bwd(be, dfc, x.fch, a->dbt4c, N, I);
+    } else {
+        f->gelu_bwd(be, dfc, x.fch, a->dbt4c, (size_t)N * I);
+    }
+    RND(dfc, (size_t)N * F);
+    zt_model_linear_bwd(m, l, 2, a->dbtc, dfc, x.ln2, T_(l, ZT_FCW), T_(l, ZT_FCB));
+    RND(a->dbtc, NC);
+    norm_bwd(m, a->dres, gnorm(m, T_(l, ZT_LN2W), 0), gnorm(m, T_(l, ZT_LN2B), 1), a->dbtc, x.res2, T_(l, ZT_LN2W),
+             x.ln2_mean, x.ln2_rstd, N);
+    RND(a->dres, NC);
+    /* attention: dres = d residual2[l] */
+    zt_model_linear_bwd(m, l, 1, a->dbtc, a->dres, x.atty, T_(l, ZT_ATTPW), T_(l, ZT_ATTPB));
+    RND(a->dbtc, NC);
+    if (m->opt.att_fused) f->attention_fused_bwd(be, a->dqkv, a->datt, a->dbtc, x.qkv, x.atty, x.att, B, T, C, NH, NKV);
+    else f->attention_bwd(be, a->dqkv, a->datt, a->dbtc, x.qkv, x.att, B, T, C, NH, NKV);
+    RND(a->dqkv, (size_t)N * Q);
+    if (s->pos == ZT_POS_ROPE) { /* back through the rotation: the inverse rotation of the gradient */
+        f->rope(be, a->dqkv, a->rope_cs, B, T, 0, NH, NKV, C / NH, 1);
+        RND(a->dqkv, (size_t)N * Q);
+    }
+    zt_model_linear_bwd(m, l, 0, a->dbtc2, a->dqkv, x.ln1, T_(l, ZT_QKVW), T_(l, ZT_QKVB));
+    RND(a->dbtc2, NC);
+    norm_bwd(m, a->dres, gnorm(m, T_(l, ZT_LN1W), 0), gnorm(m, T_(l, ZT_LN1B), 1), a->dbtc2, x.res, T_(l, ZT_LN1W),
+             x.ln1_mean, x.ln1_rstd, N);
+    RND(a->dres, NC);
+    /* the layer's trained gradients, as a bf16/fp16 gradient buffer stores them */
+    if (m->prec)
+        for (int ti = first; ti <= last; ti++) f->round_to(be, G(ti), zt_model_ttable(m)->t[ti].numel, m->prec);
+    AFTER(first);
+}
+
+/* the embedding's backward: wte (added to the tied LM head's gradient, or begun here) and wpe */
+static void embed_bwd(zt_model *m) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int C = m->s.n_embd, B = m->B, T = m->T, wpe = m->table.wpe;
+    zt_acts *a = &m->a;
+    if (m->table.lm_head >= 0) { /* untied: the embedding alone writes wte's gradient */
+        BEFORE(ZT_P_WTE, wpe >= 0 ? wpe : ZT_P_WTE);
+        f->zero(be, G(ZT_P_WTE), m->table.t[ZT_P_WTE].numel * sizeof(float));
+    } else if (wpe >= 0) {
+        BEFORE(wpe, wpe);
+    }
+    /* rows of wpe past T get no gradient in this micro-batch */
+    if (wpe >= 0 && T < m->s.block_size)
+        f->zero(be, G(wpe) + (size_t)T * C, (size_t)(m->s.block_size - T) * C * sizeof(float));
+    f->embed_bwd(be, G(ZT_P_WTE), G(wpe), a->dres, a->tokens, B, T, C);
+    RND(G(ZT_P_WTE), m->table.t[ZT_P_WTE].numel);
+    if (wpe >= 0) RND(G(wpe), m->table.t[wpe].numel);
+    AFTER(0);
+}
+
+void zt_model_backward(zt_model *m, float dloss_scale) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int L = m->s.n_layer, C = m->s.n_embd;
+    const int V = m->s.vocab_size, Vp = m->s.padded_vocab;
+    const int N = m->B * m->T;
+    const size_t NC = (size_t)N * C;
+    zt_acts *a = &m->a;
+    ZT_ASSERT(m->gptr[0]);
+    ZT_ASSERT(!m->opt.act16 || m->stashed); /* 2-byte storage: backward follows a training forward */
+    const int lnf = T_(L, 0), lnf_b = T_(L, 1);
+    /* dlogits in place of the logits; d(mean loss) = dloss_scale / N per position */
+    if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) {
+        f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dloss_scale / (float)N);
+        RND(a->logits, (size_t)N * Vp);
+    }
+    m->dlogits_ready = 0;
+    head_bwd(m, N);
+    f->zero(be, a->dres, NC * sizeof(float));
+    if (!m->lora) BEFORE(lnf, lnf_b >= 0 ? lnf_b : lnf);
+    norm_bwd(m, a->dres, gnorm(m, lnf, 0), gnorm(m, lnf_b, 1), a->dbtc, a->residual3 + (size_t)(L - 1) * NC, lnf,
+             a->lnf_mean, a->lnf_rstd, N);
+    RND(a->dres, NC);
+    if (!m->lora) {
+        RND(G(lnf), (size_t)C);
+        if (lnf_b >= 0) RND(G(lnf_b), (size_t)C);
+        AFTER(lnf);
+    }
+    for (int l = L - 1; l >= 0; l--) layer_bwd(m, l);
+    if (!m->lora) embed_bwd(m); /* LoRA: the embeddings are frozen, nothing upstream needs dres */
+}

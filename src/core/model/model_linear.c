@@ -1,0 +1,101 @@
+/* model_linear.c — a layer's linear maps as forward and backward use them: the frozen or trained fp32 weight, a
+ * QLoRA base weight dequantised right before each use, and the LoRA adapters (dropout by a counter-based mask of
+ * the global micro-batch, so every rank count draws the same). */
+#include "core/model/model_internal.h"
+
+#include "util/util.h"
+
+/* layer l's target-k linear weight (in, out): its fp32 tensor, or (QLoRA) its dequantisation into m->wdq */
+const float *zt_model_base_w(zt_model *m, int l, int k) {
+    const int ti = zt_param_idx(&m->table, l, zt_lora_target_tensor(k));
+    if (!m->qw[l][k]) return m->w[ti];
+    const zt_tensor_info *t = &m->table.t[ti];
+    m->be->i->dequant(m->be, m->wdq, m->qw[l][k], m->qfmt, (size_t)t->shape[0], (size_t)t->shape[1]);
+    if (m->prec) m->be->i->round_to(m->be, m->wdq, t->numel, m->prec);
+    return m->wdq;
+}
+
+/* the dropout stream of layer l's target k in the current global micro-batch */
+static uint64_t drop_seed(const zt_lora_model *lp, int l, int k) {
+    uint64_t x = lp->seed * 0x9E3779B97F4A7C15ull + (uint64_t)lp->micro * 0xBF58476D1CE4E5B9ull +
+                 (uint64_t)(l * ZT_LORA_N_TARGETS + k) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return x;
+}
+
+/* the adapter's input: x, or dropout(x) in lp->xd */
+static const float *lora_input(zt_model *m, int l, int k, const float *x, size_t n) {
+    zt_lora_model *lp = m->lora;
+    if (lp->cfg.dropout <= 0.0f || !lp->training) return x;
+    m->be->i->dropout(m->be, lp->xd, x, n, lp->cfg.dropout, drop_seed(lp, l, k));
+    if (m->prec) m->be->i->round_to(m->be, lp->xd, n, m->prec);
+    return lp->xd;
+}
+
+static float *lora_u(const zt_model *m, int l, int k) {
+    return m->lora->u + (size_t)(l * ZT_LORA_N_TARGETS + k) * (size_t)m->max_B * m->max_T * m->lora->cfg.rank;
+}
+
+/* y(N, out) += s (dropout(x) A^T) B^T for layer l's target k, when it is adapted */
+void zt_model_lora_fwd(zt_model *m, int l, int k, const float *x, float *y) {
+    zt_lora_model *lp = m->lora;
+    if (!lp) return;
+    const int ai = zt_lora_index(&lp->cfg, l, k);
+    if (ai < 0) return;
+    zt_backend *be = m->be;
+    const int N = m->B * m->T, r = lp->cfg.rank;
+    int in, out;
+    zt_lora_target_dims(&m->s, k, &in, &out);
+    const float *A = lp->params + lp->table.t[ai].offset, *Bw = lp->params + lp->table.t[ai + 1].offset;
+    float *u = lora_u(m, l, k);
+    const float *xin = lora_input(m, l, k, x, (size_t)N * in);
+    be->i->matmul(be, u, xin, A, N, r, in, 0, 1, 1.0f, 0.0f);
+    if (m->prec) be->i->round_to(be, u, (size_t)N * r, m->prec);
+    be->i->matmul(be, y, u, Bw, N, out, r, 0, 1, lp->scale, 1.0f);
+}
+
+/* backward of layer l's linear k (weight tensor wt, bias bt; x (N, in) its input, dy (N, out)): dx is
+   overwritten. Full training: linear_bwd. LoRA: dx through the frozen W, and the adapter's gradients
+   dB = s dy^T u, du = s dy B, dA = du^T dropout(x), and its part of dx, du A (through the dropout) */
+void zt_model_linear_bwd(zt_model *m, int l, int k, float *dx, const float *dy, const float *x, int wt, int bt) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int N = m->B * m->T;
+    int in, out;
+    zt_lora_target_dims(&m->s, k, &in, &out);
+    const float *W = zt_model_base_w(m, l, k);
+    zt_lora_model *lp = m->lora;
+    if (!lp) {
+        f->linear_bwd(be, dx, m->gptr[wt], bt >= 0 ? m->gptr[bt] : NULL, dy, x, W, N, in, out, 0); /* bt -1: no bias */
+        return;
+    }
+    f->matmul(be, dx, dy, W, N, in, out, 0, 1, 1.0f, 0.0f);
+    const int ai = zt_lora_index(&lp->cfg, l, k), r = lp->cfg.rank;
+    if (ai < 0) return;
+    const float *A = lp->params + lp->table.t[ai].offset, *Bw = lp->params + lp->table.t[ai + 1].offset;
+    const float *u = lora_u(m, l, k);
+    f->matmul(be, m->gptr[ai + 1], dy, u, out, r, N, 1, 0, lp->scale, 0.0f);
+    f->matmul(be, lp->du, dy, Bw, N, r, out, 0, 0, lp->scale, 0.0f);
+    if (m->prec) f->round_to(be, lp->du, (size_t)N * r, m->prec);
+    const float *xin = lora_input(m, l, k, x, (size_t)N * in);
+    f->matmul(be, m->gptr[ai], lp->du, xin, r, in, N, 1, 0, 1.0f, 0.0f);
+    if (lp->cfg.dropout <= 0.0f || !lp->training) {
+        f->matmul(be, dx, lp->du, A, N, in, r, 0, 0, 1.0f, 1.0f);
+    } else {
+        f->matmul(be, lp->xd, lp->du, A, N, in, r, 0, 0, 1.0f, 0.0f);
+        f->dropout(be, lp->xd, lp->xd, (size_t)N * in, lp->cfg.dropout, drop_seed(lp, l, k));
+        f->add(be, dx, dx, lp->xd, (size_t)N * in);
+    }
+}
+
+/* layer l's first and last trained tensors (their gradients): GPT-2's layer, or its adapters */
+void zt_model_layer_tensors(const zt_model *m, int l, int *first, int *last) {
+    if (!m->lora) {
+        *first = zt_param_layer_first(&m->table, l);
+        *last = zt_param_layer_last(&m->table, l);
+        return;
+    }
+    const int P = m->lora->table.lora_per_layer;
+    *first = l * P;
+    *last = l * P + P - 1;
+}

@@ -1,0 +1,38 @@
+/* optim.c — AdamW, LR schedule, clipping. */
+#include "core/optim/optim.h"
+
+#include <math.h>
+#include <string.h>
+
+double zt_lr_at(const zt_config *c, long step) {
+    const double lr = c->train.lr, min_lr = c->train.min_lr;
+    const long warm = c->train.warmup_steps, total = c->train.steps;
+    if (step < warm) return lr * (double)(step + 1) / (double)warm;
+    if (strcmp(c->train.schedule, "constant") == 0 || total <= warm + 1) return lr;
+    double frac = (double)(step - warm) / (double)(total - warm - 1);
+    if (frac > 1.0) frac = 1.0;
+    if (strcmp(c->train.schedule, "linear") == 0) return lr - frac * (lr - min_lr);
+    return min_lr + 0.5 * (1.0 + cos(M_PI * frac)) * (lr - min_lr);
+}
+
+void zt_adamw_update(zt_backend *be, const zt_param_table *pt, size_t lo, size_t hi, float *param,
+                     const float *grad, float *m, float *v, const zt_adamw_hp *hp, long t, float lr,
+                     float grad_scale) {
+    const float bc1 = 1.0f - powf(hp->beta1, (float)t);
+    const float bc2 = 1.0f - powf(hp->beta2, (float)t);
+    for (int i = 0; i < pt->n; i++) {
+        const zt_tensor_info *ti = &pt->t[i];
+        size_t a = ti->offset > lo ? ti->offset : lo;
+        size_t b = ti->offset + ti->numel < hi ? ti->offset + ti->numel : hi;
+        if (a >= b) continue;
+        size_t o = a - lo;
+        be->i->adamw(be, param + o, grad + o, m + o, v + o, b - a, lr, hp->beta1, hp->beta2, hp->eps,
+                     ti->decay ? hp->weight_decay : 0.0f, bc1, bc2, grad_scale);
+    }
+}
+
+float zt_clip_factor(double norm, double clip) {
+    if (clip <= 0.0) return 1.0f;
+    double f = clip / (norm + 1e-6);
+    return f < 1.0 ? (float)f : 1.0f;
+}

@@ -1,0 +1,102 @@
+/* step.c — one optimizer step (step.h): micro-batches, reduction, norm, loss scaling, clipping, update. */
+#include "core/optim/step.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+
+#include "core/optim/optim.h"
+#include "util/util.h"
+
+void zt_step_init(zt_step *st, zt_model *m, zt_zero *z, const zt_config *c, zt_step_batch_fn batch, void *ctx) {
+    *st = (zt_step){.m = m, .z = z, .c = c, .batch = batch, .batch_ctx = ctx, .overflow_step = -1};
+    const size_t BT = (size_t)c->train.micro_batch * c->train.seq_len;
+    const int K = c->train.global_batch / c->train.micro_batch;
+    st->tokens = zt_malloc(BT * sizeof(int32_t));
+    st->targets = zt_malloc(BT * sizeof(int32_t));
+    st->my_losses = zt_calloc((size_t)z->micro_steps, sizeof(float));
+    st->all_losses = zt_calloc((size_t)K, sizeof(float));
+    st->scaler.active = zt_config_prec(c) == ZT_PREC_FP16;
+    st->scaler.scale = st->scaler.active ? (float)c->fp16.init_scale : 1.0f;
+}
+
+void zt_step_free(zt_step *st) {
+    if (!st) return;
+    free(st->tokens);
+    free(st->targets);
+    free(st->my_losses);
+    free(st->all_losses);
+    st->tokens = st->targets = NULL;
+    st->my_losses = st->all_losses = NULL;
+}
+
+/* forward, backward and reduction of this rank's micro-batches */
+static void micro_batches(zt_step *st, long step) {
+    const zt_config *c = st->c;
+    const int B = c->train.micro_batch, T = c->train.seq_len, K = c->train.global_batch / B;
+    const int N = st->z->N, r = st->z->rank;
+    for (int mi = 0; mi < st->z->micro_steps; mi++) {
+        const int j = mi * N + r;
+        if (st->m->lora) st->m->lora->micro = step * K + j; /* dropout masks: by global micro-batch */
+        st->batch(st->batch_ctx, step, j, st->tokens, st->targets);
+        float ds = st->scaler.scale / (float)K;
+        if (step + 1 == st->overflow_step && r == 0 && mi == 0) ds *= 1099511627776.0f;
+        st->my_losses[mi] = zt_model_forward_train(st->m, st->tokens, st->targets, B, T, ds);
+        zt_model_backward(st->m, ds);
+        zt_zero_reduce(st->z, st->m, mi);
+    }
+}
+
+/* fp16: after a finite step, the scale grows once growth_interval of them came in a row */
+static void scaler_finite(zt_loss_scaler *sc, const zt_config *c) {
+    if (sc->active && ++sc->good >= c->fp16.growth_interval) {
+        sc->scale = (float)(sc->scale * c->fp16.growth_factor);
+        sc->good = 0;
+    }
+}
+
+static void scaler_overflow(zt_loss_scaler *sc, const zt_config *c) {
+    sc->skipped++;
+    sc->good = 0;
+    sc->scale = (float)(sc->scale * c->fp16.backoff_factor);
+}
+
+/* the step's loss: micro-batch losses summed in global micro-batch order, on every rank (all of them must see a
+   non-finite loss at the same step) */
+static double step_loss(zt_step *st) {
+    const int K = st->c->train.global_batch / st->c->train.micro_batch, N = st->z->N, ms = st->z->micro_steps;
+    MPI_Allgather(st->my_losses, ms, MPI_FLOAT, st->all_losses, ms, MPI_FLOAT, MPI_COMM_WORLD);
+    double loss = 0;
+    for (int j = 0; j < K; j++) loss += st->all_losses[(j % N) * ms + j / N];
+    return loss / K;
+}
+
+zt_step_result zt_step_run(zt_step *st, long step) {
+    const zt_config *c = st->c;
+    zt_backend *be = st->m->be;
+    zt_step_result r = {.loss_scale = st->scaler.scale, .clip = 1.0f, .lr = zt_lr_at(c, step)};
+    micro_batches(st, step);
+    be->i->sync(be); /* an asynchronous backend (cuda): the backward's queued work is not the update's */
+    double t0 = zt_now();
+    double norm = zt_zero_grad_norm(st->z, st->m) / st->scaler.scale;
+    const double norm_s = zt_now() - t0;
+    /* an asynchronous checkpoint's snapshot of the parameters and moments must be taken first */
+    if (st->saver) r.snapshot_wait_s = zt_ckpt_saver_wait_snapshot(st->saver);
+    t0 = zt_now();
+    if (st->scaler.active && !isfinite(norm)) {
+        r.skipped = 1;
+        scaler_overflow(&st->scaler, c);
+        norm = NAN;
+    } else {
+        const zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
+                                (float)c->train.weight_decay};
+        r.clip = zt_clip_factor(norm, c->train.grad_clip);
+        zt_zero_update(st->z, st->m, &hp, step + 1, (float)r.lr, r.clip / st->scaler.scale);
+        scaler_finite(&st->scaler, c);
+    }
+    be->i->sync(be);
+    r.update_s = norm_s + (zt_now() - t0);
+    r.norm = norm;
+    r.loss = step_loss(st);
+    return r;
+}

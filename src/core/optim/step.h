@@ -1,0 +1,67 @@
+/* step.h — one optimizer step, the one every caller runs: `ztrain train`, the selftest's training check,
+ * the step benchmark and the transformers reference dump.
+ *
+ * A step is: for each of this rank's micro-batches (global micro-batch j = mi * N + rank), the batch, the
+ * training forward (which leaves dlogits), backward and the ZeRO reduction; then the global gradient norm,
+ * fp16 dynamic loss scaling, the clip factor and the sharded AdamW update with the parameter all-gather;
+ * finally the step's loss, the micro-batch losses summed in global micro-batch order on every rank.
+ *
+ * fp16: the loss is scaled by the scaler's scale for backward and the update unscales the gradients.
+ * Gradients that overflowed (a non-finite global norm, the same on every rank) skip the update, multiply the
+ * scale by fp16.backoff_factor and set `skipped`; fp16.growth_interval finite steps in a row multiply it by
+ * growth_factor (DeepSpeed's and torch.amp's dynamic scaler). A skipped step still counts as a step: the data,
+ * the learning-rate schedule and Adam's bias correction follow the step number. */
+#ifndef ZT_STEP_H
+#define ZT_STEP_H
+
+#include <stdint.h>
+
+#include "core/model/model.h"
+#include "core/dist/zero.h"
+#include "io/ckpt.h"
+#include "io/config.h"
+
+/* fills global micro-batch j of step `step`: tokens and targets, (B, T) each */
+typedef void (*zt_step_batch_fn)(void *ctx, long step, int j, int32_t *tokens, int32_t *targets);
+
+/* fp16 dynamic loss scaling; scale 1 and inactive in fp32/bf16 runs */
+typedef struct zt_loss_scaler {
+    int active;      /* precision = fp16 */
+    float scale;
+    long good;       /* finite steps since the scale last changed */
+    long skipped;    /* steps skipped for overflowing gradients, whole run (this process) */
+} zt_loss_scaler;
+
+typedef struct zt_step {
+    zt_model *m;
+    zt_zero *z;
+    const zt_config *c;
+    zt_step_batch_fn batch;
+    void *batch_ctx;
+    zt_ckpt_saver *saver;     /* optional: an asynchronous checkpoint's snapshot is taken before the update */
+    zt_loss_scaler scaler;
+    long overflow_step;       /* fault injection (fp16 tests): at this step rank 0's first micro-batch gets its
+                                 loss scaled by a further 2^40, so its gradients overflow as real ones do; -1 none */
+    int32_t *tokens, *targets; /* (B, T) host */
+    float *my_losses;         /* (micro_steps) this rank's micro-batch losses */
+    float *all_losses;        /* (K) every rank's, gathered */
+} zt_step;
+
+typedef struct zt_step_result {
+    double loss;              /* mean over the step's K micro-batches (the same on every rank) */
+    double norm;              /* global gradient norm, unscaled; NaN on a skipped step */
+    float clip;               /* the clip factor applied (1: none) */
+    double lr;
+    int skipped;              /* fp16: the gradients overflowed, no update was made */
+    float loss_scale;         /* the scale this step's backward used (1 outside fp16) */
+    double update_s;          /* norm + update + parameter all-gather, seconds */
+    double snapshot_wait_s;   /* waiting for an asynchronous checkpoint's snapshot */
+} zt_step_result;
+
+/* m and z initialised by zt_zero_init; c the run's config (batch shape, optimizer, clip, schedule, fp16.*) */
+void zt_step_init(zt_step *st, zt_model *m, zt_zero *z, const zt_config *c, zt_step_batch_fn batch, void *ctx);
+void zt_step_free(zt_step *st);
+/* runs 0-based step `step` (collective: every rank calls it for the same step) */
+zt_step_result zt_step_run(zt_step *st, long step);
+
+#endif
