@@ -325,10 +325,10 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // dq = the sum of a row's parts over key tiles 0 .. its own (tile t / 64), in order: one thread per (b, t, h,
-// 4 columns), the parts read as float4
+// 4 columns), the parts read as float4; dqkv rows are W = (NH + 2 NKV) HS floats
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
-    attn_fused_dq_sum_kernel(float *dqkv, const float *dqp, int B, int T, int C, int NH, int W, int prec) {
+    attn_fused_dq_sum_kernel(float *dqkv, const float *dqp, int B, int T, int NH, int W, int prec) {
     const size_t idx = (size_t)blockIdx.x * kThreads + threadIdx.x; // ((b * T + t) * NH + h) * HS / 4 + d4
     if (idx >= (size_t)B * T * NH * (HS / 4)) return;
     const int d4 = (int)(idx % (HS / 4)), h = (int)(idx / (HS / 4) % NH);
@@ -379,7 +379,7 @@ void launch_bwd(cudaStream_t s, float *dqkv, float *dqp, const float *D, const f
               dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dqp, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
     AF_LAUNCH_CHECK("attn_fused_dkdv_kernel");
     ZT_LAUNCH((attn_fused_dq_sum_kernel<HS>), blocks_for((size_t)B * T * NH * (HS / 4), kThreads), kThreads, 0, s,
-              dqkv, (const float *)dqp, B, T, C, NH, C + 2 * NKV * HS, prec);
+              dqkv, (const float *)dqp, B, T, NH, C + 2 * NKV * HS, prec);
     AF_LAUNCH_CHECK("attn_fused_dq_sum_kernel");
 }
 

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "cmd/cli.h"
+#include "cmd/hf_llama.h"
 #include "core/dist/backend_factory.h"
 #include "core/model/model_load.h"
 #include "io/ckpt.h"
@@ -54,26 +55,40 @@ static const struct export_dtype {
 } export_dtypes[] = {{"fp32", ZT_ST_F32, "float32"}, {"bf16", ZT_ST_BF16, "bfloat16"}, {"fp16", ZT_ST_F16, "float16"}};
 #define N_EXPORT_DTYPES ((int)(sizeof export_dtypes / sizeof *export_dtypes))
 
+/* --max-shard-size's default: save_pretrained's "5GB" */
+#define DEFAULT_MAX_SHARD 5000000000ull
+
 typedef struct export_ctx {
     zt_backend *be;
     const zt_model *m;
-    float *host;
+    float *host;          /* ztrain tensor `cur` (-1: none yet) */
+    int cur;
+    const zt_hf_map *map; /* the Llama family: one row per Hugging Face tensor; NULL: GPT-2 (the table's tensors) */
+    float *out;           /* a transposed Hugging Face tensor */
 } export_ctx;
 
-static const float *export_data(void *p, int i) {
-    export_ctx *x = p;
-    const zt_tensor_info *t = &x->m->table.t[i];
-    size_t n = i == 0 ? (size_t)x->m->s.vocab_size * x->m->s.n_embd : t->numel; /* wte: the V real rows */
-    x->be->i->to_host(x->be, x->host, x->m->params + t->offset, n * sizeof(float));
-    x->be->i->sync(x->be);
+static const float *fetch(export_ctx *x, int i) {
+    if (x->cur != i) {
+        const zt_tensor_info *t = &x->m->table.t[i];
+        x->be->i->to_host(x->be, x->host, x->m->params + t->offset, t->numel * sizeof(float));
+        x->be->i->sync(x->be);
+        x->cur = i;
+    }
     return x->host;
 }
 
-static int write_config_json(const char *path, const zt_config *c, const char *torch_dtype, char *err, size_t errlen) {
-    char tmp[ZT_PATH_MAX + 64];
-    snprintf(tmp, sizeof tmp, "%.*s.tmp", ZT_PATH_MAX + 32, path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno)), 1;
+/* entry i's floats: GPT-2's tensor i (wte: its first V rows), or the Llama family's map row i */
+static const float *export_data(void *p, int i) {
+    export_ctx *x = p;
+    if (!x->map) return fetch(x, i);
+    const zt_hf_map *h = &x->map[i];
+    const float *zt = fetch(x, h->zt);
+    if (h->kind != ZT_HF_TCOLS) return zt + h->c0;
+    zt_hf_to_hf(h, &x->m->table.t[h->zt], zt, x->out);
+    return x->out;
+}
+
+static void write_gpt2_config(FILE *f, const zt_config *c, const char *torch_dtype) {
     const int V = c->model.vocab_size;
     /* GPT2Config; the end-of-text token of a GPT-2 vocabulary is its last one (50256) */
     fprintf(f,
@@ -90,14 +105,98 @@ static int write_config_json(const char *path, const zt_config *c, const char *t
             V - 1, V - 1, c->model.init_std, c->model.block_size, c->model.n_embd, c->model.n_head, c->model.n_layer,
             c->model.block_size, V);
     fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n", torch_dtype); /* model.safetensors' precision (--dtype) */
-    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-        return 1;
+}
+
+/* what is written: the entries (name, shape), their data, config.json's text */
+typedef struct export_plan {
+    const char *arch;
+    int n;
+    zt_st_entry *e;
+    char (*names)[96];
+    zt_hf_map *map;
+    export_ctx x;
+    char *config;
+    size_t config_len;
+} export_plan;
+
+/* a GPT-2 checkpoint whose description is GPT-2's: 0, else 1 naming the model.* key GPT2LMHeadModel cannot hold */
+static int gpt2_expressible(const zt_model_shape *s, char *err, size_t errlen) {
+    const char *key = s->norm != ZT_NORM_LAYER     ? "model.norm"
+                      : s->pos != ZT_POS_LEARNED   ? "model.position"
+                      : s->mlp != ZT_MLP_GELU      ? "model.mlp"
+                      : s->bias != ZT_BIAS_ALL     ? "model.bias"
+                      : !s->tied                   ? "model.tie_embeddings"
+                      : s->ffn != 4 * s->n_embd    ? "model.intermediate_size"
+                      : s->n_kv_head != s->n_head ? "model.n_kv_head"
+                                                   : NULL;
+    if (!key) return 0;
+    return zt_errf(err, errlen, "export: %s: the checkpoint (model.family = gpt2) overrides GPT-2's description there, "
+                   "which GPT2LMHeadModel cannot hold", key);
+}
+
+static int plan_gpt2(export_plan *p, const zt_loaded_model *lm, const char *torch, char *err, size_t errlen) {
+    const zt_param_table *pt = &lm->m.table;
+    if (gpt2_expressible(&lm->s, err, errlen)) return 1;
+    p->arch = "GPT2LMHeadModel";
+    p->n = pt->n;
+    p->e = zt_calloc((size_t)p->n, sizeof *p->e);
+    p->names = zt_calloc((size_t)p->n, sizeof *p->names);
+    for (int i = 0; i < pt->n; i++) {
+        const zt_tensor_info *t = &pt->t[i];
+        snprintf(p->names[i], sizeof p->names[i], PREFIX "%s", t->name);
+        p->e[i] = (zt_st_entry){p->names[i], t->ndim, {i == 0 ? lm->s.vocab_size : t->shape[0], t->shape[1]}};
     }
+    FILE *f = open_memstream(&p->config, &p->config_len);
+    write_gpt2_config(f, lm->c, torch);
+    fclose(f);
     return 0;
+}
+
+static int plan_llama(export_plan *p, const zt_loaded_model *lm, const char *torch, char *err, size_t errlen) {
+    const zt_param_table *pt = &lm->m.table;
+    FILE *f = open_memstream(&p->config, &p->config_len);
+    int bad = zt_hf_llama_config_out(f, lm->c, &lm->s, torch, err, errlen);
+    fclose(f);
+    p->map = zt_calloc((size_t)ZT_HF_MAX_PARTS * pt->n, sizeof *p->map);
+    if (!bad) bad = (p->n = zt_hf_llama_map(pt, &lm->s, p->map, err, errlen)) < 0;
+    if (bad) return 1;
+    p->arch = zt_hf_llama_arch(lm->c->model.family);
+    p->e = zt_calloc((size_t)p->n, sizeof *p->e);
+    for (int i = 0; i < p->n; i++)
+        p->e[i] = (zt_st_entry){p->map[i].name, p->map[i].ndim, {p->map[i].shape[0], p->map[i].shape[1]}};
+    return 0;
+}
+
+/* the host buffers: the largest ztrain tensor, and (Llama) the largest Hugging Face one */
+static void plan_buffers(export_plan *p, const zt_loaded_model *lm) {
+    size_t maxn = 1;
+    for (int i = 0; i < lm->m.table.n; i++)
+        if (lm->m.table.t[i].numel > maxn) maxn = lm->m.table.t[i].numel;
+    p->x = (export_ctx){lm->be, &lm->m, zt_malloc(maxn * sizeof(float)), -1, p->map, NULL};
+    if (p->map) p->x.out = zt_malloc(maxn * sizeof(float));
+}
+
+static void plan_free(export_plan *p) {
+    free(p->x.host);
+    free(p->x.out);
+    free(p->config);
+    free(p->map);
+    free(p->names);
+    free(p->e);
+}
+
+/* every value fits the precision, then --out, the tensors (save_pretrained's layout) and config.json */
+static int write_plan(export_plan *p, const char *out, const struct export_dtype *dt, uint64_t max_shard, int *n_files,
+                      char *err, size_t errlen) {
+    char rerr[ZT_ERR_BUF], cjp[ZT_PATH_MAX + 32];
+    for (int i = 0; i < p->n && dt->st != ZT_ST_F32; i++)
+        if (zt_st_check_range(dt->st, &p->e[i], export_data(&p->x, i), rerr, sizeof rerr))
+            return zt_errf(err, errlen, "export: --dtype %s: %s: export as %s", dt->name, rerr,
+                           dt->st == ZT_ST_F16 ? "bf16 or fp32" : "fp32");
+    if (zt_mkdirs(out) != 0) return zt_errf(err, errlen, "export: %s: cannot create: %s", out, strerror(errno));
+    if (zt_st_write_pretrained(out, dt->st, p->n, p->e, export_data, &p->x, max_shard, n_files, err, errlen)) return 1;
+    snprintf(cjp, sizeof cjp, "%s/config.json", out);
+    return zt_write_file_atomic(cjp, p->config, p->config_len, err, errlen);
 }
 
 typedef struct adapter_ctx {
@@ -144,9 +243,11 @@ static int export_adapters(const zt_loaded_model *lm, const char *path, const ch
                        "  \"init_lora_weights\": true,\n  \"modules_to_save\": null,\n  \"target_modules\": [",
                     lc->rank, lc->alpha, lc->dropout, lc->rslora ? "true" : "false");
             int first = 1;
-            for (int k = 0; k < ZT_LORA_N_TARGETS; k++)
-                if ((lc->targets >> k) & 1) {
-                    fprintf(f, "%s\"%s\"", first ? "" : ", ", zt_lora_target_module(k));
+            zt_lora_site st[ZT_LORA_MAX_SITES];
+            const int ns = zt_lora_sites(&lm->s, st);
+            for (int j = 0; j < ns; j++)
+                if (lc->targets & st[j].bit) {
+                    fprintf(f, "%s\"%s\"", first ? "" : ", ", st[j].module);
                     first = 0;
                 }
             fprintf(f, "]\n}\n");
@@ -167,26 +268,56 @@ static int export_adapters(const zt_loaded_model *lm, const char *path, const ch
     return bad;
 }
 
+/* --dtype's row, or exit 2 naming the choices */
+static const struct export_dtype *parse_dtype(const char *dtype) {
+    for (int i = 0; i < N_EXPORT_DTYPES; i++)
+        if (strcmp(dtype, export_dtypes[i].name) == 0) return &export_dtypes[i];
+    char names[64] = "";
+    for (int i = 0; i < N_EXPORT_DTYPES; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i == 0 ? "" :
+                 i == N_EXPORT_DTYPES - 1 ? " or " : ", ", export_dtypes[i].name);
+    zt_user_error_all("export: --dtype %s: expected %s", dtype, names);
+}
+
+/* the full model (GPT-2 or the Llama family) on rank 0: 0 or 1 with one line */
+static int export_model(const zt_loaded_model *lm, const char *path, const char *out, const struct export_dtype *dt,
+                        uint64_t max_shard, zt_dist *d, char *err, size_t errlen) {
+    if (d->rank != 0) return 0;
+    export_plan p = {0};
+    const zt_model_shape *s = &lm->s;
+    int bad = strcmp(lm->c->model.family, "gpt2") == 0 ? plan_gpt2(&p, lm, dt->torch, err, errlen)
+                                                       : plan_llama(&p, lm, dt->torch, err, errlen);
+    int n_files = 0;
+    if (!bad) {
+        plan_buffers(&p, lm);
+        bad = write_plan(&p, out, dt, max_shard, &n_files, err, errlen);
+    }
+    char files[64];
+    if (n_files > 1) snprintf(files, sizeof files, "%d shards + model.safetensors.index.json", n_files);
+    else snprintf(files, sizeof files, "model.safetensors");
+    if (!bad)
+        zt_log("exported %s (step %ld): %s, %d tensors, %zu params (vocab %d x %d) as %s -> %s/%s + config.json\n",
+               path, lm->step, p.arch, p.n, lm->m.table.total - (size_t)(s->padded_vocab - s->vocab_size) * s->n_embd *
+               (lm->m.table.lm_head >= 0 ? 2 : 1), s->vocab_size, s->n_embd, zt_st_dtype_name(dt->st), out, files);
+    plan_free(&p);
+    return bad;
+}
+
 int zt_cmd_export(int argc, char **argv, zt_dist *d) {
     char err[ZT_ERR_BUF] = "";
-    const char *path = NULL, *format = "safetensors", *out = NULL, *dtype = "fp32", *merge = NULL;
+    const char *path = NULL, *format = "safetensors", *out = NULL, *dtype = "fp32", *merge = NULL, *shard = NULL;
     zt_cli_opt opts[] = {{"--checkpoint", 1, &path}, {"--format", 1, &format}, {"--out", 1, &out},
-                         {"--dtype", 1, &dtype}, {"--merge", 0, &merge}};
+                         {"--dtype", 1, &dtype}, {"--merge", 0, &merge}, {"--max-shard-size", 1, &shard}};
     zt_cli cli;
-    if (zt_cli_parse(&cli, argc, argv, opts, 5, err, sizeof err)) zt_user_error_all("%s", err);
+    if (zt_cli_parse(&cli, argc, argv, opts, 6, err, sizeof err)) zt_user_error_all("%s", err);
     if (!path || !out) zt_user_error_all("export: needs --checkpoint PATH and --out DIR");
     if (strcmp(format, "safetensors") != 0)
-        zt_user_error_all("export: --format %s: the only format is safetensors (Hugging Face GPT-2)", format);
-    const struct export_dtype *dt = NULL;
-    for (int i = 0; i < N_EXPORT_DTYPES; i++)
-        if (strcmp(dtype, export_dtypes[i].name) == 0) dt = &export_dtypes[i];
-    if (!dt) {
-        char names[64] = "";
-        for (int i = 0; i < N_EXPORT_DTYPES; i++)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i == 0 ? "" :
-                     i == N_EXPORT_DTYPES - 1 ? " or " : ", ", export_dtypes[i].name);
-        zt_user_error_all("export: --dtype %s: expected %s", dtype, names);
-    }
+        zt_user_error_all("export: --format %s: the only format is safetensors (Hugging Face GPT-2, Llama, Mistral, "
+                          "Qwen2)", format);
+    const struct export_dtype *dt = parse_dtype(dtype);
+    const uint64_t max_shard = shard ? zt_st_parse_size(shard) : DEFAULT_MAX_SHARD;
+    if (!max_shard)
+        zt_user_error_all("export: --max-shard-size %s: expected a size such as 5GB, 500MB, 2GiB or a byte count", shard);
     if (cli.config_path || cli.n_sets) zt_user_error_all("export: takes no -c/--set (the checkpoint has its config)");
     /* before the checkpoint is read: its type (a named pipe would block its open) and a usable --out */
     struct stat ost;
@@ -201,48 +332,11 @@ int zt_cmd_export(int argc, char **argv, zt_dist *d) {
     if (merge && !lm.adapters)
         zt_user_error_all("export: --merge: %s is not a LoRA checkpoint (lora.enabled is false in its config): it "
                           "holds full weights already; drop --merge", path);
-    if (lm.adapters && !merge) {
+    if (lm.adapters && !merge)
         bad = d->rank == 0 ? export_adapters(&lm, path, out, dt, err, sizeof err) : 0;
-        zt_check_all(bad, err, sizeof err);
-        zt_loaded_model_close(&lm);
-        return 0;
-    }
-    const zt_config *c = lm.c;
-    const zt_model_shape s = lm.s;
-    zt_model *m = &lm.m;
-    zt_backend *be = lm.be;
-    char stp[ZT_PATH_MAX + 32], cjp[ZT_PATH_MAX + 32];
-    snprintf(stp, sizeof stp, "%s/model.safetensors", out);
-    snprintf(cjp, sizeof cjp, "%s/config.json", out);
-    if (d->rank == 0) {
-        zt_st_entry *e = zt_calloc((size_t)m->table.n, sizeof *e);
-        char(*names)[64] = zt_calloc((size_t)m->table.n, sizeof *names);
-        size_t maxn = 1;
-        for (int i = 0; i < m->table.n; i++) {
-            const zt_tensor_info *t = &m->table.t[i];
-            snprintf(names[i], sizeof names[i], PREFIX "%s", t->name);
-            e[i] = (zt_st_entry){names[i], t->ndim, {i == 0 ? s.vocab_size : t->shape[0], t->shape[1]}};
-            if (t->numel > maxn) maxn = t->numel;
-        }
-        export_ctx x = {be, m, zt_malloc(maxn * sizeof(float))};
-        /* every value must fit the precision before --out or a file is touched (the writer checks again) */
-        char rerr[ZT_ERR_BUF];
-        for (int i = 0; i < m->table.n && !bad && dt->st != ZT_ST_F32; i++)
-            if (zt_st_check_range(dt->st, &e[i], export_data(&x, i), rerr, sizeof rerr))
-                bad = zt_errf(err, sizeof err, "export: --dtype %s: %s: export as %s", dt->name, rerr,
-                              dt->st == ZT_ST_F16 ? "bf16 or fp32" : "fp32");
-        if (!bad && zt_mkdirs(out) != 0)
-            bad = zt_errf(err, sizeof err, "export: %s: cannot create: %s", out, strerror(errno));
-        if (!bad) bad = zt_st_write_as(stp, dt->st, m->table.n, e, export_data, &x, err, sizeof err);
-        if (!bad) bad = write_config_json(cjp, c, dt->torch, err, sizeof err);
-        free(x.host);
-        free(names);
-        free(e);
-    }
+    else
+        bad = export_model(&lm, path, out, dt, max_shard, d, err, sizeof err);
     zt_check_all(bad, err, sizeof err);
-    zt_log("exported %s (step %ld): %d tensors, %zu params (wte %d x %d) as %s -> %s + config.json\n", path,
-           lm.step, m->table.n, m->table.total - (size_t)(s.padded_vocab - s.vocab_size) * s.n_embd, s.vocab_size,
-           s.n_embd, zt_st_dtype_name(dt->st), stp);
     zt_loaded_model_close(&lm);
     return 0;
 }
@@ -371,11 +465,14 @@ static int json_int(const zt_json *cj, const char *key, int *out) {
     return 1;
 }
 
-/* shape from the tensors, n_head and consistency from config.json */
-static int infer_shape(source *src, shape_in *sh, char *err, size_t errlen) {
+/* shape from the tensors, n_head and consistency from config.json (cj; NULL: none) */
+static int infer_shape(source *src, const zt_json *cj, shape_in *sh, char *err, size_t errlen) {
     memset(sh, 0, sizeof *sh);
     zt_st_file *f;
     const zt_st_tensor *wte = lookup(src, "wte.weight", &f), *wpe = lookup(src, "wpe.weight", &f);
+    if (!wte && lookup(src, "model.embed_tokens.weight", &f))
+        return zt_errf(err, errlen, "import: %s: a Llama-family model (model.embed_tokens.weight) needs its config.json "
+                       "beside the tensors", src->what);
     if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2)
         return snprintf(err, errlen, "import: %s: no 2-D wte.weight / wpe.weight: not a GPT-2 model", src->what), 1;
     sh->V = (int)wte->shape[0];
@@ -386,51 +483,38 @@ static int infer_shape(source *src, shape_in *sh, char *err, size_t errlen) {
             int l;
             if (sscanf(base_name(src->f[i].t[k].name), "h.%d.", &l) == 1 && l + 1 > sh->L) sh->L = l + 1;
         }
-    if (!src->config_json[0]) return 0;
-    FILE *fp = fopen(src->config_json, "rb");
-    char *txt = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&txt, &len);
-    char buf[4096];
-    size_t k;
-    while (fp && (k = fread(buf, 1, sizeof buf, fp)) > 0) fwrite(buf, 1, k, mem);
-    if (fp) fclose(fp);
-    fclose(mem);
-    zt_json cj;
-    char jerr[256];
-    int rc = zt_json_parse(txt, len, &cj, jerr, sizeof jerr);
-    free(txt);
-    if (rc) return snprintf(err, errlen, "import: %s: not valid JSON (%s)", src->config_json, jerr), 1;
+    if (!cj) return 0;
+    int rc = 0;
     const char *cjp = src->config_json;
     const zt_json *v;
     int x;
-    if ((v = zt_json_get(&cj, "model_type")) && v->type == ZT_JSON_STR && strcmp(v->str, "gpt2") != 0)
-        rc = snprintf(err, errlen, "import: %s: model_type \"%s\": only GPT-2 models can be imported", cjp, v->str);
-    else if (!json_int(&cj, "n_head", &sh->H) || sh->H < 1)
+    if ((v = zt_json_get(cj, "model_type")) && v->type == ZT_JSON_STR && strcmp(v->str, "gpt2") != 0)
+        rc = snprintf(err, errlen, "import: %s: model_type \"%s\": ztrain imports gpt2, llama, mistral and qwen2 models",
+                      cjp, v->str);
+    else if (!json_int(cj, "n_head", &sh->H) || sh->H < 1)
         sh->H = 0;
     static const struct { const char *key; size_t off; } same[] = {
         {"n_embd", offsetof(shape_in, C)}, {"n_layer", offsetof(shape_in, L)},
         {"vocab_size", offsetof(shape_in, V)}, {"n_positions", offsetof(shape_in, T)}};
     for (size_t i = 0; !rc && i < sizeof same / sizeof *same; i++) {
         int want = *(int *)((char *)sh + same[i].off);
-        if (json_int(&cj, same[i].key, &x) && x != want)
+        if (json_int(cj, same[i].key, &x) && x != want)
             rc = snprintf(err, errlen, "import: %s: %s = %d but the tensors have %d", cjp, same[i].key, x, want);
     }
-    if (!rc && (v = zt_json_get(&cj, "activation_function")) && v->type == ZT_JSON_STR &&
+    if (!rc && (v = zt_json_get(cj, "activation_function")) && v->type == ZT_JSON_STR &&
         strcmp(v->str, "gelu_new") && strcmp(v->str, "gelu_pytorch_tanh"))
         rc = snprintf(err, errlen, "import: %s: activation_function \"%s\": ztrain's GPT-2 uses gelu_new (tanh GELU)",
                       cjp, v->str);
-    if (!rc && (v = zt_json_get(&cj, "layer_norm_epsilon")) && v->type == ZT_JSON_NUM && fabs(v->num - 1e-5) > 1e-12)
+    if (!rc && (v = zt_json_get(cj, "layer_norm_epsilon")) && v->type == ZT_JSON_NUM && fabs(v->num - 1e-5) > 1e-12)
         rc = snprintf(err, errlen, "import: %s: layer_norm_epsilon %g: ztrain's LayerNorm uses 1e-05", cjp, v->num);
-    if (!rc && json_int(&cj, "n_inner", &x) && x != 4 * sh->C)
+    if (!rc && json_int(cj, "n_inner", &x) && x != 4 * sh->C)
         rc = snprintf(err, errlen, "import: %s: n_inner %d: ztrain's MLP is 4 x n_embd = %d", cjp, x, 4 * sh->C);
-    if (!rc && (v = zt_json_get(&cj, "scale_attn_by_inverse_layer_idx")) && v->type == ZT_JSON_BOOL && v->num)
+    if (!rc && (v = zt_json_get(cj, "scale_attn_by_inverse_layer_idx")) && v->type == ZT_JSON_BOOL && v->num)
         rc = snprintf(err, errlen, "import: %s: scale_attn_by_inverse_layer_idx = true is not supported", cjp);
-    if (!rc && (v = zt_json_get(&cj, "scale_attn_weights")) && v->type == ZT_JSON_BOOL && !v->num)
+    if (!rc && (v = zt_json_get(cj, "scale_attn_weights")) && v->type == ZT_JSON_BOOL && !v->num)
         rc = snprintf(err, errlen, "import: %s: scale_attn_weights = false is not supported", cjp);
-    if (!rc && (v = zt_json_get(&cj, "tie_word_embeddings")) && v->type == ZT_JSON_BOOL && !v->num)
+    if (!rc && (v = zt_json_get(cj, "tie_word_embeddings")) && v->type == ZT_JSON_BOOL && !v->num)
         rc = snprintf(err, errlen, "import: %s: tie_word_embeddings = false: ztrain ties the LM head to wte", cjp);
-    zt_json_free(&cj);
     return rc != 0;
 }
 
@@ -494,6 +578,32 @@ static int fill_params(source *src, zt_model *m, zt_backend *be, char *err, size
     return rc != 0;
 }
 
+/* Llama family: every table tensor from its Hugging Face parts (zero padding rows), then the files' other tensors */
+static int fill_llama(source *src, zt_model *m, zt_backend *be, const char *family, char *err, size_t errlen) {
+    const zt_param_table *pt = &m->table;
+    zt_hf_map *map = zt_calloc((size_t)ZT_HF_MAX_PARTS * pt->n, sizeof *map);
+    const int nmap = zt_hf_llama_map(pt, &m->s, map, err, errlen);
+    size_t maxn = 1;
+    for (int i = 0; i < pt->n; i++) if (pt->t[i].numel > maxn) maxn = pt->t[i].numel;
+    float *dst = zt_malloc(maxn * sizeof(float)), *tmp = zt_malloc(maxn * sizeof(float)), *wte = NULL;
+    int rc = nmap < 0;
+    for (int i = 0; i < pt->n && !rc; i++) {
+        if ((rc = zt_hf_llama_gather(src->f, src->n, map, nmap, pt, i, dst, tmp, err, errlen))) break;
+        be->i->to_device(be, m->params + pt->t[i].offset, dst, pt->t[i].numel * sizeof(float));
+        be->i->sync(be);
+        if (i == ZT_P_WTE) {
+            wte = zt_malloc(pt->t[i].numel * sizeof(float));
+            memcpy(wte, dst, pt->t[i].numel * sizeof(float));
+        }
+    }
+    if (!rc) rc = zt_hf_llama_check_rest(src->f, src->n, map, nmap, &m->s, wte, zt_hf_llama_arch(family), err, errlen);
+    free(wte);
+    free(tmp);
+    free(dst);
+    free(map);
+    return rc != 0;
+}
+
 static int set_given(const zt_cli *cli, const char *key) {
     size_t n = strlen(key);
     for (int i = 0; i < cli->n_sets; i++)
@@ -501,69 +611,86 @@ static int set_given(const zt_cli *cli, const char *key) {
     return 0;
 }
 
-int zt_cmd_import(int argc, char **argv, zt_dist *d) {
-    char err[ZT_ERR_BUF] = "";
-    const char *in = NULL, *out = NULL;
-    zt_cli_opt opts[] = {{"--safetensors", 1, &in}, {"--out", 1, &out}};
-    zt_cli cli;
-    if (zt_cli_parse(&cli, argc, argv, opts, 2, err, sizeof err)) zt_user_error_all("%s", err);
-    if (!in || !out) zt_user_error_all("import: needs --safetensors FILE_OR_DIR and --out CKPT.h5");
-    struct stat ost;
-    if (stat(out, &ost) == 0 && !S_ISREG(ost.st_mode))
-        zt_user_error_all("import: --out %s: %s (expected the path of the checkpoint file to write, e.g. "
-                          "%s/step_00000000.h5)", out, zt_file_kind((unsigned)ost.st_mode), out);
-    source *src = zt_calloc(1, sizeof *src);
-    shape_in sh;
-    int bad = open_source(src, in, err, sizeof err);
-    if (!bad) bad = infer_shape(src, &sh, err, sizeof err);
-    zt_check_all(bad, err, sizeof err);
+/* model.* of GPT-2 tensors: the shape they and config.json give, GPT-2's description (whatever -c CFG had) */
+static int gpt2_config(zt_config *c, const zt_cli *cli, const shape_in *sh, const char *in, char *err, size_t errlen) {
+    static const char *const desc[] = {"model.family=gpt2", "model.n_kv_head=0", "model.intermediate_size=0",
+                                       "model.norm=auto", "model.position=auto", "model.mlp=auto", "model.bias=auto",
+                                       "model.tie_embeddings=auto", "model.norm_eps=0", "model.rope_theta=0",
+                                       "model.rope_scaling=none"};
+    for (size_t i = 0; i < sizeof desc / sizeof *desc; i++)
+        if (zt_config_set(c, desc[i], err, errlen)) return 1;
+    c->model.n_layer = sh->L;
+    c->model.n_embd = sh->C;
+    c->model.vocab_size = sh->V;
+    c->model.block_size = sh->T;
+    if (sh->H) c->model.n_head = sh->H;
+    else if (!cli->config_path && !set_given(cli, "model.n_head"))
+        return zt_errf(err, errlen, "import: %s: the tensors do not tell model.n_head: put the model's config.json beside "
+                       "them, or pass --set model.n_head=N (or -c CFG)", in);
+    return 0;
+}
 
-    /* config: CFG or the defaults, model.* from the tensors, then --set */
-    zt_config *c = zt_calloc(1, sizeof *c);
-    if (cli.config_path) bad = zt_config_load(c, cli.config_path, 0, NULL, err, sizeof err);
+/* config.json beside the tensors, parsed (cj->type NULL when there is none); 0 or 1 with one line */
+static int read_config_json(const source *src, zt_json *cj, char *err, size_t errlen) {
+    memset(cj, 0, sizeof *cj);
+    if (!src->config_json[0]) return 0;
+    size_t len = 0;
+    char jerr[256], *txt = zt_read_file(src->config_json, "a Hugging Face config.json", &len, err, errlen);
+    if (!txt) return 1;
+    int rc = zt_json_parse(txt, len, cj, jerr, sizeof jerr);
+    free(txt);
+    if (rc) return zt_errf(err, errlen, "import: %s: not valid JSON (%s)", src->config_json, jerr);
+    return 0;
+}
+
+/* the checkpoint's config: CFG (or the defaults), model.* from the files, then --set, which may not change the model
+   the files give (only its padding, model.padded_vocab, and GPT-2's n_head when nothing else names it) */
+static zt_config *import_config(const zt_cli *cli, const char *in, source *src, const zt_json *cj, const char *family) {
+    char err[ZT_ERR_BUF] = "";
+    zt_config *c = zt_calloc(1, sizeof *c), *probe = zt_malloc(sizeof *probe);
+    shape_in sh = {0};
+    int bad = 0;
+    if (cli->config_path) bad = zt_config_load(c, cli->config_path, 0, NULL, err, sizeof err);
     else zt_config_defaults(c);
     if (bad) zt_user_error_all("%s", err);
-    c->model.n_layer = sh.L;
-    c->model.n_embd = sh.C;
-    c->model.vocab_size = sh.V;
-    c->model.block_size = sh.T;
-    if (c->model.padded_vocab && c->model.padded_vocab < sh.V) c->model.padded_vocab = 0;
-    if (sh.H) c->model.n_head = sh.H;
-    else if (!cli.config_path && !set_given(&cli, "model.n_head"))
-        zt_user_error_all("import: %s: the tensors do not tell model.n_head: put the model's config.json beside them, "
-                          "or pass --set model.n_head=N (or -c CFG)", in);
-    if (c->train.seq_len > sh.T) c->train.seq_len = sh.T;
-    for (int i = 0; i < cli.n_sets && !bad; i++) bad = zt_config_set(c, cli.sets[i], err, sizeof err);
+    if (family) bad = zt_hf_llama_config_in(cj, src->config_json, family, c, err, sizeof err);
+    else bad = infer_shape(src, cj->type == ZT_JSON_OBJ ? cj : NULL, &sh, err, sizeof err) ||
+               gpt2_config(c, cli, &sh, in, err, sizeof err);
+    zt_check_all(bad, err, sizeof err);
+    if (c->model.padded_vocab && c->model.padded_vocab < c->model.vocab_size) c->model.padded_vocab = 0;
+    if (c->train.seq_len > c->model.block_size) c->train.seq_len = c->model.block_size;
+    const int heads_known = family || sh.H;
+    *probe = *c;
+    if (!heads_known) probe->model.n_head = 1;
+    zt_model_shape s0, s1; /* zt_config_shape zeroes them first: memcmp sees no stray padding */
+    if (zt_config_shape(probe, &s0, err, sizeof err))
+        zt_user_error_all("import: %s: a model ztrain cannot build: %s", family ? src->config_json : in, err);
+    for (int i = 0; i < cli->n_sets && !bad; i++) bad = zt_config_set(c, cli->sets[i], err, sizeof err);
     if (!bad) bad = zt_config_validate(c, 1, err, sizeof err);
     if (bad) zt_user_error_all("%s", err);
-    if (c->model.n_layer != sh.L || c->model.n_embd != sh.C || c->model.vocab_size != sh.V ||
-        c->model.block_size != sh.T || (sh.H && c->model.n_head != sh.H))
-        zt_user_error_all("import: --set changes the model: the tensors%s are n_layer %d, n_embd %d, vocab_size %d, "
-                          "block_size %d%s", sh.H ? " and config.json" : "", sh.L, sh.C, sh.V, sh.T,
-                          sh.H ? "" : " (n_head from you)");
+    zt_config_shape(c, &s1, err, sizeof err);
+    s0.padded_vocab = s1.padded_vocab;
+    if (!heads_known) s0.n_head = s1.n_head, s0.n_kv_head = s1.n_kv_head;
+    if (memcmp(&s0, &s1, sizeof s0) != 0)
+        zt_user_error_all("import: --set changes the model the files give (%s: n_layer %d, n_head %d, n_kv_head %d, "
+                          "n_embd %d, vocab_size %d, block_size %d%s): only model.padded_vocab may be set", c->model.family,
+                          s0.n_layer, s0.n_head, s0.n_kv_head, s0.n_embd, s0.vocab_size, s0.block_size,
+                          heads_known ? "" : "; n_head from you");
+    free(probe);
+    return c;
+}
 
-    /* the model, with the shard padding of this rank count, and a zero optimizer state */
-    zt_model_shape s;
-    zt_model_shape_from_config(c, &s);
-    zt_param_table *pt = zt_malloc(sizeof *pt);
-    zt_param_table_build(pt, &s);
-    const zt_shard_layout sl = zt_shard_layout_of(pt->total, d->size);
-    free(pt);
-    zt_backend *be = zt_backend_create(c->device, 1, err, sizeof err);
-    if (!be) zt_user_error_all("%s", err);
-    zt_model m;
-    zt_model_init(&m, be, &s, 1, 1, sl.padded, 0, NULL);
-    bad = fill_params(src, &m, be, err, sizeof err);
-    zt_check_all(bad, err, sizeof err);
-    /* each rank writes its shard of the parameters and of zero moments */
-    zt_ckpt_view v = zt_model_ckpt_view(&m);
-    v.lo = zt_shard_lo(&sl, d->rank);
-    v.hi = v.lo + sl.shard;
+/* each rank writes its shard of the parameters and zero moments to out (via out.tmp) */
+static void write_import(const zt_config *c, zt_model *m, zt_backend *be, const zt_shard_layout *sl, zt_dist *d,
+                         const char *out) {
+    char err[ZT_ERR_BUF] = "";
+    zt_ckpt_view v = zt_model_ckpt_view(m);
+    v.lo = zt_shard_lo(sl, d->rank);
+    v.hi = v.lo + sl->shard;
     v.optim_base = v.lo;
-    v.optim_elems = sl.shard;
-    v.exp_avg = be->i->alloc(be, sl.shard * sizeof(float));
-    v.exp_avg_sq = be->i->alloc(be, sl.shard * sizeof(float));
-
+    v.optim_elems = sl->shard;
+    v.exp_avg = be->i->alloc(be, sl->shard * sizeof(float));
+    v.exp_avg_sq = be->i->alloc(be, sl->shard * sizeof(float));
     size_t tl = zt_config_to_string(c, NULL, 0);
     char *text = zt_malloc(tl + 1);
     zt_config_to_string(c, text, tl + 1);
@@ -576,24 +703,68 @@ int zt_cmd_import(int argc, char **argv, zt_dist *d) {
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     snprintf(parent, sizeof parent, "%s", out);
     char *pd = dirname(parent);
+    int bad = 0;
     if (d->rank == 0 && zt_mkdirs(pd) != 0)
-        bad = snprintf(err, sizeof err, "import: %s: cannot create: %s", pd, strerror(errno)) > 0;
+        bad = zt_errf(err, sizeof err, "import: %s: cannot create: %s", pd, strerror(errno));
     zt_check_all(bad, err, sizeof err);
     if (zt_ckpt_write(tmp, &meta, &v, err, sizeof err)) {
         if (d->rank == 0) unlink(tmp);
         zt_user_error_all("%s", err);
     }
     if (d->rank == 0 && rename(tmp, out) != 0) {
-        bad = snprintf(err, sizeof err, "import: cannot rename %s to %s: %s", tmp, out, strerror(errno)) > 0;
+        bad = zt_errf(err, sizeof err, "import: cannot rename %s to %s: %s", tmp, out, strerror(errno));
         unlink(tmp);
     }
     zt_check_all(bad, err, sizeof err);
-    zt_log("imported %s: GPT-2 n_layer %d, n_head %d, n_embd %d, vocab %d (padded %d), block %d, %zu params -> %s "
-           "(step 0, zero optimizer state)\n", in, s.n_layer, s.n_head, s.n_embd, s.vocab_size, s.padded_vocab,
-           s.block_size, m.table.total, out);
     free(text);
     be->i->free(be, v.exp_avg);
     be->i->free(be, v.exp_avg_sq);
+}
+
+int zt_cmd_import(int argc, char **argv, zt_dist *d) {
+    char err[ZT_ERR_BUF] = "";
+    const char *in = NULL, *out = NULL, *family = NULL;
+    zt_cli_opt opts[] = {{"--safetensors", 1, &in}, {"--out", 1, &out}};
+    zt_cli cli;
+    if (zt_cli_parse(&cli, argc, argv, opts, 2, err, sizeof err)) zt_user_error_all("%s", err);
+    if (!in || !out) zt_user_error_all("import: needs --safetensors FILE_OR_DIR and --out CKPT.h5");
+    struct stat ost;
+    if (stat(out, &ost) == 0 && !S_ISREG(ost.st_mode))
+        zt_user_error_all("import: --out %s: %s (expected the path of the checkpoint file to write, e.g. "
+                          "%s/step_00000000.h5)", out, zt_file_kind((unsigned)ost.st_mode), out);
+    source *src = zt_calloc(1, sizeof *src);
+    zt_json cj;
+    int bad = open_source(src, in, err, sizeof err);
+    if (!bad) bad = read_config_json(src, &cj, err, sizeof err);
+    if (!bad && cj.type == ZT_JSON_OBJ) bad = zt_hf_llama_family(&cj, src->config_json, &family, err, sizeof err) < 0;
+    zt_check_all(bad, err, sizeof err);
+    zt_config *c = import_config(&cli, in, src, &cj, family);
+    zt_json_free(&cj);
+
+    /* the model, with the shard padding of this rank count */
+    zt_model_shape s;
+    zt_model_shape_from_config(c, &s);
+    zt_param_table *pt = zt_malloc(sizeof *pt);
+    zt_param_table_build(pt, &s);
+    const zt_shard_layout sl = zt_shard_layout_of(pt->total, d->size);
+    free(pt);
+    zt_backend *be = zt_backend_create(c->device, 1, err, sizeof err);
+    if (!be) zt_user_error_all("%s", err);
+    zt_model m;
+    zt_model_init(&m, be, &s, 1, 1, sl.padded, 0, NULL);
+    bad = family ? fill_llama(src, &m, be, family, err, sizeof err) : fill_params(src, &m, be, err, sizeof err);
+    zt_check_all(bad, err, sizeof err);
+    write_import(c, &m, be, &sl, d, out);
+    if (family)
+        zt_log("imported %s: %s n_layer %d, n_head %d, n_kv_head %d, n_embd %d, intermediate %d, vocab %d (padded %d), "
+               "block %d, %s LM head%s, %zu params -> %s (step 0, zero optimizer state)\n", in,
+               zt_hf_llama_arch(family), s.n_layer, s.n_head, s.n_kv_head, s.n_embd, s.ffn, s.vocab_size,
+               s.padded_vocab, s.block_size, s.tied ? "tied" : "separate",
+               s.rope_factor > 0 ? ", llama3 rope scaling" : "", m.table.total, out);
+    else
+        zt_log("imported %s: GPT-2 n_layer %d, n_head %d, n_embd %d, vocab %d (padded %d), block %d, %zu params -> %s "
+               "(step 0, zero optimizer state)\n", in, s.n_layer, s.n_head, s.n_embd, s.vocab_size, s.padded_vocab,
+               s.block_size, m.table.total, out);
     zt_model_free(&m);
     zt_backend_destroy(be);
     close_source(src);

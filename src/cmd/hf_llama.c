@@ -89,6 +89,11 @@ static const hf_family *family_of_arch(const char *arch) {
     return NULL;
 }
 
+const char *zt_hf_llama_arch(const char *family) {
+    const hf_family *f = family_named(family);
+    return f ? f->arch : "?";
+}
+
 int zt_hf_llama_family(const zt_json *cj, const char *path, const char **family, char *err, size_t errlen) {
     const zt_json *mt = zt_json_get(cj, "model_type"), *ar = zt_json_get(cj, "architectures");
     const int arr = ar && ar->type == ZT_JSON_ARR;
@@ -281,7 +286,7 @@ static int read_unsupported(const reader *r, const hf_cfg *h) {
     if (v && v->type != ZT_JSON_NULL &&
         (v->type != ZT_JSON_STR || (strcmp(v->str, "silu") != 0 && strcmp(v->str, "swish") != 0)))
         return bad(r, "hidden_act \"%.40s\": ztrain's SwiGLU MLP uses silu", v->type == ZT_JSON_STR ? v->str : "?");
-    int b, tp;
+    int b = 0, tp = 1;
     double x;
     if (get_num(r, "attention_dropout", 0, 1, &x)) return 1;
     if (r->f->mask & FL) {
@@ -293,14 +298,14 @@ static int read_unsupported(const reader *r, const hf_cfg *h) {
     }
     const zt_json *sw = zt_json_get(r->cj, "sliding_window");
     if ((r->f->mask & FM) && !(sw && sw->type == ZT_JSON_NULL)) { /* absent: MistralConfig's 4096 */
-        int w;
+        int w = 0;
         if (get_int(r, "sliding_window", 4096, 1, &w)) return 1;
         if (w < h->T)
             return bad(r, "sliding_window = %d: ztrain's attention is full causal (sliding-window attention is not "
                        "implemented; null or >= max_position_embeddings = %d is the same model)", w, h->T);
     }
     if (r->f->mask & FQ) {
-        int w;
+        int w = 0;
         if (get_bool(r, "use_sliding_window", 0, &b)) return 1;
         if (b) return bad(r, "use_sliding_window = true: ztrain's attention is full causal (sliding-window attention "
                           "is not implemented)");
@@ -360,6 +365,10 @@ int zt_hf_llama_config_in(const zt_json *cj, const char *path, const char *famil
 
 /* x with the fewest digits that read back as x */
 static void shortest(char *buf, size_t n, double x) {
+    if (x == floor(x) && fabs(x) < 1e15) { /* 10000.0, 500000.0: as Python writes them */
+        snprintf(buf, n, "%.1f", x);
+        return;
+    }
     for (int p = 1; p <= 17; p++) {
         snprintf(buf, n, "%.*g", p, x);
         if (strtod(buf, NULL) == x) break;

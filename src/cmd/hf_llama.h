@@ -18,6 +18,9 @@
    model_type and architectures disagree or architectures names another head (e.g. ...ForSequenceClassification) */
 int zt_hf_llama_family(const zt_json *cj, const char *path, const char **family, char *err, size_t errlen);
 
+/* the class name of a family: "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM" ("?" for another) */
+const char *zt_hf_llama_arch(const char *family);
+
 /* config.json (cj, read from path) of `family` into model.* of c (every model.* key set but padded_vocab);
    0, or 1 with one line naming the field ztrain does not implement or the value it cannot hold */
 int zt_hf_llama_config_in(const zt_json *cj, const char *path, const char *family, zt_config *c, char *err,

@@ -81,25 +81,37 @@ static void cpu_describe(zt_backend *be, char *buf, size_t n) {
  * columns, and its sup kernels then compute edge columns with a different FMA order depending on
  * where thread boundaries fall: bits changed with 1 / 2 / 3 threads whenever N % 8 != 0
  * (tests/c/test_ops.c). Splitting rows only, every element is computed the same way. */
-static void sgemm_rm(int ta, int tb, int M, int N, int K, float alpha, const float *a, const float *b, float beta,
-                     float *c) {
+/* with row strides lda, ldb, ldc (floats between the rows of the stored a, b, c) */
+static void sgemm_rm_ld(int ta, int tb, int M, int N, int K, float alpha, const float *a, int lda, const float *b,
+                        int ldb, float beta, float *c, int ldc) {
 #ifdef ZT_BLAS_BLIS
     rntm_t rntm = BLIS_RNTM_INITIALIZER;
     bli_rntm_set_ways(1, 1, g_blas_threads, 1, 1, &rntm);
     bli_rntm_disable_l3_sup(&rntm);
-    /* a is stored (K, M) when transposed, else (M, K); likewise b */
     bli_sgemm_ex(ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, M, N, K, &alpha,
-                 (float *)a, ta ? M : K, 1, (float *)b, tb ? K : N, 1, &beta, c, N, 1, NULL, &rntm);
+                 (float *)a, lda, 1, (float *)b, ldb, 1, &beta, c, ldc, 1, NULL, &rntm);
 #else
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, a,
-                ta ? M : K, b, tb ? K : N, beta, c, N);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, a, lda,
+                b, ldb, beta, c, ldc);
 #endif
+}
+
+/* packed operands: a is stored (K, M) when transposed, else (M, K); likewise b */
+static void sgemm_rm(int ta, int tb, int M, int N, int K, float alpha, const float *a, const float *b, float beta,
+                     float *c) {
+    sgemm_rm_ld(ta, tb, M, N, K, alpha, a, ta ? M : K, b, tb ? K : N, beta, c, N);
 }
 
 static void cpu_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K,
                        int ta, int tb, float alpha, float beta) {
     (void)be;
     sgemm_rm(ta, tb, M, N, K, alpha, a, b, beta, c);
+}
+
+static void cpu_matmul_ld(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta,
+                          int tb, float alpha, float beta, int lda, int ldb, int ldc) {
+    (void)be;
+    sgemm_rm_ld(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 static void cpu_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, const float *bias,
@@ -158,6 +170,7 @@ zt_backend *zt_cpu_backend_create(int threads) {
         g_cpu_i.to_host = cpu_copy;
         g_cpu_i.copy = cpu_copy;
         g_cpu_i.zero = cpu_zero;
+        g_cpu_i.matmul_ld = cpu_matmul_ld;
         g_cpu_i.sync = cpu_sync;
         g_cpu_i.matmul = cpu_matmul;
         g_cpu_i.linear_fwd = cpu_linear_fwd;

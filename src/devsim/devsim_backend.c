@@ -69,6 +69,11 @@ static void ds_matmul(zt_backend *be, float *c, const float *a, const float *b, 
     CPU(be)->i->matmul(CPU(be), D(c), D(a), D(b), M, N, K, ta, tb, alpha, beta);
 }
 
+static void ds_matmul_ld(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta,
+                         int tb, float alpha, float beta, int lda, int ldb, int ldc) {
+    CPU(be)->i->matmul_ld(CPU(be), D(c), D(a), D(b), M, N, K, ta, tb, alpha, beta, lda, ldb, ldc);
+}
+
 static void ds_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N,
                           int C, int OC) {
     CPU(be)->i->linear_fwd(CPU(be), D(out), D(inp), D(w), D(bias), N, C, OC);
@@ -211,6 +216,7 @@ zt_backend *zt_devsim_backend_create(int threads) {
         i->zero = ds_zero;
         i->sync = ds_sync;
         i->matmul = ds_matmul;
+        i->matmul_ld = ds_matmul_ld;
         i->linear_fwd = ds_linear_fwd;
         i->linear_bwd = ds_linear_bwd;
         i->layernorm_fwd = ds_layernorm_fwd;

@@ -50,6 +50,12 @@ typedef struct zt_backend_i {
     /* c(M, N) = alpha * op(a) @ op(b) + beta * c, row-major; op = transpose when ta / tb */
     void (*matmul)(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K,
                    int ta, int tb, float alpha, float beta);
+    /* matmul on sub-matrices: a, b and c are rows of larger row-major arrays, lda, ldb, ldc floats apart (the
+       stored op(a) is (M, K), or (K, M) when ta; likewise b): a column slice of a wider matrix, e.g. a LoRA adapter
+       on the key columns of the fused q|k|v projection. The same arithmetic as matmul on packed copies. Optional
+       (NULL: LoRA runs only on whole linears, GPT-2's sites) */
+    void (*matmul_ld)(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
+                      float alpha, float beta, int lda, int ldb, int ldc);
     /* out(N, OC) = inp(N, C) @ w(C, OC) + bias(OC); bias may be NULL */
     void (*linear_fwd)(zt_backend *be, float *out, const float *inp, const float *w,
                        const float *bias, int N, int C, int OC);

@@ -181,7 +181,8 @@ const key_def cfg_schema[] = {
     FLT("lora.dropout", lora.dropout, 0, 0, 1, MAX_OPEN, "dropout probability on the adapter input"),
     STR("lora.targets", lora.targets, "all", 1,
         "adapted linear layers: comma list of qkv (attn.c_attn), proj (attn.c_proj), fc (mlp.c_fc), fcproj "
-        "(mlp.c_proj), or all"),
+        "(mlp.c_proj) for GPT-2; q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (PEFT's names) for the "
+        "Llama family; or all"),
     ENUM("lora.quant", lora.quant, "none",
          "QLoRA: the frozen base's linear weights stored quantised (nf4: 4-bit NormalFloat, blocks of 64, nf4_dq: with "
          "double-quantised block scales, int8: per-row absmax) and dequantised on the fly", "none", "nf4", "nf4_dq", "int8"),
@@ -735,9 +736,7 @@ int zt_config_validate(const zt_config *c, int world_size, char *err, size_t err
     /* lora.enabled: model.* are replaced by lora.base's (zt_lora_base_shape checks seq_len against it) */
     zt_model_shape shape;
     if (!c->lora.enabled && zt_config_shape(c, &shape, err, errlen)) return 1;
-    if (c->lora.enabled && strcmp(m->family, "gpt2") != 0)
-        return zt_errf(err, errlen, "lora.enabled with model.family = %s: LoRA fine-tuning runs on GPT-2 models only so "
-                       "far", m->family);
+
     if (!c->lora.enabled && t->seq_len > m->block_size)
         return zt_errf(err, errlen, "train.seq_len = %d exceeds model.block_size = %d (the positions the model has)",
                     t->seq_len, m->block_size);

@@ -131,7 +131,8 @@ typedef int (*zt_config_diff_fn)(const char *key, const char *va, const char *vb
 int zt_config_diff(const zt_config *a, const zt_config *b, zt_config_diff_fn fn, void *ctx);
 /* apply one "dotted.key=value" override, typed by the schema */
 int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen);
-/* lora.targets as a bit mask (ZT_LORA_T_* of core/lora/lora.h: 1 qkv, 2 proj, 4 fc, 8 fcproj); 0 and a message
+/* lora.targets as a bit mask (ZT_LORA_T_* of core/lora/lora.h: 1 qkv, 2 proj, 4 fc, 8 fcproj, then the Llama
+   family's 16 q_proj ... 1024 down_proj); 0 and a message
    naming the bad item when the list is not valid */
 unsigned zt_config_lora_targets(const char *list, char *err, size_t errlen);
 /* precision as ZT_PREC_* (iface/backend.h): 0 fp32, 1 bf16, 2 fp16 */

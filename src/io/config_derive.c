@@ -12,25 +12,30 @@ int zt_config_prec(const zt_config *c) {
 }
 
 unsigned zt_config_lora_targets(const char *list, char *err, size_t errlen) {
-    static const char *const names[] = {"qkv", "proj", "fc", "fcproj"};
+    /* GPT-2's four linears (bits 0-3), then the Llama family's seven PEFT modules (bits 4-10); "all" = every one a
+       family has (the model decides which: core/lora/lora.h zt_lora_family_bits) */
+    static const char *const names[] = {"qkv", "proj", "fc", "fcproj", "q_proj", "k_proj", "v_proj", "o_proj",
+                                        "gate_proj", "up_proj", "down_proj"};
+    const int n_names = (int)(sizeof names / sizeof names[0]);
     unsigned mask = 0;
     const char *p = list;
     while (*p) {
         size_t n = strcspn(p, ",");
         unsigned bit = 0;
-        if (n == 3 && strncmp(p, "all", 3) == 0) bit = 15;
-        for (int i = 0; i < 4 && !bit; i++)
+        if (n == 3 && strncmp(p, "all", 3) == 0) bit = (1u << n_names) - 1;
+        for (int i = 0; i < n_names && !bit; i++)
             if (strlen(names[i]) == n && strncmp(p, names[i], n) == 0) bit = 1u << i;
         if (!bit) {
             zt_errf(err, errlen, "lora.targets = \"%s\": \"%.*s\" is not a target (expected a comma list of qkv, proj, "
-                    "fc, fcproj, or all)", list, (int)n, p);
+                    "fc, fcproj (GPT-2), q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (the Llama family), "
+                    "or all)", list, (int)n, p);
             return 0;
         }
         mask |= bit;
         p += n;
         if (*p == ',') p++;
     }
-    if (!mask) zt_errf(err, errlen, "lora.targets = \"%s\": empty (expected a comma list of qkv, proj, fc, fcproj, or all)", list);
+    if (!mask) zt_errf(err, errlen, "lora.targets = \"%s\": empty (expected a comma list of targets, or all)", list);
     return mask;
 }
 

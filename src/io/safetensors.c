@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -285,4 +286,86 @@ int zt_st_write_as(const char *path, zt_st_dtype dt, int n, const zt_st_entry *e
 int zt_st_write(const char *path, int n, const zt_st_entry *e, const float *(*data)(void *ctx, int i), void *ctx,
                 char *err, size_t errlen) {
     return zt_st_write_as(path, ZT_ST_F32, n, e, data, ctx, err, errlen);
+}
+
+/* ---------------------------------------------------------------- save_pretrained's layout */
+
+typedef struct sub_ctx {
+    const float *(*data)(void *ctx, int i);
+    void *ctx;
+    int base;
+} sub_ctx;
+
+static const float *sub_data(void *p, int i) {
+    const sub_ctx *s = p;
+    return s->data(s->ctx, s->base + i);
+}
+
+/* model.safetensors.index.json for the nf files, file k holding entries [first[k], first[k + 1]) */
+static int write_index(const char *dir, int nf, const int *first, const zt_st_entry *e, uint64_t total, char *err,
+                       size_t errlen) {
+    char *txt = NULL, path[1100];
+    size_t len = 0;
+    FILE *f = open_memstream(&txt, &len);
+    if (!f) return zt_errf(err, errlen, "out of memory");
+    fprintf(f, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {", (unsigned long long)total);
+    for (int k = 0; k < nf; k++)
+        for (int i = first[k]; i < first[k + 1]; i++) {
+            fprintf(f, "%s\n    ", i ? "," : "");
+            json_str(f, e[i].name);
+            fprintf(f, ": \"model-%05d-of-%05d.safetensors\"", k + 1, nf);
+        }
+    fprintf(f, "\n  }\n}\n");
+    fclose(f);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    int rc = zt_write_file_atomic(path, txt, len, err, errlen);
+    free(txt);
+    return rc;
+}
+
+int zt_st_write_pretrained(const char *dir, zt_st_dtype dt, int n, const zt_st_entry *e,
+                           const float *(*data)(void *ctx, int i), void *ctx, uint64_t max_shard, int *n_files,
+                           char *err, size_t errlen) {
+    int *first = calloc((size_t)n + 2, sizeof *first), nf = 0, rc = 0;
+    if (!first) return zt_errf(err, errlen, "out of memory");
+    uint64_t cur = 0, total = 0;
+    for (int i = 0; i < n; i++) {
+        const uint64_t b = entry_numel(&e[i]) * (uint64_t)zt_st_dtype_size(dt);
+        if (nf == 0 || (cur > 0 && cur + b > max_shard)) first[nf++] = i, cur = 0;
+        cur += b;
+        total += b;
+    }
+    if (nf == 0) nf = 1;
+    first[nf] = n;
+    char path[1100];
+    for (int k = 0; k < nf && !rc; k++) {
+        if (nf == 1) snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        else snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir, k + 1, nf);
+        sub_ctx s = {data, ctx, first[k]};
+        rc = zt_st_write_as(path, dt, first[k + 1] - first[k], e + first[k], sub_data, &s, err, errlen);
+    }
+    if (!rc && nf > 1) rc = write_index(dir, nf, first, e, total, err, errlen);
+    snprintf(path, sizeof path, "%s/%s", dir, nf > 1 ? "model.safetensors" : "model.safetensors.index.json");
+    if (!rc && unlink(path) != 0 && errno != ENOENT)
+        rc = zt_errf(err, errlen, "%s: cannot remove it (left from an earlier export, it would be read instead of the new "
+                     "files): %s", path, strerror(errno));
+    free(first);
+    *n_files = nf;
+    return rc;
+}
+
+uint64_t zt_st_parse_size(const char *s) {
+    static const struct { const char *unit; double mul; } units[] = {
+        {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+        {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+    char *end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (end == s || errno || !(v > 0) || !isfinite(v)) return 0;
+    for (size_t k = 0; k < sizeof units / sizeof *units; k++)
+        if (strcasecmp(end, units[k].unit) == 0) {
+            const double b = v * units[k].mul;
+            return b < 1 || b >= 1.8e19 ? 0 : (uint64_t)b;
+        }
+    return 0;
 }

@@ -74,4 +74,18 @@ int zt_st_write_as(const char *path, zt_st_dtype dt, int n, const zt_st_entry *e
 int zt_st_write(const char *path, int n, const zt_st_entry *e, const float *(*data)(void *ctx, int i), void *ctx,
                 char *err, size_t errlen);
 
+/* the tensors as transformers' save_pretrained lays them out in directory dir: model.safetensors, or, when they
+   hold more than max_shard bytes, model-0000k-of-0000n.safetensors (the entries in order; a file ends before
+   the entry that would take it past max_shard, a larger entry has a file of its own) and
+   model.safetensors.index.json ({"metadata": {"total_size": bytes}, "weight_map": {name: file}}), written
+   last. The other layout's entry point left in dir by an earlier write (model.safetensors would shadow the
+   index in transformers' loader, a stale index would contradict model.safetensors) is removed. *n_files:
+   the .safetensors files written. 0 or err. */
+int zt_st_write_pretrained(const char *dir, zt_st_dtype dt, int n, const zt_st_entry *e,
+                           const float *(*data)(void *ctx, int i), void *ctx, uint64_t max_shard, int *n_files,
+                           char *err, size_t errlen);
+/* a size as transformers' max_shard_size spells it: "5GB" (10^9), "500MB", "2GiB" (2^30), "100KiB", or a byte
+   count ("1000", "1000B"); case-insensitive. Bytes, or 0 when it does not parse */
+uint64_t zt_st_parse_size(const char *s);
+
 #endif

@@ -421,10 +421,6 @@ fail:
 zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *toks, const uint32_t *lens,
                                   uint32_t n_merges, const uint32_t (*merges)[3], uint32_t eot,
                                   char *err, size_t errlen) {
-    if (eot != ZT_TOK_NO_EOT && eot >= vocab_size && vocab_size >= 256 && vocab_size <= ZT_TOK_MAX_VOCAB) {
-        zt_errf(err, errlen, "end-of-text id %u >= vocab size %u", eot, vocab_size);
-        return NULL;
-    }
     zt_tok_config c;
     zt_tok_config_gpt2(&c, eot);
     return zt_tokenizer_create_cfg(&c, vocab_size, toks, lens, n_merges, merges, err, errlen);

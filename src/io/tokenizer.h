@@ -6,7 +6,8 @@
  *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  * (PCRE2, UTF + UCP; \s is spelled out as the Unicode White_Space set, which is what Hugging Face
  * tokenizers' regex engine uses). Bytes the regex cannot match (invalid UTF-8) form pre-tokens of
- * their own, one per maximal run, so ANY byte string encodes and decode(encode(x)) == x.
+ * their own, one per maximal run, so ANY byte string encodes and decode(encode(x)) == x (in this
+ * configuration; the others below add template tokens, a prefix space, or normalize).
  * Each pre-token starts as one token per byte; then, as in GPT-2 / Hugging Face, the adjacent pair
  * with the lowest merge rank is merged (ties: leftmost first) until no adjacent pair has a rank.
  * The end-of-text token is never produced from text: the string "<|endoftext|>" in the input is
@@ -17,7 +18,7 @@
  * Configurations (zt_tok_config; a tokenizer.json's normalizer, pre_tokenizer, model, decoder and
  * post_processor are read as data, tokenizer_hf.c). The pipeline of one document is
  *     [template begin ids] normalizer -> prefix -> pre-tokenizer -> BPE model [template end ids]
- *   normalizer  none | NFC (Unicode canonical composition; Qwen2)
+ *   normalizer  none | NFC (Unicode canonical composition, util/unicode.h; Qwen2)
  *   prefix      none | "nonempty": a space before a non-empty document (Llama 2's
  *               Prepend("\u2581") normalizer) | "first": a space unless the document starts with a
  *               space or U+2581 (Metaspace, prepend_scheme first, the newer Llama 2 layout)
@@ -31,9 +32,12 @@
  *   template    ids before (BOS) and after each document, from a TemplateProcessing post-processor;
  *               zt_tokenizer_encode writes them, as Hugging Face's encode does by default.
  * The chars model with pre-tokenizer none is one word per document in Hugging Face; ztrain cuts it
- * before each space that follows a non-space, which gives the same ids when no merge joins a
- * non-space to a following "\u2581" (checked when the tokenizer is made; Llama 2's vocab has none);
- * otherwise only words longer than ZT_PRETOK_MAX_CARRY are cut. Decoding a chars model writes "\u2581"
+ * where no merge can cross, which gives the same ids: before a space that follows a non-space when
+ * no merge joins a token ending in a non-space to one starting with "\u2581" (checked when the
+ * tokenizer is made; Llama 2's vocab has none), and before a character (or byte token) that starts
+ * the right-hand token of no merge (a newline's <0x0A>, for one). A stretch longer than
+ * ZT_PRETOK_MAX_CARRY without such a place is cut anyway (there alone the ids may differ from Hugging
+ * Face's, as with the GPT-2 pre-tokenizer). Decoding a chars model writes "\u2581"
  * as a space and byte tokens as their byte (invalid UTF-8 stays as bytes where Hugging Face writes
  * U+FFFD) and drops one leading space of the output (the Strip decoder); special tokens decode as
  * their text (Hugging Face's decode with skip_special_tokens=False).
@@ -82,9 +86,10 @@
  * and each token line may start with '+' (an added token, outside the BPE model); a chars model's
  * token lines hold the token's string in the model's alphabet ("\u2581the", "<0x0A>").
  *
- * Hugging Face GPT-2 format: vocab.json + merges.txt, or tokenizer.json (model.type "BPE",
- * ByteLevel pre-tokenizer with add_prefix_space false, no normalizer). Token strings are mapped
- * back to bytes through GPT-2's bytes_to_unicode table, so the ids equal HF's.
+ * Hugging Face files (tokenizer_hf.c): vocab.json + merges.txt (GPT-2), or a tokenizer.json in one of
+ * the configurations above (the accepted fields are listed there; anything else is an error naming
+ * the field). Byte-level token strings are mapped back to bytes through GPT-2's bytes_to_unicode
+ * table, so the ids equal HF's.
  *
  * Error convention: functions that can fail on user input return non-zero (or NULL) and write a
  * one-line message (naming the file and what is expected) into err. A zt_tokenizer keeps a

@@ -213,8 +213,8 @@ static void only_keys(hf *h, const zt_json *v, const char *field, const char *co
         int ok = 0;
         for (const char *const *k = names; *k && !ok; k++) ok = strcmp(v->keys[i], *k) == 0;
         if (!ok)
-            hf_fail(h, &v->items[i], "%s.%s: unknown field (ztrain knows %s's fields and would encode differently)",
-                    field, v->keys[i], zt_json_get(v, "type") ? zt_json_get(v, "type")->str : "this");
+            hf_fail(h, &v->items[i], "%s.%s: unknown field (not supported: it may change the encoding)", field,
+                    v->keys[i]);
     }
 }
 
@@ -515,8 +515,8 @@ static void hf_model_fields(hf *h, const zt_json *v, int *byte_fallback, int *ig
         const zt_json *m = &v->items[i];
         if (strcmp(k, "dropout") == 0) {
             if (m->type != ZT_JSON_NULL && !(m->type == ZT_JSON_NUM && m->num == 0))
-                hf_fail(h, m, "model.dropout: %s is not supported (expected null: ztrain encodes deterministically)",
-                        m->type == ZT_JSON_NUM ? "a dropout" : "this value");
+                hf_fail(h, m, "model.dropout: %g is not supported (expected null: ztrain encodes deterministically)",
+                        m->type == ZT_JSON_NUM ? m->num : 1.0);
         } else if (strcmp(k, "continuing_subword_prefix") == 0 || strcmp(k, "end_of_word_suffix") == 0) {
             if (m->type != ZT_JSON_NULL && !(m->type == ZT_JSON_STR && m->len == 0)) /* "" (GPT-2's file) and null */
                 hf_fail(h, m, "model.%s: %s%.40s%s is not supported (expected null or \"\")", k,
@@ -793,7 +793,7 @@ static zt_tokenizer *hf_build(hf *h, const zt_tok_config *cfg0, const char *path
     char msg[256];
     t = zt_tokenizer_create_cfg(&cfg, vocab, (const uint8_t *const *)toks, lens, (uint32_t)h->nm,
                                 (const uint32_t(*)[3])merges, msg, sizeof msg);
-    if (!t) snprintf(err, errlen, "%s: %s", path, msg);
+    if (!t) snprintf(err, errlen, "%s: %s%s", path, mpath ? "" : "model: ", msg);
 done:
     for (uint32_t i = 0; i < vocab; i++) free(toks[i]);
     free(toks);

@@ -26,6 +26,9 @@ static zt_backend_i g_wrapped;
 
 static void w_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
                      float al, float bt) { T0(be); g_inner->matmul(be, c, a, b, M, N, K, ta, tb, al, bt); T1(be, P_MATMUL); }
+static void w_matmul_ld(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
+                        float al, float bt, int lda, int ldb, int ldc) {
+    T0(be); g_inner->matmul_ld(be, c, a, b, M, N, K, ta, tb, al, bt, lda, ldb, ldc); T1(be, P_MATMUL); }
 static void w_linear_fwd(zt_backend *be, float *o, const float *i, const float *w, const float *b, int N, int C, int OC) {
     T0(be); g_inner->linear_fwd(be, o, i, w, b, N, C, OC); T1(be, P_LINEAR_FWD); }
 static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
@@ -85,6 +88,7 @@ void zt_backend_prof_begin(zt_backend *be) {
     g_inner = be->i;
     g_wrapped = *be->i;
     g_wrapped.matmul = w_matmul;
+    if (g_inner->matmul_ld) g_wrapped.matmul_ld = w_matmul_ld;
     g_wrapped.linear_fwd = w_linear_fwd;
     g_wrapped.linear_bwd = w_linear_bwd;
     g_wrapped.layernorm_fwd = w_ln_fwd;

@@ -28,7 +28,7 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
         zt_lora_cfg lc;
         zt_lora_cfg_from_config(c, &lc);
         p->param_bytes += zt_lora_base_bytes(s, lc.quant, NULL, NULL, NULL);
-        if (lc.quant >= 0) p->param_bytes += (size_t)4 * s->n_embd * s->n_embd * f; /* the dequantised weight */
+        if (lc.quant >= 0) p->param_bytes += zt_lora_max_weight(s) * f; /* the dequantised weight */
     }
     p->optim_bytes = 2 * (stage == 0 ? p->padded : p->shard) * f;
     /* bf16/fp16: fp32 master weights beside the moments (the working buffers stay float32 containers) */

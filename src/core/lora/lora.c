@@ -11,7 +11,37 @@
 #include "util/util.h"
 
 static const int target_tensor[ZT_LORA_N_TARGETS] = {ZT_QKVW, ZT_ATTPW, ZT_FCW, ZT_FCPW};
-static const char *const target_module[ZT_LORA_N_TARGETS] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
+
+/* GPT-2's description (learned positions, GELU, LayerNorm, tied) has GPT-2's four sites; any other the Llama
+   family's seven (the fused projections split into their PEFT modules) */
+static int gpt2_sites(const zt_model_shape *s) { return s->mlp == ZT_MLP_GELU && s->norm == ZT_NORM_LAYER; }
+
+int zt_lora_sites(const zt_model_shape *s, zt_lora_site *out) {
+    const int C = s->n_embd, hs = C / s->n_head, kv = s->n_kv_head * hs, I = s->ffn;
+    if (gpt2_sites(s)) {
+        const zt_lora_site g[4] = {{0, 0, zt_shape_qkv(s), ZT_LORA_T_QKV, "attn.c_attn"},
+                                   {1, 0, C, ZT_LORA_T_PROJ, "attn.c_proj"},
+                                   {2, 0, zt_shape_fc(s), ZT_LORA_T_FC, "mlp.c_fc"},
+                                   {3, 0, C, ZT_LORA_T_FCPROJ, "mlp.c_proj"}};
+        memcpy(out, g, sizeof g);
+        return 4;
+    }
+    const zt_lora_site l[7] = {{0, 0, C, ZT_LORA_T_Q, "self_attn.q_proj"},
+                               {0, C, kv, ZT_LORA_T_K, "self_attn.k_proj"},
+                               {0, C + kv, kv, ZT_LORA_T_V, "self_attn.v_proj"},
+                               {1, 0, C, ZT_LORA_T_O, "self_attn.o_proj"},
+                               {2, 0, I, ZT_LORA_T_GATE, "mlp.gate_proj"},
+                               {2, I, I, ZT_LORA_T_UP, "mlp.up_proj"},
+                               {3, 0, C, ZT_LORA_T_DOWN, "mlp.down_proj"}};
+    memcpy(out, l, sizeof l);
+    return 7;
+}
+
+unsigned zt_lora_family_bits(const zt_model_shape *s) { return gpt2_sites(s) ? 0xFu : 0x7F0u; }
+
+const char *zt_lora_family_names(const zt_model_shape *s) {
+    return gpt2_sites(s) ? "qkv, proj, fc, fcproj" : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj";
+}
 
 void zt_lora_cfg_from_config(const zt_config *c, zt_lora_cfg *lc) {
     memset(lc, 0, sizeof *lc);
@@ -30,7 +60,6 @@ float zt_lora_scale(const zt_lora_cfg *lc) {
 }
 
 int zt_lora_target_tensor(int k) { return target_tensor[k]; }
-const char *zt_lora_target_module(int k) { return target_module[k]; }
 
 void zt_lora_target_dims(const zt_model_shape *s, int k, int *in, int *out) {
     const int C = s->n_embd;
@@ -39,17 +68,31 @@ void zt_lora_target_dims(const zt_model_shape *s, int k, int *in, int *out) {
     *out = outs[k];
 }
 
-int zt_lora_per_layer(const zt_lora_cfg *lc) {
-    int n = 0;
-    for (int k = 0; k < ZT_LORA_N_TARGETS; k++) n += (lc->targets >> k) & 1;
-    return 2 * n;
+size_t zt_lora_max_weight(const zt_model_shape *s) {
+    size_t mx = 0;
+    for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
+        int in, out;
+        zt_lora_target_dims(s, k, &in, &out);
+        if ((size_t)in * out > mx) mx = (size_t)in * out;
+    }
+    return mx;
 }
 
-int zt_lora_index(const zt_lora_cfg *lc, int l, int k) {
-    if (!((lc->targets >> k) & 1)) return -1;
+int zt_lora_per_layer(const zt_lora_cfg *lc, const zt_model_shape *s) {
+    zt_lora_site st[ZT_LORA_MAX_SITES];
+    const int n = zt_lora_sites(s, st);
+    int per = 0;
+    for (int j = 0; j < n; j++) per += (lc->targets & st[j].bit) != 0;
+    return 2 * per;
+}
+
+int zt_lora_index(const zt_lora_cfg *lc, const zt_model_shape *s, int l, int j) {
+    zt_lora_site st[ZT_LORA_MAX_SITES];
+    zt_lora_sites(s, st);
+    if (!(lc->targets & st[j].bit)) return -1;
     int before = 0;
-    for (int j = 0; j < k; j++) before += (lc->targets >> j) & 1;
-    return l * zt_lora_per_layer(lc) + 2 * before;
+    for (int i = 0; i < j; i++) before += (lc->targets & st[i].bit) != 0;
+    return l * zt_lora_per_layer(lc, s) + 2 * before;
 }
 
 static void add_tensor(zt_param_table *pt, const char *name, int d0, int d1) {
@@ -67,18 +110,20 @@ static void add_tensor(zt_param_table *pt, const char *name, int d0, int d1) {
 
 void zt_lora_table_build(zt_param_table *pt, const zt_model_shape *s, const zt_lora_cfg *lc) {
     memset(pt, 0, sizeof *pt);
-    pt->lora_per_layer = zt_lora_per_layer(lc);
+    pt->lora_per_layer = zt_lora_per_layer(lc, s);
     ZT_ASSERT(pt->lora_per_layer * s->n_layer <= ZT_MAX_TENSORS);
+    zt_lora_site st[ZT_LORA_MAX_SITES];
+    const int ns = zt_lora_sites(s, st);
     char name[sizeof pt->t[0].name];
     for (int l = 0; l < s->n_layer; l++)
-        for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
-            if (!((lc->targets >> k) & 1)) continue;
+        for (int j = 0; j < ns; j++) {
+            if (!(lc->targets & st[j].bit)) continue;
             int in, out;
-            zt_lora_target_dims(s, k, &in, &out);
-            snprintf(name, sizeof name, "h.%d.%s.lora_A", l, target_module[k]);
+            zt_lora_target_dims(s, st[j].k, &in, &out);
+            snprintf(name, sizeof name, "h.%d.%s.lora_A", l, st[j].module);
             add_tensor(pt, name, lc->rank, in);
-            snprintf(name, sizeof name, "h.%d.%s.lora_B", l, target_module[k]);
-            add_tensor(pt, name, out, lc->rank);
+            snprintf(name, sizeof name, "h.%d.%s.lora_B", l, st[j].module);
+            add_tensor(pt, name, st[j].cols, lc->rank);
         }
 }
 
@@ -114,20 +159,22 @@ void zt_lora_merge_host(const zt_param_table *bt, float *base, const zt_model_sh
     const float sc = zt_lora_scale(lc);
     zt_param_table *tab = zt_malloc(sizeof *tab);
     zt_lora_table_build(tab, s, lc);
+    zt_lora_site st[ZT_LORA_MAX_SITES];
+    const int ns = zt_lora_sites(s, st);
     for (int l = 0; l < s->n_layer; l++)
-        for (int k = 0; k < ZT_LORA_N_TARGETS; k++) {
-            const int ai = zt_lora_index(lc, l, k);
+        for (int si = 0; si < ns; si++) {
+            const int ai = zt_lora_index(lc, s, l, si);
             if (ai < 0) continue;
             int in, out;
-            zt_lora_target_dims(s, k, &in, &out);
+            zt_lora_target_dims(s, st[si].k, &in, &out);
             const float *A = ad + tab->t[ai].offset, *B = ad + tab->t[ai + 1].offset;
-            float *W = base + bt->t[zt_param_idx(bt, l, zt_lora_target_tensor(k))].offset; /* (in, out) */
-            /* W[i][o] += s * sum_j B[o][j] A[j][i], summed in double, rounded once */
+            float *W = base + bt->t[zt_param_idx(bt, l, zt_lora_target_tensor(st[si].k))].offset; /* (in, out) */
+            /* the site's columns: W[i][col0 + o] += s * sum_j B[o][j] A[j][i], summed in double, rounded once */
             for (int i = 0; i < in; i++)
-                for (int o = 0; o < out; o++) {
+                for (int o = 0; o < st[si].cols; o++) {
                     double acc = 0.0;
                     for (int j = 0; j < r; j++) acc += (double)B[(size_t)o * r + j] * A[(size_t)j * in + i];
-                    W[(size_t)i * out + o] += (float)(sc * acc);
+                    W[(size_t)i * out + st[si].col0 + o] += (float)(sc * acc);
                 }
         }
     free(tab);
@@ -135,7 +182,9 @@ void zt_lora_merge_host(const zt_param_table *bt, float *base, const zt_model_sh
 
 size_t zt_lora_act_bytes(const zt_model_shape *s, const zt_lora_cfg *lc, int B, int T) {
     const size_t N = (size_t)B * T, C = s->n_embd, r = lc->rank, L = s->n_layer;
-    const size_t elems[4] = {L * ZT_LORA_N_TARGETS * N * r, N * r, N * 4 * C, 2 * C};
+    zt_lora_site st[ZT_LORA_MAX_SITES];
+    const size_t ns = (size_t)zt_lora_sites(s, st), in_max = (size_t)s->ffn > C ? (size_t)s->ffn : C;
+    const size_t elems[4] = {L * ns * N * r, N * r, N * in_max, 2 * C};
     size_t total = 0;
     for (int i = 0; i < 4; i++) total += (elems[i] * sizeof(float) + 63) & ~(size_t)63;
     return total;

@@ -27,6 +27,21 @@ int zt_loaded_config(const char *path, const zt_load_opts *o, zt_config *c, char
     return bad;
 }
 
+/* lora.targets names modules of the base's family (GPT-2's four linears, or the Llama family's seven) */
+static int lora_targets_of_family(const zt_config *c, char *err, size_t errlen) {
+    zt_model_shape s;
+    char e[ZT_ERR_BUF];
+    if (zt_config_shape(c, &s, e, sizeof e))
+        return zt_errf(err, errlen, "lora.base = \"%.300s\": its model: %.500s", c->lora.base, e);
+    const unsigned t = zt_config_lora_targets(c->lora.targets, e, sizeof e), fam = zt_lora_family_bits(&s);
+    if (!t) return zt_errf(err, errlen, "%s", e);
+    const int all = strstr(c->lora.targets, "all") != NULL;
+    if (!all && (t & ~fam))
+        return zt_errf(err, errlen, "lora.targets = \"%s\": lora.base = \"%.300s\" is a %s model, whose targets are %s "
+                       "(or all)", c->lora.targets, c->lora.base, c->model.family, zt_lora_family_names(&s));
+    return 0;
+}
+
 int zt_lora_base_shape(zt_config *c, char *err, size_t errlen) {
     zt_config *b = zt_calloc(1, sizeof *b);
     zt_ckpt_meta meta = {0};
@@ -40,6 +55,7 @@ int zt_lora_base_shape(zt_config *c, char *err, size_t errlen) {
     else if (zt_config_load_string(b, meta.config_text, e, sizeof e))
         bad = zt_errf(err, errlen, "lora.base = \"%.400s\": its stored config does not parse: %.500s", c->lora.base, e);
     if (!bad) c->model = b->model;
+    if (!bad) bad = lora_targets_of_family(c, err, errlen);
     if (!bad && c->train.seq_len > c->model.block_size)
         bad = zt_errf(err, errlen, "train.seq_len = %d exceeds the block_size %d of lora.base = \"%.400s\" (the positions the "
                       "base model has)", c->train.seq_len, c->model.block_size, c->lora.base);

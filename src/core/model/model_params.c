@@ -186,7 +186,7 @@ static void init_quant_base(zt_model *m, zt_backend *be, int quant) {
             m->w[i] = m->params + off;
             off += m->table.t[i].numel;
         }
-    m->wdq = be->i->alloc(be, (size_t)4 * s->n_embd * s->n_embd * sizeof(float));
+    m->wdq = be->i->alloc(be, zt_lora_max_weight(s) * sizeof(float));
 }
 
 int zt_model_init_lora(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T, const zt_lora_cfg *lc,
@@ -210,8 +210,9 @@ int zt_model_init_lora(zt_model *m, zt_backend *be, const zt_model_shape *s, int
         m->grads = be->i->alloc(be, lp->padded * sizeof(float));
         for (int i = 0; i < lp->table.n; i++) m->gptr[i] = m->grads + lp->table.t[i].offset;
     }
-    const size_t N = (size_t)B * T, C = s->n_embd, r = lc->rank;
-    const size_t elems[4] = {(size_t)s->n_layer * ZT_LORA_N_TARGETS * N * r, N * r, N * 4 * C, 2 * C};
+    lp->n_sites = zt_lora_sites(s, lp->sites);
+    const size_t N = (size_t)B * T, C = s->n_embd, r = lc->rank, in_max = (size_t)s->ffn > C ? (size_t)s->ffn : C;
+    const size_t elems[4] = {(size_t)s->n_layer * lp->n_sites * N * r, N * r, N * in_max, 2 * C};
     float **slot[4] = {&lp->u, &lp->du, &lp->xd, &lp->sink};
     char *mem = be->i->alloc(be, zt_lora_act_bytes(s, lc, B, T));
     size_t off = 0;
