@@ -21,6 +21,12 @@
 // CUBLAS_COMPUTE_32F (tensor cores), fp32 C/D and bias; under the harness gemm_ref_kernel reads the
 // packed operands and decodes each element exactly, so its result is bit-identical to the fp32 product
 // of the rounded inputs (cuda/tests/test_kernels_gemm16.cc checks both the packing and the layout).
+// matmul_ld (sub-matrices with row strides lda / ldb / ldc, iface/backend.h) is the same path: in fp32 the
+// leading dimensions go to the cuBLASLt layouts (the reference kernel takes them as they are: the same sums as
+// on packed copies, bit for bit); in bf16 / fp16 the strided sub-matrices are packed into the dense 2-byte
+// scratch (pack16_ld), so only c keeps its stride. Columns of c beyond N are never read or written. On a GPU
+// a strided problem gets its own pinned algorithm (the heuristic sees the strides and the alignments), so its
+// bits can differ from those of the product of packed copies by fp32 rounding; run to run they are the same.
 // Storing the working copies in 2 bytes (and packing weights once per update instead of per product)
 // is the next step (docs/gpu-status.md).
 // No GELU epilogue: cuBLASLt's GELU is its own approximation code, not op_math.h's zt_gelu, so the outputs
@@ -70,11 +76,10 @@ __device__ __forceinline__ float ld_op(const float *p, size_t i, int prec) {
     (void)prec;
     return p[i];
 }
-#ifdef ZT_HOSTEXEC // (the GPU build multiplies packed operands with cuBLASLt)
+// (the GPU build multiplies packed operands with cuBLASLt; this one only where a strided problem has no algorithm)
 __device__ __forceinline__ float ld_op(const uint16_t *p, size_t i, int prec) {
     return prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(p[i]) : zt_fp16_bits_to_f32(p[i]);
 }
-#endif
 
 // Leading dimensions (row strides) lda, ldb, ldc and, for batches (blockIdx.z), element strides sa, sb, sc
 // between the batch's matrices.
@@ -153,13 +158,49 @@ void gemm_ref_ld(cudaStream_t s, float *c, const T *a, const T *b, const float *
 // dense operands: the leading dimensions their shapes give
 GemmLd dense_ld(int M, int N, int K, int ta, int tb) { return GemmLd{ta ? M : K, tb ? K : N, N, 0, 0, 0}; }
 
+bool is_dense(const GemmLd &ld, int M, int N, int K, int ta, int tb) {
+    const GemmLd d = dense_ld(M, N, K, ta, tb);
+    return ld.lda == d.lda && ld.ldb == d.ldb && ld.ldc == d.ldc;
+}
+
 template <typename T>
 void gemm_ref(cudaStream_t s, float *c, const T *a, const T *b, const float *bias, int M, int N, int K, int ta, int tb,
               float alpha, float beta, int prec) {
     gemm_ref_ld(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta, prec, dense_ld(M, N, K, ta, tb), 1);
 }
 
+// bf16 / fp16: op(a), op(b) packed dense into g's 2-byte scratch (a16, b16); returns the leading dimensions of the
+// packed problem (dense operands, c's ldc as given). Defined after the handle.
+GemmLd pack_operands(zt_cu_gemm *g, cudaStream_t s, const float *a, const float *b, int M, int N, int K, int ta,
+                     int tb, const GemmLd &ld, const uint16_t **a16, const uint16_t **b16);
+
 // ------------------------------------------------------------------------------------ small kernels
+
+// out(rows, cols), dense = x's rows, ld floats apart, as bf16 / fp16 bits (the conversion of k_pack16,
+// kernels_elem.cu: round to nearest even, exact for values of the precision)
+constexpr int kPackThreads = 256;
+constexpr unsigned kPackMaxBlocks = 16384; // grid-stride beyond
+__global__ void pack16_ld_kernel(uint16_t *out, const float *x, int rows, int cols, int ld, int prec) {
+    const size_t n = (size_t)rows * cols;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float v = x[(i / cols) * ld + i % cols];
+        out[i] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(v) : zt_f32_to_fp16_bits(v);
+    }
+}
+
+// a strided operand packed dense: zt_cu_pack16 when its rows are contiguous already
+void pack16_ld(cudaStream_t s, uint16_t *out, const float *x, int rows, int cols, int ld, int prec) {
+    const size_t n = (size_t)rows * cols;
+    if (n == 0) return;
+    if (ld == cols || rows == 1) {
+        zt_cu_pack16(s, out, x, n, prec);
+        return;
+    }
+    const size_t nb = (n + kPackThreads - 1) / kPackThreads;
+    ZT_LAUNCH(pack16_ld_kernel, (unsigned)(nb < kPackMaxBlocks ? nb : kPackMaxBlocks), kPackThreads, 0, s, out, x,
+              rows, cols, ld, prec);
+    GM_LAUNCH_CHECK("pack16_ld_kernel");
+}
 
 // dbias partials: part(nparts, OC), part[p][j] = sum of dout rows [p*kBiasRows, (p+1)*kBiasRows) in order
 __global__ void colsum_partial_kernel(float *part, const float *x, int N, int OC) {
@@ -247,17 +288,16 @@ uint16_t *h16_buf(zt_cu_gemm *g, int k, size_t n) {
     return g->h16[k];
 }
 
-// c = alpha * op(a) @ op(b) (+ bias) (+ beta * c)
+// c = alpha * op(a) @ op(b) (+ bias) (+ beta * c), operands with leading dimensions ld (dense_ld: packed)
 void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, const float *bias, int M, int N,
-          int K, int ta, int tb, float alpha, float beta) {
+          int K, int ta, int tb, float alpha, float beta, const GemmLd &ld) {
     if (g->prec == ZT_PREC_FP32 || K == 0) {
-        gemm_ref(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32);
+        gemm_ref_ld(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32, ld, 1);
         return;
     }
-    uint16_t *a16 = h16_buf(g, 0, (size_t)M * K), *b16 = h16_buf(g, 1, (size_t)K * N);
-    zt_cu_pack16(s, a16, a, (size_t)M * K, g->prec);
-    zt_cu_pack16(s, b16, b, (size_t)K * N, g->prec);
-    gemm_ref(s, c, (const uint16_t *)a16, (const uint16_t *)b16, bias, M, N, K, ta, tb, alpha, beta, g->prec);
+    const uint16_t *a16, *b16;
+    const GemmLd pl = pack_operands(g, s, a, b, M, N, K, ta, tb, ld, &a16, &b16);
+    gemm_ref_ld(s, c, a16, b16, bias, M, N, K, ta, tb, alpha, beta, g->prec, pl, 1);
 }
 
 // batch products c_z = alpha * op(a_z) @ op(b_z) + beta * c_z with strided operands, fp32 in every precision
@@ -293,7 +333,7 @@ constexpr size_t kWorkspaceBytes = (size_t)32 << 20; // cuBLAS's recommendation 
 typedef std::array<long long, 18> PlanKey;
 
 struct Plan {
-    bool ok; // false: no algorithm for this problem (only allowed with the bias epilogue or a batch)
+    bool ok; // false: no algorithm for this problem (only allowed with the bias epilogue, a batch or strides)
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -408,7 +448,7 @@ const Plan &get_plan(zt_cu_gemm *g, const float *c, const void *a, const void *b
     cublasLtMatmulPreferenceDestroy(pref);
     p.ok = st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
     if (p.ok) p.algo = res.algo;
-    else if (!bias && batch == 1)
+    else if (!bias && batch == 1 && is_dense(ld, M, N, K, ta, tb))
         zt_panic(__FILE__, __LINE__,
                  "cublasLtMatmulAlgoGetHeuristic: no algorithm for c(%d, %d) = op(a) @ op(b), K %d, ta %d, tb %d: %s", M,
                  N, K, ta, tb, st == CUBLAS_STATUS_SUCCESS ? "none returned" : cublasLtGetStatusString(st));
@@ -424,22 +464,30 @@ uint16_t *h16_buf(zt_cu_gemm *g, int k, size_t n) {
     return g->h16[k];
 }
 
+// c = alpha * op(a) @ op(b) (+ bias) (+ beta * c), operands with leading dimensions ld_in (dense_ld: packed)
 void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const float *b_in, const float *bias, int M,
-          int N, int K, int ta, int tb, float alpha, float beta) {
+          int N, int K, int ta, int tb, float alpha, float beta, const GemmLd &ld_in) {
     if (K == 0) { // nothing to multiply; cuBLASLt's k must be positive
-        gemm_ref(s, c, a_in, b_in, bias, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32);
+        gemm_ref_ld(s, c, a_in, b_in, bias, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32, ld_in, 1);
         return;
     }
     const void *a = a_in, *b = b_in;
+    GemmLd dl = ld_in;
     if (g->prec != ZT_PREC_FP32) { // 2-byte operands for the tensor cores
-        uint16_t *a16 = h16_buf(g, 0, (size_t)M * K), *b16 = h16_buf(g, 1, (size_t)K * N);
-        zt_cu_pack16(s, a16, a_in, (size_t)M * K, g->prec);
-        zt_cu_pack16(s, b16, b_in, (size_t)K * N, g->prec);
+        const uint16_t *a16, *b16;
+        dl = pack_operands(g, s, a_in, b_in, M, N, K, ta, tb, ld_in, &a16, &b16);
         a = a16;
         b = b16;
     }
-    const GemmLd dl = dense_ld(M, N, K, ta, tb);
     const Plan *p = &get_plan(g, c, a, b, bias, M, N, K, ta, tb, g->prec, dl, 1);
+    if (!bias && !p->ok) { // a strided problem with no algorithm (get_plan panics on a dense one): the reference
+        if (g->prec == ZT_PREC_FP32)
+            gemm_ref_ld(s, c, a_in, b_in, nullptr, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32, dl, 1);
+        else
+            gemm_ref_ld(s, c, (const uint16_t *)a, (const uint16_t *)b, nullptr, M, N, K, ta, tb, alpha, beta, g->prec,
+                        dl, 1);
+        return;
+    }
     if (bias && !p->ok) { // no epilogue algorithm for this bias: c = bias, then c += op(a) @ op(b)
         ZT_ASSERT(beta == 0.0f);
         ZT_LAUNCH(bias_broadcast_kernel, blocks_for((size_t)M * N, kColThreads), kColThreads, 0, s, c, bias, M, N);
@@ -447,6 +495,7 @@ void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const floa
         bias = nullptr;
         beta = 1.0f;
         p = &get_plan(g, c, a, b, nullptr, M, N, K, ta, tb, g->prec, dl, 1);
+        ZT_ASSERT(p->ok);
     }
     if (bias)
         GM_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -475,6 +524,20 @@ void gemm_batched(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const
 
 #endif
 
+namespace {
+GemmLd pack_operands(zt_cu_gemm *g, cudaStream_t s, const float *a, const float *b, int M, int N, int K, int ta,
+                     int tb, const GemmLd &ld, const uint16_t **a16, const uint16_t **b16) {
+    uint16_t *pa = h16_buf(g, 0, (size_t)M * K), *pb = h16_buf(g, 1, (size_t)K * N);
+    pack16_ld(s, pa, a, ta ? K : M, ta ? M : K, ld.lda, g->prec);
+    pack16_ld(s, pb, b, tb ? N : K, tb ? K : N, ld.ldb, g->prec);
+    *a16 = pa;
+    *b16 = pb;
+    GemmLd pl = dense_ld(M, N, K, ta, tb);
+    pl.ldc = ld.ldc;
+    return pl;
+}
+} // namespace
+
 // ------------------------------------------------------------------------------------ launches
 
 void zt_cu_gemm_set_precision(zt_cu_gemm *g, int prec) { g->prec = prec; }
@@ -482,13 +545,20 @@ void zt_cu_gemm_set_precision(zt_cu_gemm *g, int prec) { g->prec = prec; }
 void zt_cu_matmul(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K, int ta,
                   int tb, float alpha, float beta) {
     if (M <= 0 || N <= 0) return;
-    gemm(g, s, c, a, b, nullptr, M, N, K, ta, tb, alpha, beta);
+    gemm(g, s, c, a, b, nullptr, M, N, K, ta, tb, alpha, beta, dense_ld(M, N, K, ta, tb));
+}
+
+void zt_cu_matmul_ld(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K,
+                     int ta, int tb, float alpha, float beta, int lda, int ldb, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    ZT_ASSERT(lda >= (ta ? M : K) && ldb >= (tb ? K : N) && ldc >= N);
+    gemm(g, s, c, a, b, nullptr, M, N, K, ta, tb, alpha, beta, GemmLd{lda, ldb, ldc, 0, 0, 0});
 }
 
 void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,
                       int N, int C, int OC) {
     if (N <= 0 || OC <= 0) return;
-    gemm(g, s, out, inp, w, bias, N, OC, C, 0, 0, 1.0f, 0.0f);
+    gemm(g, s, out, inp, w, bias, N, OC, C, 0, 0, 1.0f, 0.0f, dense_ld(N, OC, C, 0, 0));
 }
 
 size_t zt_cu_linear_bwd_scratch(int N, int OC) {
@@ -500,8 +570,10 @@ void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, flo
                       const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch) {
     if (C <= 0 || OC <= 0) return;
     // dinp(N, C) = dout(N, OC) @ w(C, OC)^T; dw(C, OC) = inp(N, C)^T @ dout(N, OC)
-    if (N > 0) gemm(g, s, dinp, dout, w, nullptr, N, C, OC, 0, 1, 1.0f, accumulate_dinp ? 1.0f : 0.0f);
-    gemm(g, s, dw, inp, dout, nullptr, C, OC, N, 1, 0, 1.0f, 0.0f);
+    if (N > 0)
+        gemm(g, s, dinp, dout, w, nullptr, N, C, OC, 0, 1, 1.0f, accumulate_dinp ? 1.0f : 0.0f,
+             dense_ld(N, C, OC, 0, 1));
+    gemm(g, s, dw, inp, dout, nullptr, C, OC, N, 1, 0, 1.0f, 0.0f, dense_ld(C, OC, N, 1, 0));
     if (!dbias) return;
     const int nparts = N > 0 ? bias_parts(N) : 0;
     if (nparts > 0) {

@@ -167,13 +167,15 @@ static int plan_llama(export_plan *p, const zt_loaded_model *lm, const char *tor
     return 0;
 }
 
-/* the host buffers: the largest ztrain tensor, and (Llama) the largest Hugging Face one */
+/* the host buffers: the largest ztrain tensor, and (Llama) the largest transposed Hugging Face one */
 static void plan_buffers(export_plan *p, const zt_loaded_model *lm) {
-    size_t maxn = 1;
+    size_t maxn = 1, maxt = 1;
     for (int i = 0; i < lm->m.table.n; i++)
         if (lm->m.table.t[i].numel > maxn) maxn = lm->m.table.t[i].numel;
+    for (int i = 0; p->map && i < p->n; i++)
+        if (p->map[i].kind == ZT_HF_TCOLS && zt_hf_numel(&p->map[i]) > maxt) maxt = zt_hf_numel(&p->map[i]);
     p->x = (export_ctx){lm->be, &lm->m, zt_malloc(maxn * sizeof(float)), -1, p->map, NULL};
-    if (p->map) p->x.out = zt_malloc(maxn * sizeof(float));
+    if (p->map) p->x.out = zt_malloc(maxt * sizeof(float));
 }
 
 static void plan_free(export_plan *p) {
@@ -386,8 +388,10 @@ static int open_index(source *src, const char *dir, const char *index, char *err
         for (int s = 0; s < src->n; s++) seen |= strcmp(src->f[s].path, p) == 0;
         if (seen) continue;
         if (src->n == MAX_SHARDS) { rc = snprintf(err, errlen, "%s: more than %d shard files", index, MAX_SHARDS) > 0; break; }
-        rc = st_open_checked(&src->f[src->n], p, err, errlen);
-        if (!rc) src->n++;
+        char e[ZT_ERR_BUF];
+        rc = st_open_checked(&src->f[src->n], p, e, sizeof e);
+        if (rc) zt_errf(err, errlen, "import: %s names %.200s in its weight_map: %s", index, file, e);
+        else src->n++;
     }
     zt_json_free(&j);
     return rc;
@@ -591,7 +595,7 @@ static int fill_llama(source *src, zt_model *m, zt_backend *be, const char *fami
         if ((rc = zt_hf_llama_gather(src->f, src->n, map, nmap, pt, i, dst, tmp, err, errlen))) break;
         be->i->to_device(be, m->params + pt->t[i].offset, dst, pt->t[i].numel * sizeof(float));
         be->i->sync(be);
-        if (i == ZT_P_WTE) {
+        if (i == ZT_P_WTE && m->s.tied) { /* a tied model's lm_head.weight, if the files have one, must equal it */
             wte = zt_malloc(pt->t[i].numel * sizeof(float));
             memcpy(wte, dst, pt->t[i].numel * sizeof(float));
         }

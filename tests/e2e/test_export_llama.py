@@ -66,6 +66,7 @@ from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, M
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 hf_logging.set_verbosity_error()
+hf_logging.disable_progress_bar()
 ZT = os.path.join(REPO, "ztrain")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 TOL = 1e-5
@@ -438,7 +439,7 @@ def bad_imports(tmp):
     shutil.copytree(os.path.join(tmp, "mistral_fp16", "hf"), sh)
     shards = sorted(f for f in os.listdir(sh) if f.endswith(".safetensors"))
     os.unlink(os.path.join(sh, shards[-1]))
-    one_error("bad_missing_shard", shards[-1], *zt("import", "--safetensors", sh, "--out", out), out)
+    one_error("bad_missing_shard", f"model.safetensors.index.json names {shards[-1]} in its weight_map", *zt("import", "--safetensors", sh, "--out", out), out)
     # tensors without their config.json
     nc = os.path.join(tmp, "bad_no_config")
     os.makedirs(nc)
