@@ -9,8 +9,8 @@
 #     (`make cuda`, run by `make test` whenever nvcc exists), or into ./ztrain itself with `make CUDA=1`.
 #     That binary has cpu, devsim and cuda, not cudasim (see the factory rule below).
 
-CU_SRC := cuda/cuda_backend.cu cuda/kernels_elem.cu cuda/kernels_norm_attn.cu cuda/cuda_gemm.cu cuda/kernels_attn_fused.cu \
-  cuda/kernels_llama.cu
+# every cuda/*.cu but the NCCL communicator (GPU build only)
+CU_SRC := $(filter-out cuda/comm_nccl.cu,$(sort $(wildcard cuda/*.cu)))
 # Header dependencies: g++ writes them (-MMD -MP: build/cudasim/*.d, build/tests/test_kernels_*.d); the nvcc
 # objects depend on every header of cuda/ and src/ (CU_HDRS_ALL).
 CU_HDRS := $(wildcard cuda/*.h cuda/*.cuh cuda/hostexec/*.h)

@@ -231,6 +231,10 @@ void b_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, i
               float alpha, float beta) {
     zt_cu_matmul(ctx_of(be)->gemm, S, dev(c), dev(a), dev(b), M, N, K, ta, tb, alpha, beta);
 }
+void b_matmul_ld(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
+                 float alpha, float beta, int lda, int ldb, int ldc) {
+    zt_cu_matmul_ld(ctx_of(be)->gemm, S, dev(c), dev(a), dev(b), M, N, K, ta, tb, alpha, beta, lda, ldb, ldc);
+}
 void b_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                   int OC) {
     zt_cu_linear_fwd(ctx_of(be)->gemm, S, dev(out), dev(inp), dev(w), dev(bias), N, C, OC);
@@ -456,6 +460,7 @@ zt_backend_i make_i(void) {
     i.zero = b_zero;
     i.sync = b_sync;
     i.matmul = b_matmul;
+    i.matmul_ld = b_matmul_ld;
     i.linear_fwd = b_linear_fwd;
     i.linear_bwd = b_linear_bwd;
     i.layernorm_fwd = b_layernorm_fwd;

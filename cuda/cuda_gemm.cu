@@ -158,16 +158,6 @@ void gemm_ref_ld(cudaStream_t s, float *c, const T *a, const T *b, const float *
 // dense operands: the leading dimensions their shapes give
 GemmLd dense_ld(int M, int N, int K, int ta, int tb) { return GemmLd{ta ? M : K, tb ? K : N, N, 0, 0, 0}; }
 
-bool is_dense(const GemmLd &ld, int M, int N, int K, int ta, int tb) {
-    const GemmLd d = dense_ld(M, N, K, ta, tb);
-    return ld.lda == d.lda && ld.ldb == d.ldb && ld.ldc == d.ldc;
-}
-
-template <typename T>
-void gemm_ref(cudaStream_t s, float *c, const T *a, const T *b, const float *bias, int M, int N, int K, int ta, int tb,
-              float alpha, float beta, int prec) {
-    gemm_ref_ld(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta, prec, dense_ld(M, N, K, ta, tb), 1);
-}
 
 // bf16 / fp16: op(a), op(b) packed dense into g's 2-byte scratch (a16, b16); returns the leading dimensions of the
 // packed problem (dense operands, c's ldc as given). Defined after the handle.
@@ -338,6 +328,11 @@ struct Plan {
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
 };
+
+bool is_dense(const GemmLd &ld, int M, int N, int K, int ta, int tb) {
+    const GemmLd d = dense_ld(M, N, K, ta, tb);
+    return ld.lda == d.lda && ld.ldb == d.ldb && ld.ldc == d.ldc;
+}
 
 int align_class(const void *p) {
     uintptr_t u = reinterpret_cast<uintptr_t>(p);

@@ -9,8 +9,8 @@
 // bits on every run, for any grid scheduling. Files: kernels_elem.cu (GELU, add, accumulate,
 // embeddings, softmax + cross-entropy, AdamW, chunked sums of squares, dropout, dequantisation), kernels_norm_attn.cu
 // (LayerNorm, attention forward/backward/decode), kernels_attn_fused.cu (attention without the (T, T)
-// matrices), kernels_llama.cu (RMSNorm, rotary embedding, SwiGLU), cuda_gemm.cu (matmul, linear layers, one-row
-// products: cuBLASLt on a GPU, a reference GEMM with fp32 accumulation in the host build).
+// matrices), kernels_llama.cu (RMSNorm, rotary embedding, SwiGLU), cuda_gemm.cu (matmul, strided matmul, linear
+// layers, one-row products: cuBLASLt on a GPU, a reference GEMM with fp32 accumulation in the host build).
 #pragma once
 
 #include <stddef.h>
@@ -116,6 +116,11 @@ void zt_cu_gemm_free(zt_cu_gemm *g);
 void zt_cu_gemm_set_precision(zt_cu_gemm *g, int prec);
 void zt_cu_matmul(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K, int ta,
                   int tb, float alpha, float beta);
+// matmul on sub-matrices (iface/backend.h matmul_ld): a, b, c rows lda, ldb, ldc floats apart (lda >= the stored
+// op(a)'s width: K, or M when ta; ldb >= N, or K when tb; ldc >= N); the same arithmetic as zt_cu_matmul on packed
+// copies (bf16 / fp16: the strided operands are packed dense); c's columns beyond N are neither read nor written
+void zt_cu_matmul_ld(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K,
+                     int ta, int tb, float alpha, float beta, int lda, int ldb, int ldc);
 void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,
                       int N, int C, int OC);
 // dbias (may be NULL) = column sums of dout without atomics: partial sums per row block, then a

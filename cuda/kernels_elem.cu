@@ -158,7 +158,8 @@ __global__ void k_embed_fwd(float *out, const int32_t *tokens, const float *wte,
                             size_t n, int prec) {
     ZT_GRID_STRIDE(i, n) {
         const size_t bt = i / (size_t)C, c = i % (size_t)C, t = bt % (size_t)T;
-        out[i] = zt_round_prec(wte[(size_t)tokens[bt] * C + c] + wpe[t * C + c], prec);
+        const float e = wte[(size_t)tokens[bt] * C + c];
+        out[i] = zt_round_prec(wpe != nullptr ? e + wpe[t * C + c] : e, prec); // no wpe: rotary positions
     }
 }
 
@@ -333,9 +334,11 @@ void zt_cu_embed_bwd(cudaStream_t s, float *dwte, float *dwpe, const float *dout
     const size_t N = (size_t)B * T;
     if (N == 0 || C <= 0) return;
     if (N > (1u << 30)) zt_panic(__FILE__, __LINE__, "embed_bwd: B*T = %zu positions, at most 2^30", N);
-    // dwpe rows [0, T): overwritten with the sum over b
-    ZT_LAUNCH(k_embed_dwpe, elem_blocks((size_t)T * C), kElemThreads, 0, s, dwpe, dout, B, T, C);
-    check_launch("embed_bwd (dwpe)");
+    // dwpe rows [0, T): overwritten with the sum over b (no dwpe: rotary positions)
+    if (dwpe != nullptr) {
+        ZT_LAUNCH(k_embed_dwpe, elem_blocks((size_t)T * C), kElemThreads, 0, s, dwpe, dout, B, T, C);
+        check_launch("embed_bwd (dwpe)");
+    }
     // sort (token, position) keys: tiles in shared memory, then per larger stage k the steps with
     // j >= tile one launch each and the rest inside tiles
     uint64_t *keys = static_cast<uint64_t *>(scratch);

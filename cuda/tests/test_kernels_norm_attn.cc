@@ -2,9 +2,9 @@
 // (every launch run on the CPU by the host execution harness) checked against the cpu backend, the reference:
 // the same random inputs through both, compared element by element, on odd shapes (C not a multiple
 // of 32, T not a multiple of a warp or a block, several heads, grouped-query and multi-query attention
-// (NKV 2 and 1 key / value heads), M / N / K off the GEMM tiles, every transpose pair, alpha / beta). Each
-// CUDA op also runs twice, the second time with another harness interleaving seed, and must give the same
-// bits (determinism). Slots that overwrite get NaN-filled outputs first; slots that accumulate get random
+// (NKV 2 and 1 key / value heads), M / N / K off the GEMM tiles, every transpose pair, alpha / beta, matmul_ld's
+// strided sub-matrices). Each CUDA op also runs twice, the second time with another harness interleaving seed,
+// and must give the same bits (determinism). Slots that overwrite get NaN-filled outputs first; slots that accumulate get random
 // starting values.
 //
 // Error measure, per tensor: max over elements of |got - ref| / max(|ref|, mean |ref|): relative
@@ -368,6 +368,85 @@ void test_gemm16(zt_cu_gemm *g, int prec, int M, int N, int K, int ta, int tb, f
                    "the unrounded fp32 product)", name, pn, cref.size(), moved);
 }
 
+// matmul_ld: sub-matrices of wider row-major arrays, rows lda / ldb / ldc floats apart and starting a few floats
+// into a row (a column slice, as a LoRA site on q / k / v takes of the fused projection). The floats outside the
+// slices are NaN: one read of a or b's would poison the product, and c's must come back untouched, bit for bit
+// (c's slice is NaN too when beta == 0: it must not be read). The slice against the cpu backend's matmul_ld
+// (K_TOL_GEMM) and run twice (determinism); bitwise against zt_cu_matmul on packed copies, in fp32 and after
+// set_precision(bf16 / fp16) (inputs not of the precision: the packing rounds both the same way).
+vec embed_ld(const vec &packed, int rows, int cols, int ld, int off) {
+    vec w((size_t)rows * ld, NAN);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) w[(size_t)r * ld + off + j] = packed[(size_t)r * cols + j];
+    return w;
+}
+vec extract_ld(const vec &w, int rows, int cols, int ld, int off) {
+    vec p((size_t)rows * cols);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) p[(size_t)r * cols + j] = w[(size_t)r * ld + off + j];
+    return p;
+}
+// elements of w outside the slice whose bits differ from w0's
+size_t pads_changed(const vec &w, const vec &w0, int rows, int cols, int ld, int off) {
+    size_t n = 0;
+    for (size_t i = 0; i < w.size(); i++) {
+        const int j = (int)(i % ld) - off;
+        const bool in = (int)(i / ld) < rows && j >= 0 && j < cols;
+        n += !in && memcmp(&w[i], &w0[i], sizeof(float)) != 0;
+    }
+    return n;
+}
+
+void test_matmul_ld(zt_cu_gemm *g, int M, int N, int K, int ta, int tb, float alpha, float beta, int pad) {
+    const int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N; // stored a (ra, ca), b (rb, cb)
+    const int oa = 3, ob = 1, oc = 2;                                                 // the slices' first columns
+    const int lda = ca + oa + pad, ldb = cb + ob + 2 * pad + 1, ldc = N + oc + pad;
+    const vec ap = randv((size_t)M * K), bp = randv((size_t)K * N);
+    const vec cp = beta != 0.0f ? randv((size_t)M * N) : nanv((size_t)M * N);
+    const vec a = embed_ld(ap, ra, ca, lda, oa), b = embed_ld(bp, rb, cb, ldb, ob), c0 = embed_ld(cp, M, N, ldc, oc);
+    char name[160];
+    snprintf(name, sizeof name, "matmul_ld[M%d,N%d,K%d,ta%d,tb%d,alpha%g,beta%g,lda%d,ldb%d,ldc%d]", M, N, K, ta, tb,
+             alpha, beta, lda, ldb, ldc);
+    // the cpu backend's (c not read when beta == 0: zeros there, as test_matmul)
+    vec c_rw = beta != 0.0f ? c0 : embed_ld(vec((size_t)M * N, 0.0f), M, N, ldc, oc);
+    g_cpu->i->matmul_ld(g_cpu, c_rw.data() + oc, a.data() + oa, b.data() + ob, M, N, K, ta, tb, alpha, beta, lda, ldb,
+                        ldc);
+    const vec c_r = extract_ld(c_rw, M, N, ldc, oc);
+    vec cw[2], cs[2];
+    size_t pads = 0;
+    for (int run = 0; run < 2; run++) {
+        harness_config(run);
+        cw[run] = c0;
+        zt_cu_matmul_ld(g, 0, cw[run].data() + oc, a.data() + oa, b.data() + ob, M, N, K, ta, tb, alpha, beta, lda,
+                        ldb, ldc);
+        cs[run] = extract_ld(cw[run], M, N, ldc, oc);
+        pads += pads_changed(cw[run], c0, M, N, ldc, oc);
+    }
+    harness_config(0);
+    check_outs(name, {{"c", &cs[0], &cs[1], &c_r}}, K_TOL_GEMM);
+    // bitwise against the product of packed copies, in each precision; c outside the slice untouched
+    for (int prec = ZT_PREC_FP32; prec <= ZT_PREC_FP16; prec++) {
+        zt_cu_gemm_set_precision(g, prec);
+        vec cl = c0, cpk = cp;
+        zt_cu_matmul_ld(g, 0, cl.data() + oc, a.data() + oa, b.data() + ob, M, N, K, ta, tb, alpha, beta, lda, ldb, ldc);
+        zt_cu_matmul(g, 0, cpk.data(), ap.data(), bp.data(), M, N, K, ta, tb, alpha, beta);
+        zt_cu_gemm_set_precision(g, ZT_PREC_FP32);
+        const vec sl = extract_ld(cl, M, N, ldc, oc);
+        pads += pads_changed(cl, c0, M, N, ldc, oc);
+        const char *pn = prec == ZT_PREC_BF16 ? "bf16" : prec == ZT_PREC_FP16 ? "fp16" : "fp32";
+        if (!same_bits(sl, cpk)) {
+            size_t at = 0;
+            while (at < sl.size() && !memcmp(&sl[at], &cpk[at], sizeof(float))) at++;
+            check_fail("%s %s: differs from matmul on packed copies at [%zu] (%.9g vs %.9g)", name, pn, at,
+                       (double)sl[at], (double)cpk[at]);
+        } else {
+            check_pass("%s %s: bit-identical to matmul on packed copies (%zu words)", name, pn, sl.size());
+        }
+    }
+    if (pads) check_fail("%s: %zu words of c outside the slice changed", name, pads);
+    else check_pass("%s: c outside the slice untouched (NaN bits kept, 5 runs)", name);
+}
+
 void test_gemv(int C, int OC, int with_bias, int w_t) {
     vec x = randv(C), w = randv((size_t)C * OC, 0.1), bias = randv(OC);
     const float *bp = with_bias ? bias.data() : nullptr;
@@ -507,6 +586,17 @@ int main(int argc, char **argv) {
     for (const auto &s : shapes)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++, k++) test_matmul(g, s[0], s[1], s[2], ta, tb, ab[k % 4][0], ab[k % 4][1]);
+
+    // matmul_ld: the same shapes, strides past the packed widths; then LoRA's shapes on a q | k | v row
+    // (forward: y's k columns += u(N, r) @ B(cols, r)^T; backward: du = dy's k columns @ B, dB = (dy's k columns)^T u)
+    k = 0;
+    for (const auto &s : shapes)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++, k++)
+                test_matmul_ld(g, s[0], s[1], s[2], ta, tb, ab[k % 4][0], ab[k % 4][1], 1 + (k % 3) * 7);
+    test_matmul_ld(g, 128, 48, 4, 0, 1, 0.5f, 1.0f, 100);
+    test_matmul_ld(g, 128, 4, 48, 0, 0, 0.5f, 0.0f, 100);
+    test_matmul_ld(g, 48, 4, 128, 1, 0, 0.5f, 0.0f, 100);
 
     test_linear(g, 37, 29, 45, 1, 0);
     test_linear(g, 37, 29, 45, 0, 1);

@@ -1,11 +1,28 @@
-/* export.c — `ztrain export` (checkpoint -> Hugging Face GPT-2 safetensors + config.json) and
- * `ztrain import` (GPT-2 safetensors -> a ztrain checkpoint at step 0).
+/* export.c — `ztrain export` (checkpoint -> Hugging Face safetensors + config.json) and `ztrain import`
+ * (Hugging Face safetensors -> a ztrain checkpoint at step 0), for GPT2LMHeadModel and, through
+ * cmd/hf_llama.c, LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM.
  *
- * Names: ztrain's table already uses GPT-2's names and layouts (Conv1D weights (in, out)), so a
+ * Which one: export follows the checkpoint's model.family (gpt2, or llama / mistral / qwen2); a description
+ * the Hugging Face class cannot hold (model.* keys overriding the family's choices) is refused naming the
+ * key. Import reads config.json beside the tensors: model_type (else architectures) llama, mistral or qwen2
+ * is the Llama family, whose config.json is required and decides the model (every field hf_llama.c does not
+ * implement is refused by name; the tensors must then have exactly the shapes it gives); anything else is
+ * GPT-2, whose shape comes from the tensors (config.json optional, checked against them). Either way
+ * model.* of -c CFG is replaced, and --set may not change the model (model.padded_vocab aside).
+ *
+ * Layout on disk, as save_pretrained writes it: model.safetensors, or, when the tensors hold more than
+ * --max-shard-size bytes (default 5GB = 5e9, transformers' default), model-0000k-of-0000n.safetensors +
+ * model.safetensors.index.json (io/safetensors.h zt_st_write_pretrained; the other layout's entry file left
+ * in --out by an earlier export is removed). Import reads either.
+ *
+ * GPT-2 names: ztrain's table already uses GPT-2's names and layouts (Conv1D weights (in, out)), so a
  * tensor is exported as "transformer." + its name; import accepts names with or without that
  * prefix, ignores the attention-mask buffers (h.N.attn.bias / attn.masked_bias) and accepts an
  * lm_head.weight only when it equals wte.weight (ztrain ties them). wte is exported with its V
  * real rows and padded back to Vp zero rows on import, so export -> import is bit-exact.
+ *
+ * Llama-family names and layouts: hf_llama.c (q|k|v and gate|up are fused and transposed in ztrain; the
+ * embedding and an untied LM head are exported with their V rows). Export -> import is bit-exact here too.
  *
  * Precision: --dtype fp32 (the default) writes the checkpoint's floats as they are; bf16 / fp16 round
  * each to nearest even (op_math.h, as the GPU's __float2bfloat16_rn / __float2half_rn do) and

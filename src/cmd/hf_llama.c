@@ -45,7 +45,8 @@
  *  - quantization_config (pre-quantised weights), pruned_heads other than {} and every field this file does not know
  *    are refused by name: an unknown field may change the model, and a silently different model is the one outcome
  *    ruled out. Fields that do not change the function (token ids, torch_dtype, transformers_version, use_cache,
- *    initializer_range, generation defaults and the other generic PretrainedConfig fields) are accepted.
+ *    initializer_range, generation defaults and the other generic PretrainedConfig fields) are accepted;
+ *    initializer_range becomes model.init_std (only an init setting), so that an export writes it back.
  *  - export: config.json as transformers 4.44 writes the class's fields; bos_token_id / eos_token_id are null (the
  *    checkpoint does not know its tokenizer's ids); a description the class cannot express (model.norm, position,
  *    mlp or bias overridden away from the family's, llama3 scaling outside Llama) is refused naming the key. */
@@ -129,6 +130,7 @@ static const char *const benign_keys[] = {
     "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
     "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
     "finetuning_task", "id2label", "label2id", "tokenizer_class", "prefix", "task_specific_params", "problem_type",
+    "_attn_implementation_autoset", "attn_implementation", "gradient_checkpointing",
     "pruned_heads" /* checked: {} only */};
 
 /* the fields read below, by family */
@@ -352,6 +354,9 @@ int zt_hf_llama_config_in(const zt_json *cj, const char *path, const char *famil
                set_key(&r, c, "model_type", "model.norm=auto") || set_key(&r, c, "model_type", "model.position=auto") ||
                set_key(&r, c, "model_type", "model.mlp=auto") || set_key(&r, c, "model_type", "model.bias=auto") ||
                set_key(&r, c, "rope_scaling", "model.rope_scaling=%s", h.llama3 ? "llama3" : "none");
+    const zt_json *ir = zt_json_get(cj, "initializer_range"); /* kept for the export (ztrain's init_std) */
+    if (!bad_ && ir && ir->type == ZT_JSON_NUM && ir->num >= 0 && ir->num <= 10)
+        bad_ = set_key(&r, c, "initializer_range", "model.init_std=%.17g", ir->num);
     if (!bad_ && h.llama3)
         bad_ = set_key(&r, c, "rope_scaling.factor", "model.rope_factor=%.17g", h.factor) ||
                set_key(&r, c, "rope_scaling.low_freq_factor", "model.rope_low_freq_factor=%.17g", h.lo) ||

@@ -27,6 +27,10 @@ Per model:
   export_hf_<m>  AutoModelForCausalLM.from_pretrained(export): the family's class, nothing missing / unexpected,
                  torch_dtype "auto" gives the export's dtype, logits equal the original model's
   roundtrip_<m>  import of the export == the first import, every /model tensor bit for bit
+Layouts: export_layout_switch writes one --out as model.safetensors, then sharded (--max-shard-size 20KB), then
+  single again: only the current layout's entry file is left (model.safetensors would shadow a new index in
+  transformers' loader), each loads with the same logits; export_gpt2_sharded: GPT-2 shards the same way and
+  GPT2LMHeadModel loads it.
 Presets: `ztrain train -c inputs/llama-tiny.cfg --set train.steps=20` (and qwen2-tiny) runs and its loss falls
   (mean of the last 3 steps below the first 3 by > 0.05); the trained Llama exported loads in transformers with
   ztrain's logits (rel <= 1e-5).
@@ -77,7 +81,7 @@ FAMILIES = {"llama": (LlamaConfig, LlamaForCausalLM), "mistral": (MistralConfig,
 MODEL_FIELDS = ("architectures", "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "num_key_value_heads", "intermediate_size", "vocab_size", "max_position_embeddings", "rms_norm_eps",
                 "rope_theta", "rope_scaling", "tie_word_embeddings", "hidden_act", "attention_bias", "mlp_bias",
-                "use_sliding_window", "torch_dtype")
+                "use_sliding_window", "torch_dtype", "initializer_range")
 
 
 def zt(*args):
@@ -355,6 +359,45 @@ def check_trained_export(name, ck, tmp):
            f"<= {TOL:g} vs ztrain's forward on the checkpoint")
 
 
+# ----------------------------------------------------------------------------------- layouts
+
+def check_layouts(tmp):
+    """one --out written single-file, then sharded, then single again: the other layout's entry file goes (a stale
+    model.safetensors would shadow the new index in transformers' loader); GPT-2 shards the same way"""
+    ck, d = os.path.join(tmp, "llama_gqa", "imp.h5"), os.path.join(tmp, "layout")
+    single = os.path.join(d, "model.safetensors")
+    index = os.path.join(d, "model.safetensors.index.json")
+    tokens = np.random.default_rng(9).integers(0, 97, size=(1, 16))
+    seen = []
+    for shard in (None, "20KB", None):
+        rc, out = zt("export", "--checkpoint", ck, "--out", d, *(["--max-shard-size", shard] if shard else []))
+        m = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32).eval() if rc == 0 else None
+        seen.append((rc, os.path.exists(single), os.path.exists(index), m is not None and hf_logits(m, tokens)))
+    ok = ([x[:3] for x in seen] == [(0, True, False), (0, False, True), (0, True, False)] and
+          all(np.array_equal(seen[0][3], x[3]) for x in seen))
+    report(ok, "export_layout_switch", "single -> sharded (20KB) -> single into one --out: only the current layout's "
+           "entry file is left, transformers loads each with the same logits" if ok else
+           f"(rc, model.safetensors, index) per export: {[x[:3] for x in seen]}")
+    rc, out = zt("train", "-c", "inputs/tiny.cfg", "--set", "train.steps=1", "--set", "train.warmup_steps=0", "--set",
+                 f"run.root={tmp}", "--set", "run.name=gpt2", "--set", "checkpoint.every=1", "--set", "eval.every=0")
+    cks = re.findall(r"^checkpoint (\S+\.h5)", out, re.M)
+    g1, g2 = os.path.join(tmp, "gpt2_single"), os.path.join(tmp, "gpt2_sharded")
+    rc1, o1 = zt("export", "--checkpoint", cks[-1], "--out", g1) if cks else (1, out)
+    rc2, o2 = zt("export", "--checkpoint", cks[-1], "--out", g2, "--max-shard-size", "100KB") if cks else (1, out)
+    if rc1 or rc2:
+        report(False, "export_gpt2_sharded", (o1 + o2).strip()[-300:])
+        return
+    a, b = st_tensors(g1), st_tensors(g2)
+    n = len([f for f in os.listdir(g2) if f.endswith(".safetensors")])
+    tok = np.random.default_rng(3).integers(0, 256, size=(1, 16))
+    la = hf_logits(transformers.GPT2LMHeadModel.from_pretrained(g1).eval(), tok)
+    lb = hf_logits(transformers.GPT2LMHeadModel.from_pretrained(g2).eval(), tok)
+    ok = n > 1 and set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a) and np.array_equal(la, lb)
+    report(ok, "export_gpt2_sharded", f"GPT-2 with --max-shard-size 100KB: {n} shards + index, the same tensors as "
+           f"model.safetensors; GPT2LMHeadModel loads it with the same logits" if ok else f"{n} files, tensors "
+           f"{sorted(set(a) ^ set(b))[:4]}")
+
+
 # ----------------------------------------------------------------------------------- bad input
 
 def variant(src, dst, cfg_edit=None, tensors_edit=None):
@@ -478,6 +521,15 @@ QWEN2 = dict(BASE, family="qwen2", H=4, KV=2, eps=1e-6, theta=1000000.0)
 QWEN2_TIED = dict(QWEN2, tied=True, V=130)
 
 
+def guarded(name, fn, *args):
+    """fn(*args); a crash of a tool or of the comparison is a FAIL of name, and the run goes on"""
+    try:
+        return fn(*args)
+    except Exception as e:
+        report_fail(name, f"{type(e).__name__}: {e}")
+        return None
+
+
 def main():
     t0 = time.time()
     for b in (ZT, common.BIN):
@@ -493,16 +545,14 @@ def main():
              ("qwen2_tied", QWEN2_TIED, "fp32", None, 35)]
     try:
         for tag, sh, dtype, shard, seed in cases:
-            try:
-                run_case(tag, sh, dtype, shard, seed, tmp)
-            except Exception as e:  # a crash of a tool or of the comparison fails the case
-                report_fail(f"case_{tag}", f"{type(e).__name__}: {e}")
+            guarded(f"case_{tag}", run_case, tag, sh, dtype, shard, seed, tmp)
         for name in ("llama-tiny", "qwen2-tiny"):
-            ck = train_preset(name, tmp)
+            ck = guarded(f"train_{name}", train_preset, name, tmp)
             if ck:
-                check_trained_export(name, ck, tmp)
-        bad_imports(tmp)
-        bad_exports(tmp)
+                guarded(f"trained_export_{name}", check_trained_export, name, ck, tmp)
+        guarded("layouts", check_layouts, tmp)
+        guarded("bad_imports", bad_imports, tmp)
+        guarded("bad_exports", bad_exports, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"# test_export_llama: {time.time() - t0:.1f} s, transformers {transformers.__version__}, torch "

@@ -62,7 +62,7 @@ compare_runs() {
 # clean run must not print
 asan_env() {
   export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0"
-  export LSAN_OPTIONS="suppressions=$PWD/tests/asan.supp:print_suppressions=0"
+  export LSAN_OPTIONS="suppressions=$PWD/tests/helpers/asan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1"
   SAN_RE='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error|SUMMARY: (Address|Leak|UndefinedBehavior)Sanitizer'
 }

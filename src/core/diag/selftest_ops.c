@@ -61,6 +61,17 @@ static void op_matmul(zt_backend *be, st_case *k, float **out) {
     down(be, out[0], c, k->out_n[0]);
     be->i->free(be, a); be->i->free(be, b); be->i->free(be, c);
 }
+/* matmul_ld's strides and first columns (of a, b, c) from the case's shape and transposes (matmul_ld_ld) */
+static void matmul_ld_ld(const st_case *k, int ld[3], int off[3]);
+static void op_matmul_ld(zt_backend *be, st_case *k, float **out) {
+    int ld[3], off[3];
+    matmul_ld_ld(k, ld, off);
+    float *a = up(be, k->in[0], k->in_n[0]), *b = up(be, k->in[1], k->in_n[1]), *c = up(be, k->in[2], k->in_n[2]);
+    be->i->matmul_ld(be, c + off[2], a + off[0], b + off[1], k->M, k->N, k->K, k->flag & 1, (k->flag >> 1) & 1, 0.75f,
+                     0.5f, ld[0], ld[1], ld[2]);
+    down(be, out[0], c, k->out_n[0]);
+    be->i->free(be, a); be->i->free(be, b); be->i->free(be, c);
+}
 static void op_linear_fwd(zt_backend *be, st_case *k, float **out) {
     float *inp = up(be, k->in[0], k->in_n[0]), *w = up(be, k->in[1], k->in_n[1]), *bias = up(be, k->in[2], k->in_n[2]);
     float *o = up(be, NULL, k->out_n[0]);
@@ -373,6 +384,28 @@ static void b_matmul(st_case *k, int f) {
     add_in(k, rnd((size_t)k->M * k->N, 1), (size_t)k->M * k->N);
     add_out(k, "c", (size_t)k->M * k->N);
 }
+/* matmul_ld: matmul's shape on column slices of wider arrays (a LoRA site's slice of the fused q|k|v projection):
+   each operand starts a few columns into rows that run past its width; the output is all of c, so the columns
+   outside the slice must come back as they went in */
+static void matmul_ld_ld(const st_case *k, int ld[3], int off[3]) {
+    const int ta = k->flag & 1, tb = (k->flag >> 1) & 1;
+    off[0] = 3; off[1] = 1; off[2] = 2;
+    ld[0] = (ta ? k->M : k->K) + 3 + 5;
+    ld[1] = (tb ? k->K : k->N) + 1 + 12;
+    ld[2] = k->N + 2 + 7;
+}
+static void b_matmul_ld(st_case *k, int f) {
+    static const char *const nm[4] = {"matmul_ld[NN]", "matmul_ld[TN]", "matmul_ld[NT]", "matmul_ld[TT]"};
+    *k = (st_case){.name = nm[f], .nmse_max = 1e-12f, .rel_max = 2e-6f, .flag = f, .M = 37, .N = 45, .K = 70};
+    int ld[3], off[3];
+    matmul_ld_ld(k, ld, off);
+    const size_t na = (size_t)(f & 1 ? k->K : k->M) * ld[0], nb = (size_t)(f & 2 ? k->N : k->K) * ld[1],
+                 nc = (size_t)k->M * ld[2];
+    add_in(k, rnd(na, 1), na);
+    add_in(k, rnd(nb, 1), nb);
+    add_in(k, rnd(nc, 1), nc);
+    add_out(k, "c", nc);
+}
 static void b_linear_fwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "linear_fwd", .nmse_max = 1e-12f, .rel_max = 2e-6f, .N = SN, .C = SC, .OC = 3 * SC};
@@ -630,7 +663,8 @@ static void b_sumsq(st_case *k, int v) {
 /* which backends a row needs: every backend has the required slots; the others are optional. The Llama set
    (rmsnorm_*, rope, swiglu_*) is optional as a whole, and a backend that has it takes NKV < NH in its attention
    slots (iface/backend.h): the grouped-query rows need it on the device (and decoding / the fused slots as well) */
-enum { NEED_NONE, NEED_FUSED_DEV, NEED_DECODE, NEED_GEMV, NEED_LLAMA, NEED_LLAMA_DECODE, NEED_LLAMA_FUSED_DEV };
+enum { NEED_NONE, NEED_FUSED_DEV, NEED_DECODE, NEED_GEMV, NEED_LLAMA, NEED_LLAMA_DECODE, NEED_LLAMA_FUSED_DEV,
+       NEED_MATMUL_LD };
 
 typedef struct st_row {
     st_build build;
@@ -670,6 +704,8 @@ static const st_row g_rows[] = {
     {b_attention_bwd_gqa, op_attention_bwd, 2, NEED_LLAMA, "attention_bwd[gqa]"},
     {b_attention_decode_gqa, op_attention_decode, 2, NEED_LLAMA_DECODE, "attention_decode[gqa]"},
     {NULL, NULL, 2, NEED_LLAMA_FUSED_DEV, "attention_fused_*[gqa]"}, /* fused fwd / bwd [gqa], [mqa,hs32] (run_ops) */
+    /* strided sub-matrices (LoRA on column slices): after every row above, which draw what they always drew */
+    {b_matmul_ld, op_matmul_ld, 4, NEED_MATMUL_LD, "matmul_ld"},
 };
 
 static int has_llama(const zt_backend *be) {
@@ -685,6 +721,7 @@ static int row_supported(const st_row *r, const zt_backend *cpu, const zt_backen
     case NEED_LLAMA: return has_llama(cpu) && has_llama(dev);
     case NEED_LLAMA_DECODE: return has_llama(cpu) && has_llama(dev) && cpu->i->attention_decode && dev->i->attention_decode;
     case NEED_LLAMA_FUSED_DEV: return has_llama(cpu) && has_llama(dev) && dev->i->attention_fused_fwd != NULL;
+    case NEED_MATMUL_LD: return cpu->i->matmul_ld && dev->i->matmul_ld;
     default: return 1;
     }
 }
