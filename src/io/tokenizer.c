@@ -750,7 +750,7 @@ static size_t encode_doc_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, i
     encode_ctx e = {t, out};
     size_t used = t->pre ? zt_pretok_split(t->pre, t->pend, t->pend_n, final, encode_word, &e)
                          : seg_split(t, t->pend, t->pend_n, final, &e);
-    memmove(t->pend, t->pend + used, t->pend_n - used);
+    if (used) memmove(t->pend, t->pend + used, t->pend_n - used);
     t->pend_n -= used;
     if (final) {
         for (uint32_t k = 0; k < c->n_end; k++) zt_ids_push(out, c->end[k]);
