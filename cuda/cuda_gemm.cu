@@ -158,7 +158,6 @@ void gemm_ref_ld(cudaStream_t s, float *c, const T *a, const T *b, const float *
 // dense operands: the leading dimensions their shapes give
 GemmLd dense_ld(int M, int N, int K, int ta, int tb) { return GemmLd{ta ? M : K, tb ? K : N, N, 0, 0, 0}; }
 
-
 // bf16 / fp16: op(a), op(b) packed dense into g's 2-byte scratch (a16, b16); returns the leading dimensions of the
 // packed problem (dense operands, c's ldc as given). Defined after the handle.
 GemmLd pack_operands(zt_cu_gemm *g, cudaStream_t s, const float *a, const float *b, int M, int N, int K, int ta,

@@ -203,8 +203,12 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         if (c.zero.stage == 2)
             printf("stage 2: %d gradient buckets (whole layers, <= %.1f MiB unless one layer is larger: largest %.1f MiB), "
                    "%d in flight + wte/wpe's own\n", p.n_buckets, c.zero.bucket_mb, p.max_bucket * 4.0 * MB, ZT_ZERO_RING);
-        printf("FLOPs per token (fwd+bwd): %.4g; per step: %.4g\n", zt_model_flops_per_token(&s, c.train.seq_len),
-               zt_model_flops_per_token(&s, c.train.seq_len) * c.train.global_batch * c.train.seq_len);
+        zt_lora_cfg lc;
+        zt_lora_cfg_from_config(&c, &lc);
+        const double fpt = zt_model_train_flops_per_token(&s, c.train.seq_len,
+                                                          c.lora.enabled ? zt_lora_param_count(&s, &lc) : 0);
+        printf("FLOPs per token (fwd+bwd%s): %.4g; per step: %.4g\n", c.lora.enabled ? ", frozen base" : "", fpt,
+               fpt * c.train.global_batch * c.train.seq_len);
     }
     if (limit_s) {
         size_t limit = parse_size(limit_s);

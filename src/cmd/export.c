@@ -312,10 +312,10 @@ static int export_model(const zt_loaded_model *lm, const char *path, const char 
         bad = write_plan(&p, out, dt, max_shard, &n_files, err, errlen);
     }
     char files[64];
-    if (n_files > 1) snprintf(files, sizeof files, "%d shards + model.safetensors.index.json", n_files);
-    else snprintf(files, sizeof files, "model.safetensors");
+    if (n_files > 1) snprintf(files, sizeof files, " (%d shards + model.safetensors.index.json)", n_files);
+    else snprintf(files, sizeof files, "/model.safetensors");
     if (!bad)
-        zt_log("exported %s (step %ld): %s, %d tensors, %zu params (vocab %d x %d) as %s -> %s/%s + config.json\n",
+        zt_log("exported %s (step %ld): %s, %d tensors, %zu params (vocab %d x %d) as %s -> %s%s + config.json\n",
                path, lm->step, p.arch, p.n, lm->m.table.total - (size_t)(s->padded_vocab - s->vocab_size) * s->n_embd *
                (lm->m.table.lm_head >= 0 ? 2 : 1), s->vocab_size, s->n_embd, zt_st_dtype_name(dt->st), out, files);
     plan_free(&p);
@@ -336,7 +336,8 @@ int zt_cmd_export(int argc, char **argv, zt_dist *d) {
     const struct export_dtype *dt = parse_dtype(dtype);
     const uint64_t max_shard = shard ? zt_st_parse_size(shard) : DEFAULT_MAX_SHARD;
     if (!max_shard)
-        zt_user_error_all("export: --max-shard-size %s: expected a size such as 5GB, 500MB, 2GiB or a byte count", shard);
+        zt_user_error_all("export: --max-shard-size %s: expected a size such as 5GB, 500MB, 2GiB or a byte count",
+                          shard);
     if (cli.config_path || cli.n_sets) zt_user_error_all("export: takes no -c/--set (the checkpoint has its config)");
     /* before the checkpoint is read: its type (a named pipe would block its open) and a usable --out */
     struct stat ost;
@@ -492,8 +493,8 @@ static int infer_shape(source *src, const zt_json *cj, shape_in *sh, char *err, 
     zt_st_file *f;
     const zt_st_tensor *wte = lookup(src, "wte.weight", &f), *wpe = lookup(src, "wpe.weight", &f);
     if (!wte && lookup(src, "model.embed_tokens.weight", &f))
-        return zt_errf(err, errlen, "import: %s: a Llama-family model (model.embed_tokens.weight) needs its config.json "
-                       "beside the tensors", src->what);
+        return zt_errf(err, errlen, "import: %s: a Llama-family model (model.embed_tokens.weight) needs its "
+                       "config.json beside the tensors", src->what);
     if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2)
         return snprintf(err, errlen, "import: %s: no 2-D wte.weight / wpe.weight: not a GPT-2 model", src->what), 1;
     sh->V = (int)wte->shape[0];
@@ -510,8 +511,8 @@ static int infer_shape(source *src, const zt_json *cj, shape_in *sh, char *err, 
     const zt_json *v;
     int x;
     if ((v = zt_json_get(cj, "model_type")) && v->type == ZT_JSON_STR && strcmp(v->str, "gpt2") != 0)
-        rc = snprintf(err, errlen, "import: %s: model_type \"%s\": ztrain imports gpt2, llama, mistral and qwen2 models",
-                      cjp, v->str);
+        rc = snprintf(err, errlen, "import: %s: model_type \"%s\": ztrain imports gpt2, llama, mistral and qwen2 "
+                      "models", cjp, v->str);
     else if (!json_int(cj, "n_head", &sh->H) || sh->H < 1)
         sh->H = 0;
     static const struct { const char *key; size_t off; } same[] = {
@@ -646,8 +647,8 @@ static int gpt2_config(zt_config *c, const zt_cli *cli, const shape_in *sh, cons
     c->model.block_size = sh->T;
     if (sh->H) c->model.n_head = sh->H;
     else if (!cli->config_path && !set_given(cli, "model.n_head"))
-        return zt_errf(err, errlen, "import: %s: the tensors do not tell model.n_head: put the model's config.json beside "
-                       "them, or pass --set model.n_head=N (or -c CFG)", in);
+        return zt_errf(err, errlen, "import: %s: the tensors do not tell model.n_head: put the model's config.json "
+                       "beside them, or pass --set model.n_head=N (or -c CFG)", in);
     return 0;
 }
 
@@ -694,8 +695,8 @@ static zt_config *import_config(const zt_cli *cli, const char *in, source *src, 
     if (!heads_known) s0.n_head = s1.n_head, s0.n_kv_head = s1.n_kv_head;
     if (memcmp(&s0, &s1, sizeof s0) != 0)
         zt_user_error_all("import: --set changes the model the files give (%s: n_layer %d, n_head %d, n_kv_head %d, "
-                          "n_embd %d, vocab_size %d, block_size %d%s): only model.padded_vocab may be set", c->model.family,
-                          s0.n_layer, s0.n_head, s0.n_kv_head, s0.n_embd, s0.vocab_size, s0.block_size,
+                          "n_embd %d, vocab_size %d, block_size %d%s): only model.padded_vocab may be set",
+                          c->model.family, s0.n_layer, s0.n_head, s0.n_kv_head, s0.n_embd, s0.vocab_size, s0.block_size,
                           heads_known ? "" : "; n_head from you");
     free(probe);
     return c;

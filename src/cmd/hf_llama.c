@@ -23,8 +23,8 @@
  * model_type (else architectures); architectures, when given, must be the family's ...ForCausalLM.
  *
  * Decisions (each refusal is exit 2 with one line naming the field; nothing is written):
- *  - hidden_size, num_hidden_layers, num_attention_heads, intermediate_size and vocab_size are required (save_pretrained
- *    always writes them); an absent optional field takes transformers 4.44's default for the class:
+ *  - hidden_size, num_hidden_layers, num_attention_heads, intermediate_size and vocab_size are required
+ *    (save_pretrained always writes them); an absent optional field takes transformers 4.44's default for the class:
  *    max_position_embeddings 2048 / 131072 / 32768 (Llama / Mistral / Qwen2), num_key_value_heads = heads / 8 / 32,
  *    rms_norm_eps 1e-6, rope_theta 10000, hidden_act silu, tie_word_embeddings false, Mistral's sliding_window 4096.
  *  - hidden_act: "silu" (or "swish", the same function in transformers); anything else is refused.
@@ -104,8 +104,8 @@ int zt_hf_llama_family(const zt_json *cj, const char *path, const char **family,
     if (!f) return 0;
     for (int i = 0; arr && i < ar->n; i++)
         if (ar->items[i].type != ZT_JSON_STR || strcmp(ar->items[i].str, f->arch) != 0) {
-            zt_errf(err, errlen, "import: %s: architectures [\"%s\"]: ztrain imports %s (model_type \"%s\") as a causal "
-                    "LM only", path, ar->items[i].type == ZT_JSON_STR ? ar->items[i].str : "?", f->arch, f->family);
+            zt_errf(err, errlen, "import: %s: architectures [\"%s\"]: ztrain imports %s (model_type \"%s\") as a "
+                    "causal LM only", path, ar->items[i].type == ZT_JSON_STR ? ar->items[i].str : "?", f->arch, f->family);
             return -1;
         }
     if (ar && !arr && ar->type != ZT_JSON_NULL) {
@@ -173,10 +173,11 @@ static int check_keys(const reader *r) {
     for (int i = 0; i < r->cj->n; i++) {
         const char *k = r->cj->keys[i];
         if (strcmp(k, "quantization_config") == 0)
-            return bad(r, "quantization_config: pre-quantised weights are not supported (import the unquantised model)");
+            return bad(r, "quantization_config: pre-quantised weights are not supported (import the unquantised "
+                       "model)");
         if (!known_key(r, k))
-            return bad(r, "field \"%.80s\" is not one ztrain implements for %s (it may change the model: refused rather "
-                       "than importing a different one)", k, r->f->arch);
+            return bad(r, "field \"%.80s\" is not one ztrain implements for %s (it may change the model: refused "
+                       "rather than importing a different one)", k, r->f->arch);
     }
     const zt_json *ph = zt_json_get(r->cj, "pruned_heads");
     if (ph && !(ph->type == ZT_JSON_OBJ && ph->n == 0) && ph->type != ZT_JSON_NULL)
@@ -338,7 +339,8 @@ int zt_hf_llama_config_in(const zt_json *cj, const char *path, const char *famil
                           size_t errlen) {
     const reader r = {cj, path, family_named(family), err, errlen};
     hf_cfg h = {0};
-    if (!r.f) return zt_errf(err, errlen, "import: %s: model family %s is not one of llama, mistral, qwen2", path, family);
+    if (!r.f)
+        return zt_errf(err, errlen, "import: %s: model family %s is not one of llama, mistral, qwen2", path, family);
     if (check_keys(&r) || read_sizes(&r, &h) || read_rope_scaling(&r, &h) || read_unsupported(&r, &h)) return 1;
     int bad_ = set_key(&r, c, "model_type", "model.family=%s", family) ||
                set_key(&r, c, "hidden_size", "model.n_embd=%d", h.C) ||
@@ -408,9 +410,9 @@ static void write_rope_scaling(FILE *f, const zt_model_shape *s) {
     shortest(a, sizeof a, s->rope_factor);
     shortest(b, sizeof b, s->rope_high_freq);
     shortest(d, sizeof d, s->rope_low_freq);
-    fprintf(f, "  \"rope_scaling\": {\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n    \"low_freq_factor\": %s,\n"
-               "    \"original_max_position_embeddings\": %d,\n    \"rope_type\": \"llama3\"\n  },\n", a, b, d,
-            s->rope_orig_max);
+    fprintf(f, "  \"rope_scaling\": {\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n"
+               "    \"low_freq_factor\": %s,\n    \"original_max_position_embeddings\": %d,\n"
+               "    \"rope_type\": \"llama3\"\n  },\n", a, b, d, s->rope_orig_max);
 }
 
 int zt_hf_llama_config_out(FILE *f, const zt_config *c, const zt_model_shape *s, const char *torch_dtype, char *err,
@@ -600,7 +602,8 @@ int zt_hf_llama_check_rest(zt_st_file *f, int nf, const zt_hf_map *map, int nmap
             char tail[64] = "";
             for (int r = 0; r < nmap && !known; r++) known = strcmp(name, map[r].name) == 0;
             if (known) continue;
-            if (sscanf(name, "model.layers.%d.self_attn.rotary_emb.%63s", &l, tail) == 2 && strcmp(tail, "inv_freq") == 0)
+            if (sscanf(name, "model.layers.%d.self_attn.rotary_emb.%63s", &l, tail) == 2 &&
+                strcmp(tail, "inv_freq") == 0)
                 continue;
             if (s->tied && strcmp(name, "lm_head.weight") == 0) {
                 if (tied_head(&f[k], &f[k].t[j], s, wte, err, errlen)) return 1;

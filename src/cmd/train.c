@@ -327,11 +327,7 @@ static void setup(trainer *t, int resuming) {
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     t->saver = zt_ckpt_saver_create(&v, c->checkpoint.async, c->checkpoint.direct_io);
     t->st.saver = t->saver;
-    t->flops_tok = zt_model_flops_per_token(&t->s, T);
-    if (t->m.lora) { /* the frozen base needs no weight gradients (2 of 6 FLOPs per weight); the adapters train */
-        const double att = 6.0 * t->s.n_layer * t->s.n_embd * T;
-        t->flops_tok = (t->flops_tok - att) * 4.0 / 6.0 + att + 6.0 * (double)t->m.lora->table.total;
-    }
+    t->flops_tok = zt_model_train_flops_per_token(&t->s, T, t->m.lora ? t->m.lora->table.total : 0);
 }
 
 /* frees what setup() made (and the sampler), in reverse; writes nothing */

@@ -347,8 +347,8 @@ int zt_st_write_pretrained(const char *dir, zt_st_dtype dt, int n, const zt_st_e
     if (!rc && nf > 1) rc = write_index(dir, nf, first, e, total, err, errlen);
     snprintf(path, sizeof path, "%s/%s", dir, nf > 1 ? "model.safetensors" : "model.safetensors.index.json");
     if (!rc && unlink(path) != 0 && errno != ENOENT)
-        rc = zt_errf(err, errlen, "%s: cannot remove it (left from an earlier export, it would be read instead of the new "
-                     "files): %s", path, strerror(errno));
+        rc = zt_errf(err, errlen, "%s: cannot remove it (left from an earlier export, it would be read instead of the "
+                     "new files): %s", path, strerror(errno));
     free(first);
     *n_files = nf;
     return rc;

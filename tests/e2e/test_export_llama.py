@@ -482,7 +482,8 @@ def bad_imports(tmp):
     shutil.copytree(os.path.join(tmp, "mistral_fp16", "hf"), sh)
     shards = sorted(f for f in os.listdir(sh) if f.endswith(".safetensors"))
     os.unlink(os.path.join(sh, shards[-1]))
-    one_error("bad_missing_shard", f"model.safetensors.index.json names {shards[-1]} in its weight_map", *zt("import", "--safetensors", sh, "--out", out), out)
+    one_error("bad_missing_shard", f"model.safetensors.index.json names {shards[-1]} in its weight_map",
+              *zt("import", "--safetensors", sh, "--out", out), out)
     # tensors without their config.json
     nc = os.path.join(tmp, "bad_no_config")
     os.makedirs(nc)

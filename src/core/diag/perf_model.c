@@ -171,7 +171,13 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
         double cores = (double)hw->cores_per_node / G < threads ? (double)hw->cores_per_node / G : threads;
         rate = hw->flops * cores;
     }
-    const double flops_micro = zt_model_flops_per_token(s, T) * (double)B * T;
+    size_t lora_params = 0;
+    if (c->lora.enabled) {
+        zt_lora_cfg lc;
+        zt_lora_cfg_from_config(c, &lc);
+        lora_params = zt_lora_param_count(s, &lc);
+    }
+    const double flops_micro = zt_model_train_flops_per_token(s, T, lora_params) * (double)B * T;
     const double t_micro = flops_micro / rate;
     o->compute_s = K * t_micro;
     /* 2-byte working parameters (zt_model_opts.params16): every micro-batch unpacks them twice (forward, backward)

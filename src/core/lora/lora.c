@@ -16,7 +16,7 @@ static const int target_tensor[ZT_LORA_N_TARGETS] = {ZT_QKVW, ZT_ATTPW, ZT_FCW, 
    family's seven (the fused projections split into their PEFT modules) */
 static int gpt2_sites(const zt_model_shape *s) { return s->mlp == ZT_MLP_GELU && s->norm == ZT_NORM_LAYER; }
 
-int zt_lora_sites(const zt_model_shape *s, zt_lora_site *out) {
+int zt_lora_sites(const zt_model_shape *s, zt_lora_site out[ZT_LORA_MAX_SITES]) {
     const int C = s->n_embd, hs = C / s->n_head, kv = s->n_kv_head * hs, I = s->ffn;
     if (gpt2_sites(s)) {
         const zt_lora_site g[4] = {{0, 0, zt_shape_qkv(s), ZT_LORA_T_QKV, "attn.c_attn"},
@@ -76,6 +76,19 @@ size_t zt_lora_max_weight(const zt_model_shape *s) {
         if ((size_t)in * out > mx) mx = (size_t)in * out;
     }
     return mx;
+}
+
+size_t zt_lora_param_count(const zt_model_shape *s, const zt_lora_cfg *lc) {
+    zt_lora_site st[ZT_LORA_MAX_SITES];
+    const int n = zt_lora_sites(s, st);
+    size_t per = 0;
+    for (int j = 0; j < n; j++) {
+        if (!(lc->targets & st[j].bit)) continue;
+        int in, out;
+        zt_lora_target_dims(s, st[j].k, &in, &out);
+        per += (size_t)lc->rank * ((size_t)in + (size_t)st[j].cols);
+    }
+    return per * (size_t)s->n_layer;
 }
 
 int zt_lora_per_layer(const zt_lora_cfg *lc, const zt_model_shape *s) {

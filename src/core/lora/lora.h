@@ -91,6 +91,8 @@ size_t zt_lora_max_weight(const zt_model_shape *s);
 void zt_lora_table_build(zt_param_table *pt, const zt_model_shape *s, const zt_lora_cfg *lc);
 /* table index of layer l's site-j A (its B is the next), or -1 when site j is not targeted */
 int zt_lora_index(const zt_lora_cfg *lc, const zt_model_shape *s, int l, int j);
+/* the adapters' parameters (the table's total, without building it) */
+size_t zt_lora_param_count(const zt_model_shape *s, const zt_lora_cfg *lc);
 /* adapter tensors per layer */
 int zt_lora_per_layer(const zt_lora_cfg *lc, const zt_model_shape *s);
 /* the table the optimizer trains for a config: GPT-2's, or the adapters' (lora.enabled) */

@@ -195,6 +195,9 @@ void zt_model_shape_from_config(const zt_config *c, zt_model_shape *s);
 /* model FLOPs per token for forward + backward (docs/performance.md): 6 * (non-embedding params)
    + 6 * C * Vp (tied LM head) + 6 * L * C * T (causal attention, the half that is computed) */
 double zt_model_flops_per_token(const zt_model_shape *s, int T);
+/* a training step's FLOPs per token: zt_model_flops_per_token, or with LoRA (lora_params adapter parameters) the frozen
+   base's forward and input gradients only (4 of the 6 per weight) plus the adapters' 6 each */
+double zt_model_train_flops_per_token(const zt_model_shape *s, int T, size_t lora_params);
 /* rotary positions: cs(block_size, hs/2, 2) = (cos, sin) of position t times frequency i, theta^(-2i / hs) (with
    Llama 3's scaling when the shape has it), computed in double and rounded once */
 void zt_model_rope_table(const zt_model_shape *s, float *cs);

@@ -75,6 +75,13 @@ double zt_model_flops_per_token(const zt_model_shape *s, int T) {
     return 6.0 * L * per_layer + 6.0 * C * s->padded_vocab + 6.0 * L * C * T;
 }
 
+double zt_model_train_flops_per_token(const zt_model_shape *s, int T, size_t lora_params) {
+    const double f = zt_model_flops_per_token(s, T);
+    if (!lora_params) return f;
+    const double att = 6.0 * s->n_layer * s->n_embd * T;
+    return (f - att) * 4.0 / 6.0 + att + 6.0 * (double)lora_params;
+}
+
 void zt_model_rope_table(const zt_model_shape *s, float *cs) {
     const int hs = s->n_embd / s->n_head, half = hs / 2;
     for (int i = 0; i < half; i++) {
