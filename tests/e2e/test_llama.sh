@@ -61,6 +61,32 @@ s2=$($ZT sample --checkpoint $ck --tokenizer none --prompt "1 2 3" --tokens 12 -
 if [ -n "$s1" ] && [ "$s1" == "$s2" ] && ! echo "$s1" | grep -q error; then
   pass "llama_sample_greedy_deterministic ($(echo "$s1" | tail -1 | cut -c1-60))"
 else fail "llama_sample_greedy_deterministic: $(echo "$s1" | tail -2 | tr '\n' ' ')"; fi
+# the plan against the allocator on a scaled-down Llama (d6's size: 6 layers, C 384, 6 heads, 2 key/value heads,
+# GPT-2's 50,257-token vocabulary, an untied LM head): full training at 1 and 2 ranks, and QLoRA (nf4_dq) on its
+# checkpoint; results.json's mem_alloc_bytes (growth of resident memory, the largest over ranks) within 5% of
+# `ztrain estimate`'s total
+[ -f data/d6/train.bin ] || tests/helpers/make_data.py data/d6 50257 60000 >/dev/null
+ld6="-c inputs/d6.cfg --set model.family=llama --set model.n_kv_head=2 --set model.intermediate_size=1024
+     --set train.micro_batch=2 --set train.global_batch=4 --set train.seq_len=128 --set train.threads=1
+     --set train.warmup_steps=0 --set data.train=data/d6/train.bin --set data.val= --set sample.every=0
+     --set run.root=$TMP --set run.session=llm --set eval.every=0 --set checkpoint.every=0"
+estimate_check() { # name np args...: one 2-step run against the estimate
+  local name=$1 np=$2; shift 2
+  if ! timeout 300 $MPIRUN -np $np $ZT train $ld6 --set train.steps=2 --set run.name=$name "$@" > $TMP/$name.log 2>&1; then
+    fail "estimate_vs_measured_$name: run failed: $(grep -m1 error $TMP/$name.log)"; return 1
+  fi
+  local meas pred err
+  meas=$(result $TMP/llm/$name mem_alloc_bytes)
+  pred=$($ZT estimate $ld6 --ranks $np "$@" | awk '$1 == "total" { print $2 * 1048576 }')
+  err=$(awk -v m=$meas -v p=$pred 'BEGIN { printf "%+.1f%%", 100 * (p - m) / m }')
+  if awk -v m=$meas -v p=$pred 'BEGIN { e = (p - m) / m; exit !(e <= 0.05 && e >= -0.05) }'; then
+    pass "estimate_vs_measured_$name (measured $(awk -v m=$meas 'BEGIN { printf "%.1f", m / 1048576 }') MiB, estimated $(awk -v p=$pred 'BEGIN { printf "%.1f", p / 1048576 }') MiB, $err)"
+  else fail "estimate_vs_measured_$name: measured $meas, estimated $pred ($err)"; fi
+}
+estimate_check llama_d6_1rank 1 && estimate_check llama_d6_2ranks 2 --set zero.stage=2
+base6=$(ls $TMP/llm/llama_d6_1rank/checkpoints/*.h5 2>/dev/null | tail -1)
+[ -n "$base6" ] && estimate_check llama_d6_qlora 1 --set lora.enabled=true --set lora.base=$base6 --set lora.rank=8 \
+  --set lora.quant=nf4_dq --set lora.targets=all
 # bad descriptions
 expect_bad() { # name expected-text args...
   local name=$1 want=$2; shift 2
