@@ -177,7 +177,9 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
         zt_lora_cfg_from_config(c, &lc);
         lora_params = zt_lora_param_count(s, &lc);
     }
-    const double flops_micro = zt_model_train_flops_per_token(s, T, lora_params) * (double)B * T;
+    double flops_tok = zt_model_train_flops_per_token(s, T, lora_params);
+    if (strcmp(c->train.recompute, "layer") == 0) flops_tok += zt_model_recompute_flops_per_token(s, T);
+    const double flops_micro = flops_tok * (double)B * T;
     const double t_micro = flops_micro / rate;
     o->compute_s = K * t_micro;
     /* 2-byte working parameters (zt_model_opts.params16): every micro-batch unpacks them twice (forward, backward)

@@ -198,6 +198,9 @@ double zt_model_flops_per_token(const zt_model_shape *s, int T);
 /* a training step's FLOPs per token: zt_model_flops_per_token, or with LoRA (lora_params adapter parameters) the frozen
    base's forward and input gradients only (4 of the 6 per weight) plus the adapters' 6 each */
 double zt_model_train_flops_per_token(const zt_model_shape *s, int T, size_t lora_params);
+/* the FLOPs per token train.recompute = "layer" adds: every layer's forward again (2 per layer weight and the
+   attention's 2 L C T), not the LM head. Not model FLOPs: MFU leaves them out */
+double zt_model_recompute_flops_per_token(const zt_model_shape *s, int T);
 /* rotary positions: cs(block_size, hs/2, 2) = (cos, sin) of position t times frequency i, theta^(-2i / hs) (with
    Llama 3's scaling when the shape has it), computed in double and rounded once */
 void zt_model_rope_table(const zt_model_shape *s, float *cs);

@@ -82,6 +82,11 @@ double zt_model_train_flops_per_token(const zt_model_shape *s, int T, size_t lor
     return (f - att) * 4.0 / 6.0 + att + 6.0 * (double)lora_params;
 }
 
+double zt_model_recompute_flops_per_token(const zt_model_shape *s, int T) {
+    const double C = s->n_embd, L = s->n_layer, Q = zt_shape_qkv(s), F = zt_shape_fc(s);
+    return 2.0 * L * (C * Q + C * C + C * F + (double)s->ffn * C) + 2.0 * L * C * T;
+}
+
 void zt_model_rope_table(const zt_model_shape *s, float *cs) {
     const int hs = s->n_embd / s->n_head, half = hs / 2;
     for (int i = 0; i < half; i++) {
