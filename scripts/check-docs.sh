@@ -15,13 +15,15 @@ bad=0
 # history words (case-insensitive)
 words='this machine|this session|(earlier|previous|next|last|first|second|third|fourth) session|[0-9]{4}-[0-9]{2}-[0-9]{2}'
 words+='|\b(issue|task|ticket|tracker)s? ?#?[0-9]|(^|[^&[:alnum:]/_])#[0-9]+\b'
+# a standard's number is not a tracker's: Unicode's annexes (UAX #15), RFCs
 words+='|\b(second|third|fourth|fifth|sixth) (run|session)\b|\b[0-9]+(st|nd|rd|th) (run|session)\b'
 words+='|re-?measured|before this change|measured here|(faster|slower) here\b'
 # references outside the repository, and to README sections (the details live in docs/) (case-sensitive)
 refs='DESIGN( section|:|\.md)|RECIPES|\.\./shared|/work/|README "'
 
 hits=$( { grep -rnIEi "$words" "${where[@]}"; grep -rnIE "$refs" "${where[@]}"; } 2>/dev/null \
-        | grep -vE '^docs/[^:]+:[0-9]+:(Measured|Predicted) ' | LC_ALL=C sort -u -t: -k1,1 -k2,2n)
+        | grep -vE '^docs/[^:]+:[0-9]+:(Measured|Predicted) ' | grep -vE '(UAX|UTS|UTR) #[0-9]+' \
+        | LC_ALL=C sort -u -t: -k1,1 -k2,2n)
 if [ -n "$hits" ]; then
   echo "check-docs: history words or references outside the repository:"
   echo "$hits"
