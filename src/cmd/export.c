@@ -31,8 +31,9 @@
  *
  * LoRA checkpoints (lora.enabled): export writes the adapters as PEFT saves them (adapter_model.safetensors
  * with base_model.model.transformer.h.<l>.<module>.lora_A/B.weight, adapter_config.json: r, lora_alpha,
- * use_rslora, target_modules, fan_in_fan_out = true for GPT-2's Conv1D), for PeftModel.from_pretrained on
- * the base; --merge writes the merged model (W + s (B A)^T) as a plain GPT-2 export instead.
+ * use_rslora, target_modules, fan_in_fan_out = true for GPT-2's Conv1D; the Llama family's adapters under
+ * base_model.model.model.layers.<l>.self_attn.q_proj ..., nn.Linear, fan_in_fan_out false), for
+ * PeftModel.from_pretrained on the base; --merge writes the merged model (W + s (B A)^T) as a plain export instead.
  *
  * Fine-tuning from an import: give import the training config so the checkpoint stores it,
  *   ztrain import --safetensors gpt2/ --out ft/ckpt/step_00000000.h5 -c finetune.cfg
@@ -234,9 +235,15 @@ static int export_adapters(const zt_loaded_model *lm, const char *path, const ch
     const zt_param_table *pt = lm->lora_table;
     zt_st_entry *e = zt_calloc((size_t)pt->n, sizeof *e);
     char(*names)[96] = zt_calloc((size_t)pt->n, sizeof *names);
+    /* GPT-2: base_model.model.transformer.h.<l>.<module>.lora_A.weight; the Llama family's modules are nn.Linear
+       under model.layers.<l> (fan_in_fan_out false) */
+    const int gpt2 = zt_lora_family_bits(&lm->s) == (ZT_LORA_T_QKV | ZT_LORA_T_PROJ | ZT_LORA_T_FC | ZT_LORA_T_FCPROJ);
     for (int i = 0; i < pt->n; i++) {
         const zt_tensor_info *t = &pt->t[i];
-        snprintf(names[i], sizeof names[i], "base_model.model." PREFIX "%s.weight", t->name);
+        int l = 0, skip = 0;
+        if (gpt2 || sscanf(t->name, "h.%d.%n", &l, &skip) != 1 || skip == 0)
+            snprintf(names[i], sizeof names[i], "base_model.model." PREFIX "%s.weight", t->name);
+        else snprintf(names[i], sizeof names[i], "base_model.model.model.layers.%d.%s.weight", l, t->name + skip);
         e[i] = (zt_st_entry){names[i], t->ndim, {t->shape[0], t->shape[1]}};
     }
     adapter_ctx x = {lm, dt->st};
@@ -258,9 +265,10 @@ static int export_adapters(const zt_loaded_model *lm, const char *path, const ch
             const zt_lora_cfg *lc = &lm->lora;
             fprintf(f, "{\n  \"peft_type\": \"LORA\",\n  \"task_type\": \"CAUSAL_LM\",\n  \"base_model_name_or_path\": null,\n"
                        "  \"r\": %d,\n  \"lora_alpha\": %.9g,\n  \"lora_dropout\": %.9g,\n  \"use_rslora\": %s,\n"
-                       "  \"fan_in_fan_out\": true,\n  \"bias\": \"none\",\n  \"inference_mode\": true,\n"
+                       "  \"fan_in_fan_out\": %s,\n  \"bias\": \"none\",\n  \"inference_mode\": true,\n"
                        "  \"init_lora_weights\": true,\n  \"modules_to_save\": null,\n  \"target_modules\": [",
-                    lc->rank, lc->alpha, lc->dropout, lc->rslora ? "true" : "false");
+                    lc->rank, lm->c->lora.alpha, lm->c->lora.dropout, lc->rslora ? "true" : "false", /* the config's
+                    doubles: 0.05 stays 0.05, not its float */ gpt2 ? "true" : "false");
             int first = 1;
             zt_lora_site st[ZT_LORA_MAX_SITES];
             const int ns = zt_lora_sites(&lm->s, st);
