@@ -36,8 +36,10 @@ static const cmd_help commands[] = {
      "  the config stored in the checkpoint is used unless -c names one; eval.sequences sets how\n"
      "  many validation sequences are scored (the value does not depend on micro_batch or ranks)\n"},
     {"sample", "--checkpoint PATH --prompt TEXT --tokens N [--temperature T --top-k K --seed S]", NULL},
-    {"export", "--checkpoint PATH --out DIR [--dtype fp32|bf16|fp16] [--merge]   Hugging Face GPT-2 safetensors",
-     "  --out DIR               model.safetensors + config.json for GPT2LMHeadModel.from_pretrained(DIR)\n"
+    {"export", "--checkpoint PATH --out DIR [--dtype fp32|bf16|fp16] [--merge] [--max-shard-size SIZE]   Hugging Face "
+     "safetensors (GPT-2, Llama, Mistral, Qwen2)",
+     "  --out DIR               model.safetensors (or shards + model.safetensors.index.json past --max-shard-size,\n"
+     "                          default 5GB) + config.json for AutoModelForCausalLM.from_pretrained(DIR)\n"
      "  --dtype fp32|bf16|fp16  the tensors' precision (default fp32: the checkpoint's values as they are);\n"
      "                          bf16 and fp16 round to nearest even and set config.json's torch_dtype;\n"
      "                          fp16 refuses a weight with |x| >= 65520 (it would be Inf), naming it (exit 2)\n"
@@ -45,8 +47,9 @@ static const cmd_help commands[] = {
      "  A checkpoint of a bf16/fp16 run is exported from its fp32 master weights.\n"
      "  A LoRA checkpoint (lora.enabled) is exported as PEFT adapters (adapter_model.safetensors +\n"
      "  adapter_config.json, for PeftModel.from_pretrained on its base); --merge writes the merged model\n"
-     "  (base + scale * (B A)^T; QLoRA: on the dequantised base) as a plain GPT-2 instead.\n"},
-    {"import", "--safetensors FILE|DIR --out CKPT.h5   a ztrain checkpoint from a GPT-2 safetensors", NULL},
+     "  (base + scale * (B A)^T; QLoRA: on the dequantised base) as a plain model instead.\n"},
+    {"import", "--safetensors FILE|DIR --out CKPT.h5   a ztrain checkpoint from a GPT2LMHeadModel, LlamaForCausalLM, "
+     "MistralForCausalLM or Qwen2ForCausalLM directory (config.json; one safetensors file or shards)", NULL},
     {"estimate", "-c FILE [--ranks N] [--mem-limit SIZE] [--nodes M --hw|--device cpu|h100|h200 --net GBIT,LAT_US --flops G --mem-bw GBPS --comm BENCH_COMM.json --json]   memory per rank, FLOPs, the largest micro-batch that fits, predicted step time", NULL},
     {"hwinfo", "[-c FILE [--set ...]]   the host (CPU, memory, vector extensions, GPUs), BLAS, MPI layout; with a config, the settings to use here", NULL},
     {"selftest", "--device cuda|cudasim|devsim [--precision fp32|bf16|fp16|all]   every op, a short training run and the communicator vs cpu", NULL},
