@@ -285,22 +285,23 @@ static int check_group(hid_t fid, const char *path, const char *gpath, const zt_
     return bad;
 }
 
-int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, char *err, size_t errlen) {
-    zt_ckpt_h5_quiet();
-    memset(meta, 0, sizeof *meta);
+/* opens a checkpoint for a load and checks that its groups match the view's table (collective: an error on any rank
+   fails all); returns the file, or -1 with err (and meta freed) */
+static hid_t load_open(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, int *file_master, char *err,
+                       size_t errlen) {
     /* what kind of file: every rank looks (a file missing on one node's view fails there too) */
     int bad = zt_ckpt_precheck(path, err, errlen);
-    if (zt_any_failed(bad, err, errlen)) return 1;
+    if (zt_any_failed(bad, err, errlen)) return -1;
     hid_t fapl = zt_ckpt_mpio_fapl();
     hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     if (fid < 0) bad = zt_ckpt_open_failed(path, err, errlen);
-    if (zt_any_failed(bad, err, errlen)) return 1;
+    if (zt_any_failed(bad, err, errlen)) return -1;
     bad = zt_ckpt_read_attrs(fid, path, meta, err, errlen);
     /* fp32 master weights: a bf16/fp16 run's file has them beside its working (rounded) parameters */
-    const int file_master = !bad && H5Lexists(fid, "/master", H5P_DEFAULT) > 0;
+    *file_master = !bad && H5Lexists(fid, "/master", H5P_DEFAULT) > 0;
     if (!bad) bad = check_group(fid, path, "/model", v->table, err, errlen);
-    if (!bad && file_master) bad = check_group(fid, path, "/master", v->table, err, errlen);
+    if (!bad && *file_master) bad = check_group(fid, path, "/master", v->table, err, errlen);
     if (!bad && v->exp_avg) {
         if (H5Lexists(fid, "/optim", H5P_DEFAULT) <= 0)
             bad = zt_errf(err, errlen,
@@ -312,40 +313,62 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
     if (zt_any_failed(bad, err, errlen)) {
         H5Fclose(fid);
         zt_ckpt_meta_free(meta);
-        return 1;
+        return -1;
     }
+    return fid;
+}
 
+/* what a load reads: the groups and their pieces in the element range [lo, hi) */
+typedef struct load_plan {
+    zt_ckpt_group groups[4];
+    int ng;
+    size_t lo, hi;
+    zt_ckpt_rpiece *rp;       /* pieces read directly from the file's bytes, in group order */
+    int nrp;
+    int hdf5_read;            /* some data came through HDF5 (a file another tool wrote) */
+} load_plan;
+
+/* the view's buffers made ready (padding and moments zero) and the groups chosen: the master weights are what a
+   state is, so a view without a master copy (fp32 training, eval, sample, export) takes its parameters from
+   /master when the file has it, and a view with one fills it from /model when the file has none (an fp32 run's
+   parameters ARE its master weights) */
+static void load_prepare(const zt_ckpt_view *v, int file_master, load_plan *pl) {
     const zt_param_table *pt = v->table;
     zt_backend *be = v->be;
     /* without optimizer state every rank reads everything (or the range asked for) */
     const int ranged = v->exp_avg || v->range_only;
-    const size_t lo = ranged ? v->lo : 0, hi = ranged && v->hi < pt->total ? v->hi : pt->total;
-    /* the padding past the last tensor is zero in every buffer */
+    pl->lo = ranged ? v->lo : 0;
+    pl->hi = ranged && v->hi < pt->total ? v->hi : pt->total;
     if (v->exp_avg) {
         be->i->zero(be, v->exp_avg, v->optim_elems * sizeof(float));
         be->i->zero(be, v->exp_avg_sq, v->optim_elems * sizeof(float));
     }
     if (v->params && !v->range_only && v->padded > pt->total)
         be->i->zero(be, v->params + pt->total, (v->padded - pt->total) * sizeof(float));
-    zt_ckpt_group groups[4];
-    const int ng = zt_ckpt_groups(groups, v);
-    /* the master weights are what a state is: a view without a master copy (fp32 training, eval, sample,
-       export) takes its parameters from /master when the file has it; a view with one fills it from
-       /model when the file has none (an fp32 run's parameters ARE its master weights) */
-    for (int g = 0; g < ng; g++) {
-        if (!strcmp(groups[g].path, "/model") && !v->master && file_master) groups[g].path = "/master";
-        else if (!strcmp(groups[g].path, "/master") && !file_master) groups[g].path = "/model";
+    pl->ng = zt_ckpt_groups(pl->groups, v);
+    for (int g = 0; g < pl->ng; g++) {
+        if (!strcmp(pl->groups[g].path, "/model") && !v->master && file_master) pl->groups[g].path = "/master";
+        else if (!strcmp(pl->groups[g].path, "/master") && !file_master) pl->groups[g].path = "/model";
     }
+}
+
+/* walks every group's datasets: contiguous little-endian float32 (every file ztrain writes) becomes a piece read
+   directly from the file's bytes after it is closed; anything else (a chunked or float64 dataset written by another
+   tool) is read through HDF5 now. Collective; returns non-zero with err on any rank's failure */
+static int load_plan_pieces(hid_t fid, const char *path, const zt_ckpt_view *v, load_plan *pl, char *err,
+                            size_t errlen) {
+    const zt_param_table *pt = v->table;
     size_t maxpiece = 1, s = 0, e = 0;
     for (int i = 0; i < pt->n; i++)
-        if (zt_ckpt_piece_of(&pt->t[i], lo, hi, &s, &e) && e - s > maxpiece) maxpiece = e - s;
-    xfer x = make_xfer(be, maxpiece);
+        if (zt_ckpt_piece_of(&pt->t[i], pl->lo, pl->hi, &s, &e) && e - s > maxpiece) maxpiece = e - s;
+    xfer x = make_xfer(v->be, maxpiece);
     hid_t *ds = zt_malloc((size_t)pt->n * sizeof(hid_t));
-    zt_ckpt_rpiece *rp = zt_calloc((size_t)ng * (size_t)pt->n, sizeof *rp);
-    int nrp = 0, hdf5_read = 0;
-    for (int g = 0; g < ng && !bad; g++) {
-        if (groups[g].round) continue; /* /model of 2-byte parameters: they are made from the master weights */
-        hid_t gid = H5Gopen2(fid, groups[g].path, H5P_DEFAULT);
+    pl->rp = zt_calloc((size_t)pl->ng * (size_t)pt->n, sizeof *pl->rp);
+    int bad = 0;
+    for (int g = 0; g < pl->ng && !bad; g++) {
+        const zt_ckpt_group *gr = &pl->groups[g];
+        if (gr->round) continue; /* /model of 2-byte parameters: they are made from the master weights */
+        hid_t gid = H5Gopen2(fid, gr->path, H5P_DEFAULT);
         bad |= gid < 0;
         int nds = 0;
         for (; nds < pt->n && !bad; nds++)
@@ -353,20 +376,17 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
         for (int i = 0; i < nds && !bad; i++) {
             const zt_tensor_info *t = &pt->t[i];
             float *dst = NULL;
-            if (zt_ckpt_piece_of(t, lo, hi, &s, &e)) dst = groups[g].src + (t->offset + s - groups[g].base);
-            /* contiguous little-endian float32 (every file ztrain writes): the bytes are read directly
-               after the file is closed; anything else (a chunked or float64 dataset written by another
-               tool) through HDF5 */
+            if (zt_ckpt_piece_of(t, pl->lo, pl->hi, &s, &e)) dst = gr->src + (t->offset + s - gr->base);
             haddr_t at = x.collective ? HADDR_UNDEF : H5Dget_offset(ds[i]);
             hid_t ty = H5Dget_type(ds[i]);
             int raw = at != HADDR_UNDEF && ty >= 0 && H5Tequal(ty, H5T_IEEE_F32LE) > 0;
             if (ty >= 0) H5Tclose(ty);
             if (dst && raw)
-                rp[nrp++] = (zt_ckpt_rpiece){(uint64_t)at + s * sizeof(float), (e - s) * sizeof(float), dst, g,
-                                             t->offset + s};
+                pl->rp[pl->nrp++] = (zt_ckpt_rpiece){(uint64_t)at + s * sizeof(float), (e - s) * sizeof(float), dst, g,
+                                                     t->offset + s};
             else if (dst) {
                 bad |= transfer(&x, ds[i], t, s, e, dst, 1);
-                hdf5_read = 1;
+                pl->hdf5_read = 1;
             }
             else if (x.collective)
                 bad |= transfer_none(&x, ds[i], 1);
@@ -374,7 +394,7 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
         if (bad) {
             char why[256];
             zt_ckpt_h5_reason(why);
-            zt_errf(err, errlen, "%s: cannot read %s: %s", path, groups[g].path, why[0] ? why : "read failed");
+            zt_errf(err, errlen, "%s: cannot read %s: %s", path, gr->path, why[0] ? why : "read failed");
         }
         for (int i = 0; i < nds; i++) H5Dclose(ds[i]);
         if (gid >= 0) H5Gclose(gid);
@@ -383,37 +403,57 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
     free(ds);
     H5Pclose(x.dxpl);
     free(x.stage);
+    return bad;
+}
+
+/* reads the planned pieces. The parameters' pieces come first (group 0): with a params_ready hook, host memory and
+   moments, every rank reads its parameter pieces, starts reading its moment pieces in the background, all ranks
+   agree, and the hook runs (the same collectives on every rank, whatever its pieces) while the moments arrive.
+   NaN/Inf is found as each chunk arrives (nf). Sets *overlapped when the hook ran here */
+static int load_read(const char *path, const zt_ckpt_view *v, const load_plan *pl, zt_ckpt_nonfinite *nf,
+                     int *overlapped, char *err, size_t errlen) {
+    zt_backend *be = v->be;
+    int split = 0;
+    while (split < pl->nrp && pl->rp[split].group == 0) split++;
+    const zt_ckpt_rstage rs = {!v->buffered_reads, v->read_stage, v->read_stage_bytes};
+    *overlapped = v->params_ready && be->i->mem == ZT_MEM_HOST && v->exp_avg;
+    if (!*overlapped) return zt_ckpt_read_pieces(be, path, pl->rp, pl->nrp, &rs, nf, err, errlen);
+    int bad = zt_ckpt_read_pieces(be, path, pl->rp, split, &rs, nf, err, errlen);
+    zt_ckpt_reader *rd = bad ? NULL : zt_ckpt_read_start(be, path, pl->rp + split, pl->nrp - split, &rs, err, errlen);
+    if (!bad && !rd) bad = 1;
+    const int any = zt_any_failed(bad, err, errlen);
+    if (!any) v->params_ready(v->params_ready_ctx);
+    if (rd) {
+        zt_ckpt_nonfinite nf2 = {-1, 0, 0};
+        bad |= zt_ckpt_read_join(rd, &nf2, err, errlen);
+        if (nf->piece < 0 && nf2.piece >= 0) *nf = (zt_ckpt_nonfinite){nf2.piece + split, nf2.elem, nf2.value};
+    }
+    return bad | any;
+}
+
+int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, char *err, size_t errlen) {
+    zt_ckpt_h5_quiet();
+    memset(meta, 0, sizeof *meta);
+    int file_master = 0;
+    hid_t fid = load_open(path, meta, v, &file_master, err, errlen);
+    if (fid < 0) return 1;
+    load_plan pl = {0};
+    load_prepare(v, file_master, &pl);
+    int bad = load_plan_pieces(fid, path, v, &pl, err, errlen);
     H5Fclose(fid);
     /* NaN/Inf weights or moments are refused (a diverged run, or a damaged or edited file): the raw reads
        check each chunk as it arrives; what came through HDF5 (a file another tool wrote) is scanned after */
     zt_ckpt_nonfinite nf = {-1, 0, 0};
     char what[256] = "";
-    /* the parameters' pieces come first (group 0). With a params_ready hook, host memory and moments, every
-       rank reads its parameter pieces, starts reading its moment pieces in the background, all ranks agree,
-       and the hook runs (the same collectives on every rank, whatever its pieces) while the moments arrive */
-    int split = 0;
-    while (split < nrp && rp[split].group == 0) split++;
-    const zt_ckpt_rstage rs = {!v->buffered_reads, v->read_stage, v->read_stage_bytes};
-    const int overlap = v->params_ready && be->i->mem == ZT_MEM_HOST && v->exp_avg && !bad;
-    if (overlap) {
-        bad = zt_ckpt_read_pieces(be, path, rp, split, &rs, &nf, err, errlen);
-        zt_ckpt_reader *rd = bad ? NULL : zt_ckpt_read_start(be, path, rp + split, nrp - split, &rs, err, errlen);
-        if (!bad && !rd) bad = 1;
-        const int any = zt_any_failed(bad, err, errlen);
-        if (!any) v->params_ready(v->params_ready_ctx);
-        if (rd) {
-            zt_ckpt_nonfinite nf2 = {-1, 0, 0};
-            bad |= zt_ckpt_read_join(rd, &nf2, err, errlen);
-            if (nf.piece < 0 && nf2.piece >= 0) nf = (zt_ckpt_nonfinite){nf2.piece + split, nf2.elem, nf2.value};
-        }
-        bad |= any;
-    } else if (!bad) bad = zt_ckpt_read_pieces(be, path, rp, nrp, &rs, &nf, err, errlen);
+    int overlapped = 0;
+    if (!bad) bad = load_read(path, v, &pl, &nf, &overlapped, err, errlen);
     if (!bad && nf.piece >= 0)
-        nonfinite_text(pt, groups[rp[nf.piece].group].path, rp[nf.piece].flat + nf.elem, nf.value, what, sizeof what);
-    free(rp);
-    if (!bad && !what[0] && hdf5_read) {
-        be->i->sync(be);
-        zt_ckpt_view_nonfinite(v, lo, hi, v->exp_avg != NULL, what, sizeof what);
+        nonfinite_text(v->table, pl.groups[pl.rp[nf.piece].group].path, pl.rp[nf.piece].flat + nf.elem, nf.value, what,
+                       sizeof what);
+    free(pl.rp);
+    if (!bad && !what[0] && pl.hdf5_read) {
+        v->be->i->sync(v->be);
+        zt_ckpt_view_nonfinite(v, pl.lo, pl.hi, v->exp_avg != NULL, what, sizeof what);
     }
     if (!bad && what[0])
         bad = zt_errf(err, errlen, "%s: holds non-finite values (%s): refusing it (the run had diverged or "
@@ -423,8 +463,8 @@ int zt_ckpt_load(const char *path, zt_ckpt_meta *meta, const zt_ckpt_view *v, ch
         zt_ckpt_meta_free(meta);
         return 1;
     }
-    be->i->sync(be);
-    if (v->params_ready && !overlap) v->params_ready(v->params_ready_ctx);
+    v->be->i->sync(v->be);
+    if (v->params_ready && !overlapped) v->params_ready(v->params_ready_ctx);
     return 0;
 }
 

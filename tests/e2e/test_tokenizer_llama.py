@@ -18,7 +18,9 @@ Qwen2's; no model hub is reachable). For each:
   (c) decode: ztrain's decode of the shard equals HF's decode(ids, skip_special_tokens=False);
       random bytes (invalid UTF-8 included) come back from decode(encode(x)) as x after the
       template and the prefix space (NFC applied for Qwen2);
-  (d) framing: BOS once per document, --eot-between-files, 4-byte tokens for ids >= 65536;
+  (d) framing: BOS once per document, --eot-between-files, 4-byte tokens for ids >= 65536; and the
+      shards and the saved .zttok in use: train the tiny model on them, `sample` with a text prompt
+      (its ids as HF's, BOS included), `eval`;
   (e) bad tokenizer.json files (an unsupported normalizer, pre-tokenizer, model type or flag) exit 2
       with one line naming the field, and write nothing;
   (f) speed: tokens/s of each against the GPT-2 path on the same text, and no slowdown on long
@@ -360,6 +362,50 @@ def nfc_stress(path, tmp):
                f", first difference at {k}: ztrain {got[k:k + 4]} HF {want[k:k + 4]}"))
 
 
+def train_sample_eval(paths, tmp):
+    """prepare -> train (the tiny test model with the tokenizer's vocab, samples during training) ->
+    sample with a text prompt (encoded as HF encodes it: BOS included) -> eval, with the .zttok that
+    prepare wrote as data.tokenizer: Llama 2 (2-byte shards) and Qwen2 (ids above 65535)"""
+    from tokenizers import Tokenizer
+    corpus_txt = os.path.join(tmp, "license.txt")
+    with open(corpus_txt, "wb") as f:
+        for lic in ["GPL-3", "Apache-2.0"]:
+            p = os.path.join("/usr/share/common-licenses", lic)
+            if os.path.isfile(p):
+                f.write(open(p, "rb").read())
+        f.write("\n".join(make_tokenizers.corpus_sentences(5, 300)).encode())
+    prompt = "This License applies"
+    for name in ["llama2", "qwen2"]:
+        d = os.path.join(tmp, "tse_" + name)
+        rc, so, se = run(["prepare", "--input", corpus_txt, "--tokenizer", paths[name], "--out-dir", d,
+                          "--val-fraction", "0.1"])
+        if rc != 0:
+            report(f"{name}_train_sample_eval", False, f"prepare exited {rc}: {se.strip()[-200:]}")
+            continue
+        V = read_shard(os.path.join(d, "train.bin"))[2]
+        tok = os.path.join(d, "tokenizer.zttok")
+        rc, so, se = run(["train", "-c", "inputs/tiny.cfg", "--set", f"model.vocab_size={V}",
+                          "--set", f"data.train={d}/train.bin", "--set", f"data.val={d}/val.bin",
+                          "--set", f"data.tokenizer={tok}", "--set", "train.steps=4", "--set", "train.warmup_steps=1",
+                          "--set", "eval.every=0", "--set", "checkpoint.every=4", "--set", "sample.every=4",
+                          "--set", "sample.tokens=4", "--set", f"sample.prompt={prompt}", "--set", f"run.root={d}",
+                          "--set", "run.session=s", "--set", "run.name=r"])
+        ck = os.path.join(d, "s", "r", "checkpoints")
+        if rc != 0 or not os.path.isdir(ck):
+            report(f"{name}_train_sample_eval", False, f"train exited {rc}: {(so + se).strip()[-300:]}")
+            continue
+        rc, so, se = run(["sample", "--checkpoint", ck, "--prompt", prompt, "--tokens", "8", "--seed", "3"])
+        n_hf = len(Tokenizer.from_file(paths[name]).encode(prompt).ids)
+        ok_sample = rc == 0 and so.startswith(prompt) and f"prompt {n_hf} tokens" in se
+        rc2, so2, se2 = run(["eval", "--checkpoint", os.path.join(ck, "step_00000004.h5")])
+        ok_eval = rc2 == 0 and "val loss" in so2 + se2
+        report(f"{name}_train_sample_eval", ok_sample and ok_eval,
+               f"vocab {V}; sample: '{so.strip()[:40]}...', prompt of {n_hf} tokens as HF encodes it; eval: "
+               f"{next((l for l in (so2 + se2).split(chr(10)) if 'val loss' in l), '(no val loss)').strip()}"
+               if ok_sample and ok_eval else f"sample exit {rc}: {(so + se).strip()[-200:]!r}; eval exit {rc2}: "
+               f"{(so2 + se2).strip()[-200:]!r} (HF's prompt: {n_hf} tokens)")
+
+
 def crossmerge_variant(path, tmp):
     """Llama 2 with merges that join a non-space to a following "▁" (so ztrain may not cut words at
     spaces): still equal to HF"""
@@ -506,6 +552,7 @@ def main():
             check_tokenizer(name, path, docs, tmp)
         check_tokenizer("llama2_crossmerge", crossmerge_variant(paths["llama2"], tmp), docs, tmp)
         nfc_stress(paths["qwen2"], tmp)
+        train_sample_eval(paths, tmp)
         check_special_text(paths, tmp)
         bad_cases(paths, tmp)
         if not os.environ.get("ZT_TOK_NO_SPEED"):
