@@ -160,9 +160,10 @@ void zt_tok_config_gpt2(zt_tok_config *c, uint32_t eot);
 zt_pretok *zt_pretok_create_kind(zt_tok_pre kind, char *err, size_t errlen);
 
 /* ---- construction, files ---- */
-/* from explicit tables: token id i is the byte string toks[i] (lens[i] bytes; NULL/0 = empty);
- * merges[r] = {left, right, result} for rank r, with bytes(result) == bytes(left)+bytes(right).
- * Every single byte must be some token. eot = ZT_TOK_NO_EOT for none. Tables are copied. */
+/* from explicit tables, GPT-2's configuration: token id i is the byte string toks[i] (lens[i]
+ * bytes; NULL/0 = empty); merges[r] = {left, right, result} for rank r, with bytes(result) ==
+ * bytes(left)+bytes(right). Every single byte must be some token (a chars model instead needs the
+ * 256 byte tokens <0x00>..<0xFF>). eot = ZT_TOK_NO_EOT for none. Tables are copied. */
 zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *toks, const uint32_t *lens,
                                   uint32_t n_merges, const uint32_t (*merges)[3], uint32_t eot,
                                   char *err, size_t errlen);
@@ -195,7 +196,10 @@ const uint8_t *zt_tokenizer_token(const zt_tokenizer *t, uint32_t id, size_t *le
 
 /* ---- encode / decode ---- */
 /* streaming: encodes the pre-tokens of text[0..n) that are final (see zt_pretok_split), appends
- * their ids to out, returns the bytes consumed; final != 0 ends the document and consumes all */
+ * their ids to out, returns the bytes consumed; final != 0 ends the document and consumes all. The
+ * template's ids come first (at a document's first call, even with n == 0) and last (with final).
+ * Configurations other than GPT-2's consume nearly everything and keep the pending text themselves
+ * (NFC keeps back at most a few characters, ZT_NFC_MAX_TAIL bytes in a run of combining marks). */
 size_t zt_tokenizer_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out);
 /* a whole document */
 void zt_tokenizer_encode(zt_tokenizer *t, const uint8_t *text, size_t n, zt_ids *out);

@@ -41,7 +41,6 @@
 static const char *const LLAMA3_SPLIT = SPLIT_RE("\\p{N}{1,3}");
 static const char *const QWEN2_SPLIT = SPLIT_RE("\\p{N}");
 #define MARK "\xE2\x96\x81" /* U+2581 */
-#define ANY_OTHER (-1)
 
 /* ---------------------------------------------------------------- strings */
 

@@ -24,7 +24,8 @@ Qwen2's; no model hub is reachable). For each:
   (e) bad tokenizer.json files (an unsupported normalizer, pre-tokenizer, model type or flag) exit 2
       with one line naming the field, and write nothing;
   (f) speed: tokens/s of each against the GPT-2 path on the same text, and no slowdown on long
-      words and long runs of combining marks.
+      words and long runs of combining marks;
+  (g) NFC: the generated tables are current, and text dense in what NFC changes equals HF's.
 """
 import json
 import os
@@ -406,6 +407,15 @@ def train_sample_eval(paths, tmp):
                f"{(so2 + se2).strip()[-200:]!r} (HF's prompt: {n_hf} tokens)")
 
 
+def nfc_tables_current():
+    """src/util/unicode_nfc_tables.h is what tools/gen_unicode_nfc.py writes"""
+    p = subprocess.run([sys.executable, "tools/gen_unicode_nfc.py"], capture_output=True)
+    have = open("src/util/unicode_nfc_tables.h", "rb").read()
+    report("nfc_tables_generated", p.returncode == 0 and p.stdout == have,
+           f"Unicode {unicodedata.unidata_version}" if p.stdout == have else
+           f"exit {p.returncode}; regenerate: tools/gen_unicode_nfc.py > src/util/unicode_nfc_tables.h")
+
+
 def crossmerge_variant(path, tmp):
     """Llama 2 with merges that join a non-space to a following "▁" (so ztrain may not cut words at
     spaces): still equal to HF"""
@@ -551,6 +561,7 @@ def main():
         for name, path in paths.items():
             check_tokenizer(name, path, docs, tmp)
         check_tokenizer("llama2_crossmerge", crossmerge_variant(paths["llama2"], tmp), docs, tmp)
+        nfc_tables_current()
         nfc_stress(paths["qwen2"], tmp)
         train_sample_eval(paths, tmp)
         check_special_text(paths, tmp)

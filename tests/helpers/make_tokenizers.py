@@ -135,7 +135,10 @@ def make_llama2(out_dir, lines, metaspace=False):
     t.add_special_tokens([AddedToken(s, normalized=False, special=True) for s in ["<unk>", "<s>", "</s>"]])
     t.post_processor = processors.TemplateProcessing(single="<s>:0 $A:0", pair="<s>:0 $A:0 <s>:1 $B:1",
                                                      special_tokens=[("<s>", 1)])
-    return _save(t, os.path.join(out_dir, "llama2_metaspace.json" if metaspace else "llama2.json"))
+    path = _save(t, os.path.join(out_dir, "llama2_metaspace.json" if metaspace else "llama2.json"))
+    ids = Tokenizer.from_file(path).encode("हिन्दी 🙂\tend\n").ids  # outside the vocab: byte fallback
+    assert ids[0] == 1 and sum(1 for i in ids if 3 <= i <= 258) >= 10, ids
+    return path
 
 
 def _byte_level_trained(lines, regex, vocab_size, nfc):

@@ -301,6 +301,18 @@ zt_tokenizer *zt_sampler_load_tokenizer(const char *path, int V, char *err, size
 
 /* the prompt as ids: encoded text with a tokenizer, a list of ids without; "" = end-of-text */
 int zt_sampler_prompt_ids(zt_tokenizer *tok, const char *text, int V, int32_t **out, char *err, size_t errlen) {
+    if (!text[0] && tok) { /* a tokenizer that frames text with BOS (Llama) starts from it, as HF's encode("") does */
+        zt_ids bos = {0};
+        zt_tokenizer_encode(tok, (const uint8_t *)"", 0, &bos);
+        if (bos.n) {
+            *out = zt_malloc(bos.n * sizeof(int32_t));
+            for (size_t i = 0; i < bos.n; i++) (*out)[i] = (int32_t)bos.v[i];
+            const int n = (int)bos.n;
+            zt_ids_free(&bos);
+            return n;
+        }
+        zt_ids_free(&bos);
+    }
     if (!text[0]) {
         uint32_t eot = tok ? zt_tokenizer_eot(tok) : (uint32_t)(V - 1);
         if (eot == ZT_TOK_NO_EOT) {

@@ -60,7 +60,8 @@ long zt_sampler_tokens_run(const zt_sampler *sp);
 
 /* loads a tokenizer and checks its vocab against the model's V; NULL with err on failure */
 zt_tokenizer *zt_sampler_load_tokenizer(const char *path, int V, char *err, size_t errlen);
-/* the prompt as ids: encoded text with a tokenizer, a list of ids ("1 2 3") without; "" = end-of-text.
+/* the prompt as ids: encoded text with a tokenizer, a list of ids ("1 2 3") without; "" = the tokenizer's encoding
+   of "" when it frames text with BOS (Llama), else end-of-text.
    Returns the count (*out malloc'd) or -1 with err. */
 int zt_sampler_prompt_ids(zt_tokenizer *tok, const char *text, int V, int32_t **out, char *err, size_t errlen);
 
