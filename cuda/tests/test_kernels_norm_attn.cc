@@ -70,75 +70,7 @@ constexpr double K_TOL_FUSED_BWD = 5e-5; // fused attention bwd (on the fused fo
 constexpr double K_TOL_ATT_LONG = 1e-4;  // decode over 13001 keys (the output averages them): measured <= 1.2e-5
 constexpr double K_TOL_GEMM = 2e-5;      // matmul / linear / gemv: measured <= 2.3e-6
 
-typedef std::vector<float> vec;
-
-zt_backend *g_cpu;
-zt_rng g_rng;
-
-vec randv(size_t n, double scale = 1.0, double shift = 0.0) {
-    vec v(n);
-    for (auto &x : v) x = (float)(shift + scale * zt_rng_normal(&g_rng));
-    return v;
-}
-
-vec nanv(size_t n) { return vec(n, NAN); }
-
-// The harness configuration of a run: the interleaving seed (1, then 12345). The OS-thread count
-// stays at its default: changing it after a multi-block launch crashes hostexec.cc's pool (a new
-// helper thread starts with seen = 0 while g_pool.gen > 0 and runs the last, stale job).
-void harness_config(int run) {
-    hx::Config c = hx::config_get();
-    c.seed = run == 0 ? 1 : 12345;
-    hx::config_set(c);
-}
-
-double err_of(const vec &got, const vec &ref, size_t *at = nullptr) {
-    double s = 0.0;
-    for (float r : ref) s += fabs(r);
-    s = ref.empty() ? 0.0 : s / (double)ref.size();
-    if (s == 0.0) s = 1e-30;
-    double e = 0.0;
-    for (size_t i = 0; i < ref.size(); i++) {
-        double d = fabs((double)got[i] - ref[i]) / fmax(fabs((double)ref[i]), s);
-        if (!(d <= e)) { // NaN counts as infinite
-            e = d == d ? d : INFINITY;
-            if (at) *at = i;
-        }
-    }
-    return e;
-}
-
-bool same_bits(const vec &a, const vec &b) {
-    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-struct Out {
-    const char *label;
-    const vec *got, *got2, *ref; // got2: the second (determinism) run
-};
-
-void check_outs(const std::string &name, std::initializer_list<Out> outs, double tol) {
-    double worst = 0.0;
-    std::string msg;
-    for (const Out &o : outs) {
-        size_t at = 0;
-        double e = err_of(*o.got, *o.ref, &at);
-        worst = fmax(worst, e);
-        char buf[256];
-        if (!(e <= tol)) {
-            snprintf(buf, sizeof buf, "%s%s err %.3g > %.1g at [%zu] (got %.9g, ref %.9g)", msg.empty() ? "" : "; ",
-                     o.label, e, tol, at, (double)(*o.got)[at], (double)(*o.ref)[at]);
-            msg += buf;
-        }
-        if (!same_bits(*o.got, *o.got2)) {
-            snprintf(buf, sizeof buf, "%s%s differs between two runs (harness seed changed)",
-                     msg.empty() ? "" : "; ", o.label);
-            msg += buf;
-        }
-    }
-    if (msg.empty()) check_pass("%s (max rel err %.2e, deterministic)", name.c_str(), worst);
-    else check_fail("%s: %s", name.c_str(), msg.c_str());
-}
+#include "kernel_check.h"
 
 // ------------------------------------------------------------------------------------ layernorm
 
