@@ -149,6 +149,80 @@ static void bench_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *t
     memcpy(targets, fb->targets, fb->n * sizeof(int32_t));
 }
 
+/* a benchmark run's figures, and the sgemm of every BLAS on the step's shapes */
+enum { SH_SQ, SH_FC, SH_QKV, SH_HEAD, N_SH };
+static const char *const sh_names[N_SH] = {"square", "fc", "qkv", "lm_head"};
+typedef struct report {
+    const char *config, *desc;
+    size_t params;
+    int B, T, threads;
+    double ms, tok_s, gflops;      /* median ms per step */
+    long rss_kb;
+    int shp[N_SH][3];
+    double g[N_SH][N_IMPL];        /* GFLOP/s per shape and BLAS */
+    double peak, best;             /* peak: ztrain's path over shapes; best: every BLAS over shapes */
+    int best_impl, best_sh;
+    const blas_set *bs;
+    int np;                        /* the op breakdown of one timed step (tp seconds) */
+    const zt_prof_entry *pe;
+    double tp;
+} report;
+
+static void print_json(const report *r) {
+    printf("{\"config\": \"%s\", \"params\": %zu, \"B\": %d, \"T\": %d, \"threads\": %d, \"blas\": \"%s\", "
+           "\"ms_per_step\": %.4f, \"tokens_per_s\": %.2f, \"gflops\": %.2f, \"sgemm_peak_gflops\": %.2f, "
+           "\"sgemm_square_gflops\": %.2f, \"frac_peak\": %.4f, \"best_sgemm_gflops\": %.2f, "
+           "\"best_sgemm_blas\": \"%s\", \"best_sgemm_shape\": \"%s\", \"frac_best\": %.4f, "
+           "\"peak_rss_bytes\": %ld, \"openblas\": \"%s\", \"onednn\": \"%s\", \"sgemm\": {",
+           r->config, r->params, r->B, r->T, r->threads, r->desc, r->ms,
+           r->tok_s, r->gflops, r->peak, r->g[SH_SQ][IMPL_ZTRAIN], r->gflops / r->peak, r->best, impl_names[r->best_impl], sh_names[r->best_sh],
+           r->gflops / r->best, r->rss_kb * 1024L, r->bs->openblas_desc, r->bs->dnnl_desc);
+    for (int k = 0; k < N_SH; k++) {
+        printf("%s\"%s\": {\"M\": %d, \"N\": %d, \"K\": %d", k ? ", " : "", sh_names[k], r->shp[k][0], r->shp[k][1],
+               r->shp[k][2]);
+        for (int impl = 0; impl < N_IMPL; impl++) {
+            if (blas_has(r->bs, impl)) printf(", \"%s\": %.2f", impl_names[impl], r->g[k][impl]);
+            else printf(", \"%s\": null", impl_names[impl]);
+        }
+        printf("}");
+    }
+    printf("}, \"breakdown\": {");
+    for (int i = 0; i < r->np; i++) printf("%s\"%s\": %.5f", i ? ", " : "", r->pe[i].name, r->pe[i].seconds);
+    printf("}}\n");
+}
+
+static void print_text(const report *r) {
+    printf("# ztrain step benchmark: %s, %d thread%s, %s\n", r->config,
+           r->threads, r->threads == 1 ? "" : "s", r->desc);
+    printf("# %10s %4s %5s %9s %9s %9s %11s %10s %11s %10s %9s\n", "params", "B", "T", "ms/step", "tokens/s",
+           "GFLOP/s", "sgemm_peak", "frac_peak", "best_sgemm", "frac_best", "rss_MB");
+    printf("# %10s %4s %5s %9s %9s %9s %11s %10s %11s %10s %9s\n", "", "", "", "(ms)", "(tok/s)", "(GFLOP/s)",
+           "(GFLOP/s)", "", "(GFLOP/s)", "", "(MB)");
+    printf("  %10zu %4d %5d %9.1f %9.1f %9.1f %11.1f %9.1f%% %11.1f %9.1f%% %9.0f\n", r->params, r->B, r->T, r->ms, r->tok_s,
+           r->gflops, r->peak, 100 * r->gflops / r->peak, r->best, 100 * r->gflops / r->best, r->rss_kb / 1024.0);
+    printf("# sgemm_peak: ztrain's own BLIS path, best shape; best_sgemm: fastest BLAS x shape below (%s, %s)\n",
+           impl_names[r->best_impl], sh_names[r->best_sh]);
+    printf("# sgemm GFLOP/s, row-major NN, %d thread%s, best of 5 interleaved calls (openblas: %s; onednn: %s)\n", r->threads,
+           r->threads == 1 ? "" : "s", r->bs->openblas_desc, r->bs->dnnl_desc);
+    printf("#   %-8s %22s", "shape", "M x N x K");
+    for (int impl = 0; impl < N_IMPL; impl++) printf(" %10s", impl_names[impl]);
+    printf("\n");
+    for (int k = 0; k < N_SH; k++) {
+        char dims[48];
+        snprintf(dims, sizeof dims, "%d x %d x %d", r->shp[k][0], r->shp[k][1], r->shp[k][2]);
+        printf("#   %-8s %22s", sh_names[k], dims);
+        for (int impl = 0; impl < N_IMPL; impl++) {
+            if (blas_has(r->bs, impl)) printf(" %10.1f", r->g[k][impl]);
+            else printf(" %10s", "n/a");
+        }
+        printf("\n");
+    }
+    printf("# time breakdown of one step (%.1f ms, every op synchronised):\n", r->tp * 1e3);
+    for (int i = 0; i < r->np; i++)
+        printf("#   %-18s %8.1f ms %5.1f%%  (%ld calls)\n", r->pe[i].name, r->pe[i].seconds * 1e3, 100 * r->pe[i].seconds / r->tp,
+               r->pe[i].calls);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     const char *Bs = "4", *Ts = "64", *steps_s = "10", *threads_s = "0", *json = NULL, *stage_s = "0";
@@ -221,76 +295,23 @@ int main(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru);
     /* sgemm in the same run, same threads: ztrain's BLIS path (the step's own) and every other BLAS here */
     const int N = B * T, C = s.n_embd;
-    enum { SH_SQ, SH_FC, SH_QKV, SH_HEAD, N_SH };
-    const int shp[N_SH][3] = {{2048, 2048, 2048}, {N, 4 * C, C}, {N, 3 * C, C}, {N, s.padded_vocab, C}};
-    const char *const sh_names[N_SH] = {"square", "fc", "qkv", "lm_head"};
+    report rp = {.config = cli.config_path ? cli.config_path : "defaults", .desc = desc, .params = m.table.total,
+                 .B = B, .T = T, .threads = threads, .ms = med, .rss_kb = ru.ru_maxrss, .np = np, .pe = pe, .tp = tp,
+                 .shp = {{2048, 2048, 2048}, {N, zt_shape_fc(&s), C}, {N, zt_shape_qkv(&s), C},
+                         {N, s.padded_vocab, C}}};
     blas_set bs;
     blas_open(&bs, be, threads);
-    double g[N_SH][N_IMPL];
-    for (int k = 0; k < N_SH; k++) gemm_gflops(&bs, shp[k][0], shp[k][1], shp[k][2], g[k]);
-    double peak = 0, best = 0;   /* peak: ztrain's path over shapes; best: every BLAS over shapes */
-    int best_impl = 0, best_sh = 0;
+    rp.bs = &bs;
+    for (int k = 0; k < N_SH; k++) gemm_gflops(&bs, rp.shp[k][0], rp.shp[k][1], rp.shp[k][2], rp.g[k]);
     for (int k = 0; k < N_SH; k++)
         for (int impl = 0; impl < N_IMPL; impl++) {
-            if (impl == IMPL_ZTRAIN && g[k][impl] > peak) peak = g[k][impl];
-            if (g[k][impl] > best) { best = g[k][impl]; best_impl = impl; best_sh = k; }
+            if (impl == IMPL_ZTRAIN && rp.g[k][impl] > rp.peak) rp.peak = rp.g[k][impl];
+            if (rp.g[k][impl] > rp.best) { rp.best = rp.g[k][impl]; rp.best_impl = impl; rp.best_sh = k; }
         }
-    double g_sq = g[SH_SQ][IMPL_ZTRAIN];
-    double fpt = zt_model_flops_per_token(&s, T);
-    double tok_s = N / (med * 1e-3);
-    double gflops = fpt * tok_s * 1e-9;
-    if (json) {
-        printf("{\"config\": \"%s\", \"params\": %zu, \"B\": %d, \"T\": %d, \"threads\": %d, \"blas\": \"%s\", "
-               "\"ms_per_step\": %.4f, \"tokens_per_s\": %.2f, \"gflops\": %.2f, \"sgemm_peak_gflops\": %.2f, "
-               "\"sgemm_square_gflops\": %.2f, \"frac_peak\": %.4f, \"best_sgemm_gflops\": %.2f, "
-               "\"best_sgemm_blas\": \"%s\", \"best_sgemm_shape\": \"%s\", \"frac_best\": %.4f, "
-               "\"peak_rss_bytes\": %ld, \"openblas\": \"%s\", \"onednn\": \"%s\", \"sgemm\": {",
-               cli.config_path ? cli.config_path : "defaults", m.table.total, B, T, threads, desc, med,
-               tok_s, gflops, peak, g_sq, gflops / peak, best, impl_names[best_impl], sh_names[best_sh],
-               gflops / best, ru.ru_maxrss * 1024L, bs.openblas_desc, bs.dnnl_desc);
-        for (int k = 0; k < N_SH; k++) {
-            printf("%s\"%s\": {\"M\": %d, \"N\": %d, \"K\": %d", k ? ", " : "", sh_names[k], shp[k][0], shp[k][1],
-                   shp[k][2]);
-            for (int impl = 0; impl < N_IMPL; impl++) {
-                if (blas_has(&bs, impl)) printf(", \"%s\": %.2f", impl_names[impl], g[k][impl]);
-                else printf(", \"%s\": null", impl_names[impl]);
-            }
-            printf("}");
-        }
-        printf("}, \"breakdown\": {");
-        for (int i = 0; i < np; i++) printf("%s\"%s\": %.5f", i ? ", " : "", pe[i].name, pe[i].seconds);
-        printf("}}\n");
-    } else {
-        printf("# ztrain step benchmark: %s, %d thread%s, %s\n", cli.config_path ? cli.config_path : "defaults",
-               threads, threads == 1 ? "" : "s", desc);
-        printf("# %10s %4s %5s %9s %9s %9s %11s %10s %11s %10s %9s\n", "params", "B", "T", "ms/step", "tokens/s",
-               "GFLOP/s", "sgemm_peak", "frac_peak", "best_sgemm", "frac_best", "rss_MB");
-        printf("# %10s %4s %5s %9s %9s %9s %11s %10s %11s %10s %9s\n", "", "", "", "(ms)", "(tok/s)", "(GFLOP/s)",
-               "(GFLOP/s)", "", "(GFLOP/s)", "", "(MB)");
-        printf("  %10zu %4d %5d %9.1f %9.1f %9.1f %11.1f %9.1f%% %11.1f %9.1f%% %9.0f\n", m.table.total, B, T, med, tok_s,
-               gflops, peak, 100 * gflops / peak, best, 100 * gflops / best, ru.ru_maxrss / 1024.0);
-        printf("# sgemm_peak: ztrain's own BLIS path, best shape; best_sgemm: fastest BLAS x shape below (%s, %s)\n",
-               impl_names[best_impl], sh_names[best_sh]);
-        printf("# sgemm GFLOP/s, row-major NN, %d thread%s, best of 5 interleaved calls (openblas: %s; onednn: %s)\n", threads,
-               threads == 1 ? "" : "s", bs.openblas_desc, bs.dnnl_desc);
-        printf("#   %-8s %22s", "shape", "M x N x K");
-        for (int impl = 0; impl < N_IMPL; impl++) printf(" %10s", impl_names[impl]);
-        printf("\n");
-        for (int k = 0; k < N_SH; k++) {
-            char dims[48];
-            snprintf(dims, sizeof dims, "%d x %d x %d", shp[k][0], shp[k][1], shp[k][2]);
-            printf("#   %-8s %22s", sh_names[k], dims);
-            for (int impl = 0; impl < N_IMPL; impl++) {
-                if (blas_has(&bs, impl)) printf(" %10.1f", g[k][impl]);
-                else printf(" %10s", "n/a");
-            }
-            printf("\n");
-        }
-        printf("# time breakdown of one step (%.1f ms, every op synchronised):\n", tp * 1e3);
-        for (int i = 0; i < np; i++)
-            printf("#   %-18s %8.1f ms %5.1f%%  (%ld calls)\n", pe[i].name, pe[i].seconds * 1e3, 100 * pe[i].seconds / tp,
-                   pe[i].calls);
-    }
+    rp.tok_s = N / (med * 1e-3);
+    rp.gflops = zt_model_flops_per_token(&s, T) * rp.tok_s * 1e-9;
+    if (json) print_json(&rp);
+    else print_text(&rp);
     blas_close(&bs);
     free(ms);
     free(in);

@@ -56,4 +56,4 @@ build/tests/test_kernels_%: cuda/tests/test_kernels_%.cc build/libztrain.a
 	@mkdir -p $(dir $@)
 	$(HX_CXX) $(HX_FLAGS) $(DEPFLAGS) -MF $@.d -MT $@ -Isrc -I. -Itests/helpers $(MPI_CFLAGS) $< build/libztrain.a $(LIBS) -o $@
 -include $(CU_TEST_BIN:=.d)
-$(call bin_deps,$(CU_TEST_BIN),$(CU_HDRS_ALL) tests/helpers/check.h)
+$(call bin_deps,$(CU_TEST_BIN),$(CU_HDRS_ALL) $(wildcard cuda/tests/*.h) tests/helpers/check.h)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests of `ztrain sample` and of samples during training (src/cmd/sample.c, src/core/model/sampler.c). The decode path itself
 # (KV-cache logits == full forward, greedy == argmax, padded rows, top-k, sliding window) is checked
-# by build/tests/test_decode (tests/unit/core/test_decode.c; tests/run.sh runs it).
+# by build/tests/test_decode (tests/unit/core/model/test_decode.c; tests/run.sh runs it).
 # Here: determinism for a seed (and a different seed gives different tokens), 2 ranks == 1 rank,
 # greedy ignores the seed, a text prompt through a trained tokenizer, tokens/s reported, samples
 # written during training, and bad input (exit 2, one line).

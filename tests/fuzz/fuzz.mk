@@ -30,14 +30,14 @@ FUZZ_LIBS := $(FUZZ_PKG_LIBS) $(FUZZ_MPI_LIBS) -lm
 
 # the ztrain sources each target is built from, by file name: each is found wherever it is under src/
 FUZZ_SRC_json := json.c util.c
-FUZZ_SRC_config := config.c config_derive.c config_print.c util.c
+FUZZ_SRC_config := config.c config_derive.c config_print.c param_table.c util.c
 FUZZ_SRC_shard := data_shard.c util.c
 FUZZ_SRC_tokenizer := tokenizer.c tokenizer_hf.c unicode.c hashmap.c json.c util.c
 FUZZ_SRC_tokenizer_hf := $(FUZZ_SRC_tokenizer)
 FUZZ_SRC_tokenizer_train := tokenizer_train.c $(FUZZ_SRC_tokenizer)
 FUZZ_SRC_hashmap := hashmap.c util.c
 FUZZ_SRC_safetensors := safetensors.c json.c util.c
-FUZZ_SRC_ckpt := ckpt_file.c ckpt_resume.c config.c config_derive.c config_print.c util.c
+FUZZ_SRC_ckpt := ckpt_file.c ckpt_resume.c config.c config_derive.c config_print.c param_table.c util.c
 FUZZ_SRC_ckpt_raw := $(FUZZ_SRC_ckpt)
 
 FUZZ_ALL_SRC := $(shell find src -name '*.c')
