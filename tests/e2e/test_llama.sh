@@ -5,7 +5,8 @@
 #  - resume: 5 steps on 1 rank, then --resume auto on 2 ranks == the uninterrupted run;
 #  - the device backends: devsim gives the cpu backend's bits; cudasim (the CUDA kernels under the harness) stays
 #    within 1e-5 of the cpu losses and is bit-identical on 1 and 2 ranks;
-#  - QLoRA (nf4_dq, dropout) with PEFT-named targets on a Llama base: 1 rank == 2 ranks, loss falls; eval;
+#  - QLoRA (nf4_dq, dropout) with PEFT-named targets on a Llama base: 1 rank == 2 ranks (ZeRO stages 0, 1, 2) ==
+#    a run resumed on another rank count; eval;
 #  - sampling with the KV cache (greedy twice: the same tokens);
 #  - bad descriptions: one line naming the key, exit 2.
 set -u
@@ -49,6 +50,8 @@ base=$(ls $d/f1/checkpoints/*.h5 | tail -1)
 q="--set lora.enabled=true --set lora.base=$base --set lora.rank=4 --set lora.alpha=8 --set lora.quant=nf4_dq
    --set lora.dropout=0.1 --set lora.targets=q_proj,v_proj,gate_proj,down_proj --set train.lr=3e-3"
 run q1 1 $q && run q2 2 $q && compare_runs $d/q2 $d/q1 llama_qlora_1_vs_2_ranks
+for st in 0 1; do run qs$st 2 $q --set zero.stage=$st && compare_runs $d/qs$st $d/q1 llama_qlora_stage${st}_2_ranks; done
+run qr 2 $q --stop-after 4 && run qr 1 $q --resume auto && compare_runs $d/qr $d/q1 llama_qlora_resume_2_then_1_rank
 if grep -q "QLoRA: base" $d/../q1.log 2>/dev/null || grep -q "QLoRA: base" $TMP/q1.log; then
   pass "llama_qlora_banner ($(grep -m1 'QLoRA: base' $TMP/q1.log | cut -c1-90))"
 else fail "llama_qlora_banner: no QLoRA line in the log"; fi
