@@ -181,6 +181,10 @@ asan: ztrain-asan $(ASAN_TEST_BIN)
 
 # header dependencies: the compiler's .d files, and every header for objects built before them
 -include $(OBJ:.o=.d) $(ASAN_OBJ:.o=.d) $(addsuffix .d,$(TEST_BIN) $(TEST_BIN:=-asan) $(BENCH_BIN))
+# A program keeps its name when its source moves (tests/unit/core/x.c -> tests/unit/core/model/x.c), and its old
+# .d still names the old path (-MP covers the headers, not the source itself): a source that is gone is
+# rebuilt from nothing, so the program is relinked from its rule's source and the .d rewritten.
+tests/%.c tests/%.cc: ;
 $(call obj_deps,$(OBJ) $(ASAN_OBJ),$(SRC_HDRS))
 $(call bin_deps,$(TEST_BIN) $(TEST_BIN:=-asan) $(BENCH_BIN),$(SRC_HDRS) $(wildcard tests/helpers/*.h))
 

@@ -80,7 +80,7 @@ static void cpu_describe(zt_backend *be, char *buf, size_t n) {
  * is split over threads and the small-matrix ("sup") path is off. BLIS's defaults also split
  * columns, and its sup kernels then compute edge columns with a different FMA order depending on
  * where thread boundaries fall: bits changed with 1 / 2 / 3 threads whenever N % 8 != 0
- * (tests/c/test_ops.c). Splitting rows only, every element is computed the same way. */
+ * (tests/unit/cpu/test_ops.c). Splitting rows only, every element is computed the same way. */
 /* with row strides lda, ldb, ldc (floats between the rows of the stored a, b, c) */
 static void sgemm_rm_ld(int ta, int tb, int M, int N, int K, float alpha, const float *a, int lda, const float *b,
                         int ldb, float beta, float *c, int ldc) {

@@ -7,7 +7,7 @@
  * call on a buffer) crashes at once with SIGSEGV; every slot translates its pointer arguments to
  * the real memory, which sits at a fixed offset in a second reservation, and runs the cpu backend's
  * code on them. Same code, same threads: results equal the cpu backend's bit for bit, so a devsim
- * run is compared with a cpu run by equality (tests/test_devsim.sh, ZT_TEST_DEVICE=devsim).
+ * run is compared with a cpu run by equality (tests/e2e/test_devsim.sh, ZT_TEST_DEVICE=devsim).
  *
  * Memory kind ZT_MEM_DEVICE. Device memory is process-wide (like one GPU context): every devsim
  * backend of the process shares it, so a buffer from one instance may be used by another

@@ -50,7 +50,7 @@
  *
  * Trained tokenizers (zt_tokenizer_trainer_*): ids 0..255 are the single bytes, merge i (rank i)
  * creates id 256+i, and the last id (vocab_size-1) is "<|endoftext|>". vocab_size 257..65536.
- * Training rule (what tests/test_tokenizer.py re-implements independently): count every pre-token
+ * Training rule (what tests/e2e/test_tokenizer.py re-implements independently): count every pre-token
  * of the training text; repeat: take the adjacent pair with the highest total count over all
  * pre-tokens (count = sum of word counts x occurrences, where occurrences in a word are counted as
  * adjacent positions, overlaps included), ties broken by the smallest (left id, right id); stop

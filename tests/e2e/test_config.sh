@@ -243,7 +243,7 @@ if expect_ok help_config help config && expect_ok help_config config; then
         g=${k%%.*} l=${k#*.}
         [ "$g" = "$k" ] && g=""
         v=$(awk -v g="$g" -v l="$l" '/^[a-z_][a-z_0-9]* = \{$/ { cg = $1; next } /^\};$/ { cg = ""; next }
-              cg == g && $1 == l { sub(/^[^=]*= /, ""); sub(/;[^;]*$/, ""); print; exit }' "$T/out")
+              cg == g && $1 == l { sub(/^[^=]*= /, ""); if (!sub(/; *#.*$/, "")) sub(/;[^;]*$/, ""); print; exit }' "$T/out")
         case "$v" in \"*\") v=${v#\"}; v=${v%\"} ;; esac
         sets+=(--set "$k=$v")
     done

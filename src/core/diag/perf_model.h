@@ -34,7 +34,7 @@
  *             (12 bytes of memory traffic per element; on N ranks the sums are part of the exchange).
  *   optimizer AdamW and the norm over the rank's elements (the shard; all of them at stage 0): ~32 bytes
  *             of memory traffic per element at the device's memory bandwidth (--mem-bw: calibrated from the
- *             1-rank step's fixed cost, see tests/test_perf_model.sh).
+ *             1-rank step's fixed cost, see tests/e2e/test_perf_model.sh).
  *   checkpoint the synchronous write of 3 x P x 4 bytes at the file system's bandwidth shared by every
  *             rank (or, with checkpoint.async, the staging copy), spread over checkpoint.every steps.
  * The fixed-point alternative (fields fixed_*) is costed the same way for comparison.

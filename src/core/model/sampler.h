@@ -8,7 +8,7 @@
  * layers and the head use the backend's one-row product (`gemv`, when it has one) instead of a
  * 1-row BLAS call that would pack every weight matrix per token. So the logits equal those of
  * zt_model_forward at the same position up to the summation order of those products
- * (tests/c/test_decode.c: |diff| <= 1e-5 x max(1, |logit|); bitwise equal without gemv).
+ * (tests/unit/core/model/test_decode.c: |diff| <= 1e-5 x max(1, |logit|); bitwise equal without gemv).
  *
  * Sampling. Only the first vocab_size logits are candidates: padded vocab rows are never sampled.
  * top_k 0 = all tokens, 1 = greedy (argmax, the lowest id on ties; temperature and seed unused);
