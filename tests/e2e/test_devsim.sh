@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The devsim backend end to end (DESIGN section 8): training, checkpoints, eval, sample and export
+# The devsim backend end to end (docs/design.md section 8): training, checkpoints, eval, sample and export
 # with every backend buffer in simulated device memory (a host access to one crashes) and the
 # devsim communicator (MPI under NCCL's rules). Its arithmetic is the cpu backend's, so every
 # result must equal the cpu backend's bit for bit. Tiny model, micro_batch 2 (1, 2 and 4 ranks).

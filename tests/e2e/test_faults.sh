@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_faults.sh — bad input gets a clear error and nothing is lost (DESIGN section 7). Every case runs
+# test_faults.sh — bad input gets a clear error and nothing is lost (docs/design.md section 7). Every case runs
 # one command on bad input and asserts:
 #   - exit code 2 (not 0, not a signal: no abort, no core dump, no timeout),
 #   - exactly one "ztrain: error" line, naming the file / key / value (the case's pattern),

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # test_fuzz.sh — a short libFuzzer run of every input-format target (tests/fuzz/, `make fuzz` for
 # longer runs): builds build/fuzz/fuzz_<t> if needed (clang, libFuzzer), then runs each target for
-# ZT_FUZZ_SECONDS (default 3; `make fuzz` runs longer) on a fresh copy of its seed corpus, one after another:
+# ZT_FUZZ_SECONDS (default 1 in make test: every seed, then a second of new inputs; `make fuzz` runs longer) on a fresh copy of its seed corpus, one after another:
 #   PASS fuzz_<t> (N execs, 0 crashes)
 #   FAIL fuzz_<t>: crash|leak|timeout|oom after N execs (input: build/fuzz/artifacts/<t>/..., log: ...) — why
 # A sanitizer report (ASan, UBSan, LeakSanitizer), a failed check of the target's own invariants, a
 # timeout or running out of memory is a FAIL. Every seed is run first, so the seeds are regression inputs.
 cd "$(dirname "$0")/../.." || exit 1
 source tests/helpers/lib.sh
-secs=${ZT_FUZZ_SECONDS:-3}
+secs=${ZT_FUZZ_SECONDS:-1}
 targets=${ZT_FUZZ_TARGETS:-"json config shard tokenizer tokenizer_hf tokenizer_train hashmap safetensors ckpt"}
 
 if ! command -v "${FUZZ_CC:-clang}" > /dev/null; then
