@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: long
 # test_fuzz.sh — a short libFuzzer run of every input-format target (tests/fuzz/, `make fuzz` for
 # longer runs): builds build/fuzz/fuzz_<t> if needed (clang, libFuzzer), then runs each target for
 # ZT_FUZZ_SECONDS (default 1 in make test: every seed, then a second of new inputs; `make fuzz` runs longer) on a fresh copy of its seed corpus, one after another:
