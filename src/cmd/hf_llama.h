@@ -1,6 +1,6 @@
 /* hf_llama.h — the Llama family in Hugging Face's layout (LlamaForCausalLM, MistralForCausalLM,
  * Qwen2ForCausalLM): config.json <-> the config's model.* keys, and ztrain's tensors <-> Hugging Face's
- * names and layouts. Used by cmd/export.c (`ztrain import` / `ztrain export`); the decisions on each
+ * names and layouts. Used by cmd/import.c and cmd/export.c (`ztrain import` / `ztrain export`); the decisions on each
  * config.json field are listed in hf_llama.c's header. */
 #ifndef ZT_HF_LLAMA_H
 #define ZT_HF_LLAMA_H
