@@ -1,6 +1,7 @@
 /* tokenizer.c — BPE tokenizers: the tokenizer object, the pre-tokenizers, the document pipeline of a
  * configuration (NFC, prefix, template ids; tokenizer.h), encode (byte-level and SentencePiece-style
- * character words, with a word cache), decode, and ztrain's own .zttok file (format in tokenizer.h).
+ * character words, with a word cache) and decode; ztrain's own .zttok file (format in tokenizer.h) is
+ * tokenizer_file.c.
  * Training is in tokenizer_train.c; Hugging Face files and zt_tokenizer_load, which tells the formats
  * apart, are in tokenizer_hf.c. Both build on this file; it uses neither. The merge ranks, the word
  * cache and the character and word vocabularies are util/hashmap maps; NFC is util/unicode's.
@@ -9,7 +10,7 @@
 #define _GNU_SOURCE
 #endif
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "io/tokenizer.h"
+#include "io/tokenizer_internal.h"
 #include "util/hashmap.h"
 #include "util/unicode.h"
 #include "util/util.h"
@@ -45,45 +46,6 @@ static const char *const PRETOK_RE[3] = {
 
 enum { DOC_NEW, DOC_PREFIX, DOC_BODY };   /* the document in progress (configurations other than GPT-2's) */
 
-struct zt_pretok {
-    pcre2_code *re;
-    pcre2_match_data *md;
-};
-
-struct zt_tokenizer {
-    zt_tok_config cfg;          /* cfg.added == added */
-    uint32_t vocab, n_merges;
-    uint8_t *added;             /* per id, or NULL */
-    uint64_t *tok_off;          /* (vocab+1) offsets into tok_data: what decode writes */
-    uint8_t *tok_data;
-    uint64_t *mod_off;          /* chars model: the tokens' strings in the model's alphabet; NULL otherwise */
-    uint8_t *mod_data;
-    uint32_t (*merges)[3];      /* (n_merges) left, right, result in rank order */
-    uint32_t byte_id[256];      /* bytes model: each byte's token; chars model: its fallback token <0xXX> */
-    uint32_t ascii_id[128];     /* chars model: the token of each ASCII character, or NO_ID */
-    uint32_t space_id;          /* chars model: the token "\u2581", or NO_ID */
-    uint8_t join_ascii[128], join_byte[256]; /* chars model: units a merge joins leftwards (chars_cuts) */
-    zt_hashmap *chars;          /* chars model: a character's UTF-8 -> its token */
-    zt_hashmap *words;          /* ignore_merges: a model token's bytes -> its id */
-    zt_hashmap *ranks;          /* (left<<32|right) -> rank of the merge */
-    zt_nfc *nfc;                /* the NFC normalizer, or NULL */
-    zt_pretok *pre;             /* NULL for pre-tokenizer none */
-    int simple;                 /* GPT-2's configuration: stateless streaming, version 1 file */
-    int cut_safe;               /* chars model: cutting before a space that follows a non-space is exact */
-    /* the document in progress (not simple) */
-    int doc;
-    uint8_t *pend;              /* normalized text not yet pre-tokenized */
-    size_t pend_n, pend_cap;
-    /* word cache: pre-token -> its ids (see cache_insert) */
-    zt_hashmap *cache;
-    uint32_t *cvals;
-    size_t cvals_n, cvals_cap;
-    /* BPE scratch */
-    uint32_t *sym;
-    int32_t *nxt, *prv;
-    uint64_t *heap;
-    size_t scratch_cap;
-};
 
 void zt_ids_push(zt_ids *a, uint32_t id) {
     if (a->n == a->cap) {
@@ -194,14 +156,6 @@ static int merge_rank(const zt_tokenizer *t, uint32_t l, uint32_t r) {
     return rank ? (int)*rank : -1;
 }
 
-static int is_added(const zt_tokenizer *t, uint32_t id) { return t->added && t->added[id]; }
-
-/* a token's string in the model's alphabet */
-static const uint8_t *mod_tok(const zt_tokenizer *t, uint32_t id, size_t *len) {
-    const uint64_t *off = t->mod_off ? t->mod_off : t->tok_off;
-    *len = (size_t)(off[id + 1] - off[id]);
-    return (t->mod_off ? t->mod_data : t->tok_data) + off[id];
-}
 
 /* "<0xAB>", a byte-fallback token (upper: the form the model looks up; the decoder takes either case):
  * the byte, else -1 */
@@ -793,232 +747,4 @@ int zt_tokenizer_decode(const zt_tokenizer *t, const uint32_t *ids, size_t n, ui
     *out = o;
     *out_len = k;
     return 0;
-}
-
-/* ---------------------------------------------------------------- .zttok files */
-
-static const char *const MODEL_NAME[] = {"bytes", "chars"};
-static const char *const NORM_NAME[] = {"none", "nfc"};
-static const char *const PREFIX_NAME[] = {"none", "nonempty", "first"};
-static const char *const PRE_NAME[] = {"gpt2", "llama3", "qwen2", "none"};
-
-static void put_ids(FILE *f, const char *key, uint32_t n, const uint32_t *ids) {
-    fprintf(f, "%s %u", key, n);
-    for (uint32_t k = 0; k < n; k++) fprintf(f, " %u", ids[k]);
-    fputc('\n', f);
-}
-
-int zt_tokenizer_save(const zt_tokenizer *t, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        zt_errf(err, errlen, "%s: cannot create tokenizer file (%s)", path, strerror(errno));
-        return 1;
-    }
-    const zt_tok_config *c = &t->cfg;
-    fprintf(f, "%s %d\nvocab_size %u\neot %lld\n", ZT_TOK_MAGIC, t->simple ? 1 : 2, t->vocab,
-            c->eot == ZT_TOK_NO_EOT ? -1LL : (long long)c->eot);
-    if (!t->simple) {
-        fprintf(f, "model %s\nnormalizer %s\nprefix %s\npretokenizer %s\nignore_merges %d\nstrip_space %d\n",
-                MODEL_NAME[c->model], NORM_NAME[c->normalizer], PREFIX_NAME[c->prefix], PRE_NAME[c->pretok],
-                c->ignore_merges != 0, c->strip_space != 0);
-        put_ids(f, "begin", c->n_begin, c->begin);
-        put_ids(f, "end", c->n_end, c->end);
-        fprintf(f, "doc_end %lld\n", c->doc_end == ZT_TOK_NO_EOT ? -1LL : (long long)c->doc_end);
-    }
-    fprintf(f, "tokens %u\n", t->vocab);
-    static const char hex[] = "0123456789abcdef";
-    for (uint32_t i = 0; i < t->vocab; i++) {
-        size_t n;
-        const uint8_t *s = mod_tok(t, i, &n);
-        if (!t->simple && is_added(t, i)) fputc('+', f);
-        if (n == 0) fputc('-', f);
-        for (size_t k = 0; k < n; k++) {
-            fputc(hex[s[k] >> 4], f);
-            fputc(hex[s[k] & 15], f);
-        }
-        fputc('\n', f);
-    }
-    fprintf(f, "merges %u\n", t->n_merges);
-    for (uint32_t r = 0; r < t->n_merges; r++)
-        fprintf(f, "%u %u %u\n", t->merges[r][0], t->merges[r][1], t->merges[r][2]);
-    int bad = ferror(f);
-    if (fclose(f) != 0) bad = 1;
-    if (bad) {
-        zt_errf(err, errlen, "%s: write failed (%s)", path, strerror(errno));
-        return 1;
-    }
-    return 0;
-}
-
-/* reads one line (without '\n') into *buf; returns its length or -1 at end of file */
-static long read_line(FILE *f, char **buf, size_t *cap) {
-    ssize_t n = getline(buf, cap, f);
-    if (n < 0) return -1;
-    if (n > 0 && (*buf)[n - 1] == '\n') (*buf)[--n] = 0;
-    if (n > 0 && (*buf)[n - 1] == '\r') (*buf)[--n] = 0;
-    return (long)n;
-}
-
-static int hexval(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* "key NAME" with NAME one of names[0..n): its index, else -1 */
-static int parse_name(const char *line, const char *key, const char *const *names, int n) {
-    size_t kl = strlen(key);
-    if (strncmp(line, key, kl) != 0 || line[kl] != ' ') return -1;
-    for (int i = 0; i < n; i++)
-        if (strcmp(line + kl + 1, names[i]) == 0) return i;
-    return -1;
-}
-
-/* "key K id..." with K <= ZT_TOK_MAX_TEMPLATE ids below vocab: 0, else -1 */
-static int parse_ids(const char *line, const char *key, unsigned long long vocab, uint32_t *n, uint32_t *ids) {
-    size_t kl = strlen(key);
-    if (strncmp(line, key, kl) != 0 || line[kl] != ' ') return -1;
-    const char *p = line + kl;
-    char *e;
-    errno = 0;
-    unsigned long k = strtoul(p, &e, 10);
-    if (e == p || errno || k > ZT_TOK_MAX_TEMPLATE) return -1;
-    for (unsigned long i = 0; i < k; i++) {
-        p = e;
-        if (*p != ' ') return -1;
-        unsigned long long v = strtoull(p, &e, 10);
-        if (e == p || errno || v >= vocab) return -1;
-        ids[i] = (uint32_t)v;
-    }
-    if (*e) return -1;
-    *n = (uint32_t)k;
-    return 0;
-}
-
-zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        zt_errf(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));
-        return NULL;
-    }
-    char *line = NULL, msg[300];
-    size_t cap = 0;
-    long ln = 0, len;
-    zt_tokenizer *t = NULL;
-    uint8_t **toks = NULL, *added = NULL;
-    uint32_t *lens = NULL, (*merges)[3] = NULL;
-    unsigned long long vocab = 0, ntok = 0, nmerge = 0;
-    long long eot = -1, doc_end = -1;
-    int ver = 0, v;
-    char word[32];
-    zt_tok_config cfg;
-#define BAD(...) do { snprintf(msg, sizeof msg, __VA_ARGS__); zt_errf(err, errlen, "%s:%ld: %s", path, ln, msg); goto done; } while (0)
-#define NEXT() do { ln++; if ((len = read_line(f, &line, &cap)) < 0) BAD("unexpected end of file (truncated tokenizer)"); } while (0)
-    NEXT();
-    if (sscanf(line, "%31s %d", word, &ver) != 2 || strcmp(word, ZT_TOK_MAGIC) != 0)
-        BAD("not a ztrain tokenizer file (expected first line '%s %d')", ZT_TOK_MAGIC, ZT_TOK_VERSION);
-    if (ver != 1 && ver != 2) BAD("unsupported tokenizer version %d (expected 1 or 2)", ver);
-    NEXT();
-    if (sscanf(line, "vocab_size %llu", &vocab) != 1 || vocab < 256 || vocab > ZT_TOK_MAX_VOCAB)
-        BAD("expected 'vocab_size N' with N in 256..%d, got '%.40s'", ZT_TOK_MAX_VOCAB, line);
-    NEXT();
-    if (sscanf(line, "eot %lld", &eot) != 1 || eot < -1 || eot >= (long long)vocab)
-        BAD("expected 'eot ID' with ID in -1..%llu, got '%.40s'", vocab - 1, line);
-    zt_tok_config_gpt2(&cfg, eot < 0 ? ZT_TOK_NO_EOT : (uint32_t)eot);
-    if (ver == 2) {
-        NEXT();
-        if ((v = parse_name(line, "model", MODEL_NAME, 2)) < 0) BAD("expected 'model bytes|chars', got '%.40s'", line);
-        cfg.model = (zt_tok_model)v;
-        NEXT();
-        if ((v = parse_name(line, "normalizer", NORM_NAME, 2)) < 0)
-            BAD("expected 'normalizer none|nfc', got '%.40s'", line);
-        cfg.normalizer = (zt_tok_norm)v;
-        NEXT();
-        if ((v = parse_name(line, "prefix", PREFIX_NAME, 3)) < 0)
-            BAD("expected 'prefix none|nonempty|first', got '%.40s'", line);
-        cfg.prefix = (zt_tok_prefix)v;
-        NEXT();
-        if ((v = parse_name(line, "pretokenizer", PRE_NAME, 4)) < 0)
-            BAD("expected 'pretokenizer gpt2|llama3|qwen2|none', got '%.40s'", line);
-        cfg.pretok = (zt_tok_pre)v;
-        NEXT();
-        if (strcmp(line, "ignore_merges 0") != 0 && strcmp(line, "ignore_merges 1") != 0)
-            BAD("expected 'ignore_merges 0|1', got '%.40s'", line);
-        cfg.ignore_merges = line[14] == '1';
-        NEXT();
-        if (strcmp(line, "strip_space 0") != 0 && strcmp(line, "strip_space 1") != 0)
-            BAD("expected 'strip_space 0|1', got '%.40s'", line);
-        cfg.strip_space = line[12] == '1';
-        NEXT();
-        if (parse_ids(line, "begin", vocab, &cfg.n_begin, cfg.begin))
-            BAD("expected 'begin K ID...' with K <= %d ids below %llu, got '%.40s'", ZT_TOK_MAX_TEMPLATE, vocab, line);
-        NEXT();
-        if (parse_ids(line, "end", vocab, &cfg.n_end, cfg.end))
-            BAD("expected 'end K ID...' with K <= %d ids below %llu, got '%.40s'", ZT_TOK_MAX_TEMPLATE, vocab, line);
-        NEXT();
-        if (sscanf(line, "doc_end %lld", &doc_end) != 1 || doc_end < -1 || doc_end >= (long long)vocab)
-            BAD("expected 'doc_end ID' with ID in -1..%llu, got '%.40s'", vocab - 1, line);
-        cfg.doc_end = doc_end < 0 ? ZT_TOK_NO_EOT : (uint32_t)doc_end;
-        added = zt_calloc(vocab, 1);
-        cfg.added = added;
-    }
-    NEXT();
-    if (sscanf(line, "tokens %llu", &ntok) != 1 || ntok != vocab)
-        BAD("expected 'tokens %llu', got '%.40s'", vocab, line);
-    toks = zt_calloc(vocab, sizeof *toks);
-    lens = zt_calloc(vocab, sizeof *lens);
-    for (unsigned long long i = 0; i < vocab; i++) {
-        NEXT();
-        const char *h = line;
-        if (added && *h == '+') {
-            added[i] = 1;
-            h++;
-            len--;
-        }
-        if (strcmp(h, "-") == 0) continue;
-        if (len == 0 || len % 2) BAD("token %llu: expected an even number of hex digits or '-'", i);
-        toks[i] = zt_malloc((size_t)len / 2);
-        lens[i] = (uint32_t)(len / 2);
-        for (long k = 0; k < len / 2; k++) {
-            int hi = hexval(h[2 * k]), lo = hexval(h[2 * k + 1]);
-            if (hi < 0 || lo < 0) BAD("token %llu: bad hex digit", i);
-            toks[i][k] = (uint8_t)(hi << 4 | lo);
-        }
-    }
-    NEXT();
-    if (sscanf(line, "merges %llu", &nmerge) != 1 || nmerge > vocab)
-        BAD("expected 'merges M' with M <= vocab size, got '%.40s'", line);
-    merges = zt_malloc((nmerge ? nmerge : 1) * sizeof *merges);
-    for (unsigned long long r = 0; r < nmerge; r++) {
-        unsigned long long a, b, c;
-        int used = 0;
-        NEXT();
-        if (sscanf(line, "%llu %llu %llu%n", &a, &b, &c, &used) != 3 || line[used] != 0 || a >= vocab ||
-            b >= vocab || c >= vocab)
-            BAD("merge %llu: expected three token ids below %llu, got '%.40s'", r, vocab, line);
-        merges[r][0] = (uint32_t)a;
-        merges[r][1] = (uint32_t)b;
-        merges[r][2] = (uint32_t)c;
-    }
-    ln++;
-    while ((len = read_line(f, &line, &cap)) >= 0) {
-        if (len > 0) BAD("unexpected text after the last merge");
-        ln++;
-    }
-    t = zt_tokenizer_create_cfg(&cfg, (uint32_t)vocab, (const uint8_t *const *)toks, lens, (uint32_t)nmerge,
-                                (const uint32_t(*)[3])merges, msg, sizeof msg);
-    if (!t) zt_errf(err, errlen, "%s: %s", path, msg);
-#undef BAD
-#undef NEXT
-done:
-    if (toks)
-        for (unsigned long long i = 0; i < vocab; i++) free(toks[i]);
-    free(toks);
-    free(lens);
-    free(merges);
-    free(added);
-    free(line);
-    fclose(f);
-    return t;
 }

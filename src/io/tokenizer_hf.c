@@ -1,7 +1,8 @@
 /* tokenizer_hf.c — tokenizer files from elsewhere: Hugging Face tokenizers (tokenizer.json, or a
  * GPT-2 style vocab.json + merges.txt), and zt_tokenizer_load, which tells a ztrain .zttok file (read
- * by tokenizer.c) from these. Builds on tokenizer.c (zt_tokenizer_create_cfg), never the other way
- * round.
+ * by tokenizer_file.c) from these. Builds on tokenizer.c (zt_tokenizer_create_cfg), never the other way
+ * round. This file reads the vocabulary, merges and added tokens and builds the tokenizer; tokenizer_hf_config.c
+ * reads the sections below.
  *
  * The document is parsed by util/json. A tokenizer.json's normalizer, pre_tokenizer, model, decoder
  * and post_processor are read as data into a zt_tok_config (tokenizer.h); exactly these are accepted:
@@ -24,7 +25,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "io/tokenizer.h"
+#include "io/tokenizer_hf_internal.h"
 #include "util/hashmap.h"
 #include "util/json.h"
 #include "util/util.h"
@@ -34,18 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the Split regexes of Llama 3 and Qwen2 (as the JSON holds them, unescaped) */
-#define SPLIT_RE(DIGITS)                                                                                       \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" DIGITS "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|" \
-    "\\s+(?!\\S)|\\s+"
-static const char *const LLAMA3_SPLIT = SPLIT_RE("\\p{N}{1,3}");
-static const char *const QWEN2_SPLIT = SPLIT_RE("\\p{N}");
-#define MARK "\xE2\x96\x81" /* U+2581 */
 
 /* ---------------------------------------------------------------- strings */
 
 /* bytes somewhere else (in the JSON tree or the merges.txt text) */
-typedef struct span { const char *s; size_t n; } span;
 
 typedef struct sbuf { char *s; size_t n, cap; } sbuf;
 
@@ -61,21 +54,9 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
 
 /* ---------------------------------------------------------------- HF model */
 
-typedef struct hf {
-    const char *path, *text;  /* the file, for error lines */
-    size_t base;              /* bytes before the JSON (a byte order mark) */
-    span *vtok; uint32_t *vid; size_t nv, capv;     /* model vocab */
-    span *atok; uint32_t *aid; size_t na, capa;     /* added tokens */
-    span (*mg)[2]; size_t nm, capm;                 /* merges */
-    char *merges_txt;         /* merges.txt, which the merge spans point into */
-    int has_model, numbers_only, members, bad;
-    const zt_json *model, *normalizer, *pretok, *decoder, *post; /* the tokenizer.json's sections */
-    char msg[300];
-} hf;
 
 /* the first error, as "path:line: what" with the line of value v */
-static void hf_fail(hf *h, const zt_json *v, const char *fmt, ...) ZT_PRINTF(3, 4);
-static void hf_fail(hf *h, const zt_json *v, const char *fmt, ...) {
+void zt_hf_fail(hf *h, const zt_json *v, const char *fmt, ...) {
     if (h->bad) return;
     h->bad = 1;
     char m[240];
@@ -86,7 +67,7 @@ static void hf_fail(hf *h, const zt_json *v, const char *fmt, ...) {
     snprintf(h->msg, sizeof h->msg, "%s:%d: %s", h->path, zt_json_line(h->text, h->base + v->off), m);
 }
 
-static void hf_vocab_add(hf *h, const char *s, size_t n, long long id) {
+void zt_hf_vocab_add(hf *h, const char *s, size_t n, long long id) {
     if (h->nv == h->capv) {
         h->capv = h->capv ? 2 * h->capv : 1024;
         h->vtok = zt_realloc(h->vtok, h->capv * sizeof *h->vtok);
@@ -108,55 +89,55 @@ static void hf_merge_add(hf *h, const char *a, size_t na, const char *b, size_t 
 
 
 /* a token id: an integer in 0..ZT_TOK_MAX_VOCAB-1 */
-static int hf_id(hf *h, const zt_json *v, long long *id) {
+int zt_hf_id(hf *h, const zt_json *v, long long *id) {
     if (v->type != ZT_JSON_NUM || !v->is_int) {
-        hf_fail(h, v, "expected an integer token id");
+        zt_hf_fail(h, v, "expected an integer token id");
         return 0;
     }
     if (v->inum < 0 || v->inum >= ZT_TOK_MAX_VOCAB) {
-        hf_fail(h, v, "token id %lld out of range (expected 0..%d)", v->inum, ZT_TOK_MAX_VOCAB - 1);
+        zt_hf_fail(h, v, "token id %lld out of range (expected 0..%d)", v->inum, ZT_TOK_MAX_VOCAB - 1);
         return 0;
     }
     *id = v->inum;
     return 1;
 }
 
-static void hf_vocab(hf *h, const zt_json *v) {
+void zt_hf_vocab(hf *h, const zt_json *v) {
     if (v->type != ZT_JSON_OBJ) {
-        hf_fail(h, v, "model.vocab: expected an object of token -> id");
+        zt_hf_fail(h, v, "model.vocab: expected an object of token -> id");
         return;
     }
     long long id;
-    for (int i = 0; i < v->n && hf_id(h, &v->items[i], &id); i++) hf_vocab_add(h, v->keys[i], v->key_lens[i], id);
+    for (int i = 0; i < v->n && zt_hf_id(h, &v->items[i], &id); i++) zt_hf_vocab_add(h, v->keys[i], v->key_lens[i], id);
 }
 
-static void hf_merges(hf *h, const zt_json *v) {
+void zt_hf_merges(hf *h, const zt_json *v) {
     if (v->type != ZT_JSON_ARR) {
-        hf_fail(h, v, "model.merges: expected an array");
+        zt_hf_fail(h, v, "model.merges: expected an array");
         return;
     }
     for (int i = 0; i < v->n && !h->bad; i++) {
         const zt_json *m = &v->items[i];
         if (m->type == ZT_JSON_ARR) {
             if (m->n < 2 || m->items[0].type != ZT_JSON_STR || m->items[1].type != ZT_JSON_STR)
-                hf_fail(h, m, "merge %zu: expected a pair [\"a\", \"b\"]", h->nm);
+                zt_hf_fail(h, m, "merge %zu: expected a pair [\"a\", \"b\"]", h->nm);
             else if (m->n > 2)
-                hf_fail(h, m, "merge %zu: expected a pair [\"a\", \"b\"], got more", h->nm);
+                zt_hf_fail(h, m, "merge %zu: expected a pair [\"a\", \"b\"], got more", h->nm);
             else
                 hf_merge_add(h, m->items[0].str, m->items[0].len, m->items[1].str, m->items[1].len);
         } else if (m->type == ZT_JSON_STR) {
             const char *sp = memchr(m->str, ' ', m->len);
             if (!sp || memchr(sp + 1, ' ', m->len - (size_t)(sp + 1 - m->str)))
-                hf_fail(h, m, "merge %zu: expected \"a b\" (two tokens and one space)", h->nm);
+                zt_hf_fail(h, m, "merge %zu: expected \"a b\" (two tokens and one space)", h->nm);
             else
                 hf_merge_add(h, m->str, (size_t)(sp - m->str), sp + 1, m->len - (size_t)(sp + 1 - m->str));
         } else {
-            hf_fail(h, m, "merge %zu: expected \"a b\" or [\"a\", \"b\"]", h->nm);
+            zt_hf_fail(h, m, "merge %zu: expected \"a b\" or [\"a\", \"b\"]", h->nm);
         }
     }
 }
 
-static void hf_added(hf *h, const zt_json *v) {
+void zt_hf_added(hf *h, const zt_json *v) {
     for (int i = 0; i < v->n && !h->bad; i++) {
         const zt_json *e = &v->items[i];
         int have_id = 0, have_content = 0;
@@ -165,7 +146,7 @@ static void hf_added(hf *h, const zt_json *v) {
         for (int k = 0; e->type == ZT_JSON_OBJ && k < e->n && !h->bad; k++) {
             const zt_json *m = &e->items[k];
             if (strcmp(e->keys[k], "id") == 0) {
-                have_id = hf_id(h, m, &id);
+                have_id = zt_hf_id(h, m, &id);
             } else if (strcmp(e->keys[k], "content") == 0 && m->type == ZT_JSON_STR) {
                 have_content = 1;
                 content = (span){m->str, m->len};
@@ -173,7 +154,7 @@ static void hf_added(hf *h, const zt_json *v) {
         }
         if (h->bad) break;
         if (!have_id || !have_content) {
-            hf_fail(h, e, "added_tokens entry without \"id\" and \"content\"");
+            zt_hf_fail(h, e, "added_tokens entry without \"id\" and \"content\"");
             break;
         }
         if (h->na == h->capa) {
@@ -183,450 +164,6 @@ static void hf_added(hf *h, const zt_json *v) {
         }
         h->atok[h->na] = content;
         h->aid[h->na++] = (uint32_t)id;
-    }
-}
-
-/* ---- reading the sections (each check fails with the field's name and line) */
-
-static int str_is(const zt_json *v, const char *s) {
-    return v && v->type == ZT_JSON_STR && v->len == strlen(s) && memcmp(v->str, s, v->len) == 0;
-}
-
-/* the "type" of a section object ("" when missing), failing when v is not an object */
-static const char *type_of(hf *h, const zt_json *v, const char *field) {
-    if (v->type != ZT_JSON_OBJ) {
-        hf_fail(h, v, "%s: expected an object", field);
-        return "";
-    }
-    const zt_json *t = zt_json_get(v, "type");
-    if (!t || t->type != ZT_JSON_STR) {
-        hf_fail(h, v, "%s: expected a \"type\"", field);
-        return "";
-    }
-    return t->str;
-}
-
-/* every member of object v is one of the NULL-terminated names */
-static void only_keys(hf *h, const zt_json *v, const char *field, const char *const *names) {
-    for (int i = 0; i < v->n && !h->bad; i++) {
-        int ok = 0;
-        for (const char *const *k = names; *k && !ok; k++) ok = strcmp(v->keys[i], *k) == 0;
-        if (!ok)
-            hf_fail(h, &v->items[i], "%s.%s: unknown field (not supported: it may change the encoding)", field,
-                    v->keys[i]);
-    }
-}
-
-/* member key of v must be a boolean equal to want (-1: either); missing means dflt */
-static void want_bool(hf *h, const zt_json *v, const char *field, const char *key, int want, int dflt) {
-    const zt_json *m = zt_json_get(v, key);
-    if (!m) {
-        if (want >= 0 && dflt != want)
-            hf_fail(h, v, "%s.%s: missing, which means %s (expected %s)", field, key, dflt ? "true" : "false",
-                    want ? "true" : "false");
-        return;
-    }
-    if (m->type != ZT_JSON_BOOL) hf_fail(h, m, "%s.%s: expected true or false", field, key);
-    else if (want >= 0 && (m->num != 0) != want)
-        hf_fail(h, m, "%s.%s: %s is not supported (expected %s)", field, key, m->num != 0 ? "true" : "false",
-                want ? "true" : "false");
-}
-
-/* member key of v is the string want */
-static void want_str(hf *h, const zt_json *v, const char *field, const char *key, const char *want) {
-    const zt_json *m = zt_json_get(v, key);
-    if (!m) hf_fail(h, v, "%s.%s: missing (expected \"%s\")", field, key, want);
-    else if (!str_is(m, want))
-        hf_fail(h, m, "%s.%s: %s%.60s%s is not supported (expected \"%s\")", field, key,
-                m->type == ZT_JSON_STR ? "\"" : "a value other than a string", m->type == ZT_JSON_STR ? m->str : "",
-                m->type == ZT_JSON_STR ? "\"" : "", want);
-}
-
-/* a Replace normalizer or decoder: pattern {"String": from} -> to */
-static void want_replace(hf *h, const zt_json *v, const char *field, const char *from, const char *to) {
-    static const char *const keys[] = {"type", "pattern", "content", NULL};
-    only_keys(h, v, field, keys);
-    const zt_json *p = zt_json_get(v, "pattern");
-    char f[96];
-    snprintf(f, sizeof f, "%s.pattern", field);
-    if (!p || p->type != ZT_JSON_OBJ || p->n != 1 || strcmp(p->keys[0], "String") != 0)
-        hf_fail(h, p ? p : v, "%s: expected {\"String\": \"%s\"} (a Regex pattern is not supported)", f, from);
-    else want_str(h, p, f, "String", from);
-    if (!h->bad) want_str(h, v, field, "content", to);
-}
-
-enum { N_NONE, N_NFC, N_SPACES };
-/* normalizer: null, NFC, or Sequence[Prepend("▁")?, Replace(" " -> "▁")] (*prepend says which) */
-static int hf_normalizer(hf *h, const zt_json *v, int *prepend) {
-    static const char *const t_only[] = {"type", NULL}, *const seq_keys[] = {"type", "normalizers", NULL},
-                             *const prep_keys[] = {"type", "prepend", NULL};
-    *prepend = 0;
-    if (!v || v->type == ZT_JSON_NULL) return N_NONE;
-    const char *type = type_of(h, v, "normalizer");
-    if (h->bad) return N_NONE;
-    if (strcmp(type, "NFC") == 0) {
-        only_keys(h, v, "normalizer", t_only);
-        return N_NFC;
-    }
-    const zt_json *seq = zt_json_get(v, "normalizers");
-    if (strcmp(type, "Sequence") == 0 && seq && seq->type == ZT_JSON_ARR) {
-        only_keys(h, v, "normalizer", seq_keys);
-        char f[64];
-        int k = 0;
-        if (seq->n == 1 && seq->items[0].type == ZT_JSON_OBJ && str_is(zt_json_get(&seq->items[0], "type"), "NFC")) {
-            only_keys(h, &seq->items[0], "normalizer.normalizers[0]", t_only);
-            return N_NFC;
-        }
-        if (seq->n == 2) {
-            snprintf(f, sizeof f, "normalizer.normalizers[0]");
-            if (strcmp(type_of(h, &seq->items[0], f), "Prepend") != 0) {
-                if (!h->bad)
-                    hf_fail(h, &seq->items[0], "%s: '%s' is not supported (expected Prepend(\"" MARK "\") as Llama 2)",
-                            f, zt_json_get(&seq->items[0], "type")->str);
-                return N_NONE;
-            }
-            only_keys(h, &seq->items[0], f, prep_keys);
-            if (!h->bad) want_str(h, &seq->items[0], f, "prepend", MARK);
-            *prepend = 1;
-            k = 1;
-        }
-        if (seq->n == k + 1 && !h->bad) {
-            snprintf(f, sizeof f, "normalizer.normalizers[%d]", k);
-            const char *t = type_of(h, &seq->items[k], f);
-            if (h->bad) return N_NONE;
-            if (strcmp(t, "Replace") != 0) {
-                hf_fail(h, &seq->items[k], "%s: '%s' is not supported (expected Replace(\" \", \"" MARK "\") as Llama 2)",
-                        f, t);
-                return N_NONE;
-            }
-            want_replace(h, &seq->items[k], f, " ", MARK);
-            return N_SPACES;
-        }
-        if (!h->bad)
-            hf_fail(h, v, "normalizer: a Sequence of %d normalizers is not supported (expected [Prepend(\"" MARK "\"), "
-                    "Replace(\" \", \"" MARK "\")] as Llama 2, or [NFC])", seq->n);
-        return N_NONE;
-    }
-    hf_fail(h, v, "normalizer: '%s' is not supported (expected null, NFC as Qwen2, or Sequence[Prepend(\"" MARK "\"), "
-            "Replace(\" \", \"" MARK "\")] as Llama 2)", type);
-    return N_NONE;
-}
-
-/* a ByteLevel pre-tokenizer: add_prefix_space false, use_regex as wanted */
-static void want_byte_level(hf *h, const zt_json *v, const char *field, int use_regex) {
-    static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex", NULL};
-    only_keys(h, v, field, keys);
-    if (!h->bad) want_bool(h, v, field, "add_prefix_space", 0, 1);
-    if (!h->bad) want_bool(h, v, field, "trim_offsets", -1, 1);
-    if (!h->bad) want_bool(h, v, field, "use_regex", use_regex, 1);
-}
-
-enum { P_NONE, P_GPT2, P_LLAMA3, P_QWEN2, P_METASPACE };
-/* pre_tokenizer (see the top); a Metaspace's prefix in *prefix */
-static int hf_pretok(hf *h, const zt_json *v, zt_tok_prefix *prefix) {
-    *prefix = ZT_TOK_PREFIX_NONE;
-    if (!v || v->type == ZT_JSON_NULL) return P_NONE;
-    const char *type = type_of(h, v, "pre_tokenizer");
-    if (h->bad) return P_NONE;
-    if (strcmp(type, "ByteLevel") == 0) {
-        want_byte_level(h, v, "pre_tokenizer", 1);
-        return P_GPT2;
-    }
-    if (strcmp(type, "Metaspace") == 0) {
-        static const char *const keys[] = {"type", "replacement", "prepend_scheme", "split", "add_prefix_space",
-                                           "str_rep", NULL};
-        only_keys(h, v, "pre_tokenizer", keys);
-        if (!h->bad) want_str(h, v, "pre_tokenizer", "replacement", MARK);
-        if (!h->bad) want_bool(h, v, "pre_tokenizer", "split", 0, 1);
-        const zt_json *ps = zt_json_get(v, "prepend_scheme"), *aps = zt_json_get(v, "add_prefix_space");
-        if (h->bad) return P_NONE;
-        if (ps) {
-            if (str_is(ps, "first") || str_is(ps, "always")) *prefix = ZT_TOK_PREFIX_FIRST;
-            else if (!str_is(ps, "never"))
-                hf_fail(h, ps, "pre_tokenizer.prepend_scheme: expected \"first\", \"always\" or \"never\"");
-        } else if (aps && aps->type == ZT_JSON_BOOL) {
-            *prefix = aps->num != 0 ? ZT_TOK_PREFIX_FIRST : ZT_TOK_PREFIX_NONE;
-        } else {
-            hf_fail(h, v, "pre_tokenizer.prepend_scheme: missing (expected \"first\", \"always\" or \"never\")");
-        }
-        return P_METASPACE;
-    }
-    const zt_json *seq = zt_json_get(v, "pretokenizers");
-    if (strcmp(type, "Sequence") == 0 && seq && seq->type == ZT_JSON_ARR) {
-        static const char *const keys[] = {"type", "pretokenizers", NULL};
-        only_keys(h, v, "pre_tokenizer", keys);
-        if (h->bad) return P_NONE;
-        if (seq->n == 1 && strcmp(type_of(h, &seq->items[0], "pre_tokenizer.pretokenizers[0]"), "ByteLevel") == 0) {
-            want_byte_level(h, &seq->items[0], "pre_tokenizer.pretokenizers[0]", 1);
-            return P_GPT2;
-        }
-        if (h->bad) return P_NONE;
-        if (seq->n == 2 && strcmp(type_of(h, &seq->items[0], "pre_tokenizer.pretokenizers[0]"), "Split") == 0 &&
-            strcmp(type_of(h, &seq->items[1], "pre_tokenizer.pretokenizers[1]"), "ByteLevel") == 0) {
-            static const char *const split_keys[] = {"type", "pattern", "behavior", "invert", NULL};
-            const zt_json *sp = &seq->items[0], *pat = zt_json_get(sp, "pattern");
-            const char *f = "pre_tokenizer.pretokenizers[0]";
-            only_keys(h, sp, f, split_keys);
-            if (!h->bad) want_str(h, sp, f, "behavior", "Isolated");
-            if (!h->bad) want_bool(h, sp, f, "invert", 0, 0);
-            if (h->bad) return P_NONE;
-            const zt_json *re = pat && pat->type == ZT_JSON_OBJ && pat->n == 1 ? zt_json_get(pat, "Regex") : NULL;
-            int kind = !re ? P_NONE : str_is(re, LLAMA3_SPLIT) ? P_LLAMA3 : str_is(re, QWEN2_SPLIT) ? P_QWEN2 : P_NONE;
-            if (kind == P_NONE) {
-                hf_fail(h, re ? re : pat ? pat : sp, "%s.pattern%s: %s%.60s%s is not supported (expected the Llama 3 "
-                        "or the Qwen2 regex)", f, re ? ".Regex" : "", re && re->type == ZT_JSON_STR ? "the regex '" : "this pattern",
-                        re && re->type == ZT_JSON_STR ? re->str : "", re && re->type == ZT_JSON_STR ? "'" : "");
-                return P_NONE;
-            }
-            want_byte_level(h, &seq->items[1], "pre_tokenizer.pretokenizers[1]", 0);
-            return kind;
-        }
-        if (!h->bad)
-            hf_fail(h, v, "pre_tokenizer: this Sequence is not supported (expected [ByteLevel] or [Split(regex), "
-                    "ByteLevel(use_regex=false)])");
-        return P_NONE;
-    }
-    hf_fail(h, v, "pre_tokenizer: '%s' is not supported (expected ByteLevel, Sequence[Split, ByteLevel], Metaspace "
-            "or null)", type);
-    return P_NONE;
-}
-
-enum { D_NONE, D_BYTE_LEVEL, D_SPM };
-/* decoder: null, ByteLevel, or Sequence[Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", 1, 0)?] */
-static int hf_decoder(hf *h, const zt_json *v, int *strip) {
-    static const char *const t_only[] = {"type", NULL}, *const bl_keys[] = {"type", "add_prefix_space",
-                                        "trim_offsets", "use_regex", NULL},
-                             *const strip_keys[] = {"type", "content", "start", "stop", NULL};
-    *strip = 0;
-    if (!v || v->type == ZT_JSON_NULL) return D_NONE;
-    const char *type = type_of(h, v, "decoder");
-    if (h->bad) return D_NONE;
-    if (strcmp(type, "ByteLevel") == 0) {
-        only_keys(h, v, "decoder", bl_keys);
-        return D_BYTE_LEVEL;
-    }
-    const zt_json *seq = zt_json_get(v, "decoders");
-    if (strcmp(type, "Sequence") == 0 && seq && seq->type == ZT_JSON_ARR && (seq->n == 3 || seq->n == 4)) {
-        static const char *const want[] = {"Replace", "ByteFallback", "Fuse", "Strip"};
-        for (int i = 0; i < seq->n && !h->bad; i++) {
-            char f[64];
-            snprintf(f, sizeof f, "decoder.decoders[%d]", i);
-            const char *t = type_of(h, &seq->items[i], f);
-            if (h->bad) break;
-            if (strcmp(t, want[i]) != 0) {
-                hf_fail(h, &seq->items[i], "%s: '%s' is not supported (expected %s, as Llama 2's decoder)", f, t, want[i]);
-                break;
-            }
-            if (i == 0) want_replace(h, &seq->items[i], f, MARK, " ");
-            else if (i < 3) only_keys(h, &seq->items[i], f, t_only);
-            else {
-                const zt_json *s = &seq->items[i], *st = zt_json_get(s, "start"), *sp = zt_json_get(s, "stop");
-                only_keys(h, s, f, strip_keys);
-                if (!h->bad) want_str(h, s, f, "content", " ");
-                if (!h->bad && (!st || st->type != ZT_JSON_NUM || st->num != 1 || !sp || sp->type != ZT_JSON_NUM ||
-                                sp->num != 0))
-                    hf_fail(h, s, "%s: expected start 1 and stop 0 (one leading space dropped)", f);
-                *strip = 1;
-            }
-        }
-        return D_SPM;
-    }
-    hf_fail(h, v, "decoder: '%s' is not supported (expected ByteLevel, or Sequence[Replace, ByteFallback, Fuse, Strip] "
-            "as Llama 2)", type);
-    return D_NONE;
-}
-
-/* TemplateProcessing: the special tokens its "single" template puts before and after $A */
-static void hf_template(hf *h, const zt_json *v, const char *field, zt_tok_config *c) {
-    static const char *const keys[] = {"type", "single", "pair", "special_tokens", NULL};
-    only_keys(h, v, field, keys);
-    const zt_json *single = zt_json_get(v, "single"), *sp = zt_json_get(v, "special_tokens");
-    if (h->bad) return;
-    if (!single || single->type != ZT_JSON_ARR || !sp || sp->type != ZT_JSON_OBJ) {
-        hf_fail(h, v, "%s: expected \"single\" (an array) and \"special_tokens\" (an object)", field);
-        return;
-    }
-    int seen_a = 0;
-    for (int i = 0; i < single->n && !h->bad; i++) {
-        const zt_json *e = &single->items[i];
-        const zt_json *st = e->type == ZT_JSON_OBJ && e->n == 1 ? zt_json_get(e, "SpecialToken") : NULL;
-        const zt_json *sq = e->type == ZT_JSON_OBJ && e->n == 1 ? zt_json_get(e, "Sequence") : NULL;
-        if (sq && sq->type == ZT_JSON_OBJ && str_is(zt_json_get(sq, "id"), "A") && !seen_a) {
-            seen_a = 1;
-            continue;
-        }
-        const zt_json *name = st && st->type == ZT_JSON_OBJ ? zt_json_get(st, "id") : NULL;
-        const zt_json *tok = name && name->type == ZT_JSON_STR ? zt_json_get(sp, name->str) : NULL;
-        const zt_json *ids = tok && tok->type == ZT_JSON_OBJ ? zt_json_get(tok, "ids") : NULL;
-        if (!ids || ids->type != ZT_JSON_ARR) {
-            hf_fail(h, e, "%s.single[%d]: expected {\"SpecialToken\": {\"id\": NAME}} with NAME in special_tokens, "
-                    "or one {\"Sequence\": {\"id\": \"A\"}}", field, i);
-            return;
-        }
-        for (int k = 0; k < ids->n && !h->bad; k++) {
-            long long id;
-            if (!hf_id(h, &ids->items[k], &id)) return;
-            uint32_t *n = seen_a ? &c->n_end : &c->n_begin;
-            if (*n == ZT_TOK_MAX_TEMPLATE) {
-                hf_fail(h, e, "%s.single: more than %d special tokens on one side of $A", field, ZT_TOK_MAX_TEMPLATE);
-                return;
-            }
-            (seen_a ? c->end : c->begin)[(*n)++] = (uint32_t)id;
-        }
-    }
-    if (!seen_a && !h->bad) hf_fail(h, single, "%s.single: no {\"Sequence\": {\"id\": \"A\"}}", field);
-}
-
-/* post_processor: null, ByteLevel, TemplateProcessing, or a Sequence of those */
-static void hf_post(hf *h, const zt_json *v, const char *field, zt_tok_config *c, int depth) {
-    static const char *const bl_keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex", NULL},
-                             *const seq_keys[] = {"type", "processors", NULL};
-    if (!v || v->type == ZT_JSON_NULL) return;
-    const char *type = type_of(h, v, field);
-    if (h->bad) return;
-    const zt_json *seq = zt_json_get(v, "processors");
-    if (strcmp(type, "ByteLevel") == 0) {
-        only_keys(h, v, field, bl_keys);
-    } else if (strcmp(type, "TemplateProcessing") == 0) {
-        if (c->n_begin || c->n_end) hf_fail(h, v, "%s: a second template is not supported", field);
-        else hf_template(h, v, field, c);
-    } else if (strcmp(type, "Sequence") == 0 && seq && seq->type == ZT_JSON_ARR && depth == 0) {
-        only_keys(h, v, field, seq_keys);
-        for (int i = 0; i < seq->n && !h->bad; i++) {
-            char f[64];
-            snprintf(f, sizeof f, "%s.processors[%d]", field, i);
-            hf_post(h, &seq->items[i], f, c, 1);
-        }
-    } else {
-        hf_fail(h, v, "%s: '%s' is not supported (expected ByteLevel, TemplateProcessing or a Sequence of them)",
-                field, type);
-    }
-}
-
-/* model: BPE with the fields ztrain implements; *byte_fallback and *ignore_merges as given */
-static void hf_model_fields(hf *h, const zt_json *v, int *byte_fallback, int *ignore_merges) {
-    static const char *const keys[] = {"type", "dropout", "unk_token", "continuing_subword_prefix",
-                                       "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges",
-                                       "vocab", "merges", NULL};
-    only_keys(h, v, "model", keys);
-    for (int i = 0; i < v->n && !h->bad; i++) {
-        const char *k = v->keys[i];
-        const zt_json *m = &v->items[i];
-        if (strcmp(k, "dropout") == 0) {
-            if (m->type != ZT_JSON_NULL && !(m->type == ZT_JSON_NUM && m->num == 0))
-                hf_fail(h, m, "model.dropout: %g is not supported (expected null: ztrain encodes deterministically)",
-                        m->type == ZT_JSON_NUM ? m->num : 1.0);
-        } else if (strcmp(k, "continuing_subword_prefix") == 0 || strcmp(k, "end_of_word_suffix") == 0) {
-            if (m->type != ZT_JSON_NULL && !(m->type == ZT_JSON_STR && m->len == 0)) /* "" (GPT-2's file) and null */
-                hf_fail(h, m, "model.%s: %s%.40s%s is not supported (expected null or \"\")", k,
-                        m->type == ZT_JSON_STR ? "\"" : "this value", m->type == ZT_JSON_STR ? m->str : "",
-                        m->type == ZT_JSON_STR ? "\"" : "");
-        } else if (strcmp(k, "unk_token") == 0) {
-            if (m->type != ZT_JSON_NULL && m->type != ZT_JSON_STR)
-                hf_fail(h, m, "model.unk_token: expected a string or null");
-        } else if (strcmp(k, "fuse_unk") == 0 || strcmp(k, "byte_fallback") == 0 || strcmp(k, "ignore_merges") == 0) {
-            if (m->type != ZT_JSON_BOOL) hf_fail(h, m, "model.%s: expected true or false", k);
-            else if (k[0] == 'b') *byte_fallback = m->num != 0;
-            else if (k[0] == 'i') *ignore_merges = m->num != 0;
-        }
-    }
-}
-
-/* the configuration of a tokenizer.json, checked section by section (model, normalizer,
- * pre_tokenizer, decoder, post_processor) and then as a whole */
-static void hf_config(hf *h, zt_tok_config *c) {
-    zt_tok_config_gpt2(c, ZT_TOK_NO_EOT);
-    const zt_json *type = zt_json_get(h->model, "type");
-    if (!str_is(type, "BPE")) {
-        hf_fail(h, type ? type : h->model, "model type '%s' (expected a byte-level 'BPE' model as GPT-2, Llama 3 "
-                "and Qwen2, or a 'BPE' with byte_fallback as Llama 2)", type && type->type == ZT_JSON_STR ? type->str : "");
-        return;
-    }
-    int byte_fallback = 0, ignore_merges = 0, prepend = 0, strip = 0;
-    zt_tok_prefix meta_prefix;
-    hf_model_fields(h, h->model, &byte_fallback, &ignore_merges);
-    int norm = h->bad ? N_NONE : hf_normalizer(h, h->normalizer, &prepend);
-    int pre = h->bad ? P_NONE : hf_pretok(h, h->pretok, &meta_prefix);
-    int dec = h->bad ? D_NONE : hf_decoder(h, h->decoder, &strip);
-    if (!h->bad) hf_post(h, h->post, "post_processor", c, 0);
-    if (h->bad) return;
-    const zt_json *at = h->model;
-    if (byte_fallback) {
-        c->model = ZT_TOK_MODEL_CHARS;
-        c->pretok = ZT_TOK_PRE_NONE;
-        if (ignore_merges)
-            hf_fail(h, zt_json_get(at, "ignore_merges"), "model.ignore_merges: true is not supported with byte_fallback");
-        else if (norm == N_NFC)
-            hf_fail(h, h->normalizer, "normalizer: NFC is not supported with a byte_fallback BPE (expected "
-                    "Sequence[Prepend, Replace] or null)");
-        else if (pre != P_NONE && pre != P_METASPACE)
-            hf_fail(h, h->pretok, "pre_tokenizer: a byte_fallback BPE takes Metaspace or null (got a byte-level one)");
-        else if (norm == N_SPACES && pre == P_METASPACE)
-            hf_fail(h, h->pretok, "pre_tokenizer: Metaspace after a Replace normalizer is not supported (expected one "
-                    "of them)");
-        else if (norm != N_SPACES && pre != P_METASPACE)
-            hf_fail(h, h->pretok ? h->pretok : at, "pre_tokenizer: a byte_fallback BPE needs its spaces as \"" MARK "\" "
-                    "(a Replace normalizer or a Metaspace pre-tokenizer)");
-        else if (dec != D_SPM)
-            hf_fail(h, h->decoder ? h->decoder : at, "decoder: expected Sequence[Replace(\"" MARK "\", \" \"), "
-                    "ByteFallback, Fuse, Strip] for a byte_fallback BPE");
-        c->prefix = norm == N_SPACES ? (prepend ? ZT_TOK_PREFIX_NONEMPTY : ZT_TOK_PREFIX_NONE) : meta_prefix;
-        c->strip_space = strip;
-    } else {
-        c->model = ZT_TOK_MODEL_BYTES;
-        c->ignore_merges = ignore_merges;
-        c->normalizer = norm == N_NFC ? ZT_TOK_NORM_NFC : ZT_TOK_NORM_NONE;
-        if (norm == N_SPACES)
-            hf_fail(h, h->normalizer, "normalizer: Replace(\" \", \"" MARK "\") needs a BPE with byte_fallback (model."
-                    "byte_fallback is false)");
-        else if (pre == P_NONE)
-            hf_fail(h, h->pretok ? h->pretok : at, "pre_tokenizer: a byte-level BPE without a pre_tokenizer is not "
-                    "supported (expected ByteLevel)");
-        else if (pre == P_METASPACE)
-            hf_fail(h, h->pretok, "pre_tokenizer: Metaspace needs a BPE with byte_fallback (model.byte_fallback is "
-                    "false)");
-        else if (dec == D_SPM)
-            hf_fail(h, h->decoder, "decoder: Llama 2's decoder needs a BPE with byte_fallback (model.byte_fallback is "
-                    "false)");
-        c->pretok = pre == P_LLAMA3 ? ZT_TOK_PRE_LLAMA3 : pre == P_QWEN2 ? ZT_TOK_PRE_QWEN2 : ZT_TOK_PRE_GPT2;
-    }
-}
-
-/* the top-level object: a tokenizer.json (a "model" object) or a vocab.json (token -> id only) */
-static void hf_top(hf *h, const zt_json *top) {
-    if (top->type != ZT_JSON_OBJ) {
-        hf_fail(h, top, "expected a JSON object (a tokenizer.json or vocab.json)");
-        return;
-    }
-    h->numbers_only = 1;
-    for (int i = 0; i < top->n && !h->bad; i++) {
-        const char *k = top->keys[i];
-        const zt_json *v = &top->items[i];
-        h->members++;
-        if (v->type == ZT_JSON_NUM) {
-            long long id;
-            if (hf_id(h, v, &id)) hf_vocab_add(h, k, top->key_lens[i], id);
-            continue;
-        }
-        h->numbers_only = 0;
-        if (strcmp(k, "model") == 0 && v->type == ZT_JSON_OBJ) {
-            h->has_model = 1;
-            h->model = v;
-            for (int j = 0; j < v->n && !h->bad; j++) {
-                if (strcmp(v->keys[j], "vocab") == 0) hf_vocab(h, &v->items[j]);
-                else if (strcmp(v->keys[j], "merges") == 0) hf_merges(h, &v->items[j]);
-            }
-        } else if (strcmp(k, "added_tokens") == 0 && v->type == ZT_JSON_ARR) {
-            hf_added(h, v);
-        } else if (strcmp(k, "normalizer") == 0) {
-            h->normalizer = v;
-        } else if (strcmp(k, "pre_tokenizer") == 0) {
-            h->pretok = v;
-        } else if (strcmp(k, "decoder") == 0) {
-            h->decoder = v;
-        } else if (strcmp(k, "post_processor") == 0) {
-            h->post = v;
-        }
     }
 }
 
@@ -826,9 +363,9 @@ zt_tokenizer *zt_tokenizer_load_hf(const char *path, const char *merges_path, ch
         free(text);
         return NULL;
     }
-    hf_top(&h, &doc);
+    zt_hf_top(&h, &doc);
     zt_tok_config cfg;
-    if (!h.bad && h.has_model) hf_config(&h, &cfg);
+    if (!h.bad && h.has_model) zt_hf_config(&h, &cfg);
     if (h.bad) {
         snprintf(err, errlen, "%s", h.msg);
     } else if (h.has_model) { /* tokenizer.json */
