@@ -189,6 +189,8 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("%-24s %12.1f\n", "sampling in training", p.sample_bytes * MB);
         printf("%-24s %12.1f   (host; checkpoint.async = %s)\n", "checkpoint staging", p.ckpt_bytes * MB,
                c.checkpoint.async ? "true: the whole shard" : "false: two 32 MiB halves");
+        printf("%-24s %12.3f   (index and the window in use; the shards are memory-mapped, not held)\n", "data",
+               p.data_bytes * MB);
         printf("%-24s %12.1f\n", "total", total * MB);
         if (c.lora.enabled) {
             zt_config full = c;

@@ -41,8 +41,8 @@ int zt_cmd_eval(int argc, char **argv, zt_dist *d) {
     zt_loaded_model_open(&lm, path, &o);
     const zt_config *c = lm.c;
     zt_dataset val;
-    int bad = zt_dataset_open(&val, c->data.val, c->train.seq_len, (uint32_t)lm.s.vocab_size, (uint64_t)c->train.seed,
-                              err, sizeof err);
+    int bad = zt_dataset_open(&val, c->data.val, c->train.seq_len, (uint32_t)lm.s.vocab_size, (uint64_t)c->train.seed, 0,
+                              0, err, sizeof err);
     zt_check_all(bad, err, sizeof err);
     const int asked = zt_eval_sequences(c), n = zt_eval_count(c, &val);
     if (n < asked)
@@ -61,6 +61,7 @@ int zt_cmd_eval(int argc, char **argv, zt_dist *d) {
     }
     double loss = 0;
     zt_eval_loss(&lm.m, &val, c, d, NULL, &loss);
+    zt_check_all(val.bad, val.err, sizeof val.err);
     zt_log("val loss %.9g (%d sequences, step %ld)\n", loss, n, lm.step);
     zt_dataset_close(&val);
     zt_loaded_model_close(&lm);

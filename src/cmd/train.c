@@ -64,6 +64,7 @@ typedef struct trainer {
     zt_zero z;
     zt_dataset train, val;
     int has_val, threads;
+    FILE *trace;              /* ZTRAIN_TRACE_DATA: this rank's data trace (tests check the order with it) */
     zt_metrics mx;
     char ckdir[ZT_PATH_MAX + 64];
     char backend[256];        /* the backend's description */
@@ -260,6 +261,18 @@ static void diverged(trainer *t, long step, double loss, double norm) {
                       "(no checkpoint was written before; lower train.lr or raise train.warmup_steps)", step, ls, ns);
 }
 
+/* ZTRAIN_TRACE_DATA=PREFIX: every sample a rank trains on, one line each in PREFIX.<rank>: "step micro-batch row
+   sample source window sum", sum = sum over t of (t + 1) x input token t, mod 2^32 (a check of the tokens) */
+static void trace_sample(trainer *t, long step, int j, int i, uint64_t sidx, const int32_t *in) {
+    int src;
+    uint64_t w;
+    zt_dataset_locate(&t->train, sidx, &src, &w);
+    uint32_t sum = 0;
+    for (int k = 0; k < t->c->train.seq_len; k++) sum += (uint32_t)(k + 1) * (uint32_t)in[k];
+    fprintf(t->trace, "%ld %d %d %llu %d %llu %u\n", step, j, i, (unsigned long long)sidx, src, (unsigned long long)w,
+            sum);
+}
+
 /* step.h's batch source: global micro-batch j of `step` is sequences [step * GB + j * B, + B) of the data order */
 static void train_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *targets) {
     trainer *t = ctx;
@@ -267,6 +280,7 @@ static void train_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *t
     for (int i = 0; i < B; i++) {
         const uint64_t sidx = (uint64_t)step * t->c->train.global_batch + (uint64_t)j * B + i;
         zt_dataset_train_sample(&t->train, sidx, tokens + (size_t)i * T, targets + (size_t)i * T);
+        if (t->trace) trace_sample(t, step, j, i, sidx, tokens + (size_t)i * T);
     }
 }
 
@@ -289,11 +303,18 @@ static void setup(trainer *t, int resuming) {
     /* data: every rank opens the files; an error on any rank ends all of them */
     t->has_val = c->data.val[0] != 0;
     int bad = zt_dataset_open(&t->train, c->data.train, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed,
-                              err, sizeof err);
+                              c->data.shuffle, 1, err, sizeof err);
     if (!bad && t->has_val)
-        bad = zt_dataset_open(&t->val, c->data.val, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed, err,
-                              sizeof err);
+        bad = zt_dataset_open(&t->val, c->data.val, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed, 0, 0,
+                              err, sizeof err);
     zt_check_all(bad, err, sizeof err);
+    const char *trace = getenv("ZTRAIN_TRACE_DATA");
+    if (trace && trace[0]) {
+        char path[ZT_PATH_MAX + 16];
+        snprintf(path, sizeof path, "%.*s.%d", ZT_PATH_MAX, trace, d->rank);
+        if (!(t->trace = fopen(path, "a"))) snprintf(err, sizeof err, "%s: cannot write the data trace", path);
+        zt_check_all(!t->trace, err, sizeof err);
+    }
     /* before anything large is allocated, and before the run directory is made */
     /* train.micro_batch = "auto": the largest that fits, the same on every rank (the tightest node's) */
     int bad_auto = zt_mem_auto_micro_batch(c, &t->s, d->size, d->local_size, t->auto_note, sizeof t->auto_note, err,
@@ -340,6 +361,8 @@ static void teardown(trainer *t, zt_train_sample *ts) {
     zt_zero_free(&t->z, &t->m);
     zt_dataset_close(&t->train);
     if (t->has_val) zt_dataset_close(&t->val);
+    if (t->trace) fclose(t->trace);
+    t->trace = NULL;
     zt_comm_destroy(t->comm);
     zt_backend_destroy(t->be);
 }
@@ -528,6 +551,7 @@ static double evaluate(trainer *t, run_state *rs, int last) {
         zt_metrics_note(&t->mx, "step %ld: evaluation abandoned: signal received\n", rs->step);
         return -1;
     }
+    zt_check_all(t->val.bad, t->val.err, sizeof t->val.err);
     rs->last_val = v;
     if (rs->best_val < 0 || v < rs->best_val) rs->best_val = v;
     return v;
@@ -612,6 +636,7 @@ static void train_one(trainer *t, run_state *rs, const train_opts *o, zt_train_s
     const double t0 = zt_now();
     const zt_step_result r = zt_step_run(&t->st, rs->step);
     t->ck_stall_sum += r.snapshot_wait_s;
+    zt_check_all(t->train.bad, t->train.err, sizeof t->train.err); /* a damaged shard: no state of this step is kept */
     rs->step++;
     check_step(t, &r, rs->step);
     poison_params(t, rs->step);
@@ -691,7 +716,10 @@ static void report(trainer *t, run_state *rs) {
     zt_ckpt_saver_destroy(t->saver);
     t->saver = NULL;
     const zt_loss_scaler *sc = &t->st.scaler;
+    uint64_t source_samples[ZT_DATA_MAX_SOURCES];
+    zt_dataset_source_counts(&t->train, (uint64_t)rs->step * (uint64_t)c->train.global_batch, source_samples);
     const zt_run_results rr = {
+        .data = &t->train, .source_samples = source_samples,
         .world_size = d->size, .n_nodes = d->n_nodes, .threads = t->threads, .layout = layout, .backend = t->backend,
         .hash = hash, .n_params = t->m.table.total, .steps = rs->step, .duration_s = dur, .tokens_per_s = tok_s,
         .peak_gflops = t->peak, .frac_peak = frac, .final_loss = rs->last_loss, .best_loss = rs->best,

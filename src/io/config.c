@@ -128,9 +128,11 @@ const key_def cfg_schema[] = {
     INT("train.threads", train.threads, 0, 0, 4096, "threads per rank (0 = auto: cores / local ranks)"),
     INT("train.log_every", train.log_every, 1, 1, 1 << 30, "log a metrics line every N steps"),
 
-    STR("data.train", data.train, "", 0, "training shard file, or a glob of shard files"),
+    STR("data.train", data.train, "", 0,
+        "training shard file, a glob of shard files, or a weighted mixture \"W1 PATH1 W2 PATH2 ...\""),
     STR("data.val", data.val, "", 0, "validation shard file (\"\" = no validation)"),
     STR("data.tokenizer", data.tokenizer, "", 0, "tokenizer file (\"\" = sampling prints token ids)"),
+    BOOL("data.shuffle", data.shuffle, 1, "windows in a seeded permutation per epoch (false: in file order)"),
 
     LONG("eval.every", eval.every, 0, 0, BIG, "validate every N steps (0 = only at the end)"),
     INT("eval.sequences", eval.sequences, 32, 1, 1 << 30,

@@ -67,9 +67,10 @@ typedef struct zt_config {
         int log_every;
     } train;
     struct {
-        char train[ZT_PATH_MAX];    /* shard file, or a glob of shard files */
+        char train[ZT_PATH_MAX];    /* shard file, glob of shard files, or "W1 PATH1 W2 PATH2 ..." (io/data.h) */
         char val[ZT_PATH_MAX];      /* "" = no validation */
         char tokenizer[ZT_PATH_MAX];/* "" = none (sampling prints token ids) */
+        int shuffle;                /* 1: windows in a seeded permutation per epoch; 0: in file order */
     } data;
     struct {
         long every;                 /* 0 = only at the end */

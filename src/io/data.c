@@ -1,101 +1,339 @@
-/* data.c — the global-sample-index loader over token shards (see data.h). */
+/* data.c — the global-sample-index loader over memory-mapped token shards and weighted mixtures (data.h). */
 #include "io/data.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <glob.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "io/data_shard.h"
 #include "util/util.h"
 
-int zt_dataset_open(zt_dataset *d, const char *pattern, int T, uint32_t model_vocab, uint64_t seed,
-                    char *err, size_t errlen) {
-    memset(d, 0, sizeof *d);
-    d->T = T;
-    d->seed = seed;
-    d->perm_epoch = -1;
+static uint64_t mix(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t zt_data_perm(uint64_t k, uint64_t n, uint64_t key) {
+    if (n <= 1) return 0;
+    int bits = 2;
+    while (bits < 64 && (1ull << bits) < n) bits += 2;
+    const int h = bits / 2;
+    const uint64_t mask = (1ull << h) - 1;
+    uint64_t x = k;
+    do {
+        uint64_t L = x >> h, R = x & mask;
+        for (uint64_t r = 0; r < 6; r++) {
+            const uint64_t t = L ^ (mix(key ^ mix((r << 32) + R)) & mask);
+            L = R;
+            R = t;
+        }
+        x = L << h | R;
+    } while (x >= n);
+    return x;
+}
+
+static uint64_t epoch_key(uint64_t seed, uint64_t epoch, int source) {
+    return mix(seed ^ (epoch + 1) * 0xD1B54A32D192ED03ull ^ (uint64_t)(source + 1) * 0x9E3779B97F4A7C15ull);
+}
+
+/* "W1 P1 W2 P2 ...": 1 with the pairs, 0 when spec is one pattern */
+static int is_mixture(const char *spec) {
+    const char *p = spec;
+    while (isspace((unsigned char)*p)) p++;
+    char *end;
+    errno = 0;
+    (void)strtod(p, &end);
+    return end != p && isspace((unsigned char)*end) && !errno;
+}
+
+/* splits a mixture into sources (weights not yet normalised); 0 or 1 with err */
+static int parse_sources(zt_dataset *d, const char *spec, int allow_mix, char *err, size_t errlen) {
+    if (!is_mixture(spec)) {
+        if (strlen(spec) >= sizeof d->src[0].pattern) {
+            zt_errf(err, errlen, "%.64s...: data path too long (at most %zu characters)", spec,
+                    sizeof d->src[0].pattern - 1);
+            return 1;
+        }
+        snprintf(d->src[0].pattern, sizeof d->src[0].pattern, "%s", spec);
+        d->src[0].weight = 1;
+        d->n_sources = 1;
+        return 0;
+    }
+    if (!allow_mix) {
+        zt_errf(err, errlen, "\"%s\": a weighted mixture is only for data.train (expected one shard or glob)", spec);
+        return 1;
+    }
+    const char *p = spec;
+    for (;;) {
+        while (isspace((unsigned char)*p)) p++;
+        if (!*p) break;
+        if (d->n_sources == ZT_DATA_MAX_SOURCES) {
+            zt_errf(err, errlen, "\"%s\": more than %d sources in the mixture", spec, ZT_DATA_MAX_SOURCES);
+            return 1;
+        }
+        char *end;
+        errno = 0;
+        const double w = strtod(p, &end);
+        if (end == p || (*end && !isspace((unsigned char)*end)) || errno || !isfinite(w) || w <= 0) {
+            int n = 0;
+            while (p[n] && !isspace((unsigned char)p[n])) n++;
+            zt_errf(err, errlen, "data.train \"%s\": weight \"%.*s\" of source %d (expected \"W1 PATH1 W2 PATH2 ...\" "
+                    "with every weight a number > 0)", spec, n, p, d->n_sources + 1);
+            return 1;
+        }
+        p = end;
+        while (isspace((unsigned char)*p)) p++;
+        int n = 0;
+        while (p[n] && !isspace((unsigned char)p[n])) n++;
+        if (n == 0) {
+            zt_errf(err, errlen, "data.train \"%s\": weight %g has no path after it (expected \"W1 PATH1 W2 PATH2 ...\")",
+                    spec, w);
+            return 1;
+        }
+        zt_data_source *s = &d->src[d->n_sources++];
+        if ((size_t)n >= sizeof s->pattern) {
+            zt_errf(err, errlen, "data.train: path of source %d too long (at most %zu characters)", d->n_sources,
+                    sizeof s->pattern - 1);
+            return 1;
+        }
+        snprintf(s->pattern, sizeof s->pattern, "%.*s", n, p);
+        s->weight = w;
+        p += n;
+    }
+    return 0;
+}
+
+static uint64_t file_windows(const zt_shard_header *h, int T) {
+    if (h->example_len) return h->count / h->example_len;
+    return h->count > (uint64_t)T ? (h->count - 1) / (uint64_t)T : 0;
+}
+
+/* maps the files of source i (appended to d->files) */
+static int open_source(zt_dataset *d, int i, int T, uint32_t model_vocab, char *err, size_t errlen) {
+    zt_data_source *s = &d->src[i];
     glob_t g;
-    int rc = glob(pattern, 0, NULL, &g);
+    int rc = glob(s->pattern, 0, NULL, &g);
     if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) {
-        snprintf(err, errlen, "%s: no such data file (make token shards first: `ztrain prepare --input TEXT --vocab-size N --out-dir DIR`, then point data.train/data.val at them)",
-                 pattern);
+        zt_errf(err, errlen, "%s: no such data file (make token shards first: `ztrain prepare --input TEXT --vocab-size N "
+                "--out-dir DIR`, then point data.train/data.val at them)", s->pattern);
         return 1;
     }
     if (rc != 0) {
-        snprintf(err, errlen, "%s: cannot expand the data file pattern", pattern);
+        zt_errf(err, errlen, "%s: cannot expand the data file pattern", s->pattern);
         return 1;
     }
-    d->n_files = (int)g.gl_pathc;
-    d->tokens = zt_calloc(d->n_files, sizeof *d->tokens);
-    d->n_tokens = zt_calloc(d->n_files, sizeof *d->n_tokens);
-    d->first_win = zt_calloc(d->n_files + 1, sizeof *d->first_win);
-    for (int i = 0; i < d->n_files; i++) {
-        const char *path = g.gl_pathv[i];
-        zt_shard_header h;
+    const int nf = (int)g.gl_pathc;
+    d->files = zt_realloc(d->files, (size_t)(d->n_files + nf) * sizeof *d->files);
+    d->paths = zt_realloc(d->paths, (size_t)(d->n_files + nf) * sizeof *d->paths);
+    d->first_win = zt_realloc(d->first_win, (size_t)(d->n_files + nf + 1) * sizeof *d->first_win);
+    s->f0 = d->n_files;
+    int bad = 0;
+    for (int k = 0; k < nf && !bad; k++) {
+        const char *path = g.gl_pathv[k];
+        zt_shard_map *m = &d->files[d->n_files];
         /* the type before any open: a named pipe would block the open, a device never ends */
         if (zt_check_input_file(path, "a ztrain token shard (see `ztrain prepare`)", err, errlen) ||
-            zt_shard_load(path, &h, &d->tokens[i], err, errlen) != 0) {
-            globfree(&g);
-            return 1;
+            zt_shard_map_open(m, path, err, errlen)) {
+            bad = 1;
+            break;
         }
-        if (h.vocab_size > model_vocab) {
-            snprintf(err, errlen, "%s: shard vocab size %u is larger than model.vocab_size %u "
-                     "(the tokenizer does not match the model)", path, h.vocab_size, model_vocab);
-            globfree(&g);
-            return 1;
+        d->paths[d->n_files] = zt_malloc(strlen(path) + 1);
+        memcpy(d->paths[d->n_files], path, strlen(path) + 1);
+        d->first_win[d->n_files] = s->n_windows;
+        d->n_files++;
+        const zt_shard_header *h = &m->h;
+        if (h->vocab_size > model_vocab) {
+            zt_errf(err, errlen, "%s: shard vocab size %u is larger than model.vocab_size %u (the tokenizer does not "
+                    "match the model)", path, h->vocab_size, model_vocab);
+            bad = 1;
+        } else if (h->example_len && h->example_len != (uint32_t)T + 1) {
+            zt_errf(err, errlen, "%s: the shard holds examples of %u tokens; train.seq_len must be %u (one less), "
+                    "not %d", path, h->example_len, h->example_len - 1, T);
+            bad = 1;
+        } else if (d->n_files > 1 && h->example_len != d->example_len) {
+            zt_errf(err, errlen, "%s: %s, but %s %s (shards of one run are all token streams or all examples)", path,
+                    h->example_len ? "a shard of examples" : "a token stream", d->paths[0],
+                    d->example_len ? "holds examples" : "is a token stream");
+            bad = 1;
         }
-        if (i == 0) d->vocab_size = h.vocab_size;
-        d->n_tokens[i] = h.count;
-        uint64_t w = h.count > (uint64_t)T ? (h.count - 1) / (uint64_t)T : 0;
-        d->first_win[i + 1] = d->first_win[i] + w;
+        d->example_len = h->example_len;
+        if (h->flags & ZT_SHARD_FLAG_MASK) d->has_mask = 1;
+        s->n_windows += file_windows(h, T);
+        s->n_tokens += h->count;
     }
-    d->n_windows = d->first_win[d->n_files];
-    if (d->n_windows == 0) {
-        snprintf(err, errlen, "%s: too few tokens for one sequence of %d (+1) tokens", pattern, T);
-        globfree(&g);
-        return 1;
-    }
+    s->nf = d->n_files - s->f0;
+    d->first_win[d->n_files] = s->n_windows;
     globfree(&g);
-    d->perm = zt_malloc(d->n_windows * sizeof *d->perm);
+    if (!bad && s->n_windows == 0) {
+        zt_errf(err, errlen, "%s: too few tokens for one sequence of %d (+1) tokens", s->pattern, T);
+        bad = 1;
+    }
+    return bad;
+}
+
+int zt_dataset_open(zt_dataset *d, const char *spec, int T, uint32_t model_vocab, uint64_t seed, int shuffle,
+                    int allow_mix, char *err, size_t errlen) {
+    memset(d, 0, sizeof *d);
+    d->T = T;
+    d->seed = seed;
+    d->shuffle = shuffle;
+    d->vocab_size = model_vocab;
+    if (parse_sources(d, spec, allow_mix, err, errlen)) return 1;
+    double sum = 0;
+    for (int i = 0; i < d->n_sources; i++) sum += d->src[i].weight;
+    for (int i = 0; i < d->n_sources; i++) {
+        d->src[i].weight /= sum;
+        d->q[i] = (uint64_t)floor(d->src[i].weight * 4294967296.0 + 0.5);
+    }
+    for (int i = 0; i < d->n_sources; i++)
+        if (open_source(d, i, T, model_vocab, err, errlen)) {
+            zt_dataset_close(d);
+            return 1;
+        }
+    for (int i = 0; i < d->n_sources; i++) d->n_windows += d->src[i].n_windows;
     return 0;
 }
 
 void zt_dataset_close(zt_dataset *d) {
     if (!d) return;
-    for (int i = 0; i < d->n_files; i++) free(d->tokens[i]);
-    free(d->tokens);
-    free(d->n_tokens);
+    for (int i = 0; i < d->n_files; i++) {
+        zt_shard_map_close(&d->files[i]);
+        free(d->paths[i]);
+    }
+    free(d->files);
+    free(d->paths);
     free(d->first_win);
-    free(d->perm);
     memset(d, 0, sizeof *d);
 }
 
-void zt_dataset_window(const zt_dataset *d, uint64_t w, int32_t *inputs, int32_t *targets) {
-    ZT_ASSERT(w < d->n_windows);
-    int f = 0;
-    while (w >= d->first_win[f + 1]) f++;
-    const uint32_t *src = d->tokens[f] + (w - d->first_win[f]) * (uint64_t)d->T;
-    for (int t = 0; t < d->T; t++) {
-        inputs[t] = (int32_t)src[t];
-        targets[t] = (int32_t)src[t + 1];
+/* window w of source i: its T+1 tokens as inputs/targets, checked, then the pages let go */
+static void read_window(zt_dataset *d, int i, uint64_t w, int32_t *inputs, int32_t *targets) {
+    const zt_data_source *s = &d->src[i];
+    int lo = s->f0, hi = s->f0 + s->nf - 1; /* the last file whose first window is <= w */
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (d->first_win[mid] <= w) lo = mid;
+        else hi = mid - 1;
+    }
+    const zt_shard_map *m = &d->files[lo];
+    const int T = d->T;
+    const uint64_t off = (w - d->first_win[lo]) * (uint64_t)(d->example_len ? d->example_len : (uint32_t)T);
+    for (int t = 0; t <= T; t++) {
+        uint32_t v = zt_shard_map_token(m, off + (uint64_t)t);
+        if (v >= m->h.vocab_size) {
+            if (!d->bad)
+                zt_errf(d->err, sizeof d->err, "%s: token %u at index %llu >= the shard's vocab size %u (a damaged "
+                        "shard: prepare it again)", d->paths[lo], v, (unsigned long long)(off + (uint64_t)t),
+                        m->h.vocab_size);
+            d->bad = 1;
+            v = 0;
+        }
+        if (t < T) inputs[t] = (int32_t)v;
+        if (t > 0) targets[t - 1] = m->mask && !m->mask[off + (uint64_t)t] ? -1 : (int32_t)v;
+    }
+    zt_shard_map_release(m, ZT_SHARD_HEADER + off * m->h.width, (uint64_t)(T + 1) * m->h.width);
+    if (m->mask) zt_shard_map_release(m, (uint64_t)(m->mask - m->base) + off, (uint64_t)T + 1);
+}
+
+/* the mixture's choice for sample s; *k: its index within the source */
+static int pick(zt_dataset *d, uint64_t s, uint64_t *k) {
+    if (d->n_sources == 1) {
+        *k = s;
+        return 0;
+    }
+    if (s < d->mix_next) {
+        d->mix_next = 0;
+        memset(d->mix_count, 0, sizeof d->mix_count);
+    }
+    for (;;) {
+        int best = 0;
+        __int128 best_def = 0;
+        for (int i = 0; i < d->n_sources; i++) {
+            const __int128 def = (__int128)d->q[i] * (d->mix_next + 1) - ((__int128)d->mix_count[i] << 32);
+            if (i == 0 || def > best_def) {
+                best = i;
+                best_def = def;
+            }
+        }
+        if (d->mix_next == s) {
+            *k = d->mix_count[best];
+            return best;
+        }
+        d->mix_count[best]++;
+        d->mix_next++;
     }
 }
 
-static void build_perm(zt_dataset *d, long epoch) {
-    zt_rng r;
-    zt_rng_seed(&r, d->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(epoch + 1)));
-    for (uint64_t i = 0; i < d->n_windows; i++) d->perm[i] = i;
-    for (uint64_t i = d->n_windows - 1; i > 0; i--) {
-        uint64_t j = zt_rng_next(&r) % (i + 1);
-        uint64_t tmp = d->perm[i];
-        d->perm[i] = d->perm[j];
-        d->perm[j] = tmp;
-    }
-    d->perm_epoch = epoch;
+void zt_dataset_locate(zt_dataset *d, uint64_t s, int *source, uint64_t *window) {
+    uint64_t k;
+    const int i = pick(d, s, &k);
+    const uint64_t W = d->src[i].n_windows;
+    *source = i;
+    *window = d->shuffle ? zt_data_perm(k % W, W, epoch_key(d->seed, k / W, i)) : k % W;
 }
 
 void zt_dataset_train_sample(zt_dataset *d, uint64_t s, int32_t *inputs, int32_t *targets) {
-    long epoch = (long)(s / d->n_windows);
-    if (epoch != d->perm_epoch) build_perm(d, epoch);
-    zt_dataset_window(d, d->perm[s % d->n_windows], inputs, targets);
+    int i;
+    uint64_t w;
+    zt_dataset_locate(d, s, &i, &w);
+    read_window(d, i, w, inputs, targets);
+}
+
+uint64_t zt_dataset_count_targets(zt_dataset *d, uint64_t s0, uint64_t n) {
+    const int T = d->T;
+    if (!d->has_mask) return n * (uint64_t)T;
+    int32_t *in = zt_malloc((size_t)T * sizeof *in), *tg = zt_malloc((size_t)T * sizeof *tg);
+    uint64_t count = 0;
+    for (uint64_t s = s0; s < s0 + n; s++) {
+        zt_dataset_train_sample(d, s, in, tg);
+        for (int t = 0; t < T; t++) count += tg[t] >= 0;
+    }
+    free(in);
+    free(tg);
+    return count;
+}
+
+void zt_dataset_source_counts(zt_dataset *d, uint64_t n, uint64_t *counts) {
+    if (d->n_sources == 1) {
+        counts[0] = n;
+        return;
+    }
+    uint64_t k;
+    pick(d, n, &k); /* advances the cursor to n: counts of [0, n) */
+    memcpy(counts, d->mix_count, (size_t)d->n_sources * sizeof *counts);
+}
+
+void zt_dataset_window(zt_dataset *d, uint64_t w, int32_t *inputs, int32_t *targets) {
+    ZT_ASSERT(w < d->n_windows);
+    int i = 0;
+    while (w >= d->src[i].n_windows) w -= d->src[i++].n_windows;
+    read_window(d, i, w, inputs, targets);
+}
+
+size_t zt_dataset_plan_bytes(const char *spec, int T) {
+    zt_dataset d;
+    char err[256];
+    memset(&d, 0, sizeof d);
+    size_t files = 0, names = 0;
+    if (spec && spec[0] && !parse_sources(&d, spec, 1, err, sizeof err))
+        for (int i = 0; i < d.n_sources; i++) {
+            glob_t g;
+            if (glob(d.src[i].pattern, 0, NULL, &g) == 0)
+                for (size_t k = 0; k < g.gl_pathc; k++) {
+                    files++;
+                    names += strlen(g.gl_pathv[k]) + 1;
+                }
+            globfree(&g);
+        }
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t index = sizeof(zt_dataset) + files * (sizeof(zt_shard_map) + sizeof(char *) + sizeof(uint64_t)) +
+                         names + sizeof(uint64_t);
+    /* one window (tokens and mask) mapped at a time, plus the page each end may straddle */
+    const size_t window = ((size_t)(T + 1) * 5 + 4 * page);
+    return index + window;
 }

@@ -50,6 +50,20 @@ void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_res
     fprintf(f, "  \"peak_rss_bytes\": %.0f,\n  \"comm_s\": %.6g,\n  \"comm_in_flight_s\": %.6g,\n"
             "  \"comm_exposed_s\": %.6g,\n  \"comm_hidden_frac\": %.4f,\n  \"finished\": \"%s\",\n",
             r->peak_rss_bytes, r->comm_s, r->comm_flight_s, r->comm_wait_s, hidden < 0 ? 0 : hidden, when);
+    if (r->data && r->source_samples) { /* the mixture: weights and the realised shares */
+        uint64_t total = 0;
+        for (int i = 0; i < r->data->n_sources; i++) total += r->source_samples[i];
+        fprintf(f, "  \"data\": [");
+        for (int i = 0; i < r->data->n_sources; i++) {
+            char path[2048];
+            zt_json_escape(r->data->src[i].pattern, path, sizeof path);
+            fprintf(f, "%s\n    {\"path\": \"%s\", \"files\": %d, \"windows\": %llu, \"weight\": %.9g, \"samples\": %llu, "
+                    "\"share\": %.9g}", i ? "," : "", path, r->data->src[i].nf,
+                    (unsigned long long)r->data->src[i].n_windows, r->data->src[i].weight,
+                    (unsigned long long)r->source_samples[i], total ? (double)r->source_samples[i] / (double)total : 0.0);
+        }
+        fprintf(f, "\n  ],\n");
+    }
     fprintf(f, "  \"slurm\": {");
     static const char *slurm_vars[] = {"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NNODES", "SLURM_NTASKS",
                                        "SLURM_JOB_NODELIST", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT"};

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "io/config.h"
+#include "io/data.h"
 #include "io/metrics.h"
 
 typedef struct zt_run_results {
@@ -27,6 +28,8 @@ typedef struct zt_run_results {
     double loss_scale;                           /* fp16: the final loss scale; 0 otherwise */
     double grad_bytes_sent;                      /* ordered: gradient bytes rank 0 sent to other ranks (2 per value
                                                     in bf16/fp16, 4 in fp32) */
+    const zt_dataset *data;                      /* the training data: its sources ("data" in results.json) */
+    const uint64_t *source_samples;              /* per source: samples drawn in steps [0, steps) */
 } zt_run_results;
 
 /* writes <run dir>/results.json (rank 0; a no-op elsewhere) */

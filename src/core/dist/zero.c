@@ -3,6 +3,7 @@
 #include "core/dist/zero.h"
 
 #include "core/model/sampler.h"
+#include "io/data.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -68,6 +69,8 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     p->sample_bytes = c->sample.every > 0 ? zt_sampler_bytes(s) : 0; /* decoding during training */
     if (c->sample.every > 0 && params16) p->sample_bytes += p->padded * f; /* the parameters unpacked for it */
     p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async, p->master_bytes > 0); /* host memory */
+    p->data_bytes = zt_dataset_plan_bytes(c->data.train, c->train.seq_len) +
+                    (c->data.val[0] ? zt_dataset_plan_bytes(c->data.val, c->train.seq_len) : 0);
     free(pt);
 }
 
@@ -98,7 +101,7 @@ static void grad16_after(void *ctx, int first) {
 
 size_t zt_zero_plan_total(const zt_zero_plan *p) {
     return p->param_bytes + p->grad_bytes + p->acc_bytes + p->optim_bytes + p->master_bytes + p->comm_bytes + p->act_bytes +
-           p->ckpt_bytes + p->sample_bytes;
+           p->ckpt_bytes + p->sample_bytes + p->data_bytes;
 }
 
 /* the largest micro-batch (dividing the per-rank batch) whose plan fits `limit` bytes per rank, with

@@ -29,6 +29,8 @@ typedef struct zt_zero_plan {
     size_t master_bytes;              /* bf16/fp16: fp32 master weights (shard; stage 0: padded) */
     size_t sample_bytes;              /* sampling during training (sample.every > 0): KV caches, buffers */
     size_t ckpt_bytes;                /* checkpoint staging (host memory; whole shard with checkpoint.async) */
+    size_t data_bytes;                /* the data's index and the window in use (io/data.h: the corpus is mapped,
+                                         its pages are let go after each window) */
 } zt_zero_plan;
 
 typedef struct zt_zero {
