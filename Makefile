@@ -29,7 +29,7 @@ WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes
 DEPFLAGS := -MMD -MP
 # pkg-config modules; HDF5_PC names the MPI-parallel HDF5 (Debian: hdf5-openmpi)
 HDF5_PC ?= hdf5-openmpi
-PKGS := $(HDF5_PC) libconfig libpcre2-8 libcrypto
+PKGS := $(HDF5_PC) libconfig libpcre2-8 libcrypto zlib libzstd
 
 # BLIS, in this order: BLIS_CFLAGS / BLIS_LIBS as given (make BLIS_CFLAGS=... BLIS_LIBS=...); pkg-config's
 # blis-openmp; Debian's OpenMP variant (libblis-openmp-dev: headers and library in blis-openmp/ folders, which

@@ -52,6 +52,7 @@ void zt_cu_embed_fwd(cudaStream_t s, float *out, const int32_t *tokens, const fl
 size_t zt_cu_embed_bwd_scratch(int B, int T);
 void zt_cu_embed_bwd(cudaStream_t s, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
                      int T, int C, void *scratch);
+// a target < 0 is an ignored position: loss 0 and a zero dlogits row (iface/backend.h)
 void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
                         float dscale, int prec = 0);
 void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,

@@ -240,13 +240,20 @@ __global__ void k_embed_dwte(float *dwte, const float *dout, const uint64_t *key
 }
 
 // ---------------------------------------------------------------------------------------------
-// Softmax + cross-entropy: one block per row.
+// Softmax + cross-entropy: one block per row. A target < 0 is an ignored position: loss 0 and (dscale != 0) a
+// row of zeros; the whole block leaves before any barrier, so none is left waiting.
 __global__ void __launch_bounds__(kRowThreads)
     k_softmax_xent(float *losses, float *logits, const int32_t *targets, int V, int Vp, float dscale, int prec) {
     __shared__ float sh[32];
     const size_t row = blockIdx.x;
     float *x = logits + row * (size_t)Vp;
     const int tgt = targets[row];
+    if (tgt < 0) {
+        if (threadIdx.x == 0) losses[row] = 0.0f;
+        if (dscale != 0.0f)
+            for (int v = threadIdx.x; v < Vp; v += blockDim.x) x[v] = 0.0f;
+        return;
+    }
     const float xt = x[tgt]; // read before any thread overwrites the row (after the reductions' barriers)
     float mx = -INFINITY;
     for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, x[v]);

@@ -12,8 +12,8 @@
 set -euo pipefail
 what="${1:-build}"
 
-build_pkgs="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev libblis-dev libopenblas-dev pkg-config libpcre2-dev libssl-dev python3-numpy"
-test_pkgs="python3-matplotlib python3-h5py python3-torch python3-venv python3-pip slurm-wlm munge clang libclang-rt-14-dev strace"
+build_pkgs="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev libblis-dev libopenblas-dev pkg-config libpcre2-dev libssl-dev zlib1g-dev libzstd-dev python3-numpy"
+test_pkgs="python3-matplotlib python3-h5py python3-torch python3-venv python3-pip zstd slurm-wlm munge clang libclang-rt-14-dev strace"
 demo_pkgs="bible-kjv"
 slurm_pkgs="slurm-wlm munge"
 
@@ -30,7 +30,7 @@ esac
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
   missing=()
   if [ "$what" != slurm ]; then
-    modules="${ZT_PKG_MODULES:-hdf5-openmpi libconfig libpcre2-8 libcrypto}"
+    modules="${ZT_PKG_MODULES:-hdf5-openmpi libconfig libpcre2-8 libcrypto zlib libzstd}"
     if ! command -v pkg-config >/dev/null 2>&1; then
       missing+=("pkg-config (and the .pc files of: $modules)")
     else
@@ -52,7 +52,7 @@ if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>
     python3 -c 'import numpy' >/dev/null 2>&1 || missing+=("python3 with numpy (make writes data/tiny with tests/helpers/make_data.py)")
   fi
   case "$what" in
-    test|all) extra="for the tests: python3 with venv and pip, h5py, torch 1.13+, matplotlib; clang with libFuzzer; strace; Slurm (slurmctld, slurmd) and munge" ;;
+    test|all) extra="for the tests: python3 with venv and pip, h5py, torch 1.13+, matplotlib; clang with libFuzzer; strace; the zstd command; Slurm (slurmctld, slurmd) and munge" ;;
     demo) extra="for the demo: the King James Bible as Debian's bible-kjv package installs it" ;;
     slurm) extra="Slurm (slurmctld, slurmd, srun) and munge" ;;
     *) extra="" ;;

@@ -442,12 +442,23 @@ void test_embed(int B, int T, int C, int V, Rng &r) {
 // sequential) in order, and the cpu's is the less exact one: loss measured <= 6.1e-7 rel (V = 50257,
 // loss ~ 10; floor 1) -> limit 3e-6; dlogits measured <= 1.2e-7 relative to |dscale| as floor ->
 // limit 5e-7. With dscale == 0 the logits must come back bit-identical (checked exactly).
-void test_xent(int N, int V, int Vp, float dscale, float spread, Rng &r) {
+// masked > 0: about that fraction of the targets are ignored (-1, or another negative value), and their rows'
+// logits are NaN (an ignored row is never read): such a row must give a loss of exactly 0 and (dscale != 0) a
+// dlogits row of exact zeros, on both backends (counted as words that differ).
+void test_xent(int N, int V, int Vp, float dscale, float spread, Rng &r, double masked = 0.0) {
     std::vector<float> logits0 = rand_vec(r, (size_t)N * Vp, -spread, spread);
     for (int n = 0; n < N; n++)
         for (int v = V; v < Vp; v++) logits0[(size_t)n * Vp + v] = 1e30f; // padding must never enter the loss
     std::vector<int32_t> tgt(N);
     for (auto &t : tgt) t = r.below(V);
+    int n_masked = 0;
+    if (masked > 0.0)
+        for (int n = 0; n < N; n++)
+            if (r.below(1000) < (int)(masked * 1000)) {
+                tgt[n] = n % 3 == 0 ? -100 : -1;
+                for (int v = 0; v < V; v++) logits0[(size_t)n * Vp + v] = NAN;
+                n_masked++;
+            }
     std::vector<float> lref(N), xref = logits0;
     g_cpu->i->softmax_xent(g_cpu, lref.data(), xref.data(), tgt.data(), N, V, Vp, dscale);
     std::vector<float> loss(N), x;
@@ -457,15 +468,26 @@ void test_xent(int N, int V, int Vp, float dscale, float spread, Rng &r) {
         zt_cu_softmax_xent(kStream, loss.data(), x.data(), tgt.data(), N, V, Vp, dscale);
         return std::vector<Buf>{{loss.data(), loss.size() * 4}, {x.data(), x.size() * 4}};
     });
-    const std::string shape = fmt("N=%d V=%d Vp=%d dscale=%g", N, V, Vp, dscale);
+    const std::string shape = masked > 0.0 ? fmt("N=%d V=%d Vp=%d dscale=%g masked=%d", N, V, Vp, dscale, n_masked)
+                                           : fmt("N=%d V=%d Vp=%d dscale=%g", N, V, Vp, dscale);
     const double secs = now_s() - t0;
+    size_t differ_l = 0, differ_x = 0; // ignored rows that are not exact zeros (either backend)
+    for (int n = 0; n < N; n++) {
+        if (tgt[n] >= 0) continue;
+        differ_l += (loss[n] != 0.0f || std::signbit(loss[n])) + (lref[n] != 0.0f || std::signbit(lref[n]));
+        if (dscale == 0.0f) continue;
+        for (int v = 0; v < Vp; v++) {
+            const size_t i = (size_t)n * Vp + v;
+            differ_x += (x[i] != 0.0f || std::signbit(x[i])) + (xref[i] != 0.0f || std::signbit(xref[i]));
+        }
+    }
     Err e;
     compare(e, loss.data(), lref.data(), N, 1.0);
-    report("xent loss", shape, e, 3e-6, det, secs);
+    report("xent loss", shape, e, 3e-6, det, secs, differ_l);
     Err ed;
     if (dscale != 0.0f) compare(ed, x.data(), xref.data(), x.size(), std::fabs(dscale));
     else if (memcmp(x.data(), logits0.data(), x.size() * 4) != 0) ed.rel = INFINITY; // must be untouched
-    report("xent dlogits", shape, ed, 5e-7, det, secs);
+    report("xent dlogits", shape, ed, 5e-7, det, secs, differ_x);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -596,6 +618,13 @@ int main(int argc, char **argv) {
     test_sumsq(100003, 4096, r);
     test_sumsq(5000, 1 << 20, r); // one chunk larger than n
     if (!quick) test_sumsq(3000001, 1 << 18, r);
+
+    // loss masks: ignored targets (after the cases above, which draw the inputs they always drew)
+    for (float dscale : {0.0f, 0.25f}) {
+        test_xent(1, 5, 8, dscale, 3.0f, r, 1.0);     // the only row ignored
+        test_xent(37, 1000, 1024, dscale, 8.0f, r, 0.4);
+        test_xent(700, 97, 128, dscale, 20.0f, r, 0.5);
+    }
 
     if (demo) atomic_demo(r);
 

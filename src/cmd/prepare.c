@@ -1,53 +1,41 @@
-/* prepare.c — `ztrain prepare` (usage and split rules in prepare.h).
+/* prepare.c — `ztrain prepare` (usage, inputs and split rules in prepare.h): options, the modes, and the
+ * corpus mode's driver: check the inputs (rank 0), load or train the tokenizer, encode (prepare_pipe.c),
+ * publish the outputs. Without a launcher it makes no MPI call; under mpirun/srun every rank runs it.
  *
- * Everything streams: each input is read in blocks of --read-kb through the pre-tokenizer's
- * carry-over contract, so memory is bounded by the tokenizer (training table cap, encode cache),
- * never by the corpus. Progress goes to stderr through util/progress (a bar on a terminal, plain
- * lines otherwise); the summary goes to stdout.
+ * Memory is bounded by the tokenizer (training table cap, encode caches) and the work units in flight,
+ * never by the corpus. Progress goes to stderr through util/progress (a bar on a terminal, plain lines
+ * otherwise), rank 0 only; the summary goes to stdout.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "cmd/prepare.h"
-#include "io/data_shard.h"
-#include "io/tokenizer.h"
-#include "util/progress.h"
-#include "util/util.h"
+#include "cmd/prepare_internal.h"
+#include "cmd/prepare_sft.h"
+#include "core/dist/dist.h"
+#include "io/docsrc.h"
 
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_INPUTS 4096
+#define fail prep_fail
+#define ERR_LEN PREP_ERR_LEN
+#define TOK_FILE PREP_TOK_FILE
 #define SNIFF_BYTES 65536
-#define TOK_FILE "tokenizer.zttok"
-#define ERR_LEN 1024
+typedef prep_opts opts;
 
-typedef struct opts {
-    const char *inputs[MAX_INPUTS];
-    int n_inputs;
-    long vocab_size;              /* 0 = not given */
-    const char *tokenizer, *merges, *out_dir;
-    double val_fraction;
-    long long max_tokens;         /* 0 = no cap */
-    int eot_between_files;
-    const char *encode, *ids_out, *decode, *text_out, *pretokenize;
-    long read_kb, train_mem_mb;
-} opts;
+static int g_rank;
 
-/* a phase's progress: bytes (or merges) done out of total, drawn through util/progress */
-typedef struct progress {
-    const char *label;
-    uint64_t total, done;
-    zt_progress bar;
-} progress;
+int prep_rank(void) { return g_rank; }
 
-static int fail(const char *fmt, ...) ZT_PRINTF(1, 2);
-static int fail(const char *fmt, ...) {
+int prep_fail(const char *fmt, ...) {
+    if (g_rank != 0) return ZT_EXIT_USER;
     va_list ap;
     fflush(stdout);
     fputs("ztrain: error: ", stderr);
@@ -60,51 +48,62 @@ static int fail(const char *fmt, ...) {
 
 static void usage(FILE *f) {
     fputs("usage: ztrain prepare --input FILE [--input FILE ...] (--vocab-size N | --tokenizer PATH) --out-dir DIR\n"
-          "                      [--val-fraction F] [--max-tokens N] [--eot-between-files]\n"
+          "                      [--field NAME] [--val-fraction F] [--max-tokens N] [--eot-between-docs]\n"
+          "                      [--threads N]         (mpirun -np R ./ztrain prepare ...: R ranks share the work)\n"
           "       ztrain prepare --tokenizer PATH --encode FILE --ids-out OUT.bin\n"
           "       ztrain prepare --tokenizer PATH --decode SHARD --text-out OUT\n"
           "       ztrain prepare --pretokenize FILE --text-out OUT   (one pre-token per line, in hex)\n"
-          "  --input FILE         text file to tokenize (repeatable)\n"
+          "  --input FILE         a document source (repeatable): text (.txt, any other name; one document)\n"
+          "                       or JSON Lines (.jsonl, .json: one document per line), each also as .gz / .zst\n"
+          "  --field NAME         the JSON Lines field that holds the text (default text)\n"
           "  --vocab-size N       train a byte-level BPE tokenizer with N tokens (257..65536)\n"
           "  --tokenizer PATH     use a tokenizer: ztrain .zttok, Hugging Face tokenizer.json, or vocab.json\n"
           "  --merges PATH        merges.txt for a vocab.json (default: merges.txt beside it)\n"
           "  --out-dir DIR        writes DIR/" TOK_FILE ", DIR/train.bin, DIR/val.bin\n"
-          "  --val-fraction F     last fraction of each file (from a line start) for validation (default 0.05)\n"
+          "  --val-fraction F     validation: the last fraction of each text file (from a line start) or of each\n"
+          "                       JSON Lines file's documents (default 0.05)\n"
           "  --max-tokens N       at most N train tokens (and N*F/(1-F) validation tokens)\n"
-          "  --eot-between-files  write <|endoftext|> between consecutive files in each split (GPT-2 style\n"
-          "                       tokenizers; a tokenizer.json with a BOS template starts every file part with\n"
-          "                       BOS, Qwen2's ends every file part with <|endoftext|>)\n"
+          "  --eot-between-docs   write <|endoftext|> between consecutive documents in each split (GPT-2 style\n"
+          "                       tokenizers; a tokenizer.json with a BOS template starts every document with\n"
+          "                       BOS, Qwen2's ends every document with <|endoftext|>); --eot-between-files is\n"
+          "                       the same (a text file's part is one document)\n"
+          "  --threads N          encoding threads per rank (default: the cores, shared among a node's ranks);\n"
+          "                       the outputs are the same bytes for any thread and rank count\n"
+          "  --chunk-kb N         work unit size (default 1024; the outputs do not depend on it)\n"
           "  --train-mem-mb N     memory cap of the tokenizer's pre-token count table (default 1024)\n"
-          "  --read-kb N          read block size (default 1024)\n", f);
+          "  --read-kb N          read block size of --encode / --pretokenize (default 1024)\n", f);
 }
 
-static void prog_start(progress *p, const char *label, uint64_t total) {
+/* ---------------------------------------------------------------- progress */
+
+void prep_prog_start(prep_progress *p, const char *label, uint64_t total) {
     memset(p, 0, sizeof *p);
     p->label = label;
     p->total = total;
     zt_progress_start(&p->bar, stderr);
 }
 
-static void prog_update(progress *p, uint64_t done) {
+void prep_prog_update(prep_progress *p, uint64_t done, uint64_t text) {
     p->done = done;
+    p->text = text;
     double t = zt_progress_elapsed(&p->bar);
     double frac = p->total ? (double)done / (double)p->total : 1.0;
-    double mbs = (double)done / 1e6 / (t > 1e-9 ? t : 1e-9);
+    double mbs = (double)(text ? text : done) / 1e6 / (t > 1e-9 ? t : 1e-9);
     int tenth;
     if (zt_progress_due(&p->bar, 0.1, 0)) {
         char bar[31];
         zt_progress_bar(bar, 30, frac, 1.0);
-        zt_progress_draw(&p->bar, "%s [%s] %3.0f%% %.1f MB/s", p->label, bar, 100 * frac, mbs);
+        zt_progress_draw(&p->bar, "%s [%s] %3.0f%% %.1f MB/s", p->label, bar, 100 * (frac < 1 ? frac : 1), mbs);
     } else if ((tenth = zt_progress_tenth(&p->bar, frac, 2.0)) >= 0) {
         zt_progress_print(&p->bar, "%s: %d%% (%.1f MB/s)\n", p->label, tenth * 10, mbs);
     }
 }
 
-/* the closing line, with the throughput; returns the elapsed seconds */
-static double prog_end(progress *p, const char *extra) {
-    double dt = zt_progress_elapsed(&p->bar);
-    zt_progress_print(&p->bar, "%s: %.1f MB in %.2f s (%.1f MB/s)%s\n", p->label, (double)p->done / 1e6, dt,
-                      (double)p->done / 1e6 / (dt > 1e-9 ? dt : 1e-9), extra ? extra : "");
+/* the closing line, with the throughput of the text; returns the elapsed seconds */
+double prep_prog_end(prep_progress *p, const char *extra) {
+    double dt = zt_progress_elapsed(&p->bar), mb = (double)(p->text ? p->text : p->done) / 1e6;
+    zt_progress_print(&p->bar, "%s: %.1f MB in %.2f s (%.1f MB/s)%s\n", p->label, mb, dt, mb / (dt > 1e-9 ? dt : 1e-9),
+                      extra ? extra : "");
     return dt;
 }
 
@@ -120,16 +119,73 @@ static int parse_long(const char *opt, const char *v, long long lo, long long hi
     return 0;
 }
 
+/* the options that take a value; the flags are --eot-between-docs and --eot-between-files */
+static const char *const WITH_VALUE[] = {"--input", "--vocab-size", "--tokenizer", "--merges", "--out-dir",
+                                         "--val-fraction", "--max-tokens", "--encode", "--ids-out", "--decode",
+                                         "--text-out", "--read-kb", "--train-mem-mb", "--pretokenize", "--field",
+                                         "--threads", "--chunk-kb"};
+
+static int set_value(opts *o, const char *name, const char *v) {
+    long long x;
+    if (strcmp(name, "--input") == 0) {
+        if (o->n_inputs == PREP_MAX_INPUTS) return fail("--input: too many inputs (at most %d)", PREP_MAX_INPUTS);
+        o->inputs[o->n_inputs++] = v;
+    } else if (strcmp(name, "--vocab-size") == 0) {
+        char *e;
+        errno = 0;
+        long long vs = strtoll(v, &e, 10);
+        if (e == v || *e || errno) return fail("--vocab-size %s: expected an integer", v);
+        if (vs < ZT_TOK_MIN_VOCAB || vs > ZT_TOK_MAX_TRAIN_VOCAB)
+            return fail("--vocab-size %s: out of range (expected %d..%d: 256 byte tokens + merges + "
+                        "<|endoftext|>)", v, ZT_TOK_MIN_VOCAB, ZT_TOK_MAX_TRAIN_VOCAB);
+        o->vocab_size = (long)vs;
+    } else if (strcmp(name, "--tokenizer") == 0) o->tokenizer = v;
+    else if (strcmp(name, "--merges") == 0) o->merges = v;
+    else if (strcmp(name, "--out-dir") == 0) o->out_dir = v;
+    else if (strcmp(name, "--encode") == 0) o->encode = v;
+    else if (strcmp(name, "--ids-out") == 0) o->ids_out = v;
+    else if (strcmp(name, "--decode") == 0) o->decode = v;
+    else if (strcmp(name, "--text-out") == 0) o->text_out = v;
+    else if (strcmp(name, "--pretokenize") == 0) o->pretokenize = v;
+    else if (strcmp(name, "--field") == 0) {
+        if (!*v) return fail("--field: expected a field name (not empty)");
+        o->field = v;
+    } else if (strcmp(name, "--val-fraction") == 0) {
+        char *e;
+        double f = strtod(v, &e);
+        if (e == v || *e || !(f >= 0 && f < 1)) return fail("--val-fraction %s: expected a number in [0, 1)", v);
+        o->val_fraction = f;
+    } else if (strcmp(name, "--max-tokens") == 0) {
+        if (parse_long(name, v, 1, (long long)1 << 50, &x)) return ZT_EXIT_USER;
+        o->max_tokens = x;
+    } else if (strcmp(name, "--read-kb") == 0) {
+        if (parse_long(name, v, 1, 1 << 16, &x)) return ZT_EXIT_USER;
+        o->read_kb = (long)x;
+    } else if (strcmp(name, "--train-mem-mb") == 0) {
+        if (parse_long(name, v, 16, 1 << 22, &x)) return ZT_EXIT_USER;
+        o->train_mem_mb = (long)x;
+    } else if (strcmp(name, "--threads") == 0) {
+        if (parse_long(name, v, 1, 1024, &x)) return ZT_EXIT_USER;
+        o->threads = (int)x;
+    } else if (strcmp(name, "--chunk-kb") == 0) {
+        if (parse_long(name, v, 1, 1 << 14, &x)) return ZT_EXIT_USER;
+        o->chunk_kb = (long)x;
+    }
+    return 0;
+}
+
+/* 0, -1 after --help (printed), or the exit code of an error */
 static int parse_opts(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
     o->val_fraction = 0.05;
     o->read_kb = 1024;
     o->train_mem_mb = 1024;
+    o->chunk_kb = 1024;
     for (int i = 1; i < argc; i++) {
         char *a = argv[i], *eq = NULL;
         char name[64];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
+            if (g_rank == 0) usage(stdout);
             return -1;
         }
         if (strncmp(a, "--", 2) == 0 && (eq = strchr(a, '=')) != NULL) {
@@ -137,154 +193,96 @@ static int parse_opts(int argc, char **argv, opts *o) {
         } else {
             snprintf(name, sizeof name, "%s", a);
         }
-        if (strcmp(name, "--eot-between-files") == 0) {
-            if (eq) return fail("--eot-between-files takes no value");
-            o->eot_between_files = 1;
+        if (strcmp(name, "--eot-between-files") == 0 || strcmp(name, "--eot-between-docs") == 0) {
+            if (eq) return fail("%s takes no value", name);
+            o->eot_between = 1;
             continue;
         }
-        static const char *const with_value[] = {"--input", "--vocab-size", "--tokenizer", "--merges", "--out-dir",
-                                                 "--val-fraction", "--max-tokens", "--encode", "--ids-out",
-                                                 "--decode", "--text-out", "--read-kb", "--train-mem-mb",
-                                                 "--pretokenize"};
         int known = 0;
-        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known |= strcmp(name, with_value[k]) == 0;
+        for (size_t k = 0; k < sizeof WITH_VALUE / sizeof *WITH_VALUE; k++) known |= strcmp(name, WITH_VALUE[k]) == 0;
         if (!known) return fail("prepare: unknown option '%s' (see ztrain prepare --help)", a);
         const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!v) return fail("%s needs a value", name);
-        long long x;
-        if (strcmp(name, "--input") == 0) {
-            if (o->n_inputs == MAX_INPUTS) return fail("--input: too many inputs (at most %d)", MAX_INPUTS);
-            o->inputs[o->n_inputs++] = v;
-        } else if (strcmp(name, "--vocab-size") == 0) {
-            char *e;
-            errno = 0;
-            long long vs = strtoll(v, &e, 10);
-            if (e == v || *e || errno) return fail("--vocab-size %s: expected an integer", v);
-            if (vs < ZT_TOK_MIN_VOCAB || vs > ZT_TOK_MAX_TRAIN_VOCAB)
-                return fail("--vocab-size %s: out of range (expected %d..%d: 256 byte tokens + merges + "
-                            "<|endoftext|>)", v, ZT_TOK_MIN_VOCAB, ZT_TOK_MAX_TRAIN_VOCAB);
-            o->vocab_size = (long)vs;
-        } else if (strcmp(name, "--tokenizer") == 0) o->tokenizer = v;
-        else if (strcmp(name, "--merges") == 0) o->merges = v;
-        else if (strcmp(name, "--out-dir") == 0) o->out_dir = v;
-        else if (strcmp(name, "--encode") == 0) o->encode = v;
-        else if (strcmp(name, "--ids-out") == 0) o->ids_out = v;
-        else if (strcmp(name, "--decode") == 0) o->decode = v;
-        else if (strcmp(name, "--text-out") == 0) o->text_out = v;
-        else if (strcmp(name, "--pretokenize") == 0) o->pretokenize = v;
-        else if (strcmp(name, "--val-fraction") == 0) {
-            char *e;
-            double f = strtod(v, &e);
-            if (e == v || *e || !(f >= 0 && f < 1))
-                return fail("--val-fraction %s: expected a number in [0, 1)", v);
-            o->val_fraction = f;
-        } else if (strcmp(name, "--max-tokens") == 0) {
-            if (parse_long(name, v, 1, (long long)1 << 50, &x)) return ZT_EXIT_USER;
-            o->max_tokens = x;
-        } else if (strcmp(name, "--read-kb") == 0) {
-            if (parse_long(name, v, 1, 1 << 16, &x)) return ZT_EXIT_USER;
-            o->read_kb = (long)x;
-        } else if (strcmp(name, "--train-mem-mb") == 0) {
-            if (parse_long(name, v, 16, 1 << 22, &x)) return ZT_EXIT_USER;
-            o->train_mem_mb = (long)x;
-        }
+        int rc = set_value(o, name, v);
+        if (rc) return rc;
     }
     return 0;
 }
 
-/* ---------------------------------------------------------------- streaming a byte range */
+/* ---------------------------------------------------------------- ranks */
 
-typedef size_t (*consume_fn)(void *ctx, const uint8_t *buf, size_t n, int final);
-
-typedef struct reader {
-    uint8_t *buf;
-    size_t cap, block;
-    uint64_t bytes_done;          /* across calls, for progress */
-    progress *prog;
-} reader;
-
-/* feeds bytes [start, end) of path to fn; *stop (set by fn's context) ends it early */
-static int stream_range(reader *r, const char *path, uint64_t start, uint64_t end, consume_fn fn, void *ctx,
-                        const int *stop) {
-    if (start >= end) return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail("%s: cannot open (%s)", path, strerror(errno));
-    if (fseeko(f, (off_t)start, SEEK_SET) != 0) {
-        fclose(f);
-        return fail("%s: cannot seek (%s)", path, strerror(errno));
-    }
-    size_t have = 0;
-    uint64_t pos = start;
-    while (pos < end && !*stop) {
-        size_t want = r->block;
-        if (want > end - pos) want = (size_t)(end - pos);
-        size_t got = fread(r->buf + have, 1, want, f);
-        if (got == 0) {
-            int e = ferror(f);
-            fclose(f);
-            return fail("%s: %s", path, e ? "read error" : "file became shorter while reading");
-        }
-        have += got;
-        pos += got;
-        size_t used = fn(ctx, r->buf, have, pos == end);
-        memmove(r->buf, r->buf + used, have - used);
-        have -= used;
-        r->bytes_done += got;
-        if (r->prog) prog_update(r->prog, r->bytes_done);
-    }
-    fclose(f);
-    return 0;
+static int agree(const prep_dist *d, int rc) {
+    if (d->size == 1) return rc;
+    int all = rc;
+    MPI_Request r;
+    MPI_Iallreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r);
+    int flag = 0;
+    while (MPI_Test(&r, &flag, MPI_STATUS_IGNORE), !flag) usleep(500);
+    return all;
 }
 
-/* ---------------------------------------------------------------- inputs */
-
-typedef struct input {
-    const char *path;
-    uint64_t size, cut;  /* [0, cut) train, [cut, size) val */
-} input;
-
-/* an input read by path: the type before any open (a named pipe would block it, /dev/zero never ends) */
-static int check_type(const char *path, const char *what) {
-    char err[ERR_LEN];
-    if (zt_check_input_file(path, what, err, sizeof err)) return fail("%s", err);
-    return 0;
+static void bcast(const prep_dist *d, void *buf, size_t n) {
+    for (size_t k = 0; d->size > 1 && k < n; k += (size_t)1 << 30) {
+        size_t m = n - k < ((size_t)1 << 30) ? n - k : (size_t)1 << 30;
+        MPI_Request r;
+        MPI_Ibcast((char *)buf + k, (int)m, MPI_BYTE, 0, MPI_COMM_WORLD, &r);
+        int flag = 0;
+        while (MPI_Test(&r, &flag, MPI_STATUS_IGNORE), !flag) usleep(500);
+    }
 }
 
-static int check_input(input *in, double val_fraction) {
-    struct stat st;
-    if (check_type(in->path, "a text file")) return ZT_EXIT_USER;
-    FILE *f = fopen(in->path, "rb");
-    if (!f) return fail("%s: cannot open input file (%s)", in->path, strerror(errno));
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return fail("%s: not a regular file (expected a text file)", in->path);
-    }
-    in->size = (uint64_t)st.st_size;
-    if (in->size == 0) {
-        fclose(f);
-        return fail("%s: empty input file (expected text)", in->path);
-    }
-    static uint8_t head[SNIFF_BYTES];
-    size_t n = fread(head, 1, sizeof head, f), nul = 0;
+/* ---------------------------------------------------------------- inputs (rank 0) */
+
+static int sniff(const char *path, const uint8_t *head, size_t n) {
+    size_t nul = 0;
     for (size_t i = 0; i < n; i++) nul += head[i] == 0;
-    if (nul * 100 > n) {
-        fclose(f);
+    if (nul * 100 > n)
         return fail("%s: looks binary (%zu NUL bytes in the first %zu bytes, more than 1%%); expected a text file",
-                    in->path, nul, n);
-    }
-    in->cut = in->size;
-    if (val_fraction > 0) {
-        uint64_t c = (uint64_t)floor((double)in->size * (1.0 - val_fraction));
-        int ch = 0;
-        /* move to the start of the next line: the split never cuts a line (or a character) */
-        if (c > 0 && fseeko(f, (off_t)(c - 1), SEEK_SET) == 0) {
-            while (c < in->size && (ch = fgetc(f)) != EOF && ch != '\n') c++;
-            if (ch != '\n') c = in->size;
-        }
-        in->cut = c;
-    }
-    fclose(f);
+                    path, nul, n);
     return 0;
+}
+
+static int check_input(prep_input *in, double val_fraction, const char *field) {
+    zt_docsrc_kind kind;
+    zt_docsrc_comp comp;
+    zt_docsrc_format(in->path, &kind, &comp);
+    in->jsonl = kind == ZT_DOCSRC_JSONL;
+    if (prep_check_type(in->path, in->jsonl ? "a JSON Lines file" : "a text file")) return ZT_EXIT_USER;
+    struct stat st;
+    if (stat(in->path, &st) != 0) return fail("%s: cannot open input file (%s)", in->path, strerror(errno));
+    in->file_bytes = (uint64_t)st.st_size;
+    char err[ERR_LEN];
+    zt_docsrc *s;
+    if (zt_docsrc_open(&s, in->path, field, err, sizeof err)) return fail("%s", err);
+    int rc = 0;
+    if (in->jsonl) {
+        uint64_t bytes;
+        if (zt_docsrc_count(s, &in->n_docs, &bytes, err, sizeof err)) rc = fail("%s", err);
+        /* the last floor(n F) documents are validation */
+        in->cut_from = in->n_docs - (uint64_t)floor((double)in->n_docs * val_fraction + 1e-9);
+    } else if (comp == ZT_DOCSRC_PLAIN && in->file_bytes == 0) {
+        rc = fail("%s: empty input file (expected text)", in->path);
+    } else {
+        static uint8_t head[SNIFF_BYTES];
+        size_t nh = 0, n;
+        const uint8_t *p;
+        int r;
+        in->size = 0;
+        /* a plain file's size is known; a compressed one is read through once */
+        while ((r = zt_docsrc_read(s, &p, &n, err, sizeof err)) == 1) {
+            size_t k = n < SNIFF_BYTES - nh ? n : SNIFF_BYTES - nh;
+            memcpy(head + nh, p, k);
+            nh += k;
+            in->size += n;
+            if (comp == ZT_DOCSRC_PLAIN && nh == SNIFF_BYTES) break;
+        }
+        if (comp == ZT_DOCSRC_PLAIN) in->size = in->file_bytes;
+        if (r < 0) rc = fail("%s", err);
+        else rc = sniff(in->path, head, nh);
+        in->cut_from = val_fraction > 0 ? (uint64_t)floor((double)in->size * (1.0 - val_fraction)) : in->size;
+    }
+    zt_docsrc_close(s);
+    return rc;
 }
 
 static int check_out_dir(const char *dir) {
@@ -298,217 +296,77 @@ static int check_out_dir(const char *dir) {
     return 0;
 }
 
-/* ---------------------------------------------------------------- training and encoding sinks */
-
-static size_t train_consume(void *ctx, const uint8_t *buf, size_t n, int final) {
-    return zt_tokenizer_trainer_feed(ctx, buf, n, final);
-}
+/* ---------------------------------------------------------------- tokenizer training (rank 0) */
 
 static void merge_progress(uint32_t done, uint32_t total, void *ctx) {
-    progress *p = ctx;
+    prep_progress *p = ctx;
     p->total = total;
     p->done = done;
     int tenth;
     if (zt_progress_due(&p->bar, 0.1, done >= total)) {
         zt_progress_draw(&p->bar, "%s: %u / %u merges", p->label, done, total);
-    } else if (total && done < total && (tenth = zt_progress_tenth(&p->bar, (double)done / total, 2.0)) >= 0) {
-        zt_progress_print(&p->bar, "%s: %u / %u merges (%.0f s)\n", p->label, done, total,
-                          zt_progress_elapsed(&p->bar));
+    } else if ((tenth = zt_progress_tenth(&p->bar, total ? (double)done / total : 1.0, 2.0)) >= 0) {
+        zt_progress_print(&p->bar, "%s: %d%% of %u merges\n", p->label, tenth * 10, total);
     }
 }
 
-typedef struct sink {
-    zt_tokenizer *tok;
-    zt_shard_writer *w;
-    zt_ids ids;
-    uint64_t cap, written;
-    uint64_t *unigram;            /* counts per id (train split only), or NULL */
-    int stop, failed;
+/* the training part of one input into the trainer: a text file's bytes before the split (streamed with
+   the pre-tokenizer's carry-over through buf, ZT_PRETOK_MAX_CARRY + ZT_DOCSRC_BLOCK bytes), a JSON Lines
+   file's documents before the first validation one */
+static int feed_input(zt_bpe_trainer *tr, const prep_input *in, const char *field, uint8_t *buf, prep_progress *p,
+                      uint64_t *fed) {
     char err[ERR_LEN];
-} sink;
-
-static size_t encode_consume(void *ctx, const uint8_t *buf, size_t n, int final) {
-    sink *s = ctx;
-    s->ids.n = 0;
-    size_t used = zt_tokenizer_encode_chunk(s->tok, buf, n, final, &s->ids);
-    size_t m = s->ids.n;
-    if (s->cap && s->written + m >= s->cap) {
-        m = (size_t)(s->cap - s->written);
-        s->stop = 1;
-    }
-    if (!s->failed && zt_shard_writer_append(s->w, s->ids.v, m, s->err, sizeof s->err)) {
-        s->failed = 1;
-        s->stop = 1;
-    }
-    if (s->unigram)
-        for (size_t i = 0; i < m; i++) s->unigram[s->ids.v[i]]++;
-    s->written += m;
-    return used;
-}
-
-/* one id between documents (end-of-text, or the tokenizer's document end) */
-static int put_id(sink *s, uint32_t e) {
-    if (s->cap && s->written >= s->cap) return 0;
-    if (zt_shard_writer_append(s->w, &e, 1, s->err, sizeof s->err)) return fail("%s", s->err);
-    if (s->unigram) s->unigram[e]++;
-    s->written++;
-    return 0;
-}
-
-static reader reader_make(long read_kb) {
-    reader r = {0};
-    r.block = (size_t)read_kb * 1024;
-    r.cap = ZT_PRETOK_MAX_CARRY + r.block + 16;
-    r.buf = zt_malloc(r.cap);
-    return r;
-}
-
-static zt_tokenizer *load_tokenizer(const opts *o, int *rc) {
-    char err[ERR_LEN];
-    if ((*rc = check_type(o->tokenizer, "a tokenizer file: .zttok, tokenizer.json or vocab.json")) ||
-        (o->merges && (*rc = check_type(o->merges, "a merges.txt file"))))
-        return NULL;
-    zt_tokenizer *t = zt_tokenizer_load(o->tokenizer, o->merges, err, sizeof err);
-    if (!t) *rc = fail("%s", err);
-    return t;
-}
-
-/* ---------------------------------------------------------------- tool modes */
-
-static int cmd_encode(const opts *o) {
-    int rc = 0;
-    zt_tokenizer *t = load_tokenizer(o, &rc);
-    if (!t) return rc;
-    struct stat st;
-    if (stat(o->encode, &st) != 0) {
-        zt_tokenizer_free(t);
-        return fail("%s: cannot open input file (%s)", o->encode, strerror(errno));
-    }
-    if ((rc = check_type(o->encode, "a text file"))) {
-        zt_tokenizer_free(t);
-        return rc;
-    }
-    char err[ERR_LEN];
-    zt_shard_writer w;
-    if (zt_shard_writer_open(&w, o->ids_out, zt_tokenizer_vocab_size(t), zt_tokenizer_eot(t), err, sizeof err)) {
-        zt_tokenizer_free(t);
-        return fail("%s", err);
-    }
-    sink s = {.tok = t, .w = &w};
-    reader r = reader_make(o->read_kb);
-    progress p;
-    prog_start(&p, "encoding", (uint64_t)st.st_size);
-    r.prog = &p;
-    rc = stream_range(&r, o->encode, 0, (uint64_t)st.st_size, encode_consume, &s, &s.stop);
-    if (!rc && st.st_size == 0) encode_consume(&s, r.buf, 0, 1); /* an empty document: its template ids */
-    if (!rc && s.failed) rc = fail("%s", s.err);
-    if (!rc) prog_end(&p, NULL);
-    if (zt_shard_writer_close(&w, err, sizeof err) && !rc) rc = fail("%s", err);
-    if (!rc) printf("encoded %s: %llu tokens -> %s\n", o->encode, (unsigned long long)s.written, o->ids_out);
-    zt_ids_free(&s.ids);
-    free(r.buf);
-    zt_tokenizer_free(t);
-    return rc;
-}
-
-static int cmd_decode(const opts *o) {
-    int rc = 0;
-    zt_tokenizer *t = load_tokenizer(o, &rc);
-    if (!t) return rc;
-    char err[ERR_LEN];
-    zt_shard_header h;
-    uint32_t *ids = NULL;
-    uint8_t *text = NULL;
-    size_t len = 0;
-    if (zt_check_input_file(o->decode, "a ztrain token shard", err, sizeof err) ||
-        zt_shard_load(o->decode, &h, &ids, err, sizeof err)) {
-        rc = fail("%s", err);
-    } else if (zt_tokenizer_decode(t, ids, (size_t)h.count, &text, &len, err, sizeof err)) {
-        rc = fail("%s: %s (tokenizer %s)", o->decode, err, o->tokenizer);
-    } else {
-        FILE *f = fopen(o->text_out, "wb");
-        if (!f) rc = fail("%s: cannot create (%s)", o->text_out, strerror(errno));
-        else {
-            int bad = fwrite(text, 1, len, f) != len;
-            if (fclose(f) != 0) bad = 1;
-            if (bad) rc = fail("%s: write failed", o->text_out);
-            else printf("decoded %s: %llu tokens -> %zu bytes -> %s\n", o->decode, (unsigned long long)h.count,
-                        len, o->text_out);
+    zt_docsrc *s;
+    if (zt_docsrc_open(&s, in->path, field, err, sizeof err)) return fail("%s", err);
+    const uint8_t *d;
+    size_t n;
+    int r = 0;
+    if (in->jsonl) {
+        for (uint64_t k = 0; k < in->cut_from && (r = zt_docsrc_next(s, &d, &n, err, sizeof err)) == 1; k++) {
+            zt_tokenizer_trainer_feed(tr, d, n, 1);
+            *fed += n;
+            prep_prog_update(p, *fed, 0);
         }
+    } else {
+        prep_cut cut;
+        prep_cut_start(&cut, in->size, in->cut_from);
+        uint64_t off = 0;
+        size_t have = 0;
+        int final = cut.at == 0;
+        while (!final && (r = zt_docsrc_read(s, &d, &n, err, sizeof err)) == 1) {
+            uint64_t at = prep_cut_feed(&cut, off, d, n);
+            size_t take = at < off + n ? (size_t)(at - off) : n;
+            final = at <= off + n;
+            memcpy(buf + have, d, take);
+            have += take;
+            off += n;
+            *fed += take;
+            size_t used = zt_tokenizer_trainer_feed(tr, buf, have, final);
+            memmove(buf, buf + used, have - used);
+            have -= used;
+            prep_prog_update(p, *fed, 0);
+        }
+        if (r >= 0 && !final) zt_tokenizer_trainer_feed(tr, buf, have, 1);
     }
-    free(ids);
-    free(text);
-    zt_tokenizer_free(t);
-    return rc;
+    zt_docsrc_close(s);
+    return r < 0 ? fail("%s", err) : 0;
 }
 
-typedef struct pretok_sink {
-    zt_pretok *pre;
-    FILE *out;
-    uint64_t n;
-} pretok_sink;
-
-static int pretok_line(const uint8_t *w, size_t n, void *ctx) {
-    static const char hex[] = "0123456789abcdef";
-    pretok_sink *s = ctx;
-    for (size_t i = 0; i < n; i++) {
-        fputc(hex[w[i] >> 4], s->out);
-        fputc(hex[w[i] & 15], s->out);
-    }
-    fputc('\n', s->out);
-    s->n++;
-    return 0;
-}
-
-static size_t pretok_consume(void *ctx, const uint8_t *buf, size_t n, int final) {
-    pretok_sink *s = ctx;
-    return zt_pretok_split(s->pre, buf, n, final, pretok_line, s);
-}
-
-/* shows how text is cut before BPE (a debugging aid; the tests compare it with HF's) */
-static int cmd_pretokenize(const opts *o) {
-    char err[ERR_LEN];
-    struct stat st;
-    if (stat(o->pretokenize, &st) != 0) return fail("%s: cannot open input file (%s)", o->pretokenize, strerror(errno));
-    if (check_type(o->pretokenize, "a text file")) return ZT_EXIT_USER;
-    pretok_sink s = {0};
-    s.pre = zt_pretok_create(err, sizeof err);
-    if (!s.pre) return fail("%s", err);
-    s.out = fopen(o->text_out, "w");
-    if (!s.out) {
-        zt_pretok_free(s.pre);
-        return fail("%s: cannot create (%s)", o->text_out, strerror(errno));
-    }
-    reader r = reader_make(o->read_kb);
-    const int never = 0;
-    int rc = stream_range(&r, o->pretokenize, 0, (uint64_t)st.st_size, pretok_consume, &s, &never);
-    if (fclose(s.out) != 0 && !rc) rc = fail("%s: write failed", o->text_out);
-    if (!rc) printf("pre-tokenized %s: %llu pre-tokens -> %s\n", o->pretokenize, (unsigned long long)s.n, o->text_out);
-    free(r.buf);
-    zt_pretok_free(s.pre);
-    return rc;
-}
-
-/* ---------------------------------------------------------------- the prepare command */
-
-/* trains on the train parts of the inputs; *mb and *secs report the text read and the time taken */
-static zt_tokenizer *train_tokenizer(const opts *o, const input *in, reader *r, int *rc, double *mb, double *secs) {
+static zt_tokenizer *train_tokenizer(const opts *o, const prep_input *in, int *rc, double *mb, double *secs) {
     char err[ERR_LEN];
     zt_bpe_trainer *tr = zt_tokenizer_trainer_create((size_t)o->train_mem_mb << 20, err, sizeof err);
     if (!tr) {
         *rc = fail("%s", err);
         return NULL;
     }
-    uint64_t total = 0;
-    for (int i = 0; i < o->n_inputs; i++) total += in[i].cut;
-    progress p;
-    prog_start(&p, "tokenizer: counting pre-tokens", total);
-    r->prog = &p;
-    r->bytes_done = 0;
-    const int never = 0;
-    for (int i = 0; i < o->n_inputs && !*rc; i++)
-        *rc = stream_range(r, in[i].path, 0, in[i].cut, train_consume, tr, &never);
-    r->prog = NULL;
+    uint64_t total = 0, fed = 0;
+    for (int i = 0; i < o->n_inputs; i++) total += in[i].jsonl ? in[i].file_bytes : in[i].cut_from;
+    prep_progress p;
+    prep_prog_start(&p, "tokenizer: counting pre-tokens", total);
+    const size_t cap = ZT_PRETOK_MAX_CARRY + ZT_DOCSRC_BLOCK + 16;
+    uint8_t *buf = zt_malloc(cap);
+    for (int i = 0; i < o->n_inputs && !*rc; i++) *rc = feed_input(tr, &in[i], o->field, buf, &p, &fed);
+    free(buf);
     if (*rc) {
         zt_tokenizer_trainer_free(tr);
         return NULL;
@@ -516,9 +374,10 @@ static zt_tokenizer *train_tokenizer(const opts *o, const input *in, reader *r, 
     char extra[160];
     snprintf(extra, sizeof extra, ", %zu distinct pre-tokens%s", zt_tokenizer_trainer_words(tr),
              zt_tokenizer_trainer_pruned(tr) ? " (table full: the rarest were dropped, see --train-mem-mb)" : "");
-    prog_end(&p, extra);
-    progress mp;
-    prog_start(&mp, "tokenizer: merging", 0);
+    p.done = fed;
+    prep_prog_end(&p, extra);
+    prep_progress mp;
+    prep_prog_start(&mp, "tokenizer: merging", 0);
     zt_tokenizer *t = zt_tokenizer_trainer_finish(tr, (uint32_t)o->vocab_size, merge_progress, &mp, err, sizeof err);
     zt_tokenizer_trainer_free(tr);
     if (!t) {
@@ -526,15 +385,49 @@ static zt_tokenizer *train_tokenizer(const opts *o, const input *in, reader *r, 
         return NULL;
     }
     double dt = zt_progress_elapsed(&mp.bar);
-    *mb = (double)total / 1e6;
+    *mb = (double)fed / 1e6;
     *secs = zt_progress_elapsed(&p.bar);
     zt_progress_print(&mp.bar, "tokenizer: %u merges in %.2f s; training read %.1f MB at %.1f MB/s overall\n",
-                      zt_tokenizer_n_merges(t), dt, (double)total / 1e6, (double)total / 1e6 / *secs);
+                      zt_tokenizer_n_merges(t), dt, *mb, *mb / *secs);
     if (zt_tokenizer_vocab_size(t) < (uint32_t)o->vocab_size)
         fprintf(stderr, "ztrain: warning: the training text has too few repeated pairs for %ld tokens: "
                 "vocab size is %u\n", o->vocab_size, zt_tokenizer_vocab_size(t));
     return t;
 }
+
+/* the trained tokenizer's file from rank 0 to the others (a private copy each: DIR may not be shared) */
+static zt_tokenizer *share_tokenizer(const prep_dist *d, const char *path, char *local, size_t n, int *rc) {
+    char err[ERR_LEN];
+    uint64_t len = 0;
+    char *data = NULL;
+    if (d->rank == 0) {
+        size_t l;
+        data = zt_read_file(path, "a tokenizer file", &l, err, sizeof err);
+        len = data ? l : UINT64_MAX;
+    }
+    bcast(d, &len, sizeof len);
+    if (len == UINT64_MAX) {
+        *rc = fail("%s", err);
+        return NULL;
+    }
+    if (d->rank != 0) data = zt_malloc(len + 1);
+    bcast(d, data, len);
+    zt_tokenizer *t = NULL;
+    if (d->rank != 0) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(local, n, "%s/ztrain-prepare-tok.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        int fd = mkstemp(local);
+        FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+        int bad = !f || fwrite(data, 1, len, f) != len;
+        if (f && fclose(f) != 0) bad = 1;
+        if (!bad) t = zt_tokenizer_load_zttok(local, err, sizeof err);
+        if (!t) *rc = ZT_EXIT_USER;
+    }
+    free(data);
+    return t;
+}
+
+/* ---------------------------------------------------------------- the corpus mode */
 
 /* the outputs are written as .tmp files and renamed into place only when all of them are complete:
    a failed prepare leaves an earlier tokenizer.zttok / train.bin / val.bin of DIR as they were */
@@ -550,47 +443,69 @@ static int publish(const char *out_dir, const char *const *names, int n, int ok)
     return rc;
 }
 
-int zt_cmd_prepare(int argc, char **argv) {
-    opts o;
-    int rc = parse_opts(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
-    if (o.pretokenize) {
-        if (!o.text_out) return fail("--pretokenize FILE needs --text-out OUT");
-        return cmd_pretokenize(&o);
-    }
-    if (o.encode || o.decode) {
-        if (!o.tokenizer) return fail("--encode/--decode need --tokenizer PATH");
-        if (o.encode && !o.ids_out) return fail("--encode FILE needs --ids-out OUT");
-        if (o.decode && !o.text_out) return fail("--decode SHARD needs --text-out OUT");
-        if (o.encode && o.decode) return fail("--encode and --decode cannot be combined");
-        return o.encode ? cmd_encode(&o) : cmd_decode(&o);
-    }
-    if (o.n_inputs == 0) return fail("prepare: no --input FILE given (see ztrain prepare --help)");
-    if (!o.out_dir) return fail("prepare: no --out-dir DIR given");
-    if (!o.vocab_size == !o.tokenizer)
+static void summary(const opts *o, const zt_tokenizer *t, const prep_result *res, double train_mb, double train_s) {
+    const uint32_t V = zt_tokenizer_vocab_size(t);
+    double H = 0, T = (double)res->written[0];
+    for (uint32_t i = 0; i < V && T > 0; i++)
+        if (res->unigram[i]) H -= (double)res->unigram[i] / T * log((double)res->unigram[i] / T);
+    printf("tokenizer: %s (vocab size %u, %u merges, eot id %lld) -> %s/%s\n", o->tokenizer ? o->tokenizer : "trained",
+           V, zt_tokenizer_n_merges(t), zt_tokenizer_eot(t) == ZT_TOK_NO_EOT ? -1LL : (long long)zt_tokenizer_eot(t),
+           o->out_dir, TOK_FILE);
+    printf("tokens written: train %llu -> %s/train.bin, val %llu -> %s/val.bin (%s per token)\n",
+           (unsigned long long)res->written[0], o->out_dir, (unsigned long long)res->written[1], o->out_dir,
+           V <= 65536 ? "uint16" : "uint32");
+    if (!o->tokenizer)
+        printf("tokenizer training: %.1f MB in %.2f s (%.1f MB/s)\n", train_mb, train_s,
+               train_mb / (train_s > 1e-9 ? train_s : 1e-9));
+    const double mb = (double)res->text_bytes / 1e6;
+    printf("encoding: %.1f MB in %.2f s (%.1f MB/s)\n", mb, res->secs, mb / (res->secs > 1e-9 ? res->secs : 1e-9));
+    if (T > 0) printf("unigram baseline loss: %.4f\n", H);
+    else printf("unigram baseline loss: n/a (the train split is empty)\n");
+    if (o->val_fraction > 0 && res->written[1] == 0)
+        fprintf(stderr, "ztrain: warning: the validation split is empty (inputs too short for --val-fraction %g)\n",
+                o->val_fraction);
+}
+
+static int run_corpus(const opts *o, const prep_dist *d) {
+    if (o->n_inputs == 0) return fail("prepare: no --input FILE given (see ztrain prepare --help)");
+    if (!o->out_dir) return fail("prepare: no --out-dir DIR given");
+    if (!o->vocab_size == !o->tokenizer)
         return fail("prepare: give exactly one of --vocab-size N (train a tokenizer) or --tokenizer PATH");
-    input *in = zt_calloc((size_t)o.n_inputs, sizeof *in);
-    for (int i = 0; i < o.n_inputs && !rc; i++) {
-        in[i].path = o.inputs[i];
-        rc = check_input(&in[i], o.val_fraction);
+    const int r0 = d->rank == 0;
+    prep_input *in = zt_calloc((size_t)o->n_inputs, sizeof *in);
+    int rc = 0;
+    for (int i = 0; i < o->n_inputs; i++) in[i].path = o->inputs[i];
+    for (int i = 0; i < o->n_inputs && !rc && r0; i++) rc = check_input(&in[i], o->val_fraction, o->field);
+    rc = agree(d, rc);
+    for (int i = 0; i < o->n_inputs && !rc; i++) { /* what rank 0 found, for every rank */
+        uint64_t v[5] = {(uint64_t)in[i].jsonl, in[i].file_bytes, in[i].size, in[i].cut_from, in[i].n_docs};
+        bcast(d, v, sizeof v);
+        in[i].jsonl = (int)v[0], in[i].file_bytes = v[1], in[i].size = v[2], in[i].cut_from = v[3], in[i].n_docs = v[4];
     }
     /* a given tokenizer is loaded before --out-dir is made (a bad one changes nothing); a trained one
        after (a long training must not end at an unwritable directory) */
     struct stat dst;
-    const int made_out = stat(o.out_dir, &dst) != 0;
-    reader r = reader_make(o.read_kb);
+    const int made_out = r0 && stat(o->out_dir, &dst) != 0;
     zt_tokenizer *t = NULL;
     double train_mb = 0, train_s = 0;
-    if (!rc && o.tokenizer) t = load_tokenizer(&o, &rc);
-    if (!rc) rc = check_out_dir(o.out_dir);
-    if (!rc && !o.tokenizer) t = train_tokenizer(&o, in, &r, &rc, &train_mb, &train_s);
-    char path[4096], tmp[4200], err[ERR_LEN];
-    if (t && o.eot_between_files && zt_tokenizer_eot(t) == ZT_TOK_NO_EOT)
-        rc = fail("%s: the tokenizer has no %s token (needed by --eot-between-files)", o.tokenizer, ZT_TOK_EOT_TEXT);
+    int trc = 0;
+    if (!rc && o->tokenizer) {
+        t = prep_load_tokenizer(o, &trc);
+        rc = agree(d, t ? 0 : ZT_EXIT_USER);
+    }
+    if (!rc) rc = agree(d, r0 ? check_out_dir(o->out_dir) : 0);
+    if (!rc && !o->tokenizer) {
+        if (r0) t = train_tokenizer(o, in, &trc, &train_mb, &train_s);
+        rc = agree(d, r0 && !t ? ZT_EXIT_USER : 0);
+    }
+    char path[4096], tmp[4200], local[512] = "", err[ERR_LEN];
+    if (!rc && r0 && o->eot_between && zt_tokenizer_eot(t) == ZT_TOK_NO_EOT)
+        rc = fail("%s: the tokenizer has no %s token (needed by --eot-between-docs)", o->tokenizer, ZT_TOK_EOT_TEXT);
+    rc = agree(d, rc);
     int tok_saved = 0;
-    if (t && !rc) {
-        snprintf(path, sizeof path, "%s/%s", o.out_dir, TOK_FILE);
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(path, sizeof path, "%s/%s", o->out_dir, TOK_FILE);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!rc && r0) {
         if (zt_tokenizer_save(t, tmp, err, sizeof err)) {
             rc = fail("%s", err);
             remove(tmp);
@@ -598,89 +513,117 @@ int zt_cmd_prepare(int argc, char **argv) {
             tok_saved = 1;
         }
     }
-    uint32_t V = t ? zt_tokenizer_vocab_size(t) : 0;
+    rc = agree(d, rc);
+    if (!rc && !o->tokenizer && d->size > 1) {
+        zt_tokenizer *shared = share_tokenizer(d, tmp, local, sizeof local, &rc);
+        if (!r0) t = shared;
+        rc = agree(d, rc);
+    }
+    const char *tok_path = o->tokenizer ? o->tokenizer : r0 ? tmp : local;
     zt_shard_writer w[2];
-    sink s[2];
-    memset(s, 0, sizeof s);
-    const char *names[2] = {"train.bin", "val.bin"};
+    const char *names[3] = {"train.bin", "val.bin", TOK_FILE};
     int opened = 0;
-    for (int k = 0; k < 2 && !rc; k++) {
-        snprintf(tmp, sizeof tmp, "%s/%s.tmp", o.out_dir, names[k]);
-        if (zt_shard_writer_open(&w[k], tmp, V, zt_tokenizer_eot(t), err, sizeof err)) rc = fail("%s", err);
+    for (int k = 0; k < 2 && !rc && r0; k++) {
+        char sp[4200];
+        snprintf(sp, sizeof sp, "%s/%s.tmp", o->out_dir, names[k]);
+        if (zt_shard_writer_open(&w[k], sp, zt_tokenizer_vocab_size(t), zt_tokenizer_eot(t), err, sizeof err))
+            rc = fail("%s", err);
         else opened = k + 1;
-        s[k].tok = t;
-        s[k].w = &w[k];
     }
-    if (!rc && o.max_tokens) {
-        s[0].cap = (uint64_t)o.max_tokens;
-        s[1].cap = (uint64_t)ceil((double)o.max_tokens * o.val_fraction / (1.0 - o.val_fraction));
-        if (s[1].cap == 0) s[1].stop = 1; /* --val-fraction 0: nothing for validation */
-    }
-    if (!rc) s[0].unigram = zt_calloc(V, sizeof *s[0].unigram);
-    progress p;
-    uint64_t total = 0;
-    for (int i = 0; i < o.n_inputs; i++) total += in[i].size;
-    prog_start(&p, "encoding", total);
-    r.prog = &p;
-    r.bytes_done = 0;
-    for (int i = 0; i < o.n_inputs && !rc; i++) {
-        for (int k = 0; k < 2 && !rc; k++) {
-            uint64_t a = k ? in[i].cut : 0, b = k ? in[i].size : in[i].cut;
-            if (a >= b || s[k].stop) continue;
-            /* documents as the tokenizer frames them: its template ids (BOS) come with each document's
-               encoding, its document end (Qwen2's <|endoftext|>) after it, else --eot-between-files */
-            const uint32_t doc_end = zt_tokenizer_doc_end(t);
-            if (o.eot_between_files && s[k].written > 0 && doc_end == ZT_TOK_NO_EOT) rc = put_id(&s[k], zt_tokenizer_eot(t));
-            zt_tokenizer_reset(t); /* a document cut short by --max-tokens does not run into this one */
-            if (!rc) rc = stream_range(&r, in[i].path, a, b, encode_consume, &s[k], &s[k].stop);
-            if (!rc && s[k].failed) rc = fail("%s", s[k].err);
-            if (!rc && doc_end != ZT_TOK_NO_EOT && !s[k].stop) rc = put_id(&s[k], doc_end);
+    rc = agree(d, rc);
+    prep_result res;
+    memset(&res, 0, sizeof res);
+    if (!rc) rc = prep_encode(o, d, in, o->n_inputs, t, tok_path, o->tokenizer ? o->merges : NULL, w, &res);
+    if (r0) {
+        for (int k = 0; k < opened; k++)
+            if (zt_shard_writer_close(&w[k], err, sizeof err) && !rc) rc = fail("%s", err);
+        /* shards first, the tokenizer last: train.bin, val.bin, tokenizer.zttok */
+        int prc = publish(o->out_dir, names, opened, rc == 0);
+        if (tok_saved) {
+            int pubrc = publish(o->out_dir, names + 2, 1, rc == 0 && prc == 0);
+            if (!rc) rc = prc ? prc : pubrc;
+        } else if (!rc) {
+            rc = prc;
         }
+        if (!rc) summary(o, t, &res, train_mb, train_s);
+        if (rc && made_out) rmdir(o->out_dir); /* a failed prepare leaves no new (empty) directory */
     }
-    double enc_s = 0;
-    if (!rc) {
-        char extra[96];
-        uint64_t nt = s[0].written + s[1].written;
-        snprintf(extra, sizeof extra, ", %.2f bytes/token", nt ? (double)r.bytes_done / (double)nt : 0.0);
-        enc_s = prog_end(&p, extra);
-    }
-    for (int k = 0; k < opened; k++)
-        if (zt_shard_writer_close(&w[k], err, sizeof err) && !rc) rc = fail("%s", err);
-    /* shards first, the tokenizer last: train.bin, val.bin, tokenizer.zttok */
-    const char *outs[3] = {names[0], names[1], TOK_FILE};
-    int prc = publish(o.out_dir, outs, opened, rc == 0);
-    if (tok_saved) {
-        int trc = publish(o.out_dir, outs + 2, 1, rc == 0 && prc == 0);
-        if (!rc) rc = prc ? prc : trc;
-    } else if (!rc) {
-        rc = prc;
-    }
-    if (!rc) {
-        double H = 0, T = (double)s[0].written;
-        for (uint32_t i = 0; i < V && T > 0; i++)
-            if (s[0].unigram[i]) H -= (double)s[0].unigram[i] / T * log((double)s[0].unigram[i] / T);
-        printf("tokenizer: %s (vocab size %u, %u merges, eot id %lld) -> %s/%s\n",
-               o.tokenizer ? o.tokenizer : "trained", V, zt_tokenizer_n_merges(t),
-               zt_tokenizer_eot(t) == ZT_TOK_NO_EOT ? -1LL : (long long)zt_tokenizer_eot(t), o.out_dir, TOK_FILE);
-        printf("tokens written: train %llu -> %s/train.bin, val %llu -> %s/val.bin (%s per token)\n",
-               (unsigned long long)s[0].written, o.out_dir, (unsigned long long)s[1].written, o.out_dir,
-               V <= 65536 ? "uint16" : "uint32");
-        if (!o.tokenizer)
-            printf("tokenizer training: %.1f MB in %.2f s (%.1f MB/s)\n", train_mb, train_s,
-                   train_mb / (train_s > 1e-9 ? train_s : 1e-9));
-        printf("encoding: %.1f MB in %.2f s (%.1f MB/s)\n", (double)r.bytes_done / 1e6, enc_s,
-               (double)r.bytes_done / 1e6 / (enc_s > 1e-9 ? enc_s : 1e-9));
-        if (T > 0) printf("unigram baseline loss: %.4f\n", H);
-        else printf("unigram baseline loss: n/a (the train split is empty)\n");
-        if (o.val_fraction > 0 && s[1].written == 0)
-            fprintf(stderr, "ztrain: warning: the validation split is empty (inputs too short for --val-fraction %g)\n",
-                    o.val_fraction);
-    }
-    if (rc && made_out) rmdir(o.out_dir); /* a failed prepare leaves no new (empty) directory */
-    for (int k = 0; k < 2; k++) zt_ids_free(&s[k].ids);
-    free(s[0].unigram);
-    free(r.buf);
+    rc = agree(d, rc);
+    if (*local) unlink(local);
+    free(res.unigram);
     free(in);
     zt_tokenizer_free(t);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- modes */
+
+static int run_pretokenize(const opts *o, const prep_dist *d) {
+    if (!o->text_out) return fail("--pretokenize FILE needs --text-out OUT");
+    return d->rank == 0 ? prep_cmd_pretokenize(o) : 0;
+}
+
+static int run_codec(const opts *o, const prep_dist *d) {
+    if (!o->tokenizer) return fail("--encode/--decode need --tokenizer PATH");
+    if (o->encode && !o->ids_out) return fail("--encode FILE needs --ids-out OUT");
+    if (o->decode && !o->text_out) return fail("--decode SHARD needs --text-out OUT");
+    if (o->encode && o->decode) return fail("--encode and --decode cannot be combined");
+    if (d->rank != 0) return 0;
+    return o->encode ? prep_cmd_encode(o) : prep_cmd_decode(o);
+}
+
+static int want_pretokenize(const opts *o) { return o->pretokenize != NULL; }
+static int want_codec(const opts *o) { return o->encode || o->decode; }
+
+/* the first mode whose test passes runs; the corpus mode is the default. A new mode: an entry here */
+static const struct prep_mode {
+    int (*wanted)(const opts *o);
+    int (*run)(const opts *o, const prep_dist *d);
+} MODES[] = {
+    {want_pretokenize, run_pretokenize},
+    {want_codec, run_codec},
+    {NULL, run_corpus},
+};
+
+/* started by mpirun / srun (their variables): then MPI is initialised and the ranks share the work */
+static int launched(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", NULL};
+    for (const char *const *v = vars; *v; v++)
+        if (getenv(*v)) return 1;
+    return 0;
+}
+
+int zt_cmd_prepare(int argc, char **argv) {
+    if (zt_prepare_sft_wanted(argc, argv)) return zt_prepare_sft(argc, argv);
+    prep_dist d = {0, 1, 0, 1};
+    zt_dist dist;
+    if (launched()) {
+        zt_dist_init(&dist, NULL, NULL);
+        d.rank = dist.rank;
+        d.size = dist.size;
+        d.mpi = 1;
+        d.default_threads = zt_dist_default_threads(&dist);
+    } else {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        d.default_threads = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)(n > 0 ? n : 1);
+        if (d.default_threads < 1) d.default_threads = 1;
+    }
+    g_rank = d.rank;
+    opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc < 0) rc = 0;
+    else if (rc == 0) {
+        for (size_t i = 0; i < sizeof MODES / sizeof *MODES; i++)
+            if (!MODES[i].wanted || MODES[i].wanted(&o)) {
+                rc = MODES[i].run(&o, &d);
+                break;
+            }
+    }
+    if (d.mpi) {
+        rc = agree(&d, rc);
+        zt_dist_finalize(&dist);
+    }
     return rc;
 }

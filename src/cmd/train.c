@@ -156,6 +156,17 @@ static void save(trainer *t, long step) {
     meta.seed = (uint64_t)t->c->train.seed;
     meta.lora_base_hash = t->base_hash;
     meta.config_text = text;
+    if (t->train.stream) { /* where the stream is at the next step's first sample (every rank gets there) */
+        zt_stream_pos pos;
+        if (zt_stream_position(t->train.stream, meta.samples_seen, &pos, err, sizeof err)) zt_user_error_all("%s", err);
+        meta.has_stream = 1;
+        meta.stream_file = pos.file;
+        meta.stream_doc = pos.doc;
+        meta.stream_token = pos.token;
+        meta.stream_epoch = pos.epoch;
+        meta.stream_epoch_first = pos.epoch_first;
+        meta.stream_first_doc = pos.first_doc;
+    }
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     if (zt_ckpt_saver_begin(t->saver, t->ckdir, t->c->checkpoint.keep, &meta, &v, path, sizeof path, err, sizeof err))
         zt_user_error_all("%s", err);
@@ -225,6 +236,16 @@ static long resume(trainer *t, const char *what) {
                           : "not a LoRA checkpoint of this base: it has another fingerprint",
                           (unsigned long long)meta.lora_base_hash, t->c->lora.base, (unsigned long long)t->base_hash);
     zt_zero_after_load(&t->z, &t->m);
+    if (t->train.stream) {
+        if (!meta.has_stream)
+            zt_user_error_all("%s: saved by a run that did not stream its data (data.stream = false): resume it with "
+                              "the same data settings", path);
+        const zt_stream_pos pos = {.sample = meta.samples_seen, .file = meta.stream_file, .doc = meta.stream_doc,
+                                   .token = meta.stream_token, .epoch = meta.stream_epoch,
+                                   .epoch_first = meta.stream_epoch_first, .first_doc = meta.stream_first_doc};
+        char serr[ZT_ERR_BUF] = "";
+        zt_check_all(zt_stream_restore(t->train.stream, &pos, serr, sizeof serr), serr, sizeof serr);
+    }
     if (t->st.scaler.active && meta.loss_scale > 1.0f) { /* the scaler's state goes on (an fp32/bf16 file has scale 1) */
         t->st.scaler.scale = meta.loss_scale;
         t->st.scaler.good = meta.loss_scale_good;
@@ -284,6 +305,13 @@ static void train_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *t
     }
 }
 
+/* step.h's count: the targets that count in the loss over the step's whole global batch (loss masks only) */
+static uint64_t train_count(void *ctx, long step) {
+    trainer *t = ctx;
+    const uint64_t GB = (uint64_t)t->c->train.global_batch;
+    return zt_dataset_count_targets(&t->train, (uint64_t)step * GB, GB);
+}
+
 static void setup(trainer *t, int resuming) {
     zt_config *c = t->c;
     zt_dist *d = t->d;
@@ -302,8 +330,11 @@ static void setup(trainer *t, int resuming) {
     const int T = c->train.seq_len;
     /* data: every rank opens the files; an error on any rank ends all of them */
     t->has_val = c->data.val[0] != 0;
-    int bad = zt_dataset_open(&t->train, c->data.train, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed,
-                              c->data.shuffle, 1, err, sizeof err);
+    int bad = c->data.stream
+                  ? zt_dataset_open_stream(&t->train, c->data.train, c->data.field, c->data.tokenizer, T,
+                                           (uint32_t)t->s.vocab_size, err, sizeof err)
+                  : zt_dataset_open(&t->train, c->data.train, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed,
+                                    c->data.shuffle, 1, err, sizeof err);
     if (!bad && t->has_val)
         bad = zt_dataset_open(&t->val, c->data.val, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed, 0, 0,
                               err, sizeof err);
@@ -343,6 +374,7 @@ static void setup(trainer *t, int resuming) {
     init_weights(t);
     zt_zero_master_init(&t->z, &t->m); /* bf16/fp16: master weights, rounded working copy */
     zt_step_init(&t->st, &t->m, &t->z, c, train_batch, t);
+    if (t->train.has_mask) t->st.count = train_count;
     const char *overflow = getenv("ZTRAIN_TEST_OVERFLOW_STEP"); /* fault injection (tests): step.h */
     t->st.overflow_step = overflow ? atol(overflow) : -1;
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);

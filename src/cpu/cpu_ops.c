@@ -161,10 +161,16 @@ static void cpu_softmax_xent(zt_backend *be, float *losses, float *logits, const
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *x = logits + (size_t)n * Vp;
+        const int tgt = targets[n];
+        if (tgt < 0) { /* an ignored position: no loss, no gradient */
+            losses[n] = 0.0f;
+            if (dscale != 0.0f)
+                for (int v = 0; v < Vp; v++) x[v] = 0.0f;
+            continue;
+        }
         float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
         for (int v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
-        const int tgt = targets[n];
         const float xt = x[tgt];
         float s = 0.0f;
         if (dscale == 0.0f) {

@@ -134,6 +134,8 @@ typedef struct zt_backend_i {
     /* Fused softmax + cross-entropy over the first V of Vp columns (padded columns never
        enter the loss). logits(N, Vp) is overwritten with dlogits = (softmax - onehot) * dscale
        (padded columns get 0). losses(N) receives the per-position loss.
+       A target < 0 marks an ignored position (a loss mask: prompt or padding): its loss is 0 and
+       its dlogits row is all 0; its logits are never read.
        If dscale == 0 only the losses are computed and logits are left as they were. */
     void (*softmax_xent)(zt_backend *be, float *losses, float *logits, const int32_t *targets,
                          int N, int V, int Vp, float dscale);

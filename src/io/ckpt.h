@@ -37,6 +37,9 @@ typedef struct zt_ckpt_meta {
     long loss_scale_good;       /* fp16: finite steps since the scale last changed (attr loss_scale_good, 0 if absent) */
     uint64_t seed;
     uint64_t lora_base_hash;    /* LoRA: fingerprint of the frozen base the adapters apply to (attr lora_base_hash; 0: none) */
+    int has_stream;             /* data.stream: the stream's position at samples_seen (attrs stream_file, stream_doc,
+                                   stream_token, stream_epoch, stream_epoch_first, stream_first_doc) */
+    uint64_t stream_file, stream_doc, stream_token, stream_epoch, stream_epoch_first, stream_first_doc;
     char created[32];
     char *config_text;          /* malloc'd on load (free with zt_ckpt_meta_free); borrowed on save */
 } zt_ckpt_meta;

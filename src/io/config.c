@@ -133,6 +133,9 @@ const key_def cfg_schema[] = {
     STR("data.val", data.val, "", 0, "validation shard file (\"\" = no validation)"),
     STR("data.tokenizer", data.tokenizer, "", 0, "tokenizer file (\"\" = sampling prints token ids)"),
     BOOL("data.shuffle", data.shuffle, 1, "windows in a seeded permutation per epoch (false: in file order)"),
+    BOOL("data.stream", data.stream, 0,
+         "data.train is text / JSON Lines files tokenized as they are read with data.tokenizer (in order; no prepare)"),
+    STR("data.field", data.field, "text", 1, "data.stream: the JSON Lines field holding the text"),
 
     LONG("eval.every", eval.every, 0, 0, BIG, "validate every N steps (0 = only at the end)"),
     INT("eval.sequences", eval.sequences, 32, 1, 1 << 30,

@@ -71,6 +71,8 @@ typedef struct zt_config {
         char val[ZT_PATH_MAX];      /* "" = no validation */
         char tokenizer[ZT_PATH_MAX];/* "" = none (sampling prints token ids) */
         int shuffle;                /* 1: windows in a seeded permutation per epoch; 0: in file order */
+        int stream;                 /* 1: data.train is text / JSONL tokenized as read (io/data_stream.h) */
+        char field[ZT_NAME_MAX];    /* the JSONL field of the text (stream) */
     } data;
     struct {
         long every;                 /* 0 = only at the end */

@@ -199,8 +199,21 @@ int zt_dataset_open(zt_dataset *d, const char *spec, int T, uint32_t model_vocab
     return 0;
 }
 
+int zt_dataset_open_stream(zt_dataset *d, const char *pattern, const char *field, const char *tokenizer, int T,
+                           uint32_t model_vocab, char *err, size_t errlen) {
+    memset(d, 0, sizeof *d);
+    d->T = T;
+    d->vocab_size = model_vocab;
+    d->n_sources = 1;
+    d->src[0].weight = 1;
+    snprintf(d->src[0].pattern, sizeof d->src[0].pattern, "%s", pattern);
+    d->q[0] = 1ull << 32;
+    return zt_stream_open(&d->stream, pattern, field, tokenizer, T, model_vocab, err, errlen);
+}
+
 void zt_dataset_close(zt_dataset *d) {
     if (!d) return;
+    zt_stream_close(d->stream);
     for (int i = 0; i < d->n_files; i++) {
         zt_shard_map_close(&d->files[i]);
         free(d->paths[i]);
@@ -270,6 +283,11 @@ static int pick(zt_dataset *d, uint64_t s, uint64_t *k) {
 }
 
 void zt_dataset_locate(zt_dataset *d, uint64_t s, int *source, uint64_t *window) {
+    if (d->stream) { /* the window of the stream's epoch (the stream is at s or past it) */
+        *source = 0;
+        *window = s - zt_stream_epoch_first(d->stream);
+        return;
+    }
     uint64_t k;
     const int i = pick(d, s, &k);
     const uint64_t W = d->src[i].n_windows;
@@ -278,6 +296,16 @@ void zt_dataset_locate(zt_dataset *d, uint64_t s, int *source, uint64_t *window)
 }
 
 void zt_dataset_train_sample(zt_dataset *d, uint64_t s, int32_t *inputs, int32_t *targets) {
+    if (d->stream) {
+        char err[sizeof d->err];
+        if (!d->bad && zt_stream_sample(d->stream, s, inputs, targets, err, sizeof err)) {
+            d->bad = 1;
+            memcpy(d->err, err, sizeof err);
+        }
+        if (d->bad)
+            for (int t = 0; t < d->T; t++) inputs[t] = targets[t] = 0;
+        return;
+    }
     int i;
     uint64_t w;
     zt_dataset_locate(d, s, &i, &w);

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "io/data_shard.h"
+#include "io/data_stream.h"
 
 #define ZT_DATA_MAX_SOURCES 64
 
@@ -61,7 +62,8 @@ typedef struct zt_dataset {
     int has_mask;             /* some file has a loss mask */
     uint64_t mix_next;        /* the mixture's cursor: counts[] hold c_i(mix_next) */
     uint64_t mix_count[ZT_DATA_MAX_SOURCES];
-    int bad;                  /* a token >= vocab_size was read; err says where */
+    zt_stream *stream;        /* data.stream: text / JSONL tokenized as read (one source, in order) */
+    int bad;                  /* a token >= vocab_size was read (a stream: a document failed); err says where */
     char err[1024];
 } zt_dataset;
 
@@ -69,6 +71,10 @@ typedef struct zt_dataset {
    and that every shard's vocab fits model_vocab. Returns 0, or 1 with one line in err. */
 int zt_dataset_open(zt_dataset *d, const char *spec, int T, uint32_t model_vocab, uint64_t seed, int shuffle,
                     int allow_mix, char *err, size_t errlen);
+/* data.stream: the files of pattern tokenized as they are read (data_stream.h); sample s must not come before
+   the samples already fetched */
+int zt_dataset_open_stream(zt_dataset *d, const char *pattern, const char *field, const char *tokenizer, int T,
+                           uint32_t model_vocab, char *err, size_t errlen);
 void zt_dataset_close(zt_dataset *d);
 /* inputs/targets (T each) of training sample s */
 void zt_dataset_train_sample(zt_dataset *d, uint64_t s, int32_t *inputs, int32_t *targets);

@@ -176,5 +176,5 @@ EOF
 expect_error bad_shard_magic "$TMP/magic.bin: not a ztrain shard (bad magic)" --tokenizer "$OUT/tokenizer.zttok" --decode "$TMP/magic.bin" --text-out "$TMP/x"
 expect_error bad_shard_truncated "$TMP/trunc.bin: truncated: header says 1000 tokens (2064 bytes) but file has 1500 bytes" --tokenizer "$OUT/tokenizer.zttok" --decode "$TMP/trunc.bin" --text-out "$TMP/x"
 expect_error bad_shard_token_range "$TMP/badtok.bin: token 70000 at index 12 >= vocab size 50257" --tokenizer "$OUT/tokenizer.zttok" --decode "$TMP/badtok.bin" --text-out "$TMP/x"
-expect_error bad_shard_version "$TMP/version.bin: unsupported shard version 7 (expected 1)" --tokenizer "$OUT/tokenizer.zttok" --decode "$TMP/version.bin" --text-out "$TMP/x"
+expect_error bad_shard_version "$TMP/version.bin: unsupported shard version 7 (expected 1 or 2)" --tokenizer "$OUT/tokenizer.zttok" --decode "$TMP/version.bin" --text-out "$TMP/x"
 finish

@@ -4,17 +4,22 @@
  *   model_dump table  SHAPE
  *       prints the parameter table: "tensor <name> <offset> <numel> <ndim> <d0> <d1> <decay>" per
  *       tensor, then "total <elements>".
- *   model_dump fwdbwd SHAPE --B B --T T --weights W.bin --tokens TOK.bin --out OUT.bin
+ *   model_dump fwdbwd SHAPE --B B --T T --weights W.bin --tokens TOK.bin --out OUT.bin [--masked 1]
  *       one forward + backward(1.0) on one batch.
  *       OUT = float32: loss (1), logits (B, T, Vp), grads (table.total).
+ *       --masked 1: the loss over the batch's n counted targets (>= 0; a target < 0 is ignored) as the step
+ *       normalises it (core/optim/step.h): backward(B*T / n), loss = the forward's loss / (n / (B*T)).
  *   model_dump train  SHAPE --B B --T T --K K --steps S --lr LR --min-lr MIN --warmup W --clip CLIP
  *                     --wd WD [--beta1 b1 --beta2 b2 --eps e --schedule cosine --stage 2]
  *                     --weights W.bin --tokens TOK.bin --out OUT.bin
- *       S optimizer steps exactly as src/cmd/train.c runs them on one rank (ZeRO path, K micro-batches
+ *       S optimizer steps exactly as src/cmd/train.c runs them (ZeRO path, K micro-batches
  *       of B sequences per step, each backward scaled by 1/K). Micro-batch j of step s is batch
- *       (s*K + j) mod (number of batches in TOK.bin).
- *       OUT = float64 (S, 4): loss (mean of the K micro-batch losses), grad norm, clip factor, lr;
- *             then float32 final parameters (table.total).
+ *       (s*K + j) mod (number of batches in TOK.bin). One rank, or N ranks under mpirun when N divides K
+ *       (rank 0 writes OUT).
+ *       --masked 1: loss masks, the step's count callback set (the counted targets, >= 0, of the step's K
+ *       micro-batches): the loss is the mean over the global batch's counted targets.
+ *       OUT = float64 (S, 4): loss (mean of the K micro-batch losses; --masked: over the counted targets),
+ *             grad norm, clip factor, lr; then float32 final parameters (table.total).
  *   model_dump lora-table SHAPE LORA
  *       the LoRA adapter table (core/lora/lora.h), printed as `table` prints GPT-2's.
  *   model_dump lora-fwdbwd SHAPE LORA --B B --T T --weights W.bin --adapters A.bin --tokens TOK.bin --out OUT.bin
@@ -31,7 +36,8 @@
  *           when none is given)
  *
  * W.bin: table.total float32 in the table's order (Hugging Face layouts: Conv1D weights (in, out),
- * wte padded to Vp rows). TOK.bin: int32 batches, each = tokens (B, T) then targets (B, T).
+ * wte padded to Vp rows). TOK.bin: int32 batches, each = tokens (B, T) then targets (B, T); a target < 0 is an
+ * ignored position (loss mask), passed through as it is.
  * --table (with fwdbwd / train) also prints the table to stdout.
  */
 #include <mpi.h>
@@ -51,7 +57,7 @@
 typedef struct args {
     const char *mode;
     zt_model_shape s;
-    int B, T, K, threads, steps, warmup, stage, table;
+    int B, T, K, threads, steps, warmup, stage, table, masked;
     double lr, min_lr, clip, wd, beta1, beta2, eps;
     const char *schedule, *weights, *tokens, *out, *device;
     int lora;                       /* a lora-* mode */
@@ -123,7 +129,7 @@ static void parse(args *a, int argc, char **argv) {
         IARG("--layers", a->s.n_layer) IARG("--heads", a->s.n_head) IARG("--embd", a->s.n_embd)
         IARG("--vocab", a->s.vocab_size) IARG("--padded-vocab", a->s.padded_vocab) IARG("--block", a->s.block_size)
         IARG("--B", a->B) IARG("--T", a->T) IARG("--K", a->K) IARG("--threads", a->threads)
-        IARG("--steps", a->steps) IARG("--warmup", a->warmup) IARG("--stage", a->stage)
+        IARG("--steps", a->steps) IARG("--warmup", a->warmup) IARG("--stage", a->stage) IARG("--masked", a->masked)
         DARG("--lr", a->lr) DARG("--min-lr", a->min_lr) DARG("--clip", a->clip) DARG("--wd", a->wd)
         DARG("--beta1", a->beta1) DARG("--beta2", a->beta2) DARG("--eps", a->eps)
         SARG("--schedule", a->schedule) SARG("--weights", a->weights) SARG("--tokens", a->tokens)
@@ -217,16 +223,22 @@ static int cmd_fwdbwd(const args *a) {
     be->i->to_device(be, m.params, w, total * sizeof(float));
     load_adapters(a, &m);
     const size_t gtotal = zt_model_ttable(&m)->total;
+    /* --masked: d(loss) scale B*T / n, n counted targets, as the step scales a micro-batch (core/optim/step.c) */
+    size_t n = 0;
+    for (size_t i = 0; i < BT; i++) n += tok[BT + i] >= 0;
+    if (a->masked && n == 0) die("--masked: the batch has no counted target", a->tokens);
+    const float ds = a->masked ? (float)((double)BT / (double)n) : 1.0f;
     /* a training forward (dropout on, seed 1234, micro-batch 0) when the adapters have dropout: the logits
        written out are then dlogits (the loss and the gradients are what is checked) */
     if (a->lora && a->lc.dropout > 0.0f) m.lora->seed = 1234;
-    float loss = a->lora && a->lc.dropout > 0.0f ? zt_model_forward_train(&m, tok, tok + BT, a->B, a->T, 1.0f)
+    float loss = a->lora && a->lc.dropout > 0.0f ? zt_model_forward_train(&m, tok, tok + BT, a->B, a->T, ds)
                                                  : zt_model_forward(&m, tok, tok + BT, a->B, a->T);
+    if (a->masked) loss = (float)((double)loss / ((double)n / (double)BT));
     float *logits = malloc(BT * Vp * sizeof(float));
     /* backward overwrites the logits with dlogits: copy them out first */
     be->i->to_host(be, logits, m.a.logits, BT * Vp * sizeof(float));
     be->i->sync(be);
-    zt_model_backward(&m, 1.0f);
+    zt_model_backward(&m, ds);
     float *g = malloc(gtotal * sizeof(float));
     be->i->to_host(be, g, m.grads, gtotal * sizeof(float));
     be->i->sync(be);
@@ -254,8 +266,22 @@ static void dump_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *ta
     memcpy(targets, b + fb->BT, fb->BT * sizeof(int32_t));
 }
 
+/* step.h's count (--masked): the counted targets of the step's K micro-batches */
+static uint64_t dump_count(void *ctx, long step) {
+    const file_batches *fb = ctx;
+    uint64_t n = 0;
+    for (int j = 0; j < fb->K; j++) {
+        const int32_t *tg = fb->tok + ((size_t)step * fb->K + (size_t)j) % fb->nb * 2 * fb->BT + fb->BT;
+        for (size_t i = 0; i < fb->BT; i++) n += tg[i] >= 0;
+    }
+    return n;
+}
+
 static int cmd_train(const args *a, int *argc, char ***argv) {
     MPI_Init(argc, argv);
+    int world = 1, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     zt_config *c = calloc(1, sizeof *c);
     zt_config_defaults(c);
     apply_model(a, c);
@@ -283,16 +309,17 @@ static int cmd_train(const args *a, int *argc, char ***argv) {
         snprintf(c->lora.targets, sizeof c->lora.targets, "%s", a->targets);
     }
     char err[ZT_ERR_MAX];
-    if (zt_config_validate(c, 1, err, sizeof err)) die("invalid config", err);
+    if (a->K % world) die("train on N ranks needs N to divide --K", NULL);
+    if (zt_config_validate(c, world, err, sizeof err)) die("invalid config", err);
 
     zt_backend *be = make_backend(a);
     zt_comm *comm = zt_comm_create("auto", be, err, sizeof err);
     if (!comm) die(err, NULL);
-    if (comm->size != 1) die("train runs on one rank", NULL);
+    if (comm->size != world) die("the communicator's size is not MPI's", NULL);
     zt_model m;
     zt_zero z;
     zt_zero_init(&z, c, &m, be, comm, &a->s);
-    if (a->table) print_table(zt_model_ttable(&m));
+    if (a->table && rank == 0) print_table(zt_model_ttable(&m));
     const size_t total = m.table.total, BT = (size_t)a->B * a->T;
     float *w = read_file(a->weights, total * sizeof(float), NULL);
     be->i->to_device(be, m.params, w, total * sizeof(float));
@@ -304,11 +331,12 @@ static int cmd_train(const args *a, int *argc, char ***argv) {
     if (tlen == 0 || tlen % per) die("tokens file is not a whole number of (tokens, targets) batches", a->tokens);
     const size_t nb = tlen / per;
     const int K = a->K;
-    if (z.micro_steps != K) die("zero: unexpected micro_steps", NULL);
+    if (z.micro_steps != K / world) die("zero: unexpected micro_steps", NULL);
 
     file_batches fb = {tok, nb, BT, K};
     zt_step st;
     zt_step_init(&st, &m, &z, c, dump_batch, &fb);
+    if (a->masked) st.count = dump_count;
     double *rec = calloc((size_t)a->steps * 4, sizeof(double));
     for (long step = 0; step < a->steps; step++) {
         const zt_step_result r = zt_step_run(&st, step);
@@ -320,11 +348,13 @@ static int cmd_train(const args *a, int *argc, char ***argv) {
     zt_step_free(&st);
     be->i->to_host(be, w, zt_model_tparams(&m), ttotal * sizeof(float));
     be->i->sync(be);
-    FILE *f = fopen(a->out, "wb");
-    if (!f) die("cannot create", a->out);
-    write_all(f, rec, (size_t)a->steps * 4 * sizeof(double), a->out);
-    write_all(f, w, ttotal * sizeof(float), a->out);
-    if (fclose(f)) die("cannot write", a->out);
+    if (rank == 0) {
+        FILE *f = fopen(a->out, "wb");
+        if (!f) die("cannot create", a->out);
+        write_all(f, rec, (size_t)a->steps * 4 * sizeof(double), a->out);
+        write_all(f, w, ttotal * sizeof(float), a->out);
+        if (fclose(f)) die("cannot write", a->out);
+    }
     free(rec);
     free(w);
     free(tok);

@@ -617,6 +617,16 @@ static void b_softmax_xent(st_case *k, int v) {
     add_out(k, "losses", (size_t)SN);
     add_out(k, "dlogits", (size_t)SN * SVP);
 }
+/* loss masks: about a third of the targets ignored (-1, and one -100), whose rows' logits are never read: their
+   losses and dlogits rows must be exact zeros on both backends, the others as softmax_xent's */
+static void b_softmax_xent_masked(st_case *k, int v) {
+    b_softmax_xent(k, v);
+    k->name = "softmax_xent[masked]";
+    int32_t *tg = (int32_t *)k->in[1];
+    for (int n = 0; n < SN; n++)
+        if (zt_rng_next(&g_rng) % 3 == 0) tg[n] = -1;
+    tg[SN - 1] = -100;
+}
 static void b_adamw(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "adamw", .nmse_max = 1e-13f, .rel_max = 1e-6f, .fp32_out = 1};
@@ -706,6 +716,8 @@ static const st_row g_rows[] = {
     {NULL, NULL, 2, NEED_LLAMA_FUSED_DEV, "attention_fused_*[gqa]"}, /* fused fwd / bwd [gqa], [mqa,hs32] (run_ops) */
     /* strided sub-matrices (LoRA on column slices): after every row above, which draw what they always drew */
     {b_matmul_ld, op_matmul_ld, 4, NEED_MATMUL_LD, "matmul_ld"},
+    /* loss masks (ignored targets): last, for the same reason */
+    {b_softmax_xent_masked, op_softmax_xent, 1, NEED_NONE, NULL},
 };
 
 static int has_llama(const zt_backend *be) {

@@ -19,7 +19,8 @@ int zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist
     const int B = c->train.micro_batch, T = c->train.seq_len, S = zt_eval_count(c, val);
     const int per = (S + d->size - 1) / d->size; /* sequences per rank (the last ranks may have one fewer) */
     int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
-    double *mine = zt_calloc((size_t)per, sizeof(double)), *all = zt_calloc((size_t)per * d->size, sizeof(double));
+    /* per sequence: (its mean loss over its counted targets, 1), or (0, 0) when it has none */
+    double *mine = zt_calloc((size_t)per * 2, sizeof(double)), *all = zt_calloc((size_t)per * 2 * d->size, sizeof(double));
     int stopped = 0;
     /* every rank runs the same number of passes (a rank without a sequence in the last one skips its
        forward), so the per-pass agreement is always reached by all */
@@ -35,8 +36,13 @@ int zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist
             zt_model_forward(m, in, tg, nb, T);
             for (int i = 0; i < nb; i++) { /* per-token losses of the pass, row i = sequence k0 + i */
                 double sum = 0.0;
-                for (int t = 0; t < T; t++) sum += m->losses_host[(size_t)i * T + t];
-                mine[k0 + i] = sum / T;
+                int n = 0; /* counted targets (an ignored one, < 0, has loss 0) */
+                for (int t = 0; t < T; t++) {
+                    sum += m->losses_host[(size_t)i * T + t];
+                    n += tg[(size_t)i * T + t] >= 0;
+                }
+                mine[2 * (k0 + i)] = n > 0 ? sum / n : 0.0;
+                mine[2 * (k0 + i) + 1] = n > 0;
             }
         }
         if (stop) {
@@ -46,9 +52,15 @@ int zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist
     }
     double sum = 0.0;
     if (!stopped) {
-        ZT_MPI(MPI_Allgather(mine, per, MPI_DOUBLE, all, per, MPI_DOUBLE, MPI_COMM_WORLD));
-        for (int s = 0; s < S; s++) sum += all[(size_t)(s % d->size) * per + s / d->size];
-        *loss = sum / S;
+        ZT_MPI(MPI_Allgather(mine, 2 * per, MPI_DOUBLE, all, 2 * per, MPI_DOUBLE, MPI_COMM_WORLD));
+        int scored = 0;
+        for (int s = 0; s < S; s++) {
+            const double *x = all + 2 * ((size_t)(s % d->size) * per + s / d->size);
+            if (x[1] == 0.0) continue; /* no counted target */
+            sum += x[0];
+            scored++;
+        }
+        *loss = scored > 0 ? sum / scored : 0.0;
     }
     free(in);
     free(tg);

@@ -5,6 +5,11 @@
  * sequences, and so the value, does not depend on micro_batch or the rank count (docs/data.md,
  * "Validation"). Used by training (every eval.every steps) and by `ztrain eval`.
  *
+ * Loss masks (a target < 0 is ignored: prompt tokens, padding): a sequence's value is its mean loss over its
+ * counted targets, and a sequence without one is left out: the loss is the mean over the sequences that have a
+ * counted target (each weighs the same, whatever its count), 0 when none has. Without masks every sequence
+ * counts T targets, and the value is the mean of the per-sequence means.
+ *
  * More sequences than the shard has windows: the count is clamped to the windows (each scored once,
  * never wrapped around and counted twice). zt_eval_count says how many are scored; the
  * callers print the note (rank 0).

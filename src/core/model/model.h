@@ -176,14 +176,18 @@ void zt_model_init_weights_host(const zt_param_table *pt, const zt_model_shape *
                                 float std, uint64_t seed);
 
 /* forward on tokens/targets (B, T) host arrays (targets may be NULL: logits only).
-   Returns the mean loss over B*T (or -1 without targets). T may be <= the allocated T. */
+   Returns the mean loss over B*T (or -1 without targets): the sum of the per-position losses divided by B*T, where
+   an ignored position (target < 0, a loss mask) contributes 0 and still counts in B*T, so with masks it is not the
+   mean over the counted targets (the step and the validation divide by their counts: optim/step.h, eval.h).
+   losses_host then holds the per-position losses (0 at ignored positions). T may be <= the allocated T. */
 float zt_model_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T);
 /* training forward: as zt_model_forward, and the same pass over the logits also leaves
    d(dloss_scale * mean loss)/dlogits in place for the backward that follows (one exp per logit) */
 float zt_model_forward_train(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                              float dloss_scale);
 /* backward of the last forward with targets; writes m->grads (overwritten, not accumulated).
-   dloss_scale multiplies d(mean loss): 1/K for K accumulated micro-batches. */
+   dloss_scale multiplies d(mean loss), the returned loss: 1/K for K accumulated micro-batches; each position's
+   gradient is scaled by dloss_scale / (B*T), and an ignored position has none. */
 void zt_model_backward(zt_model *m, float dloss_scale);
 
 /* the model's parameters as a checkpoint view without optimizer state: loads read the whole

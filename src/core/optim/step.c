@@ -30,16 +30,21 @@ void zt_step_free(zt_step *st) {
     st->my_losses = st->all_losses = NULL;
 }
 
-/* forward, backward and reduction of this rank's micro-batches */
-static void micro_batches(zt_step *st, long step) {
+/* forward, backward and reduction of this rank's micro-batches; n: the global batch's counted targets (count),
+   0 without count */
+static void micro_batches(zt_step *st, long step, uint64_t n) {
     const zt_config *c = st->c;
     const int B = c->train.micro_batch, T = c->train.seq_len, K = c->train.global_batch / B;
     const int N = st->z->N, r = st->z->rank;
+    /* each micro-batch's d(loss) scale: 1/K of the mean, or (loss masks) B*T / n, so a counted token weighs 1/n
+       (computed in double and rounded once: with n = K*B*T exactly scale / K). n = 0: every dlogits row is 0 */
+    const float ds0 = st->count && n > 0 ? (float)((double)st->scaler.scale * ((double)B * T) / (double)n)
+                                         : st->scaler.scale / (float)K;
     for (int mi = 0; mi < st->z->micro_steps; mi++) {
         const int j = mi * N + r;
         if (st->m->lora) st->m->lora->micro = step * K + j; /* dropout masks: by global micro-batch */
         st->batch(st->batch_ctx, step, j, st->tokens, st->targets);
-        float ds = st->scaler.scale / (float)K;
+        float ds = ds0;
         if (step + 1 == st->overflow_step && r == 0 && mi == 0) ds *= 1099511627776.0f;
         st->my_losses[mi] = zt_model_forward_train(st->m, st->tokens, st->targets, B, T, ds);
         zt_model_backward(st->m, ds);
@@ -62,20 +67,24 @@ static void scaler_overflow(zt_loss_scaler *sc, const zt_config *c) {
 }
 
 /* the step's loss: micro-batch losses summed in global micro-batch order, on every rank (all of them must see a
-   non-finite loss at the same step) */
-static double step_loss(zt_step *st) {
+   non-finite loss at the same step); divided by K, or (loss masks) by n / (B*T), n counted targets (0: loss 0) */
+static double step_loss(zt_step *st, uint64_t n) {
     const int K = st->c->train.global_batch / st->c->train.micro_batch, N = st->z->N, ms = st->z->micro_steps;
     MPI_Allgather(st->my_losses, ms, MPI_FLOAT, st->all_losses, ms, MPI_FLOAT, MPI_COMM_WORLD);
     double loss = 0;
     for (int j = 0; j < K; j++) loss += st->all_losses[(j % N) * ms + j / N];
-    return loss / K;
+    if (!st->count) return loss / K;
+    if (n == 0) return 0.0;
+    return loss / ((double)n / ((double)st->c->train.micro_batch * st->c->train.seq_len));
 }
 
 zt_step_result zt_step_run(zt_step *st, long step) {
     const zt_config *c = st->c;
     zt_backend *be = st->m->be;
     zt_step_result r = {.loss_scale = st->scaler.scale, .clip = 1.0f, .lr = zt_lr_at(c, step)};
-    micro_batches(st, step);
+    r.counted = st->count ? st->count(st->batch_ctx, step)
+                          : (uint64_t)c->train.global_batch * (uint64_t)c->train.seq_len;
+    micro_batches(st, step, r.counted);
     be->i->sync(be); /* an asynchronous backend (cuda): the backward's queued work is not the update's */
     double t0 = zt_now();
     double norm = zt_zero_grad_norm(st->z, st->m) / st->scaler.scale;
@@ -97,6 +106,6 @@ zt_step_result zt_step_run(zt_step *st, long step) {
     be->i->sync(be);
     r.update_s = norm_s + (zt_now() - t0);
     r.norm = norm;
-    r.loss = step_loss(st);
+    r.loss = step_loss(st, r.counted);
     return r;
 }
