@@ -206,6 +206,16 @@ def main():
             "mixture_ranks_bitwise", f"params_hash after 40 steps (micro_batch 2) on 1/2/4 ranks: "
             f"{[str(h)[:16] for h in hashes.values()]}")
 
+        # resume: 20 steps on 2 ranks (--stop-after) + 20 on 1 rank == 40 straight
+        ck = ["--set", "train.micro_batch=2", "--set", "checkpoint.every=20"]
+        p1 = train(tmp, "mix_res", 2, mixture, 40, ck + ["--stop-after", "20"])
+        p2 = train(tmp, "mix_res", 1, mixture, 40, ck + ["--resume", "auto"])
+        m = re.search(r"params_hash sha256:([0-9a-f]+)", p2.stdout + p2.stderr)
+        got = m.group(1) if m and not p1.returncode and not p2.returncode else None
+        (report_pass if got and got == hashes[1] else report_fail)(
+            "mixture_resume", f"20 steps on 2 ranks + resume on 1 rank: {str(got)[:16]}, 40 straight: {str(hashes[1])[:16]}"
+            + ("" if got else f" ({(p1.stderr + p2.stderr).strip()[-300:]})"))
+
         # bad mixtures: exit 2, one line naming the value
         for spec, want in ((f"0 {tmp}/b.bin", "weight \"0\""), (f"-1 {tmp}/b.bin 1 {tmp}/b.bin", "weight \"-1\""),
                            (f"0.5 {tmp}/b.bin 0.5", "has no path"), (f"0.5 {tmp}/b.bin x {tmp}/b.bin", "weight \"x\""),
