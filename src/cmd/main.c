@@ -29,7 +29,7 @@ static const cmd_help commands[] = {
      "  --init-from CKPT     start a new run from a checkpoint's weights (fine-tuning)\n"
      "  --set key=value      override any config key (`ztrain help config` lists them)\n"},
     {"launch", "[-n N | --per-node N] [--nodes HOSTFILE] [--dry-run] -- train ...   run on N ranks via mpirun/srun", NULL},
-    {"prepare", "--input FILE --vocab-size N --out-dir DIR   train a BPE tokenizer, write token shards", NULL},
+    {"prepare", "--input FILE --vocab-size N --out-dir DIR   tokenize text / JSONL into token shards (--sft: examples)", NULL},
     {"eval", "--checkpoint PATH [--quantize nf4|nf4_dq|int8] [--set key=value ...]   validation loss of a checkpoint",
      "  --quantize FMT: the layers' linear weights through a QLoRA base format first (NF4 blocks of 64,\n"
      "  NF4 with double-quantised constants, or int8 per row): the quantised model's loss and its storage\n"
