@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-ref
 PY=/usr/bin/python3
-check="import torch, numpy, h5py, transformers, tokenizers, safetensors, regex, tensorboard, accelerate, peft, pyarrow"
+check="import torch, numpy, h5py, transformers, tokenizers, safetensors, regex, tensorboard, accelerate, peft, pyarrow, jinja2"
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$check" 2>/dev/null; then
   echo "$VENV/bin/python"; exit 0
 fi
@@ -18,6 +18,8 @@ fi
 # transformers 4.44 is the last line that supports Debian's torch 1.13
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
   "transformers==4.44.2" "tokenizers>=0.19,<0.20" "safetensors>=0.4" regex >&2
+# jinja2: transformers' apply_chat_template (the chat-template reference of tests/e2e/test_sft.py)
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check "jinja2==3.1.6" >&2
 # tensorboard 2.19 runs on Python 3.11 with Debian's numpy 1.24 (it leaves numpy alone)
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check "tensorboard==2.19.0" >&2
 # pyarrow 20.0 imports with Debian's numpy 1.24 (pyarrow 26 needs numpy 2)

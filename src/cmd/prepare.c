@@ -53,6 +53,8 @@ static void usage(FILE *f) {
           "       ztrain prepare --tokenizer PATH --encode FILE --ids-out OUT.bin\n"
           "       ztrain prepare --tokenizer PATH --decode SHARD --text-out OUT\n"
           "       ztrain prepare --pretokenize FILE --text-out OUT   (one pre-token per line, in hex)\n"
+          "       ztrain prepare --sft --input EXAMPLES.jsonl --tokenizer PATH --seq-len T --out-dir DIR ...\n"
+          "                      fine-tuning examples with loss masks (ztrain prepare --sft --help)\n"
           "  --input FILE         a document source (repeatable): text (.txt, any other name; one document)\n"
           "                       or JSON Lines (.jsonl, .json: one document per line), each also as .gz / .zst\n"
           "  --field NAME         the JSON Lines field that holds the text (default text)\n"

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #endif
 #include "cmd/prepare_sft.h"
+#include "cmd/prepare_internal.h"
 #include "cmd/prepare_sft_internal.h"
 #include "io/data_shard.h"
 #include "io/docsrc.h"
@@ -52,21 +53,10 @@ typedef struct sft_opts {
     trunc_mode trunc;
 } sft_opts;
 
-ZT_PRINTF(1, 2) static int fail(const char *fmt, ...) {
-    va_list ap;
-    fflush(stdout);
-    fputs("ztrain: error: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return ZT_EXIT_USER;
-}
-
 static void usage(FILE *f) {
     fputs("usage: ztrain prepare --sft --input FILE.jsonl [--input ...] --tokenizer PATH --seq-len T --out-dir DIR\n"
           "                      [--template none|chatml|llama2|llama3] [--prompt-field NAME] [--response-field NAME]\n"
-          "                      [--messages-field NAME] [--val-fraction F] [--truncate right|left|drop]\n"
+          "                      [--messages-field NAME] [--val-fraction F] [--truncate right|left|drop] [--merges PATH]\n"
           "  fine-tuning examples, one per line: {\"prompt\": ..., \"response\": ...} or {\"messages\": [{\"role\":\n"
           "  \"system\"|\"user\"|\"assistant\", \"content\": ...}, ...]}, rendered by the template, tokenized and\n"
           "  padded to T+1 tokens each, with a loss mask that is 1 on the assistant's (response's) tokens\n"
@@ -98,14 +88,14 @@ static const char *const WITH_VALUE[] = {"--input", "--tokenizer", "--merges", "
 static int pick(const char *opt, const char *v, const char *const *names, int n, int *out) {
     for (int k = 0; k < n; k++)
         if (strcmp(v, names[k]) == 0) return *out = k, 0;
-    if (n == 4) return fail("%s %s: expected %s, %s, %s or %s", opt, v, names[0], names[1], names[2], names[3]);
-    return fail("%s %s: expected %s, %s or %s", opt, v, names[0], names[1], names[2]);
+    if (n == 4) return prep_fail("%s %s: expected %s, %s, %s or %s", opt, v, names[0], names[1], names[2], names[3]);
+    return prep_fail("%s %s: expected %s, %s or %s", opt, v, names[0], names[1], names[2]);
 }
 
 static int set_value(sft_opts *o, const char *name, const char *v) {
     int k = 0;
     if (strcmp(name, "--input") == 0) {
-        if (o->n_inputs == MAX_INPUTS) return fail("--input: too many inputs (at most %d)", MAX_INPUTS);
+        if (o->n_inputs == MAX_INPUTS) return prep_fail("--input: too many inputs (at most %d)", MAX_INPUTS);
         o->inputs[o->n_inputs++] = v;
     } else if (strcmp(name, "--tokenizer") == 0) o->tokenizer = v;
     else if (strcmp(name, "--merges") == 0) o->merges = v;
@@ -115,7 +105,7 @@ static int set_value(sft_opts *o, const char *name, const char *v) {
         errno = 0;
         long long x = strtoll(v, &e, 10);
         if (e == v || *e || errno || x < 1 || x > MAX_SEQ_LEN)
-            return fail("--seq-len %s: expected an integer in 1..%d (train.seq_len)", v, MAX_SEQ_LEN);
+            return prep_fail("--seq-len %s: expected an integer in 1..%d (train.seq_len)", v, MAX_SEQ_LEN);
         o->seq_len = (long)x;
     } else if (strcmp(name, "--template") == 0) {
         if (pick(name, v, SFT_TEMPLATE_NAMES, 4, &k)) return ZT_EXIT_USER;
@@ -126,10 +116,10 @@ static int set_value(sft_opts *o, const char *name, const char *v) {
     } else if (strcmp(name, "--val-fraction") == 0) {
         char *e;
         double f = strtod(v, &e);
-        if (e == v || *e || !(f >= 0 && f < 1)) return fail("--val-fraction %s: expected a number in [0, 1)", v);
+        if (e == v || *e || !(f >= 0 && f < 1)) return prep_fail("--val-fraction %s: expected a number in [0, 1)", v);
         o->val_fraction = f;
     } else {
-        if (!*v) return fail("%s: expected a field name (not empty)", name);
+        if (!*v) return prep_fail("%s: expected a field name (not empty)", name);
         if (strcmp(name, "--prompt-field") == 0) o->prompt_field = v;
         else if (strcmp(name, "--response-field") == 0) o->response_field = v;
         else o->messages_field = v;
@@ -158,16 +148,16 @@ static int parse_opts(int argc, char **argv, sft_opts *o) {
             snprintf(name, sizeof name, "%s", a);
         int known = 0;
         for (size_t k = 0; k < sizeof WITH_VALUE / sizeof *WITH_VALUE; k++) known |= strcmp(name, WITH_VALUE[k]) == 0;
-        if (!known) return fail("prepare --sft: unknown option '%s' (see ztrain prepare --sft --help)", a);
+        if (!known) return prep_fail("prepare --sft: unknown option '%s' (see ztrain prepare --sft --help)", a);
         const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!v) return fail("%s needs a value", name);
+        if (!v) return prep_fail("%s needs a value", name);
         int rc = set_value(o, name, v);
         if (rc) return rc;
     }
-    if (o->n_inputs == 0) return fail("prepare --sft: no --input FILE given (see ztrain prepare --sft --help)");
-    if (!o->tokenizer) return fail("prepare --sft: no --tokenizer PATH given (a .zttok, tokenizer.json or vocab.json)");
-    if (!o->seq_len) return fail("prepare --sft: no --seq-len T given (the fine-tuning run's train.seq_len)");
-    if (!o->out_dir) return fail("prepare --sft: no --out-dir DIR given");
+    if (o->n_inputs == 0) return prep_fail("prepare --sft: no --input FILE given (see ztrain prepare --sft --help)");
+    if (!o->tokenizer) return prep_fail("prepare --sft: no --tokenizer PATH given (a .zttok, tokenizer.json or vocab.json)");
+    if (!o->seq_len) return prep_fail("prepare --sft: no --seq-len T given (the fine-tuning run's train.seq_len)");
+    if (!o->out_dir) return prep_fail("prepare --sft: no --out-dir DIR given");
     return 0;
 }
 
@@ -461,7 +451,7 @@ static int add_example(run_state *st, const uint32_t *ids, const uint8_t *mask, 
         return 0;
     }
     char err[ERR_LEN];
-    if (zt_shard_writer_append_masked(&st->w[k], st->tok, st->mask, L, err, sizeof err)) return fail("%s", err);
+    if (zt_shard_writer_append_masked(&st->w[k], st->tok, st->mask, L, err, sizeof err)) return prep_fail("%s", err);
     st->examples[k]++;
     st->trained += trained;
     st->padding += L - n;
@@ -472,7 +462,7 @@ static int process_input(run_state *st, const char *path, uint64_t n_examples) {
     const uint64_t n_val = (uint64_t)floor((double)n_examples * st->o->val_fraction + 1e-9);
     char err[ERR_LEN], why[ERR_LEN];
     lines l;
-    if (lines_open(&l, path, err, sizeof err)) return fail("%s", err);
+    if (lines_open(&l, path, err, sizeof err)) return prep_fail("%s", err);
     example ex;
     memset(&ex, 0, sizeof ex);
     const uint8_t *line;
@@ -486,14 +476,14 @@ static int process_input(run_state *st, const char *path, uint64_t n_examples) {
         size_t n;
         if (parse_example(st->o, line, len, &ex, why, sizeof why) ||
             sft_render(st->r, ex.msgs, ex.n, &ids, &mask, &n, why, sizeof why))
-            rc = fail("%s:%llu: %s", path, (unsigned long long)l.line, why);
+            rc = prep_fail("%s:%llu: %s", path, (unsigned long long)l.line, why);
         else
             rc = add_example(st, ids, mask, n, index >= n_examples - n_val, path, l.line);
         zt_json_free(&ex.root);
         memset(&ex.root, 0, sizeof ex.root);
         index++;
     }
-    if (!rc && r < 0) rc = fail("%s", err);
+    if (!rc && r < 0) rc = prep_fail("%s", err);
     free(ex.msgs);
     lines_close(&l);
     return rc;
@@ -506,14 +496,14 @@ static int count_examples(const char *path, uint64_t *n) {
     zt_docsrc_kind kind;
     zt_docsrc_comp comp;
     zt_docsrc_format(path, &kind, &comp);
-    if (zt_check_input_file(path, "a JSON Lines file", err, sizeof err)) return fail("%s", err);
+    if (zt_check_input_file(path, "a JSON Lines file", err, sizeof err)) return prep_fail("%s", err);
     if (kind != ZT_DOCSRC_JSONL)
-        return fail("%s: not a JSON Lines name (expected .jsonl or .json, optionally .gz or .zst: one example per "
+        return prep_fail("%s: not a JSON Lines name (expected .jsonl or .json, optionally .gz or .zst: one example per "
                     "line)", path);
     zt_docsrc *s;
-    if (zt_docsrc_open(&s, path, NULL, err, sizeof err)) return fail("%s", err);
+    if (zt_docsrc_open(&s, path, NULL, err, sizeof err)) return prep_fail("%s", err);
     uint64_t bytes;
-    int rc = zt_docsrc_count(s, n, &bytes, err, sizeof err) ? fail("%s", err) : 0;
+    int rc = zt_docsrc_count(s, n, &bytes, err, sizeof err) ? prep_fail("%s", err) : 0;
     zt_docsrc_close(s);
     return rc;
 }
@@ -524,16 +514,16 @@ static zt_tokenizer *without_prefix(const zt_tokenizer *t, int *rc) {
     const char *tmp = getenv("TMPDIR");
     snprintf(path, sizeof path, "%s/ztrain-sft-tok.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     int fd = mkstemp(path);
-    if (fd < 0) return *rc = fail("%s: cannot create a temporary file (%s)", path, strerror(errno)), NULL;
+    if (fd < 0) return *rc = prep_fail("%s: cannot create a temporary file (%s)", path, strerror(errno)), NULL;
     close(fd);
     zt_tokenizer *p = NULL;
     size_t len;
     char *text = NULL, *at;
     if (zt_tokenizer_save(t, path, err, sizeof err) || !(text = zt_read_file(path, "a tokenizer file", &len, err,
                                                                              sizeof err)))
-        *rc = fail("%s", err);
+        *rc = prep_fail("%s", err);
     else if (!(at = strstr(text, "\nprefix first\n")))
-        *rc = fail("%s: no 'prefix first' line in the saved tokenizer", path);
+        *rc = prep_fail("%s: no 'prefix first' line in the saved tokenizer", path);
     else {
         const size_t head = (size_t)(at - text), skip = strlen("\nprefix first\n");
         char *edited = zt_malloc(len + 1);
@@ -542,7 +532,7 @@ static zt_tokenizer *without_prefix(const zt_tokenizer *t, int *rc) {
         memcpy(edited + head + 13, at + skip, len - head - skip);
         if (zt_write_file_atomic(path, edited, len - 1, err, sizeof err) ||
             !(p = zt_tokenizer_load_zttok(path, err, sizeof err)))
-            *rc = fail("%s", err);
+            *rc = prep_fail("%s", err);
         free(edited);
     }
     free(text);
@@ -551,11 +541,11 @@ static zt_tokenizer *without_prefix(const zt_tokenizer *t, int *rc) {
 }
 
 static int writable_dir(const char *dir) {
-    if (zt_mkdirs(dir) != 0) return fail("--out-dir %s: cannot create directory (%s)", dir, strerror(errno));
+    if (zt_mkdirs(dir) != 0) return prep_fail("--out-dir %s: cannot create directory (%s)", dir, strerror(errno));
     char probe[4200];
     snprintf(probe, sizeof probe, "%s/.ztrain-prepare-probe", dir);
     FILE *f = fopen(probe, "w");
-    if (!f) return fail("--out-dir %s: directory not writable (%s)", dir, strerror(errno));
+    if (!f) return prep_fail("--out-dir %s: directory not writable (%s)", dir, strerror(errno));
     fclose(f);
     remove(probe);
     return 0;
@@ -569,7 +559,7 @@ static int publish(const char *dir, const char *const *names, int n, int ok) {
         snprintf(path, sizeof path, "%s/%s", dir, names[k]);
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         if (!ok || rc) remove(tmp);
-        else if (rename(tmp, path) != 0) rc = fail("%s: cannot rename to %s (%s)", tmp, path, strerror(errno));
+        else if (rename(tmp, path) != 0) rc = prep_fail("%s: cannot rename to %s (%s)", tmp, path, strerror(errno));
     }
     return rc;
 }
@@ -620,16 +610,16 @@ int zt_prepare_sft(int argc, char **argv) {
     char err[ERR_LEN];
     zt_tokenizer *t = NULL, *plain = NULL;
     if (!rc && !(rc = zt_check_input_file(o.tokenizer, "a tokenizer file: .zttok, tokenizer.json or vocab.json",
-                                          err, sizeof err) ? fail("%s", err) : 0) &&
+                                          err, sizeof err) ? prep_fail("%s", err) : 0) &&
         !(t = zt_tokenizer_load(o.tokenizer, o.merges, err, sizeof err)))
-        rc = fail("%s", err);
+        rc = prep_fail("%s", err);
     if (!rc && o.tpl != SFT_TPL_NONE && zt_tokenizer_config(t)->prefix == ZT_TOK_PREFIX_FIRST)
         plain = without_prefix(t, &rc);
     sft_renderer *r = NULL;
     if (!rc) { /* the renderer owns plain from here */
         r = sft_renderer_create(t, plain, o.tpl, err, sizeof err);
         plain = NULL;
-        if (!r) rc = fail("%s", err);
+        if (!r) rc = prep_fail("%s", err);
     }
     zt_tokenizer_free(plain);
     struct stat dst;
@@ -649,22 +639,22 @@ int zt_prepare_sft(int argc, char **argv) {
         st.tok = zt_malloc(st.L * sizeof *st.tok);
         st.mask = zt_malloc(st.L);
         snprintf(path, sizeof path, "%s/%s.tmp", o.out_dir, TOK_FILE);
-        if (zt_tokenizer_save(t, path, err, sizeof err)) rc = fail("%s", err);
+        if (zt_tokenizer_save(t, path, err, sizeof err)) rc = prep_fail("%s", err);
         saved = 1;
     }
     for (int k = 0; k < 2 && !rc; k++) {
         snprintf(path, sizeof path, "%s/%s.tmp", o.out_dir, names[k]);
         if (zt_shard_writer_open2(&st.w[k], path, zt_tokenizer_vocab_size(t), zt_tokenizer_eot(t), 1, st.L, err,
                                   sizeof err))
-            rc = fail("%s", err);
+            rc = prep_fail("%s", err);
         else opened = k + 1;
     }
     for (int i = 0; i < o.n_inputs && !rc; i++) rc = process_input(&st, o.inputs[i], counts[i]);
     if (!rc && st.examples[0] + st.examples[1] == 0)
-        rc = fail("prepare --sft: no example left (all %llu dropped; see --truncate and --seq-len)",
+        rc = prep_fail("prepare --sft: no example left (all %llu dropped; see --truncate and --seq-len)",
                   (unsigned long long)(st.dropped_long + st.dropped_empty));
     for (int k = 0; k < opened; k++)
-        if (zt_shard_writer_close(&st.w[k], err, sizeof err) && !rc) rc = fail("%s", err);
+        if (zt_shard_writer_close(&st.w[k], err, sizeof err) && !rc) rc = prep_fail("%s", err);
     if (saved) {
         int prc = publish(o.out_dir, names, opened, rc == 0);
         int trc = publish(o.out_dir, names + 2, 1, rc == 0 && prc == 0);

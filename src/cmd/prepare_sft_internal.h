@@ -31,8 +31,6 @@ typedef struct sft_renderer sft_renderer;
 sft_renderer *sft_renderer_create(zt_tokenizer *tok, zt_tokenizer *plain, sft_template tpl, char *err,
                                   size_t errlen);
 void sft_renderer_free(sft_renderer *r);
-/* the end-of-text id template none writes after the response (ZT_TOK_NO_EOT: none) */
-uint32_t sft_renderer_eos(const sft_renderer *r);
 /* renders one example: 0 with *ids and *mask (n entries, valid until the next call), or -1 with what is wrong
    with the example in err (no file or line: the caller adds them). Template none takes exactly one user message
    (the prompt) and one assistant message (the response). */

@@ -122,8 +122,6 @@ void sft_renderer_free(sft_renderer *r) {
     free(r);
 }
 
-uint32_t sft_renderer_eos(const sft_renderer *r) { return r->eos; }
-
 /* ---------------------------------------------------------------- output */
 
 static void out(sft_renderer *r, uint32_t id, int train) {

@@ -59,7 +59,6 @@ def report(ok, name, detail=""):
 
 
 try:
-    import numpy as np
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
     from transformers.utils import logging as hf_logging
@@ -300,7 +299,7 @@ def case_chat(tmp, toks):
         if rc != 0:
             report(False, name, f"exit {rc}: {se.strip()[-300:]}")
             continue
-        eot = tok.convert_tokens_to_ids(FAMILY[fam][2] if fam != "qwen2" else "<|endoftext|>")
+        eot = tok.convert_tokens_to_ids(FAMILY[fam][2])
         compare(name, out, refs, T, 0.2, eot,
                 f"; {real} of them also through Qwen2's real template" if qwen is not None else "")
 
@@ -350,7 +349,7 @@ def case_prompt(tmp, toks):
         if rc != 0:
             report(False, name, f"exit {rc}: {se.strip()[-300:]}")
             continue
-        eot = tok.convert_tokens_to_ids(FAMILY[fam][2] if fam != "qwen2" else "<|endoftext|>")
+        eot = tok.convert_tokens_to_ids(FAMILY[fam][2])
         compare(name, out, refs, T, 0, eot, "; fields --prompt-field q --response-field a")
         if fam != "qwen2":
             continue
@@ -365,7 +364,7 @@ def case_prompt(tmp, toks):
             same.append(rc == 0 and all(open(os.path.join(out, f), "rb").read() == open(os.path.join(o2, f), "rb").read()
                                         for f in ("train.bin", "val.bin", "tokenizer.zttok")))
         report(all(same), "prompt_compressed", ".jsonl.gz and .jsonl.zst give the same train.bin, val.bin and "
-               f"tokenizer.zttok as .jsonl" if all(same) else f"same per (.gz, .zst): {same}")
+               "tokenizer.zttok as .jsonl" if all(same) else f"same per (.gz, .zst): {same}")
 
 
 def case_truncate(tmp, toks):
@@ -522,7 +521,6 @@ def case_loss(tmp, toks):
 
 
 def case_train(tmp, toks):
-    fam = "qwen2"
     T = 63
     rng = random.Random(9)
     sentences = make_tokenizers.corpus_sentences(77, 200)
@@ -593,7 +591,7 @@ def case_bad(tmp, toks):
         ("bad_chat_without_template", [good, ua], 2, 'a chat example ("messages") needs --template', ()),
         ("bad_empty_messages", ['{"messages": []}'], 1, 'field "messages" is an empty array', ("--template", "chatml")),
     ]
-    tok_for = {"--template": {"chatml": "qwen2", "llama3": "llama3", "llama2": "llama2"}}
+    tok_for = {"chatml": "qwen2", "llama3": "llama3", "llama2": "llama2"}  # --template's tokenizer
     def reset():
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out)
@@ -610,7 +608,7 @@ def case_bad(tmp, toks):
         else:
             with open(src, "wb") as f:
                 f.write(data)
-        fam = tok_for["--template"][extra[1]] if extra else "qwen2"
+        fam = tok_for[extra[1]] if extra else "qwen2"
         rc, so, se = prepare(src, toks[fam], 63, out, *extra)
         errs = se.strip().splitlines()
         left = sorted(f for f in os.listdir(out) if f != "train.bin")
