@@ -273,7 +273,7 @@ fault data_bad_magic 2 "$F/magic.bin: not a ztrain shard (bad magic)" $ZT train 
 fault data_vocab_exceeds_model 2 "$F/bigvocab.bin: shard vocab size 50257 is larger than model.vocab_size 256" $ZT train $tiny --set data.train=$F/bigvocab.bin
 fault data_truncated 1 "$F/trunc.bin: truncated" $ZT train $tiny --set data.train=$F/trunc.bin
 fault data_too_short 1 "too few tokens for one sequence of 32" $ZT train $tiny --set data.train=$F/short.bin
-fault data_token_out_of_range 1 "$F/badtok.bin: token 300 at index 100 >= vocab size 256" $ZT train $tiny --set data.val=$F/badtok.bin
+fault data_token_out_of_range 1 "$F/badtok.bin: token 300 at index 100 >= the shard's vocab size 256" $ZT train $tiny --set data.val=$F/badtok.bin
 fault data_empty_file 1 "$F/empty.bin: not a ztrain shard (0 bytes" $ZT train $tiny --set data.train=$F/empty.bin
 fault data_glob_no_match 1 "$F/none-*.bin: no such data file" $ZT train $tiny --set "data.train=$F/none-*.bin"
 fault data_eval_bad_val 1 "$F/magic.bin: not a ztrain shard" $ZT eval --checkpoint $CK --set data.val=$F/magic.bin
