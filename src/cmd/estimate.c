@@ -9,7 +9,9 @@
 
 #include "cmd/cli.h"
 #include "core/dist/backend_factory.h"
+#include "core/diag/backend_count.h"
 #include "core/diag/perf_model.h"
+#include "core/optim/step.h"
 #include "core/model/model_load.h"
 #include "core/dist/zero.h"
 #include "util/util.h"
@@ -119,17 +121,106 @@ static void performance(const zt_config *c, const zt_model_shape *s, int N, int 
                p.fixed_exposed_s, p.fixed_step_s, M > 1 ? "" : "");
 }
 
+
+/* ---------------------------------------------------------------- one GPU's step, counted without a GPU */
+
+/* step.h's batch source for the counted step: token i % 256 everywhere (any valid tokens do: counts and bytes do not
+   depend on values, except the embedding backward's distinct tokens, which are counted as B*T rows) */
+static void count_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *targets) {
+    (void)step; (void)j;
+    const int *n = ctx;
+    for (int i = 0; i < *n; i++) tokens[i] = targets[i] = i % 256;
+}
+
+/* Runs two training steps of one micro-batch (global_batch = micro_batch, 1 rank) on `device` under the counting
+   wrapper (core/diag/backend_count.h) and prints the second's kernel launches and device-memory bytes per op kind,
+   with the step time they predict on `hw` (h100 / h200, perf_model.h). device "count": no compute at all; "cudasim":
+   the real kernels under the host execution harness, whose own count of executed launches is printed beside the
+   wrapper's (tests/e2e/test_gpu_budget.sh compares them). */
+static void gpu_kernels(const zt_config *c0, const char *device, const char *hw, const zt_dist *d) {
+    char err[ZT_ERR_BUF];
+    if (d->size != 1) {
+        if (d->rank == 0) printf("GPU kernels per step: not counted (run `ztrain estimate` as 1 process)\n");
+        return;
+    }
+    zt_config c = *c0;
+    c.train.global_batch = c.train.micro_batch;
+    /* the model's storage options as on a GPU (train.attention, act_storage and param_storage auto) */
+    snprintf(c.device, sizeof c.device, "%s", strcmp(device, "count") == 0 ? "cuda" : device);
+    if (zt_config_validate(&c, 1, err, sizeof err)) zt_user_error_all("counting the GPU step: %s", err);
+    zt_backend *be = zt_backend_create(device, 0, err, sizeof err);
+    if (!be) zt_user_error_all("--count-device %s: %s", device, err);
+    const int wrapped = strcmp(device, "count") != 0; /* the count device counts from its creation */
+    if (wrapped) zt_backend_count_begin(be);
+    zt_comm *comm = zt_comm_create("auto", be, err, sizeof err);
+    if (!comm) zt_user_error_all("--count-device %s: %s", device, err);
+    zt_model_shape s;
+    zt_model_shape_from_config(&c, &s);
+    zt_model m;
+    zt_zero z;
+    zt_zero_init(&z, &c, &m, be, comm, &s);
+    int n = c.train.micro_batch * c.train.seq_len;
+    zt_step st;
+    zt_step_init(&st, &m, &z, &c, count_batch, &n);
+    const double t0 = zt_now();
+    zt_step_run(&st, 0); /* the first step grows scratch buffers; the second is the steady state counted */
+    zt_backend_count_reset();
+    const long long h0 = zt_backend_harness_launches();
+    zt_step_run(&st, 1);
+    const long long h1 = zt_backend_harness_launches();
+    const double wall = zt_now() - t0;
+    const zt_count_totals t = zt_backend_count_totals();
+    zt_count_entry e[ZT_COUNT_MAX_KINDS];
+    const int ne = zt_backend_count_report(e, ZT_COUNT_MAX_KINDS);
+    zt_step_free(&st);
+    zt_zero_free(&z, &m);
+    zt_comm_destroy(comm);
+    if (wrapped) zt_backend_count_end(be);
+    zt_backend_destroy(be);
+    if (d->rank != 0) return;
+    const long all = t.launches + t.memops;
+    printf("GPU kernels per step (1 GPU, one micro-batch of %d x %d, %s, device \"%s\" in %.2f s for 2 steps; "
+           "core/diag/backend_count.h):\n", c.train.micro_batch, c.train.seq_len, c.precision, device, wall);
+    printf("  kernel launches per step: %ld (%ld kernels and GEMMs + %ld copies and memsets)\n", all, t.launches,
+           t.memops);
+    if (wrapped && h1 >= 0)
+        printf("  launches executed by the host execution harness: %lld (the wrapper counted %ld kernels and GEMMs)\n",
+               h1 - h0, t.launches);
+    printf("  HBM traffic per step: %.2f GB (%.0f bytes; host transfers %.3f GB in %ld calls, not counted)\n",
+           t.bytes / 1e9, t.bytes, t.host_bytes / 1e9, t.host_xfers);
+    printf("  round_to fused into the op before it: %ld; communicator calls: %ld (not in the launches)\n",
+           t.fused_rounds, t.comm_calls);
+    printf("  %-22s %7s %9s %7s %10s %16s\n", "op kind (by bytes)", "calls", "launches", "copies", "GB", "bytes");
+    for (int i = 0; i < ne; i++)
+        printf("  %-22s %7ld %9ld %7ld %10.3f %16.0f\n", e[i].name, e[i].calls, e[i].launches, e[i].memops,
+               e[i].bytes / 1e9, e[i].bytes);
+    zt_gpu_spec g;
+    if (hw && zt_gpu_spec_of(hw, &g) == 0) {
+        zt_lora_cfg lc;
+        zt_lora_cfg_from_config(&c, &lc);
+        const double flops = zt_model_train_flops_per_token(&s, c.train.seq_len,
+                                                            c.lora.enabled ? zt_lora_param_count(&s, &lc) : 0) *
+                             c.train.micro_batch * c.train.seq_len;
+        zt_gpu_step p;
+        zt_gpu_step_predict(&g, flops, t.bytes, all, &p);
+        printf("  predicted step on %s: %.1f ms = max(compute %.1f ms: %.4g FLOP at %.0f%% of %.0f TFLOP/s bf16, "
+               "traffic %.1f ms at %.0f%% of %.2f TB/s) + launches %.1f ms (%ld x %.0f us); docs/perf-model.md\n",
+               hw, p.step_s * 1e3, p.compute_s * 1e3, flops, 100 * ZT_GPU_COMPUTE_FRAC, g.bf16_flops / 1e12,
+               p.traffic_s * 1e3, 100 * ZT_GPU_BW_FRAC, g.hbm_bw / 1e12, p.launch_s * 1e3, all, ZT_GPU_LAUNCH_S * 1e6);
+    }
+}
+
 int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     char err[ZT_ERR_BUF];
     const char *ranks_s = NULL, *nodes_s = NULL, *hw_s = NULL, *net_s = NULL, *flops_s = NULL, *json_s = NULL,
-               *limit_s = NULL, *membw_s = NULL, *comm_s = NULL, *dev_s = NULL;
+               *limit_s = NULL, *membw_s = NULL, *comm_s = NULL, *dev_s = NULL, *count_s = NULL;
     zt_cli_opt opts[] = {{"--ranks", 1, &ranks_s}, {"--nodes", 1, &nodes_s}, {"--hw", 1, &hw_s},
                          {"--net", 1, &net_s},     {"--flops", 1, &flops_s}, {"--json", 0, &json_s},
                          {"--mem-limit", 1, &limit_s}, {"--mem-bw", 1, &membw_s}, {"--comm", 1, &comm_s},
-                         {"--device", 1, &dev_s}};
+                         {"--device", 1, &dev_s}, {"--count-device", 1, &count_s}};
     zt_cli cli;
     zt_config c;
-    if (zt_cli_parse(&cli, argc, argv, opts, 10, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
+    if (zt_cli_parse(&cli, argc, argv, opts, 11, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
         zt_user_error_all("%s", err);
     /* --device is --hw's other name (the device the prediction is for: cpu, h100, h200) */
     if (dev_s && hw_s && strcmp(dev_s, hw_s) != 0)
@@ -229,6 +320,12 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         }
     }
     if (want_perf) performance(&c, &s, N, M, &hw, comm_s, json_s != NULL, d);
+    /* one GPU's kernels: --hw h100 / h200 on the count device, or --count-device count|cudasim */
+    if (count_s && strcmp(count_s, "count") != 0 && strcmp(count_s, "cudasim") != 0)
+        zt_user_error_all("--count-device %s: expected count (no compute) or cudasim (the kernels under the harness)",
+                          count_s);
+    const int gpu_hw = hw_s && (strcmp(hw_s, "h100") == 0 || strcmp(hw_s, "h200") == 0);
+    if (count_s || (gpu_hw && !json_s)) gpu_kernels(&c, count_s ? count_s : "count", gpu_hw ? hw_s : NULL, d);
     return 0;
 }
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# test: long
 """Tests of ztrain's Llama-family tokenizers (src/io/tokenizer*.c, util/unicode.c) against Hugging Face
 `tokenizers`, through `ztrain prepare`.
 

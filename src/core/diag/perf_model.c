@@ -272,3 +272,18 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
         o->efficiency = 1.0;
     }
 }
+
+/* ---------------------------------------------------------------- one GPU's step from its kernels (perf_model.h) */
+
+int zt_gpu_spec_of(const char *name, zt_gpu_spec *out) {
+    if (strcmp(name, "h100") == 0) { *out = (zt_gpu_spec){989e12, 3.35e12}; return 0; }
+    if (strcmp(name, "h200") == 0) { *out = (zt_gpu_spec){989e12, 4.8e12}; return 0; }
+    return -1;
+}
+
+void zt_gpu_step_predict(const zt_gpu_spec *g, double flops, double bytes, long launches, zt_gpu_step *out) {
+    out->compute_s = flops / (ZT_GPU_COMPUTE_FRAC * g->bf16_flops);
+    out->traffic_s = bytes / (ZT_GPU_BW_FRAC * g->hbm_bw);
+    out->launch_s = (double)launches * ZT_GPU_LAUNCH_S;
+    out->step_s = (out->compute_s > out->traffic_s ? out->compute_s : out->traffic_s) + out->launch_s;
+}

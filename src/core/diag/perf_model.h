@@ -99,4 +99,21 @@ double zt_comm_curve_time(const zt_comm_curve *c, double bytes);
 
 void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, const zt_hw *hw, zt_perf *out);
 
+/* One GPU's step from its kernels (`ztrain estimate --hw h100|h200`): the kernel launches and device-memory bytes of
+   one training step counted without a GPU (core/diag/backend_count.h) and the step's FLOPs give
+     step = max(FLOPs / (ZT_GPU_COMPUTE_FRAC x bf16 dense peak), bytes / (ZT_GPU_BW_FRAC x HBM bandwidth))
+            + (launches + copies) x ZT_GPU_LAUNCH_S
+   (docs/perf-model.md). Published peaks (NVIDIA's H100 SXM and H200 datasheets): dense bf16 tensor-core 989 TFLOP/s
+   on both; HBM3 3.35 TB/s (H100 SXM 80 GB), HBM3e 4.8 TB/s (H200 141 GB). */
+#define ZT_GPU_COMPUTE_FRAC 0.45 /* of the bf16 peak: the rate the GPU presets assume (llm.c / Megatron-class GEMMs) */
+#define ZT_GPU_BW_FRAC 0.80      /* of the HBM peak: what streaming kernels sustain */
+#define ZT_GPU_LAUNCH_S 3e-6     /* per launch, back to back on one stream without CUDA graphs */
+typedef struct zt_gpu_spec { double bf16_flops, hbm_bw; } zt_gpu_spec;
+typedef struct zt_gpu_step {
+    double compute_s, traffic_s, launch_s, step_s;
+} zt_gpu_step;
+/* "h100", "h200": 0 and the peaks; -1 for any other name */
+int zt_gpu_spec_of(const char *name, zt_gpu_spec *out);
+void zt_gpu_step_predict(const zt_gpu_spec *g, double flops, double bytes, long launches, zt_gpu_step *out);
+
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/diag/backend_count.h"
 #include "core/dist/comm_mpi.h"
 #include "cpu/cpu_backend.h"
 #include "cuda/cuda_backend.h"
@@ -15,6 +16,8 @@
 zt_backend *zt_backend_create(const char *device, int threads, char *err, size_t errlen) {
     if (strcmp(device, "cpu") == 0) return zt_cpu_backend_create(threads);
     if (strcmp(device, "devsim") == 0) return zt_devsim_backend_create(threads);
+    /* no compute: the CUDA backend's launches and device-memory bytes counted (core/diag/backend_count.h) */
+    if (strcmp(device, "count") == 0) return zt_count_null_create();
     if (strcmp(device, "cudasim") == 0) {
 #ifdef ZT_NO_CUDASIM
         zt_errf(err, errlen, "device = \"cudasim\": not in the GPU build (the cpu build ./ztrain has it)");
@@ -32,7 +35,7 @@ zt_backend *zt_backend_create(const char *device, int threads, char *err, size_t
         return NULL;
 #endif
     }
-    zt_errf(err, errlen, "device = \"%s\": unknown backend (expected cpu, cuda, cudasim or devsim)", device);
+    zt_errf(err, errlen, "device = \"%s\": unknown backend (expected cpu, cuda, cudasim, devsim or count)", device);
     return NULL;
 }
 
@@ -45,6 +48,14 @@ void zt_backend_describe(zt_backend *be, char *buf, size_t n) { be->i->describe(
 static const char *mem_name(zt_mem_kind k) { return k == ZT_MEM_HOST ? "host" : "device"; }
 
 zt_comm *zt_comm_create(const char *kind, zt_backend *be, char *err, size_t errlen) {
+    /* the count device: one rank, a communicator that moves nothing */
+    if (strcmp(be->i->name, "count") == 0) {
+        if (strcmp(kind, "auto") != 0) {
+            zt_errf(err, errlen, "comm = \"%s\": device = \"count\" takes comm = \"auto\" only", kind);
+            return NULL;
+        }
+        return zt_count_null_comm_create(be);
+    }
     /* devsim and cudasim hand out devsim memory: the devsim communicator (MPI under NCCL's rules) */
     const int devsim = strcmp(be->i->name, "devsim") == 0 || strcmp(be->i->name, "cudasim") == 0;
     if (strcmp(kind, "auto") == 0) kind = devsim ? "devsim" : be->i->mem == ZT_MEM_HOST ? "mpi" : "nccl";
@@ -80,6 +91,18 @@ zt_comm *zt_comm_create(const char *kind, zt_backend *be, char *err, size_t errl
 
 void zt_comm_destroy(zt_comm *c) {
     if (c) c->i->destroy(c);
+}
+
+#if !defined(ZT_NO_CUDASIM)
+unsigned long long zt_cudasim_launch_count(void); /* cuda/cudasim_count.cu */
+#endif
+
+long long zt_backend_harness_launches(void) {
+#ifdef ZT_NO_CUDASIM
+    return -1;
+#else
+    return (long long)zt_cudasim_launch_count();
+#endif
 }
 
 int zt_backend_list_gpus(char *buf, size_t n) {

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# GPU kernel launches and device-memory traffic per training step, counted without a GPU
+# (src/core/diag/backend_count.h, `ztrain estimate --hw h100|h200` / `--count-device`):
+#  - launches_cudasim_*  the wrapper's launch table against the host execution harness's own count of the
+#                        launches it executed (cuda/cudasim_count.cu) in one training step of the tiny models on
+#                        cudasim: fp32, bf16 (fused rounding, packed GEMM operands), bf16 without the fused rounding,
+#                        the materialized attention, Llama (RMSNorm, rotary, SwiGLU, GQA), a batch whose embedding
+#                        backward sorts in several stages;
+#  - count_device_same   the count device (no compute) counts the same launches and bytes as cudasim;
+#  - bytes_*             bytes of a few op kinds against formulas computed here from the shapes;
+#  - dry_run_gpt2_124m   one step of GPT-2 124M, micro-batch 16 x 1024, bf16 on the count device: launches and GB
+#                        per step, in seconds;
+#  - gpu_budget          at most 400 launches and 60 GB per step: printed as SKIP with today's figures (the budget is
+#                        not enforced yet) unless ZT_ENFORCE_GPU_BUDGET=1, which makes an over-budget step a FAIL.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
+
+# est NAME ARGS...: `ztrain estimate ARGS` into $TMP/NAME.out; 0 when it succeeded
+est() {
+  local name=$1; shift
+  if ! timeout 300 $ZT estimate "$@" > $TMP/$name.out 2>&1; then
+    fail "$name: ztrain estimate $* exited non-zero: $(grep -m1 -E 'error|panic' $TMP/$name.out)"
+    return 1
+  fi
+}
+# field FILE WHAT: counted launches ("counted"), the harness's ("executed"), total bytes ("bytes"), launches per step
+# ("launches"), or the bytes of one op kind ("kind:NAME")
+field() {
+  $PY - "$1" "$2" <<'EOF'
+import re, sys
+txt, what = open(sys.argv[1]).read(), sys.argv[2]
+if what == "executed": m = re.search(r"executed by the host execution harness: (\d+)", txt)
+elif what == "counted": m = re.search(r"the wrapper counted (\d+) kernels", txt)
+elif what == "launches": m = re.search(r"kernel launches per step: (\d+)", txt)
+elif what == "bytes": m = re.search(r"HBM traffic per step: [\d.]+ GB \((\d+) bytes", txt)
+elif what == "gb": m = re.search(r"HBM traffic per step: ([\d.]+) GB", txt)
+else:
+    name = what[5:]
+    m = re.search(r"^  " + re.escape(name) + r" +\d+ +\d+ +\d+ +[\d.]+ +(\d+)$", txt, re.M)
+print(m.group(1) if m else "none")
+EOF
+}
+
+# ---------------------------------------------------------------- launches: the wrapper's table vs the harness
+tiny="-c inputs/tiny.cfg --count-device cudasim"
+check_launches() {
+  local name=$1; shift
+  est $name "$@" || return
+  local e c
+  e=$(field $TMP/$name.out executed); c=$(field $TMP/$name.out counted)
+  if [ "$e" != none ] && [ "$e" -gt 0 ] && [ "$e" = "$c" ]; then
+    pass "$name (one step: the harness executed $e launches, the wrapper counted $c)"
+  else
+    fail "$name: the harness executed $e launches, the wrapper counted $c"
+  fi
+}
+check_launches launches_cudasim_fp32 $tiny
+check_launches launches_cudasim_bf16 $tiny --set precision=bf16
+ZT_CUDA_FUSE_ROUND=0 check_launches launches_cudasim_bf16_unfused $tiny --set precision=bf16
+check_launches launches_cudasim_fp16_materialized $tiny --set precision=fp16 --set train.attention=materialized
+check_launches launches_cudasim_llama_bf16 -c inputs/llama-tiny.cfg --count-device cudasim --set precision=bf16
+check_launches launches_cudasim_sort_stages $tiny --set precision=bf16 --set train.micro_batch=64 \
+  --set train.global_batch=64 --set train.seq_len=64
+
+# the count device takes the same paths as cudasim: the same launches and bytes
+if est count_tiny -c inputs/tiny.cfg --count-device count --set precision=bf16; then
+  a="$(field $TMP/count_tiny.out launches) $(field $TMP/count_tiny.out bytes)"
+  b="$(field $TMP/launches_cudasim_bf16.out launches) $(field $TMP/launches_cudasim_bf16.out bytes)"
+  [ "$a" = "$b" ] && [ "${a%% *}" != none ] && pass "count_device_same (tiny bf16: launches and bytes $a on both)" ||
+    fail "count_device_same: count device $a, cudasim $b (launches bytes)"
+fi
+
+# ---------------------------------------------------------------- bytes of a few op kinds from the shapes
+# tiny: L 2, C 64, micro-batch 4 x 32 (N = 128 rows), 120,576 parameters (inputs/tiny.cfg); every buffer float32
+want=$($PY - <<'EOF'
+L, C, N, P = 2, 64, 128, 120576
+lin = [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C)]  # (in, out) of qkv, attention projection, fc, fc projection
+# linear forward: read inp (N, K) and w (K, OC), the bias (OC); write out (N, OC)
+fp32 = L * sum(4 * (N * K + K * OC + OC + N * OC) for K, OC in lin)
+# bf16: the GEMM reads both operands as packed 2-byte words; bias and output stay float32
+bf16 = L * sum(2 * (N * K + K * OC) + 4 * (OC + N * OC) for K, OC in lin)
+# LayerNorm forward, 2 per layer and the final one: read inp, w, b; write out, mean, rstd
+ln = (2 * L + 1) * 4 * (N * C + 2 * C + N * C + 2 * N)
+gelu = L * 4 * (N * 4 * C + N * 4 * C)   # read the fc output, write its GELU
+adamw = 4 * 7 * P                         # read param, grad, m, v; write param, m, v: every parameter once
+print(fp32, bf16, ln, gelu, adamw)
+EOF
+)
+read -r w_lin32 w_lin16 w_ln w_gelu w_adamw <<< "$want"
+bytes_check() { # NAME FILE KIND WANT
+  local got; got=$(field $2 "kind:$3")
+  [ "$got" = "$4" ] && pass "$1 ($3: $got bytes, as the formula from the shapes)" || fail "$1: $3 counted $got bytes, the formula gives $4"
+}
+f32=$TMP/launches_cudasim_fp32.out
+bytes_check bytes_linear_fwd_fp32 $f32 "linear fwd" $w_lin32
+bytes_check bytes_layernorm_fwd $f32 "layernorm fwd" $w_ln
+bytes_check bytes_gelu_fwd $f32 "gelu fwd" $w_gelu
+bytes_check bytes_adamw $f32 "adamw" $w_adamw
+bytes_check bytes_linear_fwd_bf16 $TMP/launches_cudasim_bf16.out "linear fwd" $w_lin16
+
+# ---------------------------------------------------------------- GPT-2 124M, micro-batch 16 x 1024, bf16: the dry run
+g=$TMP/gpt2.out
+t0=$(date +%s.%N)
+if est gpt2 -c inputs/gpt2-124m.cfg --hw h100; then
+  dt=$($PY -c "import sys; print('%.2f' % ($(date +%s.%N) - $t0))")
+  n=$(field $g launches); gb=$(field $g gb)
+  if grep -q "one micro-batch of 16 x 1024, bf16" $g && [ "$n" != none ] && [ "$gb" != none ] && [ "$n" -gt 0 ] &&
+     grep -q "predicted step on h100" $g && $PY -c "import sys; sys.exit(not ($dt < 10 and $gb > 0))"; then
+    over=$($PY -c "print(('over budget, ' + ('enforced' if '${ZT_ENFORCE_GPU_BUDGET:-0}' == '1' else 'not enforced')) if $n > 400 or $gb > 60 else 'within budget')")
+    pass "dry_run_gpt2_124m (one step on the count device in $dt s: $n kernel launches, $gb GB of HBM traffic per step; budget 400 launches, 60 GB: $over)"
+  else
+    fail "dry_run_gpt2_124m: launches $n, GB $gb, $dt s: $(grep -A2 'GPU kernels' $g | tr '\n' ' ')"
+  fi
+  sed -n '/GPU kernels/,$p' $g | sed 's/^/# /'
+  # the budgets: 400 launches and 60 GB per step
+  if [ "$n" != none ] && [ "$gb" != none ]; then
+    if [ "$n" -le 400 ] && $PY -c "import sys; sys.exit(not $gb <= 60)"; then
+      pass "gpu_budget (within budget: $n launches <= 400, $gb GB <= 60 per step)"
+    elif [ "${ZT_ENFORCE_GPU_BUDGET:-0}" = 1 ]; then
+      fail "gpu_budget: over budget (today: $n launches, $gb GB; budget 400 launches, 60 GB per step)"
+    else
+      echo "SKIP gpu_budget (over budget (today: $n launches, $gb GB; budget 400 launches, 60 GB per step); not enforced: ZT_ENFORCE_GPU_BUDGET=1 makes it a FAIL)"
+    fi
+  fi
+fi
+finish
