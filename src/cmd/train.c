@@ -792,6 +792,8 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     zt_metrics_set_tensorboard(&t.mx, c->metrics.tensorboard);
     announce(&t);
     if (t.auto_note[0]) zt_metrics_note(&t.mx, "%s\n", t.auto_note);
+    if (c->data.stream && c->data.shuffle)
+        zt_metrics_note(&t.mx, "data.stream: windows come in stream order (data.shuffle applies to shards only)\n");
     zt_train_sample *ts = NULL;
     zt_check_all(zt_train_sample_create(&ts, t.be, &t.s, c, d->rank == 0, err, sizeof err), err, sizeof err);
     int rc = 0;
