@@ -108,6 +108,28 @@ static int parse_sources(zt_dataset *d, const char *spec, int allow_mix, char *e
     return 0;
 }
 
+/* shards up to this many token bytes are checked whole at open (a damaged one is refused before the run starts);
+   larger ones window by window as they are read */
+#define CHECK_AT_OPEN_BYTES (256ull << 20)
+
+/* every token of a mapped shard below its vocab size; the pages are let go as the scan passes */
+static int check_tokens(const zt_shard_map *m, const char *path, char *err, size_t errlen) {
+    const uint64_t block = (1u << 20) / m->h.width;
+    for (uint64_t a = 0; a < m->h.count; a += block) {
+        const uint64_t b = a + block < m->h.count ? a + block : m->h.count;
+        for (uint64_t i = a; i < b; i++) {
+            const uint32_t v = zt_shard_map_token(m, i);
+            if (v >= m->h.vocab_size) {
+                zt_errf(err, errlen, "%s: token %u at index %llu >= the shard's vocab size %u (a damaged shard: prepare "
+                        "it again)", path, v, (unsigned long long)i, m->h.vocab_size);
+                return 1;
+            }
+        }
+        zt_shard_map_release(m, ZT_SHARD_HEADER + a * m->h.width, (b - a) * m->h.width);
+    }
+    return 0;
+}
+
 static uint64_t file_windows(const zt_shard_header *h, int T) {
     if (h->example_len) return h->count / h->example_len;
     return h->count > (uint64_t)T ? (h->count - 1) / (uint64_t)T : 0;
@@ -154,6 +176,8 @@ static int open_source(zt_dataset *d, int i, int T, uint32_t model_vocab, char *
         } else if (h->example_len && h->example_len != (uint32_t)T + 1) {
             zt_errf(err, errlen, "%s: the shard holds examples of %u tokens; train.seq_len must be %u (one less), "
                     "not %d", path, h->example_len, h->example_len - 1, T);
+            bad = 1;
+        } else if (h->count * h->width <= CHECK_AT_OPEN_BYTES && check_tokens(m, path, err, errlen)) {
             bad = 1;
         } else if (d->n_files > 1 && h->example_len != d->example_len) {
             zt_errf(err, errlen, "%s: %s, but %s %s (shards of one run are all token streams or all examples)", path,

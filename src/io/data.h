@@ -24,8 +24,9 @@
  *
  * Targets. With a loss mask, a target whose token has mask 0 is -1 (the loss ignores it).
  *
- * Checks. Headers at open (data_shard.h); tokens as windows are read: a token >= the vocab size is
- * replaced by 0, the first one recorded in bad/err for the caller to end the run with. */
+ * Checks. Headers at open (data_shard.h). Tokens: a shard of up to 256 MiB of tokens is checked whole at open
+ * (a damaged one is refused before anything starts); a larger one window by window as it is read: a token >= the
+ * vocab size is replaced by 0, the first one recorded in bad/err for the caller to end the run with. */
 #ifndef ZT_DATA_H
 #define ZT_DATA_H
 

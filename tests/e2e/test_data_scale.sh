@@ -2,8 +2,9 @@
 # Data at corpus scale: memory-mapped shards, resident memory independent of the corpus, damaged and old shards.
 #  data_rss_50gb        a 50 GB shard (sparse: 25e9 zero tokens) trained on for 20 steps (tiny, 1 rank): peak RSS
 #                       (results.json) within 5% of the same run on a 1 MB shard; the estimate's data line is printed
-#  data_damaged_token   a shard whose token in a window is >= its vocab size, on 2 ranks: exit 2 on both, one line
-#                       naming the file and index, no checkpoint written after it
+#  data_damaged_token   a 300 MB shard (checked window by window) whose token in a window is >= its vocab size, on
+#                       2 ranks: exit 2 on both, one line naming the file and index, at the step that reads it;
+#                       a 1 MB one (checked whole at open): the same line before the run directory is made
 #  data_shard_v1_v2     the same tokens as a version-1 shard and as a version-2 shard with an all-ones mask train to
 #                       the same params_hash (a mask of ones changes nothing)
 #  data_examples_len    a shard of examples of L tokens with train.seq_len != L - 1: exit 2, one line saying which
@@ -32,9 +33,13 @@ with open(f"{tmp}/small.bin", "wb") as f:
     f.write(hdr(len(tok))); f.write(tok.tobytes())
 with open(f"{tmp}/v2.bin", "wb") as f:
     f.write(hdr(len(tok), 2, 1)); f.write(tok.tobytes()); f.write(np.ones(len(tok), np.uint8).tobytes())
-bad = tok.copy(); bad[1000:] = 0; bad[40000] = 300   # vocab of the file: 256
+nb = 150 * 10**6                                 # 300 MB (sparse): checked window by window, not at open
 with open(f"{tmp}/bad.bin", "wb") as f:
-    f.write(hdr(len(bad))); f.write(bad.tobytes())
+    f.write(hdr(nb)); f.truncate(64 + 2 * nb)
+    f.seek(64 + 2 * 40000); f.write((300).to_bytes(2, "little"))   # vocab of the file: 256
+small = tok.copy(); small[40000] = 300
+with open(f"{tmp}/badsmall.bin", "wb") as f:
+    f.write(hdr(len(small))); f.write(small.tobytes())
 ex = tok[:33 * 100]
 with open(f"{tmp}/ex.bin", "wb") as f:
     f.write(hdr(len(ex), 2, 0, 33)); f.write(ex.tobytes())
@@ -64,6 +69,16 @@ if [ $rc = 2 ] && [ "$nerr" = 1 ] && grep -q "bad.bin: token 300 at index 40000 
   pass "data_damaged_token (2 ranks, exit 2: $(grep '^ztrain' $TMP/bad.err))"
 else
   fail "data_damaged_token: exit $rc, $nerr stderr lines: $(head -3 $TMP/bad.err | tr '\n' ' ')"
+fi
+
+timeout 120 $MPIRUN -np 2 $ZT train -c inputs/tiny.cfg $common --set run.name=badsmall \
+  --set data.train=$TMP/badsmall.bin --set train.steps=10 > $TMP/bads.out 2> $TMP/bads.err
+rc=$?
+if [ $rc = 2 ] && [ "$(grep -c '^ztrain' $TMP/bads.err)" = 1 ] && [ ! -e $TMP/d/badsmall ] &&
+   grep -q "badsmall.bin: token 300 at index 40000 >= the shard's vocab size 256" $TMP/bads.err; then
+  pass "data_damaged_token_at_open (2 ranks, exit 2 before the run directory exists)"
+else
+  fail "data_damaged_token_at_open: exit $rc: $(head -3 $TMP/bads.err | tr '\n' ' ')"
 fi
 
 # ---------------------------------------------------------------- version 1 == version 2 with an all-ones mask
