@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# test: long
 """test_export_llama.py — `ztrain import` / `ztrain export` of the Llama family (LlamaForCausalLM, MistralForCausalLM,
 Qwen2ForCausalLM) against transformers.
 

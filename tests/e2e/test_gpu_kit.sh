@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: long
 # The GPU check kit without a GPU (scripts/gpu-bundle.sh, scripts/gpu-check.sh: how ztrain ran on an H200,
 # README "GPU status"). The bundle must run where Open MPI is not installed, so its runs here happen in a
 # mount namespace with this machine's Open MPI plugin, help and config folders hidden (empty):

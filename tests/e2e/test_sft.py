@@ -268,11 +268,16 @@ def compare(name, out, refs, T, val_fraction, eot, detail=""):
 
 # ----------------------------------------------------------------------------------- cases
 
+LONG = bool(os.environ.get("ZT_LONG"))  # make test-long: every tokenizer layout; make test: one per family
+
+
 def case_chat(tmp, toks):
     cases = [("chatml", "qwen2", False), ("llama3", "llama3", False), ("llama2", "llama2", True),
              ("llama2", "llama2_metaspace", True)]
     T = 1023
     for seed, (kind, fam, alt) in enumerate(cases):
+        if fam == "llama2_metaspace" and not LONG:  # make test-long: also Llama 2's Metaspace layout
+            continue
         name = f"ids_mask_{kind}_{fam}"
         rows = chats(100 + seed, 60, alt)
         tpl = {"chatml": CHATML, "llama3": LLAMA3, "llama2": LLAMA2}[kind]
@@ -323,7 +328,7 @@ def prompt_rows(seed, n):
 def case_prompt(tmp, toks):
     T = 511
     rows = prompt_rows(11, 40)
-    for fam in ("qwen2", "llama3", "llama2", "llama2_metaspace"):
+    for fam in ("qwen2", "llama3", "llama2") + (("llama2_metaspace",) if LONG else ()):
         name = f"prompt_none_{fam}"
         tok = hf_tok(toks[fam], fam)
         refs = [ref_prompt(tok, fam, r["prompt"], r["response"]) for r in rows]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: long
 # The session tools (tools/: session_table.py, compare_sessions.py, plot_session.py, experiment.sh) and
 # benchmarks/sweep.sh on tiny runs, checked against the run directories themselves:
 #  1. tools/experiment.sh on inputs/tiny.cfg, 1, 2 and 4 ranks: the table has 3 rows, says bit-identical,
