@@ -3,7 +3,7 @@
 # case runs under `timeout` and checks: the exit code, ONE line naming the problem ("ztrain: error: ..."),
 # the time it took (all ranks gone within a bound), no core file and no crash (exit < 128), and that
 # nothing that must not change did (checksums of the files before and after).
-#  diverge_sync / _async   real divergence (train.lr=10 with weight_decay=10 multiplies every decayed weight by
+#  diverge_sync / _async   (async: make test-long) real divergence (train.lr=10 with weight_decay=10 multiplies every decayed weight by
 #                          -99 a step: NaN loss at step 10): exit 2 naming step 10 and the last checkpoint;
 #                          step_6 and step_9 kept (finite = 1, complete = 1, every value finite per h5py), no
 #                          later file, `latest` = step_9, metrics.jsonl valid JSON up to step 9, no results.json
@@ -95,7 +95,7 @@ tr2="$MPIRUN -np 2 $ZT train $common"
 
 # ---------------------------------------------------------------- divergence
 DIV="--set train.lr=10 --set train.weight_decay=10 --set train.schedule=constant --set train.warmup_steps=0 --set train.steps=30 --set checkpoint.every=3 --set checkpoint.keep=2"
-for mode in sync async; do
+for mode in sync ${ZT_LONG:+async}; do # make test-long: also with checkpoint.async
   a=false; [ $mode == async ] && a=true
   d=$R/div$mode
   if fault diverge_$mode 2 "training diverged at step 10" $tr2 --set run.name=div$mode $DIV --set checkpoint.async=$a; then
