@@ -56,6 +56,19 @@ struct Deferred {
     size_t out_n;
 };
 
+// adamw_multi's device copy of a segment table (cuda_ops.h zt_cu_adamw_multi_table), keyed by the host table it
+// was built from: the optimizer passes the same table every step for its shard [lo, hi), so it is built and
+// uploaded at the first call with that table (an allocation and an asynchronous copy) and every later step is the
+// kernel's launch alone. A few tables are kept; a new one beyond that frees them all first (never in training)
+struct AdamwTable {
+    zt_adamw_seg *key; // the host table (nkey entries)
+    int nkey;
+    void *table;       // device memory: ntable zt_cu_adamw_seg
+    int ntable;
+    size_t total;
+};
+constexpr int kAdamwTables = 4;
+
 struct cu_ctx {
     cudaStream_t stream;
     Deferred pend;          // pend.kind == D_NONE: nothing kept
@@ -67,6 +80,8 @@ struct cu_ctx {
     size_t scratch_bytes;
     int device;
     char desc[512];
+    AdamwTable adamw[kAdamwTables]; // adamw_multi's tables, adamw_n of them
+    int adamw_n;
 };
 
 cu_ctx *ctx_of(zt_backend *be) { return static_cast<cu_ctx *>(be->ctx); }
@@ -384,6 +399,57 @@ void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v
     zt_cu_adamw(S, dev(param), dev(grad), dev(m), dev(v), n, lr, beta1, beta2, eps, weight_decay, bias_corr1,
                 bias_corr2, grad_scale);
 }
+void free_adamw_tables(zt_backend *be) {
+    cu_ctx *x = ctx_of(be);
+    for (int i = 0; i < x->adamw_n; i++) {
+        b_free(be, x->adamw[i].table);
+        free(x->adamw[i].key);
+    }
+    x->adamw_n = 0;
+}
+// the cached device table of segs (built and uploaded at its first use)
+const AdamwTable &adamw_table(zt_backend *be, const zt_adamw_seg *segs, int nseg) {
+    cu_ctx *x = ctx_of(be);
+    for (int i = 0; i < x->adamw_n; i++) {
+        const AdamwTable &t = x->adamw[i];
+        bool same = t.nkey == nseg;
+        for (int k = 0; same && k < nseg; k++) // field by field: the caller's padding bytes are not part of the key
+            same = t.key[k].offset == segs[k].offset && t.key[k].n == segs[k].n &&
+                   t.key[k].weight_decay == segs[k].weight_decay;
+        if (same) return t;
+    }
+    if (x->adamw_n == kAdamwTables) free_adamw_tables(be);
+    AdamwTable &t = x->adamw[x->adamw_n];
+    t.key = static_cast<zt_adamw_seg *>(zt_malloc((size_t)nseg * sizeof *segs));
+    memcpy(t.key, segs, (size_t)nseg * sizeof *segs);
+    t.nkey = nseg;
+    zt_cu_adamw_seg *host = static_cast<zt_cu_adamw_seg *>(zt_malloc((size_t)nseg * sizeof(zt_cu_adamw_seg)));
+    t.ntable = zt_cu_adamw_multi_table(segs, nseg, host, &t.total);
+    const size_t bytes = (size_t)t.ntable * sizeof(zt_cu_adamw_seg);
+    t.table = nullptr;
+    if (bytes) {
+        t.table = b_alloc(be, bytes);
+#ifdef ZT_HOSTEXEC
+        memcpy(dev(t.table), host, bytes);
+#else
+        // from pageable memory: staged before the call returns, so host may be freed; no stream sync
+        ZT_CUDA(cudaMemcpyAsync(t.table, host, bytes, cudaMemcpyHostToDevice, stream_of(be)));
+#endif
+    }
+    free(host);
+    x->adamw_n++;
+    return t;
+}
+void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v, const zt_adamw_seg *segs,
+                   int nseg, float lr, float beta1, float beta2, float eps, float bias_corr1, float bias_corr2,
+                   float grad_scale) {
+    flush(be); // as every slot (and the launch counter's model of it, core/diag/backend_count.c)
+    if (nseg <= 0) return;
+    const AdamwTable &t = adamw_table(be, segs, nseg);
+    if (t.total == 0) return;
+    zt_cu_adamw_multi(S, dev(param), dev(grad), dev(m), dev(v), static_cast<const zt_cu_adamw_seg *>(dev(t.table)),
+                      t.ntable, t.total, lr, beta1, beta2, eps, bias_corr1, bias_corr2, grad_scale);
+}
 void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) { zt_cu_accumulate(S, dev(acc), dev(x), n); }
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
     zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);
@@ -433,6 +499,7 @@ void b_destroy(zt_backend *be) {
         fprintf(stderr, "%s: %ld round_to fused into the op that wrote the values, %ld as their own pass\n",
                 be->i->name, x->fused, x->unfused);
     b_free(be, x->scratch);
+    free_adamw_tables(be);
     zt_cu_gemm_free(x->gemm);
 #ifndef ZT_HOSTEXEC
     cudaStreamDestroy(x->stream);
@@ -483,6 +550,7 @@ zt_backend_i make_i(void) {
     i.embed_bwd = b_embed_bwd;
     i.softmax_xent = b_softmax_xent;
     i.adamw = b_adamw;
+    i.adamw_multi = b_adamw_multi;
     i.accumulate = b_accumulate;
     i.sumsq_chunks = b_sumsq_chunks;
     i.round_to = b_round_to;

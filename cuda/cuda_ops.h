@@ -29,6 +29,8 @@
 #endif
 #endif
 
+struct zt_adamw_seg; // iface/backend.h: a segment of adamw_multi (offset, n, weight_decay), host memory
+
 namespace ZT_CU_NS {
 
 // ---- kernels_elem.cu
@@ -57,6 +59,21 @@ void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int3
                         float dscale, int prec = 0);
 void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                  float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale);
+// adamw_multi (iface/backend.h) as one launch: a device table of the non-empty segments, each with start (the sum
+// of the lengths before it: its first index in the concatenation of all segments), offset (in the shard) and
+// weight_decay. zt_cu_adamw_multi_table fills it on the host (out: nseg entries at most) and returns how many
+// entries it wrote, *total the elements of all segments; the caller copies it to device memory.
+struct zt_cu_adamw_seg {
+    size_t start, offset;
+    float weight_decay;
+};
+int zt_cu_adamw_multi_table(const zt_adamw_seg *segs, int nseg, zt_cu_adamw_seg *out, size_t *total);
+// one grid over the total elements: element i of the concatenation belongs to the last table entry whose start
+// <= i (a binary search), shard index offset + (i - start); then exactly k_adamw's arithmetic (zt_adamw_elem with
+// that entry's weight_decay). table: device memory, ntable entries
+void zt_cu_adamw_multi(cudaStream_t s, float *param, const float *grad, float *m, float *v,
+                       const zt_cu_adamw_seg *table, int ntable, size_t total, float lr, float beta1, float beta2,
+                       float eps, float bias_corr1, float bias_corr2, float grad_scale);
 void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk);
 // out[i] = zt_dropout_keep(seed, i, p) ? in[i] / (1 - p) : 0 (op_math.h; out == in allowed)
 void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed);

@@ -395,6 +395,50 @@ void test_adamw(size_t n, Rng &r) {
     report("adamw", fmt("n=%zu", n), e, kAdamwLimit, det, now_s() - t0);
 }
 
+// adamw_multi: the segments of one shard in one launch. Bits (0 words differ) against one zt_cu_adamw launch per
+// segment, what it replaces, on param, m, v over the whole shard (the gaps between segments stay untouched); the
+// cpu backend's adamw_multi (its adamw per segment) within adamw's limit: the cpu build contracts to fused
+// multiply-adds (-march=native) where the harness build does not, as for adamw above.
+// segs: (offset, n, weight_decay); the shard ends after the last segment plus a gap of 3
+void test_adamw_multi(const char *what, const std::vector<zt_adamw_seg> &segs, Rng &r) {
+    size_t n = 3;
+    for (const zt_adamw_seg &sg : segs) n = sg.offset + sg.n + 3 > n ? sg.offset + sg.n + 3 : n;
+    std::vector<float> p0 = rand_vec(r, n, -1.0f, 1.0f), g = rand_vec(r, n, -0.1f, 0.1f);
+    std::vector<float> m0 = rand_vec(r, n, -0.01f, 0.01f), v0 = rand_vec(r, n, 0.0f, 1e-4f);
+    const float lr = 6e-4f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
+    const float bc1 = 1.0f - powf(b1, 7.0f), bc2 = 1.0f - powf(b2, 7.0f), gs = 0.73f;
+    const int ns = (int)segs.size();
+    std::vector<float> pr = p0, mr = m0, vr = v0;
+    g_cpu->i->adamw_multi(g_cpu, pr.data(), g.data(), mr.data(), vr.data(), segs.data(), ns, lr, b1, b2, eps, bc1,
+                          bc2, gs);
+    std::vector<zt_cu_adamw_seg> table(segs.size() + 1);
+    size_t total = 0;
+    const int nt = zt_cu_adamw_multi_table(segs.data(), ns, table.data(), &total);
+    std::vector<float> p, m, v;
+    double t0 = now_s();
+    bool det = two_runs([&](int) {
+        p = p0, m = m0, v = v0;
+        zt_cu_adamw_multi(kStream, p.data(), g.data(), m.data(), v.data(), table.data(), nt, total, lr, b1, b2, eps,
+                          bc1, bc2, gs);
+        return std::vector<Buf>{{p.data(), n * 4}, {m.data(), n * 4}, {v.data(), n * 4}};
+    });
+    std::vector<float> pk = p0, mk = m0, vk = v0; // one k_adamw launch per segment
+    for (const zt_adamw_seg &sg : segs)
+        zt_cu_adamw(kStream, pk.data() + sg.offset, g.data() + sg.offset, mk.data() + sg.offset, vk.data() + sg.offset,
+                    sg.n, lr, b1, b2, eps, sg.weight_decay, bc1, bc2, gs);
+    size_t diff = 0, changed = 0;
+    for (size_t i = 0; i < n; i++) {
+        diff += memcmp(&p[i], &pk[i], 4) != 0 || memcmp(&m[i], &mk[i], 4) != 0 || memcmp(&v[i], &vk[i], 4) != 0;
+        changed += memcmp(&p[i], &p0[i], 4) != 0;
+    }
+    Err e;
+    compare(e, p.data(), pr.data(), n, 1.0);
+    compare(e, m.data(), mr.data(), n, 1e-2);
+    compare(e, v.data(), vr.data(), n, 1e-4);
+    report("adamw_multi", fmt("%s: %d segments, %zu of %zu elements, %zu changed, %zu differ from per-segment adamw",
+                              what, ns, total, n, changed, diff), e, kAdamwLimit, det, now_s() - t0, diff);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Embeddings. dwte's additions are the cpu backend's, in its order (positions of a token in
 // position order onto the existing value): limit 0. dwpe: the sum over B in order: limit 0.
@@ -584,6 +628,10 @@ int main(int argc, char **argv) {
     if (!quick) test_gelu((size_t)4200000 + 3, r); // more than the grid cap's 16384 x 256: the grid-stride loop
     for (size_t n : {(size_t)1, (size_t)257, (size_t)100003}) test_add_acc(n, r);
     for (size_t n : {(size_t)3, (size_t)4099, (size_t)300001}) test_adamw(n, r);
+    test_adamw_multi("empty list", {}, r);
+    test_adamw_multi("one element", {{2, 1, 0.1f}}, r);
+    test_adamw_multi("odd lengths", {{0, 1, 0.1f}, {1, 0, 0.1f}, {4, 4099, 0.0f}, {4103, 257, 0.1f},
+                                     {4365, 1, 0.0f}, {4366, 300001, 0.05f}, {304370, 33, 0.1f}}, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_round_to(n, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_pack16(n, r);
     for (size_t n : {(size_t)1, (size_t)100003}) test_dropout(n, r);

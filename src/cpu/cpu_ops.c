@@ -206,6 +206,19 @@ static void cpu_adamw(zt_backend *be, float *param, const float *grad, float *m,
                       bias_corr2);
 }
 
+/* the reference: each segment as cpu_adamw (the same OpenMP split of the segment), so the bits do not depend on
+   the thread count and equal one adamw call per segment */
+static void cpu_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v,
+                            const zt_adamw_seg *segs, int nseg, float lr, float beta1, float beta2, float eps,
+                            float bias_corr1, float bias_corr2, float grad_scale) {
+    for (int s = 0; s < nseg; s++) {
+        const size_t o = segs[s].offset;
+        if (segs[s].n)
+            cpu_adamw(be, param + o, grad + o, m + o, v + o, segs[s].n, lr, beta1, beta2, eps, segs[s].weight_decay,
+                      bias_corr1, bias_corr2, grad_scale);
+    }
+}
+
 static void cpu_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
     (void)be;
 #pragma omp parallel for simd schedule(static)
@@ -289,6 +302,7 @@ void zt_cpu_fill_ops(zt_backend_i *i) {
     i->embed_bwd = cpu_embed_bwd;
     i->softmax_xent = cpu_softmax_xent;
     i->adamw = cpu_adamw;
+    i->adamw_multi = cpu_adamw_multi;
     i->accumulate = cpu_accumulate;
     i->sumsq_chunks = cpu_sumsq_chunks;
     i->round_to = cpu_round_to;

@@ -171,6 +171,15 @@ static void ds_adamw(zt_backend *be, float *param, const float *grad, float *m, 
                       bias_corr2, grad_scale);
 }
 
+/* the segment table is host data: only the shard's base pointers are translated */
+static void ds_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v,
+                           const zt_adamw_seg *segs, int nseg, float lr, float beta1, float beta2, float eps,
+                           float bias_corr1, float bias_corr2, float grad_scale) {
+    if (nseg <= 0) return;
+    CPU(be)->i->adamw_multi(CPU(be), D(param), D(grad), D(m), D(v), segs, nseg, lr, beta1, beta2, eps, bias_corr1,
+                            bias_corr2, grad_scale);
+}
+
 static void ds_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
     CPU(be)->i->accumulate(CPU(be), D(acc), D(x), n);
 }
@@ -238,6 +247,7 @@ zt_backend *zt_devsim_backend_create(int threads) {
         i->embed_bwd = ds_embed_bwd;
         i->softmax_xent = ds_softmax_xent;
         i->adamw = ds_adamw;
+        i->adamw_multi = c->adamw_multi ? ds_adamw_multi : NULL;
         i->accumulate = ds_accumulate;
         i->sumsq_chunks = ds_sumsq_chunks;
         i->round_to = ds_round_to;

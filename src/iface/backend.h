@@ -28,6 +28,13 @@ typedef enum zt_prec { ZT_PREC_FP32 = 0, ZT_PREC_BF16 = 1, ZT_PREC_FP16 = 2 } zt
 /* the kind of memory a backend hands out, and a communicator accepts */
 typedef enum zt_mem_kind { ZT_MEM_HOST, ZT_MEM_DEVICE } zt_mem_kind;
 
+/* one segment of adamw_multi: elements [offset, offset + n) of a flat shard, updated with weight_decay */
+typedef struct zt_adamw_seg {
+    size_t offset;
+    size_t n;
+    float weight_decay;
+} zt_adamw_seg;
+
 typedef struct zt_backend_i {
     const char *name;
     zt_mem_kind mem;
@@ -145,6 +152,16 @@ typedef struct zt_backend_i {
     void (*adamw)(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay,
                   float bias_corr1, float bias_corr2, float grad_scale);
+    /* optional (NULL: the caller loops over adamw): AdamW over nseg segments of one flat shard in one call.
+       param, grad, m, v are the shard's base pointers (backend memory); segs (nseg entries, host memory, nseg 0:
+       nothing to do) names each segment's elements [offset, offset + n) within the shard and its weight_decay;
+       segments do not overlap; an n of 0 is allowed. Hyper-parameters as adamw. Every element is exactly
+       zt_adamw_elem (op_math.h) with its segment's weight_decay, so the bits equal one adamw call per segment.
+       The optimizer (core/optim/optim.c) passes the same table every step: a backend may cache what it derives
+       from it (the CUDA backend: its device copy, cuda_backend.cu). */
+    void (*adamw_multi)(zt_backend *be, float *param, const float *grad, float *m, float *v,
+                        const zt_adamw_seg *segs, int nseg, float lr, float beta1, float beta2, float eps,
+                        float bias_corr1, float bias_corr2, float grad_scale);
 
     /* acc += x (elementwise), the one addition the ordered reduction makes */
     void (*accumulate)(zt_backend *be, float *acc, const float *x, size_t n);

@@ -299,6 +299,17 @@ static void w_adamw(zt_backend *be, float *p, const float *g, float *m, float *v
     if (n) add(K_ADAMW, 1, F4 * 7.0 * n);
     g_inner->adamw(be, p, g, m, v, n, lr, b1, b2, eps, wd, c1, c2, gs);
 }
+/* cuda_backend.cu b_adamw_multi: one k_adamw_multi launch over all the segments' elements (its device copy of the
+   segment table is cached, uploaded once: no copy per step); counted in the adamw row, the same bytes */
+static void w_adamw_multi(zt_backend *be, float *p, const float *g, float *m, float *v, const zt_adamw_seg *segs,
+                          int nseg, float lr, float b1, float b2, float eps, float c1, float c2, float gs) {
+    flush();
+    g_calls[K_ADAMW]++;
+    double n = 0;
+    for (int s = 0; s < nseg; s++) n += (double)segs[s].n;
+    if (n > 0) add(K_ADAMW, 1, F4 * 7.0 * n);
+    g_inner->adamw_multi(be, p, g, m, v, segs, nseg, lr, b1, b2, eps, c1, c2, gs);
+}
 static void w_acc(zt_backend *be, float *a, const float *x, size_t n) {
     flush();
     g_calls[K_ACC]++;
@@ -389,6 +400,7 @@ void zt_backend_count_begin(zt_backend *be) {
     WRAP(attention_bwd, w_att_bwd); WRAP(attention_decode, w_att_dec); WRAP(gemv, w_gemv);
     WRAP(gelu_fwd, w_gelu_fwd); WRAP(gelu_bwd, w_gelu_bwd); WRAP(add, w_add); WRAP(embed_fwd, w_emb_fwd);
     WRAP(embed_bwd, w_emb_bwd); WRAP(softmax_xent, w_xent); WRAP(adamw, w_adamw); WRAP(accumulate, w_acc);
+    WRAP(adamw_multi, w_adamw_multi);
     WRAP(sumsq_chunks, w_sumsq); WRAP(round_to, w_round); WRAP(pack16, w_pack); WRAP(unpack16, w_unpack);
     WRAP(dropout, w_dropout); WRAP(dequant, w_dequant); WRAP(set_precision, w_set_precision);
     WRAP(attention_fused_fwd, w_fatt_fwd); WRAP(attention_fused_bwd, w_fatt_bwd);
@@ -515,6 +527,10 @@ static void n_xent(zt_backend *be, float *a, float *b, const int32_t *c, int d, 
 static void n_adamw(zt_backend *be, float *a, const float *b, float *c, float *d, size_t n, float e, float f, float g,
                     float h, float i, float j, float k, float l) { (void)be; (void)a; (void)b; (void)c; (void)d;
                     (void)n; (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; (void)k; (void)l; }
+static void n_adamw_multi(zt_backend *be, float *a, const float *b, float *c, float *d, const zt_adamw_seg *s, int n,
+                          float e, float f, float g, float h, float j, float k, float l) { (void)be; (void)a; (void)b;
+                          (void)c; (void)d; (void)s; (void)n; (void)e; (void)f; (void)g; (void)h; (void)j; (void)k;
+                          (void)l; }
 static void n_sumsq(zt_backend *be, double *a, const float *b, size_t n, size_t c) {
     (void)be; (void)a; (void)b; (void)n; (void)c; }
 static void n_round(zt_backend *be, float *a, size_t n, int p) { (void)be; (void)a; (void)n; (void)p; }
@@ -540,7 +556,7 @@ static const zt_backend_i g_null_i = {
     .gemv = n_gemv, .gelu_fwd = n_e2, .gelu_bwd = n_e3, .add = n_e3, .embed_fwd = n_embf, .embed_bwd = n_embb,
     .softmax_xent = n_xent, .adamw = n_adamw, .accumulate = n_e2, .sumsq_chunks = n_sumsq, .round_to = n_round,
     .pack16 = n_pack, .unpack16 = n_unpack, .dropout = n_dropout, .dequant = n_dequant, .set_precision = n_prec,
-    .attention_fused_fwd = n_attf, .attention_fused_bwd = n_fattb};
+    .attention_fused_fwd = n_attf, .attention_fused_bwd = n_fattb, .adamw_multi = n_adamw_multi};
 
 zt_backend *zt_count_null_create(void) {
     zt_backend *be = zt_calloc(1, sizeof *be);

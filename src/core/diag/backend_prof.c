@@ -73,6 +73,9 @@ static void w_xent(zt_backend *be, float *l, float *lg, const int32_t *t, int N,
 static void w_adamw(zt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                     float eps, float wd, float c1, float c2, float gs) {
     T0(be); g_inner->adamw(be, p, g, m, v, n, lr, b1, b2, eps, wd, c1, c2, gs); T1(be, P_ADAMW); }
+static void w_adamw_multi(zt_backend *be, float *p, const float *g, float *m, float *v, const zt_adamw_seg *segs,
+                          int nseg, float lr, float b1, float b2, float eps, float c1, float c2, float gs) {
+    T0(be); g_inner->adamw_multi(be, p, g, m, v, segs, nseg, lr, b1, b2, eps, c1, c2, gs); T1(be, P_ADAMW); }
 static void w_acc(zt_backend *be, float *a, const float *x, size_t n) { T0(be); g_inner->accumulate(be, a, x, n); T1(be, P_ACC); }
 static void w_sumsq(zt_backend *be, double *o, const float *x, size_t n, size_t c) {
     T0(be); g_inner->sumsq_chunks(be, o, x, n, c); T1(be, P_SUMSQ); }
@@ -109,6 +112,7 @@ void zt_backend_prof_begin(zt_backend *be) {
     g_wrapped.embed_bwd = w_emb_bwd;
     g_wrapped.softmax_xent = w_xent;
     g_wrapped.adamw = w_adamw;
+    if (g_inner->adamw_multi) g_wrapped.adamw_multi = w_adamw_multi;
     g_wrapped.accumulate = w_acc;
     g_wrapped.sumsq_chunks = w_sumsq;
     g_wrapped.copy = w_copy;

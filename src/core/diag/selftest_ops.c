@@ -253,6 +253,17 @@ static void op_adamw(zt_backend *be, st_case *k, float **out) {
     down(be, out[0], p, k->out_n[0]); down(be, out[1], m, k->out_n[1]); down(be, out[2], v, k->out_n[2]);
     be->i->free(be, p); be->i->free(be, g); be->i->free(be, m); be->i->free(be, v);
 }
+/* adamw_multi over the segments of st_adamw_segs (gaps between them: those elements must stay as they were) */
+static const zt_adamw_seg st_adamw_segs[] = {
+    {0, 1, 0.1f}, {1, 0, 0.1f}, {5, 3000, 0.0f}, {3005, 4001, 0.1f}, {7006, 2999, 0.05f}, {10005, 1, 0.0f}};
+static void op_adamw_multi(zt_backend *be, st_case *k, float **out) {
+    float *p = up(be, k->in[0], k->in_n[0]), *g = up(be, k->in[1], k->in_n[1]), *m = up(be, k->in[2], k->in_n[2]);
+    float *v = up(be, k->in[3], k->in_n[3]);
+    be->i->adamw_multi(be, p, g, m, v, st_adamw_segs, (int)(sizeof st_adamw_segs / sizeof st_adamw_segs[0]), 1e-3f,
+                       0.9f, 0.95f, 1e-8f, 0.19f, 0.0975f, 0.5f);
+    down(be, out[0], p, k->out_n[0]); down(be, out[1], m, k->out_n[1]); down(be, out[2], v, k->out_n[2]);
+    be->i->free(be, p); be->i->free(be, g); be->i->free(be, m); be->i->free(be, v);
+}
 static void op_sumsq(zt_backend *be, st_case *k, float **out) {
     const size_t chunk = 4096, nc = (k->in_n[0] + chunk - 1) / chunk;
     float *x = up(be, k->in[0], k->in_n[0]);
@@ -641,6 +652,11 @@ static void b_adamw(st_case *k, int v) {
     add_out(k, "exp_avg", n);
     add_out(k, "exp_avg_sq", n);
 }
+/* adamw's inputs; op_adamw_multi's segments (several decays, an empty and two 1-element segments, gaps) */
+static void b_adamw_multi(st_case *k, int v) {
+    b_adamw(k, v);
+    k->name = "adamw_multi";
+}
 /* the same counter-based mask on every backend: bit-identical */
 static void b_dropout(st_case *k, int v) {
     (void)v;
@@ -674,7 +690,7 @@ static void b_sumsq(st_case *k, int v) {
    (rmsnorm_*, rope, swiglu_*) is optional as a whole, and a backend that has it takes NKV < NH in its attention
    slots (iface/backend.h): the grouped-query rows need it on the device (and decoding / the fused slots as well) */
 enum { NEED_NONE, NEED_FUSED_DEV, NEED_DECODE, NEED_GEMV, NEED_LLAMA, NEED_LLAMA_DECODE, NEED_LLAMA_FUSED_DEV,
-       NEED_MATMUL_LD };
+       NEED_MATMUL_LD, NEED_ADAMW_MULTI };
 
 typedef struct st_row {
     st_build build;
@@ -718,6 +734,8 @@ static const st_row g_rows[] = {
     {b_matmul_ld, op_matmul_ld, 4, NEED_MATMUL_LD, "matmul_ld"},
     /* loss masks (ignored targets): last, for the same reason */
     {b_softmax_xent_masked, op_softmax_xent, 1, NEED_NONE, NULL},
+    /* all segments of a shard in one call (optional slot): last, for the same reason */
+    {b_adamw_multi, op_adamw_multi, 1, NEED_ADAMW_MULTI, "adamw_multi"},
 };
 
 static int has_llama(const zt_backend *be) {
@@ -734,6 +752,7 @@ static int row_supported(const st_row *r, const zt_backend *cpu, const zt_backen
     case NEED_LLAMA_DECODE: return has_llama(cpu) && has_llama(dev) && cpu->i->attention_decode && dev->i->attention_decode;
     case NEED_LLAMA_FUSED_DEV: return has_llama(cpu) && has_llama(dev) && dev->i->attention_fused_fwd != NULL;
     case NEED_MATMUL_LD: return cpu->i->matmul_ld && dev->i->matmul_ld;
+    case NEED_ADAMW_MULTI: return cpu->i->adamw_multi && dev->i->adamw_multi;
     default: return 1;
     }
 }

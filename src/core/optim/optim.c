@@ -2,7 +2,10 @@
 #include "core/optim/optim.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "util/util.h"
 
 double zt_lr_at(const zt_config *c, long step) {
     const double lr = c->train.lr, min_lr = c->train.min_lr;
@@ -20,6 +23,25 @@ void zt_adamw_update(zt_backend *be, const zt_param_table *pt, size_t lo, size_t
                      float grad_scale) {
     const float bc1 = 1.0f - powf(hp->beta1, (float)t);
     const float bc2 = 1.0f - powf(hp->beta2, (float)t);
+    if (be->i->adamw_multi) {
+        /* one call for the whole shard: the tensors' non-empty parts of [lo, hi) as segments, the same every step
+           for a given (lo, hi) (a backend may cache its copy of the table) */
+        zt_adamw_seg stack[256];
+        zt_adamw_seg *segs = pt->n <= 256 ? stack : zt_malloc((size_t)pt->n * sizeof *segs);
+        int ns = 0;
+        for (int i = 0; i < pt->n; i++) {
+            const zt_tensor_info *ti = &pt->t[i];
+            size_t a = ti->offset > lo ? ti->offset : lo;
+            size_t b = ti->offset + ti->numel < hi ? ti->offset + ti->numel : hi;
+            if (a >= b) continue;
+            segs[ns++] = (zt_adamw_seg){.offset = a - lo, .n = b - a,
+                                        .weight_decay = ti->decay ? hp->weight_decay : 0.0f};
+        }
+        if (ns) be->i->adamw_multi(be, param, grad, m, v, segs, ns, lr, hp->beta1, hp->beta2, hp->eps, bc1, bc2,
+                                   grad_scale);
+        if (segs != stack) free(segs);
+        return;
+    }
     for (int i = 0; i < pt->n; i++) {
         const zt_tensor_info *ti = &pt->t[i];
         size_t a = ti->offset > lo ? ti->offset : lo;
