@@ -41,17 +41,18 @@ namespace {
 // output range (the caller's address and length) a fused round_to must name
 enum DKind {
     D_NONE, D_GELU_FWD, D_GELU_BWD, D_ADD, D_EMBED_FWD, D_XENT, D_LN_FWD, D_LN_BWD, D_ATT_FWD, D_ATT_BWD,
-    D_RMS_FWD, D_RMS_BWD, D_SWIGLU_FWD, D_SWIGLU_BWD
+    D_RMS_FWD, D_RMS_BWD, D_SWIGLU_FWD, D_SWIGLU_BWD, D_RLN_FWD
 };
 struct Deferred {
     DKind kind;
-    float *o0, *o1, *o2;
+    float *o0, *o1, *o2, *o3;
     const float *i0, *i1, *i2, *i3, *i4;
     const int32_t *tok;
     void *scratch;
     int B, T, C, NH, NKV, V, Vp;
     size_t n;
     float f;
+    int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
     const void *out;
     size_t out_n;
 };
@@ -101,6 +102,9 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
     case D_ATT_FWD: zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec); break;
     case D_ATT_BWD:
         zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec);
+        break;
+    case D_RLN_FWD:
+        zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.res_prec, prec);
         break;
     case D_RMS_FWD: zt_cu_rmsnorm_fwd(s, d.o0, d.o1, d.i0, d.i1, d.B, d.C, d.f, prec); break;
     case D_RMS_BWD: zt_cu_rmsnorm_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.scratch, prec); break;
@@ -267,6 +271,16 @@ void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const
     d.o0 = dev(out); d.o1 = dev(mean); d.o2 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w); d.i2 = dev(b);
     d.B = N; d.C = C;
     d.out = out; d.out_n = (size_t)N * C;
+    defer(be, d);
+}
+void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mean, float *rstd, const float *a,
+                              const float *b, const float *w, const float *bias, int N, int C, int prec) {
+    Deferred d = {};
+    d.kind = D_RLN_FWD;
+    d.o0 = dev(res); d.o1 = dev(out); d.o2 = dev(mean); d.o3 = dev(rstd);
+    d.i0 = dev(a); d.i1 = dev(b); d.i2 = dev(w); d.i3 = dev(bias);
+    d.B = N; d.C = C; d.res_prec = prec;
+    d.out = out; d.out_n = (size_t)N * C; // a round_to of the LayerNorm's output is fused, as after layernorm_fwd
     defer(be, d);
 }
 void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -532,6 +546,7 @@ zt_backend_i make_i(void) {
     i.linear_bwd = b_linear_bwd;
     i.layernorm_fwd = b_layernorm_fwd;
     i.layernorm_bwd = b_layernorm_bwd;
+    i.residual_layernorm_fwd = b_residual_layernorm_fwd;
     i.rmsnorm_fwd = b_rmsnorm_fwd;
     i.rmsnorm_bwd = b_rmsnorm_bwd;
     i.rope = b_rope;

@@ -85,6 +85,11 @@ void zt_cu_dequant(cudaStream_t s, float *out, const uint8_t *blob, int fmt, siz
 // ---- kernels_norm_attn.cu
 void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,
                          const float *b, int N, int C, int prec = 0);
+// res = a + bb rounded to res_prec (zt_cu_add's arithmetic), then zt_cu_layernorm_fwd of res, out rounded to prec:
+// one launch, the bits of the two launches in sequence
+void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
+                                  const float *bb, const float *w, const float *b, int N, int C, int res_prec,
+                                  int prec = 0);
 // dinp += ...; dw, db overwritten (fixed-order partial sums over row blocks, then over the partials)
 // scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory
 size_t zt_cu_layernorm_bwd_scratch(int N, int C);

@@ -50,14 +50,10 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // ------------------------------------------------------------------------------------ LayerNorm
 
-// one warp per row: mean, then the sum of squared deviations (two passes, as the cpu backend)
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                         int N, int C, int prec) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
-    if (row >= N) return; // whole warps leave together
-    const float *x = inp + (size_t)row * C;
+// one row's LayerNorm by one warp (lane = its lane): mean, variance about it, out = (x - mean) rstd w + b rounded to
+// prec; lane 0 writes the row's mean and rstd. Shared by layernorm_fwd_kernel and residual_layernorm_fwd_kernel
+__device__ __forceinline__ void layernorm_row(float *o, float *mean, float *rstd, const float *x, const float *w,
+                                              const float *b, int C, int prec, int lane, int row) {
     float s = 0.0f;
     for (int c = lane; c < C; c += 32) s += x[c];
     const float m = warp_sum(s) / (float)C;
@@ -67,12 +63,35 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         v += d * d;
     }
     const float r = zt_ln_rstd(warp_sum(v), C);
-    float *o = out + (size_t)row * C;
     for (int c = lane; c < C; c += 32) o[c] = zt_round_prec(zt_ln_out(x[c], m, r, w[c], b[c]), prec);
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
     }
+}
+
+// one warp per row: mean, then the sum of squared deviations (two passes, as the cpu backend)
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                         int N, int C, int prec) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= N) return; // whole warps leave together
+    layernorm_row(out + (size_t)row * C, mean, rstd, inp + (size_t)row * C, w, b, C, prec, lane, row);
+}
+
+// the residual add (k_add's arithmetic, rounded to res_prec) and the LayerNorm of its result in one launch: one warp
+// per row writes its row of res, then reads it back (each lane its own columns) for layernorm_fwd_kernel's passes
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    residual_layernorm_fwd_kernel(float *res, float *out, float *mean, float *rstd, const float *a, const float *bb,
+                                  const float *w, const float *b, int N, int C, int res_prec, int prec) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= N) return; // whole warps leave together
+    const size_t off = (size_t)row * C;
+    float *x = res + off;
+    for (int c = lane; c < C; c += 32) x[c] = zt_round_prec(a[off + c] + bb[off + c], res_prec);
+    layernorm_row(out + off, mean, rstd, x, w, b, C, prec, lane, row);
 }
 
 // dinp += ..., one warp per row
@@ -236,6 +255,15 @@ void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, c
     ZT_LAUNCH(layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, out, mean, rstd, inp,
               w, b, N, C, prec);
     NA_LAUNCH_CHECK("layernorm_fwd_kernel");
+}
+
+void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
+                                  const float *bb, const float *w, const float *b, int N, int C, int res_prec,
+                                  int prec) {
+    if (N <= 0 || C <= 0) return;
+    ZT_LAUNCH(residual_layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, res, out,
+              mean, rstd, a, bb, w, b, N, C, res_prec, prec);
+    NA_LAUNCH_CHECK("residual_layernorm_fwd_kernel");
 }
 
 size_t zt_cu_layernorm_bwd_scratch(int N, int C) {

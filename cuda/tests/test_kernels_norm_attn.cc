@@ -103,6 +103,50 @@ void test_layernorm(int N, int C) {
                K_TOL_LN);
 }
 
+// residual add + LayerNorm in one launch: bitwise the two launches it replaces (zt_cu_add rounding the residual to
+// the precision, then zt_cu_layernorm_fwd of it, both with the output rounding prec), under two harness seeds, and
+// the cpu reference's slot (add, round_to, layernorm_fwd) for the unrounded LayerNorm output
+void test_residual_layernorm(int N, int C) {
+    const size_t n = (size_t)N * C;
+    vec a = randv(n, 2.0, 0.5), bb = randv(n, 1.0), w = randv(C, 0.5, 1.0), b = randv(C, 0.5);
+    const int precs[] = {ZT_PREC_FP32, ZT_PREC_BF16, ZT_PREC_FP16};
+    const char *pn[] = {"fp32", "bf16", "fp16"};
+    for (int p = 0; p < 3; p++) {
+        for (int oprec = 0; oprec <= precs[p]; oprec += precs[p] ? precs[p] : 1) {
+            char name[96];
+            snprintf(name, sizeof name, "residual_layernorm_fwd[N%d,C%d,%s,out %s]", N, C, pn[p],
+                     oprec ? "rounded" : "unrounded");
+            bool ok = true;
+            for (int run = 0; run < 2 && ok; run++) {
+                harness_config(run);
+                vec res2 = nanv(n), out2 = nanv(n), m2 = nanv(N), r2 = nanv(N);
+                zt_cu_add(0, res2.data(), a.data(), bb.data(), n, precs[p]);
+                zt_cu_layernorm_fwd(0, out2.data(), m2.data(), r2.data(), res2.data(), w.data(), b.data(), N, C, oprec);
+                vec res = nanv(n), out = nanv(n), m = nanv(N), r = nanv(N);
+                zt_cu_residual_layernorm_fwd(0, res.data(), out.data(), m.data(), r.data(), a.data(), bb.data(),
+                                             w.data(), b.data(), N, C, precs[p], oprec);
+                if (!same_bits(res, res2) || !same_bits(out, out2) || !same_bits(m, m2) || !same_bits(r, r2)) {
+                    check_fail("%s: differs from zt_cu_add + zt_cu_layernorm_fwd (run %d: res %d out %d mean %d "
+                               "rstd %d equal)", name, run, same_bits(res, res2), same_bits(out, out2),
+                               same_bits(m, m2), same_bits(r, r2));
+                    ok = false;
+                }
+                if (ok && oprec == 0) { // the cpu reference slot: the residual bitwise, the LayerNorm within K_TOL_LN
+                    vec rr = nanv(n), ro = nanv(n), rm = nanv(N), rs = nanv(N);
+                    g_cpu->i->residual_layernorm_fwd(g_cpu, rr.data(), ro.data(), rm.data(), rs.data(), a.data(),
+                                                     bb.data(), w.data(), b.data(), N, C, precs[p]);
+                    if (!same_bits(res, rr) || !(err_of(out, ro) <= K_TOL_LN) || !(err_of(m, rm) <= K_TOL_LN) ||
+                        !(err_of(r, rs) <= K_TOL_LN)) {
+                        check_fail("%s: differs from the cpu backend's residual_layernorm_fwd", name);
+                        ok = false;
+                    }
+                }
+            }
+            if (ok) check_pass("%s (bitwise the two-kernel sequence, two harness seeds)", name);
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------ attention
 
 zt_cu_gemm *g_gemm; // attention's batched products (main)
@@ -481,6 +525,10 @@ int main(int argc, char **argv) {
     test_layernorm(67, 45);
     test_layernorm(130, 768);
     test_layernorm(7, 3);
+    test_residual_layernorm(5, 37);
+    test_residual_layernorm(67, 45);
+    test_residual_layernorm(130, 768);
+    test_residual_layernorm(7, 3);
 
     test_attention(2, 7, 15, 3, 3);  // hs 5
     test_attention(1, 9, 12, 4, 4);  // hs 3

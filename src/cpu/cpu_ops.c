@@ -292,7 +292,18 @@ static void cpu_dequant(zt_backend *be, float *out, const void *blob, int fmt, s
     zt_quant_decode(&L, blob, 0, L.n, out);
 }
 
+/* the reference: the two slots' own implementations in sequence */
+static void cpu_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mean, float *rstd,
+                                       const float *a, const float *b, const float *w, const float *bias, int N, int C,
+                                       int prec) {
+    const size_t n = (size_t)N * C;
+    cpu_add(be, res, a, b, n);
+    cpu_round_to(be, res, n, prec);
+    cpu_layernorm_fwd(be, out, mean, rstd, res, w, bias, N, C);
+}
+
 void zt_cpu_fill_ops(zt_backend_i *i) {
+    i->residual_layernorm_fwd = cpu_residual_layernorm_fwd;
     i->layernorm_fwd = cpu_layernorm_fwd;
     i->layernorm_bwd = cpu_layernorm_bwd;
     i->gelu_fwd = cpu_gelu_fwd;

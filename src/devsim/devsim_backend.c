@@ -89,6 +89,12 @@ static void ds_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rst
     CPU(be)->i->layernorm_fwd(CPU(be), D(out), D(mean), D(rstd), D(inp), D(w), D(b), N, C);
 }
 
+static void ds_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mean, float *rstd, const float *a,
+                                      const float *b, const float *w, const float *bias, int N, int C, int prec) {
+    CPU(be)->i->residual_layernorm_fwd(CPU(be), D(res), D(out), D(mean), D(rstd), D(a), D(b), D(w), D(bias), N, C,
+                                       prec);
+}
+
 static void ds_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                              const float *w, const float *mean, const float *rstd, int N, int C) {
     CPU(be)->i->layernorm_bwd(CPU(be), D(dinp), D(dw), D(db), D(dout), D(inp), D(w), D(mean), D(rstd), N, C);
@@ -233,6 +239,7 @@ zt_backend *zt_devsim_backend_create(int threads) {
         i->attention_fwd = ds_attention_fwd;
         i->attention_bwd = ds_attention_bwd;
         /* optional slots stay optional */
+        i->residual_layernorm_fwd = c->residual_layernorm_fwd ? ds_residual_layernorm_fwd : NULL;
         i->rmsnorm_fwd = c->rmsnorm_fwd ? ds_rmsnorm_fwd : NULL;
         i->rmsnorm_bwd = c->rmsnorm_bwd ? ds_rmsnorm_bwd : NULL;
         i->rope = c->rope ? ds_rope : NULL;

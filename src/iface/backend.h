@@ -129,6 +129,12 @@ typedef struct zt_backend_i {
 
     /* out = a + b, elementwise */
     void (*add)(zt_backend *be, float *out, const float *a, const float *b, size_t n);
+    /* residual add fused with the LayerNorm of its result (optional: NULL = the caller calls add, round_to and
+       layernorm_fwd): res(N, C) = a + b rounded to `prec` (exactly add followed by round_to(res, N C, prec);
+       ZT_PREC_FP32 leaves it unrounded), then out, mean, rstd = layernorm_fwd of res. The bits equal that sequence;
+       out is not rounded (a round_to of out may follow, as after layernorm_fwd) */
+    void (*residual_layernorm_fwd)(zt_backend *be, float *res, float *out, float *mean, float *rstd, const float *a,
+                                   const float *b, const float *w, const float *bias, int N, int C, int prec);
 
     /* out(B, T, C) = wte[tok] + wpe[t] (wpe NULL: wte[tok], rotary positions); tokens (B, T) int32 on device */
     void (*embed_fwd)(zt_backend *be, float *out, const int32_t *tokens, const float *wte,

@@ -80,8 +80,9 @@ lin = [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C)]  # (in, out) of qkv, attentio
 fp32 = L * sum(4 * (N * K + K * OC + OC + N * OC) for K, OC in lin)
 # bf16: the GEMM reads both operands as packed 2-byte words; bias and output stay float32
 bf16 = L * sum(2 * (N * K + K * OC) + 4 * (OC + N * OC) for K, OC in lin)
-# LayerNorm forward, 2 per layer and the final one: read inp, w, b; write out, mean, rstd
-ln = (2 * L + 1) * 4 * (N * C + 2 * C + N * C + 2 * N)
+# LayerNorm forward, ln1 per layer and the final one (ln2 is fused with the residual add before it): read inp, w, b;
+# write out, mean, rstd
+ln = (L + 1) * 4 * (N * C + 2 * C + N * C + 2 * N)
 gelu = L * 4 * (N * 4 * C + N * 4 * C)   # read the fc output, write its GELU
 adamw = 4 * 7 * P                         # read param, grad, m, v; write param, m, v: every parameter once
 print(fp32, bf16, ln, gelu, adamw)

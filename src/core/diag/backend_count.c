@@ -14,13 +14,13 @@
 
 enum { K_MATMUL, K_LIN_FWD, K_LIN_BWD, K_GEMM_PACK, K_LN_FWD, K_LN_BWD, K_ATT_FWD, K_ATT_BWD, K_FATT_FWD, K_FATT_BWD,
        K_ATT_DEC, K_GELU_FWD, K_GELU_BWD, K_ADD, K_EMB_FWD, K_EMB_BWD, K_XENT, K_ADAMW, K_ACC, K_SUMSQ, K_COPY, K_ZERO,
-       K_ROUND, K_PACK, K_RMS_FWD, K_RMS_BWD, K_ROPE, K_SWIGLU_FWD, K_SWIGLU_BWD, K_GEMV, K_DROPOUT, K_DEQUANT, K_N };
+       K_ROUND, K_PACK, K_RMS_FWD, K_RMS_BWD, K_ROPE, K_SWIGLU_FWD, K_SWIGLU_BWD, K_GEMV, K_DROPOUT, K_DEQUANT, K_RLN_FWD, K_N };
 static const char *g_names[K_N] = {
     "matmul (lm head)", "linear fwd", "linear bwd", "gemm operand packing", "layernorm fwd", "layernorm bwd",
     "attention fwd", "attention bwd", "attention fused fwd", "attention fused bwd", "attention decode", "gelu fwd",
     "gelu bwd", "residual add", "embedding fwd", "embedding bwd", "softmax+xent", "adamw", "accumulate", "grad norm",
     "copy", "zero", "round_to", "pack16/unpack16", "rmsnorm fwd", "rmsnorm bwd", "rope", "swiglu fwd", "swiglu bwd",
-    "gemv", "dropout", "dequant"};
+    "gemv", "dropout", "dequant", "residual+layernorm fwd"};
 
 static long g_calls[K_N], g_launches[K_N], g_memops[K_N];
 static double g_bytes[K_N];
@@ -108,6 +108,17 @@ static void w_ln_fwd(zt_backend *be, float *o, float *m, float *r, const float *
     g_calls[K_LN_FWD]++;
     if (N > 0 && C > 0) add(K_LN_FWD, 1, F4 * (2.0 * N * C + 2.0 * C + 2.0 * N));
     g_inner->layernorm_fwd(be, o, m, r, i, w, b, N, C);
+    defer(o, (size_t)N * C);
+}
+/* one launch: a, b, w, bias read; res, out, mean, rstd written (each warp reads back the row of res it just wrote:
+   not counted as HBM traffic); the residual's rounding is the kernel's, a round_to of out next is fused as after
+   layernorm_fwd */
+static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, const float *a, const float *b,
+                      const float *w, const float *bi, int N, int C, int p) {
+    flush();
+    g_calls[K_RLN_FWD]++;
+    if (N > 0 && C > 0) add(K_RLN_FWD, 1, F4 * (4.0 * N * C + 2.0 * C + 2.0 * N));
+    g_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p);
     defer(o, (size_t)N * C);
 }
 /* LayerNorm / RMSNorm backward: dinp (+=) in one pass, the weight gradients as partial sums per 64 rows in a second
@@ -394,7 +405,7 @@ void zt_backend_count_begin(zt_backend *be) {
     WRAP(alloc, w_alloc); WRAP(free, w_free); WRAP(sync, w_sync); WRAP(to_device, w_to_device);
     WRAP(to_host, w_to_host); WRAP(copy, w_copy); WRAP(zero, w_zero);
     WRAP(matmul, w_matmul); WRAP(matmul_ld, w_matmul_ld); WRAP(linear_fwd, w_linear_fwd);
-    WRAP(linear_bwd, w_linear_bwd); WRAP(layernorm_fwd, w_ln_fwd); WRAP(layernorm_bwd, w_ln_bwd);
+    WRAP(linear_bwd, w_linear_bwd); WRAP(layernorm_fwd, w_ln_fwd); WRAP(layernorm_bwd, w_ln_bwd); WRAP(residual_layernorm_fwd, w_rln_fwd);
     WRAP(rmsnorm_fwd, w_rms_fwd); WRAP(rmsnorm_bwd, w_rms_bwd); WRAP(rope, w_rope);
     WRAP(swiglu_fwd, w_swiglu_fwd); WRAP(swiglu_bwd, w_swiglu_bwd); WRAP(attention_fwd, w_att_fwd);
     WRAP(attention_bwd, w_att_bwd); WRAP(attention_decode, w_att_dec); WRAP(gemv, w_gemv);
@@ -542,6 +553,9 @@ static void n_dropout(zt_backend *be, float *a, const float *b, size_t n, float 
 static void n_dequant(zt_backend *be, float *a, const void *b, int f, size_t r, size_t c) {
     (void)be; (void)a; (void)b; (void)f; (void)r; (void)c; }
 static void n_prec(zt_backend *be, int p) { (void)be; (void)p; }
+static void n_rln(zt_backend *be, float *a, float *b, float *c, float *d, const float *e, const float *f,
+                  const float *g, const float *h, int i, int j, int k) {
+    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; (void)k; }
 static void n_fattb(zt_backend *be, float *a, float *b, const float *c, const float *d, const float *e, const float *f,
                     int g, int h, int i, int j, int k) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f;
                     (void)g; (void)h; (void)i; (void)j; (void)k; }
@@ -550,7 +564,7 @@ static void n_fattb(zt_backend *be, float *a, float *b, const float *c, const fl
 static const zt_backend_i g_null_i = {
     .name = "count", .mem = ZT_MEM_DEVICE, .destroy = n_destroy, .describe = n_describe, .alloc = n_alloc,
     .free = n_free, .to_device = n_to_device, .to_host = n_to_host, .copy = n_copy, .zero = n_zero, .sync = n_sync,
-    .matmul = n_matmul, .matmul_ld = n_matmul_ld, .linear_fwd = n_v7, .linear_bwd = n_lbwd, .layernorm_fwd = n_lnf,
+    .matmul = n_matmul, .matmul_ld = n_matmul_ld, .linear_fwd = n_v7, .linear_bwd = n_lbwd, .layernorm_fwd = n_lnf, .residual_layernorm_fwd = n_rln,
     .layernorm_bwd = n_lnb, .rmsnorm_fwd = n_rmsf, .rmsnorm_bwd = n_rmsb, .rope = n_rope, .swiglu_fwd = n_swf,
     .swiglu_bwd = n_swb, .attention_fwd = n_attf, .attention_bwd = n_attb, .attention_decode = n_dec,
     .gemv = n_gemv, .gelu_fwd = n_e2, .gelu_bwd = n_e3, .add = n_e3, .embed_fwd = n_embf, .embed_bwd = n_embb,

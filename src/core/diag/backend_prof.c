@@ -9,13 +9,13 @@
 
 enum { P_MATMUL, P_LINEAR_FWD, P_LINEAR_BWD, P_LN_FWD, P_LN_BWD, P_ATT_FWD, P_ATT_BWD, P_GELU_FWD, P_GELU_BWD,
        P_ADD, P_EMB_FWD, P_EMB_BWD, P_XENT, P_ADAMW, P_ACC, P_SUMSQ, P_COPY, P_ROUND, P_PACK, P_FATT_FWD, P_FATT_BWD,
-       P_RMS_FWD, P_RMS_BWD, P_ROPE, P_SWIGLU_FWD, P_SWIGLU_BWD, P_N };
+       P_RMS_FWD, P_RMS_BWD, P_ROPE, P_SWIGLU_FWD, P_SWIGLU_BWD, P_RLN_FWD, P_N };
 static const char *g_names[P_N] = {"matmul (lm head)", "linear fwd", "linear bwd", "layernorm fwd", "layernorm bwd",
                                    "attention fwd", "attention bwd", "gelu fwd", "gelu bwd", "residual add",
                                    "embedding fwd", "embedding bwd", "softmax+xent", "adamw", "accumulate",
                                    "grad norm", "copy/zero", "round_to", "pack16/unpack16",
                                    "attention fused fwd", "attention fused bwd", "rmsnorm fwd", "rmsnorm bwd",
-                                   "rope", "swiglu fwd", "swiglu bwd"};
+                                   "rope", "swiglu fwd", "swiglu bwd", "residual+layernorm fwd"};
 static double g_sec[P_N];
 static long g_calls[P_N];
 static const zt_backend_i *g_inner;
@@ -36,6 +36,9 @@ static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const 
     T0(be); g_inner->linear_bwd(be, di, dw, db, d, i, w, N, C, OC, acc); T1(be, P_LINEAR_BWD); }
 static void w_ln_fwd(zt_backend *be, float *o, float *m, float *r, const float *i, const float *w, const float *b, int N, int C) {
     T0(be); g_inner->layernorm_fwd(be, o, m, r, i, w, b, N, C); T1(be, P_LN_FWD); }
+static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, const float *a, const float *b,
+                      const float *w, const float *bi, int N, int C, int p) {
+    T0(be); g_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p); T1(be, P_RLN_FWD); }
 static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
                      const float *m, const float *r, int N, int C) {
     T0(be); g_inner->layernorm_bwd(be, di, dw, db, d, i, w, m, r, N, C); T1(be, P_LN_BWD); }
@@ -96,6 +99,7 @@ void zt_backend_prof_begin(zt_backend *be) {
     g_wrapped.linear_bwd = w_linear_bwd;
     g_wrapped.layernorm_fwd = w_ln_fwd;
     g_wrapped.layernorm_bwd = w_ln_bwd;
+    if (g_inner->residual_layernorm_fwd) g_wrapped.residual_layernorm_fwd = w_rln_fwd;
     if (g_inner->rmsnorm_fwd) g_wrapped.rmsnorm_fwd = w_rms_fwd;
     if (g_inner->rmsnorm_bwd) g_wrapped.rmsnorm_bwd = w_rms_bwd;
     if (g_inner->rope) g_wrapped.rope = w_rope;

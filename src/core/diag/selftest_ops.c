@@ -96,6 +96,26 @@ static void op_layernorm_fwd(zt_backend *be, st_case *k, float **out) {
     be->i->free(be, inp); be->i->free(be, w); be->i->free(be, b); be->i->free(be, o); be->i->free(be, mean);
     be->i->free(be, rstd);
 }
+/* the residual add fused with the LayerNorm of its result (optional slot; without it the three calls it stands for):
+   flag: the residual's rounding (ZT_PREC_*) */
+static void op_residual_layernorm_fwd(zt_backend *be, st_case *k, float **out) {
+    const size_t n = (size_t)k->N * k->C;
+    float *a = up(be, k->in[0], k->in_n[0]), *bb = up(be, k->in[1], k->in_n[1]);
+    float *w = up(be, k->in[2], k->in_n[2]), *b = up(be, k->in[3], k->in_n[3]);
+    float *res = up(be, NULL, n), *o = up(be, NULL, n), *mean = up(be, NULL, (size_t)k->N);
+    float *rstd = up(be, NULL, (size_t)k->N);
+    if (be->i->residual_layernorm_fwd) {
+        be->i->residual_layernorm_fwd(be, res, o, mean, rstd, a, bb, w, b, k->N, k->C, k->flag);
+    } else {
+        be->i->add(be, res, a, bb, n);
+        be->i->round_to(be, res, n, k->flag);
+        be->i->layernorm_fwd(be, o, mean, rstd, res, w, b, k->N, k->C);
+    }
+    down(be, out[0], res, k->out_n[0]); down(be, out[1], o, k->out_n[1]); down(be, out[2], mean, k->out_n[2]);
+    down(be, out[3], rstd, k->out_n[3]);
+    float *bufs[] = {a, bb, w, b, res, o, mean, rstd};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
+}
 static void op_layernorm_bwd(zt_backend *be, st_case *k, float **out) {
     /* in: dout, inp, w, dinp(acc), then mean/rstd computed by this backend's own forward */
     float *dout = up(be, k->in[0], k->in_n[0]), *inp = up(be, k->in[1], k->in_n[1]), *w = up(be, k->in[2], k->in_n[2]);
@@ -446,6 +466,18 @@ static void b_layernorm_fwd(st_case *k, int v) {
     add_out(k, "mean", (size_t)SN);
     add_out(k, "rstd", (size_t)SN);
 }
+static void b_residual_layernorm_fwd(st_case *k, int v) {
+    *k = (st_case){.name = v ? "residual_layernorm_fwd[bf16 residual]" : "residual_layernorm_fwd", .nmse_max = 1e-12f,
+                   .rel_max = 2e-6f, .N = SN, .C = SC, .flag = v ? ZT_PREC_BF16 : ZT_PREC_FP32};
+    add_in(k, rnd((size_t)SN * SC, 2), (size_t)SN * SC);
+    add_in(k, rnd((size_t)SN * SC, 1), (size_t)SN * SC);
+    add_in(k, rnd((size_t)SC, 1), (size_t)SC);
+    add_in(k, rnd((size_t)SC, 1), (size_t)SC);
+    add_out(k, "res", (size_t)SN * SC);
+    add_out(k, "out", (size_t)SN * SC);
+    add_out(k, "mean", (size_t)SN);
+    add_out(k, "rstd", (size_t)SN);
+}
 static void b_layernorm_bwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "layernorm_bwd", .nmse_max = 1e-12f, .rel_max = 2e-6f, .N = SN, .C = SC};
@@ -736,6 +768,8 @@ static const st_row g_rows[] = {
     {b_softmax_xent_masked, op_softmax_xent, 1, NEED_NONE, NULL},
     /* all segments of a shard in one call (optional slot): last, for the same reason */
     {b_adamw_multi, op_adamw_multi, 1, NEED_ADAMW_MULTI, "adamw_multi"},
+    /* the residual add + LayerNorm slot (optional; without it the calls it fuses): last, for the same reason */
+    {b_residual_layernorm_fwd, op_residual_layernorm_fwd, 2, NEED_NONE, NULL},
 };
 
 static int has_llama(const zt_backend *be) {

@@ -92,9 +92,14 @@ static void layer_fwd(zt_model *m, int l, int out) {
     f->linear_fwd(be, a->attproj, x.atty, zt_model_base_w(m, l, 1), P(T_(l, ZT_ATTPB)), N, C, C);
     zt_model_lora_fwd(m, l, 1, x.atty, a->attproj);
     RND(a->attproj, NC);
-    f->add(be, x.res2, x.res, a->attproj, NC);
-    RND(x.res2, NC);
-    norm_fwd(m, x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, T_(l, ZT_LN2W), T_(l, ZT_LN2B), N);
+    if (s->norm != ZT_NORM_RMS && f->residual_layernorm_fwd) { /* the same bits as the three calls below */
+        f->residual_layernorm_fwd(be, x.res2, x.ln2, x.ln2_mean, x.ln2_rstd, x.res, a->attproj, P(T_(l, ZT_LN2W)),
+                                  P(T_(l, ZT_LN2B)), N, C, m->prec);
+    } else {
+        f->add(be, x.res2, x.res, a->attproj, NC);
+        RND(x.res2, NC);
+        norm_fwd(m, x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, T_(l, ZT_LN2W), T_(l, ZT_LN2B), N);
+    }
     RND(x.ln2, NC);
     f->linear_fwd(be, x.fch, x.ln2, zt_model_base_w(m, l, 2), P(T_(l, ZT_FCB)), N, C, F);
     zt_model_lora_fwd(m, l, 2, x.ln2, x.fch);
