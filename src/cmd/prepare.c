@@ -30,22 +30,6 @@
 #define SNIFF_BYTES 65536
 typedef prep_opts opts;
 
-static int g_rank;
-
-int prep_rank(void) { return g_rank; }
-
-int prep_fail(const char *fmt, ...) {
-    if (g_rank != 0) return ZT_EXIT_USER;
-    va_list ap;
-    fflush(stdout);
-    fputs("ztrain: error: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return ZT_EXIT_USER;
-}
-
 static void usage(FILE *f) {
     fputs("usage: ztrain prepare --input FILE [--input FILE ...] (--vocab-size N | --tokenizer PATH) --out-dir DIR\n"
           "                      [--field NAME] [--val-fraction F] [--max-tokens N] [--eot-between-docs]\n"
@@ -74,39 +58,6 @@ static void usage(FILE *f) {
           "  --chunk-kb N         work unit size (default 1024; the outputs do not depend on it)\n"
           "  --train-mem-mb N     memory cap of the tokenizer's pre-token count table (default 1024)\n"
           "  --read-kb N          read block size of --encode / --pretokenize (default 1024)\n", f);
-}
-
-/* ---------------------------------------------------------------- progress */
-
-void prep_prog_start(prep_progress *p, const char *label, uint64_t total) {
-    memset(p, 0, sizeof *p);
-    p->label = label;
-    p->total = total;
-    zt_progress_start(&p->bar, stderr);
-}
-
-void prep_prog_update(prep_progress *p, uint64_t done, uint64_t text) {
-    p->done = done;
-    p->text = text;
-    double t = zt_progress_elapsed(&p->bar);
-    double frac = p->total ? (double)done / (double)p->total : 1.0;
-    double mbs = (double)(text ? text : done) / 1e6 / (t > 1e-9 ? t : 1e-9);
-    int tenth;
-    if (zt_progress_due(&p->bar, 0.1, 0)) {
-        char bar[31];
-        zt_progress_bar(bar, 30, frac, 1.0);
-        zt_progress_draw(&p->bar, "%s [%s] %3.0f%% %.1f MB/s", p->label, bar, 100 * (frac < 1 ? frac : 1), mbs);
-    } else if ((tenth = zt_progress_tenth(&p->bar, frac, 2.0)) >= 0) {
-        zt_progress_print(&p->bar, "%s: %d%% (%.1f MB/s)\n", p->label, tenth * 10, mbs);
-    }
-}
-
-/* the closing line, with the throughput of the text; returns the elapsed seconds */
-double prep_prog_end(prep_progress *p, const char *extra) {
-    double dt = zt_progress_elapsed(&p->bar), mb = (double)(p->text ? p->text : p->done) / 1e6;
-    zt_progress_print(&p->bar, "%s: %.1f MB in %.2f s (%.1f MB/s)%s\n", p->label, mb, dt, mb / (dt > 1e-9 ? dt : 1e-9),
-                      extra ? extra : "");
-    return dt;
 }
 
 /* ---------------------------------------------------------------- options */
@@ -187,7 +138,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         char *a = argv[i], *eq = NULL;
         char name[64];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            if (g_rank == 0) usage(stdout);
+            if (prep_rank() == 0) usage(stdout);
             return -1;
         }
         if (strncmp(a, "--", 2) == 0 && (eq = strchr(a, '=')) != NULL) {
@@ -612,7 +563,7 @@ int zt_cmd_prepare(int argc, char **argv) {
         d.default_threads = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)(n > 0 ? n : 1);
         if (d.default_threads < 1) d.default_threads = 1;
     }
-    g_rank = d.rank;
+    prep_set_rank(d.rank);
     opts o;
     int rc = parse_opts(argc, argv, &o);
     if (rc < 0) rc = 0;

@@ -43,6 +43,7 @@ typedef struct prep_dist {
 /* one line "ztrain: error: ..." on stderr (rank 0 only); returns ZT_EXIT_USER */
 int prep_fail(const char *fmt, ...) ZT_PRINTF(1, 2);
 int prep_rank(void);
+void prep_set_rank(int rank);
 
 /* a phase's progress on stderr (rank 0): input bytes done out of total (the percentage), text bytes
    for the MB/s (0: the input bytes) */

@@ -156,17 +156,9 @@ static void save(trainer *t, long step) {
     meta.seed = (uint64_t)t->c->train.seed;
     meta.lora_base_hash = t->base_hash;
     meta.config_text = text;
-    if (t->train.stream) { /* where the stream is at the next step's first sample (every rank gets there) */
-        zt_stream_pos pos;
-        if (zt_stream_position(t->train.stream, meta.samples_seen, &pos, err, sizeof err)) zt_user_error_all("%s", err);
-        meta.has_stream = 1;
-        meta.stream_file = pos.file;
-        meta.stream_doc = pos.doc;
-        meta.stream_token = pos.token;
-        meta.stream_epoch = pos.epoch;
-        meta.stream_epoch_first = pos.epoch_first;
-        meta.stream_first_doc = pos.first_doc;
-    }
+    meta.has_stream = t->train.stream != NULL; /* where the stream is at the next step's first sample */
+    if (meta.has_stream && zt_stream_position(t->train.stream, meta.samples_seen, &meta.stream, err, sizeof err))
+        zt_user_error_all("%s", err);
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     if (zt_ckpt_saver_begin(t->saver, t->ckdir, t->c->checkpoint.keep, &meta, &v, path, sizeof path, err, sizeof err))
         zt_user_error_all("%s", err);
@@ -240,11 +232,8 @@ static long resume(trainer *t, const char *what) {
         if (!meta.has_stream)
             zt_user_error_all("%s: saved by a run that did not stream its data (data.stream = false): resume it with "
                               "the same data settings", path);
-        const zt_stream_pos pos = {.sample = meta.samples_seen, .file = meta.stream_file, .doc = meta.stream_doc,
-                                   .token = meta.stream_token, .epoch = meta.stream_epoch,
-                                   .epoch_first = meta.stream_epoch_first, .first_doc = meta.stream_first_doc};
         char serr[ZT_ERR_BUF] = "";
-        zt_check_all(zt_stream_restore(t->train.stream, &pos, serr, sizeof serr), serr, sizeof serr);
+        zt_check_all(zt_stream_restore(t->train.stream, &meta.stream, serr, sizeof serr), serr, sizeof serr);
     }
     if (t->st.scaler.active && meta.loss_scale > 1.0f) { /* the scaler's state goes on (an fp32/bf16 file has scale 1) */
         t->st.scaler.scale = meta.loss_scale;
@@ -282,18 +271,6 @@ static void diverged(trainer *t, long step, double loss, double norm) {
                       "(no checkpoint was written before; lower train.lr or raise train.warmup_steps)", step, ls, ns);
 }
 
-/* ZTRAIN_TRACE_DATA=PREFIX: every sample a rank trains on, one line each in PREFIX.<rank>: "step micro-batch row
-   sample source window sum", sum = sum over t of (t + 1) x input token t, mod 2^32 (a check of the tokens) */
-static void trace_sample(trainer *t, long step, int j, int i, uint64_t sidx, const int32_t *in) {
-    int src;
-    uint64_t w;
-    zt_dataset_locate(&t->train, sidx, &src, &w);
-    uint32_t sum = 0;
-    for (int k = 0; k < t->c->train.seq_len; k++) sum += (uint32_t)(k + 1) * (uint32_t)in[k];
-    fprintf(t->trace, "%ld %d %d %llu %d %llu %u\n", step, j, i, (unsigned long long)sidx, src, (unsigned long long)w,
-            sum);
-}
-
 /* step.h's batch source: global micro-batch j of `step` is sequences [step * GB + j * B, + B) of the data order */
 static void train_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *targets) {
     trainer *t = ctx;
@@ -301,7 +278,7 @@ static void train_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *t
     for (int i = 0; i < B; i++) {
         const uint64_t sidx = (uint64_t)step * t->c->train.global_batch + (uint64_t)j * B + i;
         zt_dataset_train_sample(&t->train, sidx, tokens + (size_t)i * T, targets + (size_t)i * T);
-        if (t->trace) trace_sample(t, step, j, i, sidx, tokens + (size_t)i * T);
+        if (t->trace) zt_dataset_trace(&t->train, t->trace, step, j, i, sidx, tokens + (size_t)i * T);
     }
 }
 

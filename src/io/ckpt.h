@@ -26,6 +26,7 @@
 #include "iface/backend.h"
 #include "iface/param_table.h"
 #include "io/config.h"
+#include "io/data_stream.h"
 
 #define ZT_CKPT_VERSION 1
 
@@ -38,8 +39,9 @@ typedef struct zt_ckpt_meta {
     uint64_t seed;
     uint64_t lora_base_hash;    /* LoRA: fingerprint of the frozen base the adapters apply to (attr lora_base_hash; 0: none) */
     int has_stream;             /* data.stream: the stream's position at samples_seen (attrs stream_file, stream_doc,
-                                   stream_token, stream_epoch, stream_epoch_first, stream_first_doc) */
-    uint64_t stream_file, stream_doc, stream_token, stream_epoch, stream_epoch_first, stream_first_doc;
+                                   stream_token, stream_epoch, stream_epoch_first, stream_first_doc; stream.sample is
+                                   samples_seen) */
+    zt_stream_pos stream;
     char created[32];
     char *config_text;          /* malloc'd on load (free with zt_ckpt_meta_free); borrowed on save */
 } zt_ckpt_meta;

@@ -144,12 +144,8 @@ int zt_ckpt_read_attrs(hid_t fid, const char *path, zt_ckpt_meta *meta, char *er
         unsigned long long vals[6] = {0};
         for (int i = 0; i < 6; i++) bad |= zt_ckpt_attr_read_num(fid, names[i], H5T_NATIVE_ULLONG, &vals[i]);
         meta->has_stream = 1;
-        meta->stream_file = vals[0];
-        meta->stream_doc = vals[1];
-        meta->stream_token = vals[2];
-        meta->stream_epoch = vals[3];
-        meta->stream_epoch_first = vals[4];
-        meta->stream_first_doc = vals[5];
+        meta->stream = (zt_stream_pos){.sample = ss, .file = vals[0], .doc = vals[1], .token = vals[2],
+                                       .epoch = vals[3], .epoch_first = vals[4], .first_doc = vals[5]};
     }
     bad |= zt_ckpt_attr_read_str(fid, "config", &meta->config_text);
     if (!zt_ckpt_attr_read_str(fid, "created", &created)) snprintf(meta->created, sizeof meta->created, "%s", created);

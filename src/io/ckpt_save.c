@@ -218,8 +218,8 @@ static int layout_rank0(const char *path, const zt_ckpt_meta *meta, const zt_ckp
         if (meta->has_stream) {
             const char *names[6] = {"stream_file", "stream_doc", "stream_token", "stream_epoch", "stream_epoch_first",
                                     "stream_first_doc"};
-            unsigned long long vals[6] = {meta->stream_file, meta->stream_doc, meta->stream_token, meta->stream_epoch,
-                                          meta->stream_epoch_first, meta->stream_first_doc};
+            const zt_stream_pos *sp = &meta->stream;
+            unsigned long long vals[6] = {sp->file, sp->doc, sp->token, sp->epoch, sp->epoch_first, sp->first_doc};
             for (int i = 0; i < 6; i++) bad |= attr_write(fid, names[i], H5T_STD_U64LE, H5T_NATIVE_ULLONG, &vals[i]);
         }
         bad |= attr_write(fid, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &V);

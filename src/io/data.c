@@ -336,6 +336,15 @@ void zt_dataset_train_sample(zt_dataset *d, uint64_t s, int32_t *inputs, int32_t
     read_window(d, i, w, inputs, targets);
 }
 
+void zt_dataset_trace(zt_dataset *d, FILE *f, long step, int j, int i, uint64_t s, const int32_t *inputs) {
+    int src;
+    uint64_t w;
+    zt_dataset_locate(d, s, &src, &w);
+    uint32_t sum = 0;
+    for (int t = 0; t < d->T; t++) sum += (uint32_t)(t + 1) * (uint32_t)inputs[t];
+    fprintf(f, "%ld %d %d %llu %d %llu %u\n", step, j, i, (unsigned long long)s, src, (unsigned long long)w, sum);
+}
+
 uint64_t zt_dataset_count_targets(zt_dataset *d, uint64_t s0, uint64_t n) {
     const int T = d->T;
     if (!d->has_mask) return n * (uint64_t)T;

@@ -32,6 +32,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "io/data_shard.h"
 #include "io/data_stream.h"
@@ -81,6 +82,9 @@ void zt_dataset_close(zt_dataset *d);
 void zt_dataset_train_sample(zt_dataset *d, uint64_t s, int32_t *inputs, int32_t *targets);
 /* where training sample s comes from: its source and window (within the source) */
 void zt_dataset_locate(zt_dataset *d, uint64_t s, int *source, uint64_t *window);
+/* ZTRAIN_TRACE_DATA (train.c): one line for training sample s as global micro-batch j's row i of step `step`:
+   "step j i s source window sum", sum = sum over t of (t + 1) x inputs[t], mod 2^32 (a check of the tokens) */
+void zt_dataset_trace(zt_dataset *d, FILE *f, long step, int j, int i, uint64_t s, const int32_t *inputs);
 /* counted targets (not -1) of training samples [s0, s0 + n) */
 uint64_t zt_dataset_count_targets(zt_dataset *d, uint64_t s0, uint64_t n);
 /* samples of each source among training samples [0, n) (counts: n_sources entries) */

@@ -1,8 +1,8 @@
 /* tokenizer_hf.c — tokenizer files from elsewhere: Hugging Face tokenizers (tokenizer.json, or a
  * GPT-2 style vocab.json + merges.txt), and zt_tokenizer_load, which tells a ztrain .zttok file (read
  * by tokenizer_file.c) from these. Builds on tokenizer.c (zt_tokenizer_create_cfg), never the other way
- * round. This file reads the vocabulary, merges and added tokens and builds the tokenizer; tokenizer_hf_config.c
- * reads the sections below.
+ * round. This file builds the tokenizer from the tables tokenizer_hf_read.c reads (vocabulary, merges, added tokens);
+ * tokenizer_hf_config.c reads the sections below.
  *
  * The document is parsed by util/json. A tokenizer.json's normalizer, pre_tokenizer, model, decoder
  * and post_processor are read as data into a zt_tok_config (tokenizer.h); exactly these are accepted:
@@ -52,124 +52,6 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
     b->s[b->n] = 0;
 }
 
-/* ---------------------------------------------------------------- HF model */
-
-
-/* the first error, as "path:line: what" with the line of value v */
-void zt_hf_fail(hf *h, const zt_json *v, const char *fmt, ...) {
-    if (h->bad) return;
-    h->bad = 1;
-    char m[240];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    snprintf(h->msg, sizeof h->msg, "%s:%d: %s", h->path, zt_json_line(h->text, h->base + v->off), m);
-}
-
-void zt_hf_vocab_add(hf *h, const char *s, size_t n, long long id) {
-    if (h->nv == h->capv) {
-        h->capv = h->capv ? 2 * h->capv : 1024;
-        h->vtok = zt_realloc(h->vtok, h->capv * sizeof *h->vtok);
-        h->vid = zt_realloc(h->vid, h->capv * sizeof *h->vid);
-    }
-    h->vtok[h->nv] = (span){s, n};
-    h->vid[h->nv++] = (uint32_t)id;
-}
-
-static void hf_merge_add(hf *h, const char *a, size_t na, const char *b, size_t nb) {
-    if (h->nm == h->capm) {
-        h->capm = h->capm ? 2 * h->capm : 1024;
-        h->mg = zt_realloc(h->mg, h->capm * sizeof *h->mg);
-    }
-    h->mg[h->nm][0] = (span){a, na};
-    h->mg[h->nm][1] = (span){b, nb};
-    h->nm++;
-}
-
-
-/* a token id: an integer in 0..ZT_TOK_MAX_VOCAB-1 */
-int zt_hf_id(hf *h, const zt_json *v, long long *id) {
-    if (v->type != ZT_JSON_NUM || !v->is_int) {
-        zt_hf_fail(h, v, "expected an integer token id");
-        return 0;
-    }
-    if (v->inum < 0 || v->inum >= ZT_TOK_MAX_VOCAB) {
-        zt_hf_fail(h, v, "token id %lld out of range (expected 0..%d)", v->inum, ZT_TOK_MAX_VOCAB - 1);
-        return 0;
-    }
-    *id = v->inum;
-    return 1;
-}
-
-void zt_hf_vocab(hf *h, const zt_json *v) {
-    if (v->type != ZT_JSON_OBJ) {
-        zt_hf_fail(h, v, "model.vocab: expected an object of token -> id");
-        return;
-    }
-    long long id;
-    for (int i = 0; i < v->n && zt_hf_id(h, &v->items[i], &id); i++) zt_hf_vocab_add(h, v->keys[i], v->key_lens[i], id);
-}
-
-void zt_hf_merges(hf *h, const zt_json *v) {
-    if (v->type != ZT_JSON_ARR) {
-        zt_hf_fail(h, v, "model.merges: expected an array");
-        return;
-    }
-    for (int i = 0; i < v->n && !h->bad; i++) {
-        const zt_json *m = &v->items[i];
-        if (m->type == ZT_JSON_ARR) {
-            if (m->n < 2 || m->items[0].type != ZT_JSON_STR || m->items[1].type != ZT_JSON_STR)
-                zt_hf_fail(h, m, "merge %zu: expected a pair [\"a\", \"b\"]", h->nm);
-            else if (m->n > 2)
-                zt_hf_fail(h, m, "merge %zu: expected a pair [\"a\", \"b\"], got more", h->nm);
-            else
-                hf_merge_add(h, m->items[0].str, m->items[0].len, m->items[1].str, m->items[1].len);
-        } else if (m->type == ZT_JSON_STR) {
-            const char *sp = memchr(m->str, ' ', m->len);
-            if (!sp || memchr(sp + 1, ' ', m->len - (size_t)(sp + 1 - m->str)))
-                zt_hf_fail(h, m, "merge %zu: expected \"a b\" (two tokens and one space)", h->nm);
-            else
-                hf_merge_add(h, m->str, (size_t)(sp - m->str), sp + 1, m->len - (size_t)(sp + 1 - m->str));
-        } else {
-            zt_hf_fail(h, m, "merge %zu: expected \"a b\" or [\"a\", \"b\"]", h->nm);
-        }
-    }
-}
-
-void zt_hf_added(hf *h, const zt_json *v) {
-    for (int i = 0; i < v->n && !h->bad; i++) {
-        const zt_json *e = &v->items[i];
-        int have_id = 0, have_content = 0;
-        long long id = -1;
-        span content = {0};
-        for (int k = 0; e->type == ZT_JSON_OBJ && k < e->n && !h->bad; k++) {
-            const zt_json *m = &e->items[k];
-            if (strcmp(e->keys[k], "id") == 0) {
-                have_id = zt_hf_id(h, m, &id);
-            } else if (strcmp(e->keys[k], "content") == 0 && m->type == ZT_JSON_STR) {
-                have_content = 1;
-                content = (span){m->str, m->len};
-            }
-        }
-        if (h->bad) break;
-        if (!have_id || !have_content) {
-            zt_hf_fail(h, e, "added_tokens entry without \"id\" and \"content\"");
-            break;
-        }
-        if (h->na == h->capa) {
-            h->capa = h->capa ? 2 * h->capa : 16;
-            h->atok = zt_realloc(h->atok, h->capa * sizeof *h->atok);
-            h->aid = zt_realloc(h->aid, h->capa * sizeof *h->aid);
-        }
-        h->atok[h->na] = content;
-        h->aid[h->na++] = (uint32_t)id;
-    }
-}
-
-/* ---------------------------------------------------------------- GPT-2 byte alphabet */
-
-/* bytes_to_unicode: printable Latin-1 bytes map to themselves, the other 68 to U+0100.. in order */
 static void unicode_to_byte(int u2b[324]) {
     for (int i = 0; i < 324; i++) u2b[i] = -1;
     int n = 0;
@@ -248,7 +130,7 @@ static int read_merges_txt(const char *path, hf *h, char *err, size_t errlen) {
             free(b);
             return 1;
         }
-        hf_merge_add(h, p, (size_t)(sp - p), sp + 1, (size_t)(p + len - sp - 1));
+        zt_hf_merge_add(h, p, (size_t)(sp - p), sp + 1, (size_t)(p + len - sp - 1));
     }
     h->merges_txt = b;
     return 0;

@@ -1,5 +1,5 @@
-/* tokenizer_hf_internal.h — what tokenizer_hf.c (reading a tokenizer.json's vocabulary, merges and added tokens,
- * building the tokenizer) and tokenizer_hf_config.c (reading its normalizer, pre-tokenizer, model flags, decoder and
+/* tokenizer_hf_internal.h — what tokenizer_hf.c (building the tokenizer), tokenizer_hf_read.c (reading a
+ * tokenizer.json's vocabulary, merges and added tokens) and tokenizer_hf_config.c (reading its normalizer, pre-tokenizer, model flags, decoder and
  * post-processor into a zt_tok_config) share; nothing else includes it. */
 #ifndef ZT_TOKENIZER_HF_INTERNAL_H
 #define ZT_TOKENIZER_HF_INTERNAL_H
@@ -27,12 +27,14 @@ typedef struct hf {
     char msg[300];
 } hf;
 
-/* the first error, as "path:line: what" with the line of value v */
+/* tokenizer_hf_read.c: the first error, as "path:line: what" with the line of value v */
 void zt_hf_fail(hf *h, const zt_json *v, const char *fmt, ...) ZT_PRINTF(3, 4);
 /* an id value (a non-negative integer), or 1 after zt_hf_fail */
 int zt_hf_id(hf *h, const zt_json *v, long long *id);
 /* the model's vocab (one entry, or the whole object), merges and the added tokens, into h */
 void zt_hf_vocab_add(hf *h, const char *s, size_t n, long long id);
+/* one merge (a, b) (the spans point into the JSON tree or merges.txt) */
+void zt_hf_merge_add(hf *h, const char *a, size_t na, const char *b, size_t nb);
 void zt_hf_vocab(hf *h, const zt_json *v);
 void zt_hf_merges(hf *h, const zt_json *v);
 void zt_hf_added(hf *h, const zt_json *v);

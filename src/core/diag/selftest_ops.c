@@ -12,6 +12,7 @@
  * output differs by at most one unit of the precision where the fp32 values straddle a rounding boundary: the
  * limits are one unit (bf16 2^-8, fp16 2^-11) of the largest output. */
 #include "core/diag/selftest.h"
+#include "core/diag/selftest_case.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -21,44 +22,12 @@
 #include "iface/op_math.h"
 #include "util/util.h"
 
-/* ------------------------------------------------------------------ cases */
-
-#define MAXIO 4
-
-typedef struct st_case {
-    const char *name;
-    float nmse_max, rel_max;             /* thresholds (fp32) */
-    int fp32_out;                        /* outputs stay fp32 in every precision (master-weight ops) */
-    unsigned int_in;                     /* bit i: input i holds int32 (tokens): never rounded */
-    int n_in;
-    float *in[6];                        /* host inputs (float or int32 bit patterns) */
-    size_t in_n[6];
-    int n_out;
-    const char *out_name[MAXIO];
-    size_t out_n[MAXIO];
-    float *out[3][MAXIO];                /* [run][output]: run 0 = cpu, 1 = D, 2 = D again */
-    int B, T, C, NH, N, OC, M, K, V, Vp, flag;
-    int NKV, I, pos0;                    /* key/value heads (0: NH), SwiGLU's width, rope's first position */
-} st_case;
-
-/* the attention's key/value heads and a qkv row's width ((NH + 2 NKV) hs: iface/backend.h) */
-static int kv_heads(const st_case *k) { return k->NKV ? k->NKV : k->NH; }
-static size_t qkv_width(const st_case *k) { return (size_t)(k->NH + 2 * kv_heads(k)) * (size_t)(k->C / k->NH); }
-
-static float *up(zt_backend *be, const float *h, size_t n) {
-    float *d = be->i->alloc(be, n * sizeof(float));
-    if (h) be->i->to_device(be, d, h, n * sizeof(float));
-    return d;
-}
-static void down(zt_backend *be, float *h, const float *d, size_t n) { be->i->to_host(be, h, d, n * sizeof(float)); }
-
-typedef void (*st_fn)(zt_backend *be, st_case *k, float **out);
 
 /* inputs: in[0..] as listed per op; outputs written into out[] (host) */
 static void op_matmul(zt_backend *be, st_case *k, float **out) {
-    float *a = up(be, k->in[0], k->in_n[0]), *b = up(be, k->in[1], k->in_n[1]), *c = up(be, k->in[2], k->in_n[2]);
+    float *a = st_up(be, k->in[0], k->in_n[0]), *b = st_up(be, k->in[1], k->in_n[1]), *c = st_up(be, k->in[2], k->in_n[2]);
     be->i->matmul(be, c, a, b, k->M, k->N, k->K, k->flag & 1, (k->flag >> 1) & 1, 0.75f, 0.5f);
-    down(be, out[0], c, k->out_n[0]);
+    st_down(be, out[0], c, k->out_n[0]);
     be->i->free(be, a); be->i->free(be, b); be->i->free(be, c);
 }
 /* matmul_ld's strides and first columns (of a, b, c) from the case's shape and transposes (matmul_ld_ld) */
@@ -66,33 +35,33 @@ static void matmul_ld_ld(const st_case *k, int ld[3], int off[3]);
 static void op_matmul_ld(zt_backend *be, st_case *k, float **out) {
     int ld[3], off[3];
     matmul_ld_ld(k, ld, off);
-    float *a = up(be, k->in[0], k->in_n[0]), *b = up(be, k->in[1], k->in_n[1]), *c = up(be, k->in[2], k->in_n[2]);
+    float *a = st_up(be, k->in[0], k->in_n[0]), *b = st_up(be, k->in[1], k->in_n[1]), *c = st_up(be, k->in[2], k->in_n[2]);
     be->i->matmul_ld(be, c + off[2], a + off[0], b + off[1], k->M, k->N, k->K, k->flag & 1, (k->flag >> 1) & 1, 0.75f,
                      0.5f, ld[0], ld[1], ld[2]);
-    down(be, out[0], c, k->out_n[0]);
+    st_down(be, out[0], c, k->out_n[0]);
     be->i->free(be, a); be->i->free(be, b); be->i->free(be, c);
 }
 static void op_linear_fwd(zt_backend *be, st_case *k, float **out) {
-    float *inp = up(be, k->in[0], k->in_n[0]), *w = up(be, k->in[1], k->in_n[1]), *bias = up(be, k->in[2], k->in_n[2]);
-    float *o = up(be, NULL, k->out_n[0]);
+    float *inp = st_up(be, k->in[0], k->in_n[0]), *w = st_up(be, k->in[1], k->in_n[1]), *bias = st_up(be, k->in[2], k->in_n[2]);
+    float *o = st_up(be, NULL, k->out_n[0]);
     be->i->linear_fwd(be, o, inp, w, bias, k->N, k->C, k->OC);
-    down(be, out[0], o, k->out_n[0]);
+    st_down(be, out[0], o, k->out_n[0]);
     be->i->free(be, inp); be->i->free(be, w); be->i->free(be, bias); be->i->free(be, o);
 }
 static void op_linear_bwd(zt_backend *be, st_case *k, float **out) {
-    float *dout = up(be, k->in[0], k->in_n[0]), *inp = up(be, k->in[1], k->in_n[1]), *w = up(be, k->in[2], k->in_n[2]);
-    float *dinp = up(be, k->in[3], k->in_n[3]); /* accumulated into */
-    float *dw = up(be, NULL, k->out_n[1]), *db = up(be, NULL, k->out_n[2]);
+    float *dout = st_up(be, k->in[0], k->in_n[0]), *inp = st_up(be, k->in[1], k->in_n[1]), *w = st_up(be, k->in[2], k->in_n[2]);
+    float *dinp = st_up(be, k->in[3], k->in_n[3]); /* accumulated into */
+    float *dw = st_up(be, NULL, k->out_n[1]), *db = st_up(be, NULL, k->out_n[2]);
     be->i->linear_bwd(be, dinp, dw, db, dout, inp, w, k->N, k->C, k->OC, 1);
-    down(be, out[0], dinp, k->out_n[0]); down(be, out[1], dw, k->out_n[1]); down(be, out[2], db, k->out_n[2]);
+    st_down(be, out[0], dinp, k->out_n[0]); st_down(be, out[1], dw, k->out_n[1]); st_down(be, out[2], db, k->out_n[2]);
     be->i->free(be, dout); be->i->free(be, inp); be->i->free(be, w); be->i->free(be, dinp); be->i->free(be, dw);
     be->i->free(be, db);
 }
 static void op_layernorm_fwd(zt_backend *be, st_case *k, float **out) {
-    float *inp = up(be, k->in[0], k->in_n[0]), *w = up(be, k->in[1], k->in_n[1]), *b = up(be, k->in[2], k->in_n[2]);
-    float *o = up(be, NULL, k->out_n[0]), *mean = up(be, NULL, k->out_n[1]), *rstd = up(be, NULL, k->out_n[2]);
+    float *inp = st_up(be, k->in[0], k->in_n[0]), *w = st_up(be, k->in[1], k->in_n[1]), *b = st_up(be, k->in[2], k->in_n[2]);
+    float *o = st_up(be, NULL, k->out_n[0]), *mean = st_up(be, NULL, k->out_n[1]), *rstd = st_up(be, NULL, k->out_n[2]);
     be->i->layernorm_fwd(be, o, mean, rstd, inp, w, b, k->N, k->C);
-    down(be, out[0], o, k->out_n[0]); down(be, out[1], mean, k->out_n[1]); down(be, out[2], rstd, k->out_n[2]);
+    st_down(be, out[0], o, k->out_n[0]); st_down(be, out[1], mean, k->out_n[1]); st_down(be, out[2], rstd, k->out_n[2]);
     be->i->free(be, inp); be->i->free(be, w); be->i->free(be, b); be->i->free(be, o); be->i->free(be, mean);
     be->i->free(be, rstd);
 }
@@ -100,10 +69,10 @@ static void op_layernorm_fwd(zt_backend *be, st_case *k, float **out) {
    flag: the residual's rounding (ZT_PREC_*) */
 static void op_residual_layernorm_fwd(zt_backend *be, st_case *k, float **out) {
     const size_t n = (size_t)k->N * k->C;
-    float *a = up(be, k->in[0], k->in_n[0]), *bb = up(be, k->in[1], k->in_n[1]);
-    float *w = up(be, k->in[2], k->in_n[2]), *b = up(be, k->in[3], k->in_n[3]);
-    float *res = up(be, NULL, n), *o = up(be, NULL, n), *mean = up(be, NULL, (size_t)k->N);
-    float *rstd = up(be, NULL, (size_t)k->N);
+    float *a = st_up(be, k->in[0], k->in_n[0]), *bb = st_up(be, k->in[1], k->in_n[1]);
+    float *w = st_up(be, k->in[2], k->in_n[2]), *b = st_up(be, k->in[3], k->in_n[3]);
+    float *res = st_up(be, NULL, n), *o = st_up(be, NULL, n), *mean = st_up(be, NULL, (size_t)k->N);
+    float *rstd = st_up(be, NULL, (size_t)k->N);
     if (be->i->residual_layernorm_fwd) {
         be->i->residual_layernorm_fwd(be, res, o, mean, rstd, a, bb, w, b, k->N, k->C, k->flag);
     } else {
@@ -111,59 +80,59 @@ static void op_residual_layernorm_fwd(zt_backend *be, st_case *k, float **out) {
         be->i->round_to(be, res, n, k->flag);
         be->i->layernorm_fwd(be, o, mean, rstd, res, w, b, k->N, k->C);
     }
-    down(be, out[0], res, k->out_n[0]); down(be, out[1], o, k->out_n[1]); down(be, out[2], mean, k->out_n[2]);
-    down(be, out[3], rstd, k->out_n[3]);
+    st_down(be, out[0], res, k->out_n[0]); st_down(be, out[1], o, k->out_n[1]); st_down(be, out[2], mean, k->out_n[2]);
+    st_down(be, out[3], rstd, k->out_n[3]);
     float *bufs[] = {a, bb, w, b, res, o, mean, rstd};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
 }
 static void op_layernorm_bwd(zt_backend *be, st_case *k, float **out) {
     /* in: dout, inp, w, dinp(acc), then mean/rstd computed by this backend's own forward */
-    float *dout = up(be, k->in[0], k->in_n[0]), *inp = up(be, k->in[1], k->in_n[1]), *w = up(be, k->in[2], k->in_n[2]);
-    float *dinp = up(be, k->in[3], k->in_n[3]), *b = up(be, NULL, (size_t)k->C);
-    float *o = up(be, NULL, k->in_n[1]), *mean = up(be, NULL, (size_t)k->N), *rstd = up(be, NULL, (size_t)k->N);
-    float *dw = up(be, NULL, (size_t)k->C), *db = up(be, NULL, (size_t)k->C);
+    float *dout = st_up(be, k->in[0], k->in_n[0]), *inp = st_up(be, k->in[1], k->in_n[1]), *w = st_up(be, k->in[2], k->in_n[2]);
+    float *dinp = st_up(be, k->in[3], k->in_n[3]), *b = st_up(be, NULL, (size_t)k->C);
+    float *o = st_up(be, NULL, k->in_n[1]), *mean = st_up(be, NULL, (size_t)k->N), *rstd = st_up(be, NULL, (size_t)k->N);
+    float *dw = st_up(be, NULL, (size_t)k->C), *db = st_up(be, NULL, (size_t)k->C);
     be->i->layernorm_fwd(be, o, mean, rstd, inp, w, b, k->N, k->C);
     be->i->layernorm_bwd(be, dinp, dw, db, dout, inp, w, mean, rstd, k->N, k->C);
-    down(be, out[0], dinp, k->out_n[0]); down(be, out[1], dw, k->out_n[1]); down(be, out[2], db, k->out_n[2]);
+    st_down(be, out[0], dinp, k->out_n[0]); st_down(be, out[1], dw, k->out_n[1]); st_down(be, out[2], db, k->out_n[2]);
     float *bufs[] = {dout, inp, w, dinp, b, o, mean, rstd, dw, db};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
 }
 static void op_attention_fwd(zt_backend *be, st_case *k, float **out) {
-    float *qkv = up(be, k->in[0], k->in_n[0]), *o = up(be, NULL, k->out_n[0]), *att = up(be, NULL, k->out_n[1]);
+    float *qkv = st_up(be, k->in[0], k->in_n[0]), *o = st_up(be, NULL, k->out_n[0]), *att = st_up(be, NULL, k->out_n[1]);
     be->i->attention_fwd(be, o, att, qkv, k->B, k->T, k->C, k->NH, kv_heads(k));
-    down(be, out[0], o, k->out_n[0]); down(be, out[1], att, k->out_n[1]);
+    st_down(be, out[0], o, k->out_n[0]); st_down(be, out[1], att, k->out_n[1]);
     be->i->free(be, qkv); be->i->free(be, o); be->i->free(be, att);
 }
 static void op_attention_bwd(zt_backend *be, st_case *k, float **out) {
     /* in: qkv, dout; att from this backend's own forward */
-    float *qkv = up(be, k->in[0], k->in_n[0]), *dout = up(be, k->in[1], k->in_n[1]);
+    float *qkv = st_up(be, k->in[0], k->in_n[0]), *dout = st_up(be, k->in[1], k->in_n[1]);
     size_t natt = (size_t)k->B * k->NH * k->T * k->T;
-    float *o = up(be, NULL, k->in_n[1]), *att = up(be, NULL, natt), *datt = up(be, NULL, natt);
-    float *dqkv = up(be, NULL, k->out_n[0]);
+    float *o = st_up(be, NULL, k->in_n[1]), *att = st_up(be, NULL, natt), *datt = st_up(be, NULL, natt);
+    float *dqkv = st_up(be, NULL, k->out_n[0]);
     be->i->attention_fwd(be, o, att, qkv, k->B, k->T, k->C, k->NH, kv_heads(k));
     be->i->attention_bwd(be, dqkv, datt, dout, qkv, att, k->B, k->T, k->C, k->NH, kv_heads(k));
-    down(be, out[0], dqkv, k->out_n[0]);
+    st_down(be, out[0], dqkv, k->out_n[0]);
     float *bufs[] = {qkv, dout, o, att, datt, dqkv};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
 }
 /* the fused attention (iface/backend.h attention_fused_*) where the backend has it, else the materialized one:
    the device's fused kernels against the cpu backend's attention */
 static void op_attention_fused_fwd(zt_backend *be, st_case *k, float **out) {
-    float *qkv = up(be, k->in[0], k->in_n[0]), *o = up(be, NULL, k->out_n[0]);
+    float *qkv = st_up(be, k->in[0], k->in_n[0]), *o = st_up(be, NULL, k->out_n[0]);
     const size_t natt = be->i->attention_fused_fwd ? (size_t)k->B * k->NH * k->T * 2 : (size_t)k->B * k->NH * k->T * k->T;
-    float *att = up(be, NULL, natt);
+    float *att = st_up(be, NULL, natt);
     if (be->i->attention_fused_fwd) be->i->attention_fused_fwd(be, o, att, qkv, k->B, k->T, k->C, k->NH, kv_heads(k));
     else be->i->attention_fwd(be, o, att, qkv, k->B, k->T, k->C, k->NH, kv_heads(k));
-    down(be, out[0], o, k->out_n[0]);
+    st_down(be, out[0], o, k->out_n[0]);
     be->i->free(be, qkv); be->i->free(be, o); be->i->free(be, att);
 }
 static void op_attention_fused_bwd(zt_backend *be, st_case *k, float **out) {
-    float *qkv = up(be, k->in[0], k->in_n[0]), *dout = up(be, k->in[1], k->in_n[1]);
+    float *qkv = st_up(be, k->in[0], k->in_n[0]), *dout = st_up(be, k->in[1], k->in_n[1]);
     const int fused = be->i->attention_fused_bwd != NULL;
     const size_t natt = fused ? (size_t)k->B * k->NH * k->T * 2 : (size_t)k->B * k->NH * k->T * k->T;
     const size_t nd = fused ? zt_attention_fused_scratch(k->B, k->T, k->C, k->NH) : natt;
-    float *o = up(be, NULL, k->in_n[1]), *att = up(be, NULL, natt), *datt = up(be, NULL, nd);
-    float *dqkv = up(be, NULL, k->out_n[0]);
+    float *o = st_up(be, NULL, k->in_n[1]), *att = st_up(be, NULL, natt), *datt = st_up(be, NULL, nd);
+    float *dqkv = st_up(be, NULL, k->out_n[0]);
     if (fused) {
         be->i->attention_fused_fwd(be, o, att, qkv, k->B, k->T, k->C, k->NH, kv_heads(k));
         be->i->attention_fused_bwd(be, dqkv, datt, dout, qkv, o, att, k->B, k->T, k->C, k->NH, kv_heads(k));
@@ -171,122 +140,122 @@ static void op_attention_fused_bwd(zt_backend *be, st_case *k, float **out) {
         be->i->attention_fwd(be, o, att, qkv, k->B, k->T, k->C, k->NH, kv_heads(k));
         be->i->attention_bwd(be, dqkv, datt, dout, qkv, att, k->B, k->T, k->C, k->NH, kv_heads(k));
     }
-    down(be, out[0], dqkv, k->out_n[0]);
+    st_down(be, out[0], dqkv, k->out_n[0]);
     float *bufs[] = {qkv, dout, o, att, datt, dqkv};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
 }
 static void op_attention_decode(zt_backend *be, st_case *k, float **out) {
     /* in: qkv rows (T, W): run positions 0..T-1 one at a time; out: every position's output; caches (T, NKV hs) */
     const size_t C = (size_t)k->C, W = qkv_width(k), KV = (size_t)kv_heads(k) * (C / (size_t)k->NH);
-    float *kc = up(be, NULL, (size_t)k->T * KV), *vc = up(be, NULL, (size_t)k->T * KV), *q = up(be, NULL, W);
-    float *o = up(be, NULL, C);
+    float *kc = st_up(be, NULL, (size_t)k->T * KV), *vc = st_up(be, NULL, (size_t)k->T * KV), *q = st_up(be, NULL, W);
+    float *o = st_up(be, NULL, C);
     for (int t = 0; t < k->T; t++) {
         be->i->to_device(be, q, k->in[0] + (size_t)t * W, W * sizeof(float));
         be->i->attention_decode(be, o, kc, vc, q, t, k->T, k->C, k->NH, kv_heads(k));
-        down(be, out[0] + (size_t)t * C, o, C);
+        st_down(be, out[0] + (size_t)t * C, o, C);
     }
     be->i->free(be, kc); be->i->free(be, vc); be->i->free(be, q); be->i->free(be, o);
 }
 /* the Llama family's ops (optional as a set: NEED_LLAMA) */
 static void op_rmsnorm_fwd(zt_backend *be, st_case *k, float **out) {
-    float *inp = up(be, k->in[0], k->in_n[0]), *w = up(be, k->in[1], k->in_n[1]);
-    float *o = up(be, NULL, k->out_n[0]), *rstd = up(be, NULL, k->out_n[1]);
+    float *inp = st_up(be, k->in[0], k->in_n[0]), *w = st_up(be, k->in[1], k->in_n[1]);
+    float *o = st_up(be, NULL, k->out_n[0]), *rstd = st_up(be, NULL, k->out_n[1]);
     be->i->rmsnorm_fwd(be, o, rstd, inp, w, k->N, k->C, 1e-5f);
-    down(be, out[0], o, k->out_n[0]); down(be, out[1], rstd, k->out_n[1]);
+    st_down(be, out[0], o, k->out_n[0]); st_down(be, out[1], rstd, k->out_n[1]);
     be->i->free(be, inp); be->i->free(be, w); be->i->free(be, o); be->i->free(be, rstd);
 }
 static void op_rmsnorm_bwd(zt_backend *be, st_case *k, float **out) {
     /* in: dout, inp, w, dinp(acc); rstd from this backend's own forward */
-    float *dout = up(be, k->in[0], k->in_n[0]), *inp = up(be, k->in[1], k->in_n[1]), *w = up(be, k->in[2], k->in_n[2]);
-    float *dinp = up(be, k->in[3], k->in_n[3]), *o = up(be, NULL, k->in_n[1]), *rstd = up(be, NULL, (size_t)k->N);
-    float *dw = up(be, NULL, (size_t)k->C);
+    float *dout = st_up(be, k->in[0], k->in_n[0]), *inp = st_up(be, k->in[1], k->in_n[1]), *w = st_up(be, k->in[2], k->in_n[2]);
+    float *dinp = st_up(be, k->in[3], k->in_n[3]), *o = st_up(be, NULL, k->in_n[1]), *rstd = st_up(be, NULL, (size_t)k->N);
+    float *dw = st_up(be, NULL, (size_t)k->C);
     be->i->rmsnorm_fwd(be, o, rstd, inp, w, k->N, k->C, 1e-5f);
     be->i->rmsnorm_bwd(be, dinp, dw, dout, inp, w, rstd, k->N, k->C);
-    down(be, out[0], dinp, k->out_n[0]); down(be, out[1], dw, k->out_n[1]);
+    st_down(be, out[0], dinp, k->out_n[0]); st_down(be, out[1], dw, k->out_n[1]);
     float *bufs[] = {dout, inp, w, dinp, o, rstd, dw};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
 }
 static void op_rope(zt_backend *be, st_case *k, float **out) {
     /* in: qkv (rotated in place), cs; flag = inverse */
-    float *qkv = up(be, k->in[0], k->in_n[0]), *cs = up(be, k->in[1], k->in_n[1]);
+    float *qkv = st_up(be, k->in[0], k->in_n[0]), *cs = st_up(be, k->in[1], k->in_n[1]);
     be->i->rope(be, qkv, cs, k->B, k->T, k->pos0, k->NH, kv_heads(k), k->C / k->NH, k->flag);
-    down(be, out[0], qkv, k->out_n[0]);
+    st_down(be, out[0], qkv, k->out_n[0]);
     be->i->free(be, qkv); be->i->free(be, cs);
 }
 static void op_swiglu_fwd(zt_backend *be, st_case *k, float **out) {
-    float *inp = up(be, k->in[0], k->in_n[0]), *o = up(be, NULL, k->out_n[0]);
+    float *inp = st_up(be, k->in[0], k->in_n[0]), *o = st_up(be, NULL, k->out_n[0]);
     be->i->swiglu_fwd(be, o, inp, k->N, k->I);
-    down(be, out[0], o, k->out_n[0]);
+    st_down(be, out[0], o, k->out_n[0]);
     be->i->free(be, inp); be->i->free(be, o);
 }
 static void op_swiglu_bwd(zt_backend *be, st_case *k, float **out) {
-    float *inp = up(be, k->in[0], k->in_n[0]), *dout = up(be, k->in[1], k->in_n[1]), *dinp = up(be, NULL, k->out_n[0]);
+    float *inp = st_up(be, k->in[0], k->in_n[0]), *dout = st_up(be, k->in[1], k->in_n[1]), *dinp = st_up(be, NULL, k->out_n[0]);
     be->i->swiglu_bwd(be, dinp, inp, dout, k->N, k->I);
-    down(be, out[0], dinp, k->out_n[0]);
+    st_down(be, out[0], dinp, k->out_n[0]);
     be->i->free(be, inp); be->i->free(be, dout); be->i->free(be, dinp);
 }
 static void op_gemv(zt_backend *be, st_case *k, float **out) {
-    float *x = up(be, k->in[0], k->in_n[0]), *w = up(be, k->in[1], k->in_n[1]), *bias = up(be, k->in[2], k->in_n[2]);
-    float *y = up(be, NULL, k->out_n[0]);
+    float *x = st_up(be, k->in[0], k->in_n[0]), *w = st_up(be, k->in[1], k->in_n[1]), *bias = st_up(be, k->in[2], k->in_n[2]);
+    float *y = st_up(be, NULL, k->out_n[0]);
     be->i->gemv(be, y, x, w, k->flag ? NULL : bias, k->C, k->OC, k->flag);
-    down(be, out[0], y, k->out_n[0]);
+    st_down(be, out[0], y, k->out_n[0]);
     be->i->free(be, x); be->i->free(be, w); be->i->free(be, bias); be->i->free(be, y);
 }
 static void op_gelu(zt_backend *be, st_case *k, float **out) {
-    float *x = up(be, k->in[0], k->in_n[0]), *d = up(be, k->in[1], k->in_n[1]), *y = up(be, NULL, k->in_n[0]);
-    float *dx = up(be, NULL, k->in_n[0]);
+    float *x = st_up(be, k->in[0], k->in_n[0]), *d = st_up(be, k->in[1], k->in_n[1]), *y = st_up(be, NULL, k->in_n[0]);
+    float *dx = st_up(be, NULL, k->in_n[0]);
     be->i->gelu_fwd(be, y, x, k->in_n[0]);
     be->i->gelu_bwd(be, dx, x, d, k->in_n[0]);
-    down(be, out[0], y, k->out_n[0]); down(be, out[1], dx, k->out_n[1]);
+    st_down(be, out[0], y, k->out_n[0]); st_down(be, out[1], dx, k->out_n[1]);
     be->i->free(be, x); be->i->free(be, d); be->i->free(be, y); be->i->free(be, dx);
 }
 static void op_add_acc(zt_backend *be, st_case *k, float **out) {
-    float *a = up(be, k->in[0], k->in_n[0]), *b = up(be, k->in[1], k->in_n[1]), *o = up(be, NULL, k->in_n[0]);
+    float *a = st_up(be, k->in[0], k->in_n[0]), *b = st_up(be, k->in[1], k->in_n[1]), *o = st_up(be, NULL, k->in_n[0]);
     be->i->add(be, o, a, b, k->in_n[0]);
     be->i->accumulate(be, a, b, k->in_n[0]);
-    down(be, out[0], o, k->out_n[0]); down(be, out[1], a, k->out_n[1]);
+    st_down(be, out[0], o, k->out_n[0]); st_down(be, out[1], a, k->out_n[1]);
     be->i->free(be, a); be->i->free(be, b); be->i->free(be, o);
 }
 static void op_embed(zt_backend *be, st_case *k, float **out) {
     /* in: tokens (int32 bits), wte, wpe, dout, dwte(acc) */
-    int32_t *tok = (int32_t *)up(be, k->in[0], k->in_n[0]);
-    float *wte = up(be, k->in[1], k->in_n[1]), *wpe = up(be, k->in[2], k->in_n[2]), *dout = up(be, k->in[3], k->in_n[3]);
-    float *dwte = up(be, k->in[4], k->in_n[4]), *dwpe = up(be, NULL, k->in_n[2]), *o = up(be, NULL, k->in_n[3]);
+    int32_t *tok = (int32_t *)st_up(be, k->in[0], k->in_n[0]);
+    float *wte = st_up(be, k->in[1], k->in_n[1]), *wpe = st_up(be, k->in[2], k->in_n[2]), *dout = st_up(be, k->in[3], k->in_n[3]);
+    float *dwte = st_up(be, k->in[4], k->in_n[4]), *dwpe = st_up(be, NULL, k->in_n[2]), *o = st_up(be, NULL, k->in_n[3]);
     be->i->embed_fwd(be, o, tok, wte, wpe, k->B, k->T, k->C);
     be->i->embed_bwd(be, dwte, dwpe, dout, tok, k->B, k->T, k->C);
-    down(be, out[0], o, k->out_n[0]); down(be, out[1], dwte, k->out_n[1]); down(be, out[2], dwpe, k->out_n[2]);
+    st_down(be, out[0], o, k->out_n[0]); st_down(be, out[1], dwte, k->out_n[1]); st_down(be, out[2], dwpe, k->out_n[2]);
     float *bufs[] = {(float *)tok, wte, wpe, dout, dwte, dwpe, o};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
 }
 static void op_softmax_xent(zt_backend *be, st_case *k, float **out) {
     /* in: logits (N, Vp), targets; out: losses, dlogits */
-    float *lg = up(be, k->in[0], k->in_n[0]), *losses = up(be, NULL, (size_t)k->N);
-    int32_t *tg = (int32_t *)up(be, k->in[1], k->in_n[1]);
+    float *lg = st_up(be, k->in[0], k->in_n[0]), *losses = st_up(be, NULL, (size_t)k->N);
+    int32_t *tg = (int32_t *)st_up(be, k->in[1], k->in_n[1]);
     be->i->softmax_xent(be, losses, lg, tg, k->N, k->V, k->Vp, 1.0f / (float)k->N);
-    down(be, out[0], losses, k->out_n[0]); down(be, out[1], lg, k->out_n[1]);
+    st_down(be, out[0], losses, k->out_n[0]); st_down(be, out[1], lg, k->out_n[1]);
     be->i->free(be, lg); be->i->free(be, losses); be->i->free(be, (float *)tg);
 }
 static void op_adamw(zt_backend *be, st_case *k, float **out) {
-    float *p = up(be, k->in[0], k->in_n[0]), *g = up(be, k->in[1], k->in_n[1]), *m = up(be, k->in[2], k->in_n[2]);
-    float *v = up(be, k->in[3], k->in_n[3]);
+    float *p = st_up(be, k->in[0], k->in_n[0]), *g = st_up(be, k->in[1], k->in_n[1]), *m = st_up(be, k->in[2], k->in_n[2]);
+    float *v = st_up(be, k->in[3], k->in_n[3]);
     be->i->adamw(be, p, g, m, v, k->in_n[0], 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.19f, 0.0975f, 0.5f);
-    down(be, out[0], p, k->out_n[0]); down(be, out[1], m, k->out_n[1]); down(be, out[2], v, k->out_n[2]);
+    st_down(be, out[0], p, k->out_n[0]); st_down(be, out[1], m, k->out_n[1]); st_down(be, out[2], v, k->out_n[2]);
     be->i->free(be, p); be->i->free(be, g); be->i->free(be, m); be->i->free(be, v);
 }
 /* adamw_multi over the segments of st_adamw_segs (gaps between them: those elements must stay as they were) */
 static const zt_adamw_seg st_adamw_segs[] = {
     {0, 1, 0.1f}, {1, 0, 0.1f}, {5, 3000, 0.0f}, {3005, 4001, 0.1f}, {7006, 2999, 0.05f}, {10005, 1, 0.0f}};
 static void op_adamw_multi(zt_backend *be, st_case *k, float **out) {
-    float *p = up(be, k->in[0], k->in_n[0]), *g = up(be, k->in[1], k->in_n[1]), *m = up(be, k->in[2], k->in_n[2]);
-    float *v = up(be, k->in[3], k->in_n[3]);
+    float *p = st_up(be, k->in[0], k->in_n[0]), *g = st_up(be, k->in[1], k->in_n[1]), *m = st_up(be, k->in[2], k->in_n[2]);
+    float *v = st_up(be, k->in[3], k->in_n[3]);
     be->i->adamw_multi(be, p, g, m, v, st_adamw_segs, (int)(sizeof st_adamw_segs / sizeof st_adamw_segs[0]), 1e-3f,
                        0.9f, 0.95f, 1e-8f, 0.19f, 0.0975f, 0.5f);
-    down(be, out[0], p, k->out_n[0]); down(be, out[1], m, k->out_n[1]); down(be, out[2], v, k->out_n[2]);
+    st_down(be, out[0], p, k->out_n[0]); st_down(be, out[1], m, k->out_n[1]); st_down(be, out[2], v, k->out_n[2]);
     be->i->free(be, p); be->i->free(be, g); be->i->free(be, m); be->i->free(be, v);
 }
 static void op_sumsq(zt_backend *be, st_case *k, float **out) {
     const size_t chunk = 4096, nc = (k->in_n[0] + chunk - 1) / chunk;
-    float *x = up(be, k->in[0], k->in_n[0]);
+    float *x = st_up(be, k->in[0], k->in_n[0]);
     double *o = be->i->alloc(be, nc * sizeof(double));
     double *h = zt_malloc(nc * sizeof(double));
     be->i->sumsq_chunks(be, o, x, k->in_n[0], chunk);
@@ -297,104 +266,18 @@ static void op_sumsq(zt_backend *be, st_case *k, float **out) {
 }
 
 static void op_dropout(zt_backend *be, st_case *k, float **out) {
-    float *x = up(be, k->in[0], k->in_n[0]), *y = up(be, NULL, k->in_n[0]);
+    float *x = st_up(be, k->in[0], k->in_n[0]), *y = st_up(be, NULL, k->in_n[0]);
     be->i->dropout(be, y, x, k->in_n[0], 0.25f, 0x5eedull);
     be->i->dropout(be, x, x, k->in_n[0], 0.5f, 77); /* in place */
-    down(be, out[0], y, k->out_n[0]); down(be, out[1], x, k->out_n[1]);
+    st_down(be, out[0], y, k->out_n[0]); st_down(be, out[1], x, k->out_n[1]);
     be->i->free(be, x); be->i->free(be, y);
 }
 static void op_dequant(zt_backend *be, st_case *k, float **out) {
     /* in: the encoded blob (as 32-bit words); flag = zt_quant_fmt, M x N the matrix */
-    float *blob = up(be, k->in[0], k->in_n[0]), *w = up(be, NULL, (size_t)k->M * k->N);
+    float *blob = st_up(be, k->in[0], k->in_n[0]), *w = st_up(be, NULL, (size_t)k->M * k->N);
     be->i->dequant(be, w, blob, k->flag, (size_t)k->M, (size_t)k->N);
-    down(be, out[0], w, k->out_n[0]);
+    st_down(be, out[0], w, k->out_n[0]);
     be->i->free(be, blob); be->i->free(be, w);
-}
-
-/* ------------------------------------------------------------------ building and checking cases */
-
-static zt_rng g_rng;
-
-static float *rnd(size_t n, float scale) {
-    float *x = zt_malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) x[i] = (float)(zt_rng_normal(&g_rng) * scale);
-    return x;
-}
-static float *ints(size_t n, int hi) {
-    int32_t *x = zt_malloc(n * sizeof(int32_t));
-    for (size_t i = 0; i < n; i++) x[i] = (int32_t)(zt_rng_next(&g_rng) % (uint64_t)hi);
-    return (float *)x;
-}
-static void add_in(st_case *k, float *x, size_t n) { k->in[k->n_in] = x; k->in_n[k->n_in++] = n; }
-static void add_in_int(st_case *k, float *x, size_t n) {
-    k->int_in |= 1u << k->n_in;
-    add_in(k, x, n);
-}
-static void add_out(st_case *k, const char *name, size_t n) { k->out_name[k->n_out] = name; k->out_n[k->n_out++] = n; }
-
-typedef struct st_stats { double nmse, rel; } st_stats;
-
-static st_stats compare(const float *d, const float *c, size_t n) {
-    double num = 0, den = 0, dmax = 0, cmax = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = (double)d[i] - (double)c[i];
-        num += e * e;
-        den += (double)c[i] * c[i];
-        if (fabs(e) > dmax || e != e) dmax = e != e ? INFINITY : fabs(e);
-        if (fabs((double)c[i]) > cmax) cmax = fabs((double)c[i]);
-    }
-    st_stats s = {den > 0 ? num / den : num, cmax > 0 ? dmax / cmax : dmax};
-    if (num != num) s.nmse = INFINITY;
-    return s;
-}
-
-static int g_prec; /* the precision run_ops checks (ZT_PREC_*) */
-
-/* the outputs of one run of the case on be, rounded by be to the precision (its round_to) */
-static void run_rounded(zt_backend *be, st_case *k, st_fn fn, float **outs) {
-    fn(be, k, outs);
-    if (g_prec == ZT_PREC_FP32 || k->fp32_out) return;
-    for (int o = 0; o < k->n_out; o++) {
-        /* LayerNorm statistics and the losses stay fp32 in the model too */
-        const char *nm = k->out_name[o];
-        if (!strcmp(nm, "mean") || !strcmp(nm, "rstd") || !strcmp(nm, "losses")) continue;
-        float *d = up(be, outs[o], k->out_n[o]);
-        be->i->round_to(be, d, k->out_n[o], g_prec);
-        down(be, outs[o], d, k->out_n[o]);
-        be->i->free(be, d);
-    }
-}
-
-/* runs one case on cpu, D, D; prints one row per output; returns failures */
-static int check_case(st_case *k, st_fn fn, zt_backend *cpu, zt_backend *dev, FILE *out) {
-    for (int r = 0; r < 3; r++)
-        for (int o = 0; o < k->n_out; o++) k->out[r][o] = zt_calloc(k->out_n[o], sizeof(float));
-    if (g_prec != ZT_PREC_FP32) /* what a buffer of the precision stores */
-        for (int i = 0; i < k->n_in; i++)
-            if (!(k->int_in >> i & 1))
-                for (size_t j = 0; j < k->in_n[i]; j++)
-                    k->in[i][j] = g_prec == ZT_PREC_BF16 ? zt_round_bf16(k->in[i][j]) : zt_round_fp16(k->in[i][j]);
-    run_rounded(cpu, k, fn, k->out[0]);
-    run_rounded(dev, k, fn, k->out[1]);
-    run_rounded(dev, k, fn, k->out[2]);
-    /* limits: the op's fp32 ones, or one unit of the precision (file comment) */
-    const float unit = k->fp32_out || g_prec == ZT_PREC_FP32 ? 0.0f : g_prec == ZT_PREC_BF16 ? 0x1p-8f : 0x1p-11f;
-    const float nmse_max = k->nmse_max > unit * unit ? k->nmse_max : unit * unit;
-    const float rel_max = k->rel_max > unit ? k->rel_max : unit;
-    int fails = 0;
-    for (int o = 0; o < k->n_out; o++) {
-        st_stats s = compare(k->out[1][o], k->out[0][o], k->out_n[o]);
-        int det = memcmp(k->out[1][o], k->out[2][o], k->out_n[o] * sizeof(float)) == 0;
-        int ok = s.nmse <= nmse_max && s.rel <= rel_max && det;
-        fails += !ok;
-        if (out)
-            fprintf(out, "%-26s %-8s %9zu  %9.2e %9.2e  %9.2e %9.2e  %-4s  %s\n", k->name, k->out_name[o], k->out_n[o],
-                    s.nmse, (double)nmse_max, s.rel, (double)rel_max, det ? "yes" : "NO", ok ? "PASS" : "FAIL");
-    }
-    for (int r = 0; r < 3; r++)
-        for (int o = 0; o < k->n_out; o++) free(k->out[r][o]);
-    for (int i = 0; i < k->n_in; i++) free(k->in[i]);
-    return fails;
 }
 
 const char *zt_selftest_prec_name(int p) { return p == ZT_PREC_BF16 ? "bf16" : p == ZT_PREC_FP16 ? "fp16" : "fp32"; }
@@ -404,16 +287,16 @@ const char *zt_selftest_prec_name(int p) { return p == ZT_PREC_BF16 ? "bf16" : p
 /* training-like shapes with awkward sizes: C not a multiple of 32, T not of the block */
 enum { SB = 2, ST = 19, SC = 72, SNH = 3, SN = SB * ST, SV = 251, SVP = 256 };
 
-/* each case's builder: name, thresholds, shape, inputs (drawn from g_rng in order) and outputs; v = the variant */
+/* each case's builder: name, thresholds, shape, inputs (drawn from st_rnd and st_ints in order) and outputs; v = the variant */
 typedef void (*st_build)(st_case *k, int v);
 
 static void b_matmul(st_case *k, int f) {
     static const char *const nm[4] = {"matmul[NN]", "matmul[TN]", "matmul[NT]", "matmul[TT]"};
     *k = (st_case){.name = nm[f], .nmse_max = 1e-12f, .rel_max = 2e-6f, .flag = f, .M = 37, .N = 45, .K = 70};
-    add_in(k, rnd((size_t)k->M * k->K, 1), (size_t)k->M * k->K);
-    add_in(k, rnd((size_t)k->K * k->N, 1), (size_t)k->K * k->N);
-    add_in(k, rnd((size_t)k->M * k->N, 1), (size_t)k->M * k->N);
-    add_out(k, "c", (size_t)k->M * k->N);
+    st_add_in(k, st_rnd((size_t)k->M * k->K, 1), (size_t)k->M * k->K);
+    st_add_in(k, st_rnd((size_t)k->K * k->N, 1), (size_t)k->K * k->N);
+    st_add_in(k, st_rnd((size_t)k->M * k->N, 1), (size_t)k->M * k->N);
+    st_add_out(k, "c", (size_t)k->M * k->N);
 }
 /* matmul_ld: matmul's shape on column slices of wider arrays (a LoRA site's slice of the fused q|k|v projection):
    each operand starts a few columns into rows that run past its width; the output is all of c, so the columns
@@ -432,76 +315,76 @@ static void b_matmul_ld(st_case *k, int f) {
     matmul_ld_ld(k, ld, off);
     const size_t na = (size_t)(f & 1 ? k->K : k->M) * ld[0], nb = (size_t)(f & 2 ? k->N : k->K) * ld[1],
                  nc = (size_t)k->M * ld[2];
-    add_in(k, rnd(na, 1), na);
-    add_in(k, rnd(nb, 1), nb);
-    add_in(k, rnd(nc, 1), nc);
-    add_out(k, "c", nc);
+    st_add_in(k, st_rnd(na, 1), na);
+    st_add_in(k, st_rnd(nb, 1), nb);
+    st_add_in(k, st_rnd(nc, 1), nc);
+    st_add_out(k, "c", nc);
 }
 static void b_linear_fwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "linear_fwd", .nmse_max = 1e-12f, .rel_max = 2e-6f, .N = SN, .C = SC, .OC = 3 * SC};
-    add_in(k, rnd((size_t)SN * SC, 1), (size_t)SN * SC);
-    add_in(k, rnd((size_t)SC * 3 * SC, 0.1f), (size_t)SC * 3 * SC);
-    add_in(k, rnd((size_t)3 * SC, 0.1f), (size_t)3 * SC);
-    add_out(k, "out", (size_t)SN * 3 * SC);
+    st_add_in(k, st_rnd((size_t)SN * SC, 1), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SC * 3 * SC, 0.1f), (size_t)SC * 3 * SC);
+    st_add_in(k, st_rnd((size_t)3 * SC, 0.1f), (size_t)3 * SC);
+    st_add_out(k, "out", (size_t)SN * 3 * SC);
 }
 static void b_linear_bwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "linear_bwd", .nmse_max = 1e-12f, .rel_max = 2e-6f, .N = SN, .C = 4 * SC, .OC = SC};
-    add_in(k, rnd((size_t)SN * SC, 1), (size_t)SN * SC);
-    add_in(k, rnd((size_t)SN * 4 * SC, 1), (size_t)SN * 4 * SC);
-    add_in(k, rnd((size_t)4 * SC * SC, 0.1f), (size_t)4 * SC * SC);
-    add_in(k, rnd((size_t)SN * 4 * SC, 1), (size_t)SN * 4 * SC);
-    add_out(k, "dinp", (size_t)SN * 4 * SC);
-    add_out(k, "dw", (size_t)4 * SC * SC);
-    add_out(k, "dbias", (size_t)SC);
+    st_add_in(k, st_rnd((size_t)SN * SC, 1), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SN * 4 * SC, 1), (size_t)SN * 4 * SC);
+    st_add_in(k, st_rnd((size_t)4 * SC * SC, 0.1f), (size_t)4 * SC * SC);
+    st_add_in(k, st_rnd((size_t)SN * 4 * SC, 1), (size_t)SN * 4 * SC);
+    st_add_out(k, "dinp", (size_t)SN * 4 * SC);
+    st_add_out(k, "dw", (size_t)4 * SC * SC);
+    st_add_out(k, "dbias", (size_t)SC);
 }
 static void b_layernorm_fwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "layernorm_fwd", .nmse_max = 1e-12f, .rel_max = 2e-6f, .N = SN, .C = SC};
-    add_in(k, rnd((size_t)SN * SC, 2), (size_t)SN * SC);
-    add_in(k, rnd((size_t)SC, 1), (size_t)SC);
-    add_in(k, rnd((size_t)SC, 1), (size_t)SC);
-    add_out(k, "out", (size_t)SN * SC);
-    add_out(k, "mean", (size_t)SN);
-    add_out(k, "rstd", (size_t)SN);
+    st_add_in(k, st_rnd((size_t)SN * SC, 2), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
+    st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
+    st_add_out(k, "out", (size_t)SN * SC);
+    st_add_out(k, "mean", (size_t)SN);
+    st_add_out(k, "rstd", (size_t)SN);
 }
 static void b_residual_layernorm_fwd(st_case *k, int v) {
     *k = (st_case){.name = v ? "residual_layernorm_fwd[bf16 residual]" : "residual_layernorm_fwd", .nmse_max = 1e-12f,
                    .rel_max = 2e-6f, .N = SN, .C = SC, .flag = v ? ZT_PREC_BF16 : ZT_PREC_FP32};
-    add_in(k, rnd((size_t)SN * SC, 2), (size_t)SN * SC);
-    add_in(k, rnd((size_t)SN * SC, 1), (size_t)SN * SC);
-    add_in(k, rnd((size_t)SC, 1), (size_t)SC);
-    add_in(k, rnd((size_t)SC, 1), (size_t)SC);
-    add_out(k, "res", (size_t)SN * SC);
-    add_out(k, "out", (size_t)SN * SC);
-    add_out(k, "mean", (size_t)SN);
-    add_out(k, "rstd", (size_t)SN);
+    st_add_in(k, st_rnd((size_t)SN * SC, 2), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SN * SC, 1), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
+    st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
+    st_add_out(k, "res", (size_t)SN * SC);
+    st_add_out(k, "out", (size_t)SN * SC);
+    st_add_out(k, "mean", (size_t)SN);
+    st_add_out(k, "rstd", (size_t)SN);
 }
 static void b_layernorm_bwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "layernorm_bwd", .nmse_max = 1e-12f, .rel_max = 2e-6f, .N = SN, .C = SC};
-    add_in(k, rnd((size_t)SN * SC, 1), (size_t)SN * SC);
-    add_in(k, rnd((size_t)SN * SC, 2), (size_t)SN * SC);
-    add_in(k, rnd((size_t)SC, 1), (size_t)SC);
-    add_in(k, rnd((size_t)SN * SC, 1), (size_t)SN * SC);
-    add_out(k, "dinp", (size_t)SN * SC);
-    add_out(k, "dw", (size_t)SC);
-    add_out(k, "db", (size_t)SC);
+    st_add_in(k, st_rnd((size_t)SN * SC, 1), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SN * SC, 2), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
+    st_add_in(k, st_rnd((size_t)SN * SC, 1), (size_t)SN * SC);
+    st_add_out(k, "dinp", (size_t)SN * SC);
+    st_add_out(k, "dw", (size_t)SC);
+    st_add_out(k, "db", (size_t)SC);
 }
 static void b_attention_fwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "attention_fwd", .nmse_max = 1e-12f, .rel_max = 2e-6f, .B = SB, .T = ST, .C = SC, .NH = SNH};
-    add_in(k, rnd((size_t)SN * 3 * SC, 1), (size_t)SN * 3 * SC);
-    add_out(k, "out", (size_t)SN * SC);
-    add_out(k, "att", (size_t)SB * SNH * ST * ST);
+    st_add_in(k, st_rnd((size_t)SN * 3 * SC, 1), (size_t)SN * 3 * SC);
+    st_add_out(k, "out", (size_t)SN * SC);
+    st_add_out(k, "att", (size_t)SB * SNH * ST * ST);
 }
 static void b_attention_bwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "attention_bwd", .nmse_max = 1e-12f, .rel_max = 2e-6f, .B = SB, .T = ST, .C = SC, .NH = SNH};
-    add_in(k, rnd((size_t)SN * 3 * SC, 1), (size_t)SN * 3 * SC);
-    add_in(k, rnd((size_t)SN * SC, 1), (size_t)SN * SC);
-    add_out(k, "dqkv", (size_t)SN * 3 * SC);
+    st_add_in(k, st_rnd((size_t)SN * 3 * SC, 1), (size_t)SN * 3 * SC);
+    st_add_in(k, st_rnd((size_t)SN * SC, 1), (size_t)SN * SC);
+    st_add_out(k, "dqkv", (size_t)SN * 3 * SC);
 }
 /* the fused attention: head sizes 64 (v 0) and 32 (v 1), several query / key tiles (32 and 64) and a partial
    last one; v 2, 3: grouped-query attention (hs 64, 4 query heads on 2 key/value heads; hs 32, multi-query);
@@ -517,8 +400,8 @@ static void b_attention_fused_fwd(st_case *k, int v) {
     *k = (st_case){.name = nm[v], .nmse_max = 1e-12f, .rel_max = 2e-6f};
     fused_shape(k, v);
     const size_t n = (size_t)k->B * k->T * k->C, nq = (size_t)k->B * k->T * qkv_width(k);
-    add_in(k, rnd(nq, 1), nq);
-    add_out(k, "out", n);
+    st_add_in(k, st_rnd(nq, 1), nq);
+    st_add_out(k, "out", n);
 }
 static void b_attention_fused_bwd(st_case *k, int v) {
     static const char *const nm[4] = {"attention_fused_bwd", "attention_fused_bwd[hs32]", "attention_fused_bwd[gqa]",
@@ -526,15 +409,15 @@ static void b_attention_fused_bwd(st_case *k, int v) {
     *k = (st_case){.name = nm[v], .nmse_max = 1e-12f, .rel_max = 2e-6f};
     fused_shape(k, v);
     const size_t n = (size_t)k->B * k->T * k->C, nq = (size_t)k->B * k->T * qkv_width(k);
-    add_in(k, rnd(nq, 1), nq);
-    add_in(k, rnd(n, 1), n);
-    add_out(k, "dqkv", nq);
+    st_add_in(k, st_rnd(nq, 1), nq);
+    st_add_in(k, st_rnd(n, 1), n);
+    st_add_out(k, "dqkv", nq);
 }
 static void b_attention_decode(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "attention_decode", .nmse_max = 1e-12f, .rel_max = 2e-6f, .T = ST, .C = SC, .NH = SNH};
-    add_in(k, rnd((size_t)ST * 3 * SC, 1), (size_t)ST * 3 * SC);
-    add_out(k, "out", (size_t)ST * SC);
+    st_add_in(k, st_rnd((size_t)ST * 3 * SC, 1), (size_t)ST * 3 * SC);
+    st_add_out(k, "out", (size_t)ST * SC);
 }
 /* grouped-query attention (materialised and decoding): v 0 = 6 query heads on 2 key/value heads, v 1 = multi-query */
 static void gqa_shape(st_case *k, int v) {
@@ -544,43 +427,43 @@ static void b_attention_fwd_gqa(st_case *k, int v) {
     *k = (st_case){.name = v ? "attention_fwd[mqa]" : "attention_fwd[gqa]", .nmse_max = 1e-12f, .rel_max = 2e-6f};
     gqa_shape(k, v);
     const size_t nq = (size_t)SN * qkv_width(k);
-    add_in(k, rnd(nq, 1), nq);
-    add_out(k, "out", (size_t)SN * SC);
-    add_out(k, "att", (size_t)SB * k->NH * ST * ST);
+    st_add_in(k, st_rnd(nq, 1), nq);
+    st_add_out(k, "out", (size_t)SN * SC);
+    st_add_out(k, "att", (size_t)SB * k->NH * ST * ST);
 }
 static void b_attention_bwd_gqa(st_case *k, int v) {
     *k = (st_case){.name = v ? "attention_bwd[mqa]" : "attention_bwd[gqa]", .nmse_max = 1e-12f, .rel_max = 2e-6f};
     gqa_shape(k, v);
     const size_t nq = (size_t)SN * qkv_width(k);
-    add_in(k, rnd(nq, 1), nq);
-    add_in(k, rnd((size_t)SN * SC, 1), (size_t)SN * SC);
-    add_out(k, "dqkv", nq);
+    st_add_in(k, st_rnd(nq, 1), nq);
+    st_add_in(k, st_rnd((size_t)SN * SC, 1), (size_t)SN * SC);
+    st_add_out(k, "dqkv", nq);
 }
 static void b_attention_decode_gqa(st_case *k, int v) {
     *k = (st_case){.name = v ? "attention_decode[mqa]" : "attention_decode[gqa]", .nmse_max = 1e-12f, .rel_max = 2e-6f};
     gqa_shape(k, v);
     k->B = 0;
     const size_t nq = (size_t)ST * qkv_width(k);
-    add_in(k, rnd(nq, 1), nq);
-    add_out(k, "out", (size_t)ST * SC);
+    st_add_in(k, st_rnd(nq, 1), nq);
+    st_add_out(k, "out", (size_t)ST * SC);
 }
 static void b_rmsnorm_fwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "rmsnorm_fwd", .nmse_max = 1e-12f, .rel_max = 2e-6f, .N = SN, .C = SC};
-    add_in(k, rnd((size_t)SN * SC, 2), (size_t)SN * SC);
-    add_in(k, rnd((size_t)SC, 1), (size_t)SC);
-    add_out(k, "out", (size_t)SN * SC);
-    add_out(k, "rstd", (size_t)SN);
+    st_add_in(k, st_rnd((size_t)SN * SC, 2), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
+    st_add_out(k, "out", (size_t)SN * SC);
+    st_add_out(k, "rstd", (size_t)SN);
 }
 static void b_rmsnorm_bwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "rmsnorm_bwd", .nmse_max = 1e-12f, .rel_max = 2e-6f, .N = SN, .C = SC};
-    add_in(k, rnd((size_t)SN * SC, 1), (size_t)SN * SC);
-    add_in(k, rnd((size_t)SN * SC, 2), (size_t)SN * SC);
-    add_in(k, rnd((size_t)SC, 1), (size_t)SC);
-    add_in(k, rnd((size_t)SN * SC, 1), (size_t)SN * SC);
-    add_out(k, "dinp", (size_t)SN * SC);
-    add_out(k, "dw", (size_t)SC);
+    st_add_in(k, st_rnd((size_t)SN * SC, 1), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SN * SC, 2), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
+    st_add_in(k, st_rnd((size_t)SN * SC, 1), (size_t)SN * SC);
+    st_add_out(k, "dinp", (size_t)SN * SC);
+    st_add_out(k, "dw", (size_t)SC);
 }
 /* rope on grouped-query qkv rows from position 3 (v 1: the inverse, rope's backward); cs as the model makes it */
 static void b_rope(st_case *k, int inv) {
@@ -595,70 +478,70 @@ static void b_rope(st_case *k, int inv) {
             cs[((size_t)p * half + i) * 2] = (float)cos(a);
             cs[((size_t)p * half + i) * 2 + 1] = (float)sin(a);
         }
-    add_in(k, rnd(nq, 1), nq);
-    add_in(k, cs, (size_t)maxT * hs);
-    add_out(k, "qkv", nq);
+    st_add_in(k, st_rnd(nq, 1), nq);
+    st_add_in(k, cs, (size_t)maxT * hs);
+    st_add_out(k, "qkv", nq);
 }
 static void b_swiglu_fwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "swiglu_fwd", .nmse_max = 1e-13f, .rel_max = 1e-6f, .N = SN, .I = 2 * SC + 5};
     const size_t n = (size_t)SN * 2 * k->I;
-    add_in(k, rnd(n, 3), n);
-    add_out(k, "out", n / 2);
+    st_add_in(k, st_rnd(n, 3), n);
+    st_add_out(k, "out", n / 2);
 }
 static void b_swiglu_bwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "swiglu_bwd", .nmse_max = 1e-13f, .rel_max = 1e-6f, .N = SN, .I = 2 * SC + 5};
     const size_t n = (size_t)SN * 2 * k->I;
-    add_in(k, rnd(n, 3), n);
-    add_in(k, rnd(n / 2, 1), n / 2);
-    add_out(k, "dinp", n);
+    st_add_in(k, st_rnd(n, 3), n);
+    st_add_in(k, st_rnd(n / 2, 1), n / 2);
+    st_add_out(k, "dinp", n);
 }
 static void b_gemv(st_case *k, int wt) {
     *k = (st_case){.name = wt ? "gemv[w_t]" : "gemv", .nmse_max = 1e-12f, .rel_max = 2e-6f, .C = SC,
                    .OC = wt ? SVP : 3 * SC, .flag = wt};
-    add_in(k, rnd((size_t)SC, 1), (size_t)SC);
-    add_in(k, rnd((size_t)SC * k->OC, 0.1f), (size_t)SC * k->OC);
-    add_in(k, rnd((size_t)k->OC, 0.1f), (size_t)k->OC);
-    add_out(k, "y", (size_t)k->OC);
+    st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
+    st_add_in(k, st_rnd((size_t)SC * k->OC, 0.1f), (size_t)SC * k->OC);
+    st_add_in(k, st_rnd((size_t)k->OC, 0.1f), (size_t)k->OC);
+    st_add_out(k, "y", (size_t)k->OC);
 }
 static void b_gelu(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "gelu", .nmse_max = 1e-13f, .rel_max = 1e-6f};
     const size_t n = (size_t)SN * 4 * SC + 7;
-    add_in(k, rnd(n, 2), n);
-    add_in(k, rnd(n, 1), n);
-    add_out(k, "fwd", n);
-    add_out(k, "bwd", n);
+    st_add_in(k, st_rnd(n, 2), n);
+    st_add_in(k, st_rnd(n, 1), n);
+    st_add_out(k, "fwd", n);
+    st_add_out(k, "bwd", n);
 }
 static void b_add_acc(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "add, accumulate", .nmse_max = 0, .rel_max = 0};
     const size_t n = (size_t)SN * SC + 5;
-    add_in(k, rnd(n, 1), n);
-    add_in(k, rnd(n, 1), n);
-    add_out(k, "add", n);
-    add_out(k, "acc", n);
+    st_add_in(k, st_rnd(n, 1), n);
+    st_add_in(k, st_rnd(n, 1), n);
+    st_add_out(k, "add", n);
+    st_add_out(k, "acc", n);
 }
 static void b_embed(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "embed_fwd, embed_bwd", .nmse_max = 1e-13f, .rel_max = 1e-6f, .B = SB, .T = ST, .C = SC};
-    add_in_int(k, ints((size_t)SN, 13), (size_t)SN); /* few distinct tokens: repeats in the scatter */
-    add_in(k, rnd((size_t)SVP * SC, 1), (size_t)SVP * SC);
-    add_in(k, rnd((size_t)ST * SC, 1), (size_t)ST * SC);
-    add_in(k, rnd((size_t)SN * SC, 1), (size_t)SN * SC);
-    add_in(k, rnd((size_t)SVP * SC, 1), (size_t)SVP * SC);
-    add_out(k, "out", (size_t)SN * SC);
-    add_out(k, "dwte", (size_t)SVP * SC);
-    add_out(k, "dwpe", (size_t)ST * SC);
+    st_add_in_int(k, st_ints((size_t)SN, 13), (size_t)SN); /* few distinct tokens: repeats in the scatter */
+    st_add_in(k, st_rnd((size_t)SVP * SC, 1), (size_t)SVP * SC);
+    st_add_in(k, st_rnd((size_t)ST * SC, 1), (size_t)ST * SC);
+    st_add_in(k, st_rnd((size_t)SN * SC, 1), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SVP * SC, 1), (size_t)SVP * SC);
+    st_add_out(k, "out", (size_t)SN * SC);
+    st_add_out(k, "dwte", (size_t)SVP * SC);
+    st_add_out(k, "dwpe", (size_t)ST * SC);
 }
 static void b_softmax_xent(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "softmax_xent", .nmse_max = 1e-12f, .rel_max = 2e-6f, .N = SN, .V = SV, .Vp = SVP};
-    add_in(k, rnd((size_t)SN * SVP, 3), (size_t)SN * SVP);
-    add_in_int(k, ints((size_t)SN, SV), (size_t)SN);
-    add_out(k, "losses", (size_t)SN);
-    add_out(k, "dlogits", (size_t)SN * SVP);
+    st_add_in(k, st_rnd((size_t)SN * SVP, 3), (size_t)SN * SVP);
+    st_add_in_int(k, st_ints((size_t)SN, SV), (size_t)SN);
+    st_add_out(k, "losses", (size_t)SN);
+    st_add_out(k, "dlogits", (size_t)SN * SVP);
 }
 /* loss masks: about a third of the targets ignored (-1, and one -100), whose rows' logits are never read: their
    losses and dlogits rows must be exact zeros on both backends, the others as softmax_xent's */
@@ -667,22 +550,22 @@ static void b_softmax_xent_masked(st_case *k, int v) {
     k->name = "softmax_xent[masked]";
     int32_t *tg = (int32_t *)k->in[1];
     for (int n = 0; n < SN; n++)
-        if (zt_rng_next(&g_rng) % 3 == 0) tg[n] = -1;
+        if (st_next() % 3 == 0) tg[n] = -1;
     tg[SN - 1] = -100;
 }
 static void b_adamw(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "adamw", .nmse_max = 1e-13f, .rel_max = 1e-6f, .fp32_out = 1};
     const size_t n = 10007;
-    add_in(k, rnd(n, 1), n);
-    add_in(k, rnd(n, 1), n);
-    add_in(k, rnd(n, 0.1f), n);
-    float *sq = rnd(n, 0.1f);
+    st_add_in(k, st_rnd(n, 1), n);
+    st_add_in(k, st_rnd(n, 1), n);
+    st_add_in(k, st_rnd(n, 0.1f), n);
+    float *sq = st_rnd(n, 0.1f);
     for (size_t i = 0; i < n; i++) sq[i] = sq[i] * sq[i];
-    add_in(k, sq, n);
-    add_out(k, "param", n);
-    add_out(k, "exp_avg", n);
-    add_out(k, "exp_avg_sq", n);
+    st_add_in(k, sq, n);
+    st_add_out(k, "param", n);
+    st_add_out(k, "exp_avg", n);
+    st_add_out(k, "exp_avg_sq", n);
 }
 /* adamw's inputs; op_adamw_multi's segments (several decays, an empty and two 1-element segments, gaps) */
 static void b_adamw_multi(st_case *k, int v) {
@@ -694,28 +577,28 @@ static void b_dropout(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "dropout", .nmse_max = 0, .rel_max = 0};
     const size_t n = 30011;
-    add_in(k, rnd(n, 1), n);
-    add_out(k, "p0.25", n);
-    add_out(k, "p0.5_inplace", n);
+    st_add_in(k, st_rnd(n, 1), n);
+    st_add_out(k, "p0.25", n);
+    st_add_out(k, "p0.5_inplace", n);
 }
 /* QLoRA's base weights: the same decoding on every backend (bit-identical) */
 static void b_dequant(st_case *k, int f) {
     static const char *const nm[3] = {"dequant[nf4]", "dequant[nf4_dq]", "dequant[int8]"};
     *k = (st_case){.name = nm[f], .nmse_max = 0, .rel_max = 0, .fp32_out = 1, .int_in = 1, .flag = f, .M = 67, .N = 300};
     const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)f, (size_t)k->M, (size_t)k->N);
-    float *w = rnd(L.n, 0.1f), *blob = zt_calloc(L.bytes / 4, sizeof(float));
+    float *w = st_rnd(L.n, 0.1f), *blob = zt_calloc(L.bytes / 4, sizeof(float));
     char e[128];
     if (zt_quant_encode(&L, w, blob, e, sizeof e)) zt_panic(__FILE__, __LINE__, "%s", e);
     free(w);
-    add_in(k, blob, L.bytes / 4);
-    add_out(k, "w", L.n);
+    st_add_in(k, blob, L.bytes / 4);
+    st_add_out(k, "w", L.n);
 }
 static void b_sumsq(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "sumsq_chunks", .nmse_max = 1e-13f, .rel_max = 1e-6f, .fp32_out = 1};
     const size_t n = 3 * 4096 + 1001;
-    add_in(k, rnd(n, 1), n);
-    add_out(k, "chunks", 4);
+    st_add_in(k, st_rnd(n, 1), n);
+    st_add_out(k, "chunks", 4);
 }
 
 /* which backends a row needs: every backend has the required slots; the others are optional. The Llama set
@@ -791,16 +674,15 @@ static int row_supported(const st_row *r, const zt_backend *cpu, const zt_backen
     }
 }
 
-static int run_case(st_build build, st_fn run, int v, zt_backend *cpu, zt_backend *dev, FILE *out) {
+static int run_case(st_build build, st_fn run, int v, zt_backend *cpu, zt_backend *dev, int prec, FILE *out) {
     st_case k;
     build(&k, v);
-    return check_case(&k, run, cpu, dev, out);
+    return st_check_case(&k, run, cpu, dev, prec, out);
 }
 
 int zt_selftest_ops(zt_backend *cpu, zt_backend *dev, int prec, FILE *out) {
     if (dev->i->set_precision) dev->i->set_precision(dev, prec); /* bf16/fp16: 2-byte GEMM operands */
-    zt_rng_seed(&g_rng, 1234);
-    g_prec = prec;
+    st_seed(1234);
     int fails = 0;
     if (out)
         fprintf(out, "%-26s %-8s %9s  %9s %9s  %9s %9s  %-4s  %s\n%-26s %-8s %9s  %9s %9s  %9s %9s  %-4s\n", "op", "output",
@@ -818,10 +700,10 @@ int zt_selftest_ops(zt_backend *cpu, zt_backend *dev, int prec, FILE *out) {
         for (int v = 0; v < r->variants; v++) {
             if (r->need == NEED_FUSED_DEV || r->need == NEED_LLAMA_FUSED_DEV) {
                 const int fv = r->need == NEED_LLAMA_FUSED_DEV ? 2 + v : v;
-                fails += run_case(b_attention_fused_fwd, op_attention_fused_fwd, fv, cpu, dev, out);
-                fails += run_case(b_attention_fused_bwd, op_attention_fused_bwd, fv, cpu, dev, out);
+                fails += run_case(b_attention_fused_fwd, op_attention_fused_fwd, fv, cpu, dev, prec, out);
+                fails += run_case(b_attention_fused_bwd, op_attention_fused_bwd, fv, cpu, dev, prec, out);
             } else {
-                fails += run_case(r->build, r->run, v, cpu, dev, out);
+                fails += run_case(r->build, r->run, v, cpu, dev, prec, out);
             }
         }
     }
