@@ -174,6 +174,29 @@ void b_free(zt_backend *be, void *p) {
 #endif
 }
 
+/* page-locked host memory (zero.offload's master weights and moments): full-speed copies. Under the host
+   execution harness it is plain host memory */
+void *b_host_alloc(zt_backend *be, size_t bytes) {
+    (void)be;
+#ifdef ZT_HOSTEXEC
+    return zt_calloc(1, bytes ? bytes : 1);
+#else
+    void *p = NULL;
+    ZT_CUDA(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault));
+    memset(p, 0, bytes);
+    return p;
+#endif
+}
+
+void b_host_free(zt_backend *be, void *p) {
+    (void)be;
+#ifdef ZT_HOSTEXEC
+    free(p);
+#else
+    if (p) ZT_CUDA(cudaFreeHost(p));
+#endif
+}
+
 void b_to_device(zt_backend *be, void *dst, const void *src, size_t bytes) {
     flush(be);
     if (!bytes) return;
@@ -535,6 +558,8 @@ zt_backend_i make_i(void) {
     i.describe = b_describe;
     i.alloc = b_alloc;
     i.free = b_free;
+    i.host_alloc = b_host_alloc;
+    i.host_free = b_host_free;
     i.to_device = b_to_device;
     i.to_host = b_to_host;
     i.copy = b_copy;

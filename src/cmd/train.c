@@ -44,6 +44,7 @@
 #include "core/optim/optim.h"
 #include "core/model/sampler.h"
 #include "core/optim/step.h"
+#include "devsim/devsim.h"
 #include "core/dist/zero.h"
 #include "io/ckpt.h"
 #include "io/data.h"
@@ -388,10 +389,7 @@ static void announce(trainer *t) {
     zt_log("model: L%d H%d C%d V%d (padded %d), %zu params; batch %d x %d tokens, %d micro-batch%s/step, ZeRO-%d %s\n",
            t->s.n_layer, t->s.n_head, t->s.n_embd, t->s.vocab_size, t->s.padded_vocab, t->m.table.total,
            c->train.global_batch, c->train.seq_len, K, K == 1 ? "" : "es", c->zero.stage, c->zero.reduce);
-    zt_log("memory/rank: params %.1f MB, grads %.1f MB, reduced grads %.1f MB, optimizer %.1f MB, "
-           "comm %.1f MB, activations %.1f MB\n",
-           pl->param_bytes * MB, pl->grad_bytes * MB, pl->acc_bytes * MB, pl->optim_bytes * MB, pl->comm_bytes * MB,
-           pl->act_bytes * MB);
+    zt_zero_log_memory(&t->z, c);
     if (t->m.lora) {
         const zt_lora_model *lp = t->m.lora;
         zt_config full = *c;
@@ -545,10 +543,7 @@ static void poison_params(trainer *t, long step) {
     static long poison_step = -2;
     if (poison_step == -2) poison_step = getenv("ZTRAIN_TEST_NAN_PARAM_STEP") ? atol(getenv("ZTRAIN_TEST_NAN_PARAM_STEP")) : -1;
     if (step != poison_step || t->d->rank != 0) return;
-    const float nan = NAN;
-    /* the state a save writes: the master weights when the parameters are 2-byte words */
-    t->be->i->to_device(t->be, t->m.params16 ? t->z.master : zt_model_tparams(&t->m) + t->z.lo, &nan, sizeof nan);
-    t->be->i->sync(t->be);
+    zt_zero_poison(&t->z, &t->m);
 }
 
 /* validation at eval.every and the last step; returns the loss, or -1 when not evaluated (abandoned on a signal) */
@@ -625,9 +620,10 @@ static void log_step(trainer *t, run_state *rs, const zt_step_result *r, double 
 
 /* one sample at sample.every (not once a signal is pending: a sample is sample.tokens one-row forwards) */
 static void sample_phase(trainer *t, run_state *rs, zt_train_sample *ts) {
-    if (!ts || rs->step % t->c->sample.every != 0 || rs->stop == 3 || g_signal) return;
+    if (t->c->sample.every <= 0 || rs->step % t->c->sample.every != 0 || rs->stop == 3) return;
+    if (!t->m.opt.sharded && (!ts || g_signal)) return; /* ZeRO-3: every rank takes part in the gather */
     float *p32 = zt_model_params_f32(&t->m); /* 2-byte parameters: unpacked for the sampler, then freed */
-    zt_sample_during_training(ts, &t->mx, p32, rs->step);
+    if (ts && !g_signal) zt_sample_during_training(ts, &t->mx, p32, rs->step);
     zt_model_params_f32_release(&t->m, p32);
 }
 
@@ -674,7 +670,7 @@ static void train_one(trainer *t, run_state *rs, const train_opts *o, zt_train_s
    through a small host buffer: no second full copy of the parameters */
 static void params_hash(trainer *t, char hash[65]) {
     hash[0] = 0;
-    if (t->d->rank != 0) return;
+    if (t->d->rank != 0 && !t->m.opt.sharded) return; /* ZeRO-3: every rank takes part in the gathers */
     const size_t chunk = ZT_INIT_BLOCK;
     float *h = zt_malloc(chunk * sizeof(float));
     void *sha = zt_sha256_begin();
@@ -685,6 +681,7 @@ static void params_hash(trainer *t, char hash[65]) {
         zt_sha256_update(sha, h, n * sizeof(float));
     }
     zt_sha256_end(sha, hash);
+    if (t->d->rank != 0) hash[0] = 0;
     free(h);
 }
 
@@ -727,7 +724,7 @@ static void report(trainer *t, run_state *rs) {
     const zt_loss_scaler *sc = &t->st.scaler;
     uint64_t source_samples[ZT_DATA_MAX_SOURCES];
     zt_dataset_source_counts(&t->train, (uint64_t)rs->step * (uint64_t)c->train.global_batch, source_samples);
-    const zt_run_results rr = {
+    zt_run_results rr = {
         .data = &t->train, .source_samples = source_samples,
         .world_size = d->size, .n_nodes = d->n_nodes, .threads = t->threads, .layout = layout, .backend = t->backend,
         .hash = hash, .n_params = t->m.table.total, .steps = rs->step, .duration_s = dur, .tokens_per_s = tok_s,
@@ -736,8 +733,10 @@ static void report(trainer *t, run_state *rs) {
         .comm_flight_s = t->z.comm_flight_s, .comm_wait_s = t->z.comm_wait_s, .ckpt_saves = t->ck_saves,
         .ckpt_stall_s = t->ck_stall_sum, .ckpt_stall_max_s = t->ck_stall_max, .peak_rss_bytes = rss_max,
         .mem_alloc_bytes = grown_max, .skipped_steps = sc->skipped, .loss_scale = sc->active ? sc->scale : 0.0,
-        .grad_bytes_sent = t->z.grad_bytes_sent,
+        .grad_bytes_sent = t->z.grad_bytes_sent, .offload_s = t->z.offload_s, .gather_bytes = t->z.gather_bytes,
+        .gather_wait_s = t->z.gather_wait_s, .h2d_bytes = -1, .d2h_bytes = -1,
     };
+    if (!strcmp(c->device, "devsim")) zt_devsim_transfers(&rr.h2d_bytes, &rr.d2h_bytes);
     zt_results_write(&t->mx, c, &rr);
     if (t->mx.active) {
         zt_metrics_note(&t->mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",

@@ -27,4 +27,8 @@ zt_backend *zt_devsim_backend_create(int threads);
    For communicators and other code that stands in for device-side hardware only. */
 void *zt_devsim_host_ptr(const void *dev);
 
+/* bytes this process copied host -> device and device -> host through every devsim backend so far (to_device /
+   to_host): the transfers zero.offload adds are counted here (results.json) */
+void zt_devsim_transfers(double *h2d, double *d2h);
+
 #endif

@@ -42,15 +42,23 @@ static void ds_free(zt_backend *be, void *p) {
     zt_devsim_mem_free(p);
 }
 
+static double g_h2d, g_d2h; /* zt_devsim_transfers */
+void zt_devsim_transfers(double *h2d, double *d2h) {
+    *h2d = g_h2d;
+    *d2h = g_d2h;
+}
+
 static void ds_to_device(zt_backend *be, void *dst, const void *host_src, size_t bytes) {
     (void)be;
     zt_devsim_check_host(host_src, __func__);
+    g_h2d += (double)bytes;
     if (bytes) memcpy(D(dst), host_src, bytes);
 }
 
 static void ds_to_host(zt_backend *be, void *host_dst, const void *src, size_t bytes) {
     (void)be;
     zt_devsim_check_host(host_dst, __func__);
+    g_d2h += (double)bytes;
     if (bytes) memcpy(host_dst, D(src), bytes);
 }
 

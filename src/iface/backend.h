@@ -45,6 +45,10 @@ typedef struct zt_backend_i {
     /* memory */
     void *(*alloc)(zt_backend *be, size_t bytes);        /* zero-filled */
     void (*free)(zt_backend *be, void *p);
+    /* optional: host memory the backend copies to and from fastest (page-locked on a GPU: zero.offload's state),
+       zero-filled; NULL: plain malloc (core/dist/zero_offload.c) */
+    void *(*host_alloc)(zt_backend *be, size_t bytes);
+    void (*host_free)(zt_backend *be, void *p);
     /* host -> backend memory; the host buffer may be reused as soon as it returns */
     void (*to_device)(zt_backend *be, void *dst, const void *host_src, size_t bytes);
     /* backend -> host memory; syncs: waits for the work issued before it, the data is there on return */

@@ -75,15 +75,20 @@ ZT_HD float zt_gelu_grad(float x) {
     return 0.5f * (1.0f + t) + 0.5f * x * sech2 * ZT_GELU_K * (1.0f + 3.0f * ZT_GELU_C * x * x);
 }
 
-/* one AdamW element: updates *param, *m, *v from the gradient g (already scaled) */
+/* one AdamW element: updates *param, *m, *v from the gradient g (already scaled). Every product that meets a sum is
+   an explicit fused multiply-add, so no compiler is left a choice: GCC (-ffp-contract=fast, the gnu11 default) and
+   nvcc (-fmad=true) otherwise fuse a * b + c each where it likes, and the host's update (zero.offload) would differ
+   from the device's in the last bit */
 ZT_HD void zt_adamw_elem(float *param, float *m, float *v, float g, float lr, float beta1, float beta2, float eps,
                          float weight_decay, float bias_corr1, float bias_corr2) {
-    float mi = beta1 * *m + (1.0f - beta1) * g;
-    float vi = beta2 * *v + (1.0f - beta2) * g * g;
+    const float gm = (1.0f - beta1) * g, gv = ((1.0f - beta2) * g) * g;
+    float mi = fmaf(beta1, *m, gm);
+    float vi = fmaf(beta2, *v, gv);
     *m = mi;
     *v = vi;
     float mhat = mi / bias_corr1, vhat = vi / bias_corr2;
-    *param -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * *param);
+    const float step = fmaf(weight_decay, *param, mhat / (sqrtf(vhat) + eps));
+    *param = fmaf(-lr, step, *param);
 }
 
 /* LayerNorm: 1/sqrt(var + eps) from the row's mean square deviation sum over C */

@@ -117,6 +117,7 @@ int zt_ckpt_find_latest(const char *dir, char *path, size_t n) {
 static const char *const may_change[] = {
     "device", "comm", "precision", "fp16.", "train.micro_batch", "train.steps", "train.threads", "train.log_every",
     "checkpoint.", "eval.", "sample.", "run.", "metrics.", "data.", "zero.stage", "zero.reduce", "zero.bucket_mb", "zero.grad_wire",
+    "zero.offload",
     "train.param_storage",
     "lora.base", NULL,
 };

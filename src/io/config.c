@@ -149,7 +149,11 @@ const key_def cfg_schema[] = {
     INT("sample.top_k", sample.top_k, 40, 0, 1 << 24, "sample from the k most likely (0 = all, 1 = greedy)"),
     STR("sample.prompt", sample.prompt, "", 0, "prompt text (\"\" = start from end-of-text)"),
 
-    INT("zero.stage", zero.stage, 2, 0, 2, "0 = plain DP, 1 = shard optimizer, 2 = + shard gradients"),
+    INT("zero.stage", zero.stage, 2, 0, 3,
+        "0 = plain DP, 1 = shard optimizer, 2 = + shard gradients, 3 = + shard parameters (gathered per layer)"),
+    ENUM("zero.offload", zero.offload, "none",
+         "optimizer state in host memory, the update on the host: none, optimizer (master weights and Adam moments), "
+         "optimizer+params (stage 3: the parameter shard too)", "none", "optimizer", "optimizer+params"),
     ENUM("zero.reduce", zero.reduce, "ordered", "gradient reduction: ordered = bitwise N-rank == 1-rank",
          "ordered", "native"),
     FLT("zero.bucket_mb", zero.bucket_mb, 25, 0, 1e6, MIN_OPEN, "gradient bucket size in MiB"),
@@ -780,6 +784,7 @@ int zt_config_validate(const zt_config *c, int world_size, char *err, size_t err
                            "(e.g. made by `ztrain import`)");
         if (!zt_config_lora_targets(c->lora.targets, err, errlen)) return 1;
     }
+    if (zt_config_check_zero(c, err, errlen)) return 1;
     /* run.session and run.name are one directory level each under run.root */
     if (check_dir_name("run.session", c->run.session, err, errlen) || check_dir_name("run.name", c->run.name, err, errlen))
         return 1;

@@ -87,7 +87,8 @@ typedef struct zt_config {
         char prompt[ZT_PATH_MAX];
     } sample;
     struct {
-        int stage;                  /* 0 | 1 | 2 */
+        int stage;                  /* 0 | 1 | 2 | 3 */
+        char offload[ZT_NAME_MAX];  /* "none" | "optimizer" | "optimizer+params" */
         char reduce[ZT_NAME_MAX];   /* "ordered" | "native" */
         double bucket_mb;
         char grad_wire[ZT_NAME_MAX]; /* "auto" | "precision" | "fp32": ordered exchange of bf16/fp16 gradients */
@@ -140,6 +141,8 @@ int zt_config_set(zt_config *c, const char *assignment, char *err, size_t errlen
 unsigned zt_config_lora_targets(const char *list, char *err, size_t errlen);
 /* precision as ZT_PREC_* (iface/backend.h): 0 fp32, 1 bf16, 2 fp16 */
 int zt_config_prec(const zt_config *c);
+/* zero.stage with zero.offload and LoRA: 0, or 1 with err naming the keys (config_derive.c) */
+int zt_config_check_zero(const zt_config *c, char *err, size_t errlen);
 
 /* ranges and cross-key consistency (n_embd % n_head, seq_len <= block_size,
    global_batch % (micro_batch * world_size), ...). */

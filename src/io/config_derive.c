@@ -117,3 +117,20 @@ int zt_config_shape(const zt_config *c, zt_model_shape *s, char *err, size_t err
                        "(set 0 or 1e-5, or model.norm = rmsnorm)", m->norm_eps);
     return 0;
 }
+
+int zt_config_check_zero(const zt_config *c, char *err, size_t errlen) {
+    const int stage = c->zero.stage, off = strcmp(c->zero.offload, "none") != 0;
+    if (stage == 3 && c->lora.enabled)
+        return zt_errf(err, errlen, "zero.stage = 3 with lora.enabled = true: LoRA trains adapters on a frozen base that "
+                       "every rank holds whole; use zero.stage = 2 (stage 3 shards the parameters of full training)");
+    if (off && c->lora.enabled)
+        return zt_errf(err, errlen, "zero.offload = \"%s\" with lora.enabled = true: the adapters' optimizer state is "
+                       "small and stays with them; use zero.offload = \"none\"", c->zero.offload);
+    if (off && stage == 0)
+        return zt_errf(err, errlen, "zero.offload = \"%s\" needs zero.stage >= 1 (each rank offloads its shard of the "
+                       "optimizer state)", c->zero.offload);
+    if (!strcmp(c->zero.offload, "optimizer+params") && stage != 3)
+        return zt_errf(err, errlen, "zero.offload = \"optimizer+params\" needs zero.stage = 3 (only stage 3 shards the "
+                       "parameters; use zero.offload = \"optimizer\" at stage %d)", stage);
+    return 0;
+}

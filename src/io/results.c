@@ -47,6 +47,9 @@ void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_res
             c->checkpoint.async ? "true" : "false", r->ckpt_saves, r->ckpt_stall_s, r->ckpt_stall_max_s);
     fprintf(f, "  \"mem_alloc_bytes\": %.0f,\n  \"grad_bytes_sent\": %.0f,\n", r->mem_alloc_bytes, r->grad_bytes_sent);
     if (r->loss_scale > 0) fprintf(f, "  \"loss_scale\": %.9g,\n  \"skipped_steps\": %ld,\n", r->loss_scale, r->skipped_steps);
+    fprintf(f, "  \"zero_offload\": \"%s\",\n  \"offload_s\": %.6g,\n  \"gather_bytes\": %.0f,\n  \"gather_wait_s\": %.6g,\n",
+            c->zero.offload, r->offload_s, r->gather_bytes, r->gather_wait_s);
+    if (r->h2d_bytes >= 0) fprintf(f, "  \"h2d_bytes\": %.0f,\n  \"d2h_bytes\": %.0f,\n", r->h2d_bytes, r->d2h_bytes);
     fprintf(f, "  \"peak_rss_bytes\": %.0f,\n  \"comm_s\": %.6g,\n  \"comm_in_flight_s\": %.6g,\n"
             "  \"comm_exposed_s\": %.6g,\n  \"comm_hidden_frac\": %.4f,\n  \"finished\": \"%s\",\n",
             r->peak_rss_bytes, r->comm_s, r->comm_flight_s, r->comm_wait_s, hidden < 0 ? 0 : hidden, when);

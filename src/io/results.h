@@ -28,6 +28,10 @@ typedef struct zt_run_results {
     double loss_scale;                           /* fp16: the final loss scale; 0 otherwise */
     double grad_bytes_sent;                      /* ordered: gradient bytes rank 0 sent to other ranks (2 per value
                                                     in bf16/fp16, 4 in fp32) */
+    double offload_s;                            /* zero.offload: rank 0's time in the host update, copies included */
+    double gather_bytes, gather_wait_s;          /* stage 3: parameter bytes rank 0 received in gathers; time it
+                                                    waited for them (exposed) */
+    double h2d_bytes, d2h_bytes;                 /* devsim: rank 0's host <-> device copies; < 0 elsewhere */
     const zt_dataset *data;                      /* the training data: its sources ("data" in results.json) */
     const uint64_t *source_samples;              /* per source: samples drawn in steps [0, steps) */
 } zt_run_results;

@@ -1,5 +1,6 @@
-/* zero.c — ZeRO stages 0/1/2: shard map, ordered / native gradient reduction, chunked global norm,
- * sharded AdamW and parameter all-gather (see zero.h). */
+/* zero.c — ZeRO stages 0-3: shard map, ordered / native gradient reduction, chunked global norm, sharded AdamW and
+ * parameter all-gather (see zero.h); stage 3's gathers are zero_shard.c's, the offloaded update zero_offload.c's,
+ * the memory plan zero_plan.c's. */
 #include "core/dist/zero.h"
 
 #include "core/model/sampler.h"
@@ -10,69 +11,6 @@
 #include <string.h>
 
 #include "util/util.h"
-
-void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_zero_plan *p) {
-    memset(p, 0, sizeof *p);
-    zt_param_table *pt = zt_malloc(sizeof *pt);
-    zt_trainable_table_build(c, s, pt); /* GPT-2's, or the LoRA adapters' */
-    const zt_shard_layout sl = zt_shard_layout_of(pt->total, N);
-    p->total = sl.total;
-    p->padded = sl.padded;
-    p->shard = sl.shard;
-    const int K = c->train.global_batch / c->train.micro_batch;
-    const int stage = c->zero.stage;
-    const size_t f = sizeof(float);
-    p->param_bytes = p->padded * f;
-    const int params16 = zt_model_opts_from_config(c).params16;
-    if (params16) p->param_bytes = p->padded * 2 + zt_model_wbuf_elems(s) * f; /* the words and the fp32 window */
-    if (c->lora.enabled) { /* the frozen base, whole on every rank, besides the adapters (QLoRA: quantised) */
-        zt_lora_cfg lc;
-        zt_lora_cfg_from_config(c, &lc);
-        p->param_bytes += zt_lora_base_bytes(s, lc.quant, NULL, NULL, NULL);
-        if (lc.quant >= 0) p->param_bytes += zt_lora_max_weight(s) * f; /* the dequantised weight */
-    }
-    p->optim_bytes = 2 * (stage == 0 ? p->padded : p->shard) * f;
-    /* bf16/fp16: fp32 master weights beside the moments (the working buffers stay float32 containers) */
-    p->master_bytes = zt_config_prec(c) != ZT_PREC_FP32 ? p->optim_bytes / 2 : 0;
-    if (stage == 2) {
-        /* gradients live only in buckets: the ring, wte's own bucket, and the shard accumulator */
-        p->n_buckets = zt_zero_bucket_layout(pt, c->zero.bucket_mb, NULL, NULL, &p->max_bucket);
-        const size_t wte = zt_zero_wte_bucket(pt); /* wte + wpe: their own bucket */
-        p->grad_bytes = (ZT_ZERO_RING * p->max_bucket + wte) * f;
-        p->acc_bytes = p->shard * f;
-        if (N > 1) {
-            const size_t rb = p->max_bucket < p->shard ? p->max_bucket : p->shard;
-            const size_t rw = wte < p->shard ? wte : p->shard;
-            const int ordered = strcmp(c->zero.reduce, "ordered") == 0;
-            if (zt_zero_wire16(c, N)) /* the packed bucket, the N packed parts, one part decoded */
-                p->comm_bytes = (ZT_ZERO_RING * p->max_bucket + wte) * 2 + (size_t)N * (ZT_ZERO_RING * rb + rw) * 2 +
-                                (ZT_ZERO_RING * rb + rw) * f;
-            else p->comm_bytes = (ordered ? (size_t)N : 1) * (ZT_ZERO_RING * rb + rw) * f;
-        }
-    } else {
-        p->grad_bytes = p->padded * f;                     /* one micro-batch's gradient */
-        if (zt_zero_grad16(c, N)) p->grad_bytes = zt_model_grad_window_elems(s) * f; /* its fp32 window (words: comm) */
-        int alias = N == 1 && K == 1;
-        p->acc_bytes = alias ? 0 : (stage == 0 ? p->padded : p->shard) * f;
-        p->comm_bytes = N > 1 ? p->padded * f : 0;         /* all-to-all receive buffer */
-        if (zt_zero_wire16(c, N)) p->comm_bytes = 2 * p->padded * 2 + p->shard * f; /* packed send + parts, one decoded */
-    }
-    const zt_model_opts mo = zt_model_opts_from_config(c);
-    p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len, &mo);
-    if (c->lora.enabled) {
-        zt_lora_cfg lc;
-        zt_lora_cfg_from_config(c, &lc);
-        p->act_bytes += zt_lora_act_bytes(s, &lc, c->train.micro_batch, c->train.seq_len);
-    }
-    if (zt_config_prec(c) != ZT_PREC_FP32 && (!strcmp(c->device, "cuda") || !strcmp(c->device, "cudasim")))
-        p->act_bytes += zt_model_gemm16_bytes(s, c->train.micro_batch, c->train.seq_len); /* packed GEMM operands */
-    p->sample_bytes = c->sample.every > 0 ? zt_sampler_bytes(s) : 0; /* decoding during training */
-    if (c->sample.every > 0 && params16) p->sample_bytes += p->padded * f; /* the parameters unpacked for it */
-    p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async, p->master_bytes > 0); /* host memory */
-    p->data_bytes = zt_dataset_plan_bytes(c->data.train, c->train.seq_len) +
-                    (c->data.val[0] ? zt_dataset_plan_bytes(c->data.val, c->train.seq_len) : 0);
-    free(pt);
-}
 
 int zt_zero_wire16(const zt_config *c, int N) {
     const int gpu = !strcmp(c->device, "cuda") || !strcmp(c->device, "cudasim");
@@ -99,29 +37,6 @@ static void grad16_after(void *ctx, int first) {
     z->g16_done = first > 0 ? first : pt->n; /* after wte's: the next backward starts from the end */
 }
 
-size_t zt_zero_plan_total(const zt_zero_plan *p) {
-    return p->param_bytes + p->grad_bytes + p->acc_bytes + p->optim_bytes + p->master_bytes + p->comm_bytes + p->act_bytes +
-           p->ckpt_bytes + p->sample_bytes + p->data_bytes;
-}
-
-/* the largest micro-batch (dividing the per-rank batch) whose plan fits `limit` bytes per rank, with
-   the config's stage and recompute; 0 if none does. *bytes gets its plan total. */
-int zt_zero_fit_micro_batch(const zt_config *c0, const zt_model_shape *s, int N, size_t limit, size_t *bytes) {
-    zt_config c = *c0;
-    const int per_rank = c.train.global_batch / N;
-    for (int mb = per_rank; mb >= 1; mb--) {
-        if (per_rank % mb) continue;
-        c.train.micro_batch = mb;
-        zt_zero_plan p;
-        zt_zero_plan_memory(&c, s, N, &p);
-        if (zt_zero_plan_total(&p) <= limit) {
-            if (bytes) *bytes = zt_zero_plan_total(&p);
-            return mb;
-        }
-    }
-    return 0;
-}
-
 void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, zt_comm *comm,
                   const zt_model_shape *s) {
     memset(z, 0, sizeof *z);
@@ -135,6 +50,7 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     z->wire16 = zt_zero_wire16(c, z->N);
     z->grad16 = zt_zero_grad16(c, z->N);
     zt_zero_plan_memory(c, s, z->N, &z->plan);
+    zt_zero_offload_init(z, c);
     const int K = c->train.global_batch / c->train.micro_batch;
     z->micro_steps = K / z->N;
     z->alias_acc = z->plan.acc_bytes == 0;
@@ -144,9 +60,9 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     if (c->lora.enabled) {
         zt_lora_cfg lc;
         zt_lora_cfg_from_config(c, &lc);
-        zt_model_init_lora(m, be, s, c->train.micro_batch, c->train.seq_len, &lc, z->plan.padded, z->stage != 2, &mo);
+        zt_model_init_lora(m, be, s, c->train.micro_batch, c->train.seq_len, &lc, z->plan.padded, z->stage < 2, &mo);
     } else {
-        zt_model_init(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage != 2 && !z->grad16,
+        zt_model_init(m, be, s, c->train.micro_batch, c->train.seq_len, z->plan.padded, z->stage < 2 && !z->grad16,
                       &mo);
     }
     if (z->grad16) {
@@ -159,12 +75,15 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
     m->prec = z->prec;
     if (m->be->i->set_precision) m->be->i->set_precision(m->be, m->prec); /* e.g. tensor-core GEMMs */
     if (!z->alias_acc) z->acc = be->i->alloc(be, z->plan.acc_bytes);
-    if (z->stage == 2) zt_zero_buckets_init(z, m, c);
+    if (z->stage >= 2) zt_zero_buckets_init(z, m, c);
     size_t opt_elems = z->plan.optim_bytes / 2 / sizeof(float);
-    z->exp_avg = be->i->alloc(be, opt_elems * sizeof(float));
-    z->exp_avg_sq = be->i->alloc(be, opt_elems * sizeof(float));
+    if (opt_elems) { /* (offloaded: in host memory) */
+        z->exp_avg = be->i->alloc(be, opt_elems * sizeof(float));
+        z->exp_avg_sq = be->i->alloc(be, opt_elems * sizeof(float));
+    }
     if (z->plan.master_bytes) z->master = be->i->alloc(be, z->plan.master_bytes);
-    if (z->plan.comm_bytes && z->stage != 2) {
+    if (z->stage == 3) zt_zero_shard_init(z, m);
+    if (z->plan.comm_bytes && z->stage < 2) {
         if (z->wire16) {
             z->send16 = be->i->alloc(be, z->plan.padded * 2);
             z->recv16 = be->i->alloc(be, z->plan.padded * 2);
@@ -183,8 +102,10 @@ void zt_zero_free(zt_zero *z, zt_model *m) {
     if (z->recv16) be->i->free(be, z->recv16);
     if (z->gwin) be->i->free(be, z->gwin);
     if (z->buckets) zt_zero_buckets_free(z);
-    be->i->free(be, z->exp_avg);
-    be->i->free(be, z->exp_avg_sq);
+    if (z->stage == 3) zt_zero_shard_free(z);
+    zt_zero_offload_free(z);
+    if (z->exp_avg) be->i->free(be, z->exp_avg);
+    if (z->exp_avg_sq) be->i->free(be, z->exp_avg_sq);
     if (z->master) be->i->free(be, z->master);
     if (z->acc) be->i->free(be, z->acc);
     be->i->free(be, z->chunk_sums);
@@ -203,7 +124,7 @@ void zt_zero_reduce(zt_zero *z, zt_model *m, int mi) {
     zt_backend *be = z->be;
     const size_t S = z->plan.shard;
     if (z->alias_acc) return;              /* 1 rank, 1 micro-batch: acc = 0 + g = g */
-    if (z->stage == 2) {                   /* buckets were posted during backward */
+    if (z->stage >= 2) {                   /* buckets were posted during backward */
         double t0 = zt_now();
         zt_zero_buckets_finish(z, m, mi);
         z->comm_s += zt_now() - t0;
@@ -254,6 +175,14 @@ static size_t master_range(const zt_zero *z, size_t *n) {
    copied and rounded to the precision, then gathered (stages 1-2) */
 static void publish_params(zt_zero *z, zt_model *m) {
     zt_backend *be = z->be;
+    if (z->offload) {
+        zt_zero_offload_publish(z, m);
+        return;
+    }
+    if (z->stage == 3) {
+        zt_zero_shard_publish(z, m);
+        return;
+    }
     size_t n;
     const size_t base = master_range(z, &n);
     if (m->params16) { /* 2-byte parameters: packing rounds as round_to does; the words are gathered */
@@ -270,6 +199,17 @@ static void publish_params(zt_zero *z, zt_model *m) {
 }
 
 float *zt_zero_init_target(zt_zero *z, zt_model *m, size_t *base, size_t *n) {
+    if (z->offload && (m->params16 || z->stage == 3)) { /* on their way to the host's master weights */
+        *base = z->lo;
+        *n = z->plan.shard;
+        if (!z->init_tmp) z->init_tmp = z->be->i->alloc(z->be, *n * sizeof(float));
+        return z->init_tmp;
+    }
+    if (z->stage == 3) {
+        *base = z->lo;
+        *n = z->plan.shard;
+        return z->master ? z->master : z->pshard;
+    }
     if (!m->params16) {
         *base = 0;
         *n = m->padded;
@@ -280,6 +220,14 @@ float *zt_zero_init_target(zt_zero *z, zt_model *m, size_t *base, size_t *n) {
 }
 
 void zt_zero_master_init(zt_zero *z, zt_model *m) {
+    if (z->offload) {
+        zt_zero_offload_master_init(z, m);
+        return;
+    }
+    if (z->stage == 3) { /* the values were written into the shard (fp32) or the master weights */
+        publish_params(z, m);
+        return;
+    }
     if (!z->master) return;
     size_t n;
     const size_t base = master_range(z, &n);
@@ -292,6 +240,16 @@ void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, floa
     const size_t S = z->plan.shard;
     const zt_param_table *pt = zt_model_ttable(m);
     float *tp = zt_model_tparams(m);
+    if (z->offload) {
+        zt_zero_offload_update(z, m, shard_grad(z, m), hp, t, lr, grad_scale);
+        return;
+    }
+    if (z->stage == 3) { /* the shard itself (fp32), or the master weights and then the words */
+        zt_adamw_update(z->be, pt, z->lo, z->hi, z->master ? z->master : z->pshard, shard_grad(z, m), z->exp_avg,
+                        z->exp_avg_sq, hp, t, lr, grad_scale);
+        publish_params(z, m);
+        return;
+    }
     if (z->stage == 0) {
         /* every rank holds the full reduced gradient and full optimizer state */
         if (z->N > 1) {
@@ -319,16 +277,32 @@ zt_ckpt_view zt_zero_ckpt_view(zt_zero *z, zt_model *m) {
     v.optim_elems = z->stage == 0 ? z->plan.padded : z->plan.shard;
     v.master = z->master;
     if (m->params16) v.model_prec = z->prec; /* /model: the master weights rounded as they are written */
+    if (z->stage == 3) { /* the shard: fp32 (the parameters are the master copy), or the master weights rounded */
+        v.params = z->master ? NULL : z->pshard;
+        v.params_base = z->lo;
+        v.padded = 0;
+        v.model_prec = z->prec;
+    }
+    if (z->offload) { /* all of it in host memory */
+        v.be = z->host_be;
+        v.params = NULL;
+        v.padded = 0;
+        v.exp_avg = z->h_m;
+        v.exp_avg_sq = z->h_v;
+        v.master = z->h_master;
+        v.model_prec = z->prec;
+    }
     return v;
 }
 
 zt_ckpt_view zt_zero_init_view(zt_zero *z, zt_model *m) {
     zt_ckpt_view v = zt_model_ckpt_view(m);
-    if (!m->params16) return v;
-    size_t n;
-    v.params_base = v.lo = master_range(z, &n);
+    size_t base, n;
+    float *dst = zt_zero_init_target(z, m, &base, &n);
+    if (dst == m->params) return v;
+    v.params_base = v.lo = base;
     v.hi = v.lo + n;
-    v.params = z->master;
+    v.params = dst;
     v.range_only = 1;
     return v;
 }
@@ -342,7 +316,7 @@ static void gather_loaded_params(void *ctx) {
 zt_ckpt_view zt_zero_load_view(zt_zero *z, zt_model *m) {
     zt_ckpt_view v = zt_zero_ckpt_view(z, m);
     z->params_gathered = 0;
-    if (!z->master && z->N > 1) {
+    if (!z->master && z->N > 1 && z->stage < 3 && !z->offload) {
         z->load_params = zt_model_tparams(m);
         v.params_ready = gather_loaded_params;
         v.params_ready_ctx = z;
@@ -359,8 +333,22 @@ void zt_zero_after_load(zt_zero *z, zt_model *m) {
         z->comm->i->all_gather(z->comm, z->exp_avg_sq + z->lo, z->exp_avg_sq, S, ZT_F32);
         if (z->master) z->comm->i->all_gather(z->comm, z->master + z->lo, z->master, S, ZT_F32);
     }
-    if (z->master) publish_params(z, m);
+    if (z->master || z->stage == 3 || z->offload) publish_params(z, m);
     else if (z->N > 1 && !z->params_gathered)
         z->comm->i->all_gather(z->comm, zt_model_tparams(m) + z->lo, zt_model_tparams(m), S, ZT_F32);
     z->params_gathered = 0;
+}
+
+void zt_zero_poison(zt_zero *z, zt_model *m) {
+    const float nan = NAN;
+    if (z->offload) {
+        z->h_master[0] = nan;
+        return;
+    }
+    /* the state a save writes: the master weights when there are some and the parameters are not kept whole */
+    float *dst = z->master && (m->params16 || z->stage == 3) ? z->master
+                 : z->stage == 3                             ? (float *)z->pshard
+                                                             : zt_model_tparams(m) + z->lo;
+    z->be->i->to_device(z->be, dst, &nan, sizeof nan);
+    z->be->i->sync(z->be);
 }

@@ -29,9 +29,25 @@ typedef struct zt_zero_plan {
     size_t master_bytes;              /* bf16/fp16: fp32 master weights (shard; stage 0: padded) */
     size_t sample_bytes;              /* sampling during training (sample.every > 0): KV caches, buffers */
     size_t ckpt_bytes;                /* checkpoint staging (host memory; whole shard with checkpoint.async) */
+    size_t pshard_bytes;              /* stage 3: this rank's shard of the parameters (2-byte words in bf16/fp16;
+                                         0 when offloaded with optimizer+params) */
+    size_t offload_bytes;             /* zero.offload: host memory for the master weights, moments, the gradient
+                                         shard and the published shard (optim_bytes and master_bytes are then 0);
+                                         not part of zt_zero_plan_total */
     size_t data_bytes;                /* the data's index and the window in use (io/data.h: the corpus is mapped,
                                          its pages are let go after each window) */
 } zt_zero_plan;
+
+#define ZT_ZERO_GATHERS 4 /* stage 3: gathers in flight at once (a layer ahead, plus blocking ones) */
+
+/* stage 3: one gather of flat elements into backend memory (zero_shard.c) */
+typedef struct zt_zero_gather {
+    int used, temp;           /* temp: words staged in a buffer of its own (a destination outside the window) */
+    zt_comm_event ev;
+    float *dst;
+    void *words;              /* 2-byte words received, unpacked into dst at finish (NULL: fp32 received in dst) */
+    size_t n;
+} zt_zero_gather;
 
 typedef struct zt_zero {
     int stage, ordered, N, rank;
@@ -71,9 +87,47 @@ typedef struct zt_zero {
     double comm_wait_s;       /* time blocked waiting for bucket communication (exposed) */
     double comm_flight_s;     /* time buckets spent in flight (post -> seen complete) */
     int micro_steps;          /* K / N */
+    /* stage 3 (zero_shard.c): this rank's parameters, fp32 or (bf16/fp16) 2-byte words; backend memory, or host
+       memory with optimizer+params offload */
+    void *pshard;
+    size_t pes;               /* its element size: 4 or 2 */
+    uint16_t *gstage;         /* words: where gathers land before they are unpacked, laid out as the model's window */
+    void *sendstage;          /* optimizer+params: this rank's part copied to backend memory to be sent (as gstage) */
+    float *wbase;             /* the model's window (gathers into it use the staging at the same offset) */
+    size_t wlen;
+    zt_zero_gather gathers[ZT_ZERO_GATHERS];
+    long gathers_done;        /* test hook ZTRAIN_TEST_KILL_GATHER: gathers started so far */
+    double gather_bytes;      /* parameter bytes this rank received in gathers, whole run */
+    double gather_wait_s;     /* time blocked finishing them (not hidden behind compute) */
+    /* zero.offload (zero_offload.c): the master weights, moments, the gradient shard and the published shard in
+       host memory, updated by a cpu backend */
+    int offload;              /* 0 none, 1 optimizer, 2 optimizer+params */
+    zt_backend *host_be;
+    float *h_master, *h_m, *h_v, *h_grad, *h_pub;
+    float *init_tmp;          /* offload with a shard-only init target: the initial values on their way to h_master */
+    double offload_s;         /* time in the host update (copies included), whole run */
     double comm_s, comm_hidden_s;
     double grad_bytes_sent;   /* gradient bytes this rank sent to other ranks (ordered exchange), whole run */
 } zt_zero;
+
+/* stage 3 (zero_shard.c): allocate the shard and the staging, and make the model fetch through the gathers */
+void zt_zero_shard_init(zt_zero *z, zt_model *m);
+void zt_zero_shard_free(zt_zero *z);
+/* stage 3: the parameter shard changed (an update, a load): publish (bf16/fp16: pack the master weights into the
+   words) and mark the model's window stale */
+void zt_zero_shard_publish(zt_zero *z, zt_model *m);
+/* zero.offload (zero_offload.c) */
+void zt_zero_offload_init(zt_zero *z, const zt_config *c);
+void zt_zero_offload_free(zt_zero *z);
+/* the update on the host: the gradient shard copied down, AdamW on the host's master weights and moments, the
+   parameters published (copied up, all-gathered at stages 1-2, the shard at stage 3) */
+void zt_zero_offload_update(zt_zero *z, zt_model *m, const float *grad, const zt_adamw_hp *hp, long t, float lr,
+                            float grad_scale);
+/* the host master weights made from the parameters a run starts from, then published */
+void zt_zero_offload_master_init(zt_zero *z, zt_model *m);
+void zt_zero_offload_publish(zt_zero *z, zt_model *m);
+/* fault injection (tests): a NaN in the state a save writes, this rank's first element */
+void zt_zero_poison(zt_zero *z, zt_model *m);
 
 /* stage 2 (zero_bucket.c): build the buckets, point the model's gradients at bucket buffers and
    install the backward hooks that post each bucket's reduction as soon as it is final */
@@ -89,6 +143,10 @@ void zt_zero_add_parts(zt_zero *z, float *acc, float *recv, const uint16_t *recv
 /* bucket layout for a table (shared by the plan and the init) */
 int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first, int *last, size_t *max_bucket);
 
+/* the run's memory lines (rank 0): the plan's components, the parameter shard at stage 3, the offloaded state */
+void zt_zero_log_memory(const zt_zero *z, const zt_config *c);
+/* zero.offload as 0 none, 1 optimizer, 2 optimizer+params (0 on the cpu backend, whose memory is the host's) */
+int zt_zero_offload_of(const zt_config *c);
 /* whether a config's gradients cross in 2 bytes on N ranks (zt_zero.wire16) */
 int zt_zero_wire16(const zt_config *c, int N);
 /* whether they also live only as 2-byte words between backward and the exchange (zt_zero.grad16: stages 0-1) */

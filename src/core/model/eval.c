@@ -32,6 +32,11 @@ int zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist
             zt_dataset_window(val, (uint64_t)s, in + (size_t)nb * T, tg + (size_t)nb * T);
             nb++;
         }
+        if (nb == 0 && m->opt.sharded) { /* ZeRO-3: the forward's gathers are collective, so this rank runs one on
+                                            a sequence it does not score */
+            zt_dataset_window(val, 0, in, tg);
+            zt_model_forward(m, in, tg, 1, T);
+        }
         if (nb > 0) {
             zt_model_forward(m, in, tg, nb, T);
             for (int i = 0; i < nb; i++) { /* per-token losses of the pass, row i = sequence k0 + i */

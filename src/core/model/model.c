@@ -71,7 +71,7 @@ static void layer_fwd(zt_model *m, int l, int out) {
     const size_t NC = (size_t)N * C;
     zt_acts *a = &m->a;
     const layer_acts x = layer_slots(m, l);
-    zt_model_need_layer(m, l);
+    zt_model_need_layer(m, l, out ? l + 1 : -1); /* a forward pass reaches layer l + 1 next */
     norm_fwd(m, x.ln1, x.ln1_mean, x.ln1_rstd, x.res, T_(l, ZT_LN1W), T_(l, ZT_LN1B), N);
     RND(x.ln1, NC);
     f->linear_fwd(be, x.qkv, x.ln1, zt_model_base_w(m, l, 0), P(T_(l, ZT_QKVB)), N, C, Q);
@@ -211,7 +211,7 @@ static void layer_bwd(zt_model *m, int l) {
     zt_model_layer_tensors(m, l, &first, &last);
     BEFORE(first, last);
     const layer_acts x = layer_slots(m, l);
-    zt_model_need_layer(m, l);
+    zt_model_need_layer(m, l, l - 1); /* backward reaches layer l - 1 next */
     /* 2-byte storage: the layer's internals back into the working copy (exact) */
     if (m->opt.act16) zt_model_stash_layer(m, l, 0);
     /* recomputation: the same kernels on the same inputs give the same bits as the stored copy */

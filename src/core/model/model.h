@@ -88,7 +88,21 @@ typedef struct zt_model_opts {
        layer, then wte again for the LM head; wpe and ln_f once per update. ZeRO publishes the parameters into
        params16 (pack16 of the master weights) and calls zt_model_params_changed (model_params.c) */
     int params16;
+    /* ZeRO-3 (set by core/dist/zero.c, never from a config key alone): the model holds no whole copy of the
+       parameters. Its window holds wte, the other tensors outside the layers and two layer slots; forward and
+       backward fetch each part through zt_model.src as they reach it (a layer's gather is started one layer ahead
+       into the other slot) and fetch it again after the parameters change */
+    int sharded;
 } zt_model_opts;
+
+/* where a sharded model's parameters come from: start() begins bringing flat elements [off, off + n) as fp32 into
+   backend memory dst and returns a ticket, finish(ticket) completes it. Collective: every rank makes the same
+   calls in the same order (the forward and backward of SPMD ranks do) */
+typedef struct zt_param_src {
+    int (*start)(void *ctx, float *dst, size_t off, size_t n);
+    void (*finish)(void *ctx, int ticket);
+    void *ctx;
+} zt_param_src;
 
 /* the storage options a config asks for (train.recompute, act_storage, attention, param_storage, device) */
 zt_model_opts zt_model_opts_from_config(const zt_config *c);
@@ -99,12 +113,17 @@ typedef struct zt_model {
     zt_backend *be;
     int max_B, max_T;     /* micro-batch shape the activations were sized for */
     int B, T;             /* shape of the last forward */
-    float *params;        /* device, flat (padded; the tail past table.total stays 0); NULL with params16 */
+    float *params;        /* device, flat (padded; the tail past table.total stays 0); NULL with params16 or sharded */
     uint16_t *params16;   /* opt.params16: the working parameters as bf16/fp16 words, flat (padded). w[i] then
                              point into wbuf, where each tensor is unpacked (exact) right before the ops use it */
     float *wbuf;          /* opt.params16: the fp32 window: [wte, or one layer's 12 tensors | wpe, ln_f] */
     int wres;             /* what the window's first part holds: -2 nothing, -1 wte, l >= 0 layer l */
     int wfix;             /* wpe and ln_f are unpacked (both reset when the parameters change) */
+    zt_param_src src;     /* opt.sharded: the gathers */
+    int sres[2];          /* opt.sharded: the layer each slot holds (-1 none) */
+    int spend, spend_slot, spend_ticket; /* opt.sharded: the layer being prefetched (-1 none), its slot and ticket */
+    int swte;             /* opt.sharded: wte is in the window */
+    int slast;            /* opt.sharded: the slot used last */
     float *grads;         /* device, flat (padded): one micro-batch's gradient (NULL when every
                              tensor's gradient lives in a bucket buffer: ZeRO-2) */
     float *gptr[ZT_MAX_TENSORS]; /* where backward writes tensor i's gradient (default grads + offset) */
@@ -134,6 +153,8 @@ size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T, const zt_model_
    op(a) and op(b) of any product, 2 bytes each (the LM head's: logits gradient (B*T, Vp) and wte) */
 size_t zt_model_gemm16_bytes(const zt_model_shape *s, int B, int T);
 
+/* ZeRO-3's window (zt_model_opts.sharded): wte, the other tensors outside the layers, two layer slots; fp32 elements */
+size_t zt_model_shard_window_elems(const zt_model_shape *s);
 /* the window's fp32 elements for a shape (what opt.params16 allocates besides the words) */
 size_t zt_model_wbuf_elems(const zt_model_shape *s);
 /* ZeRO stages 0-1 with the gradients exchanged as 2-byte words (zero.c grad16): no float32 micro-batch gradient;

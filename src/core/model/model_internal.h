@@ -27,7 +27,8 @@ void zt_model_stash_layer(zt_model *m, int l, int pack);
 /* ---- parameter storage (model_params.c): with opt.params16, make the window hold what the next ops read
    (no-op when it does, or without params16) */
 void zt_model_need_wte(zt_model *m);
-void zt_model_need_layer(zt_model *m, int l);
+/* layer l's weights in the window; next >= 0: the layer the pass reaches after it (sharded: gathered ahead) */
+void zt_model_need_layer(zt_model *m, int l, int next);
 void zt_model_need_fixed(zt_model *m);
 
 /* ---- a layer's linear maps (model_linear.c); k is the target (0 qkv, 1 attention projection, 2 fc, 3 fc

@@ -85,9 +85,81 @@ void zt_model_point_grad_window(zt_model *m, float *win) {
     point_into(m, m->gptr, win, wpe, lnf, lnf + 2 * (size_t)m->s.n_embd);
 }
 
+/* opt.sharded: the tensors outside the layers other than wte, in table order (wpe, ln_f, lm_head) */
+static int is_fixed(const zt_param_table *pt, int i) { return i != ZT_P_WTE && pt->t[i].layer < 0; }
+
+size_t zt_model_shard_window_elems(const zt_model_shape *s) {
+    zt_param_table *pt = zt_malloc(sizeof *pt);
+    zt_param_table_build(pt, s);
+    size_t n = pt->t[ZT_P_WTE].numel + 2 * layer_span(pt);
+    for (int i = 0; i < pt->n; i++)
+        if (is_fixed(pt, i)) n += pt->t[i].numel;
+    free(pt);
+    return n;
+}
+
+/* the sharded window: [wte | the fixed tensors | slot 0 | slot 1] */
+static float *shard_slot(const zt_model *m, int k) {
+    return m->wbuf + zt_model_shard_window_elems(&m->s) - (size_t)(2 - k) * layer_span(&m->table);
+}
+static void point_shard_window(zt_model *m) {
+    const zt_param_table *pt = &m->table;
+    m->w[ZT_P_WTE] = m->wbuf;
+    float *p = m->wbuf + pt->t[ZT_P_WTE].numel;
+    for (int i = 0; i < pt->n; i++)
+        if (is_fixed(pt, i)) {
+            m->w[i] = p;
+            p += pt->t[i].numel;
+        }
+    m->spend = -1;
+    zt_model_params_changed(m);
+}
+/* layer l's tensors into slot k */
+static void point_layer(zt_model *m, int l, int k) {
+    const zt_param_table *pt = &m->table;
+    float *slot = shard_slot(m, k);
+    for (int i = zt_param_layer_first(pt, l); i <= zt_param_layer_last(pt, l); i++)
+        m->w[i] = slot + (pt->t[i].offset - layer_start(pt, l));
+}
+static void fetch(zt_model *m, float *dst, size_t off, size_t n) {
+    m->src.finish(m->src.ctx, m->src.start(m->src.ctx, dst, off, n));
+}
+static void finish_prefetch(zt_model *m) {
+    if (m->spend < 0) return;
+    m->src.finish(m->src.ctx, m->spend_ticket);
+    m->sres[m->spend_slot] = m->spend;
+    m->spend = -1;
+}
+static void shard_need_layer(zt_model *m, int l, int next) {
+    const zt_param_table *pt = &m->table;
+    const size_t span = layer_span(pt);
+    int k = m->sres[0] == l ? 0 : m->sres[1] == l ? 1 : -1;
+    if (k < 0 && m->spend == l) {
+        k = m->spend_slot;
+        finish_prefetch(m);
+    }
+    if (k < 0) {
+        finish_prefetch(m); /* a gather ahead that guessed wrong still completes (every rank made it) */
+        k = m->sres[0] < 0 ? 0 : m->sres[1] < 0 ? 1 : 1 - m->slast; /* an empty slot, or the one used longer ago */
+        fetch(m, shard_slot(m, k), layer_start(pt, l), span);
+        m->sres[k] = l;
+    }
+    m->slast = k;
+    point_layer(m, l, k);
+    if (next < 0 || next >= m->s.n_layer || m->sres[1 - k] == next || m->spend >= 0) return;
+    m->sres[1 - k] = -1; /* the other slot's layer is done with: its contents are being replaced */
+    m->spend = next;
+    m->spend_slot = 1 - k;
+    m->spend_ticket = m->src.start(m->src.ctx, shard_slot(m, 1 - k), layer_start(pt, next), span);
+}
+
 void zt_model_params_changed(zt_model *m) {
     m->wres = -2;
     m->wfix = 0;
+    if (!m->opt.sharded) return;
+    finish_prefetch(m);
+    m->sres[0] = m->sres[1] = -1;
+    m->swte = 0;
 }
 
 /* opt.params16: tensor [off, off + n) of the words unpacked into dst */
@@ -95,16 +167,31 @@ static void unpack_w(zt_model *m, float *dst, size_t off, size_t n) {
     m->be->i->unpack16(m->be, dst, m->params16 + off, n, m->prec);
 }
 void zt_model_need_wte(zt_model *m) {
+    if (m->opt.sharded) {
+        if (!m->swte) fetch(m, m->w[ZT_P_WTE], 0, m->table.t[ZT_P_WTE].numel);
+        m->swte = 1;
+        return;
+    }
     if (!m->params16 || m->wres == -1) return;
     unpack_w(m, m->w[0], 0, m->table.t[0].numel);
     m->wres = -1;
 }
-void zt_model_need_layer(zt_model *m, int l) {
+void zt_model_need_layer(zt_model *m, int l, int next) {
+    if (m->opt.sharded) {
+        shard_need_layer(m, l, next);
+        return;
+    }
     if (!m->params16 || m->wres == l) return;
     unpack_w(m, m->wbuf, layer_start(&m->table, l), layer_span(&m->table));
     m->wres = l;
 }
 void zt_model_need_fixed(zt_model *m) {
+    if (m->opt.sharded) {
+        for (int i = 0; i < m->table.n && !m->wfix; i++)
+            if (is_fixed(&m->table, i)) fetch(m, m->w[i], m->table.t[i].offset, m->table.t[i].numel);
+        m->wfix = 1;
+        return;
+    }
     if (!m->params16 || m->wfix) return;
     const int lnf = zt_param_idx(&m->table, m->s.n_layer, 0);
     unpack_w(m, m->w[1], m->table.t[1].offset, m->table.t[1].numel);
@@ -114,6 +201,14 @@ void zt_model_need_fixed(zt_model *m) {
 
 void zt_model_tparams_to_host(zt_model *m, size_t off, size_t n, float *host) {
     zt_backend *be = m->be;
+    if (m->opt.sharded) { /* collective: gathered into backend memory, then copied */
+        float *d = be->i->alloc(be, n * sizeof(float));
+        fetch(m, d, off, n);
+        be->i->to_host(be, host, d, n * sizeof(float));
+        be->i->sync(be);
+        be->i->free(be, d);
+        return;
+    }
     if (!m->params16) {
         be->i->to_host(be, host, zt_model_tparams(m) + off, n * sizeof(float));
         be->i->sync(be);
@@ -133,9 +228,10 @@ void zt_model_tparams_to_host(zt_model *m, size_t off, size_t n, float *host) {
 }
 
 float *zt_model_params_f32(zt_model *m) {
-    if (!m->params16) return m->params;
+    if (!m->params16 && !m->opt.sharded) return m->params;
     float *p = m->be->i->alloc(m->be, m->padded * sizeof(float));
-    m->be->i->unpack16(m->be, p, m->params16, m->padded, m->prec);
+    if (m->opt.sharded) fetch(m, p, 0, m->padded); /* collective */
+    else m->be->i->unpack16(m->be, p, m->params16, m->padded, m->prec);
     return p;
 }
 
@@ -147,7 +243,11 @@ int zt_model_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, i
                   int alloc_grads, const zt_model_opts *o) {
     init_shape(m, be, s, B, T, o);
     m->padded = padded > m->table.total ? padded : m->table.total;
-    if (m->opt.params16) {
+    if (m->opt.sharded) {
+        ZT_ASSERT(!m->opt.params16);
+        m->wbuf = be->i->alloc(be, zt_model_shard_window_elems(s) * sizeof(float));
+        point_shard_window(m);
+    } else if (m->opt.params16) {
         m->params16 = be->i->alloc(be, m->padded * sizeof(uint16_t));
         m->wbuf = be->i->alloc(be, zt_model_wbuf_elems(s) * sizeof(float));
         point_window(m);
