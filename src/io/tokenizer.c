@@ -4,7 +4,8 @@
  * tokenizer_file.c.
  * Training is in tokenizer_train.c; Hugging Face files and zt_tokenizer_load, which tells the formats
  * apart, are in tokenizer_hf.c. Both build on this file; it uses neither. The merge ranks, the word
- * cache and the character and word vocabularies are util/hashmap maps; NFC is util/unicode's.
+ * cache and the character and word vocabularies are util/hashmap maps; NFC is util/unicode's. A WordPiece
+ * tokenizer (BERT) is made, encoded and decoded by tokenizer_wordpiece.c, called from here.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -69,6 +70,7 @@ void zt_tok_config_gpt2(zt_tok_config *c, uint32_t eot) {
     c->pretok = ZT_TOK_PRE_GPT2;
     c->eot = eot;
     c->doc_end = ZT_TOK_NO_EOT;
+    c->cls = c->sep = ZT_TOK_NO_EOT;
 }
 
 /* ---------------------------------------------------------------- pre-tokenizer */
@@ -177,9 +179,12 @@ static int has_mark(const uint8_t *s, size_t n, int at_end) {
 }
 
 static int check_config(const zt_tok_config *c, uint32_t vocab, char *err, size_t errlen) {
-    if ((unsigned)c->model > ZT_TOK_MODEL_CHARS || (unsigned)c->normalizer > ZT_TOK_NORM_NFC ||
-        (unsigned)c->prefix > ZT_TOK_PREFIX_FIRST || (unsigned)c->pretok > ZT_TOK_PRE_NONE)
+    if ((unsigned)c->model > ZT_TOK_MODEL_WORDPIECE || (unsigned)c->normalizer > ZT_TOK_NORM_BERT ||
+        (unsigned)c->prefix > ZT_TOK_PREFIX_FIRST || (unsigned)c->pretok > ZT_TOK_PRE_BERT)
         return zt_errf(err, errlen, "unknown model, normalizer, prefix or pre-tokenizer kind");
+    if ((c->model == ZT_TOK_MODEL_WORDPIECE) != (c->pretok == ZT_TOK_PRE_BERT) ||
+        (c->normalizer == ZT_TOK_NORM_BERT && c->model != ZT_TOK_MODEL_WORDPIECE))
+        return zt_errf(err, errlen, "the bert normalizer and pre-tokenizer go with a WordPiece model, and it with them");
     if (c->model == ZT_TOK_MODEL_BYTES && c->pretok == ZT_TOK_PRE_NONE)
         return zt_errf(err, errlen, "a byte-level model needs a pre-tokenizer (gpt2, llama3 or qwen2)");
     if (c->model == ZT_TOK_MODEL_CHARS && c->pretok != ZT_TOK_PRE_NONE)
@@ -282,8 +287,9 @@ static void chars_cuts(zt_tokenizer *t, joins *j) {
 zt_tokenizer *zt_tokenizer_create_cfg(const zt_tok_config *cfg, uint32_t vocab_size, const uint8_t *const *toks,
                                       const uint32_t *lens, uint32_t n_merges, const uint32_t (*merges)[3],
                                       char *err, size_t errlen) {
-    if (vocab_size < 256 || vocab_size > ZT_TOK_MAX_VOCAB) {
-        zt_errf(err, errlen, "vocab size %u out of range (expected 256..%u)", vocab_size, ZT_TOK_MAX_VOCAB);
+    const int wp = cfg->model == ZT_TOK_MODEL_WORDPIECE;
+    if (vocab_size < (wp ? 1u : 256u) || vocab_size > ZT_TOK_MAX_VOCAB) {
+        zt_errf(err, errlen, "vocab size %u out of range (expected %u..%u)", vocab_size, wp ? 1u : 256u, ZT_TOK_MAX_VOCAB);
         return NULL;
     }
     if (check_config(cfg, vocab_size, err, errlen)) return NULL;
@@ -308,10 +314,14 @@ zt_tokenizer *zt_tokenizer_create_cfg(const zt_tok_config *cfg, uint32_t vocab_s
         total += len;
     }
     off[vocab_size] = total;
-    if (chars) {
+    if (chars || wp) {
         t->mod_off = off;
         t->mod_data = data;
-        if (chars_init(t, err, errlen)) goto fail;
+        if (wp && n_merges) {
+            zt_errf(err, errlen, "a WordPiece model has no merges (got %u)", n_merges);
+            goto fail;
+        }
+        if (chars ? chars_init(t, err, errlen) : zt_wp_init(t, err, errlen)) goto fail;
     } else {
         t->tok_off = off;
         t->tok_data = data;
@@ -361,7 +371,9 @@ zt_tokenizer *zt_tokenizer_create_cfg(const zt_tok_config *cfg, uint32_t vocab_s
             if (n && !is_added(t, i)) zt_hashmap_put(t->words, s, n, i, NULL);
         }
     }
-    if (cfg->pretok != ZT_TOK_PRE_NONE && !(t->pre = zt_pretok_create_kind(cfg->pretok, err, errlen))) goto fail;
+    if (cfg->pretok != ZT_TOK_PRE_NONE && cfg->pretok != ZT_TOK_PRE_BERT &&
+        !(t->pre = zt_pretok_create_kind(cfg->pretok, err, errlen)))
+        goto fail;
     if (cfg->normalizer == ZT_TOK_NORM_NFC) t->nfc = zt_nfc_create();
     t->simple = !chars && cfg->normalizer == ZT_TOK_NORM_NONE && cfg->prefix == ZT_TOK_PREFIX_NONE &&
                 cfg->pretok == ZT_TOK_PRE_GPT2 && !cfg->ignore_merges && !cfg->strip_space && !cfg->n_begin &&
@@ -393,6 +405,7 @@ void zt_tokenizer_free(zt_tokenizer *t) {
     zt_hashmap_free(t->ranks);
     zt_nfc_free(t->nfc);
     zt_pretok_free(t->pre);
+    zt_wp_free(t->wp);
     free(t->pend);
     zt_hashmap_free(t->cache);
     free(t->cvals);
@@ -545,8 +558,8 @@ static void bpe_chars(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out) 
 
 /* the ids of one pre-token (or word) */
 static void word_ids(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out) {
-    if (t->cfg.model == ZT_TOK_MODEL_CHARS) {
-        bpe_chars(t, w, n, out);
+    if (t->cfg.model != ZT_TOK_MODEL_BYTES) {
+        (t->wp ? zt_wp_word : bpe_chars)(t, w, n, out);
         return;
     }
     if (t->words) { /* ignore_merges: a pre-token that is a token is that token */
@@ -582,12 +595,7 @@ static void cache_insert(zt_tokenizer *t, const uint8_t *w, size_t n, const uint
     t->cvals_n += m;
 }
 
-typedef struct encode_ctx {
-    zt_tokenizer *t;
-    zt_ids *out;
-} encode_ctx;
-
-static int encode_word(const uint8_t *w, size_t n, void *ctx) {
+int zt_tok_encode_word(const uint8_t *w, size_t n, void *ctx) {
     zt_tokenizer *t = ((encode_ctx *)ctx)->t;
     zt_ids *out = ((encode_ctx *)ctx)->out;
     if (n == 0) return 0;
@@ -660,7 +668,7 @@ static size_t seg_split(zt_tokenizer *t, const uint8_t *b, size_t n, int final, 
             q = pos + ZT_PRETOK_MAX_CARRY;
             while (q > pos + 1 && (b[q] & 0xC0) == 0x80) q--;
         }
-        encode_word(b + pos, q - pos, c);
+        zt_tok_encode_word(b + pos, q - pos, c);
         pos = q;
     }
     return pos;
@@ -669,6 +677,7 @@ static size_t seg_split(zt_tokenizer *t, const uint8_t *b, size_t n, int final, 
 void zt_tokenizer_reset(zt_tokenizer *t) {
     t->doc = DOC_NEW;
     t->pend_n = 0;
+    if (t->wp) zt_wp_reset(t->wp);
 }
 
 /* a configuration other than GPT-2's: template ids, prefix, normalizer into the pending text, which
@@ -702,7 +711,7 @@ static size_t encode_doc_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, i
         pend_put(t, text, n);
     }
     encode_ctx e = {t, out};
-    size_t used = t->pre ? zt_pretok_split(t->pre, t->pend, t->pend_n, final, encode_word, &e)
+    size_t used = t->pre ? zt_pretok_split(t->pre, t->pend, t->pend_n, final, zt_tok_encode_word, &e)
                          : seg_split(t, t->pend, t->pend_n, final, &e);
     if (used) memmove(t->pend, t->pend + used, t->pend_n - used);
     t->pend_n -= used;
@@ -714,9 +723,10 @@ static size_t encode_doc_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, i
 }
 
 size_t zt_tokenizer_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out) {
+    if (t->wp) return zt_wp_encode_chunk(t, text, n, final, out);
     if (!t->simple) return encode_doc_chunk(t, text, n, final, out);
     encode_ctx c = {t, out};
-    return zt_pretok_split(t->pre, text, n, final, encode_word, &c);
+    return zt_pretok_split(t->pre, text, n, final, zt_tok_encode_word, &c);
 }
 
 void zt_tokenizer_encode(zt_tokenizer *t, const uint8_t *text, size_t n, zt_ids *out) {
@@ -732,6 +742,10 @@ int zt_tokenizer_decode(const zt_tokenizer *t, const uint32_t *ids, size_t n, ui
             return 1;
         }
         need += (size_t)(t->tok_off[ids[i] + 1] - t->tok_off[ids[i]]);
+    }
+    if (t->wp) {
+        zt_wp_decode(t, ids, n, out, out_len);
+        return 0;
     }
     uint8_t *o = zt_realloc(*out, need ? need : 1);
     size_t k = *out_len;

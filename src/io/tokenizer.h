@@ -1,5 +1,6 @@
 /* tokenizer.h — BPE tokenizers: byte-level BPE (GPT-2 style: train, encode, decode, save/load) and
- * the Hugging Face tokenizer.json configurations of the Llama family (Llama 2, Llama 3, Qwen2).
+ * the Hugging Face tokenizer.json configurations of the Llama family (Llama 2, Llama 3, Qwen2); and
+ * WordPiece (BERT; below, after the configurations).
  *
  * Model. Every token id stands for a byte string. Text is first cut into pre-tokens by the GPT-2
  * regex
@@ -41,10 +42,23 @@
  * as a space and byte tokens as their byte (invalid UTF-8 stays as bytes where Hugging Face writes
  * U+FFFD) and drops one leading space of the output (the Strip decoder); special tokens decode as
  * their text (Hugging Face's decode with skip_special_tokens=False).
+ * WordPiece (model wordpiece, tokenizer_wordpiece.c; what HF tokenizers does for BERT): normalizer bert
+ * (BertNormalizer: clean_text drops U+0000, U+FFFD and categories Cc/Cf/Co/Cs other than \t \n \r and
+ * makes White_Space a space; handle_chinese_chars puts spaces around CJK ideographs; strip_accents is NFD
+ * then no Mn; lowercase is the full lowercase mapping; in that order; categories and NFD as HF's tables
+ * have them, Unicode 8.0 and 9.0: util/unicode.h) or none;
+ * pre-tokenizer bert (split at White_Space, each punctuation character alone: categories P* and the
+ * ASCII symbols); model: a word longer than max_word_chars characters is unk, else greedy longest match
+ * first (the continuation pieces spelled with subword_prefix, "##"), and a word with a part that has no
+ * match is ONE unk. Invalid UTF-8 reads as U+FFFD, one per byte. The post-processor's [CLS] and [SEP]
+ * are cls and sep: encode never writes them (nor any template id). Decoding: a piece with the prefix
+ * joins the previous one without it, any other token but the first gets a space before it, and with
+ * decode_cleanup each token's text then has HF's cleanup replacements (" ." -> ".", " 's" -> "'s", ...).
  * Documents in `prepare`: a template writes BOS before each (Llama 2, Llama 3); a configuration other
- * than GPT-2's without a template and with an end-of-text token ends each document with it
+ * than GPT-2's and WordPiece without a template and with an end-of-text token ends each document with it
  * (zt_tokenizer_doc_end: Qwen2's <|endoftext|>); the GPT-2 configuration writes nothing
- * (--eot-between-files). The end-of-text token is "<|endoftext|>", else "<|end_of_text|>", else "</s>".
+ * (--eot-between-files), and so does WordPiece (prepare does not frame with [CLS]/[SEP] yet). The
+ * end-of-text token is "<|endoftext|>", else "<|end_of_text|>", else "</s>".
  * Streaming (zt_tokenizer_encode_chunk) of a configuration other than GPT-2's keeps the document in
  * progress inside the tokenizer: zt_tokenizer_reset drops it.
  *
@@ -84,7 +98,13 @@
  *     end K <K ids>             (and after it)
  *     doc_end D                 (-1 for none)
  * and each token line may start with '+' (an added token, outside the BPE model); a chars model's
- * token lines hold the token's string in the model's alphabet ("\u2581the", "<0x0A>").
+ * token lines hold the token's string in the model's alphabet ("\u2581the", "<0x0A>"). A WordPiece
+ * tokenizer is version 3: version 2's lines (model wordpiece, normalizer bert|none, pretokenizer bert),
+ * then after doc_end
+ *     wordpiece UNK MAX_WORD_CHARS CLEANUP PREFIX   (PREFIX in hex, "-" for empty; CLEANUP 0|1)
+ *     bert CLEAN_TEXT CHINESE STRIP_ACCENTS LOWERCASE   (0|1 each)
+ *     special CLS SEP           (-1 for none)
+ * and its token lines hold the tokens' strings ("##ing"); it has no merges.
  *
  * Hugging Face files (tokenizer_hf.c): vocab.json + merges.txt (GPT-2), or a tokenizer.json in one of
  * the configurations above (the accepted fields are listed there; anything else is an error naming
@@ -136,11 +156,18 @@ size_t zt_pretok_split(zt_pretok *p, const uint8_t *text, size_t n, int final, z
                        void *ctx);
 
 /* ---- configurations (the pipeline at the top) ---- */
-typedef enum { ZT_TOK_MODEL_BYTES = 0, ZT_TOK_MODEL_CHARS = 1 } zt_tok_model;
-typedef enum { ZT_TOK_NORM_NONE = 0, ZT_TOK_NORM_NFC = 1 } zt_tok_norm;
+typedef enum { ZT_TOK_MODEL_BYTES = 0, ZT_TOK_MODEL_CHARS = 1, ZT_TOK_MODEL_WORDPIECE = 2 } zt_tok_model;
+typedef enum { ZT_TOK_NORM_NONE = 0, ZT_TOK_NORM_NFC = 1, ZT_TOK_NORM_BERT = 2 } zt_tok_norm;
 typedef enum { ZT_TOK_PREFIX_NONE = 0, ZT_TOK_PREFIX_NONEMPTY = 1, ZT_TOK_PREFIX_FIRST = 2 } zt_tok_prefix;
-typedef enum { ZT_TOK_PRE_GPT2 = 0, ZT_TOK_PRE_LLAMA3 = 1, ZT_TOK_PRE_QWEN2 = 2, ZT_TOK_PRE_NONE = 3 } zt_tok_pre;
+typedef enum { ZT_TOK_PRE_GPT2 = 0, ZT_TOK_PRE_LLAMA3 = 1, ZT_TOK_PRE_QWEN2 = 2, ZT_TOK_PRE_NONE = 3,
+               ZT_TOK_PRE_BERT = 4 } zt_tok_pre;
 #define ZT_TOK_MAX_TEMPLATE 8
+/* the BERT normalizer's flags (zt_tok_config.bert) */
+#define ZT_TOK_BERT_CLEAN 1u
+#define ZT_TOK_BERT_CHINESE 2u
+#define ZT_TOK_BERT_STRIP 4u
+#define ZT_TOK_BERT_LOWER 8u
+#define ZT_TOK_MAX_WORD_CHARS (1u << 20)   /* max_word_chars at most */
 typedef struct zt_tok_config {
     zt_tok_model model;
     zt_tok_norm normalizer;
@@ -153,6 +180,12 @@ typedef struct zt_tok_config {
     uint32_t n_begin, n_end;      /* template ids around a document */
     uint32_t begin[ZT_TOK_MAX_TEMPLATE], end[ZT_TOK_MAX_TEMPLATE];
     const uint8_t *added;         /* per id: non-zero = added token (not in the BPE model); may be NULL */
+    /* WordPiece (the others leave these zero, cls and sep ZT_TOK_NO_EOT) */
+    uint32_t bert;                /* normalizer bert: ZT_TOK_BERT_* */
+    uint32_t unk, max_word_chars; /* the unknown token; a longer word is one unk */
+    uint32_t cls, sep;            /* the post-processor's [CLS] and [SEP], ZT_TOK_NO_EOT for none */
+    int decode_cleanup;           /* the WordPiece decoder's cleanup */
+    char subword_prefix[16];      /* continuing pieces' prefix ("##"), NUL-terminated */
 } zt_tok_config;
 /* GPT-2's configuration with end-of-text id eot */
 void zt_tok_config_gpt2(zt_tok_config *c, uint32_t eot);
@@ -163,12 +196,14 @@ zt_pretok *zt_pretok_create_kind(zt_tok_pre kind, char *err, size_t errlen);
 /* from explicit tables, GPT-2's configuration: token id i is the byte string toks[i] (lens[i]
  * bytes; NULL/0 = empty); merges[r] = {left, right, result} for rank r, with bytes(result) ==
  * bytes(left)+bytes(right). Every single byte must be some token (a chars model instead needs the
- * 256 byte tokens <0x00>..<0xFF>). eot = ZT_TOK_NO_EOT for none. Tables are copied. */
+ * 256 byte tokens <0x00>..<0xFF>; a WordPiece model, at least one token and no merges). eot =
+ * ZT_TOK_NO_EOT for none. Tables are copied. */
 zt_tokenizer *zt_tokenizer_create(uint32_t vocab_size, const uint8_t *const *toks, const uint32_t *lens,
                                   uint32_t n_merges, const uint32_t (*merges)[3], uint32_t eot,
                                   char *err, size_t errlen);
 /* any configuration: toks are the tokens' strings in the model's alphabet (bytes model: the bytes;
- * chars model: UTF-8 such as "\u2581the" or "<0x41>"); the other rules as zt_tokenizer_create */
+ * chars model: UTF-8 such as "\u2581the" or "<0x41>"; WordPiece: "##the"); the other rules as
+ * zt_tokenizer_create */
 zt_tokenizer *zt_tokenizer_create_cfg(const zt_tok_config *cfg, uint32_t vocab_size, const uint8_t *const *toks,
                                       const uint32_t *lens, uint32_t n_merges, const uint32_t (*merges)[3],
                                       char *err, size_t errlen);
@@ -191,7 +226,8 @@ uint32_t zt_tokenizer_n_merges(const zt_tokenizer *t);
 const zt_tok_config *zt_tokenizer_config(const zt_tokenizer *t);
 /* the id prepare writes after each document (ZT_TOK_NO_EOT: none; see the top) */
 uint32_t zt_tokenizer_doc_end(const zt_tokenizer *t);
-/* the bytes of one token as decode writes them (NULL and *len 0 if id is out of range) */
+/* the bytes of one token as decode writes them (NULL and *len 0 if id is out of range; WordPiece: after
+ * another token, " the" or "##ing" as "ing") */
 const uint8_t *zt_tokenizer_token(const zt_tokenizer *t, uint32_t id, size_t *len);
 
 /* ---- encode / decode ---- */

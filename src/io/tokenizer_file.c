@@ -13,10 +13,10 @@
 
 /* ---------------------------------------------------------------- .zttok files */
 
-static const char *const MODEL_NAME[] = {"bytes", "chars"};
-static const char *const NORM_NAME[] = {"none", "nfc"};
+static const char *const MODEL_NAME[] = {"bytes", "chars", "wordpiece"};
+static const char *const NORM_NAME[] = {"none", "nfc", "bert"};
 static const char *const PREFIX_NAME[] = {"none", "nonempty", "first"};
-static const char *const PRE_NAME[] = {"gpt2", "llama3", "qwen2", "none"};
+static const char *const PRE_NAME[] = {"gpt2", "llama3", "qwen2", "none", "bert"};
 
 static void put_ids(FILE *f, const char *key, uint32_t n, const uint32_t *ids) {
     fprintf(f, "%s %u", key, n);
@@ -31,7 +31,7 @@ int zt_tokenizer_save(const zt_tokenizer *t, const char *path, char *err, size_t
         return 1;
     }
     const zt_tok_config *c = &t->cfg;
-    fprintf(f, "%s %d\nvocab_size %u\neot %lld\n", ZT_TOK_MAGIC, t->simple ? 1 : 2, t->vocab,
+    fprintf(f, "%s %d\nvocab_size %u\neot %lld\n", ZT_TOK_MAGIC, t->simple ? 1 : t->wp ? 3 : 2, t->vocab,
             c->eot == ZT_TOK_NO_EOT ? -1LL : (long long)c->eot);
     if (!t->simple) {
         fprintf(f, "model %s\nnormalizer %s\nprefix %s\npretokenizer %s\nignore_merges %d\nstrip_space %d\n",
@@ -40,6 +40,7 @@ int zt_tokenizer_save(const zt_tokenizer *t, const char *path, char *err, size_t
         put_ids(f, "begin", c->n_begin, c->begin);
         put_ids(f, "end", c->n_end, c->end);
         fprintf(f, "doc_end %lld\n", c->doc_end == ZT_TOK_NO_EOT ? -1LL : (long long)c->doc_end);
+        if (t->wp) zt_wp_save_lines(f, c);
     }
     fprintf(f, "tokens %u\n", t->vocab);
     static const char hex[] = "0123456789abcdef";
@@ -134,29 +135,30 @@ zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen
     NEXT();
     if (sscanf(line, "%31s %d", word, &ver) != 2 || strcmp(word, ZT_TOK_MAGIC) != 0)
         BAD("not a ztrain tokenizer file (expected first line '%s %d')", ZT_TOK_MAGIC, ZT_TOK_VERSION);
-    if (ver != 1 && ver != 2) BAD("unsupported tokenizer version %d (expected 1 or 2)", ver);
+    if (ver < 1 || ver > 3) BAD("unsupported tokenizer version %d (expected 1, 2 or 3)", ver);
     NEXT();
-    if (sscanf(line, "vocab_size %llu", &vocab) != 1 || vocab < 256 || vocab > ZT_TOK_MAX_VOCAB)
-        BAD("expected 'vocab_size N' with N in 256..%d, got '%.40s'", ZT_TOK_MAX_VOCAB, line);
+    if (sscanf(line, "vocab_size %llu", &vocab) != 1 || vocab < (ver == 3 ? 1 : 256) || vocab > ZT_TOK_MAX_VOCAB)
+        BAD("expected 'vocab_size N' with N in %d..%d, got '%.40s'", ver == 3 ? 1 : 256, ZT_TOK_MAX_VOCAB, line);
     NEXT();
     if (sscanf(line, "eot %lld", &eot) != 1 || eot < -1 || eot >= (long long)vocab)
         BAD("expected 'eot ID' with ID in -1..%llu, got '%.40s'", vocab - 1, line);
     zt_tok_config_gpt2(&cfg, eot < 0 ? ZT_TOK_NO_EOT : (uint32_t)eot);
-    if (ver == 2) {
+    if (ver >= 2) {
         NEXT();
-        if ((v = parse_name(line, "model", MODEL_NAME, 2)) < 0) BAD("expected 'model bytes|chars', got '%.40s'", line);
+        if ((v = parse_name(line, "model", MODEL_NAME, ver == 3 ? 3 : 2)) < 0)
+            BAD("expected 'model bytes|chars%s', got '%.40s'", ver == 3 ? "|wordpiece" : "", line);
         cfg.model = (zt_tok_model)v;
         NEXT();
-        if ((v = parse_name(line, "normalizer", NORM_NAME, 2)) < 0)
-            BAD("expected 'normalizer none|nfc', got '%.40s'", line);
+        if ((v = parse_name(line, "normalizer", NORM_NAME, ver == 3 ? 3 : 2)) < 0)
+            BAD("expected 'normalizer none|nfc%s', got '%.40s'", ver == 3 ? "|bert" : "", line);
         cfg.normalizer = (zt_tok_norm)v;
         NEXT();
         if ((v = parse_name(line, "prefix", PREFIX_NAME, 3)) < 0)
             BAD("expected 'prefix none|nonempty|first', got '%.40s'", line);
         cfg.prefix = (zt_tok_prefix)v;
         NEXT();
-        if ((v = parse_name(line, "pretokenizer", PRE_NAME, 4)) < 0)
-            BAD("expected 'pretokenizer gpt2|llama3|qwen2|none', got '%.40s'", line);
+        if ((v = parse_name(line, "pretokenizer", PRE_NAME, ver == 3 ? 5 : 4)) < 0)
+            BAD("expected 'pretokenizer gpt2|llama3|qwen2|none%s', got '%.40s'", ver == 3 ? "|bert" : "", line);
         cfg.pretok = (zt_tok_pre)v;
         NEXT();
         if (strcmp(line, "ignore_merges 0") != 0 && strcmp(line, "ignore_merges 1") != 0)
@@ -176,6 +178,12 @@ zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen
         if (sscanf(line, "doc_end %lld", &doc_end) != 1 || doc_end < -1 || doc_end >= (long long)vocab)
             BAD("expected 'doc_end ID' with ID in -1..%llu, got '%.40s'", vocab - 1, line);
         cfg.doc_end = doc_end < 0 ? ZT_TOK_NO_EOT : (uint32_t)doc_end;
+        for (int k = 0; ver == 3 && k < ZT_WP_FILE_LINES; k++) {
+            NEXT();
+            if (zt_wp_read_line(k, line, &cfg, (uint32_t)vocab))
+                BAD("expected '%s' (tokenizer.h), got '%.40s'", k == 0 ? "wordpiece UNK MAX_CHARS CLEANUP PREFIX_HEX" :
+                    k == 1 ? "bert CLEAN CHINESE STRIP LOWER" : "special CLS SEP", line);
+        }
         added = zt_calloc(vocab, 1);
         cfg.added = added;
     }

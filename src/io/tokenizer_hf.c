@@ -8,7 +8,10 @@
  * and post_processor are read as data into a zt_tok_config (tokenizer.h); exactly these are accepted:
  *   model          BPE (dropout null or 0, no continuing_subword_prefix / end_of_word_suffix), either
  *                  byte-level (byte_fallback false; ignore_merges as given) or, with byte_fallback
- *                  true, SentencePiece-style (the vocab holds <0x00>..<0xFF>)
+ *                  true, SentencePiece-style (the vocab holds <0x00>..<0xFF>); or WordPiece (BERT: with
+ *                  normalizer BertNormalizer or null, pre_tokenizer BertPreTokenizer, decoder WordPiece
+ *                  with the model's prefix, post_processor null, BertProcessing or a template with one
+ *                  token on each side of $A, [CLS] and [SEP]; tokenizer_hf_config.c)
  *   normalizer     null | NFC | Sequence[Prepend("\u2581")?, Replace(" " -> "\u2581")] (Llama 2)
  *   pre_tokenizer  ByteLevel (add_prefix_space false; GPT-2's regex) | Sequence[Split(the Llama 3 or
  *                  Qwen2 regex, Isolated, invert false), ByteLevel(add_prefix_space false, use_regex
@@ -16,11 +19,11 @@
  *   decoder        ByteLevel or null (byte-level) | Sequence[Replace("\u2581" -> " "), ByteFallback,
  *                  Fuse, Strip(" ", 1, 0)?] (byte_fallback)
  *   post_processor null | ByteLevel | TemplateProcessing (its "single" template: special tokens
- *                  around $A) | a Sequence of those
+ *                  around $A) | BertProcessing (cls $A sep) | a Sequence of those
  * Anything else is an error naming the field (exit 2 in the commands). "truncation" and "padding"
  * (batch settings) are ignored, as are added tokens' matching flags (ztrain never matches added
  * tokens in text, tokenizer.h). Byte-level token strings are in GPT-2's bytes_to_unicode alphabet
- * and are mapped back to bytes, so ids equal HF's; SentencePiece-style ones are kept as UTF-8.
+ * and are mapped back to bytes, so ids equal HF's; SentencePiece-style and WordPiece ones are kept as UTF-8.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -144,7 +147,7 @@ static zt_tokenizer *hf_build(hf *h, const zt_tok_config *cfg0, const char *path
                               size_t errlen) {
     zt_tokenizer *t = NULL;
     zt_tok_config cfg = *cfg0;
-    const int chars = cfg.model == ZT_TOK_MODEL_CHARS;
+    const int chars = cfg.model == ZT_TOK_MODEL_CHARS, wp = cfg.model == ZT_TOK_MODEL_WORDPIECE;
     const int gpt2 = !chars && cfg.normalizer == ZT_TOK_NORM_NONE && cfg.pretok == ZT_TOK_PRE_GPT2 &&
                      !cfg.ignore_merges && !cfg.n_begin && !cfg.n_end;
     int u2b[324];
@@ -174,7 +177,7 @@ static zt_tokenizer *hf_build(hf *h, const zt_tok_config *cfg0, const char *path
                 if (s.n == strlen(EOT_NAMES[k]) && memcmp(s.s, EOT_NAMES[k], s.n) == 0 && eot_of[k] == ZT_TOK_NO_EOT)
                     eot_of[k] = id;
             if (toks[id]) continue;
-            if (chars) {
+            if (chars || wp) {
                 tb.n = 0;
                 sb_put(&tb, s.s, s.n);
             } else {
@@ -188,8 +191,15 @@ static zt_tokenizer *hf_build(hf *h, const zt_tok_config *cfg0, const char *path
     }
     cfg.eot = eot_of[0];
     for (int k = 1; k < 3 && !gpt2 && cfg.eot == ZT_TOK_NO_EOT; k++) cfg.eot = eot_of[k];
-    /* a configuration other than GPT-2's without a template ends each document with end-of-text */
-    cfg.doc_end = !gpt2 && !cfg.n_begin && !cfg.n_end ? cfg.eot : ZT_TOK_NO_EOT;
+    /* a configuration other than GPT-2's and WordPiece without a template ends each document with end-of-text */
+    cfg.doc_end = !gpt2 && !wp && !cfg.n_begin && !cfg.n_end ? cfg.eot : ZT_TOK_NO_EOT;
+    const uint64_t *unk = wp ? zt_hashmap_get(m, h->unk.s, h->unk.n) : NULL;
+    if (wp && !unk) {
+        snprintf(err, errlen, "%s: model.unk_token '%.*s' is not in model.vocab", path, (int)(h->unk.n > 40 ? 40 : h->unk.n),
+                 h->unk.s);
+        goto done;
+    }
+    if (unk) cfg.unk = (uint32_t)*unk;
     cfg.added = added;
     for (size_t r = 0; r < h->nm; r++) {
         span a = h->mg[r][0], b = h->mg[r][1];

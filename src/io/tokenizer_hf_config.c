@@ -38,15 +38,19 @@ static const char *type_of(hf *h, const zt_json *v, const char *field) {
     return t->str;
 }
 
-/* every member of object v is one of the NULL-terminated names */
-static void only_keys(hf *h, const zt_json *v, const char *field, const char *const *names) {
+/* every member of object v is one of the NULL-terminated names (the error says what v is: of) */
+static void keys_of(hf *h, const zt_json *v, const char *field, const char *const *names, const char *of) {
     for (int i = 0; i < v->n && !h->bad; i++) {
         int ok = 0;
         for (const char *const *k = names; *k && !ok; k++) ok = strcmp(v->keys[i], *k) == 0;
         if (!ok)
-            zt_hf_fail(h, &v->items[i], "%s.%s: unknown field (not supported: it may change the encoding)", field,
-                    v->keys[i]);
+            zt_hf_fail(h, &v->items[i], "%s.%s: unknown field%s (not supported: it may change the encoding)", field,
+                    v->keys[i], of);
     }
+}
+
+static void only_keys(hf *h, const zt_json *v, const char *field, const char *const *names) {
+    keys_of(h, v, field, names, "");
 }
 
 /* member key of v must be a boolean equal to want (-1: either); missing means dflt */
@@ -309,7 +313,22 @@ static void hf_template(hf *h, const zt_json *v, const char *field, zt_tok_confi
     if (!seen_a && !h->bad) zt_hf_fail(h, single, "%s.single: no {\"Sequence\": {\"id\": \"A\"}}", field);
 }
 
-/* post_processor: null, ByteLevel, TemplateProcessing, or a Sequence of those */
+/* BertProcessing: cls $A sep, each ["name", id] */
+static void hf_bert_post(hf *h, const zt_json *v, const char *field, zt_tok_config *c) {
+    static const char *const keys[] = {"type", "sep", "cls", NULL}, *const names[] = {"cls", "sep"};
+    only_keys(h, v, field, keys);
+    for (int k = 0; k < 2 && !h->bad; k++) {
+        const zt_json *e = zt_json_get(v, names[k]);
+        long long id;
+        if (!e || e->type != ZT_JSON_ARR || e->n != 2 || e->items[0].type != ZT_JSON_STR)
+            zt_hf_fail(h, e ? e : v, "%s.%s: expected [\"token\", id]", field, names[k]);
+        else if (zt_hf_id(h, &e->items[1], &id))
+            (k ? c->end : c->begin)[0] = (uint32_t)id;
+    }
+    c->n_begin = c->n_end = 1;
+}
+
+/* post_processor: null, ByteLevel, TemplateProcessing, BertProcessing, or a Sequence of those */
 static void hf_post(hf *h, const zt_json *v, const char *field, zt_tok_config *c, int depth) {
     static const char *const bl_keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex", NULL},
                              *const seq_keys[] = {"type", "processors", NULL};
@@ -319,9 +338,9 @@ static void hf_post(hf *h, const zt_json *v, const char *field, zt_tok_config *c
     const zt_json *seq = zt_json_get(v, "processors");
     if (strcmp(type, "ByteLevel") == 0) {
         only_keys(h, v, field, bl_keys);
-    } else if (strcmp(type, "TemplateProcessing") == 0) {
+    } else if (strcmp(type, "TemplateProcessing") == 0 || strcmp(type, "BertProcessing") == 0) {
         if (c->n_begin || c->n_end) zt_hf_fail(h, v, "%s: a second template is not supported", field);
-        else hf_template(h, v, field, c);
+        else (type[0] == 'B' ? hf_bert_post : hf_template)(h, v, field, c);
     } else if (strcmp(type, "Sequence") == 0 && seq && seq->type == ZT_JSON_ARR && depth == 0) {
         only_keys(h, v, field, seq_keys);
         for (int i = 0; i < seq->n && !h->bad; i++) {
@@ -330,8 +349,8 @@ static void hf_post(hf *h, const zt_json *v, const char *field, zt_tok_config *c
             hf_post(h, &seq->items[i], f, c, 1);
         }
     } else {
-        zt_hf_fail(h, v, "%s: '%s' is not supported (expected ByteLevel, TemplateProcessing or a Sequence of them)",
-                field, type);
+        zt_hf_fail(h, v, "%s: '%s' is not supported (expected ByteLevel, TemplateProcessing, BertProcessing or a "
+                "Sequence of them)", field, type);
     }
 }
 
@@ -364,14 +383,85 @@ static void hf_model_fields(hf *h, const zt_json *v, int *byte_fallback, int *ig
     }
 }
 
+/* section v (field) is an object of type want, with only the keys */
+static void want_type(hf *h, const zt_json *v, const char *field, const char *want, const char *const *keys) {
+    const char *t = v && v->type != ZT_JSON_NULL ? type_of(h, v, field) : "null";
+    if (!h->bad && strcmp(t, want) != 0)
+        zt_hf_fail(h, v ? v : h->model, "%s: '%s' is not supported with a WordPiece model (expected %s)", field, t, want);
+    if (!h->bad) only_keys(h, v, field, keys);
+}
+
+/* WordPiece (BERT): the model's four fields, normalizer BertNormalizer or null, pre_tokenizer BertPreTokenizer,
+ * decoder WordPiece with the model's prefix, and the post-processor's one token before $A and one after it as
+ * cls and sep (encode writes neither) */
+static void hf_wordpiece(hf *h, zt_tok_config *c) {
+    static const char *const mkeys[] = {"type", "unk_token", "continuing_subword_prefix", "max_input_chars_per_word",
+                                        "vocab", NULL},
+                             *const nkeys[] = {"type", "clean_text", "handle_chinese_chars", "strip_accents",
+                                               "lowercase", NULL},
+                             *const pkeys[] = {"type", NULL}, *const dkeys[] = {"type", "prefix", "cleanup", NULL},
+                             *const flags[] = {"clean_text", "handle_chinese_chars", "lowercase"};
+    static const uint32_t bits[] = {ZT_TOK_BERT_CLEAN, ZT_TOK_BERT_CHINESE, ZT_TOK_BERT_LOWER};
+    const zt_json *m = h->model, *unk = zt_json_get(m, "unk_token"), *pre = zt_json_get(m, "continuing_subword_prefix"),
+                  *mx = zt_json_get(m, "max_input_chars_per_word"), *v = h->normalizer;
+    c->model = ZT_TOK_MODEL_WORDPIECE;
+    c->pretok = ZT_TOK_PRE_BERT;
+    keys_of(h, m, "model", mkeys, " of a model type 'WordPiece'");
+    if (h->bad) return;
+    if (!unk || unk->type != ZT_JSON_STR)
+        zt_hf_fail(h, unk ? unk : m, "model.unk_token: expected a string");
+    else if (!pre || pre->type != ZT_JSON_STR || pre->len >= sizeof c->subword_prefix || strlen(pre->str) != pre->len)
+        zt_hf_fail(h, pre ? pre : m, "model.continuing_subword_prefix: expected a string of at most %zu bytes",
+                sizeof c->subword_prefix - 1);
+    else if (!mx || mx->type != ZT_JSON_NUM || !mx->is_int || mx->inum < 0 || mx->inum > ZT_TOK_MAX_WORD_CHARS)
+        zt_hf_fail(h, mx ? mx : m, "model.max_input_chars_per_word: expected an integer in 0..%u", ZT_TOK_MAX_WORD_CHARS);
+    if (h->bad) return;
+    h->unk = (span){unk->str, unk->len};
+    memcpy(c->subword_prefix, pre->str, pre->len);
+    c->max_word_chars = (uint32_t)mx->inum;
+    if (v && v->type != ZT_JSON_NULL) {
+        want_type(h, v, "normalizer", "BertNormalizer", nkeys);
+        for (int k = 0; k < 3 && !h->bad; k++) {
+            const zt_json *b = zt_json_get(v, flags[k]);
+            if (!b || b->type != ZT_JSON_BOOL) zt_hf_fail(h, b ? b : v, "normalizer.%s: expected true or false", flags[k]);
+            else if (b->num != 0) c->bert |= bits[k];
+        }
+        const zt_json *sa = zt_json_get(v, "strip_accents");
+        if (sa && sa->type != ZT_JSON_NULL && sa->type != ZT_JSON_BOOL)
+            zt_hf_fail(h, sa, "normalizer.strip_accents: expected true, false or null (null: as lowercase)");
+        if (sa && sa->type == ZT_JSON_BOOL ? sa->num != 0 : (c->bert & ZT_TOK_BERT_LOWER) != 0) c->bert |= ZT_TOK_BERT_STRIP;
+        c->normalizer = ZT_TOK_NORM_BERT;
+    }
+    if (!h->bad) want_type(h, h->pretok, "pre_tokenizer", "BertPreTokenizer", pkeys);
+    if (!h->bad) want_type(h, h->decoder, "decoder", "WordPiece", dkeys);
+    if (!h->bad) want_str(h, h->decoder, "decoder", "prefix", c->subword_prefix);
+    const zt_json *cl = h->bad ? NULL : zt_json_get(h->decoder, "cleanup");
+    if (!h->bad && (!cl || cl->type != ZT_JSON_BOOL))
+        zt_hf_fail(h, cl ? cl : h->decoder, "decoder.cleanup: expected true or false");
+    c->decode_cleanup = cl && cl->num != 0;
+    if (!h->bad) hf_post(h, h->post, "post_processor", c, 0);
+    if (!h->bad && (c->n_begin || c->n_end) && (c->n_begin != 1 || c->n_end != 1))
+        zt_hf_fail(h, h->post, "post_processor: %u and %u special tokens around $A are not supported with a WordPiece "
+                "model (expected one on each side: [CLS] $A [SEP])", c->n_begin, c->n_end);
+    if (h->bad || !c->n_begin) return;
+    c->cls = c->begin[0];
+    c->sep = c->end[0];
+    c->n_begin = c->n_end = 0;
+}
+
 /* the configuration of a tokenizer.json, checked section by section (model, normalizer,
  * pre_tokenizer, decoder, post_processor) and then as a whole */
 void zt_hf_config(hf *h, zt_tok_config *c) {
     zt_tok_config_gpt2(c, ZT_TOK_NO_EOT);
     const zt_json *type = zt_json_get(h->model, "type");
+    if (str_is(type, "WordPiece")) {
+        hf_wordpiece(h, c);
+        return;
+    }
     if (!str_is(type, "BPE")) {
         zt_hf_fail(h, type ? type : h->model, "model type '%s' (expected a byte-level 'BPE' model as GPT-2, Llama 3 "
-                "and Qwen2, or a 'BPE' with byte_fallback as Llama 2)", type && type->type == ZT_JSON_STR ? type->str : "");
+                "and Qwen2, a 'BPE' with byte_fallback as Llama 2, or 'WordPiece' as BERT)",
+                type && type->type == ZT_JSON_STR ? type->str : "");
         return;
     }
     int byte_fallback = 0, ignore_merges = 0, prepend = 0, strip = 0;

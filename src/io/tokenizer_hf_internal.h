@@ -22,6 +22,7 @@ typedef struct hf {
     span *atok; uint32_t *aid; size_t na, capa;     /* added tokens */
     span (*mg)[2]; size_t nm, capm;                 /* merges */
     char *merges_txt;         /* merges.txt, which the merge spans point into */
+    span unk;                 /* WordPiece: model.unk_token (its id is found when the vocab is built) */
     int has_model, numbers_only, members, bad;
     const zt_json *model, *normalizer, *pretok, *decoder, *post; /* the tokenizer.json's sections */
     char msg[300];

@@ -1,5 +1,5 @@
-/* tokenizer_internal.h — the tokenizer object's fields, shared by tokenizer.c (construction, encode, decode)
- * and tokenizer_file.c (the .zttok file); nothing else includes it. */
+/* tokenizer_internal.h — the tokenizer object's fields, shared by tokenizer.c (construction, encode, decode),
+ * tokenizer_file.c (the .zttok file) and tokenizer_wordpiece.c (WordPiece); nothing else includes it. */
 #ifndef ZT_TOKENIZER_INTERNAL_H
 #define ZT_TOKENIZER_INTERNAL_H
 
@@ -9,6 +9,7 @@
 #include <pcre2.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "io/tokenizer.h"
 #include "util/hashmap.h"
@@ -25,7 +26,8 @@ struct zt_tokenizer {
     uint8_t *added;             /* per id, or NULL */
     uint64_t *tok_off;          /* (vocab+1) offsets into tok_data: what decode writes */
     uint8_t *tok_data;
-    uint64_t *mod_off;          /* chars model: the tokens' strings in the model's alphabet; NULL otherwise */
+    uint64_t *mod_off;          /* chars and WordPiece models: the tokens' strings in the model's alphabet; NULL
+                                   otherwise */
     uint8_t *mod_data;
     uint32_t (*merges)[3];      /* (n_merges) left, right, result in rank order */
     uint32_t byte_id[256];      /* bytes model: each byte's token; chars model: its fallback token <0xXX> */
@@ -36,7 +38,8 @@ struct zt_tokenizer {
     zt_hashmap *words;          /* ignore_merges: a model token's bytes -> its id */
     zt_hashmap *ranks;          /* (left<<32|right) -> rank of the merge */
     zt_nfc *nfc;                /* the NFC normalizer, or NULL */
-    zt_pretok *pre;             /* NULL for pre-tokenizer none */
+    zt_pretok *pre;             /* NULL for pre-tokenizer none (and bert) */
+    struct zt_wp *wp;           /* WordPiece: its vocabulary and the word in progress; NULL otherwise */
     int simple;                 /* GPT-2's configuration: stateless streaming, version 1 file */
     int cut_safe;               /* chars model: cutting before a space that follows a non-space is exact */
     /* the document in progress (not simple) */
@@ -63,5 +66,27 @@ static inline const uint8_t *mod_tok(const zt_tokenizer *t, uint32_t id, size_t 
     *len = (size_t)(off[id + 1] - off[id]);
     return (t->mod_off ? t->mod_data : t->tok_data) + off[id];
 }
+
+/* tokenizer.c: the ids of one word (pre-token) through the word cache, appended to ctx's out */
+typedef struct encode_ctx {
+    zt_tokenizer *t;
+    zt_ids *out;
+} encode_ctx;
+int zt_tok_encode_word(const uint8_t *w, size_t n, void *ctx);
+
+/* tokenizer_wordpiece.c (WordPiece, tokenizer.h). init: with the tokens' strings in mod_off/mod_data, the
+ * vocabulary and what decode writes (tok_off/tok_data); word: one word's ids (the model); encode_chunk and
+ * decode: zt_tokenizer_encode_chunk's and zt_tokenizer_decode's (ids already checked) */
+int zt_wp_init(zt_tokenizer *t, char *err, size_t errlen);
+void zt_wp_free(struct zt_wp *w);
+void zt_wp_reset(struct zt_wp *w);
+void zt_wp_word(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out);
+size_t zt_wp_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out);
+void zt_wp_decode(const zt_tokenizer *t, const uint32_t *ids, size_t n, uint8_t **out, size_t *out_len);
+/* the .zttok lines of version 3 (tokenizer.h): write them; read line k (0..ZT_WP_FILE_LINES-1) into c, 0 if
+ * it is well formed */
+#define ZT_WP_FILE_LINES 3
+void zt_wp_save_lines(FILE *f, const zt_tok_config *c);
+int zt_wp_read_line(int k, const char *line, zt_tok_config *c, uint32_t vocab);
 
 #endif

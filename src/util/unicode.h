@@ -1,5 +1,6 @@
 /* unicode.h — UTF-8 decoding and Unicode NFC normalization of UTF-8 text, for the tokenizers
- * (io/tokenizer.c: the NFC normalizer of Qwen2's tokenizer.json).
+ * (io/tokenizer.c: the NFC normalizer of Qwen2's tokenizer.json); and the character data of BERT's
+ * normalizer and pre-tokenizer (io/tokenizer_wordpiece.c) as Hugging Face tokenizers has it.
  *
  * NFC is Unicode's canonical composition (UAX #15): decompose canonically, order combining marks by
  * class, compose. The tables are generated from Python's unicodedata (unicode_nfc_tables.h, by
@@ -17,6 +18,8 @@
 /* the length of the valid UTF-8 character at s[0..n) and its code point in *cp; 0 when s does not
  * start one (a stray byte, an overlong form, a surrogate, or a character cut by the end) */
 size_t zt_utf8_dec(const uint8_t *s, size_t n, uint32_t *cp);
+/* the UTF-8 of code point cp (below 0x110000) into o[0..4); returns its length */
+size_t zt_utf8_enc(uint32_t cp, uint8_t *o);
 /* n less a character cut by the end of s[0..n) (a lead byte without all its continuation bytes) */
 size_t zt_utf8_whole(const uint8_t *s, size_t n);
 
@@ -30,5 +33,21 @@ void zt_nfc_append(zt_nfc *z, const uint8_t *s, size_t n, uint8_t **out, size_t 
  * is at most that, else n less a cut character (the only case where the parts' NFC may differ). */
 #define ZT_NFC_MAX_TAIL 65536
 size_t zt_nfc_cut(const uint8_t *s, size_t n);
+
+/* ---- BERT (unicode_bert_tables.h, by scripts/gen_unicode_bert.py): Hugging Face tokenizers reads general
+ * categories as of Unicode 8.0 and NFD as of Unicode 9.0, and lowercases with current data; these match it
+ * code point for code point (tests/e2e/test_tokenizer_bert.py). */
+#define ZT_UNI_OTHER 1u   /* category Cc, Cf, Co or Cs */
+#define ZT_UNI_PUNCT 2u   /* category P* */
+#define ZT_UNI_MN 4u      /* category Mn (a nonspacing mark) */
+#define ZT_UNI_SPACE 8u   /* the White_Space property */
+unsigned zt_uni_bert_class(uint32_t cp);
+/* the lowercase of cp (the full mapping: U+0130 gives two code points) into out; returns the count */
+size_t zt_uni_lower(uint32_t cp, uint32_t out[2]);
+/* whether cp's NFD starts with a starter (combining class 0): nothing before cp reorders with what follows */
+int zt_nfd9_starter(uint32_t cp);
+/* NFD of cp[0..n) with Unicode 9.0's decompositions and classes: canonical decomposition, then each run of
+ * combining marks ordered by class; writes out (room for 4n; also cc, tmp: 4n each) and returns the count */
+size_t zt_nfd9(const uint32_t *cp, size_t n, uint32_t *out, uint8_t *cc, uint32_t *tmp);
 
 #endif
