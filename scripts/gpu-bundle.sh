@@ -11,6 +11,9 @@
 # which a shell on the GPU machine sources: it puts lib/ first on LD_LIBRARY_PATH, finds CUDA's
 # libraries (the CUDA toolkit, or the NVIDIA wheels of a Python environment), points Open MPI at the
 # packed plugins, and runs 1-rank jobs as isolated singletons (no mpirun, no orted needed).
+# With LLMC=/path/to/llm.c it also builds llm.c's train_gpt2cu here (benchmarks/bench_gpu_peers.sh --build-llmc:
+# nvcc, for compute capability LLMC_SM, default 90 = H100/H200) into DIR/llmc/, and env.sh points LLMC_BIN at
+# it: benchmarks/bench_gpu_peers.sh then runs llm.c on a GPU machine that has no nvcc.
 # scripts/gpu-check.sh uses it; docs/gpu-status.md says what ran this way.
 set -eu
 DIR=${1:?usage: $0 DIR [BINARY]}
@@ -56,5 +59,11 @@ export OMPI_MCA_ess_singleton_isolated=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export ZTRAIN="$ZB/ztrain"
 export PATH="$ZB/bin:$PATH"
+if [ -x "$ZB/llmc/train_gpt2cu" ]; then export LLMC_BIN="$ZB/llmc/train_gpt2cu"; fi
 EOF
+if [ -n "${LLMC:-}" ]; then # llm.c's trainer for benchmarks/bench_gpu_peers.sh (built here: the GPU machine may lack nvcc)
+  "$(dirname "$0")/../benchmarks/bench_gpu_peers.sh" --build-llmc "$LLMC"
+  mkdir -p "$DIR/llmc"
+  cp "$LLMC/train_gpt2cu" "$DIR/llmc/train_gpt2cu"
+fi
 du -sh "$DIR" | awk '{print "gpu-bundle.sh: " $2 ": " $1}'

@@ -3,18 +3,23 @@
 #   scripts/gpu-check.sh OUTDIR [BUNDLE]
 # BUNDLE (default .gpu) is what scripts/gpu-bundle.sh packed (the GPU build and its libraries); without
 # one, ./build/ztrain-cuda with the machine's own libraries. It writes to OUTDIR, each step under a
-# time limit so the whole check ends within about 5 minutes whatever hangs:
+# time limit so the whole check ends within about 8 minutes whatever hangs (1 GPU):
 #   env.txt       the machine: nvidia-smi, CPU, OS, the libraries the binary resolved
 #   selftest.txt  ztrain hwinfo, then ztrain selftest --device cuda (every op vs cpu in fp32/bf16/fp16,
 #                 20 training steps vs cpu, two runs bitwise, NCCL exact checks), and with several GPUs the
 #                 same with one rank per GPU (mpirun, the bundle's own)
 #   bench.txt     benchmarks/bench_gpu.sh: GPT-2 124M/350M tokens/s and MFU, bf16 and fp32, and each run's
-#                 op profile of its last step (ZTRAIN_OP_PROFILE)
+#                 op profile of its last step (ZTRAIN_OP_PROFILE); 12 steps per run (was 20 before the peers
+#                 below joined the check, to keep it within its 8 minutes)
+#   peers.txt     benchmarks/bench_gpu_peers.sh --steps 20: GPT-2 124M bf16, ztrain against llm.c (LLMC=/path/to/
+#                 llm.c, or the train_gpt2cu the bundle carries; skipped without either) and PyTorch (torch.compile;
+#                 skipped without a Python that imports torch with CUDA), in what is left of the 8 minutes after
+#                 the resume check and memcheck are reserved for
 #   resume.txt    tiny model in bf16 on the GPU: 12 steps straight == 6 + --resume auto + 6 (params_hash),
 #                 through the device checkpoint path (staged reads and writes)
 #   sanitizer.txt compute-sanitizer memcheck over the op checks in every precision (where the tool is there)
-#   runs.tgz      the benchmark runs' logs and metrics.jsonl
-# GPU_CHECK_BENCH="--models gpt2-124m --precisions bf16" narrows the benchmark (default: --steps 20, all).
+#   runs.tgz      the benchmark runs' logs and metrics.jsonl, the peers' logs (peers/gpt2-124m/)
+# GPU_CHECK_BENCH="--models gpt2-124m --precisions bf16" narrows the benchmark (default: --steps 12, all).
 # docs/gpu-status.md records what it printed on the GPUs it ran on.
 set -u
 OUTDIR=${1:?usage: $0 OUTDIR [BUNDLE]}
@@ -42,11 +47,20 @@ step() { echo "== $1 ($(($(date +%s) - T0)) s)"; }
 grep -E "FAIL|^selftest|rc=|GPU|max relative|two runs|^comm|^train" "$OUTDIR/selftest.txt"
 {
   step bench
-  ZTRAIN_OP_PROFILE=1 BENCH_ROOT=/tmp/zt-gpucheck-runs timeout 100 benchmarks/bench_gpu.sh ${GPU_CHECK_BENCH:---steps 20}
+  ZTRAIN_OP_PROFILE=1 BENCH_ROOT=/tmp/zt-gpucheck-runs timeout 90 benchmarks/bench_gpu.sh ${GPU_CHECK_BENCH:---steps 12}
   echo "bench rc=$?"
   for f in /tmp/zt-gpucheck-runs/*.log; do echo "-- $(basename "$f")"; sed -n '/^op profile/,$p' "$f"; done
 } > "$OUTDIR/bench.txt" 2>&1
 cat "$OUTDIR/bench.txt"
+{
+  # what is left of 8 minutes once the resume check (60 s) and memcheck (60 s) are set aside, and a few seconds
+  P=$((480 - ($(date +%s) - T0) - 130)); [ "$P" -lt 60 ] && P=60
+  step "peers (budget $P s)"
+  PEERS_BUDGET_S=$P BENCH_ROOT=/tmp/zt-gpucheck-runs/peers timeout $((P + 20)) benchmarks/bench_gpu_peers.sh \
+    --steps 20 ${LLMC:+--llmc "$LLMC"}
+  echo "peers rc=$?"
+} > "$OUTDIR/peers.txt" 2>&1
+cat "$OUTDIR/peers.txt"
 {
   step resume
   PY=/usr/bin/python3; $PY -c "import numpy" 2>/dev/null || PY=python3
