@@ -283,13 +283,16 @@ zt_ckpt_view zt_zero_ckpt_view(zt_zero *z, zt_model *m) {
         v.padded = 0;
         v.model_prec = z->prec;
     }
-    if (z->offload) { /* all of it in host memory */
+    if (z->offload) { /* all of it in host memory; an fp32 run's host master weights ARE its parameters (/model,
+                         no /master), a bf16/fp16 run's are written as /master and, rounded, as /model */
+        const int fp32 = z->prec == ZT_PREC_FP32;
         v.be = z->host_be;
-        v.params = NULL;
+        v.params = fp32 ? z->h_master : NULL;
+        v.params_base = z->lo;
         v.padded = 0;
         v.exp_avg = z->h_m;
         v.exp_avg_sq = z->h_v;
-        v.master = z->h_master;
+        v.master = fp32 ? NULL : z->h_master;
         v.model_prec = z->prec;
     }
     return v;
