@@ -1,5 +1,7 @@
 /* estimate.c — `ztrain estimate` and `ztrain hwinfo`. The memory figures come from
- * zt_zero_plan_memory(), the function zt_zero_init() allocates by. */
+ * zt_zero_plan_memory(), the function zt_zero_init() allocates by: every component per rank, the device and host
+ * bytes, and a table of every ZeRO stage x offload setting the config allows (with a hardware model, each one's
+ * predicted step, core/diag/perf_model.h). */
 #include "cmd/estimate.h"
 
 #include <stdio.h>
@@ -49,7 +51,7 @@ static size_t mem_available(void) {
 
 /* the hardware of the step-time model from the options (checked before anything is printed) */
 static void hw_from_options(zt_hw *hwp, int N, int M, const char *hw_name, const char *net, const char *flops,
-                            const char *mem_bw, const char *comm, zt_dist *d) {
+                            const char *mem_bw, const char *comm, const char *host, zt_dist *d) {
     double sgemm = 0;
     if (strcmp(hw_name, "cpu") == 0 && !flops) { /* the host it runs on: one core's sgemm, measured now */
         char err[ZT_ERR_BUF];
@@ -74,7 +76,14 @@ static void hw_from_options(zt_hw *hwp, int N, int M, const char *hw_name, const
         double g = strtod(mem_bw, &end);
         if (*end || g <= 0) zt_user_error_all("--mem-bw %s: expected GB/s per rank for the optimizer's memory traffic", mem_bw);
         hw.mem_bw = g * 1e9;
+        if (strcmp(hw_name, "cpu") == 0) { /* devsim's host link and host update run on the same memory */
+            hw.host_bw = hw.mem_bw / 2;
+            hw.host_mem_bw = hw.mem_bw;
+        }
     }
+    if (host && zt_hw_set_host(&hw, host))
+        zt_user_error_all("--host-bw %s: expected the host link's GB/s per rank and direction[,the host memory's GB/s "
+                          "per rank], e.g. 50,60", host);
     if (comm) {
         char err[ZT_ERR_BUF];
         if (zt_hw_load_comm(&hw, comm, err, sizeof err)) zt_user_error_all("%s", err);
@@ -96,10 +105,14 @@ static void performance(const zt_config *c, const zt_model_shape *s, int N, int 
         printf("{\"hw\": \"%s\", \"ranks\": %d, \"nodes\": %d, \"stage\": %d, \"reduce\": \"%s\", \"step_s\": %.6g, "
                "\"compute_s\": %.6g, \"accum_s\": %.6g, \"grad_comm_s\": %.6g, \"grad_exposed_s\": %.6g, \"gather_s\": %.6g, \"optim_s\": %.6g, "
                "\"ckpt_s\": %.6g, \"tokens_per_s\": %.6g, \"efficiency\": %.4f, \"inter_node_bytes\": %.6g, "
-               "\"fixed_exposed_s\": %.6g, \"fixed_step_s\": %.6g, \"fixed_inter_node_bytes\": %.6g, \"comm_measured\": %s}\n",
+               "\"fixed_exposed_s\": %.6g, \"fixed_step_s\": %.6g, \"fixed_inter_node_bytes\": %.6g, \"comm_measured\": %s, "
+               "\"offload\": \"%s\", \"param_gather_s\": %.6g, \"param_gather_exposed_s\": %.6g, \"param_gathers\": %ld, "
+               "\"offload_s\": %.6g, \"offload_xfer_s\": %.6g}\n",
                hw.name, N, M, c->zero.stage, c->zero.reduce, p.step_s, p.compute_s, p.accum_s, p.grad_comm_s, p.grad_exposed_s,
                p.gather_s + p.norm_s, p.optim_s, p.ckpt_s, p.tokens_per_s, p.efficiency, p.inter_node_bytes,
-               p.fixed_exposed_s, p.fixed_step_s, p.fixed_inter_node_bytes, hw.comm_ranks ? "true" : "false");
+               p.fixed_exposed_s, p.fixed_step_s, p.fixed_inter_node_bytes, hw.comm_ranks ? "true" : "false",
+               zt_zero_offload_of(c) ? c->zero.offload : "none", p.pgather_s, p.pgather_exposed_s, p.pgathers, p.offload_s,
+               p.offload_xfer_s);
         return;
     }
     printf("performance model (%s, %d ranks on %d node%s, %d per node, %d micro-batch%s per rank per step; "
@@ -109,9 +122,16 @@ static void performance(const zt_config *c, const zt_model_shape *s, int N, int 
     printf("  %-34s %10.4f s\n", "compute (forward + backward)", p.compute_s);
     if (p.accum_s > 0) printf("  %-34s %10.4f s\n", "gradient accumulation (1 rank)", p.accum_s);
     printf("  %-34s %10.4f s (%.4f s in flight%s)\n", "gradient exchange, exposed", p.grad_exposed_s, p.grad_comm_s,
-           c->zero.stage == 2 ? ", overlapped with backward" : "");
-    printf("  %-34s %10.4f s\n", "all-gathers after the update", p.gather_s + p.norm_s);
-    printf("  %-34s %10.4f s\n", "optimizer", p.optim_s);
+           c->zero.stage >= 2 ? ", overlapped with backward" : "");
+    if (c->zero.stage == 3)
+        printf("  %-34s %10.4f s (%ld gathers, %.4f s in flight; wte and the fixed tensors %.4f s, blocking)\n",
+               "parameter gathers, exposed", p.pgather_exposed_s, p.pgathers, p.pgather_s, p.pgather_fixed_s);
+    printf("  %-34s %10.4f s\n", c->zero.stage == 3 ? "norm's all-gather" : "all-gathers after the update",
+           p.gather_s + p.norm_s);
+    printf("  %-34s %10.4f s%s\n", "optimizer", p.optim_s, p.offload_s > 0 ? " (on the device: the norm)" : "");
+    if (p.offload_s > 0)
+        printf("  %-34s %10.4f s (copies over the host link %.4f s at %.0f GB/s, AdamW at %.0f GB/s)\n",
+               "optimizer on the host (offload)", p.offload_s, p.offload_xfer_s, hw.host_bw / 1e9, hw.host_mem_bw / 1e9);
     printf("  %-34s %10.4f s\n", "checkpoint (per step, amortized)", p.ckpt_s);
     printf("  %-34s %10.4f s  -> %.0f tokens/s, weak-scaling efficiency %.1f%%\n", "step", p.step_s, p.tokens_per_s,
            100 * p.efficiency);
@@ -145,6 +165,9 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
     }
     zt_config c = *c0;
     c.train.global_batch = c.train.micro_batch;
+    /* the kernels of one GPU's step: an offloaded update runs on the host (and on 1 rank would hold the whole model's
+       optimizer state in the memory of the host running the estimate) */
+    snprintf(c.zero.offload, sizeof c.zero.offload, "none");
     /* the model's storage options as on a GPU (train.attention, act_storage and param_storage auto) */
     snprintf(c.device, sizeof c.device, "%s", strcmp(device, "count") == 0 ? "cuda" : device);
     if (zt_config_validate(&c, 1, err, sizeof err)) zt_user_error_all("counting the GPU step: %s", err);
@@ -210,17 +233,118 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
     }
 }
 
+/* ---------------------------------------------------------------- ZeRO-3, offload: device and host memory */
+
+static const double MiB = 1.0 / (1 << 20);
+
+/* stage 3's parameter lines: the window and its staging, and the shard (core/dist/zero_plan.c) */
+static void print_stage3_params(const zt_config *c, const zt_model_shape *s, const zt_zero_plan *p) {
+    const int off = zt_zero_offload_of(c), words = zt_config_prec(c) != ZT_PREC_FP32;
+    const double win = (double)zt_model_shard_window_elems(s), es = words ? 2 : 4;
+    printf("%-24s %12.1f   (window %.1f: wte, the tensors outside the layers, 2 layer slots", "parameters",
+           p->param_bytes * MiB, win * 4 * MiB);
+    if (words) printf("; gathered words' landing %.1f", win * 2 * MiB);
+    if (off == 2) printf("; own part staged to send %.1f", win * es * MiB);
+    if (off) printf("; the initial values on their way to the host %.1f, freed once started", p->shard * 4.0 * MiB);
+    printf(")\n");
+    if (off == 2)
+        printf("%-24s %12.1f   (in host memory: zero.offload = \"optimizer+params\")\n", "parameter shard", 0.0);
+    else
+        printf("%-24s %12.1f   (%s, this rank's; gathered layer by layer)\n", "parameter shard", p->pshard_bytes * MiB,
+               words ? "2-byte words holding the master weights rounded" : "fp32");
+}
+
+/* a plan per rank: what the backend holds (on a GPU, its memory) and what lives in host memory (the offloaded state,
+   the checkpoint staging, the data's index) */
+static void plan_split(const zt_zero_plan *p, double *dev, double *host) {
+    const double h = (double)p->ckpt_bytes + (double)p->data_bytes;
+    *dev = (double)zt_zero_plan_total(p) - h;
+    *host = h + (double)p->offload_bytes;
+}
+
+static void print_split(const zt_config *c, const zt_zero_plan *p) {
+    double dev, host;
+    plan_split(p, &dev, &host);
+    const int off = zt_zero_offload_of(c), words = zt_config_prec(c) != ZT_PREC_FP32;
+    if (off)
+        printf("%-24s %12.1f   (not in the total: master weights, Adam moments, gradient shard, published shard%s; "
+               "zero.offload = \"%s\")\n", "offloaded (host memory)", p->offload_bytes * MiB,
+               off == 2 && words ? ", parameter shard's words" : off == 2 ? "; the master weights are the shard" : "",
+               c->zero.offload);
+    else if (strcmp(c->zero.offload, "none") != 0)
+        printf("zero.offload = \"%s\" on device \"%s\": its memory is host memory already; nothing moves\n",
+               c->zero.offload, c->device);
+    printf("per rank: device %.1f MiB, host %.1f MiB (host: %sthe checkpoint staging and the data's index%s)\n",
+           dev * MiB, host * MiB, off ? "the offloaded state, " : "",
+           strcmp(c->device, "cpu") == 0 || strcmp(c->device, "devsim") == 0 ? "; on this device both are host memory"
+                                                                            : "");
+}
+
+/* every ZeRO stage x offload the config allows: device and host memory per rank and, with a hardware model, the
+   predicted step; `gpu` (h100 / h200) adds whether the device part fits the GPU */
+static void zero_table(const zt_config *c, const zt_model_shape *s, int N, int M, const zt_hw *hw, const char *gpu) {
+    static const char *offs[] = {"none", "optimizer", "optimizer+params"};
+    zt_gpu_spec g;
+    const int fits = gpu && zt_gpu_spec_of(gpu, &g) == 0;
+    double dev[12], host[12], step[12];
+    int st[12], of[12], n = 0;
+    double most = 0;
+    for (int stage = 0; stage <= 3; stage++)
+        for (int o = 0; o < 3; o++) {
+            zt_config t = *c;
+            char err[ZT_ERR_BUF];
+            t.zero.stage = stage;
+            snprintf(t.zero.offload, sizeof t.zero.offload, "%s", offs[o]);
+            if (zt_config_check_zero(&t, err, sizeof err)) continue;
+            zt_zero_plan p;
+            zt_zero_plan_memory(&t, s, N, &p);
+            plan_split(&p, &dev[n], &host[n]);
+            step[n] = 0;
+            if (hw) {
+                zt_perf pf;
+                zt_perf_predict(&t, s, N, M, hw, &pf);
+                step[n] = pf.step_s;
+            }
+            if (dev[n] > most) most = dev[n];
+            st[n] = stage;
+            of[n++] = o;
+        }
+    const int gib = most >= 4.0 * (1 << 30);
+    const double u = gib ? MiB / 1024 : MiB;
+    const char *un = gib ? "GiB" : "MiB";
+    printf("ZeRO stage x offload, per rank on %d rank%s (device: what the backend allocates at its peak; host: the "
+           "offloaded state, checkpoint staging and data index%s):\n", N, N > 1 ? "s" : "",
+           zt_zero_offload_of(c) || strcmp(c->device, "cpu") ? "" : "; device \"cpu\": offload moves nothing");
+    char dh[16], hh[16];
+    snprintf(dh, sizeof dh, "device %s", un);
+    snprintf(hh, sizeof hh, "host %s", un);
+    printf("  %-5s %-17s %10s %10s", "stage", "offload", dh, hh);
+    if (fits) printf("  %-12s", gpu);
+    if (hw) printf(" %10s", "step s");
+    printf("\n");
+    for (int i = 0; i < n; i++) {
+        printf("  %-5d %-17s %10.*f %10.*f", st[i], offs[of[i]], gib ? 2 : 1, dev[i] * u, gib ? 2 : 1, host[i] * u);
+        if (fits) printf("  %-12s", dev[i] <= g.hbm_bytes - ZT_GPU_RESERVED_BYTES ? "fits" : "too large");
+        if (hw) printf(" %10.4f", step[i]);
+        const int mine = st[i] == c->zero.stage && !strcmp(offs[of[i]], c->zero.offload);
+        printf("%s\n", mine ? "   <- this config" : "");
+    }
+    if (fits)
+        printf("  (%s: %.0f MiB, %.0f MiB of it kept for the CUDA context, cuBLASLt's workspace and NCCL)\n", gpu,
+               g.hbm_bytes * MiB, ZT_GPU_RESERVED_BYTES * MiB);
+}
+
 int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     char err[ZT_ERR_BUF];
     const char *ranks_s = NULL, *nodes_s = NULL, *hw_s = NULL, *net_s = NULL, *flops_s = NULL, *json_s = NULL,
-               *limit_s = NULL, *membw_s = NULL, *comm_s = NULL, *dev_s = NULL, *count_s = NULL;
+               *limit_s = NULL, *membw_s = NULL, *comm_s = NULL, *dev_s = NULL, *count_s = NULL, *host_s = NULL;
     zt_cli_opt opts[] = {{"--ranks", 1, &ranks_s}, {"--nodes", 1, &nodes_s}, {"--hw", 1, &hw_s},
                          {"--net", 1, &net_s},     {"--flops", 1, &flops_s}, {"--json", 0, &json_s},
                          {"--mem-limit", 1, &limit_s}, {"--mem-bw", 1, &membw_s}, {"--comm", 1, &comm_s},
-                         {"--device", 1, &dev_s}, {"--count-device", 1, &count_s}};
+                         {"--device", 1, &dev_s}, {"--count-device", 1, &count_s}, {"--host-bw", 1, &host_s}};
     zt_cli cli;
     zt_config c;
-    if (zt_cli_parse(&cli, argc, argv, opts, 11, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
+    if (zt_cli_parse(&cli, argc, argv, opts, 12, err, sizeof err) || zt_cli_load_config(&cli, &c, err, sizeof err))
         zt_user_error_all("%s", err);
     /* --device is --hw's other name (the device the prediction is for: cpu, h100, h200) */
     if (dev_s && hw_s && strcmp(dev_s, hw_s) != 0)
@@ -245,9 +369,9 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     int base_read = c.lora.enabled && zt_lora_base_shape(&c, err, sizeof err) == 0;
     zt_model_shape s;
     zt_model_shape_from_config(&c, &s);
-    const int want_perf = hw_s || nodes_s || net_s || flops_s || json_s || membw_s || comm_s;
+    const int want_perf = hw_s || nodes_s || net_s || flops_s || json_s || membw_s || comm_s || host_s;
     zt_hw hw;
-    if (want_perf) hw_from_options(&hw, N, M, hw_s ? hw_s : "cpu", net_s, flops_s, membw_s, comm_s, d);
+    if (want_perf) hw_from_options(&hw, N, M, hw_s ? hw_s : "cpu", net_s, flops_s, membw_s, comm_s, host_s, d);
     zt_zero_plan p;
     zt_zero_plan_memory(&c, &s, N, &p);
     const double MB = 1.0 / (1 << 20);
@@ -257,17 +381,22 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
                s.n_head, s.n_embd, s.padded_vocab, p.total, c.train.micro_batch, c.train.seq_len, c.zero.stage, N);
         printf("%-24s %12s\n", "memory per rank", "MiB");
         const zt_model_opts mo = zt_model_opts_from_config(&c);
-        if (mo.params16)
-            printf("%-24s %12.1f   (2-byte words %.1f + an fp32 window %.1f: train.param_storage = \"%s\")\n",
+        const int off = zt_zero_offload_of(&c);
+        if (c.zero.stage == 3) {
+            print_stage3_params(&c, &s, &p);
+        } else if (mo.params16)
+            printf("%-24s %12.1f   (2-byte words %.1f + an fp32 window %.1f%s: train.param_storage = \"%s\")\n",
                    "parameters", p.param_bytes * MB, p.padded * 2.0 * MB, zt_model_wbuf_elems(&s) * 4.0 * MB,
+                   off ? " + the initial values staged on their way to the host, freed once started" : "",
                    c.train.param_storage);
         else printf("%-24s %12.1f\n", "parameters", p.param_bytes * MB);
-        if (zt_zero_grad16(&c, N))
+        if (zt_zero_grad16(&c, N) && c.zero.stage < 2)
             printf("%-24s %12.1f   (an fp32 window: the gradient is 2-byte words, in the communication buffers)\n",
                    "micro-batch gradients", p.grad_bytes * MB);
         else printf("%-24s %12.1f\n", "micro-batch gradients", p.grad_bytes * MB);
         printf("%-24s %12.1f\n", "reduced gradients", p.acc_bytes * MB);
-        printf("%-24s %12.1f\n", "optimizer state (m, v)", p.optim_bytes * MB);
+        if (off) printf("%-24s %12.1f   (offloaded to host memory: below)\n", "optimizer state (m, v)", 0.0);
+        else printf("%-24s %12.1f\n", "optimizer state (m, v)", p.optim_bytes * MB);
         if (p.master_bytes)
             printf("%-24s %12.1f   (precision %s: %s)\n", "fp32 master weights", p.master_bytes * MB, c.precision,
                    mo.params16 ? "gradients in float32 buffers"
@@ -283,6 +412,7 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         printf("%-24s %12.3f   (index and the window in use; the shards are memory-mapped, not held)\n", "data",
                p.data_bytes * MB);
         printf("%-24s %12.1f\n", "total", total * MB);
+        print_split(&c, &p);
         if (c.lora.enabled) {
             zt_config full = c;
             full.lora.enabled = 0;
@@ -302,6 +432,7 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
                                                           c.lora.enabled ? zt_lora_param_count(&s, &lc) : 0);
         printf("FLOPs per token (fwd+bwd%s): %.4g; per step: %.4g\n", c.lora.enabled ? ", frozen base" : "", fpt,
                fpt * c.train.global_batch * c.train.seq_len);
+        zero_table(&c, &s, N, M, want_perf ? &hw : NULL, hw_s);
     }
     if (limit_s) {
         size_t limit = parse_size(limit_s);

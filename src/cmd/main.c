@@ -50,7 +50,7 @@ static const cmd_help commands[] = {
      "  (base + scale * (B A)^T; QLoRA: on the dequantised base) as a plain model instead.\n"},
     {"import", "--safetensors FILE|DIR --out CKPT.h5   a ztrain checkpoint from a GPT2LMHeadModel, LlamaForCausalLM, "
      "MistralForCausalLM or Qwen2ForCausalLM directory (config.json; one safetensors file or shards)", NULL},
-    {"estimate", "-c FILE [--ranks N] [--mem-limit SIZE] [--nodes M --hw|--device cpu|h100|h200 --net GBIT,LAT_US --flops G --mem-bw GBPS --comm BENCH_COMM.json --json --count-device cudasim]   memory per rank, FLOPs, the largest micro-batch that fits, predicted step time", NULL},
+    {"estimate", "-c FILE [--ranks N] [--mem-limit SIZE] [--nodes M --hw|--device cpu|h100|h200 --net GBIT,LAT_US --flops G --mem-bw GBPS --host-bw LINK_GBPS[,MEM_GBPS] --comm BENCH_COMM.json --json --count-device cudasim]   memory per rank, FLOPs, the largest micro-batch that fits, predicted step time", NULL},
     {"hwinfo", "[-c FILE [--set ...]]   the host (CPU, memory, vector extensions, GPUs), BLAS, MPI layout; with a config, the settings to use here", NULL},
     {"selftest", "--device cuda|cudasim|devsim [--precision fp32|bf16|fp16|all]   every op, a short training run and the communicator vs cpu", NULL},
     {"config", "-c FILE [--set key=value ...]   print the fully resolved config", NULL},

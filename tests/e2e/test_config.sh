@@ -159,9 +159,9 @@ expect_err range_set_int "model.n_embd = 0: must be >= 1" config --set model.n_e
 expect_err range_open "train.beta2 = 1: must be < 1" config --set train.beta2=1
 cfg range <<'EOF'
 
-zero = { stage = 3; };
+zero = { stage = 4; };
 EOF
-expect_err range_file "$T/range.cfg:2: zero.stage = 3: must be <= 2" config -c "$T/range.cfg"
+expect_err range_file "$T/range.cfg:2: zero.stage = 4: must be <= 3" config -c "$T/range.cfg"
 expect_err enum_set "zero.reduce: 'fast' is not one of ordered, native" config --set zero.reduce=fast
 cfg enum <<'EOF'
 device = "gpu";

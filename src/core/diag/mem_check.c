@@ -90,26 +90,37 @@ int zt_mem_check_plan(const zt_zero_plan *p, int zero_stage, int local_ranks, in
                       const char *source, const char *host, char *err, size_t errlen) {
     if (avail == 0) return 0;
     /* in double: a huge config must not wrap around to a small size */
-    const double dev = (double)p->param_bytes + (double)p->grad_bytes + (double)p->acc_bytes + (double)p->optim_bytes +
-                       (double)p->master_bytes + (double)p->comm_bytes + (double)p->act_bytes;
-    const double per_rank = (host_only ? 0 : dev) + (double)p->ckpt_bytes;
-    const double need = per_rank * (local_ranks > 0 ? local_ranks : 1);
+    const double params = (double)p->param_bytes + (double)p->pshard_bytes, grads = (double)p->grad_bytes + p->acc_bytes,
+                 optim = (double)p->optim_bytes + (double)p->master_bytes;
+    const double dev = params + grads + optim + (double)p->comm_bytes + (double)p->act_bytes + (double)p->sample_bytes;
+    const double off = (double)p->offload_bytes, ck = (double)p->ckpt_bytes;
+    const double per_rank = (host_only ? 0 : dev) + off + ck;
+    const int nr = local_ranks > 0 ? local_ranks : 1;
+    const double need = per_rank * nr;
     if (need <= (double)avail) return 0;
-    char t[7][24], a[24], r[24];
-    const double parts[7] = {(double)p->param_bytes, (double)p->grad_bytes + p->acc_bytes,
-                             (double)p->optim_bytes + (double)p->master_bytes,
-                             (double)p->comm_bytes, (double)p->act_bytes, (double)p->ckpt_bytes, need};
-    for (int i = 0; i < 7; i++) zt_mem_fmt(parts[i], t[i], sizeof t[i]);
+    char t[8][24], a[24], r[24], parts[320], offl[96] = "";
+    const double v[8] = {params, grads, optim, (double)p->comm_bytes, (double)p->act_bytes, off, ck, need};
+    for (int i = 0; i < 8; i++) zt_mem_fmt(v[i], t[i], sizeof t[i]);
     zt_mem_fmt((double)avail, a, sizeof a);
     zt_mem_fmt(per_rank, r, sizeof r);
+    if (off > 0) snprintf(offl, sizeof offl, "offloaded optimizer state %s, ", t[5]);
+    if (host_only) /* a GPU holds the rest: only what lives in host memory is counted here */
+        snprintf(parts, sizeof parts, "%scheckpoint staging %s", offl, t[6]);
+    else
+        snprintf(parts, sizeof parts, "parameters %s, gradients %s, optimizer %s, communication %s, activations %s, "
+                 "%scheckpoint staging %s", t[0], t[1], t[2], t[3], t[4], offl, t[6]);
+    const char *h = host ? host : "this node";
+    /* what to change: the offloaded state first when it is what does not fit */
+    const char *hint = off > 0 && (need - off * nr) <= (double)avail
+                           ? "zero.offload = \"none\" (the optimizer state on the device), "
+                       : zero_stage < 2 ? "zero.stage = 2 (sharded gradients and optimizer), "
+                                        : "";
     return zt_errf(err, errlen,
-                   "the run does not fit in memory: %s planned per rank%s (parameters %s, gradients %s, optimizer %s, "
-                   "communication %s, activations %s, checkpoint staging %s) x %d rank%s on %s = %s, but %s has %s "
-                   "(%s); use more nodes (fewer ranks per node), %sa smaller model or a smaller train.micro_batch "
-                   "or train.seq_len (`ztrain estimate -c CFG --ranks N` prints the plan)",
-                   r, host_only ? " in host memory" : "", t[0], t[1], t[2], t[3], t[4], t[5], local_ranks,
-                   local_ranks == 1 ? "" : "s", host ? host : "this node", t[6], host ? host : "this node", a,
-                   source ? source : "?", zero_stage < 2 ? "zero.stage = 2 (sharded gradients and optimizer), " : "");
+                   "the run does not fit in %smemory: %s planned per rank%s (%s) x %d rank%s on %s = %s, but %s has %s "
+                   "(%s); use more nodes (fewer ranks per node), %sa smaller model or a smaller train.micro_batch or "
+                   "train.seq_len (`ztrain estimate -c CFG --ranks N` prints the plan)",
+                   host_only ? "host " : "", r, host_only ? " in host memory" : "", parts, nr, nr == 1 ? "" : "s", h,
+                   t[7], h, a, source ? source : "?", hint);
 }
 
 /* the activations' dominant terms in double: the plan's size_t products wrap for absurd shapes

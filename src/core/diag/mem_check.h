@@ -4,7 +4,10 @@
  *
  * Need: the bytes zt_zero_plan_memory() plans per rank (the function zt_zero_init() allocates by and
  * `ztrain estimate` prints) times the ranks on this node (they share its memory). On the cuda device
- * only the host part (checkpoint staging) is checked here: device memory is the backend's to report.
+ * only the host part is checked here (device memory is the backend's to report): the offloaded optimizer
+ * state (zero.offload: master weights, Adam moments, gradient shard, published shard, and with
+ * optimizer+params the parameter shard's words) and the checkpoint staging. On cpu, devsim and cudasim
+ * everything is host memory: the plan's components and the offloaded state.
  * Have: ZTRAIN_MEM_LIMIT when set (bytes, or with a K/M/G/T suffix, powers of 1024: the configured
  * limit, e.g. a scheduler's allocation), else MemAvailable of /proc/meminfo, lowered to the cgroup's
  * memory.max - memory.current when that is smaller. Unknown (neither readable): no check. */
@@ -31,7 +34,8 @@ int zt_mem_auto_micro_batch(zt_config *c, const zt_model_shape *s, int N, int lo
 /* "1.5 GiB" */
 void zt_mem_fmt(double bytes, char *buf, size_t n);
 /* 0 if `local_ranks` ranks with plan p fit in `avail` bytes (0 = unknown: fits); else 1 with one line
-   naming the sizes in err. host_only: count only the plan's host memory (device backends). */
+   naming the sizes in err ("the run does not fit in [host ]memory: ..."). host_only: count only the plan's
+   host memory, the offloaded state and the checkpoint staging (device backends). */
 int zt_mem_check_plan(const zt_zero_plan *p, int zero_stage, int local_ranks, int host_only, size_t avail,
                       const char *source, const char *host, char *err, size_t errlen);
 /* Collective, before zt_zero_init: plans c at d->size ranks and checks it against this node's memory

@@ -27,6 +27,8 @@ int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, 
         hw->inter_bw = 25e9 / 8.0;  /* 25 Gbit/s Ethernet per node unless --net says otherwise */
         hw->inter_lat = 20e-6;
         hw->disk_bw = 1.2e9;        /* bench_ckpt.sh: 1.0-1.5 GB/s */
+        hw->host_bw = hw->mem_bw / 2; /* devsim's "host link" is a memcpy: each byte read and written */
+        hw->host_mem_bw = hw->mem_bw;
         hw->cores_per_node = cores > 0 ? cores : 1;
         return 0;
     }
@@ -43,6 +45,11 @@ int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, 
         hw->inter_bw = 400e9 / 8.0;
         hw->inter_lat = 12e-6;
         hw->disk_bw = 20e9;
+        /* zero.offload: each GPU's PCIe Gen5 x16 link, 64 GB/s per direction, ~50 GB/s effective; the host's
+           AdamW at a DGX-class node's memory bandwidth (2 sockets x 8 DDR5-4800 channels: 614 GB/s peak, ~480
+           sustained) shared by its 8 ranks */
+        hw->host_bw = 50e9;
+        hw->host_mem_bw = 480e9 / 8;
         hw->cores_per_node = 0;
         return 0;
     }
@@ -62,6 +69,22 @@ int zt_hw_set_net(zt_hw *hw, const char *spec) {
     if (*end) return -1;
     hw->inter_bw = gbit * 1e9 / 8.0;
     hw->inter_lat = lat_us * 1e-6;
+    return 0;
+}
+
+int zt_hw_set_host(zt_hw *hw, const char *spec) {
+    char *end;
+    const double link = strtod(spec, &end);
+    if (end == spec || !(link > 0)) return -1;
+    double mem = hw->host_mem_bw / 1e9;
+    if (*end == ',') {
+        const char *q = end + 1;
+        mem = strtod(q, &end);
+        if (end == q || !(mem > 0)) return -1;
+    }
+    if (*end) return -1;
+    hw->host_bw = link * 1e9;
+    hw->host_mem_bw = mem * 1e9;
     return 0;
 }
 
@@ -154,6 +177,72 @@ static double all_to_all(const zt_hw *hw, int N, int M, double bytes, double *in
     return t_intra > t_inter ? t_intra : t_inter;
 }
 
+/* stage 3: one gather of flat elements [a, b) (zero_shard.c): every owner of a part sends it to every other rank;
+   the busiest owner's egress or a receiver's ingress bounds it. es: bytes per element; up: optimizer+params, each
+   owner's part is first copied up from host memory. Adds the bytes one node sends to other nodes. */
+static double gather_time(const zt_hw *hw, int N, int M, size_t S, size_t a, size_t b, double es, int up,
+                          double *inter) {
+    const int G = (N + M - 1) / M;
+    double part = 0, least = (double)(b - a);
+    int parts = 0;
+    for (int r = 0; r < N; r++) {
+        const size_t lo = a > (size_t)r * S ? a : (size_t)r * S, hi = b < (size_t)(r + 1) * S ? b : (size_t)(r + 1) * S;
+        const double n = lo < hi ? (double)(hi - lo) : 0;
+        parts += n > 0;
+        if (n > part) part = n;
+        if (n < least) least = n;
+    }
+    double t = up ? part * es / hw->host_bw : 0;
+    if (N <= 1) return t;
+    /* the owner of the largest part sends it G-1 times within its node; the rank owning least receives the rest */
+    const double egress = (G - 1) * part * es / hw->intra_bw, ingress = ((double)(b - a) - least) * es / hw->intra_bw;
+    double x = (egress > ingress ? egress : ingress) + parts * hw->intra_lat;
+    if (M > 1) {
+        const double node = (N - G) * part * es; /* the busiest owner's node, to the ranks of the others */
+        const double ti = node / hw->inter_bw + parts * hw->inter_lat;
+        if (ti > x) x = ti;
+        *inter += (double)(N - G) * (double)(b - a) * es / M; /* every owner's node, averaged over the nodes */
+    }
+    return t + x;
+}
+
+/* stage 3's gathers of a step into o->pgather_*: wte and the fixed tensors once (blocking), the layers as the
+   passes reach them, prefetched one ahead where the hardware can overlap */
+static void stage3_gathers(const zt_config *c, const zt_model_shape *s, int N, int M, const zt_hw *hw,
+                           const zt_zero_plan *p, int K, double t_layer, int can_overlap, double oversub, double *inter,
+                           zt_perf *o) {
+    zt_param_table *pt = zt_malloc(sizeof *pt);
+    zt_param_table_build(pt, s);
+    const double es = zt_config_prec(c) != ZT_PREC_FP32 ? 2.0 : 4.0;
+    const int up = zt_zero_offload_of(c) == 2, L = s->n_layer;
+    double fixed = 0, elems = 0, li = 0, g = 0;
+    int nfixed = 0;
+    for (int i = 0; i < pt->n; i++)
+        if (i == ZT_P_WTE || pt->t[i].layer < 0) { /* wte, then each fixed tensor (model_params.c fetches each) */
+            fixed += gather_time(hw, N, M, p->shard, pt->t[i].offset, pt->t[i].offset + pt->t[i].numel, es, up, inter);
+            elems += (double)pt->t[i].numel;
+            nfixed++;
+        }
+    const int last = zt_param_layer_last(pt, 0);
+    const size_t l0 = pt->t[zt_param_layer_first(pt, 0)].offset, span = pt->t[last].offset + pt->t[last].numel - l0;
+    for (int l = 0; l < L; l++) g += gather_time(hw, N, M, p->shard, l0 + l * span, l0 + (l + 1) * span, es, up, &li);
+    g /= L > 0 ? L : 1; /* a layer's gather, on average over the layers' places in the shards */
+    const int m = L < 2 ? L : 2;
+    const long fwd = L + (long)(K - 1) * (L - m), bwd = (long)K * (L - m);
+    const double layers = (double)(fwd + bwd);
+    *inter += li / (L > 0 ? L : 1) * layers;
+    o->pgathers = fwd + bwd + nfixed;
+    o->pgather_fixed_s = fixed * oversub; /* cpu ranks beyond the cores take turns on them */
+    o->pgather_s = (fixed + layers * g) * oversub;
+    /* exposed: the first layer of the step blocks; the others are prefetched over a layer's forward or backward */
+    const double bwd_layer = t_layer * (strcmp(c->train.recompute, "layer") == 0 ? 3.0 : 2.0) / 3.0;
+    const double ef = g > t_layer / 3.0 ? g - t_layer / 3.0 : 0, eb = g > bwd_layer ? g - bwd_layer : 0;
+    o->pgather_exposed_s = can_overlap ? (fixed + g + (double)(fwd - 1) * ef + (double)bwd * eb) * oversub : o->pgather_s;
+    /* 2-byte words are unpacked into the window */
+    if (es == 2.0) o->compute_s += (elems + layers * (double)span) * 6.0 / hw->mem_bw;
+    free(pt);
+}
+
 void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, const zt_hw *hw, zt_perf *o) {
     memset(o, 0, sizeof *o);
     if (M < 1) M = 1;
@@ -178,6 +267,9 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
         lora_params = zt_lora_param_count(s, &lc);
     }
     double flops_tok = zt_model_train_flops_per_token(s, T, lora_params);
+    /* one layer's forward + backward of a micro-batch (stage 3's gathers hide behind it): the FLOPs but the LM head's */
+    const double t_layer = (flops_tok - 6.0 * s->n_embd * (double)s->padded_vocab) * B * T / rate /
+                           (s->n_layer > 0 ? s->n_layer : 1);
     if (strcmp(c->train.recompute, "layer") == 0) flops_tok += zt_model_recompute_flops_per_token(s, T);
     const double flops_micro = flops_tok * (double)B * T;
     const double t_micro = flops_micro / rate;
@@ -200,7 +292,7 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     const double oversub = hw->cores_per_node > 0 && G > hw->cores_per_node ? (double)G / hw->cores_per_node : 1.0;
     double inter = 0, tx = 0;
     if (N > 1 && cal) {
-        tx = zt_comm_curve_time(&hw->curve[ordered ? ZT_CURVE_RS_ORDERED : c->zero.stage == 2 ? ZT_CURVE_RS_OWNERS : ZT_CURVE_RS],
+        tx = zt_comm_curve_time(&hw->curve[ordered ? ZT_CURVE_RS_ORDERED : c->zero.stage >= 2 ? ZT_CURVE_RS_OWNERS : ZT_CURVE_RS],
                                 xbytes) + wire_s;
     } else if (N > 1) {
         if (ordered) {
@@ -217,7 +309,7 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
     int threads = c->train.threads > 0 ? c->train.threads : 0;
     if (hw->cores_per_node > 0 && threads == 0) threads = hw->cores_per_node / G > 0 ? hw->cores_per_node / G : 1;
     const int can_overlap = hw->cores_per_node == 0 || G * threads < hw->cores_per_node;
-    if (c->zero.stage == 2 && N > 1 && can_overlap) {
+    if (c->zero.stage >= 2 && N > 1 && can_overlap) { /* stage 3's gradients go through stage 2's buckets */
         const int nb = p.n_buckets > 0 ? p.n_buckets : 1;
         const double bwd_micro = t_micro * 2.0 / 3.0;
         double exposed = tx - bwd_micro * (1.0 - 1.0 / nb);
@@ -227,16 +319,31 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
         o->grad_exposed_s = o->grad_comm_s;
     }
     inter *= K;
-    /* after the update: parameters (stages 1-2) or the reduced gradient (stage 0), and the norm */
+    if (c->zero.stage == 3) stage3_gathers(c, s, N, M, hw, &p, K, t_layer, can_overlap, oversub, &inter, o);
+    /* after the update: parameters (stages 1-2) or the reduced gradient (stage 0), and the norm; stage 3 gathers
+       its parameters as it computes (above) */
     if (N > 1) {
         /* stages 1-2 with 2-byte parameters gather the words: half the bytes */
         const double pbytes = c->zero.stage != 0 && params16 ? gbytes / 2 : gbytes;
-        o->gather_s = cal ? zt_comm_curve_time(&hw->curve[ZT_CURVE_ALL_GATHER], pbytes) : ring(hw, N, M, pbytes) * oversub;
-        if (M > 1) inter += (double)(N - 1) / N * pbytes;
+        if (c->zero.stage < 3) {
+            o->gather_s = cal ? zt_comm_curve_time(&hw->curve[ZT_CURVE_ALL_GATHER], pbytes) : ring(hw, N, M, pbytes) * oversub;
+            if (M > 1) inter += (double)(N - 1) / N * pbytes;
+        }
         o->norm_s = ring(hw, N, M, (double)p.padded / 4096.0 * 8.0);
     }
     const double elems = c->zero.stage == 0 ? (double)p.padded : (double)p.shard;
     o->optim_s = elems * 32.0 / hw->mem_bw;
+    const int off = zt_zero_offload_of(c);
+    if (off) { /* the update on the host (zero_offload.c): the shard down, AdamW there, the parameters up */
+        const int words = zt_config_prec(c) != ZT_PREC_FP32 && (c->zero.stage == 3 || params16);
+        const double S = (double)p.shard;
+        const double pub = words ? 6.0 : zt_config_prec(c) != ZT_PREC_FP32 ? 16.0 : 0.0; /* pack, or copy + round */
+        /* up: the published shard; with optimizer+params the shard stays on the host (the gathers copy it up) */
+        const double up = off == 2 ? 0.0 : words ? 2.0 : 4.0;
+        o->offload_xfer_s = S * 4.0 / hw->host_bw + S * up / hw->host_bw;
+        o->offload_s = o->offload_xfer_s + S * (28.0 + pub) / hw->host_mem_bw;
+        o->optim_s = elems * 4.0 / hw->mem_bw; /* the device keeps the norm */
+    }
     if (N == 1 && K > 1) o->accum_s = K * (double)p.padded * 12.0 / hw->mem_bw;
     if (c->checkpoint.every > 0) {
         const double ck_bytes = 3.0 * (double)p.total * 4.0;
@@ -244,7 +351,8 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
         o->ckpt_s = per_save / (double)c->checkpoint.every;
     }
     o->inter_node_bytes = inter;
-    o->step_s = o->compute_s + o->accum_s + o->grad_exposed_s + o->gather_s + o->norm_s + o->optim_s + o->ckpt_s;
+    o->step_s = o->compute_s + o->accum_s + o->grad_exposed_s + o->gather_s + o->norm_s + o->optim_s + o->ckpt_s +
+                o->pgather_exposed_s + o->offload_s;
     if (N > 1) { /* fixed point: one int64 reduce-scatter per step + the exponents' max (latency) */
         const int nb = p.n_buckets > 0 ? p.n_buckets : 1;
         o->fixed_comm_s = ring_f(hw, N, M, 2.0 * gbytes, hw->rs_bw_factor) + ring(hw, N, M, 8.0 * nb);
@@ -276,8 +384,8 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
 /* ---------------------------------------------------------------- one GPU's step from its kernels (perf_model.h) */
 
 int zt_gpu_spec_of(const char *name, zt_gpu_spec *out) {
-    if (strcmp(name, "h100") == 0) { *out = (zt_gpu_spec){989e12, 3.35e12}; return 0; }
-    if (strcmp(name, "h200") == 0) { *out = (zt_gpu_spec){989e12, 4.8e12}; return 0; }
+    if (strcmp(name, "h100") == 0) { *out = (zt_gpu_spec){989e12, 3.35e12, 81559.0 * 1048576}; return 0; }
+    if (strcmp(name, "h200") == 0) { *out = (zt_gpu_spec){989e12, 4.8e12, 143771.0 * 1048576}; return 0; }
     return -1;
 }
 

@@ -37,6 +37,24 @@
  *             1-rank step's fixed cost, see tests/e2e/test_perf_model.sh).
  *   checkpoint the synchronous write of 3 x P x 4 bytes at the file system's bandwidth shared by every
  *             rank (or, with checkpoint.async, the staging copy), spread over checkpoint.every steps.
+ *   stage 3   (zero_shard.c) no all-gather after the update; instead every part of the parameters is gathered
+ *             as the model reaches it: wte and the tensors outside the layers once per step, blocking; each layer
+ *             before its forward and again before its backward, L + (K-1)(L-m) + K(L-m) layer gathers per step
+ *             (m = min(L, 2): the two slots still hold the layers the last pass ended with, except after the
+ *             update). A gather is grouped send/recv in which every owner of a part of the range sends it to every
+ *             other rank, so the busiest owner's egress bounds it: (G-1) x its part within the node and (N-G) x
+ *             its part over the node's link, or a receiver's ingress, the range less its own part, whichever is
+ *             longer (fp32, or 2-byte words in bf16/fp16, unpacked at 6 bytes of memory traffic per element).
+ *             Layer l+1's gather is in flight while layer l computes (forward: a third of the layer's time,
+ *             backward: two thirds, + one third with train.recompute = "layer"), so a prefetched gather exposes
+ *             only what is longer than that compute, and nothing is hidden where nothing can overlap (see above).
+ *   offload   (zero_offload.c, zero.offload on a device backend) the update leaves the device: the gradient
+ *             shard (S x 4 bytes) down and the published parameters (S x 2 bytes as words, else S x 4; none
+ *             with optimizer+params) up over the host link (hw.host_bw per rank and direction), AdamW on the
+ *             host at hw.host_mem_bw: 28 bytes per
+ *             element (master weights, gradient, m, v read; master weights, m, v written, fp32), + 6 to pack
+ *             words or 16 to round float32 copies; all serial with the step. The device keeps the norm (4 bytes
+ *             per element). optimizer+params: every gather first copies this rank's part of it up.
  * The fixed-point alternative (fields fixed_*) is costed the same way for comparison.
  * Tokens/s = global batch x seq_len / step time; scaling efficiency = the 1-rank step's time for the
  * same per-rank work / this step's time (weak scaling at fixed micro-batch per rank). */
@@ -62,6 +80,8 @@ typedef struct zt_hw {
     double a2a_bw_factor;     /* all-to-all bandwidth as a fraction of intra_bw (measured; 1 = as a ring) */
     double rs_bw_factor;      /* reduce-scatter (with its sums) as a fraction of intra_bw (measured) */
     double disk_bw;           /* checkpoint writes, bytes/s for the whole job */
+    double host_bw;           /* zero.offload: device <-> host link, bytes/s per rank and direction (PCIe) */
+    double host_mem_bw;       /* zero.offload: the host's memory bandwidth per rank, bytes/s (its AdamW) */
     int cores_per_node;       /* cpu: ranks beyond this share cores; 0 = one device per rank */
     int ranks_per_device;     /* informational */
     /* measured collective times (`ztrain estimate --comm FILE`, FILE = `bench_comm --json` on comm_ranks
@@ -75,6 +95,10 @@ typedef struct zt_perf {
     double grad_comm_s, grad_exposed_s;   /* per step: all micro-batches */
     double gather_s, norm_s, optim_s, ckpt_s;
     double accum_s;                       /* 1 rank, K > 1: adding each micro-batch's gradient (per step) */
+    double pgather_s, pgather_exposed_s;  /* stage 3: the parameter gathers of a step in flight, and exposed */
+    double pgather_fixed_s;               /* stage 3: of those, wte's and the fixed tensors' (blocking, once) */
+    long pgathers;                        /* stage 3: gathers per step */
+    double offload_s, offload_xfer_s;     /* zero.offload: the host update per step, and its copies over the link */
     double step_s, tokens_per_s, efficiency;
     double inter_node_bytes;              /* per node per step */
     /* the exact alternative evaluated (a costed design that ztrain does not use): gradients accumulated locally as int64 fixed
@@ -90,6 +114,8 @@ typedef struct zt_perf {
 int zt_hw_preset(const char *name, double cpu_sgemm_gflops_per_core, int cores, zt_hw *hw);
 /* --net "BW_Gbit,LAT_us" (per node): 0 or -1 */
 int zt_hw_set_net(zt_hw *hw, const char *spec);
+/* --host "LINK_GBps[,MEM_GBps]" (per rank): the host link and the host's memory bandwidth; 0 or -1 */
+int zt_hw_set_host(zt_hw *hw, const char *spec);
 /* --comm FILE: reads bench_comm's --json output (reduce_scatter, rs_ordered, rs_owners, all_gather rows, one node);
    0, or non-zero with one line in err naming the file and what is wrong */
 int zt_hw_load_comm(zt_hw *hw, const char *path, char *err, size_t errlen);
@@ -108,7 +134,10 @@ void zt_perf_predict(const zt_config *c, const zt_model_shape *s, int N, int M, 
 #define ZT_GPU_COMPUTE_FRAC 0.45 /* of the bf16 peak: the rate the GPU presets assume (llm.c / Megatron-class GEMMs) */
 #define ZT_GPU_BW_FRAC 0.80      /* of the HBM peak: what streaming kernels sustain */
 #define ZT_GPU_LAUNCH_S 3e-6     /* per launch, back to back on one stream without CUDA graphs */
-typedef struct zt_gpu_spec { double bf16_flops, hbm_bw; } zt_gpu_spec;
+/* hbm_bytes: the memory nvidia-smi reports (H100 SXM 80 GB: 81559 MiB, H200: 143771 MiB), of which
+   ZT_GPU_RESERVED_BYTES are taken as left for the CUDA context, cuBLASLt's workspace and NCCL's buffers */
+#define ZT_GPU_RESERVED_BYTES (2.0 * 1024 * 1024 * 1024)
+typedef struct zt_gpu_spec { double bf16_flops, hbm_bw, hbm_bytes; } zt_gpu_spec;
 typedef struct zt_gpu_step {
     double compute_s, traffic_s, launch_s, step_s;
 } zt_gpu_step;

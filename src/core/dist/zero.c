@@ -21,7 +21,7 @@ int zt_zero_wire16(const zt_config *c, int N) {
 int zt_zero_grad16(const zt_config *c, int N) {
     zt_model_shape s;
     zt_model_shape_from_config(c, &s);
-    return zt_zero_wire16(c, N) && c->zero.stage != 2 && !c->lora.enabled && zt_shape_gpt2_layout(&s);
+    return zt_zero_wire16(c, N) && c->zero.stage < 2 && !c->lora.enabled && zt_shape_gpt2_layout(&s);
 }
 
 /* grad16: backward finished tensors [first, g16_done): their window part (contiguous: a layer, ln_f, or wte and
@@ -202,7 +202,7 @@ float *zt_zero_init_target(zt_zero *z, zt_model *m, size_t *base, size_t *n) {
     if (z->offload && (m->params16 || z->stage == 3)) { /* on their way to the host's master weights */
         *base = z->lo;
         *n = z->plan.shard;
-        if (!z->init_tmp) z->init_tmp = z->be->i->alloc(z->be, *n * sizeof(float));
+        if (!z->init_tmp) z->init_tmp = z->acc ? z->acc : z->be->i->alloc(z->be, *n * sizeof(float));
         return z->init_tmp;
     }
     if (z->stage == 3) {

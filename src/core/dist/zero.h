@@ -104,7 +104,8 @@ typedef struct zt_zero {
     int offload;              /* 0 none, 1 optimizer, 2 optimizer+params */
     zt_backend *host_be;
     float *h_master, *h_m, *h_v, *h_grad, *h_pub;
-    float *init_tmp;          /* offload with a shard-only init target: the initial values on their way to h_master */
+    float *init_tmp;          /* offload with a shard-only init target: the initial values on their way to h_master
+                                 (acc when there is one, else a buffer of its own) */
     double offload_s;         /* time in the host update (copies included), whole run */
     double comm_s, comm_hidden_s;
     double grad_bytes_sent;   /* gradient bytes this rank sent to other ranks (ordered exchange), whole run */
@@ -145,6 +146,9 @@ int zt_zero_bucket_layout(const zt_param_table *pt, double bucket_mb, int *first
 
 /* the run's memory lines (rank 0): the plan's components, the parameter shard at stage 3, the offloaded state */
 void zt_zero_log_memory(const zt_zero *z, const zt_config *c);
+/* zero.offload's host buffer for publishing the parameters (rounded fp32 or 2-byte words), bytes; 0 where the
+   master weights are published as they are (fp32 at stages 1-2) or packed straight into the shard */
+size_t zt_zero_offload_pub_bytes(int stage, int prec, int params16, int offload, size_t shard);
 /* zero.offload as 0 none, 1 optimizer, 2 optimizer+params (0 on the cpu backend, whose memory is the host's) */
 int zt_zero_offload_of(const zt_config *c);
 /* whether a config's gradients cross in 2 bytes on N ranks (zt_zero.wire16) */

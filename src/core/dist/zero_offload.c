@@ -23,18 +23,29 @@ void zt_zero_offload_init(zt_zero *z, const zt_config *c) {
     if (!(z->host_be = zt_backend_create("cpu", threads, err, sizeof err))) zt_panic(__FILE__, __LINE__, "%s", err);
     const size_t S = z->plan.shard;
     float **bufs[5] = {&z->h_master, &z->h_m, &z->h_v, &z->h_grad, &z->h_pub};
-    for (int i = 0; i < 5; i++) /* page-locked where the backend has it (a GPU) */
-        *bufs[i] = z->be->i->host_alloc ? z->be->i->host_alloc(z->be, S * sizeof(float)) : zt_calloc(S, sizeof(float));
+    const size_t pub = zt_zero_offload_pub_bytes(z->stage, z->prec, zt_model_opts_from_config(c).params16, z->offload, S);
+    for (int i = 0; i < 5; i++) { /* page-locked where the backend has it (a GPU) */
+        const size_t bytes = i == 4 ? pub : S * sizeof(float);
+        if (!bytes) continue;
+        *bufs[i] = z->be->i->host_alloc ? z->be->i->host_alloc(z->be, bytes) : zt_calloc(bytes, 1);
+    }
+}
+
+size_t zt_zero_offload_pub_bytes(int stage, int prec, int params16, int offload, size_t shard) {
+    if (prec == ZT_PREC_FP32) return 0;                             /* published as they are */
+    if (stage == 3) return offload == 1 ? shard * 2 : 0;             /* words, packed here or straight into the shard */
+    return params16 ? shard * 2 : shard * sizeof(float);            /* words, or the rounded fp32 copy */
 }
 
 void zt_zero_offload_free(zt_zero *z) {
     if (!z->offload) return;
     float *bufs[5] = {z->h_master, z->h_m, z->h_v, z->h_grad, z->h_pub};
     for (int i = 0; i < 5; i++) {
+        if (!bufs[i]) continue;
         if (z->be->i->host_free) z->be->i->host_free(z->be, bufs[i]);
         else free(bufs[i]);
     }
-    if (z->init_tmp) z->be->i->free(z->be, z->init_tmp);
+    if (z->init_tmp && z->init_tmp != z->acc) z->be->i->free(z->be, z->init_tmp);
     zt_backend_destroy(z->host_be);
     z->host_be = NULL;
 }
@@ -77,7 +88,7 @@ void zt_zero_offload_master_init(zt_zero *z, zt_model *m) {
     const float *src = z->init_tmp ? z->init_tmp : zt_model_tparams(m) + z->lo;
     z->be->i->to_host(z->be, z->h_master, src, z->plan.shard * sizeof(float));
     z->be->i->sync(z->be);
-    if (z->init_tmp) z->be->i->free(z->be, z->init_tmp);
+    if (z->init_tmp && z->init_tmp != z->acc) z->be->i->free(z->be, z->init_tmp);
     z->init_tmp = NULL;
     zt_zero_offload_publish(z, m);
 }

@@ -51,9 +51,9 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
     if (zt_zero_offload_of(c)) { /* host memory: master weights (fp32 too: the host's copy of the shard), moments,
                                     the gradient shard, the published shard (and with +params the parameter shard) */
         p->offload_bytes = p->optim_bytes + p->shard * f /* master */ + p->shard * f /* gradient */ +
-                           p->shard * f /* published */;
-        if (zt_zero_offload_of(c) == 2) {
-            p->offload_bytes += p->pshard_bytes;
+                           zt_zero_offload_pub_bytes(stage, prec, params16, zt_zero_offload_of(c), p->shard);
+        if (zt_zero_offload_of(c) == 2) { /* the shard in host memory: its words (fp32: the master weights are it) */
+            if (prec != ZT_PREC_FP32) p->offload_bytes += p->pshard_bytes;
             p->pshard_bytes = 0;
         }
         p->optim_bytes = 0;
@@ -82,6 +82,10 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
         p->comm_bytes = N > 1 ? p->padded * f : 0;         /* all-to-all receive buffer */
         if (zt_zero_wire16(c, N)) p->comm_bytes = 2 * p->padded * 2 + p->shard * f; /* packed send + parts, one decoded */
     }
+    /* offload: the initial values staged in backend memory on their way to the host's master weights
+       (zt_zero_init_target): through the reduced-gradient shard, unused then, or where there is none (1 rank, 1
+       micro-batch, stage 1) a buffer of their own, freed after zt_zero_master_init */
+    if (zt_zero_offload_of(c) && (stage == 3 || params16) && p->acc_bytes == 0) p->param_bytes += p->shard * f;
     const zt_model_opts mo = zt_model_opts_from_config(c);
     p->act_bytes = zt_model_act_bytes(s, c->train.micro_batch, c->train.seq_len, &mo);
     if (c->lora.enabled) {
@@ -93,7 +97,10 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
         p->act_bytes += zt_model_gemm16_bytes(s, c->train.micro_batch, c->train.seq_len); /* packed GEMM operands */
     p->sample_bytes = c->sample.every > 0 ? zt_sampler_bytes(s) : 0; /* decoding during training */
     if (c->sample.every > 0 && (params16 || stage == 3)) p->sample_bytes += p->padded * f; /* the parameters unpacked for it */
-    p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async, p->master_bytes > 0); /* host memory */
+    /* host memory; the saver stages master weights as a fourth group when there are some (offloaded ones too; an
+       fp32 run's offloaded master weights are its /model) */
+    p->ckpt_bytes = zt_ckpt_stage_bytes(p->shard, pt->n, c->checkpoint.async,
+                                        p->master_bytes > 0 || (p->offload_bytes > 0 && prec != ZT_PREC_FP32));
     p->data_bytes = zt_dataset_plan_bytes(c->data.train, c->train.seq_len) +
                     (c->data.val[0] ? zt_dataset_plan_bytes(c->data.val, c->train.seq_len) : 0);
     free(pt);
