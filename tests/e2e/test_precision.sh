@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: long
 # Mixed precision (precision = bf16 | fp16) on the cpu backend: the whole host path the GPU uses.
 #  - loss curves: 300 tiny steps in bf16 and fp16 within a stated tolerance of fp32, and not equal
 #    to it (the rounding happens);
