@@ -191,7 +191,8 @@ static inline cudaError_t cudaMemAdvise(const void *p, size_t n, enum cudaMemory
 }
 #endif
 EOF
-  # llm.c's Makefile links -lnvidia-ml: the driver has libnvidia-ml.so.1 (the CUDA toolkit a stub libnvidia-ml.so),
+  # llm.c's Makefile links -lnvidia-ml: the driver has libnvidia-ml.so.1 (the CUDA toolkit a link-only libnvidia-ml.so
+  # under stubs/),
   # rarely the unversioned name the linker looks for; point the linker at one, or leave NVML out when there is none
   # (llm.c uses NVML only where nvml.h is there, for -lg)
   lib=""

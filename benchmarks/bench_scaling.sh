@@ -42,20 +42,7 @@ trap 'rm -rf "$ROOT"' EXIT
 # enough tokens that no run wraps around: (steps + 1) x global batch x (T + 1) at the most ranks, x 2
 NTOK=$(( (STEPS + 1) * MB * RANKS * (T + 1) * 2 + 100000 ))
 tests/helpers/make_data.py "$ROOT/data" 50257 $NTOK > /dev/null || { echo "bench_scaling.sh: make_data.py failed" >&2; exit 1; }
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-# other processes' share of the machine while a run of ours went: busy CPU time (/proc/stat) minus our
-# children's CPU time (bash `times`, run in this shell), over wall time x cores, in percent
-HZ=$(getconf CLK_TCK)
-cpu_snap() {
-  times > "$ROOT/times"
-  SNAP="$(awk '/^cpu /{ print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9 }' /proc/stat) $(tail -1 "$ROOT/times" |
-    awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print s }')"
-}
-other_pct() {
-  awk -v hz=$HZ -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
-    busy = (y[1] - x[1]) / hz; tot = (y[2] - x[2]) / hz; mine = y[3] - x[3];
-    o = tot > 0 ? 100 * (busy - mine) / tot : 0; printf "%.1f\n", o < 0 ? 0 : o }'
-}
+. benchmarks/lib_load.sh # load, cpu_snap, other_pct
 LOAD0=$(load)
 common="-c inputs/d6.cfg --set device=cpu --set precision=fp32 --set train.threads=1 --set train.micro_batch=$MB
         --set train.seq_len=$T --set train.steps=$STEPS --set train.warmup_steps=1 --set train.log_every=1
@@ -65,12 +52,12 @@ common="-c inputs/d6.cfg --set device=cpu --set precision=fp32 --set train.threa
 run() { # name np reduce
   local name=$1 np=$2 reduce=$3
   [ $JSON = 1 ] || echo "# run $name: $np rank(s), zero.reduce=$reduce ..." >&2
-  cpu_snap; local s0=$SNAP
+  cpu_snap "$ROOT"; local s0=$SNAP
   if ! $MPIRUN -np "$np" "$ZT" train $common --set train.global_batch=$((MB * np)) --set zero.reduce=$reduce \
        --set run.name=$name > "$ROOT/$name.log" 2>&1; then
     echo "bench_scaling.sh: run $name failed:" >&2; tail -5 "$ROOT/$name.log" >&2; exit 1
   fi
-  cpu_snap; other_pct "$s0" "$SNAP" > "$ROOT/$name.other"
+  cpu_snap "$ROOT"; other_pct "$s0" "$SNAP" > "$ROOT/$name.other"
 }
 for rep in $(seq 1 "$REPS"); do
   run r1-$rep 1 ordered

@@ -50,20 +50,7 @@ ROOT=$(mktemp -d /tmp/zt-zero3.XXXXXX)
 trap 'rm -rf "$ROOT"' EXIT
 NTOK=$(( (STEPS + 1) * MB * maxr * (T + 1) * 2 + 100000 ))
 $PY tests/helpers/make_data.py "$ROOT/data" $vocab $NTOK > /dev/null || { echo "bench_zero3.sh: make_data.py failed" >&2; exit 1; }
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-# other processes' share of the machine while a run of ours went (as benchmarks/bench_scaling.sh): busy CPU time
-# (/proc/stat) minus our children's CPU time (bash `times`), over wall time x cores, in percent
-HZ=$(getconf CLK_TCK)
-cpu_snap() {
-  times > "$ROOT/times"
-  SNAP="$(awk '/^cpu /{ print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9 }' /proc/stat) $(tail -1 "$ROOT/times" |
-    awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print s }')"
-}
-other_pct() {
-  awk -v hz=$HZ -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
-    busy = (y[1] - x[1]) / hz; tot = (y[2] - x[2]) / hz; mine = y[3] - x[3];
-    o = tot > 0 ? 100 * (busy - mine) / tot : 0; printf "%.1f\n", o < 0 ? 0 : o }'
-}
+. benchmarks/lib_load.sh # load, cpu_snap, other_pct
 LOAD0=$(load)
 common="-c $cfg --set device=$DEV --set precision=$PREC --set train.threads=1 --set train.micro_batch=$MB
         --set train.seq_len=$T --set train.steps=$STEPS --set train.warmup_steps=1 --set train.log_every=1
@@ -77,12 +64,12 @@ for rep in $(seq 1 "$REPS"); do
       st=${c%%:*} off=${c#*:}
       name=n$np-s$st-$off-$rep
       [ $JSON = 1 ] || echo "# run $name ..." >&2
-      cpu_snap; s0=$SNAP
+      cpu_snap "$ROOT"; s0=$SNAP
       if ! $MPIRUN -np "$np" "$ZT" train $common --set train.global_batch=$((MB * np)) --set zero.stage=$st \
            --set zero.offload=$off --set run.name=$name > "$ROOT/$name.log" 2>&1; then
         echo "bench_zero3.sh: run $name failed: $(grep -m1 "ztrain: error" "$ROOT/$name.log" || tail -3 "$ROOT/$name.log")" >&2; exit 1
       fi
-      cpu_snap; other_pct "$s0" "$SNAP" > "$ROOT/runs/z3/$name/other"
+      cpu_snap "$ROOT"; other_pct "$s0" "$SNAP" > "$ROOT/runs/z3/$name/other"
     done
   done
 done

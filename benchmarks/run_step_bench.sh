@@ -29,20 +29,7 @@ $TPY -c "import torch" 2>/dev/null || { echo "run_step_bench.sh: no python with 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=$THREADS
 TMP=$(mktemp -d /tmp/zt-stepbench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-# other processes' share of the machine while a command of ours ran: busy CPU time (/proc/stat) minus
-# our children's CPU time (bash `times`), over wall time x cores, in percent
-HZ=$(getconf CLK_TCK)
-cpu_snap() { # sets SNAP="busy_jiffies total_jiffies children_seconds"; `times` runs in this shell (not in $(...))
-  times > "$TMP/times"
-  SNAP="$(awk '/^cpu /{ print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9 }' /proc/stat) $(tail -1 "$TMP/times" |
-    awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print s }')"
-}
-other_pct() { # before after
-  awk -v hz=$HZ -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
-    busy = (y[1] - x[1]) / hz; tot = (y[2] - x[2]) / hz; mine = y[3] - x[3];
-    o = tot > 0 ? 100 * (busy - mine) / tot : 0; printf "%.1f\n", o < 0 ? 0 : o }'
-}
+. benchmarks/lib_load.sh # load, cpu_snap, other_pct
 LOAD0=$(load)
 CONFIGS=${ZT_BENCH_CONFIGS:-"gpt2-124m:4:64 d6:8:128"}   # name:B:T (inputs/name.cfg)
 rc=0
@@ -51,14 +38,14 @@ for spec in $CONFIGS; do
   cfg=inputs/$name.cfg
   # bench_step runs the cpu backend in fp32 whatever the file says (gpt2-124m.cfg is a GPU preset)
   [ $JSON = 1 ] || echo "# $name B=$B T=$T: bench_step ..." >&2
-  cpu_snap; s0=$SNAP
+  cpu_snap "$TMP"; s0=$SNAP
   $BENCH -c $cfg --set device=cpu --set precision=fp32 --B $B --T $T --steps $STEPS --threads $THREADS --json \
     > $TMP/$name.zt.json 2> $TMP/$name.zt.err || { echo "bench_step $name failed: $(tail -3 $TMP/$name.zt.err)" >&2; rc=1; }
-  cpu_snap; s1=$SNAP; other_pct "$s0" "$s1" > $TMP/$name.zt.other
+  cpu_snap "$TMP"; s1=$SNAP; other_pct "$s0" "$s1" > $TMP/$name.zt.other
   [ $JSON = 1 ] || echo "# $name B=$B T=$T: torch_step ($TPY) ..." >&2
   $TPY benchmarks/torch_step.py -c $cfg --B $B --T $T --steps $STEPS --threads $THREADS --json \
     > $TMP/$name.torch.json 2> $TMP/$name.torch.err || { echo "torch_step $name failed: $(tail -3 $TMP/$name.torch.err)" >&2; rc=1; }
-  cpu_snap; s2=$SNAP; other_pct "$s1" "$s2" > $TMP/$name.torch.other
+  cpu_snap "$TMP"; s2=$SNAP; other_pct "$s1" "$s2" > $TMP/$name.torch.other
 done
 LOAD1=$(load)
 $PY - "$TMP" "$JSON" "$LOAD0" "$LOAD1" $CONFIGS <<'PYEOF'

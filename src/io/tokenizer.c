@@ -48,20 +48,6 @@ static const char *const PRETOK_RE[3] = {
 enum { DOC_NEW, DOC_PREFIX, DOC_BODY };   /* the document in progress (configurations other than GPT-2's) */
 
 
-void zt_ids_push(zt_ids *a, uint32_t id) {
-    if (a->n == a->cap) {
-        a->cap = a->cap ? 2 * a->cap : 1024;
-        a->v = zt_realloc(a->v, a->cap * sizeof *a->v);
-    }
-    a->v[a->n++] = id;
-}
-
-void zt_ids_free(zt_ids *a) {
-    free(a->v);
-    a->v = NULL;
-    a->n = a->cap = 0;
-}
-
 void zt_tok_config_gpt2(zt_tok_config *c, uint32_t eot) {
     memset(c, 0, sizeof *c);
     c->model = ZT_TOK_MODEL_BYTES;
@@ -723,9 +709,13 @@ static size_t encode_doc_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, i
 }
 
 size_t zt_tokenizer_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out) {
-    if (t->wp) return zt_wp_encode_chunk(t, text, n, final, out);
-    if (!t->simple) return encode_doc_chunk(t, text, n, final, out);
     encode_ctx c = {t, out};
+    if (t->wp) {
+        const size_t done = zt_wp_encode_chunk(t, text, n, final, out, zt_tok_encode_word, &c);
+        if (final) zt_tokenizer_reset(t);
+        return done;
+    }
+    if (!t->simple) return encode_doc_chunk(t, text, n, final, out);
     return zt_pretok_split(t->pre, text, n, final, zt_tok_encode_word, &c);
 }
 

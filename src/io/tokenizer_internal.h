@@ -81,7 +81,10 @@ int zt_wp_init(zt_tokenizer *t, char *err, size_t errlen);
 void zt_wp_free(struct zt_wp *w);
 void zt_wp_reset(struct zt_wp *w);
 void zt_wp_word(zt_tokenizer *t, const uint8_t *w, size_t n, zt_ids *out);
-size_t zt_wp_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out);
+/* emit(word, len, ctx) encodes each finished word (tokenizer.c's cached word encoder: a callback, so this file
+   does not depend on tokenizer.c); a final chunk flushes the last word, the caller then resets */
+size_t zt_wp_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out, zt_pretok_fn emit,
+                          void *ctx);
 void zt_wp_decode(const zt_tokenizer *t, const uint32_t *ids, size_t n, uint8_t **out, size_t *out_len);
 /* the .zttok lines of version 3 (tokenizer.h): write them; read line k (0..ZT_WP_FILE_LINES-1) into c, 0 if
  * it is well formed */

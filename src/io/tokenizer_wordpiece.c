@@ -36,6 +36,8 @@ struct zt_wp {
     uint8_t *key;               /* prefix + piece */
     size_t key_cap;
     /* the word in progress (its bytes are t->pend) */
+    zt_pretok_fn emit;          /* encodes a finished word (the caller's word cache), set per zt_wp_encode_chunk */
+    void *emit_ctx;
     uint32_t word_chars;
     int overlong;
     /* scratch: code points after clean_text / chinese, after NFD, classes */
@@ -198,8 +200,7 @@ static void flush(zt_tokenizer *t, zt_ids *out) {
     if (w->overlong) {
         zt_ids_push(out, t->cfg.unk);
     } else if (t->pend_n) {
-        encode_ctx c = {t, out};
-        zt_tok_encode_word(t->pend, t->pend_n, &c);
+        w->emit(t->pend, t->pend_n, w->emit_ctx);
     }
     t->pend_n = 0;
     zt_wp_reset(w);
@@ -213,10 +214,7 @@ static void feed(zt_tokenizer *t, uint32_t cp, zt_ids *out) {
     const size_t len = zt_utf8_enc(cp, b);
     if (cls & (ZT_UNI_SPACE | ZT_UNI_PUNCT)) {
         flush(t, out);
-        if (cls & ZT_UNI_PUNCT) {
-            encode_ctx c = {t, out};
-            zt_tok_encode_word(b, len, &c);
-        }
+        if (cls & ZT_UNI_PUNCT) w->emit(b, len, w->emit_ctx);
         return;
     }
     if (w->overlong) return;
@@ -304,7 +302,10 @@ static void stretch(zt_tokenizer *t, const uint8_t *s, size_t n, zt_ids *out) {
     }
 }
 
-size_t zt_wp_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out) {
+size_t zt_wp_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int final, zt_ids *out, zt_pretok_fn emit,
+                          void *ctx) {
+    t->wp->emit = emit;
+    t->wp->emit_ctx = ctx;
     size_t done = 0;
     while (done < n) {
         const size_t m = n - done;
@@ -314,10 +315,7 @@ size_t zt_wp_encode_chunk(zt_tokenizer *t, const uint8_t *text, size_t n, int fi
         stretch(t, text + done, take, out);
         done += take;
     }
-    if (final) {
-        flush(t, out);
-        zt_tokenizer_reset(t);
-    }
+    if (final) flush(t, out); /* the caller then starts a new document (zt_tokenizer_reset) */
     return done;
 }
 

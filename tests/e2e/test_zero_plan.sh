@@ -37,12 +37,12 @@ def ranks(root):
                 st = open('/proc/%s/stat' % d).read()
                 procs.append((int(d), int(st[st.rindex(')') + 2:].split()[1]), st[st.index('(') + 1:st.rindex(')')]))
             except Exception: pass
-    kids, res, todo = {}, [], [root]
+    kids, res, pending = {}, [], [root]
     for p, pp, c in procs: kids.setdefault(pp, []).append((p, c))
-    while todo:
-        for p, c in kids.get(todo.pop(), []):
+    while pending:  # every descendant of root, depth first
+        for p, c in kids.get(pending.pop(), []):
             if c == 'ztrain': res.append(p)
-            todo.append(p)
+            pending.append(p)
     return res
 def sizes(pid):  # (bytes devsim has allocated, anonymous readable-writable host bytes)
     try:

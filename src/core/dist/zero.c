@@ -12,18 +12,6 @@
 
 #include "util/util.h"
 
-int zt_zero_wire16(const zt_config *c, int N) {
-    const int gpu = !strcmp(c->device, "cuda") || !strcmp(c->device, "cudasim");
-    const int want = !strcmp(c->zero.grad_wire, "precision") || (!strcmp(c->zero.grad_wire, "auto") && gpu);
-    return want && N > 1 && strcmp(c->zero.reduce, "ordered") == 0 && zt_config_prec(c) != ZT_PREC_FP32;
-}
-
-int zt_zero_grad16(const zt_config *c, int N) {
-    zt_model_shape s;
-    zt_model_shape_from_config(c, &s);
-    return zt_zero_wire16(c, N) && c->zero.stage < 2 && !c->lora.enabled && zt_shape_gpt2_layout(&s);
-}
-
 /* grad16: backward finished tensors [first, g16_done): their window part (contiguous: a layer, ln_f, or wte and
    wpe) packed into send16 at their flat offset */
 static void grad16_after(void *ctx, int first) {

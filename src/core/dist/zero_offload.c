@@ -31,12 +31,6 @@ void zt_zero_offload_init(zt_zero *z, const zt_config *c) {
     }
 }
 
-size_t zt_zero_offload_pub_bytes(int stage, int prec, int params16, int offload, size_t shard) {
-    if (prec == ZT_PREC_FP32) return 0;                             /* published as they are */
-    if (stage == 3) return offload == 1 ? shard * 2 : 0;             /* words, packed here or straight into the shard */
-    return params16 ? shard * 2 : shard * sizeof(float);            /* words, or the rounded fp32 copy */
-}
-
 void zt_zero_offload_free(zt_zero *z) {
     if (!z->offload) return;
     float *bufs[5] = {z->h_master, z->h_m, z->h_v, z->h_grad, z->h_pub};

@@ -16,6 +16,24 @@ int zt_zero_offload_of(const zt_config *c) {
     return !strcmp(c->zero.offload, "optimizer+params") ? 2 : !strcmp(c->zero.offload, "optimizer") ? 1 : 0;
 }
 
+size_t zt_zero_offload_pub_bytes(int stage, int prec, int params16, int offload, size_t shard) {
+    if (prec == ZT_PREC_FP32) return 0;                             /* published as they are */
+    if (stage == 3) return offload == 1 ? shard * 2 : 0;             /* words packed on the host, or straight into the shard */
+    return params16 ? shard * 2 : shard * sizeof(float);            /* words, or the rounded fp32 copy */
+}
+
+int zt_zero_wire16(const zt_config *c, int N) {
+    const int gpu = !strcmp(c->device, "cuda") || !strcmp(c->device, "cudasim");
+    const int want = !strcmp(c->zero.grad_wire, "precision") || (!strcmp(c->zero.grad_wire, "auto") && gpu);
+    return want && N > 1 && strcmp(c->zero.reduce, "ordered") == 0 && zt_config_prec(c) != ZT_PREC_FP32;
+}
+
+int zt_zero_grad16(const zt_config *c, int N) {
+    zt_model_shape s;
+    zt_model_shape_from_config(c, &s);
+    return zt_zero_wire16(c, N) && c->zero.stage < 2 && !c->lora.enabled && zt_shape_gpt2_layout(&s);
+}
+
 void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_zero_plan *p) {
     memset(p, 0, sizeof *p);
     zt_param_table *pt = zt_malloc(sizeof *pt);

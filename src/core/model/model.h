@@ -120,6 +120,7 @@ typedef struct zt_model {
     int wres;             /* what the window's first part holds: -2 nothing, -1 wte, l >= 0 layer l */
     int wfix;             /* wpe and ln_f are unpacked (both reset when the parameters change) */
     zt_param_src src;     /* opt.sharded: the gathers */
+    float *sslot[2];      /* opt.sharded: the two layer slots in the window */
     int sres[2];          /* opt.sharded: the layer each slot holds (-1 none) */
     int spend, spend_slot, spend_ticket; /* opt.sharded: the layer being prefetched (-1 none), its slot and ticket */
     int swte;             /* opt.sharded: wte is in the window */

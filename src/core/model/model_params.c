@@ -98,10 +98,8 @@ size_t zt_model_shard_window_elems(const zt_model_shape *s) {
     return n;
 }
 
-/* the sharded window: [wte | the fixed tensors | slot 0 | slot 1] */
-static float *shard_slot(const zt_model *m, int k) {
-    return m->wbuf + zt_model_shard_window_elems(&m->s) - (size_t)(2 - k) * layer_span(&m->table);
-}
+/* the sharded window: [wte | the fixed tensors | slot 0 | slot 1] (the slots' addresses kept in m->sslot) */
+static float *shard_slot(const zt_model *m, int k) { return m->sslot[k]; }
 static void point_shard_window(zt_model *m) {
     const zt_param_table *pt = &m->table;
     m->w[ZT_P_WTE] = m->wbuf;
@@ -111,6 +109,8 @@ static void point_shard_window(zt_model *m) {
             m->w[i] = p;
             p += pt->t[i].numel;
         }
+    m->sslot[0] = p;
+    m->sslot[1] = p + layer_span(pt);
     m->spend = -1;
     zt_model_params_changed(m);
 }
