@@ -8,6 +8,7 @@
 #   make test-long  the slower checks
 #   make demo       make deps, build, prepare a corpus, train on 2 ranks, sample
 #   make demo-finetune  pretrain a small GPT-2 on the Old Testament, save it with transformers, LoRA fine-tune
+#   make demo-mlm   pretrain a small BERT as a masked language model on the demo corpus (accuracy table, plot)
 #                   it on the New Testament at 1 and 2 ranks (bit-identical), check it in transformers and PEFT
 #   make bench      step throughput vs sgemm peak and PyTorch; with a GPU, GPT-2 124M/350M tokens/s and MFU
 #   make CUDA=1     ./ztrain with the GPU backend too (nvcc, cuBLASLt, NCCL; sm_80 + sm_90)
@@ -96,7 +97,7 @@ bin_deps = $(foreach b,$(1),$(if $(wildcard $(b).d),,$(eval $(b): $(2))))
 # parallel jobs for the builds that test/demo/bench start
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build-all asan test test-long demo demo-finetune bench clean cuda
+.PHONY: all deps build-all asan test test-long demo demo-finetune demo-mlm bench clean cuda
 
 include cuda/cuda.mk
 include cuda/backend.mk
@@ -215,6 +216,13 @@ demo-finetune: deps
 	@scripts/setup-venv.sh >/dev/null
 	@$(MAKE) --no-print-directory ztrain
 	scripts/demo_finetune.sh
+
+# masked-LM pretraining: a small BERT on the demo corpus, its accuracy table and plot (docs/mlm.md)
+demo-mlm: deps
+	@scripts/install-deps.sh demo
+	@scripts/setup-venv.sh >/dev/null
+	@$(MAKE) --no-print-directory ztrain
+	scripts/demo_mlm.sh
 
 bench: deps
 	@scripts/install-deps.sh test

@@ -10,10 +10,10 @@
 //
 // Rounding fused into the op (bf16 / fp16 runs): the model follows most ops with a round_to of exactly
 // what they wrote (core/model/model.c, RND). After set_precision(bf16 / fp16), an op whose kernels can round
-// their own output (gelu, add, embedding forward, softmax + cross-entropy, LayerNorm and RMSNorm forward and
-// their dinp, SwiGLU forward and backward, the fused attention) is not launched at once but kept (Deferred);
-// the next call launches it, rounding its output in the kernel when that call is round_to of the op's output
-// range in that precision (the round_to then has nothing left to do), unrounded otherwise. Every other slot,
+// their own output (gelu and the exact gelu, add, embedding forward, softmax + cross-entropy, LayerNorm and RMSNorm
+// forward and their dinp, SwiGLU forward and backward, the fused attention) is not launched at once but kept
+// (Deferred); the next call launches it, rounding its output in the kernel when that call is round_to of the op's
+// output range in that precision (the round_to then has nothing left to do), unrounded otherwise. Every other slot,
 // the memory calls, sync and the communicator's view of the stream launch a kept op first, so work runs in
 // call order. The bits are those of the op followed by round_to; ZT_CUDA_FUSE_ROUND=0 turns it off
 // (tests/e2e/test_cudasim.sh compares both). Saves one read and write of each such output (on an H200,
@@ -51,8 +51,9 @@ struct Deferred {
     void *scratch;
     int B, T, C, NH, NKV, V, Vp;
     size_t n;
-    float f;
+    float f;      // D_XENT: dscale; D_LN_FWD, D_RLN_FWD, D_RMS_FWD: eps
     int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
+    int exact;    // D_GELU_FWD, D_GELU_BWD: the encoders' erf GELU (gelu_erf_*)
     const void *out;
     size_t out_n;
 };
@@ -90,12 +91,12 @@ cu_ctx *ctx_of(zt_backend *be) { return static_cast<cu_ctx *>(be->ctx); }
 void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
     cudaStream_t s = x->stream;
     switch (d.kind) {
-    case D_GELU_FWD: zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec); break;
-    case D_GELU_BWD: zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec); break;
+    case D_GELU_FWD: zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact); break;
+    case D_GELU_BWD: zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact); break;
     case D_ADD: zt_cu_add(s, d.o0, d.i0, d.i1, d.n, prec); break;
     case D_EMBED_FWD: zt_cu_embed_fwd(s, d.o0, d.tok, d.i0, d.i1, d.B, d.T, d.C, prec); break;
     case D_XENT: zt_cu_softmax_xent(s, d.o0, d.o1, d.tok, d.B, d.V, d.Vp, d.f, prec); break;
-    case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, prec); break;
+    case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, d.f, prec); break;
     case D_LN_BWD:
         zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, prec);
         break;
@@ -104,7 +105,8 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
         zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec);
         break;
     case D_RLN_FWD:
-        zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.res_prec, prec);
+        zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,
+                                     prec);
         break;
     case D_RMS_FWD: zt_cu_rmsnorm_fwd(s, d.o0, d.o1, d.i0, d.i1, d.B, d.C, d.f, prec); break;
     case D_RMS_BWD: zt_cu_rmsnorm_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.scratch, prec); break;
@@ -288,21 +290,21 @@ void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const fl
                      accumulate_dinp, sc);
 }
 void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                     const float *b, int N, int C) {
+                     const float *b, int N, int C, float eps) {
     Deferred d = {};
     d.kind = D_LN_FWD;
     d.o0 = dev(out); d.o1 = dev(mean); d.o2 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w); d.i2 = dev(b);
-    d.B = N; d.C = C;
+    d.B = N; d.C = C; d.f = eps;
     d.out = out; d.out_n = (size_t)N * C;
     defer(be, d);
 }
 void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mean, float *rstd, const float *a,
-                              const float *b, const float *w, const float *bias, int N, int C, int prec) {
+                              const float *b, const float *w, const float *bias, int N, int C, int prec, float eps) {
     Deferred d = {};
     d.kind = D_RLN_FWD;
     d.o0 = dev(res); d.o1 = dev(out); d.o2 = dev(mean); d.o3 = dev(rstd);
     d.i0 = dev(a); d.i1 = dev(b); d.i2 = dev(w); d.i3 = dev(bias);
-    d.B = N; d.C = C; d.res_prec = prec;
+    d.B = N; d.C = C; d.res_prec = prec; d.f = eps;
     d.out = out; d.out_n = (size_t)N * C; // a round_to of the LayerNorm's output is fused, as after layernorm_fwd
     defer(be, d);
 }
@@ -323,6 +325,15 @@ void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, i
 void b_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
                      int B, int T, int C, int NH, int NKV) {
     zt_cu_attention_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH, NKV);
+}
+void b_attention_bidir_fwd(zt_backend *be, float *out, float *att, const float *qkv, const int32_t *kvalid, int B,
+                           int T, int C, int NH, int NKV) {
+    zt_cu_attention_bidir_fwd(ctx_of(be)->gemm, S, dev(out), dev(att), dev(qkv), dev(kvalid), B, T, C, NH, NKV);
+}
+void b_attention_bidir_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv,
+                           const float *att, const int32_t *kvalid, int B, int T, int C, int NH, int NKV) {
+    zt_cu_attention_bidir_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), dev(kvalid), B,
+                              T, C, NH, NKV);
 }
 void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C, int NH,
                            int NKV) {
@@ -386,19 +397,30 @@ void b_swiglu_bwd(zt_backend *be, float *dinp, const float *inp, const float *do
 void b_gemv(zt_backend *be, float *y, const float *x, const float *w, const float *bias, int C, int OC, int w_t) {
     zt_cu_gemv(S, dev(y), dev(x), dev(w), dev(bias), C, OC, w_t);
 }
-void b_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) {
+// GELU forward (dout nullptr) or backward into out, the tanh approximation or the exact (erf) one
+void defer_gelu(zt_backend *be, int exact, float *out, const float *inp, const float *dout, size_t n) {
     Deferred d = {};
-    d.kind = D_GELU_FWD;
-    d.o0 = dev(out); d.i0 = dev(inp); d.n = n;
+    d.kind = dout ? D_GELU_BWD : D_GELU_FWD;
+    d.o0 = dev(out); d.i0 = dev(inp); d.i1 = dev(dout); d.n = n; d.exact = exact;
     d.out = out; d.out_n = n;
     defer(be, d);
 }
+void b_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) { defer_gelu(be, 0, out, inp, nullptr, n); }
 void b_gelu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
-    Deferred d = {};
-    d.kind = D_GELU_BWD;
-    d.o0 = dev(dinp); d.i0 = dev(inp); d.i1 = dev(dout); d.n = n;
-    d.out = dinp; d.out_n = n;
-    defer(be, d);
+    defer_gelu(be, 0, dinp, inp, dout, n);
+}
+void b_gelu_erf_fwd(zt_backend *be, float *out, const float *inp, size_t n) { defer_gelu(be, 1, out, inp, nullptr, n); }
+void b_gelu_erf_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    defer_gelu(be, 1, dinp, inp, dout, n);
+}
+void b_bias_add(zt_backend *be, float *out, const float *bias, int N, int OC) {
+    zt_cu_bias_add(S, dev(out), dev(bias), N, OC);
+}
+void b_bias_grad(zt_backend *be, float *dbias, const float *dout, int N, int OC) {
+    zt_cu_bias_grad(S, dev(dbias), dev(dout), N, OC);
+}
+void b_argmax_rows(zt_backend *be, int32_t *idx, const float *x, int N, int V, int ld) {
+    zt_cu_argmax_rows(S, dev(idx), dev(x), N, V, ld);
 }
 void b_add(zt_backend *be, float *out, const float *a, const float *b, size_t n) {
     Deferred d = {};
@@ -582,6 +604,13 @@ zt_backend_i make_i(void) {
     i.attention_decode = b_attention_decode;
     i.attention_fused_fwd = b_attention_fused_fwd;
     i.attention_fused_bwd = b_attention_fused_bwd;
+    i.attention_bidir_fwd = b_attention_bidir_fwd;
+    i.attention_bidir_bwd = b_attention_bidir_bwd;
+    i.gelu_erf_fwd = b_gelu_erf_fwd;
+    i.gelu_erf_bwd = b_gelu_erf_bwd;
+    i.bias_add = b_bias_add;
+    i.bias_grad = b_bias_grad;
+    i.argmax_rows = b_argmax_rows;
     i.gemv = b_gemv;
     i.gelu_fwd = b_gelu_fwd;
     i.gelu_bwd = b_gelu_bwd;

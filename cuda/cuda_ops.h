@@ -6,11 +6,12 @@
 //
 // Determinism: no floating-point atomics anywhere; every reduction is done by one thread or one
 // block in a fixed order (tree reductions with a fixed shape), so the same inputs give the same
-// bits on every run, for any grid scheduling. Files: kernels_elem.cu (GELU, add, accumulate,
-// embeddings, softmax + cross-entropy, AdamW, chunked sums of squares, dropout, dequantisation), kernels_norm_attn.cu
-// (LayerNorm, attention forward/backward/decode), kernels_attn_fused.cu (attention without the (T, T)
-// matrices), kernels_llama.cu (RMSNorm, rotary embedding, SwiGLU), cuda_gemm.cu (matmul, strided matmul, linear
-// layers, one-row products: cuBLASLt on a GPU, a reference GEMM with fp32 accumulation in the host build).
+// bits on every run, for any grid scheduling. Files: kernels_elem.cu (GELU and the exact GELU, add, accumulate,
+// embeddings, softmax + cross-entropy, AdamW, chunked sums of squares, dropout, dequantisation, bias add and
+// gradient, row argmax), kernels_norm_attn.cu (LayerNorm, attention forward/backward/decode, causal and
+// bidirectional), kernels_attn_fused.cu (attention without the (T, T) matrices), kernels_llama.cu (RMSNorm, rotary
+// embedding, SwiGLU), cuda_gemm.cu (matmul, strided matmul, linear layers, one-row products: cuBLASLt on a GPU, a
+// reference GEMM with fp32 accumulation in the host build).
 #pragma once
 
 #include <stddef.h>
@@ -36,9 +37,11 @@ namespace ZT_CU_NS {
 // ---- kernels_elem.cu
 // prec (ZT_PREC_*; default fp32: none) on gelu, add, embed_fwd, softmax_xent, layernorm fwd / bwd (dinp) and the
 // fused attention: the op's output as a buffer of that precision stores it (zt_round_prec), the model's round_to
-// after the op fused into it (cuda_backend.cu); the same bits as the op followed by zt_cu_round_to
-void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec = 0);
-void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec = 0);
+// after the op fused into it (cuda_backend.cu); the same bits as the op followed by zt_cu_round_to.
+// GELU: exact = 1 the encoders' erf form (gelu_erf_*), else the tanh approximation; dinp == dout allowed
+void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec = 0, int exact = 0);
+void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec = 0,
+                    int exact = 0);
 void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec = 0);
 void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
 void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec);
@@ -81,15 +84,22 @@ void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float 
 // host computes them with zt_quant_plan), one thread per element with quant.h's inline decode math
 void zt_cu_dequant(cudaStream_t s, float *out, const uint8_t *blob, int fmt, size_t n, size_t cols, size_t codes,
                    size_t absmax, size_t qabsmax, size_t absmax2, size_t mean, size_t scales);
+// the encoders' MLM head: out(N, OC) += bias(OC) on every row; dbias(OC) = column sums of dout(N, OC), each column
+// by one thread over the rows in order (the cpu backend's bits); idx(N) = each row's lowest column of its maximum
+// among [0, V), rows ld floats apart (zt_argmax_better: exact)
+void zt_cu_bias_add(cudaStream_t s, float *out, const float *bias, int N, int OC);
+void zt_cu_bias_grad(cudaStream_t s, float *dbias, const float *dout, int N, int OC);
+void zt_cu_argmax_rows(cudaStream_t s, int32_t *idx, const float *x, int N, int V, int ld);
 
 // ---- kernels_norm_attn.cu
+// eps: the LayerNorm epsilon (model.norm_eps)
 void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                         const float *b, int N, int C, int prec = 0);
+                         const float *b, int N, int C, float eps, int prec = 0);
 // res = a + bb rounded to res_prec (zt_cu_add's arithmetic), then zt_cu_layernorm_fwd of res, out rounded to prec:
 // one launch, the bits of the two launches in sequence
 void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
-                                  const float *bb, const float *w, const float *b, int N, int C, int res_prec,
-                                  int prec = 0);
+                                  const float *bb, const float *w, const float *b, int N, int C, float eps,
+                                  int res_prec, int prec = 0);
 // dinp += ...; dw, db overwritten (fixed-order partial sums over row blocks, then over the partials)
 // scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory
 size_t zt_cu_layernorm_bwd_scratch(int N, int C);
@@ -104,6 +114,13 @@ void zt_cu_attention_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, 
 // datt: (B, NH, T, T) scratch; holds the gradient of the pre-softmax scores afterwards
 void zt_cu_attention_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt, const float *dout, const float *qkv,
                          const float *att, int B, int T, int C, int NH, int NKV);
+// bidirectional attention with the key padding mask kvalid (B, T) (the encoders'): the same GEMMs and row kernels,
+// the softmax over each sequence's valid keys (probability exactly 0 at the others; no valid key: out and att 0)
+void zt_cu_attention_bidir_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, const float *qkv,
+                               const int32_t *kvalid, int B, int T, int C, int NH, int NKV);
+void zt_cu_attention_bidir_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt, const float *dout,
+                               const float *qkv, const float *att, const int32_t *kvalid, int B, int T, int C, int NH,
+                               int NKV);
 void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vcache, const float *qkv, int pos,
                             int maxT, int C, int NH, int NKV);
 

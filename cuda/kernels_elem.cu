@@ -1,12 +1,16 @@
 // kernels_elem.cu — the CUDA backend's elementwise and row kernels (cuda_ops.h, "kernels_elem.cu"):
-// GELU forward/backward, add, accumulate, embeddings forward/backward, fused softmax +
-// cross-entropy, AdamW, chunked sums of squares. One source, two builds: nvcc (GPU) and g++ against
-// the host execution harness (ZT_HOSTEXEC), which runs every launch on the CPU.
+// GELU forward/backward (tanh approximation, or the encoders' exact erf form), add, accumulate, embeddings
+// forward/backward, fused softmax + cross-entropy, AdamW, chunked sums of squares, the MLM decoder's bias add and
+// gradient, each row's argmax. One source, two builds: nvcc (GPU) and g++ against the host execution harness
+// (ZT_HOSTEXEC), which runs every launch on the CPU.
 //
 // Determinism: no floating-point atomics. Elementwise ops are one thread per element (grid-stride
 // loops); every reduction is done by one block with a fixed tree (per-thread strided partials, a
 // warp xor-butterfly, then the per-warp partials by the same butterfly) or by one thread in a fixed
-// order, so the bits never depend on block scheduling. The elementwise formulas are
+// order, so the bits never depend on block scheduling. The bias gradient is one thread per column adding the rows in
+// order (the cpu backend's zt_cpu_colsum: the same bits); argmax is one warp per row whose lanes' candidates meet in
+// a butterfly under zt_argmax_better, a total order (larger value, then lower index; NaN never wins), so the
+// winner is the cpu's whatever the order of comparisons. The elementwise formulas are
 // src/iface/op_math.h's, shared with the cpu backend.
 //
 // Embedding backward (dwte += scatter by token) — the choice: the B*T positions are sorted on the
@@ -36,6 +40,8 @@ constexpr int kChunkThreads = 512;       // sumsq_chunks: one block per chunk (f
 constexpr int kSortTile = 2048;          // embed_bwd: keys sorted in shared memory by one block of kSortTile / 2
 constexpr int kEmbedSeg = 32;            // embed_bwd: sorted positions whose tokens one dwte block starts
 constexpr unsigned kFull = 0xffffffffu;
+constexpr int kArgmaxWarps = 4;          // argmax_rows: one warp per row, 4 rows per block
+constexpr int kColThreads = 256;         // bias_grad: one thread per column
 
 void check_launch(const char *what) { ZT_CUDA_LAUNCH_CHECK(what); }
 
@@ -85,12 +91,46 @@ __device__ T block_reduce(T v, T *sh, T identity, Op op) {
 
 // prec (ZT_PREC_*, here and below): the output as a buffer of that precision stores it (zt_round_prec; fp32:
 // unchanged), the round_to that follows the op fused into it (cuda_backend.cu)
-__global__ void k_gelu_fwd(float *out, const float *inp, size_t n, int prec) {
-    ZT_GRID_STRIDE(i, n) out[i] = zt_round_prec(zt_gelu(inp[i]), prec);
+// exact (uniform over the launch): BERT's erf GELU instead of the tanh approximation. dinp may be dout: each
+// thread reads its element's dout before writing its dinp
+__global__ void k_gelu_fwd(float *out, const float *inp, size_t n, int prec, int exact) {
+    ZT_GRID_STRIDE(i, n) out[i] = zt_round_prec(exact ? zt_gelu_erf(inp[i]) : zt_gelu(inp[i]), prec);
 }
 
-__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n, int prec) {
-    ZT_GRID_STRIDE(i, n) dinp[i] = zt_round_prec(zt_gelu_grad(inp[i]) * dout[i], prec);
+__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n, int prec, int exact) {
+    ZT_GRID_STRIDE(i, n)
+    dinp[i] = zt_round_prec((exact ? zt_gelu_erf_grad(inp[i]) : zt_gelu_grad(inp[i])) * dout[i], prec);
+}
+
+// out(N, OC) += bias(OC), n = N OC elements
+__global__ void k_bias_add(float *out, const float *bias, size_t n, int OC) {
+    ZT_GRID_STRIDE(i, n) out[i] += bias[i % (size_t)OC];
+}
+
+// dbias[c] = dout[0][c] + dout[1][c] + ... in row order, one thread per column (neighbours read neighbours)
+__global__ void k_bias_grad(float *dbias, const float *dout, int N, int OC) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= OC) return;
+    float acc = 0.0f;
+    for (int r = 0; r < N; r++) acc += dout[(size_t)r * OC + c];
+    dbias[c] = acc;
+}
+
+// one warp per row of x (rows ld floats apart): lane l scans columns l, l+32, ... of [0, V)
+__global__ void __launch_bounds__(32 * kArgmaxWarps) k_argmax_rows(int32_t *idx, const float *x, int N, int V, int ld) {
+    const int lane = threadIdx.x % 32, row = blockIdx.x * kArgmaxWarps + threadIdx.x / 32;
+    if (row >= N) return; // whole warps leave together
+    const float *r = x + (size_t)row * ld;
+    float bv = -INFINITY;
+    int32_t bj = INT32_MAX;
+    for (int32_t j = lane; j < V; j += 32)
+        if (zt_argmax_better(r[j], j, bv, bj)) bv = r[j], bj = j;
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(kFull, bv, o);
+        const int32_t oj = __shfl_xor_sync(kFull, bj, o);
+        if (zt_argmax_better(ov, oj, bv, bj)) bv = ov, bj = oj;
+    }
+    if (lane == 0) idx[row] = bj == INT32_MAX ? 0 : bj;
 }
 
 __global__ void k_add(float *out, const float *a, const float *b, size_t n, int prec) {
@@ -321,16 +361,37 @@ size_t embed_sort_len(int B, int T) {
 // ---------------------------------------------------------------------------------------------
 // Launch functions (cuda_ops.h).
 
-void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec) {
+void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec, int exact) {
     if (n == 0) return;
-    ZT_LAUNCH(k_gelu_fwd, elem_blocks(n), kElemThreads, 0, s, out, inp, n, prec);
+    ZT_LAUNCH(k_gelu_fwd, elem_blocks(n), kElemThreads, 0, s, out, inp, n, prec, exact);
     check_launch("gelu_fwd");
 }
 
-void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec) {
+void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec, int exact) {
     if (n == 0) return;
-    ZT_LAUNCH(k_gelu_bwd, elem_blocks(n), kElemThreads, 0, s, dinp, inp, dout, n, prec);
+    ZT_LAUNCH(k_gelu_bwd, elem_blocks(n), kElemThreads, 0, s, dinp, inp, dout, n, prec, exact);
     check_launch("gelu_bwd");
+}
+
+void zt_cu_bias_add(cudaStream_t s, float *out, const float *bias, int N, int OC) {
+    if (N <= 0 || OC <= 0) return;
+    const size_t n = (size_t)N * OC;
+    ZT_LAUNCH(k_bias_add, elem_blocks(n), kElemThreads, 0, s, out, bias, n, OC);
+    check_launch("bias_add");
+}
+
+void zt_cu_bias_grad(cudaStream_t s, float *dbias, const float *dout, int N, int OC) {
+    if (OC <= 0) return; // N == 0 still launches: dbias becomes zeros (the cpu backend's result)
+    ZT_LAUNCH(k_bias_grad, (unsigned)((OC + kColThreads - 1) / kColThreads), kColThreads, 0, s, dbias, dout,
+              N < 0 ? 0 : N, OC);
+    check_launch("bias_grad");
+}
+
+void zt_cu_argmax_rows(cudaStream_t s, int32_t *idx, const float *x, int N, int V, int ld) {
+    if (N <= 0) return;
+    ZT_LAUNCH(k_argmax_rows, (unsigned)((N + kArgmaxWarps - 1) / kArgmaxWarps), 32 * kArgmaxWarps, 0, s, idx, x, N,
+              V, ld);
+    check_launch("argmax_rows");
 }
 
 void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec) {

@@ -1,6 +1,6 @@
-// kernels_norm_attn.cu — LayerNorm forward / backward and causal self-attention forward, backward
-// and one-token decoding (cuda_ops.h; slot semantics in src/iface/backend.h; the cpu reference is
-// src/cpu/cpu_ops.c, cpu_attention.c, cpu_decode.c).
+// kernels_norm_attn.cu — LayerNorm forward / backward and self-attention forward, backward (causal, and
+// bidirectional with a key padding mask: the encoders') and one-token decoding (cuda_ops.h; slot semantics in
+// src/iface/backend.h; the cpu reference is src/cpu/cpu_ops.c, cpu_attention.c, cpu_decode.c).
 //
 // Determinism without atomics: every output element is written by one thread, and every sum has
 // a fixed shape that does not depend on the grid's scheduling:
@@ -11,8 +11,10 @@
 //   - attention forward / backward: the four kinds of product (q k^T, att v, dout v^T, and dq, dk, dv)
 //     are batched fp32 GEMMs over the heads (zt_cu_gemm_strided: cuBLASLt with a pinned algorithm on a
 //     GPU, the reference GEMM summing k in order under the harness); between them one warp per row does
-//     the causal softmax, or turns datt into d(pre-softmax) in place. (Batched GEMMs because one warp per
-//     row doing every dot product itself takes 90% of a GPT-2 124M step on an H200.) Grouped-query
+//     the softmax over the row's keys (causal: keys 0..t; bidirectional: the valid keys of all T, the others
+//     exactly 0), or turns datt into d(pre-softmax) in place; the two directions share every kernel and GEMM.
+//     (Batched GEMMs because one warp per row doing every dot product itself takes 90% of a GPT-2 124M step
+//     on an H200.) Grouped-query
 //     attention (NKV < NH key / value heads): a key / value head's dk, dv sum its query heads' products in
 //     head order, each GEMM after the first adding to the one before (beta 1), never with atomics.
 // Elementwise formulas come from iface/op_math.h (zt_ln_rstd, zt_ln_out, zt_ln_dx, zt_expf), so
@@ -53,7 +55,7 @@ __device__ __forceinline__ float warp_max(float v) {
 // one row's LayerNorm by one warp (lane = its lane): mean, variance about it, out = (x - mean) rstd w + b rounded to
 // prec; lane 0 writes the row's mean and rstd. Shared by layernorm_fwd_kernel and residual_layernorm_fwd_kernel
 __device__ __forceinline__ void layernorm_row(float *o, float *mean, float *rstd, const float *x, const float *w,
-                                              const float *b, int C, int prec, int lane, int row) {
+                                              const float *b, int C, float eps, int prec, int lane, int row) {
     float s = 0.0f;
     for (int c = lane; c < C; c += 32) s += x[c];
     const float m = warp_sum(s) / (float)C;
@@ -62,7 +64,7 @@ __device__ __forceinline__ void layernorm_row(float *o, float *mean, float *rstd
         float d = x[c] - m;
         v += d * d;
     }
-    const float r = zt_ln_rstd(warp_sum(v), C);
+    const float r = zt_ln_rstd(warp_sum(v), C, eps);
     for (int c = lane; c < C; c += 32) o[c] = zt_round_prec(zt_ln_out(x[c], m, r, w[c], b[c]), prec);
     if (lane == 0) {
         mean[row] = m;
@@ -73,25 +75,25 @@ __device__ __forceinline__ void layernorm_row(float *o, float *mean, float *rstd
 // one warp per row: mean, then the sum of squared deviations (two passes, as the cpu backend)
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                         int N, int C, int prec) {
+                         int N, int C, float eps, int prec) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= N) return; // whole warps leave together
-    layernorm_row(out + (size_t)row * C, mean, rstd, inp + (size_t)row * C, w, b, C, prec, lane, row);
+    layernorm_row(out + (size_t)row * C, mean, rstd, inp + (size_t)row * C, w, b, C, eps, prec, lane, row);
 }
 
 // the residual add (k_add's arithmetic, rounded to res_prec) and the LayerNorm of its result in one launch: one warp
 // per row writes its row of res, then reads it back (each lane its own columns) for layernorm_fwd_kernel's passes
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     residual_layernorm_fwd_kernel(float *res, float *out, float *mean, float *rstd, const float *a, const float *bb,
-                                  const float *w, const float *b, int N, int C, int res_prec, int prec) {
+                                  const float *w, const float *b, int N, int C, float eps, int res_prec, int prec) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= N) return; // whole warps leave together
     const size_t off = (size_t)row * C;
     float *x = res + off;
     for (int c = lane; c < C; c += 32) x[c] = zt_round_prec(a[off + c] + bb[off + c], res_prec);
-    layernorm_row(out + off, mean, rstd, x, w, b, C, prec, lane, row);
+    layernorm_row(out + off, mean, rstd, x, w, b, C, eps, prec, lane, row);
 }
 
 // dinp += ..., one warp per row
@@ -149,17 +151,26 @@ int ln_parts(int N) { return (N + kLnRows - 1) / kLnRows; }
 
 // The softmax of a(n) in place for one warp (every lane calls it): lane l holds elements l, l+32, ... and the
 // largest of them in mx; the maximum and the sum are warp reductions. Attention's forward and decoding share it.
-__device__ void softmax_row_warp(float *a, int n, float mx) {
+// valid (n ints; nullptr: every key) masks keys: probability exactly 0, and a row with no valid key all 0.
+__device__ void softmax_row_warp(float *a, int n, float mx, const int32_t *valid = nullptr) {
     const int lane = threadIdx.x % 32;
     mx = warp_max(mx);
     float sum = 0.0f;
     for (int t2 = lane; t2 < n; t2 += 32) {
-        float e = zt_expf(a[t2] - mx);
+        float e = valid && !valid[t2] ? 0.0f : zt_expf(a[t2] - mx);
         a[t2] = e;
         sum += e;
     }
-    const float inv = 1.0f / warp_sum(sum);
+    sum = warp_sum(sum);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f; // sum >= 1 whenever a key is valid
     for (int t2 = lane; t2 < n; t2 += 32) a[t2] *= inv;
+}
+
+// the keys of row `row` of att (B, NH, T, T), NHT = NH T: causal (kvalid nullptr) keys 0..t, bidirectional all T
+// with sequence b's mask
+__device__ __forceinline__ int row_keys(const int32_t *kvalid, int row, int T) { return kvalid ? T : row % T + 1; }
+__device__ __forceinline__ const int32_t *row_mask(const int32_t *kvalid, int row, int T, int NHT) {
+    return kvalid ? kvalid + (size_t)(row / NHT) * T : nullptr;
 }
 
 // One query row of causal attention for one warp (every lane calls it): keys and values of
@@ -188,33 +199,40 @@ __device__ void attention_row_warp(float *o, float *a, const float *q, const flo
     }
 }
 
-// One warp per (b, h, t) row of att, which holds the scaled scores q_t . k_t2 (the batched GEMM): the causal
-// softmax over t2 <= t in place (softmax_row_warp, as decoding), zeros above the diagonal.
-__global__ void __launch_bounds__(32 * kWarpsPerBlock) attention_softmax_kernel(float *att, int rows, int T) {
+// One warp per (b, h, t) row of att, which holds the scaled scores q_t . k_t2 (the batched GEMM): the softmax
+// over the row's keys in place (softmax_row_warp, as decoding), zeros above the diagonal (causal) or at the masked
+// keys (bidirectional: kvalid (B, T), NHT = NH T)
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    attention_softmax_kernel(float *att, int rows, int T, const int32_t *kvalid, int NHT) {
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= rows) return;
-    const int n = row % T + 1, lane = threadIdx.x % 32;
+    const int n = row_keys(kvalid, row, T), lane = threadIdx.x % 32;
+    const int32_t *valid = row_mask(kvalid, row, T, NHT);
     float *a = att + (size_t)row * T;
     float mx = -INFINITY;
-    for (int t2 = lane; t2 < n; t2 += 32) mx = fmaxf(mx, a[t2]);
-    softmax_row_warp(a, n, mx);
+    for (int t2 = lane; t2 < n; t2 += 32)
+        if (!valid || valid[t2]) mx = fmaxf(mx, a[t2]);
+    softmax_row_warp(a, n, mx, valid);
     for (int t2 = n + lane; t2 < T; t2 += 32) a[t2] = 0.0f;
 }
 
 // One warp per (b, h, t) row: datt holds dout_t . v_t2 (the batched GEMM); in place the gradient of the
-// pre-softmax score, att * (datt - sum(att * datt)) * scale for t2 <= t, and zeros above the diagonal (the
-// products that follow run over whole rows).
+// pre-softmax score, att * (datt - sum(att * datt)) * scale at the row's keys, and zeros above the diagonal or at
+// the masked keys (the products that follow run over whole rows). att is 0 at masked keys: they add 0 to the sum
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    attention_bwd_dpre_kernel(float *datt, const float *att, int rows, int T, float scale) {
+    attention_bwd_dpre_kernel(float *datt, const float *att, int rows, int T, float scale, const int32_t *kvalid,
+                              int NHT) {
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= rows) return;
-    const int n = row % T + 1, lane = threadIdx.x % 32;
+    const int n = row_keys(kvalid, row, T), lane = threadIdx.x % 32;
+    const int32_t *valid = row_mask(kvalid, row, T, NHT);
     const float *a = att + (size_t)row * T;
     float *da = datt + (size_t)row * T;
     float dot = 0.0f;
     for (int t2 = lane; t2 < n; t2 += 32) dot += a[t2] * da[t2];
     dot = warp_sum(dot);
-    for (int t2 = lane; t2 < n; t2 += 32) da[t2] = a[t2] * (da[t2] - dot) * scale; // each lane its own t2
+    for (int t2 = lane; t2 < n; t2 += 32) // each lane its own t2
+        da[t2] = valid && !valid[t2] ? 0.0f : a[t2] * (da[t2] - dot) * scale;
     for (int t2 = n + lane; t2 < T; t2 += 32) da[t2] = 0.0f;
 }
 
@@ -250,19 +268,19 @@ __global__ void __launch_bounds__(32)
 // ------------------------------------------------------------------------------------ launches
 
 void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                         const float *b, int N, int C, int prec) {
+                         const float *b, int N, int C, float eps, int prec) {
     if (N <= 0 || C <= 0) return;
     ZT_LAUNCH(layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, out, mean, rstd, inp,
-              w, b, N, C, prec);
+              w, b, N, C, eps, prec);
     NA_LAUNCH_CHECK("layernorm_fwd_kernel");
 }
 
 void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
-                                  const float *bb, const float *w, const float *b, int N, int C, int res_prec,
-                                  int prec) {
+                                  const float *bb, const float *w, const float *b, int N, int C, float eps,
+                                  int res_prec, int prec) {
     if (N <= 0 || C <= 0) return;
     ZT_LAUNCH(residual_layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, res, out,
-              mean, rstd, a, bb, w, b, N, C, res_prec, prec);
+              mean, rstd, a, bb, w, b, N, C, eps, res_prec, prec);
     NA_LAUNCH_CHECK("residual_layernorm_fwd_kernel");
 }
 
@@ -306,8 +324,9 @@ static void attention_shape(int B, int T, int C, int NH, int NKV) {
     ZT_ASSERT((size_t)B * NH * T <= 0x7fffffff);
 }
 
-void zt_cu_attention_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, const float *qkv, int B, int T, int C,
-                         int NH, int NKV) {
+// kvalid: nullptr causal, else the bidirectional key mask (B, T)
+static void attention_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, const float *qkv,
+                          const int32_t *kvalid, int B, int T, int C, int NH, int NKV) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     attention_shape(B, T, C, NH, NKV);
     const size_t rows = (size_t)B * NH * T;
@@ -321,7 +340,7 @@ void zt_cu_attention_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, 
                                (long long)G * hs, hs, G * TT, NKV, scale, 0.0f);
         }
     ZT_LAUNCH(attention_softmax_kernel, blocks_for(rows, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, att, (int)rows,
-              T);
+              T, kvalid, NH * T);
     NA_LAUNCH_CHECK("attention_softmax_kernel");
     for (int b = 0; b < B; b++) // out_h = att_h @ v_j
         for (int r = 0; r < G; r++) {
@@ -333,8 +352,9 @@ void zt_cu_attention_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, 
 
 // dk_j and dv_j sum over the group's query heads r = 0 .. G-1 in order (the cpu backend's order): the product of
 // r == 0 overwrites them, the next ones add to them (beta 1), one GEMM after the other on the stream.
-void zt_cu_attention_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt, const float *dout, const float *qkv,
-                         const float *att, int B, int T, int C, int NH, int NKV) {
+static void attention_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt, const float *dout,
+                          const float *qkv, const float *att, const int32_t *kvalid, int B, int T, int C, int NH,
+                          int NKV) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     attention_shape(B, T, C, NH, NKV);
     const size_t rows = (size_t)B * NH * T;
@@ -352,7 +372,7 @@ void zt_cu_attention_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt
                                r ? 1.0f : 0.0f);
         }
     ZT_LAUNCH(attention_bwd_dpre_kernel, blocks_for(rows, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, datt, att,
-              (int)rows, T, scale);
+              (int)rows, T, scale, kvalid, NH * T);
     NA_LAUNCH_CHECK("attention_bwd_dpre_kernel");
     for (int b = 0; b < B; b++) // dq_h = dpre_h @ k_j; dk_j (+)= dpre_h^T @ q_h
         for (int r = 0; r < G; r++) {
@@ -362,6 +382,29 @@ void zt_cu_attention_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt
             zt_cu_gemm_strided(g, s, d + C, da, q + r * hs, T, hs, T, 1, 0, T, W, W, G * TT, Ghs, hs, NKV, 1.0f,
                                r ? 1.0f : 0.0f);
         }
+}
+
+void zt_cu_attention_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, const float *qkv, int B, int T, int C,
+                         int NH, int NKV) {
+    attention_fwd(g, s, out, att, qkv, nullptr, B, T, C, NH, NKV);
+}
+
+void zt_cu_attention_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt, const float *dout, const float *qkv,
+                         const float *att, int B, int T, int C, int NH, int NKV) {
+    attention_bwd(g, s, dqkv, datt, dout, qkv, att, nullptr, B, T, C, NH, NKV);
+}
+
+void zt_cu_attention_bidir_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, float *att, const float *qkv,
+                               const int32_t *kvalid, int B, int T, int C, int NH, int NKV) {
+    ZT_ASSERT(kvalid != nullptr);
+    attention_fwd(g, s, out, att, qkv, kvalid, B, T, C, NH, NKV);
+}
+
+void zt_cu_attention_bidir_bwd(zt_cu_gemm *g, cudaStream_t s, float *dqkv, float *datt, const float *dout,
+                               const float *qkv, const float *att, const int32_t *kvalid, int B, int T, int C, int NH,
+                               int NKV) {
+    ZT_ASSERT(kvalid != nullptr);
+    attention_bwd(g, s, dqkv, datt, dout, qkv, att, kvalid, B, T, C, NH, NKV);
 }
 
 void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vcache, const float *qkv, int pos,

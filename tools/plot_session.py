@@ -3,6 +3,8 @@
   loss_vs_step.png    training loss (lines) and validation loss (dashed, markers) against optimizer step
   loss_vs_tokens.png  the same against training tokens seen
   throughput.png      tokens/s of every logged step, per run
+  mlm_accuracy.png    masked-LM runs (encoders) only: the accuracy on the masked positions, training (lines) and
+                      validation (dashed, markers), against optimizer step
   scaling.png         speedup over the 1-rank run against ranks, with the ideal line, and scaling efficiency
                       (skipped, with a note, when the session has a single rank count)
 
@@ -79,6 +81,33 @@ def plot_losses(runs, labels, rows, name, out, by_tokens):
         ax.grid(alpha=0.3)
         _legend(ax, 2 * len(mine))
     path = os.path.join(out, "loss_vs_tokens.png" if by_tokens else "loss_vs_step.png")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_mlm_accuracy(runs, labels, name, out):
+    """the masked-LM accuracy of the runs that log it (metrics.jsonl mlm_acc, val_mlm_acc); None when none does"""
+    mine = [r for r in runs if any("mlm_acc" in m for m in r.metrics)]
+    if not mine:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 5.5), layout="constrained")
+    for i, r in enumerate(mine):
+        st = _style(i)
+        pts = [(m["step"], m["mlm_acc"]) for m in r.metrics if "mlm_acc" in m]
+        ax.plot(*zip(*pts), label=f"{labels[r]}: train", **st)
+        val = [(m["step"], m["val_mlm_acc"]) for m in r.metrics if m.get("val_mlm_acc") is not None]
+        if val:
+            ax.plot(*zip(*val), ls="--", marker="o", ms=5, mfc="none", color=st["color"], lw=1.2,
+                    label=f"{labels[r]}: validation (fixed masked set)")
+    ax.set_xlabel("optimizer step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("accuracy on the masked positions (argmax = original token)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"session {name}: masked-LM accuracy")
+    ax.grid(alpha=0.3)
+    _legend(ax, 2 * len(mine))
+    path = os.path.join(out, "mlm_accuracy.png")
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -170,6 +199,9 @@ def plot(path, out):
     written = [plot_losses(runs, labels, rows, name, out, False),
                plot_losses(runs, labels, rows, name, out, True),
                plot_throughput(runs, labels, name, out)]
+    p = plot_mlm_accuracy(runs, labels, name, out)
+    if p:
+        written.append(p)
     if len({r.ranks for r in runs}) < 2:
         print(f"{PROG}: scaling.png skipped: one rank count ({runs[0].ranks}) in session {name}")
     else:

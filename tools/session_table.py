@@ -24,6 +24,7 @@ COLS = [
     zs.Col("duration_s", "time", "(s)", "{:.1f}"), zs.Col("tokens_per_s", "tokens/s", "(tok/s)", "{:.0f}"),
     zs.Col("speedup", "speedup", "(x 1-rank)", "{:.2f}"), zs.Col("efficiency", "effic", "(spd/rank)", "{:.2f}"),
     zs.Col("final_val_loss", "val_loss", "(final)", "{:.4f}"), zs.Col("best_val_loss", "val_loss", "(best)", "{:.4f}"),
+    zs.Col("final_val_mlm_acc", "mlm_acc", "(val, final)", "{:.4f}"),
     zs.Col("peak_rss_mib", "peak_mem", "(MiB)", "{:.0f}"), zs.Col("losses", "losses", "(vs 1-rank)"),
 ]
 
@@ -74,7 +75,9 @@ def table(path, style):
     doc = {"session": name, "path": path, "scaling": mode, "losses": losses_line(rows, mode),
            "bit_identical": bool(rows) and all(r["loss_identical"] in (True, None) for r in rows)
            and any(r["loss_identical"] for r in rows), "runs": rows}
-    return zs.render(COLS, rows, style, header, footer, doc)
+    # the masked-LM accuracy column only where some run is an encoder's (results.json final_val_mlm_acc)
+    cols = [c for c in COLS if c.key != "final_val_mlm_acc" or any(r.get("final_val_mlm_acc") is not None for r in rows)]
+    return zs.render(cols, rows, style, header, footer, doc)
 
 
 def main(argv):

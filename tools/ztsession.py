@@ -222,6 +222,7 @@ def analyze(runs):
                "global_batch": r.global_batch, "steps": res["steps"], "duration_s": float(res["duration_s"]),
                "tokens_per_s": r.tokens_per_s, "final_loss": res.get("final_loss"),
                "final_val_loss": res.get("final_val_loss"), "best_val_loss": res.get("best_val_loss"),
+               "final_val_mlm_acc": res.get("final_val_mlm_acc"),
                "peak_rss_mib": res["peak_rss_bytes"] / 2**20 if "peak_rss_bytes" in res else None,
                "params_hash": res["params_hash"], "baseline": base.name if base else None,
                "speedup": None, "efficiency": None, "losses": "-", "loss_identical": None, "loss_max_abs_diff": None}

@@ -1,6 +1,7 @@
 // test_kernels_elem.cc — cuda/kernels_elem.cu under the host execution harness, against the cpu
 // backend: every launch function on random inputs of several shapes (odd sizes, C not a multiple
-// of 32, row counts not a multiple of the block size), one line per case:
+// of 32, row counts not a multiple of the block size; argmax on tests/helpers/argmax_cases.h's rows), one line per
+// case:
 //   PASS name shape max rel err E (abs A, U ulp; limit L), deterministic, secs  /  FAIL name shape: why
 // (rel err = |got - ref| / max(|ref|, floor), the floor stated per op; ulp counts are informative)
 // Determinism: each case runs twice on 4 OS threads (blocks finish in a varying order), with
@@ -40,6 +41,7 @@ extern "C" {
 #include "core/lora/quant.h"
 #include "util/util.h"
 }
+#include "argmax_cases.h"
 #include "check.h"
 
 #include <chrono>
@@ -209,30 +211,82 @@ std::string fmt(const char *f, ...) {
 // accumulate and the embeddings are single roundings: limit 0.
 
 // Measured (g++ -O2 vs the cpu backend on a 2-core AMD EPYC): gelu_fwd 1.34e-7, gelu_bwd 1.17e-6 (its
-// 1 - tanh^2 cancels for |x| ~ 3..6 and is multiplied by ~14), adamw 1.19e-7. Limits ~4x that.
+// 1 - tanh^2 cancels for |x| ~ 3..6 and is multiplied by ~14), adamw 1.19e-7; the exact (erf) GELU, whose erf is
+// explicit fused multiply-adds (the same bits in both builds) and only its zt_expf contracted differently:
+// fwd 2.4e-7, bwd 1.2e-7 on [-12, 12]. Limits ~4x that.
 constexpr double kGeluFwdLimit = 5e-7, kGeluBwdLimit = 5e-6, kAdamwLimit = 5e-7;
 
-void test_gelu(size_t n, Rng &r) {
-    std::vector<float> inp = rand_vec(r, n, -6.0f, 6.0f), dout = rand_vec(r, n, -2.0f, 2.0f);
-    std::vector<float> ref(n), dref(n), out(n), dinp(n);
-    g_cpu->i->gelu_fwd(g_cpu, ref.data(), inp.data(), n);
-    g_cpu->i->gelu_bwd(g_cpu, dref.data(), inp.data(), dout.data(), n);
+// exact: the encoders' erf GELU (gelu_erf_fwd / _bwd; inputs to +-12, both tails), whose backward may run in place
+// (dinp == dout: checked bit for bit against the out-of-place one)
+void test_gelu(size_t n, Rng &r, int exact = 0) {
+    const float span = exact ? 12.0f : 6.0f;
+    std::vector<float> inp = rand_vec(r, n, -span, span), dout = rand_vec(r, n, -2.0f, 2.0f);
+    std::vector<float> ref(n), dref(n), out(n), dinp(n), inplace;
+    (exact ? g_cpu->i->gelu_erf_fwd : g_cpu->i->gelu_fwd)(g_cpu, ref.data(), inp.data(), n);
+    (exact ? g_cpu->i->gelu_erf_bwd : g_cpu->i->gelu_bwd)(g_cpu, dref.data(), inp.data(), dout.data(), n);
+    const char *nf = exact ? "gelu_erf_fwd" : "gelu_fwd", *nb = exact ? "gelu_erf_bwd" : "gelu_bwd";
     double t0 = now_s();
     bool det = two_runs([&](int) {
-        zt_cu_gelu_fwd(kStream, out.data(), inp.data(), n);
+        zt_cu_gelu_fwd(kStream, out.data(), inp.data(), n, 0, exact);
         return std::vector<Buf>{{out.data(), n * 4}};
     });
     Err e;
     compare(e, out.data(), ref.data(), n, 1.0);
-    report("gelu_fwd", fmt("n=%zu", n), e, kGeluFwdLimit, det, now_s() - t0);
+    report(nf, fmt("n=%zu", n), e, kGeluFwdLimit, det, now_s() - t0);
     t0 = now_s();
     det = two_runs([&](int) {
-        zt_cu_gelu_bwd(kStream, dinp.data(), inp.data(), dout.data(), n);
+        zt_cu_gelu_bwd(kStream, dinp.data(), inp.data(), dout.data(), n, 0, exact);
         return std::vector<Buf>{{dinp.data(), n * 4}};
     });
+    size_t differ = 0;
+    if (exact) {
+        inplace = dout;
+        zt_cu_gelu_bwd(kStream, inplace.data(), inp.data(), inplace.data(), n, 0, exact);
+        differ = memcmp(inplace.data(), dinp.data(), n * 4) != 0;
+    }
     Err e2;
     compare(e2, dinp.data(), dref.data(), n, 1.0);
-    report("gelu_bwd", fmt("n=%zu", n), e2, kGeluBwdLimit, det, now_s() - t0);
+    report(nb, fmt("n=%zu%s", n, exact ? ", in place too" : ""), e2, kGeluBwdLimit, det, now_s() - t0, differ);
+}
+
+// The MLM head's bias add (one rounding) and gradient (columns summed over the rows in order) and the row argmax
+// (comparisons): bit-identical to the cpu backend (limit 0, differing words counted)
+void test_bias(int N, int OC, Rng &r) {
+    const size_t n = (size_t)N * OC;
+    std::vector<float> lg = rand_vec(r, n + 1, -3.0f, 3.0f), b = rand_vec(r, OC, -1.0f, 1.0f);
+    std::vector<float> dy = rand_vec(r, n + 1, -1.0f, 1.0f), add_ref = lg, grad_ref(OC, NAN), add, grad;
+    g_cpu->i->bias_add(g_cpu, add_ref.data(), b.data(), N, OC);
+    g_cpu->i->bias_grad(g_cpu, grad_ref.data(), dy.data(), N, OC);
+    double t0 = now_s();
+    bool det = two_runs([&](int) {
+        add = lg, grad.assign(OC, NAN);
+        zt_cu_bias_add(kStream, add.data(), b.data(), N, OC);
+        zt_cu_bias_grad(kStream, grad.data(), dy.data(), N, OC);
+        return std::vector<Buf>{{add.data(), n * 4}, {grad.data(), (size_t)OC * 4}};
+    });
+    Err e;
+    compare(e, add.data(), add_ref.data(), n, 0.0);
+    compare(e, grad.data(), grad_ref.data(), OC, 0.0);
+    const size_t differ = (memcmp(add.data(), add_ref.data(), n * 4) != 0) +
+                          (memcmp(grad.data(), grad_ref.data(), (size_t)OC * 4) != 0);
+    report("bias_add+grad", fmt("N=%d OC=%d", N, OC), e, 0.0, det, now_s() - t0, differ);
+}
+
+void test_argmax(int N, int V, int ld, Rng &r) {
+    std::vector<float> x = rand_vec(r, (size_t)N * ld, -4.0f, 4.0f);
+    argmax_cases_fill(x.data(), N, V, ld);
+    std::vector<int32_t> ref(N, -7), idx;
+    g_cpu->i->argmax_rows(g_cpu, ref.data(), x.data(), N, V, ld);
+    double t0 = now_s();
+    bool det = two_runs([&](int) {
+        idx.assign(N, -7);
+        zt_cu_argmax_rows(kStream, idx.data(), x.data(), N, V, ld);
+        return std::vector<Buf>{{idx.data(), (size_t)N * 4}};
+    });
+    Err e;
+    size_t differ = 0;
+    for (int i = 0; i < N; i++) differ += idx[i] != ref[i];
+    report("argmax_rows", fmt("N=%d V=%d ld=%d", N, V, ld), e, 0.0, det, now_s() - t0, differ);
 }
 
 void test_add_acc(size_t n, Rng &r) {
@@ -673,6 +727,17 @@ int main(int argc, char **argv) {
         test_xent(37, 1000, 1024, dscale, 8.0f, r, 0.4);
         test_xent(700, 97, 128, dscale, 20.0f, r, 0.5);
     }
+
+    // the encoders' ops, last for the same reason: the exact GELU, the MLM head's bias add / gradient, argmax
+    for (size_t n : {(size_t)1, (size_t)1000, (size_t)65537}) test_gelu(n, r, 1);
+    test_bias(5, 37, r);
+    test_bias(67, 300, r); // columns past a block
+    test_bias(0, 70, r);   // no rows: dbias zeros
+    test_bias(1, 1, r);
+    test_argmax(14, 37, 37, r);
+    test_argmax(29, 251, 256, r); // padded logits: columns past V never read
+    test_argmax(7, 1, 4, r);
+    test_argmax(130, 1000, 1024, r);
 
     if (demo) atomic_demo(r);
 

@@ -2,9 +2,10 @@
 // (every launch run on the CPU by the host execution harness) checked against the cpu backend, the reference:
 // the same random inputs through both, compared element by element, on odd shapes (C not a multiple
 // of 32, T not a multiple of a warp or a block, several heads, grouped-query and multi-query attention
-// (NKV 2 and 1 key / value heads), M / N / K off the GEMM tiles, every transpose pair, alpha / beta, matmul_ld's
-// strided sub-matrices). Each CUDA op also runs twice, the second time with another harness interleaving seed,
-// and must give the same bits (determinism). Slots that overwrite get NaN-filled outputs first; slots that accumulate get random
+// (NKV 2 and 1 key / value heads), the encoders' bidirectional attention under key masks and LayerNorm epsilon,
+// M / N / K off the GEMM tiles, every transpose pair, alpha / beta, matmul_ld's strided sub-matrices). Each CUDA op
+// also runs twice, the second time with another harness interleaving seed, and must give the same bits
+// (determinism). Slots that overwrite get NaN-filled outputs first; slots that accumulate get random
 // starting values.
 //
 // Error measure, per tensor: max over elements of |got - ref| / max(|ref|, mean |ref|): relative
@@ -74,12 +75,14 @@ constexpr double K_TOL_GEMM = 2e-5;      // matmul / linear / gemv: measured <= 
 
 // ------------------------------------------------------------------------------------ layernorm
 
-void test_layernorm(int N, int C) {
-    vec x = randv((size_t)N * C, 2.0, 0.5), w = randv(C, 0.5, 1.0), b = randv(C, 0.5), dy = randv((size_t)N * C);
+// eps: BERT's 1e-12 with rows of scale 1e-5 (variance ~1e-10, where eps decides rstd), else GPT-2's
+void test_layernorm(int N, int C, float eps = ZT_LN_EPS) {
+    const double scale = eps < 1e-6f ? 1e-5 : 2.0, shift = eps < 1e-6f ? 0.0 : 0.5;
+    vec x = randv((size_t)N * C, scale, shift), w = randv(C, 0.5, 1.0), b = randv(C, 0.5), dy = randv((size_t)N * C);
     vec dx0 = randv((size_t)N * C); // dinp accumulates
     // cpu
     vec out_r((size_t)N * C), m_r(N), r_r(N), dx_r = dx0, dw_r(C), db_r(C);
-    g_cpu->i->layernorm_fwd(g_cpu, out_r.data(), m_r.data(), r_r.data(), x.data(), w.data(), b.data(), N, C);
+    g_cpu->i->layernorm_fwd(g_cpu, out_r.data(), m_r.data(), r_r.data(), x.data(), w.data(), b.data(), N, C, eps);
     g_cpu->i->layernorm_bwd(g_cpu, dx_r.data(), dw_r.data(), db_r.data(), dy.data(), x.data(), w.data(), m_r.data(),
                             r_r.data(), N, C);
     // cuda (host build), twice; the backward takes the cpu's mean / rstd so it is checked on its own
@@ -88,17 +91,17 @@ void test_layernorm(int N, int C) {
     for (int run = 0; run < 2; run++) {
         harness_config(run);
         out[run] = nanv((size_t)N * C), m[run] = nanv(N), r[run] = nanv(N);
-        zt_cu_layernorm_fwd(0, out[run].data(), m[run].data(), r[run].data(), x.data(), w.data(), b.data(), N, C);
+        zt_cu_layernorm_fwd(0, out[run].data(), m[run].data(), r[run].data(), x.data(), w.data(), b.data(), N, C, eps);
         dx[run] = dx0, dw[run] = nanv(C), db[run] = nanv(C);
         memset(scratch.data(), 0xff, scratch.size());
         zt_cu_layernorm_bwd(0, dx[run].data(), dw[run].data(), db[run].data(), dy.data(), x.data(), w.data(),
                             m_r.data(), r_r.data(), N, C, scratch.data());
     }
     char name[96];
-    snprintf(name, sizeof name, "layernorm_fwd[N%d,C%d]", N, C);
+    snprintf(name, sizeof name, "layernorm_fwd[N%d,C%d%s]", N, C, eps == ZT_LN_EPS ? "" : ",eps 1e-12");
     check_outs(name, {{"out", &out[0], &out[1], &out_r}, {"mean", &m[0], &m[1], &m_r}, {"rstd", &r[0], &r[1], &r_r}},
                K_TOL_LN);
-    snprintf(name, sizeof name, "layernorm_bwd[N%d,C%d]", N, C);
+    snprintf(name, sizeof name, "layernorm_bwd[N%d,C%d%s]", N, C, eps == ZT_LN_EPS ? "" : ",eps 1e-12");
     check_outs(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}, {"db", &db[0], &db[1], &db_r}},
                K_TOL_LN);
 }
@@ -106,7 +109,7 @@ void test_layernorm(int N, int C) {
 // residual add + LayerNorm in one launch: bitwise the two launches it replaces (zt_cu_add rounding the residual to
 // the precision, then zt_cu_layernorm_fwd of it, both with the output rounding prec), under two harness seeds, and
 // the cpu reference's slot (add, round_to, layernorm_fwd) for the unrounded LayerNorm output
-void test_residual_layernorm(int N, int C) {
+void test_residual_layernorm(int N, int C, float eps = ZT_LN_EPS) {
     const size_t n = (size_t)N * C;
     vec a = randv(n, 2.0, 0.5), bb = randv(n, 1.0), w = randv(C, 0.5, 1.0), b = randv(C, 0.5);
     const int precs[] = {ZT_PREC_FP32, ZT_PREC_BF16, ZT_PREC_FP16};
@@ -114,17 +117,18 @@ void test_residual_layernorm(int N, int C) {
     for (int p = 0; p < 3; p++) {
         for (int oprec = 0; oprec <= precs[p]; oprec += precs[p] ? precs[p] : 1) {
             char name[96];
-            snprintf(name, sizeof name, "residual_layernorm_fwd[N%d,C%d,%s,out %s]", N, C, pn[p],
-                     oprec ? "rounded" : "unrounded");
+            snprintf(name, sizeof name, "residual_layernorm_fwd[N%d,C%d,%s,out %s,eps %g]", N, C, pn[p],
+                     oprec ? "rounded" : "unrounded", (double)eps);
             bool ok = true;
             for (int run = 0; run < 2 && ok; run++) {
                 harness_config(run);
                 vec res2 = nanv(n), out2 = nanv(n), m2 = nanv(N), r2 = nanv(N);
                 zt_cu_add(0, res2.data(), a.data(), bb.data(), n, precs[p]);
-                zt_cu_layernorm_fwd(0, out2.data(), m2.data(), r2.data(), res2.data(), w.data(), b.data(), N, C, oprec);
+                zt_cu_layernorm_fwd(0, out2.data(), m2.data(), r2.data(), res2.data(), w.data(), b.data(), N, C, eps,
+                                    oprec);
                 vec res = nanv(n), out = nanv(n), m = nanv(N), r = nanv(N);
                 zt_cu_residual_layernorm_fwd(0, res.data(), out.data(), m.data(), r.data(), a.data(), bb.data(),
-                                             w.data(), b.data(), N, C, precs[p], oprec);
+                                             w.data(), b.data(), N, C, eps, precs[p], oprec);
                 if (!same_bits(res, res2) || !same_bits(out, out2) || !same_bits(m, m2) || !same_bits(r, r2)) {
                     check_fail("%s: differs from zt_cu_add + zt_cu_layernorm_fwd (run %d: res %d out %d mean %d "
                                "rstd %d equal)", name, run, same_bits(res, res2), same_bits(out, out2),
@@ -134,7 +138,7 @@ void test_residual_layernorm(int N, int C) {
                 if (ok && oprec == 0) { // the cpu reference slot: the residual bitwise, the LayerNorm within K_TOL_LN
                     vec rr = nanv(n), ro = nanv(n), rm = nanv(N), rs = nanv(N);
                     g_cpu->i->residual_layernorm_fwd(g_cpu, rr.data(), ro.data(), rm.data(), rs.data(), a.data(),
-                                                     bb.data(), w.data(), b.data(), N, C, precs[p]);
+                                                     bb.data(), w.data(), b.data(), N, C, precs[p], eps);
                     if (!same_bits(res, rr) || !(err_of(out, ro) <= K_TOL_LN) || !(err_of(m, rm) <= K_TOL_LN) ||
                         !(err_of(r, rs) <= K_TOL_LN)) {
                         check_fail("%s: differs from the cpu backend's residual_layernorm_fwd", name);
@@ -159,26 +163,53 @@ std::string heads(int NH, int NKV) {
     return NKV == NH ? "NH" + std::to_string(NH) : "NH" + std::to_string(NH) + ",NKV" + std::to_string(NKV);
 }
 
-void test_attention(int B, int T, int C, int NH, int NKV) {
+// bidir: the encoders' bidirectional attention with a key padding mask, sequence b's mask by b % 4: every key, the
+// last third padded, every third key masked, none valid (its rows: out and att exactly 0, as the cpu's zeros are)
+void test_attention(int B, int T, int C, int NH, int NKV, bool bidir = false) {
     const size_t nqkv = (size_t)B * T * qkv_width(C, NH, NKV), nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
     vec qkv = randv(nqkv), dy = randv(nout);
+    std::vector<int32_t> mask((size_t)B * T);
+    for (size_t i = 0; i < mask.size(); i++) {
+        const int k = (int)(i / T % 4), t = (int)(i % T);
+        mask[i] = k == 0 ? 1 : k == 1 ? t < T - T / 3 : k == 2 ? t % 3 != 1 : 0;
+    }
+    const int32_t *kv = bidir ? mask.data() : nullptr;
+    // the slots under test: causal (kv nullptr) or bidirectional
+    auto fwd = [&](zt_backend *be, float *o, float *a) {
+        if (kv) be->i->attention_bidir_fwd(be, o, a, qkv.data(), kv, B, T, C, NH, NKV);
+        else be->i->attention_fwd(be, o, a, qkv.data(), B, T, C, NH, NKV);
+    };
     vec out_r(nout), att_r = nanv(natt), dqkv_r = nanv(nqkv), datt_r(natt);
-    g_cpu->i->attention_fwd(g_cpu, out_r.data(), att_r.data(), qkv.data(), B, T, C, NH, NKV);
-    g_cpu->i->attention_bwd(g_cpu, dqkv_r.data(), datt_r.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH, NKV);
+    fwd(g_cpu, out_r.data(), att_r.data());
+    if (kv) g_cpu->i->attention_bidir_bwd(g_cpu, dqkv_r.data(), datt_r.data(), dy.data(), qkv.data(), att_r.data(), kv,
+                                          B, T, C, NH, NKV);
+    else g_cpu->i->attention_bwd(g_cpu, dqkv_r.data(), datt_r.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH,
+                                 NKV);
     vec out[2], att[2], dqkv[2];
     for (int run = 0; run < 2; run++) {
         harness_config(run);
         out[run] = nanv(nout), att[run] = nanv(natt), dqkv[run] = nanv(nqkv);
         vec datt = nanv(natt);
-        zt_cu_attention_fwd(g_gemm, 0, out[run].data(), att[run].data(), qkv.data(), B, T, C, NH, NKV);
         // the backward takes the cpu's softmax, so it is checked on its own
-        zt_cu_attention_bwd(g_gemm, 0, dqkv[run].data(), datt.data(), dy.data(), qkv.data(), att_r.data(), B, T, C, NH,
-                            NKV);
+        if (kv) {
+            zt_cu_attention_bidir_fwd(g_gemm, 0, out[run].data(), att[run].data(), qkv.data(), kv, B, T, C, NH, NKV);
+            zt_cu_attention_bidir_bwd(g_gemm, 0, dqkv[run].data(), datt.data(), dy.data(), qkv.data(), att_r.data(), kv,
+                                      B, T, C, NH, NKV);
+        } else {
+            zt_cu_attention_fwd(g_gemm, 0, out[run].data(), att[run].data(), qkv.data(), B, T, C, NH, NKV);
+            zt_cu_attention_bwd(g_gemm, 0, dqkv[run].data(), datt.data(), dy.data(), qkv.data(), att_r.data(), B, T, C,
+                                NH, NKV);
+        }
     }
+    size_t zeros = 0; // the cpu's exact zeros (masked keys, above the diagonal, a sequence without valid keys) kept
+    for (size_t i = 0; i < natt; i++) zeros += att_r[i] == 0.0f && att[0][i] != 0.0f;
+    for (size_t i = 0; i < nout; i++) zeros += out_r[i] == 0.0f && out[0][i] != 0.0f;
+    const char *dir = bidir ? "_bidir" : "";
     char name[96];
-    snprintf(name, sizeof name, "attention_fwd[B%d,T%d,C%d,%s]", B, T, C, heads(NH, NKV).c_str());
-    check_outs(name, {{"out", &out[0], &out[1], &out_r}, {"att", &att[0], &att[1], &att_r}}, K_TOL_ATT);
-    snprintf(name, sizeof name, "attention_bwd[B%d,T%d,C%d,%s]", B, T, C, heads(NH, NKV).c_str());
+    snprintf(name, sizeof name, "attention%s_fwd[B%d,T%d,C%d,%s]", dir, B, T, C, heads(NH, NKV).c_str());
+    check_outs(name, {{"out", &out[0], &out[1], &out_r}, {"att", &att[0], &att[1], &att_r}}, K_TOL_ATT,
+               zeros ? std::to_string(zeros) + " of the cpu's exact zeros are not 0" : "");
+    snprintf(name, sizeof name, "attention%s_bwd[B%d,T%d,C%d,%s]", dir, B, T, C, heads(NH, NKV).c_str());
     check_outs(name, {{"dqkv", &dqkv[0], &dqkv[1], &dqkv_r}}, K_TOL_ATT_BWD);
 }
 
@@ -480,7 +511,9 @@ void bench(zt_cu_gemm *g) {
         vec x = randv((size_t)N * C), w = randv(C), b = randv(C), dy = randv((size_t)N * C);
         vec out((size_t)N * C), m(N), r(N), dx((size_t)N * C), dw(C), db(C);
         std::vector<unsigned char> sc(zt_cu_layernorm_bwd_scratch(N, C));
-        timeit("layernorm_fwd N256 C768", [&] { zt_cu_layernorm_fwd(0, out.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C); });
+        timeit("layernorm_fwd N256 C768", [&] {
+            zt_cu_layernorm_fwd(0, out.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C, ZT_LN_EPS);
+        });
         timeit("layernorm_bwd N256 C768", [&] {
             zt_cu_layernorm_bwd(0, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), m.data(), r.data(), N, C, sc.data());
         });
@@ -598,6 +631,18 @@ int main(int argc, char **argv) {
     test_gemv(768, 300, 1, 1);
     test_gemv(1, 5, 1, 1);
     test_gemv(64, 256, 0, 1);
+
+    // the encoders' (after the cases above, which draw the inputs they always drew): LayerNorm with BERT's epsilon,
+    // bidirectional attention with every kind of key mask (two of each with B 8)
+    test_layernorm(5, 37, 1e-12f);
+    test_layernorm(67, 130, 1e-12f);
+    test_residual_layernorm(67, 45, 1e-12f);
+    test_attention(4, 7, 15, 3, 3, true);   // hs 5
+    test_attention(4, 37, 96, 2, 2, true);  // hs 48, T past a warp
+    test_attention(4, 7, 20, 4, 2, true);   // grouped-query
+    test_attention(4, 70, 128, 8, 1, true); // multi-query, T past two warps
+    test_attention(4, 1, 12, 6, 2, true);   // T 1
+    test_attention(8, 33, 130, 2, 1, true); // hs 65
 
     if (do_bench) bench(g);
     zt_cu_gemm_free(g);

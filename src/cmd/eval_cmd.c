@@ -41,8 +41,9 @@ int zt_cmd_eval(int argc, char **argv, zt_dist *d) {
     zt_loaded_model_open(&lm, path, &o);
     const zt_config *c = lm.c;
     zt_dataset val;
-    int bad = zt_dataset_open(&val, c->data.val, c->train.seq_len, (uint32_t)lm.s.vocab_size, (uint64_t)c->train.seed, 0,
-                              0, err, sizeof err);
+    int bad = (lm.s.encoder ? zt_dataset_open_mlm : zt_dataset_open)(&val, c->data.val, c->train.seq_len,
+                                                                      (uint32_t)lm.s.vocab_size,
+                                                                      (uint64_t)c->train.seed, 0, 0, err, sizeof err);
     zt_check_all(bad, err, sizeof err);
     const int asked = zt_eval_sequences(c), n = zt_eval_count(c, &val);
     if (n < asked)
@@ -59,10 +60,13 @@ int zt_cmd_eval(int argc, char **argv, zt_dist *d) {
                qr.bytes_quant / 1048576.0, qr.rms_rel, qr.n_other, q_bytes / 1048576.0, fp32_bytes / 1048576.0,
                q_bytes / (double)(qr.n_quant + qr.n_other));
     }
-    double loss = 0;
-    zt_eval_loss(&lm.m, &val, c, d, NULL, &loss);
+    double loss = 0, acc = 0;
+    zt_eval_loss(&lm.m, &val, c, d, NULL, &loss, &acc);
     zt_check_all(val.bad, val.err, sizeof val.err);
-    zt_log("val loss %.9g (%d sequences, step %ld)\n", loss, n, lm.step);
+    if (lm.s.encoder) /* masked LM: the fixed masked set's loss and accuracy (core/model/eval.h) */
+        zt_log("val loss %.9g, val MLM accuracy %.6f (%d sequences, step %ld)\n", loss, acc, n, lm.step);
+    else
+        zt_log("val loss %.9g (%d sequences, step %ld)\n", loss, n, lm.step);
     zt_dataset_close(&val);
     zt_loaded_model_close(&lm);
     return 0;

@@ -1,14 +1,15 @@
-/* export.c — `ztrain export` (checkpoint -> Hugging Face safetensors + config.json), for GPT2LMHeadModel and,
- * through cmd/hf_llama.c, LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM; `ztrain import` is
- * import.c.
+/* export.c — `ztrain export` (checkpoint -> Hugging Face safetensors + config.json), for GPT2LMHeadModel,
+ * through cmd/hf_llama.c LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM, and through cmd/hf_bert.c
+ * BertForMaskedLM and RobertaForMaskedLM; `ztrain import` is import.c.
  *
- * Which one: export follows the checkpoint's model.family (gpt2, or llama / mistral / qwen2); a description
- * the Hugging Face class cannot hold (model.* keys overriding the family's choices) is refused naming the
- * key. Import reads config.json beside the tensors: model_type (else architectures) llama, mistral or qwen2
- * is the Llama family, whose config.json is required and decides the model (every field hf_llama.c does not
- * implement is refused by name; the tensors must then have exactly the shapes it gives); anything else is
- * GPT-2, whose shape comes from the tensors (config.json optional, checked against them). Either way
- * model.* of -c CFG is replaced, and --set may not change the model (model.padded_vocab aside).
+ * Which one: export follows the checkpoint's model.family (gpt2, llama / mistral / qwen2, bert / roberta); a
+ * description the Hugging Face class cannot hold (model.* keys overriding the family's choices) is refused naming
+ * the key. Import reads config.json beside the tensors: model_type (else architectures) llama, mistral or qwen2
+ * is the Llama family, bert or roberta an encoder, whose config.json is required and decides the model (every
+ * field hf_llama.c / hf_bert.c does not implement is refused by name; the tensors must then have exactly the
+ * shapes it gives); anything else is GPT-2, whose shape comes from the tensors (config.json optional, checked
+ * against them). Either way model.* of -c CFG is replaced, and --set may not change the model (model.padded_vocab
+ * aside).
  *
  * Layout on disk, as save_pretrained writes it: model.safetensors, or, when the tensors hold more than
  * --max-shard-size bytes (default 5GB = 5e9, transformers' default), model-0000k-of-0000n.safetensors +
@@ -23,6 +24,8 @@
  *
  * Llama-family names and layouts: hf_llama.c (q|k|v and gate|up are fused and transposed in ztrain; the
  * embedding and an untied LM head are exported with their V rows). Export -> import is bit-exact here too.
+ * Encoder names and layouts: hf_bert.c (q|k|v fused and every linear transposed in ztrain; the word embeddings and
+ * the decoder bias exported with their V rows; the tied decoder weight left out, as save_pretrained leaves it).
  *
  * Precision: --dtype fp32 (the default) writes the checkpoint's floats as they are; bf16 / fp16 round
  * each to nearest even (op_math.h, as the GPU's __float2bfloat16_rn / __float2half_rn do) and
@@ -47,6 +50,7 @@
 #include <unistd.h>
 
 #include "cmd/cli.h"
+#include "cmd/hf_bert.h"
 #include "cmd/hf_llama.h"
 #include "core/dist/backend_factory.h"
 #include "core/model/model_load.h"
@@ -164,22 +168,28 @@ static int plan_gpt2(export_plan *p, const zt_loaded_model *lm, const char *torc
     return 0;
 }
 
-static int plan_llama(export_plan *p, const zt_loaded_model *lm, const char *torch, char *err, size_t errlen) {
+/* the Llama family or an encoder: config.json and the tensors as hf_llama.c / hf_bert.c map them */
+static int plan_hf(export_plan *p, const zt_loaded_model *lm, const char *torch, char *err, size_t errlen) {
     const zt_param_table *pt = &lm->m.table;
+    const char *family = lm->c->model.family;
+    const int enc = zt_hf_is_encoder(family);
     FILE *f = open_memstream(&p->config, &p->config_len);
-    int bad = zt_hf_llama_config_out(f, lm->c, &lm->s, torch, err, errlen);
+    int bad = enc ? zt_hf_bert_config_out(f, lm->c, &lm->s, torch, err, errlen)
+                  : zt_hf_llama_config_out(f, lm->c, &lm->s, torch, err, errlen);
     fclose(f);
     p->map = zt_calloc((size_t)ZT_HF_MAX_PARTS * pt->n, sizeof *p->map);
-    if (!bad) bad = (p->n = zt_hf_llama_map(pt, &lm->s, p->map, err, errlen)) < 0;
+    if (!bad)
+        bad = (p->n = enc ? zt_hf_bert_map(pt, &lm->s, family, p->map, err, errlen)
+                          : zt_hf_llama_map(pt, &lm->s, p->map, err, errlen)) < 0;
     if (bad) return 1;
-    p->arch = zt_hf_llama_arch(lm->c->model.family);
+    p->arch = zt_hf_arch(family);
     p->e = zt_calloc((size_t)p->n, sizeof *p->e);
     for (int i = 0; i < p->n; i++)
         p->e[i] = (zt_st_entry){p->map[i].name, p->map[i].ndim, {p->map[i].shape[0], p->map[i].shape[1]}};
     return 0;
 }
 
-/* the host buffers: the largest ztrain tensor, and (Llama) the largest transposed Hugging Face one */
+/* the host buffers: the largest ztrain tensor, and (a map) the largest transposed Hugging Face one */
 static void plan_buffers(export_plan *p, const zt_loaded_model *lm) {
     size_t maxn = 1, maxt = 1;
     for (int i = 0; i < lm->m.table.n; i++)
@@ -300,14 +310,14 @@ static const struct export_dtype *parse_dtype(const char *dtype) {
     zt_user_error_all("export: --dtype %s: expected %s", dtype, names);
 }
 
-/* the full model (GPT-2 or the Llama family) on rank 0: 0 or 1 with one line */
+/* the full model (GPT-2, the Llama family or an encoder) on rank 0: 0 or 1 with one line */
 static int export_model(const zt_loaded_model *lm, const char *path, const char *out, const struct export_dtype *dt,
                         uint64_t max_shard, zt_dist *d, char *err, size_t errlen) {
     if (d->rank != 0) return 0;
     export_plan p = {0};
     const zt_model_shape *s = &lm->s;
     int bad = strcmp(lm->c->model.family, "gpt2") == 0 ? plan_gpt2(&p, lm, dt->torch, err, errlen)
-                                                       : plan_llama(&p, lm, dt->torch, err, errlen);
+                                                       : plan_hf(&p, lm, dt->torch, err, errlen);
     int n_files = 0;
     if (!bad) {
         plan_buffers(&p, lm);
@@ -316,10 +326,12 @@ static int export_model(const zt_loaded_model *lm, const char *path, const char 
     char files[64];
     if (n_files > 1) snprintf(files, sizeof files, " (%d shards + model.safetensors.index.json)", n_files);
     else snprintf(files, sizeof files, "/model.safetensors");
+    size_t numel = 0; /* what is written: without the vocabulary's padding */
+    for (int i = 0; !bad && i < p.n; i++)
+        numel += (size_t)p.e[i].shape[0] * (size_t)(p.e[i].ndim == 2 ? p.e[i].shape[1] : 1);
     if (!bad)
         zt_log("exported %s (step %ld): %s, %d tensors, %zu params (vocab %d x %d) as %s -> %s%s + config.json\n",
-               path, lm->step, p.arch, p.n, lm->m.table.total - (size_t)(s->padded_vocab - s->vocab_size) * s->n_embd *
-               (lm->m.table.lm_head >= 0 ? 2 : 1), s->vocab_size, s->n_embd, zt_st_dtype_name(dt->st), out, files);
+               path, lm->step, p.arch, p.n, numel, s->vocab_size, s->n_embd, zt_st_dtype_name(dt->st), out, files);
     plan_free(&p);
     return bad;
 }
@@ -334,7 +346,7 @@ int zt_cmd_export(int argc, char **argv, zt_dist *d) {
     if (!path || !out) zt_user_error_all("export: needs --checkpoint PATH and --out DIR");
     if (strcmp(format, "safetensors") != 0)
         zt_user_error_all("export: --format %s: the only format is safetensors (Hugging Face GPT-2, Llama, Mistral, "
-                          "Qwen2)", format);
+                          "Qwen2, BERT, RoBERTa)", format);
     const struct export_dtype *dt = parse_dtype(dtype);
     const uint64_t max_shard = shard ? zt_st_parse_size(shard) : DEFAULT_MAX_SHARD;
     if (!max_shard)

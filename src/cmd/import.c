@@ -1,9 +1,11 @@
-/* import.c — `ztrain import` (Hugging Face safetensors -> a ztrain checkpoint at step 0) for GPT2LMHeadModel and,
- * through cmd/hf_llama.c, LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM; `ztrain export` is export.c.
+/* import.c — `ztrain import` (Hugging Face safetensors -> a ztrain checkpoint at step 0) for GPT2LMHeadModel,
+ * through cmd/hf_llama.c LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM, and through cmd/hf_bert.c
+ * BertForMaskedLM and RobertaForMaskedLM; `ztrain export` is export.c.
  *
  * Import reads config.json beside the tensors: model_type (else architectures) llama, mistral or qwen2 is the
- * Llama family, whose config.json is required and decides the model (every field hf_llama.c does not implement
- * is refused by name; the tensors must then have exactly the shapes it gives); anything else is GPT-2, whose
+ * Llama family, bert or roberta an encoder; either's config.json is required and decides the model (every field
+ * hf_llama.c / hf_bert.c does not implement is refused by name; the tensors must then have exactly the shapes it
+ * gives); anything else is GPT-2, whose
  * shape comes from the tensors (config.json optional, checked against them). Either way model.* of -c CFG is
  * replaced, and --set may not change the model (model.padded_vocab aside). Reads model.safetensors, or shards
  * with model.safetensors.index.json.
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include "cmd/cli.h"
+#include "cmd/hf_bert.h"
 #include "cmd/hf_llama.h"
 #include "core/dist/backend_factory.h"
 #include "core/model/model_load.h"
@@ -171,9 +174,12 @@ static int infer_shape(source *src, const zt_json *cj, shape_in *sh, char *err, 
     memset(sh, 0, sizeof *sh);
     zt_st_file *f;
     const zt_st_tensor *wte = lookup(src, "wte.weight", &f), *wpe = lookup(src, "wpe.weight", &f);
-    if (!wte && lookup(src, "model.embed_tokens.weight", &f))
-        return zt_errf(err, errlen, "import: %s: a Llama-family model (model.embed_tokens.weight) needs its "
-                       "config.json beside the tensors", src->what);
+    static const char *const needs_config[] = {"model.embed_tokens.weight", "bert.embeddings.word_embeddings.weight",
+                                               "roberta.embeddings.word_embeddings.weight"};
+    for (size_t i = 0; !wte && i < sizeof needs_config / sizeof *needs_config; i++)
+        if (lookup(src, needs_config[i], &f))
+            return zt_errf(err, errlen, "import: %s: a %s model (%s) needs its config.json beside the tensors",
+                           src->what, i ? "BERT-family" : "Llama-family", needs_config[i]);
     if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2)
         return snprintf(err, errlen, "import: %s: no 2-D wte.weight / wpe.weight: not a GPT-2 model", src->what), 1;
     sh->V = (int)wte->shape[0];
@@ -190,8 +196,8 @@ static int infer_shape(source *src, const zt_json *cj, shape_in *sh, char *err, 
     const zt_json *v;
     int x;
     if ((v = zt_json_get(cj, "model_type")) && v->type == ZT_JSON_STR && strcmp(v->str, "gpt2") != 0)
-        rc = snprintf(err, errlen, "import: %s: model_type \"%s\": ztrain imports gpt2, llama, mistral and qwen2 "
-                      "models", cjp, v->str);
+        rc = snprintf(err, errlen, "import: %s: model_type \"%s\": ztrain imports gpt2, llama, mistral, qwen2, bert "
+                      "and roberta models", cjp, v->str);
     else if (!json_int(cj, "n_head", &sh->H) || sh->H < 1)
         sh->H = 0;
     static const struct { const char *key; size_t off; } same[] = {
@@ -279,26 +285,37 @@ static int fill_params(source *src, zt_model *m, zt_backend *be, char *err, size
     return rc != 0;
 }
 
-/* Llama family: every table tensor from its Hugging Face parts (zero padding rows), then the files' other tensors */
-static int fill_llama(source *src, zt_model *m, zt_backend *be, const char *family, char *err, size_t errlen) {
+/* the Llama family or an encoder: every table tensor from its Hugging Face parts (zero padding rows), then the
+   files' other tensors (a tied head or decoder must equal what ztrain keeps: wte's V rows, the head's V biases) */
+static int fill_hf(source *src, zt_model *m, zt_backend *be, const char *family, int *ignored, char *err,
+                   size_t errlen) {
     const zt_param_table *pt = &m->table;
+    const int enc = zt_hf_is_encoder(family);
     zt_hf_map *map = zt_calloc((size_t)ZT_HF_MAX_PARTS * pt->n, sizeof *map);
-    const int nmap = zt_hf_llama_map(pt, &m->s, map, err, errlen);
+    const int nmap = enc ? zt_hf_bert_map(pt, &m->s, family, map, err, errlen)
+                         : zt_hf_llama_map(pt, &m->s, map, err, errlen);
     size_t maxn = 1;
     for (int i = 0; i < pt->n; i++) if (pt->t[i].numel > maxn) maxn = pt->t[i].numel;
-    float *dst = zt_malloc(maxn * sizeof(float)), *tmp = zt_malloc(maxn * sizeof(float)), *wte = NULL;
+    float *dst = zt_malloc(maxn * sizeof(float)), *tmp = zt_malloc(maxn * sizeof(float)), *kept[2] = {NULL, NULL};
+    const int keep[2] = {m->s.tied ? ZT_P_WTE : -1, pt->head_bias};
     int rc = nmap < 0;
     for (int i = 0; i < pt->n && !rc; i++) {
-        if ((rc = zt_hf_llama_gather(src->f, src->n, map, nmap, pt, i, dst, tmp, err, errlen))) break;
+        if ((rc = zt_hf_gather(src->f, src->n, map, nmap, pt, i, dst, tmp, err, errlen))) break;
         be->i->to_device(be, m->params + pt->t[i].offset, dst, pt->t[i].numel * sizeof(float));
         be->i->sync(be);
-        if (i == ZT_P_WTE && m->s.tied) { /* a tied model's lm_head.weight, if the files have one, must equal it */
-            wte = zt_malloc(pt->t[i].numel * sizeof(float));
-            memcpy(wte, dst, pt->t[i].numel * sizeof(float));
-        }
+        for (int k = 0; k < 2; k++)
+            if (i == keep[k]) {
+                kept[k] = zt_malloc(pt->t[i].numel * sizeof(float));
+                memcpy(kept[k], dst, pt->t[i].numel * sizeof(float));
+            }
     }
-    if (!rc) rc = zt_hf_llama_check_rest(src->f, src->n, map, nmap, &m->s, wte, zt_hf_llama_arch(family), err, errlen);
-    free(wte);
+    *ignored = 0;
+    if (!rc && enc)
+        rc = zt_hf_bert_check_rest(src->f, src->n, map, nmap, &m->s, family, kept[0], kept[1], ignored, err, errlen);
+    else if (!rc)
+        rc = zt_hf_llama_check_rest(src->f, src->n, map, nmap, &m->s, kept[0], zt_hf_arch(family), err, errlen);
+    free(kept[0]);
+    free(kept[1]);
     free(tmp);
     free(dst);
     free(map);
@@ -345,7 +362,8 @@ static int read_config_json(const source *src, zt_json *cj, char *err, size_t er
 }
 
 /* the checkpoint's config: CFG (or the defaults), model.* from the files, then --set, which may not change the model
-   the files give (only its padding, model.padded_vocab, and GPT-2's n_head when nothing else names it) */
+   the files give (only its padding, model.padded_vocab, GPT-2's n_head when nothing else names it, and an encoder's
+   model.sep_id, a property of its tokenizer's data rather than of its weights) */
 static zt_config *import_config(const zt_cli *cli, const char *in, source *src, const zt_json *cj, const char *family) {
     char err[ZT_ERR_BUF] = "";
     zt_config *c = zt_calloc(1, sizeof *c), *probe = zt_malloc(sizeof *probe);
@@ -354,7 +372,12 @@ static zt_config *import_config(const zt_cli *cli, const char *in, source *src, 
     if (cli->config_path) bad = zt_config_load(c, cli->config_path, 0, NULL, err, sizeof err);
     else zt_config_defaults(c);
     if (bad) zt_user_error_all("%s", err);
-    if (family) bad = zt_hf_llama_config_in(cj, src->config_json, family, c, err, sizeof err);
+    const int enc = family && zt_hf_is_encoder(family);
+    static const char *const not_enc[] = {"model.type_vocab_size=-1", "model.pad_id=-1", "model.sep_id=-1",
+                                          "model.position_offset=-1"};
+    for (size_t i = 0; !enc && i < sizeof not_enc / sizeof *not_enc; i++) zt_config_set(c, not_enc[i], err, sizeof err);
+    if (enc) bad = zt_hf_bert_config_in(cj, src->config_json, family, c, err, sizeof err);
+    else if (family) bad = zt_hf_llama_config_in(cj, src->config_json, family, c, err, sizeof err);
     else bad = infer_shape(src, cj->type == ZT_JSON_OBJ ? cj : NULL, &sh, err, sizeof err) ||
                gpt2_config(c, cli, &sh, in, err, sizeof err);
     zt_check_all(bad, err, sizeof err);
@@ -368,13 +391,18 @@ static zt_config *import_config(const zt_cli *cli, const char *in, source *src, 
         zt_user_error_all("import: %s: a model ztrain cannot build: %s", family ? src->config_json : in, err);
     for (int i = 0; i < cli->n_sets && !bad; i++) bad = zt_config_set(c, cli->sets[i], err, sizeof err);
     if (!bad) bad = zt_config_validate(c, 1, err, sizeof err);
+    if (bad && enc && strncmp(err, "mlm.mask_id", 11) == 0)
+        zt_user_error_all("import: %s; give it with --set mlm.mask_id=ID (the tokenizer's [MASK] / <mask> id) or "
+                          "-c CFG", err);
     if (bad) zt_user_error_all("%s", err);
     zt_config_shape(c, &s1, err, sizeof err);
     s0.padded_vocab = s1.padded_vocab;
+    if (enc) s0.sep_id = s1.sep_id;
     if (!heads_known) s0.n_head = s1.n_head, s0.n_kv_head = s1.n_kv_head;
     if (memcmp(&s0, &s1, sizeof s0) != 0)
         zt_user_error_all("import: --set changes the model the files give (%s: n_layer %d, n_head %d, n_kv_head %d, "
-                          "n_embd %d, vocab_size %d, block_size %d%s): only model.padded_vocab may be set",
+                          "n_embd %d, vocab_size %d, block_size %d%s): only model.padded_vocab (and an encoder's "
+                          "model.sep_id) may be set",
                           c->model.family, s0.n_layer, s0.n_head, s0.n_kv_head, s0.n_embd, s0.vocab_size, s0.block_size,
                           heads_known ? "" : "; n_head from you");
     free(probe);
@@ -437,7 +465,7 @@ int zt_cmd_import(int argc, char **argv, zt_dist *d) {
     zt_json cj;
     int bad = open_source(src, in, err, sizeof err);
     if (!bad) bad = read_config_json(src, &cj, err, sizeof err);
-    if (!bad && cj.type == ZT_JSON_OBJ) bad = zt_hf_llama_family(&cj, src->config_json, &family, err, sizeof err) < 0;
+    if (!bad && cj.type == ZT_JSON_OBJ) bad = zt_hf_family(&cj, src->config_json, &family, err, sizeof err) < 0;
     zt_check_all(bad, err, sizeof err);
     zt_config *c = import_config(&cli, in, src, &cj, family);
     zt_json_free(&cj);
@@ -453,13 +481,22 @@ int zt_cmd_import(int argc, char **argv, zt_dist *d) {
     if (!be) zt_user_error_all("%s", err);
     zt_model m;
     zt_model_init(&m, be, &s, 1, 1, sl.padded, 0, NULL);
-    bad = family ? fill_llama(src, &m, be, family, err, sizeof err) : fill_params(src, &m, be, err, sizeof err);
+    int ignored = 0;
+    bad = family ? fill_hf(src, &m, be, family, &ignored, err, sizeof err) : fill_params(src, &m, be, err, sizeof err);
     zt_check_all(bad, err, sizeof err);
     write_import(c, &m, be, &sl, d, out);
-    if (family)
+    char left[96] = "";
+    if (ignored) snprintf(left, sizeof left, "; %d pooler / next-sentence tensors left out (the MLM model has neither)",
+                          ignored);
+    if (zt_hf_is_encoder(family ? family : ""))
+        zt_log("imported %s: %s n_layer %d, n_head %d, n_embd %d, intermediate %d, vocab %d (padded %d), block %d "
+               "(position offset %d), token types %d, pad_id %d, sep_id %d, %zu params -> %s (step 0, zero optimizer "
+               "state)%s\n", in, zt_hf_arch(family), s.n_layer, s.n_head, s.n_embd, s.ffn, s.vocab_size,
+               s.padded_vocab, s.block_size, s.pos_offset, s.type_vocab, s.pad_id, s.sep_id, m.table.total, out, left);
+    else if (family)
         zt_log("imported %s: %s n_layer %d, n_head %d, n_kv_head %d, n_embd %d, intermediate %d, vocab %d (padded %d), "
                "block %d, %s LM head%s, %zu params -> %s (step 0, zero optimizer state)\n", in,
-               zt_hf_llama_arch(family), s.n_layer, s.n_head, s.n_kv_head, s.n_embd, s.ffn, s.vocab_size,
+               zt_hf_arch(family), s.n_layer, s.n_head, s.n_kv_head, s.n_embd, s.ffn, s.vocab_size,
                s.padded_vocab, s.block_size, s.tied ? "tied" : "separate",
                s.rope_factor > 0 ? ", llama3 rope scaling" : "", m.table.total, out);
     else

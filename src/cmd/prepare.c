@@ -37,6 +37,8 @@ static void usage(FILE *f) {
           "       ztrain prepare --tokenizer PATH --encode FILE --ids-out OUT.bin\n"
           "       ztrain prepare --tokenizer PATH --decode SHARD --text-out OUT\n"
           "       ztrain prepare --pretokenize FILE --text-out OUT   (one pre-token per line, in hex)\n"
+          "       ztrain prepare --mlm --seq-len T --input FILE ... --tokenizer PATH --out-dir DIR [--val-fraction F]\n"
+          "                      masked-LM (BERT, RoBERTa) sequences [CLS] ... [SEP] of T tokens (below)\n"
           "       ztrain prepare --sft --input EXAMPLES.jsonl --tokenizer PATH --seq-len T --out-dir DIR ...\n"
           "                      fine-tuning examples with loss masks (ztrain prepare --sft --help)\n"
           "  --input FILE         a document source (repeatable): text (.txt, any other name; one document)\n"
@@ -53,6 +55,10 @@ static void usage(FILE *f) {
           "                       tokenizers; a tokenizer.json with a BOS template starts every document with\n"
           "                       BOS, Qwen2's ends every document with <|endoftext|>); --eot-between-files is\n"
           "                       the same (a text file's part is one document)\n"
+          "  --mlm --seq-len T    masked-LM pretraining data: the documents packed into sequences of exactly T tokens\n"
+          "                       [CLS] ... [SEP] (RoBERTa: <s> ... </s>), [SEP] between documents, the last one\n"
+          "                       padded (loss mask 0); needs a tokenizer with cls, sep and pad (a BERT or RoBERTa\n"
+          "                       tokenizer.json); prints the ids a train config names\n"
           "  --threads N          encoding threads per rank (default: the cores, shared among a node's ranks);\n"
           "                       the outputs are the same bytes for any thread and rank count\n"
           "  --chunk-kb N         work unit size (default 1024; the outputs do not depend on it)\n"
@@ -72,11 +78,11 @@ static int parse_long(const char *opt, const char *v, long long lo, long long hi
     return 0;
 }
 
-/* the options that take a value; the flags are --eot-between-docs and --eot-between-files */
+/* the options that take a value; the flags are --eot-between-docs, --eot-between-files and --mlm */
 static const char *const WITH_VALUE[] = {"--input", "--vocab-size", "--tokenizer", "--merges", "--out-dir",
                                          "--val-fraction", "--max-tokens", "--encode", "--ids-out", "--decode",
                                          "--text-out", "--read-kb", "--train-mem-mb", "--pretokenize", "--field",
-                                         "--threads", "--chunk-kb"};
+                                         "--threads", "--chunk-kb", "--seq-len"};
 
 static int set_value(opts *o, const char *name, const char *v) {
     long long x;
@@ -120,6 +126,9 @@ static int set_value(opts *o, const char *name, const char *v) {
     } else if (strcmp(name, "--threads") == 0) {
         if (parse_long(name, v, 1, 1024, &x)) return ZT_EXIT_USER;
         o->threads = (int)x;
+    } else if (strcmp(name, "--seq-len") == 0) {
+        if (parse_long(name, v, 1, 1 << 20, &x)) return ZT_EXIT_USER;
+        o->seq_len = (long)x;
     } else if (strcmp(name, "--chunk-kb") == 0) {
         if (parse_long(name, v, 1, 1 << 14, &x)) return ZT_EXIT_USER;
         o->chunk_kb = (long)x;
@@ -149,6 +158,11 @@ static int parse_opts(int argc, char **argv, opts *o) {
         if (strcmp(name, "--eot-between-files") == 0 || strcmp(name, "--eot-between-docs") == 0) {
             if (eq) return fail("%s takes no value", name);
             o->eot_between = 1;
+            continue;
+        }
+        if (strcmp(name, "--mlm") == 0) {
+            if (eq) return fail("%s takes no value", name);
+            o->mlm = 1;
             continue;
         }
         int known = 0;
@@ -424,6 +438,7 @@ static int run_corpus(const opts *o, const prep_dist *d) {
     if (!o->out_dir) return fail("prepare: no --out-dir DIR given");
     if (!o->vocab_size == !o->tokenizer)
         return fail("prepare: give exactly one of --vocab-size N (train a tokenizer) or --tokenizer PATH");
+    if (prep_mlm_opts(o)) return ZT_EXIT_USER;
     const int r0 = d->rank == 0;
     prep_input *in = zt_calloc((size_t)o->n_inputs, sizeof *in);
     int rc = 0;
@@ -454,6 +469,7 @@ static int run_corpus(const opts *o, const prep_dist *d) {
     char path[4096], tmp[4200], local[512] = "", err[ERR_LEN];
     if (!rc && r0 && o->eot_between && zt_tokenizer_eot(t) == ZT_TOK_NO_EOT)
         rc = fail("%s: the tokenizer has no %s token (needed by --eot-between-docs)", o->tokenizer, ZT_TOK_EOT_TEXT);
+    if (!rc && r0 && o->mlm) rc = prep_mlm_check(o, t);
     rc = agree(d, rc);
     int tok_saved = 0;
     snprintf(path, sizeof path, "%s/%s", o->out_dir, TOK_FILE);
@@ -474,19 +490,31 @@ static int run_corpus(const opts *o, const prep_dist *d) {
     }
     const char *tok_path = o->tokenizer ? o->tokenizer : r0 ? tmp : local;
     zt_shard_writer w[2];
+    prep_packer pack[2];
+    memset(pack, 0, sizeof pack); /* initialised on rank 0 only; the other ranks only pass them on */
     const char *names[3] = {"train.bin", "val.bin", TOK_FILE};
     int opened = 0;
     for (int k = 0; k < 2 && !rc && r0; k++) {
         char sp[4200];
         snprintf(sp, sizeof sp, "%s/%s.tmp", o->out_dir, names[k]);
-        if (zt_shard_writer_open(&w[k], sp, zt_tokenizer_vocab_size(t), zt_tokenizer_eot(t), err, sizeof err))
+        /* --mlm: examples of T tokens with a loss mask (0 on the padding) */
+        if (zt_shard_writer_open2(&w[k], sp, zt_tokenizer_vocab_size(t), zt_tokenizer_eot(t), o->mlm,
+                                  o->mlm ? (uint32_t)o->seq_len : 0, err, sizeof err))
             rc = fail("%s", err);
         else opened = k + 1;
+        if (opened == k + 1 && o->mlm) prep_pack_init(&pack[k], &w[k], (uint32_t)o->seq_len, zt_tokenizer_config(t));
     }
     rc = agree(d, rc);
     prep_result res;
     memset(&res, 0, sizeof res);
-    if (!rc) rc = prep_encode(o, d, in, o->n_inputs, t, tok_path, o->tokenizer ? o->merges : NULL, w, &res);
+    if (!rc)
+        rc = prep_encode(o, d, in, o->n_inputs, t, tok_path, o->tokenizer ? o->merges : NULL, w, o->mlm ? pack : NULL,
+                         &res);
+    for (int k = 0; k < opened && o->mlm; k++) {
+        if (!rc && prep_pack_finish(&pack[k], err, sizeof err)) rc = fail("%s", err);
+        res.written[k] = pack[k].sequences * (uint64_t)o->seq_len;
+        prep_pack_free(&pack[k]);
+    }
     if (r0) {
         for (int k = 0; k < opened; k++)
             if (zt_shard_writer_close(&w[k], err, sizeof err) && !rc) rc = fail("%s", err);
@@ -499,6 +527,7 @@ static int run_corpus(const opts *o, const prep_dist *d) {
             rc = prc;
         }
         if (!rc) summary(o, t, &res, train_mb, train_s);
+        if (!rc && o->mlm) prep_mlm_summary(o, t, pack);
         if (rc && made_out) rmdir(o->out_dir); /* a failed prepare leaves no new (empty) directory */
     }
     rc = agree(d, rc);

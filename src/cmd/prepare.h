@@ -3,7 +3,7 @@
  *
  *   ztrain prepare --input FILE [--input FILE ...] (--vocab-size N | --tokenizer PATH) --out-dir DIR
  *                  [--field NAME] [--val-fraction F] [--max-tokens N] [--eot-between-docs] [--merges PATH]
- *                  [--threads N] [--chunk-kb N] [--train-mem-mb N]
+ *                  [--threads N] [--chunk-kb N] [--train-mem-mb N] [--mlm --seq-len T]
  *   mpirun -np R ztrain prepare ...            the R ranks share the encoding
  * writes DIR/tokenizer.zttok (ztrain format, also when the tokenizer was loaded), DIR/train.bin and
  * DIR/val.bin (shards, data_shard.h).
@@ -20,6 +20,17 @@
  * Framing: a tokenizer's template ids (BOS) come with each document, its document end (Qwen2's
  * <|endoftext|>) after each; --eot-between-docs (the same as --eot-between-files) writes <|endoftext|>
  * between consecutive documents of a split (GPT-2 style tokenizers).
+ *
+ * Masked LM (--mlm --seq-len T, T >= 3; BERT / RoBERTa pretraining; prepare_mlm.c): the tokenizer must have
+ * cls, sep and pad tokens (tokenizer.h "specials": a BERT or RoBERTa tokenizer.json; --tokenizer only, no
+ * --eot-between-docs). Each split's documents (their ids without template ids or document ends) are joined with
+ * sep between consecutive documents and cut into chunks of T - 2 tokens (a sep that would start a chunk is left
+ * out); each chunk is written as cls chunk sep, the last one padded with pad up to T. train.bin and val.bin are
+ * shards of examples of T tokens with a loss mask (data_shard.h; 1 on every token but the padding), read by
+ * io/data.h's zt_dataset_open_mlm with train.seq_len = T; --max-tokens counts the documents' ids. The summary
+ * prints the ids for the train config (model.pad_id, model.sep_id, mlm.cls_id, mlm.mask_id); the tokenizer.zttok
+ * written carries them too. The sequences are the same for any thread and rank count (the packer runs once, on
+ * rank 0, over the documents in order).
  *
  * Parallel (prepare_pipe.c has the rules and the argument): --threads N encoding threads per rank
  * (default: the cores, shared among a node's ranks); under mpirun / srun every rank reads the inputs and

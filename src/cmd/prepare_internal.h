@@ -2,6 +2,7 @@
  *   prepare.c        options, modes, the corpus mode's driver (inputs, tokenizer, outputs)
  *   prepare_tools.c  the tool modes (--encode, --decode, --pretokenize) and the byte-range reader
  *   prepare_pipe.c   the corpus encoder: work units, threads, ranks, the ordered writer
+ *   prepare_mlm.c    --mlm: its checks and the packer of sequences [CLS] ... [SEP] (fed by the writer)
  * A mode is a function of prep_opts (and the ranks, prep_dist); adding one (an --sft mode, say): its
  * options in prepare.c's option table and fields here, an entry in prepare.c's MODES, its code in a file
  * of its own.
@@ -29,6 +30,8 @@ typedef struct prep_opts {
     double val_fraction;
     long long max_tokens;         /* 0 = no cap */
     int eot_between;              /* --eot-between-docs (--eot-between-files) */
+    int mlm;                      /* --mlm: sequences of seq_len tokens for a masked LM (prepare_mlm.c) */
+    long seq_len;                 /* --seq-len; 0 = not given */
     const char *encode, *ids_out, *decode, *text_out, *pretokenize;
     long read_kb, train_mem_mb, chunk_kb;
     int threads;                  /* 0 = the default */
@@ -63,6 +66,28 @@ int prep_cmd_encode(const prep_opts *o);
 int prep_cmd_decode(const prep_opts *o);
 int prep_cmd_pretokenize(const prep_opts *o);
 
+/* ---- prepare_mlm.c ---- */
+/* --mlm's packer for one split (the rule in prepare_mlm.c): ids in, sequences of T tokens out to w */
+typedef struct prep_packer {
+    zt_shard_writer *w;
+    uint32_t T, sep, pad;
+    uint32_t *seq;                /* (T) the sequence being filled; seq[0] is cls */
+    uint8_t *mask;                /* (T) its loss mask as written */
+    uint32_t n;                   /* tokens in seq */
+    int boundary;                 /* a document starts at the next id */
+    uint64_t sequences, padding;  /* written */
+} prep_packer;
+/* the options (--mlm, --seq-len) and then the tokenizer (rank 0): 0, or the exit code after one line */
+int prep_mlm_opts(const prep_opts *o);
+int prep_mlm_check(const prep_opts *o, const zt_tokenizer *t);
+void prep_pack_init(prep_packer *pk, zt_shard_writer *w, uint32_t T, const zt_tok_config *c);
+void prep_pack_free(prep_packer *pk);
+void prep_pack_doc(prep_packer *pk);   /* a document starts */
+int prep_pack_ids(prep_packer *pk, const uint32_t *ids, size_t n, char *err, size_t errlen);
+int prep_pack_finish(prep_packer *pk, char *err, size_t errlen);  /* the last sequence, padded */
+/* the summary's --mlm lines: the sequences and the ids a train config names */
+void prep_mlm_summary(const prep_opts *o, const zt_tokenizer *t, const prep_packer *pk);
+
 /* ---- prepare_pipe.c ---- */
 /* an input file as the encoder reads it */
 typedef struct prep_input {
@@ -92,9 +117,10 @@ typedef struct prep_result {
 } prep_result;
 
 /* encodes the inputs' documents with tokenizer copies loaded from tok_path (one per thread, all
-   ranks) and, on rank 0, appends them to w[0] (train) and w[1] (val) framed as prepare.h says; t
-   gives the configuration. Every rank returns the same code; rank 0 prints the error. */
+   ranks) and, on rank 0, appends them to w[0] (train) and w[1] (val) framed as prepare.h says, or with pack
+   (--mlm; else NULL) through pack[0] and pack[1]; t gives the configuration. Every rank returns the same code;
+   rank 0 prints the error. */
 int prep_encode(const prep_opts *o, const prep_dist *d, const prep_input *in, int n_in, const zt_tokenizer *t,
-                const char *tok_path, const char *merges, zt_shard_writer *w, prep_result *res);
+                const char *tok_path, const char *merges, zt_shard_writer *w, prep_packer *pack, prep_result *res);
 
 #endif

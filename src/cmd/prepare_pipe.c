@@ -87,6 +87,7 @@ typedef struct pipe_t {
     const char *tok_path, *merges;
     atomic_int skip;                      /* bit k: split k needs no ids */
     uint32_t n_begin, n_end;
+    int strip;                            /* --mlm: the template's ids left out of every piece (the packer frames) */
     /* this rank's units in flight, oldest first */
     unit *ring;
     size_t ring_cap, ring_head, ring_n;
@@ -99,6 +100,7 @@ typedef struct pipe_t {
     /* rank 0: the writer */
     uint64_t next_write;
     zt_shard_writer *w;
+    prep_packer *pack;                    /* --mlm: the ids go to the packers, which write w */
     uint64_t cap[2], written[2], docs[2], text_done;
     int capped[2];
     uint64_t *unigram;
@@ -168,8 +170,8 @@ static void encode_unit(pipe_t *p, zt_tokenizer *t, unit *u) {
         const size_t before = u->ids.n;
         if (!(skip >> s->split & 1)) {
             zt_tokenizer_encode(t, u->buf + s->off, (size_t)s->len, &u->ids);
-            if (!s->end) u->ids.n -= p->n_end;
-            if (!s->start && p->n_begin) {
+            if (!s->end || p->strip) u->ids.n -= p->n_end;
+            if ((!s->start || p->strip) && p->n_begin) {
                 memmove(u->ids.v + before, u->ids.v + before + p->n_begin,
                         (u->ids.n - before - p->n_begin) * sizeof *u->ids.v);
                 u->ids.n -= p->n_begin;
@@ -251,7 +253,8 @@ static void put(pipe_t *p, int k, const uint32_t *ids, size_t n) {
         p->capped[k] = 1;
     }
     char err[PREP_ERR_LEN];
-    if (m && zt_shard_writer_append(&p->w[k], ids, m, err, sizeof err)) {
+    if (m && (p->pack ? prep_pack_ids(&p->pack[k], ids, m, err, sizeof err)
+                      : zt_shard_writer_append(&p->w[k], ids, m, err, sizeof err))) {
         set_fail(p, err);
         return;
     }
@@ -272,6 +275,7 @@ static void write_unit(pipe_t *p, const unit_hdr *h, const seg *segs, const uint
         const seg *s = &segs[i];
         const int k = (int)s->split;
         if (s->start && !p->capped[k]) {
+            if (p->pack) prep_pack_doc(&p->pack[k]);
             if (p->o->eot_between && p->docs[k] > 0 && p->doc_end == ZT_TOK_NO_EOT) put(p, k, &p->eot, 1);
             p->docs[k]++;
         }
@@ -645,7 +649,7 @@ static int cuttable(const zt_tokenizer *t) {
 }
 
 int prep_encode(const prep_opts *o, const prep_dist *d, const prep_input *in, int n_in, const zt_tokenizer *t,
-                const char *tok_path, const char *merges, zt_shard_writer *w, prep_result *res) {
+                const char *tok_path, const char *merges, zt_shard_writer *w, prep_packer *pack, prep_result *res) {
     pipe_t *p = zt_calloc(1, sizeof *p);
     p->o = o;
     p->d = d;
@@ -658,10 +662,12 @@ int prep_encode(const prep_opts *o, const prep_dist *d, const prep_input *in, in
     p->n_begin = cfg->n_begin;
     p->n_end = cfg->n_end;
     p->eot = zt_tokenizer_eot(t);
-    p->doc_end = zt_tokenizer_doc_end(t);
+    p->doc_end = pack ? ZT_TOK_NO_EOT : zt_tokenizer_doc_end(t); /* --mlm: [SEP] between documents instead */
+    p->strip = pack != NULL;
     p->cuttable = cuttable(t);
     p->target = (size_t)o->chunk_kb * 1024;
     p->w = w;
+    p->pack = pack;
     if (o->max_tokens) {
         p->cap[0] = (uint64_t)o->max_tokens;
         p->cap[1] = (uint64_t)ceil((double)o->max_tokens * o->val_fraction / (1.0 - o->val_fraction));

@@ -106,6 +106,9 @@ int zt_cmd_sample(int argc, char **argv, zt_dist *d) {
     zt_loaded_model_open(&lm, path, &lo);
     const zt_config *c = lm.c;
     const zt_model_shape s = lm.s;
+    if (s.encoder)
+        zt_user_error_all("%s: model.family = %s is an encoder (a masked language model): it does not generate text "
+                          "(ztrain eval scores it)", path, c->model.family);
     zt_backend *be = lm.be;
     const long step = lm.step;
 

@@ -49,6 +49,7 @@
 #include "io/ckpt.h"
 #include "io/data.h"
 #include "io/metrics.h"
+#include "cmd/train_data.h"
 #include "io/results.h"
 #include "util/util.h"
 
@@ -63,9 +64,8 @@ typedef struct trainer {
     zt_model_shape s;
     zt_model m;
     zt_zero z;
-    zt_dataset train, val;
-    int has_val, threads;
-    FILE *trace;              /* ZTRAIN_TRACE_DATA: this rank's data trace (tests check the order with it) */
+    zt_train_data data;       /* training and validation sets, the step's batch and count (train_data.h) */
+    int threads;
     zt_metrics mx;
     char ckdir[ZT_PATH_MAX + 64];
     char backend[256];        /* the backend's description */
@@ -157,8 +157,8 @@ static void save(trainer *t, long step) {
     meta.seed = (uint64_t)t->c->train.seed;
     meta.lora_base_hash = t->base_hash;
     meta.config_text = text;
-    meta.has_stream = t->train.stream != NULL; /* where the stream is at the next step's first sample */
-    if (meta.has_stream && zt_stream_position(t->train.stream, meta.samples_seen, &meta.stream, err, sizeof err))
+    meta.has_stream = t->data.train.stream != NULL; /* where the stream is at the next step's first sample */
+    if (meta.has_stream && zt_stream_position(t->data.train.stream, meta.samples_seen, &meta.stream, err, sizeof err))
         zt_user_error_all("%s", err);
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
     if (zt_ckpt_saver_begin(t->saver, t->ckdir, t->c->checkpoint.keep, &meta, &v, path, sizeof path, err, sizeof err))
@@ -229,12 +229,12 @@ static long resume(trainer *t, const char *what) {
                           : "not a LoRA checkpoint of this base: it has another fingerprint",
                           (unsigned long long)meta.lora_base_hash, t->c->lora.base, (unsigned long long)t->base_hash);
     zt_zero_after_load(&t->z, &t->m);
-    if (t->train.stream) {
+    if (t->data.train.stream) {
         if (!meta.has_stream)
             zt_user_error_all("%s: saved by a run that did not stream its data (data.stream = false): resume it with "
                               "the same data settings", path);
         char serr[ZT_ERR_BUF] = "";
-        zt_check_all(zt_stream_restore(t->train.stream, &meta.stream, serr, sizeof serr), serr, sizeof serr);
+        zt_check_all(zt_stream_restore(t->data.train.stream, &meta.stream, serr, sizeof serr), serr, sizeof serr);
     }
     if (t->st.scaler.active && meta.loss_scale > 1.0f) { /* the scaler's state goes on (an fp32/bf16 file has scale 1) */
         t->st.scaler.scale = meta.loss_scale;
@@ -272,24 +272,6 @@ static void diverged(trainer *t, long step, double loss, double norm) {
                       "(no checkpoint was written before; lower train.lr or raise train.warmup_steps)", step, ls, ns);
 }
 
-/* step.h's batch source: global micro-batch j of `step` is sequences [step * GB + j * B, + B) of the data order */
-static void train_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *targets) {
-    trainer *t = ctx;
-    const int B = t->c->train.micro_batch, T = t->c->train.seq_len;
-    for (int i = 0; i < B; i++) {
-        const uint64_t sidx = (uint64_t)step * t->c->train.global_batch + (uint64_t)j * B + i;
-        zt_dataset_train_sample(&t->train, sidx, tokens + (size_t)i * T, targets + (size_t)i * T);
-        if (t->trace) zt_dataset_trace(&t->train, t->trace, step, j, i, sidx, tokens + (size_t)i * T);
-    }
-}
-
-/* step.h's count: the targets that count in the loss over the step's whole global batch (loss masks only) */
-static uint64_t train_count(void *ctx, long step) {
-    trainer *t = ctx;
-    const uint64_t GB = (uint64_t)t->c->train.global_batch;
-    return zt_dataset_count_targets(&t->train, (uint64_t)step * GB, GB);
-}
-
 static void setup(trainer *t, int resuming) {
     zt_config *c = t->c;
     zt_dist *d = t->d;
@@ -305,25 +287,12 @@ static void setup(trainer *t, int resuming) {
                           c->lora.quant, c->device);
     zt_backend_describe(t->be, t->backend, sizeof t->backend);
     zt_model_shape_from_config(c, &t->s);
+    if (t->s.encoder && !(t->be->i->attention_bidir_fwd && t->be->i->gelu_erf_fwd && t->be->i->bias_add &&
+                          t->be->i->argmax_rows))
+        zt_user_error_all("model.family = %s: the %s backend lacks the encoder ops", c->model.family, c->device);
     const int T = c->train.seq_len;
     /* data: every rank opens the files; an error on any rank ends all of them */
-    t->has_val = c->data.val[0] != 0;
-    int bad = c->data.stream
-                  ? zt_dataset_open_stream(&t->train, c->data.train, c->data.field, c->data.tokenizer, T,
-                                           (uint32_t)t->s.vocab_size, err, sizeof err)
-                  : zt_dataset_open(&t->train, c->data.train, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed,
-                                    c->data.shuffle, 1, err, sizeof err);
-    if (!bad && t->has_val)
-        bad = zt_dataset_open(&t->val, c->data.val, T, (uint32_t)t->s.vocab_size, (uint64_t)c->train.seed, 0, 0,
-                              err, sizeof err);
-    zt_check_all(bad, err, sizeof err);
-    const char *trace = getenv("ZTRAIN_TRACE_DATA");
-    if (trace && trace[0]) {
-        char path[ZT_PATH_MAX + 16];
-        snprintf(path, sizeof path, "%.*s.%d", ZT_PATH_MAX, trace, d->rank);
-        if (!(t->trace = fopen(path, "a"))) snprintf(err, sizeof err, "%s: cannot write the data trace", path);
-        zt_check_all(!t->trace, err, sizeof err);
-    }
+    zt_check_all(zt_train_data_open(&t->data, c, &t->s, d->rank, err, sizeof err), err, sizeof err);
     /* before anything large is allocated, and before the run directory is made */
     /* train.micro_batch = "auto": the largest that fits, the same on every rank (the tightest node's) */
     int bad_auto = zt_mem_auto_micro_batch(c, &t->s, d->size, d->local_size, t->auto_note, sizeof t->auto_note, err,
@@ -331,7 +300,7 @@ static void setup(trainer *t, int resuming) {
     zt_check_all(bad_auto, err, sizeof err);
     MPI_Allreduce(MPI_IN_PLACE, &c->train.micro_batch, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     zt_mem_check(c, &t->s, d);
-    bad = zt_metrics_open(&t->mx, d->rank == 0, c->run.root, c->run.session, c->run.name, resuming, err, sizeof err);
+    int bad = zt_metrics_open(&t->mx, d->rank == 0, c->run.root, c->run.session, c->run.name, resuming, err, sizeof err);
     zt_check_all(bad, err, sizeof err);
     /* rank 0 chose the run directory (with a suffix if the name was taken): everyone uses it */
     MPI_Bcast(t->mx.dir, sizeof t->mx.dir, MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -351,8 +320,8 @@ static void setup(trainer *t, int resuming) {
     zt_zero_init(&t->z, c, &t->m, t->be, t->comm, &t->s);
     init_weights(t);
     zt_zero_master_init(&t->z, &t->m); /* bf16/fp16: master weights, rounded working copy */
-    zt_step_init(&t->st, &t->m, &t->z, c, train_batch, t);
-    if (t->train.has_mask) t->st.count = train_count;
+    zt_step_init(&t->st, &t->m, &t->z, c, zt_train_data_batch, &t->data);
+    t->st.count = zt_train_data_count_fn(&t->data);
     const char *overflow = getenv("ZTRAIN_TEST_OVERFLOW_STEP"); /* fault injection (tests): step.h */
     t->st.overflow_step = overflow ? atol(overflow) : -1;
     const zt_ckpt_view v = zt_zero_ckpt_view(&t->z, &t->m);
@@ -369,10 +338,7 @@ static void teardown(trainer *t, zt_train_sample *ts) {
     zt_metrics_close(&t->mx);
     zt_train_sample_free(ts);
     zt_zero_free(&t->z, &t->m);
-    zt_dataset_close(&t->train);
-    if (t->has_val) zt_dataset_close(&t->val);
-    if (t->trace) fclose(t->trace);
-    t->trace = NULL;
+    zt_train_data_close(&t->data);
     zt_comm_destroy(t->comm);
     zt_backend_destroy(t->be);
 }
@@ -416,11 +382,11 @@ static void announce(trainer *t) {
         zt_log("gradient exchange: %s words, 2 bytes per value (exact: the gradients hold %s values), summed in fp32%s\n",
                c->precision, c->precision,
                t->z.grad16 ? "; the micro-batch gradient is those words (backward packs each layer as it finishes)" : "");
-    zt_log("data: %s: %llu sequences; run dir %s\n", c->data.train, (unsigned long long)t->train.n_windows, t->mx.dir);
-    if (t->has_val && zt_eval_count(c, &t->val) < zt_eval_sequences(c))
+    zt_log("data: %s: %llu sequences; run dir %s\n", c->data.train, (unsigned long long)t->data.train.n_windows, t->mx.dir);
+    if (t->data.has_val && zt_eval_count(c, &t->data.val) < zt_eval_sequences(c))
         zt_log("note: %d validation sequences asked for (eval.sequences) but %s has only %d windows of %d tokens: "
-               "scoring those %d\n", zt_eval_sequences(c), c->data.val, zt_eval_count(c, &t->val), c->train.seq_len,
-               zt_eval_count(c, &t->val));
+               "scoring those %d\n", zt_eval_sequences(c), c->data.val, zt_eval_count(c, &t->data.val), c->train.seq_len,
+               zt_eval_count(c, &t->data.val));
 }
 
 /* the command line: --resume, --stop-after, --time-limit, --init-from (errors end every rank) */
@@ -517,6 +483,7 @@ typedef struct run_state {
     int stop;                 /* 1: --stop-after, 2: time limit, 3: signal */
     double t_start;
     double best, last_loss, last_val, best_val;
+    double last_val_acc;      /* encoders: the last evaluation's masked-LM accuracy (-1: none) */
     double timed_s, max_step_s, save_s;
     long timed;               /* steps timed (not the first, not a profiled one) */
     zt_gpu_monitor *gpu;      /* rank 0's GPU memory and utilisation (NVML), or NULL */
@@ -549,14 +516,15 @@ static void poison_params(trainer *t, long step) {
 /* validation at eval.every and the last step; returns the loss, or -1 when not evaluated (abandoned on a signal) */
 static double evaluate(trainer *t, run_state *rs, int last) {
     const zt_config *c = t->c;
-    if (!t->has_val || !((c->eval.every > 0 && rs->step % c->eval.every == 0) || last)) return -1;
-    double v = 0;
-    if (zt_eval_loss(&t->m, &t->val, c, t->d, &g_signal, &v)) {
+    if (!t->data.has_val || !((c->eval.every > 0 && rs->step % c->eval.every == 0) || last)) return -1;
+    double v = 0, acc = -1;
+    if (zt_eval_loss(&t->m, &t->data.val, c, t->d, &g_signal, &v, &acc)) {
         zt_metrics_note(&t->mx, "step %ld: evaluation abandoned: signal received\n", rs->step);
         return -1;
     }
-    zt_check_all(t->val.bad, t->val.err, sizeof t->val.err);
+    zt_check_all(t->data.val.bad, t->data.val.err, sizeof t->data.val.err);
     rs->last_val = v;
+    rs->last_val_acc = t->s.encoder ? acc : -1;
     if (rs->best_val < 0 || v < rs->best_val) rs->best_val = v;
     return v;
 }
@@ -613,6 +581,8 @@ static void log_step(trainer *t, run_state *rs, const zt_step_result *r, double 
         .mem_bytes = (double)zt_zero_plan_total(&t->z.plan), .val_loss = val, .gpu_mem_bytes = -1, .gpu_util = -1,
         .ckpt_stall_s = stall, .loss_scale = t->st.scaler.active ? r->loss_scale : 0.0, .skipped = r->skipped,
         .update_ms = r->update_s * 1e3,
+        .mlm_acc = r->mlm_counted > 0 ? (double)r->mlm_correct / (double)r->mlm_counted : -1,
+        .val_mlm_acc = val >= 0 ? rs->last_val_acc : -1,
     };
     if (rs->gpu && zt_gpu_monitor_read(rs->gpu, &sm.gpu_mem_bytes, &sm.gpu_util)) sm.gpu_mem_bytes = -1;
     zt_metrics_step(&t->mx, &sm);
@@ -641,7 +611,7 @@ static void train_one(trainer *t, run_state *rs, const train_opts *o, zt_train_s
     const double t0 = zt_now();
     const zt_step_result r = zt_step_run(&t->st, rs->step);
     t->ck_stall_sum += r.snapshot_wait_s;
-    zt_check_all(t->train.bad, t->train.err, sizeof t->train.err); /* a damaged shard: no state of this step is kept */
+    zt_check_all(t->data.train.bad, t->data.train.err, sizeof t->data.train.err); /* a damaged shard: no state of this step is kept */
     rs->step++;
     check_step(t, &r, rs->step);
     poison_params(t, rs->step);
@@ -723,13 +693,13 @@ static void report(trainer *t, run_state *rs) {
     t->saver = NULL;
     const zt_loss_scaler *sc = &t->st.scaler;
     uint64_t source_samples[ZT_DATA_MAX_SOURCES];
-    zt_dataset_source_counts(&t->train, (uint64_t)rs->step * (uint64_t)c->train.global_batch, source_samples);
+    zt_dataset_source_counts(&t->data.train, (uint64_t)rs->step * (uint64_t)c->train.global_batch, source_samples);
     zt_run_results rr = {
-        .data = &t->train, .source_samples = source_samples,
+        .data = &t->data.train, .source_samples = source_samples,
         .world_size = d->size, .n_nodes = d->n_nodes, .threads = t->threads, .layout = layout, .backend = t->backend,
         .hash = hash, .n_params = t->m.table.total, .steps = rs->step, .duration_s = dur, .tokens_per_s = tok_s,
         .peak_gflops = t->peak, .frac_peak = frac, .final_loss = rs->last_loss, .best_loss = rs->best,
-        .val_loss = rs->last_val, .best_val_loss = rs->best_val, .comm_s = t->z.comm_s,
+        .val_loss = rs->last_val, .best_val_loss = rs->best_val, .val_mlm_acc = rs->last_val_acc, .comm_s = t->z.comm_s,
         .comm_flight_s = t->z.comm_flight_s, .comm_wait_s = t->z.comm_wait_s, .ckpt_saves = t->ck_saves,
         .ckpt_stall_s = t->ck_stall_sum, .ckpt_stall_max_s = t->ck_stall_max, .peak_rss_bytes = rss_max,
         .mem_alloc_bytes = grown_max, .skipped_steps = sc->skipped, .loss_scale = sc->active ? sc->scale : 0.0,
@@ -741,7 +711,10 @@ static void report(trainer *t, run_state *rs) {
     if (t->mx.active) {
         zt_metrics_note(&t->mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",
                         rs->step, c->train.steps, dur, rs->last_loss, tok_s, 100 * frac, t->peak);
-        if (rs->last_val >= 0) zt_log("val loss %.4f\n", rs->last_val);
+        if (rs->last_val >= 0 && rs->last_val_acc >= 0)
+            zt_log("val loss %.4f, val MLM accuracy %.4f\n", rs->last_val, rs->last_val_acc);
+        else if (rs->last_val >= 0)
+            zt_log("val loss %.4f\n", rs->last_val);
         if (t->z.comm_flight_s > 0)
             zt_log("gradient communication (stage 2 buckets): %.2f s in flight during backward, %.2f s exposed "
                    "(%.0f%% hidden)\n", t->z.comm_flight_s, t->z.comm_wait_s,
@@ -784,7 +757,7 @@ int zt_cmd_train(int argc, char **argv, zt_dist *d) {
     rs->gpu = d->rank == 0 && t.be->i->mem == ZT_MEM_DEVICE && strcmp(c->device, "cuda") == 0
                   ? zt_gpu_monitor_open(d->local_rank) : NULL;
     rs->best = 1e30;
-    rs->last_val = rs->best_val = -1;
+    rs->last_val = rs->best_val = rs->last_val_acc = -1;
     rs->op_profile = getenv("ZTRAIN_OP_PROFILE") && *getenv("ZTRAIN_OP_PROFILE") != '0';
     while (rs->step < c->train.steps && !rs->stop) train_one(&t, rs, &o, ts);
     report(&t, rs);

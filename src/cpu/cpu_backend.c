@@ -1,5 +1,6 @@
-/* cpu_backend.c — cpu backend lifecycle, memory, BLAS kernel choice, matmul and linear layers.
- * Element-wise and reduction ops live in cpu_ops.c, attention in cpu_attention.c. */
+/* cpu_backend.c — cpu backend lifecycle, memory, BLAS kernel choice, matmul and linear layers (and the column sums
+ * of a bias gradient, which the encoders' bias_grad shares). Element-wise and reduction ops live in cpu_ops.c,
+ * attention in cpu_attention.c, the Llama and encoder families' ops in cpu_llama.c and cpu_encoder.c. */
 #include "cpu/cpu_backend.h"
 
 #include <omp.h>
@@ -133,23 +134,7 @@ static void cpu_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias,
     sgemm_rm(0, 1, N, C, OC, 1.0f, dout, w, accumulate_dinp ? 1.0f : 0.0f, dinp);
     /* dw(C, OC) = inp(N, C)^T @ dout(N, OC) */
     sgemm_rm(1, 0, C, OC, N, 1.0f, inp, dout, 0.0f, dw);
-    if (dbias) {
-        /* column sums: each thread owns a block of columns and adds rows in order */
-        const int blk = 64;
-        int nblk = (OC + blk - 1) / blk;
-#pragma omp parallel for schedule(static)
-        for (int ib = 0; ib < nblk; ib++) {
-            int c0 = ib * blk, c1 = c0 + blk < OC ? c0 + blk : OC;
-            float acc[64];
-            for (int c = 0; c < c1 - c0; c++) acc[c] = 0.0f;
-            for (int n = 0; n < N; n++) {
-                const float *row = dout + (size_t)n * OC + c0;
-#pragma omp simd
-                for (int c = 0; c < c1 - c0; c++) acc[c] += row[c];
-            }
-            memcpy(dbias + c0, acc, (size_t)(c1 - c0) * sizeof(float));
-        }
-    }
+    if (dbias) zt_cpu_colsum(dbias, dout, N, OC);
 }
 
 static zt_backend_i g_cpu_i;
@@ -179,6 +164,7 @@ zt_backend *zt_cpu_backend_create(int threads) {
         zt_cpu_fill_attention(&g_cpu_i);
         zt_cpu_fill_decode(&g_cpu_i);
         zt_cpu_fill_llama(&g_cpu_i);
+        zt_cpu_fill_encoder(&g_cpu_i);
     }
     zt_backend *be = zt_calloc(1, sizeof *be);
     be->i = &g_cpu_i;

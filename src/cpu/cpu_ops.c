@@ -15,7 +15,7 @@
 /* ---------------------------------------------------------------- layernorm */
 
 static void cpu_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp,
-                              const float *w, const float *b, int N, int C) {
+                              const float *w, const float *b, int N, int C, float eps) {
     (void)be;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -31,7 +31,7 @@ static void cpu_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rs
             float d = x[c] - m;
             v += d * d;
         }
-        float r = zt_ln_rstd(v, C);
+        float r = zt_ln_rstd(v, C, eps);
 #pragma omp simd
         for (int c = 0; c < C; c++) o[c] = zt_ln_out(x[c], m, r, w[c], b[c]);
         mean[n] = m;
@@ -295,11 +295,11 @@ static void cpu_dequant(zt_backend *be, float *out, const void *blob, int fmt, s
 /* the reference: the two slots' own implementations in sequence */
 static void cpu_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mean, float *rstd,
                                        const float *a, const float *b, const float *w, const float *bias, int N, int C,
-                                       int prec) {
+                                       int prec, float eps) {
     const size_t n = (size_t)N * C;
     cpu_add(be, res, a, b, n);
     cpu_round_to(be, res, n, prec);
-    cpu_layernorm_fwd(be, out, mean, rstd, res, w, bias, N, C);
+    cpu_layernorm_fwd(be, out, mean, rstd, res, w, bias, N, C, eps);
 }
 
 void zt_cpu_fill_ops(zt_backend_i *i) {
@@ -321,4 +321,22 @@ void zt_cpu_fill_ops(zt_backend_i *i) {
     i->unpack16 = cpu_unpack16;
     i->dropout = cpu_dropout;
     i->dequant = cpu_dequant;
+}
+
+/* column sums: each thread owns a block of columns and adds rows in order */
+void zt_cpu_colsum(float *sum, const float *x, int N, int OC) {
+    const int blk = 64;
+    int nblk = (OC + blk - 1) / blk;
+#pragma omp parallel for schedule(static)
+    for (int ib = 0; ib < nblk; ib++) {
+        int c0 = ib * blk, c1 = c0 + blk < OC ? c0 + blk : OC;
+        float acc[64];
+        for (int c = 0; c < c1 - c0; c++) acc[c] = 0.0f;
+        for (int n = 0; n < N; n++) {
+            const float *row = x + (size_t)n * OC + c0;
+#pragma omp simd
+            for (int c = 0; c < c1 - c0; c++) acc[c] += row[c];
+        }
+        memcpy(sum + c0, acc, (size_t)(c1 - c0) * sizeof(float));
+    }
 }

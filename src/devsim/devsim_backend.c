@@ -93,14 +93,15 @@ static void ds_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, 
 }
 
 static void ds_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                             const float *b, int N, int C) {
-    CPU(be)->i->layernorm_fwd(CPU(be), D(out), D(mean), D(rstd), D(inp), D(w), D(b), N, C);
+                             const float *b, int N, int C, float eps) {
+    CPU(be)->i->layernorm_fwd(CPU(be), D(out), D(mean), D(rstd), D(inp), D(w), D(b), N, C, eps);
 }
 
 static void ds_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mean, float *rstd, const float *a,
-                                      const float *b, const float *w, const float *bias, int N, int C, int prec) {
+                                      const float *b, const float *w, const float *bias, int N, int C, int prec,
+                                      float eps) {
     CPU(be)->i->residual_layernorm_fwd(CPU(be), D(res), D(out), D(mean), D(rstd), D(a), D(b), D(w), D(bias), N, C,
-                                       prec);
+                                       prec, eps);
 }
 
 static void ds_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -139,6 +140,37 @@ static void ds_attention_fwd(zt_backend *be, float *out, float *att, const float
 static void ds_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv,
                              const float *att, int B, int T, int C, int NH, int NKV) {
     CPU(be)->i->attention_bwd(CPU(be), D(dqkv), D(datt), D(dout), D(qkv), D(att), B, T, C, NH, NKV);
+}
+
+/* the encoder family's (optional): the key mask is device memory too */
+static void ds_attention_bidir_fwd(zt_backend *be, float *out, float *att, const float *qkv, const int32_t *kvalid,
+                                   int B, int T, int C, int NH, int NKV) {
+    CPU(be)->i->attention_bidir_fwd(CPU(be), D(out), D(att), D(qkv), D(kvalid), B, T, C, NH, NKV);
+}
+
+static void ds_attention_bidir_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv,
+                                   const float *att, const int32_t *kvalid, int B, int T, int C, int NH, int NKV) {
+    CPU(be)->i->attention_bidir_bwd(CPU(be), D(dqkv), D(datt), D(dout), D(qkv), D(att), D(kvalid), B, T, C, NH, NKV);
+}
+
+static void ds_gelu_erf_fwd(zt_backend *be, float *out, const float *inp, size_t n) {
+    CPU(be)->i->gelu_erf_fwd(CPU(be), D(out), D(inp), n);
+}
+
+static void ds_gelu_erf_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    CPU(be)->i->gelu_erf_bwd(CPU(be), D(dinp), D(inp), D(dout), n);
+}
+
+static void ds_bias_add(zt_backend *be, float *out, const float *bias, int N, int OC) {
+    CPU(be)->i->bias_add(CPU(be), D(out), D(bias), N, OC);
+}
+
+static void ds_bias_grad(zt_backend *be, float *dbias, const float *dout, int N, int OC) {
+    CPU(be)->i->bias_grad(CPU(be), D(dbias), D(dout), N, OC);
+}
+
+static void ds_argmax_rows(zt_backend *be, int32_t *idx, const float *x, int N, int V, int ld) {
+    CPU(be)->i->argmax_rows(CPU(be), D(idx), D(x), N, V, ld);
 }
 
 static void ds_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos,
@@ -255,6 +287,13 @@ zt_backend *zt_devsim_backend_create(int threads) {
         i->swiglu_bwd = c->swiglu_bwd ? ds_swiglu_bwd : NULL;
         i->attention_decode = c->attention_decode ? ds_attention_decode : NULL;
         i->gemv = c->gemv ? ds_gemv : NULL;
+        i->attention_bidir_fwd = c->attention_bidir_fwd ? ds_attention_bidir_fwd : NULL;
+        i->attention_bidir_bwd = c->attention_bidir_bwd ? ds_attention_bidir_bwd : NULL;
+        i->gelu_erf_fwd = c->gelu_erf_fwd ? ds_gelu_erf_fwd : NULL;
+        i->gelu_erf_bwd = c->gelu_erf_bwd ? ds_gelu_erf_bwd : NULL;
+        i->bias_add = c->bias_add ? ds_bias_add : NULL;
+        i->bias_grad = c->bias_grad ? ds_bias_grad : NULL;
+        i->argmax_rows = c->argmax_rows ? ds_argmax_rows : NULL;
         i->gelu_fwd = ds_gelu_fwd;
         i->gelu_bwd = ds_gelu_bwd;
         i->add = ds_add;

@@ -75,9 +75,10 @@ typedef struct zt_backend_i {
     void (*linear_bwd)(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
                        const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp);
 
-    /* out(N, C) = LN(inp) * w + b; mean(N), rstd(N) saved for backward */
+    /* out(N, C) = LN(inp) * w + b, rstd = 1 / sqrt(var + eps) (model.norm_eps: GPT-2 and RoBERTa 1e-5, BERT 1e-12);
+       mean(N), rstd(N) saved for backward */
     void (*layernorm_fwd)(zt_backend *be, float *out, float *mean, float *rstd, const float *inp,
-                          const float *w, const float *b, int N, int C);
+                          const float *w, const float *b, int N, int C, float eps);
     /* dinp(N, C) += ..., dw(C), db(C) overwritten */
     void (*layernorm_bwd)(zt_backend *be, float *dinp, float *dw, float *db, const float *dout,
                           const float *inp, const float *w, const float *mean, const float *rstd,
@@ -135,10 +136,11 @@ typedef struct zt_backend_i {
     void (*add)(zt_backend *be, float *out, const float *a, const float *b, size_t n);
     /* residual add fused with the LayerNorm of its result (optional: NULL = the caller calls add, round_to and
        layernorm_fwd): res(N, C) = a + b rounded to `prec` (exactly add followed by round_to(res, N C, prec);
-       ZT_PREC_FP32 leaves it unrounded), then out, mean, rstd = layernorm_fwd of res. The bits equal that sequence;
-       out is not rounded (a round_to of out may follow, as after layernorm_fwd) */
+       ZT_PREC_FP32 leaves it unrounded), then out, mean, rstd = layernorm_fwd of res with eps. The bits equal that
+       sequence; out is not rounded (a round_to of out may follow, as after layernorm_fwd) */
     void (*residual_layernorm_fwd)(zt_backend *be, float *res, float *out, float *mean, float *rstd, const float *a,
-                                   const float *b, const float *w, const float *bias, int N, int C, int prec);
+                                   const float *b, const float *w, const float *bias, int N, int C, int prec,
+                                   float eps);
 
     /* out(B, T, C) = wte[tok] + wpe[t] (wpe NULL: wte[tok], rotary positions); tokens (B, T) int32 on device */
     void (*embed_fwd)(zt_backend *be, float *out, const int32_t *tokens, const float *wte,
@@ -210,6 +212,34 @@ typedef struct zt_backend_i {
                                 int NH, int NKV);
     void (*attention_fused_bwd)(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                 const float *out, const float *stats, int B, int T, int C, int NH, int NKV);
+
+    /* The encoder family's ops (BERT, RoBERTa: masked-LM training, core/model/model_encoder.c), each optional: NULL
+       where a backend lacks it (such a backend trains decoder models only).
+       Bidirectional self-attention with a key padding mask: heads (NH, NKV) and qkv's layout as attention_fwd, but
+       query row t of sequence b attends to every key t' of sequence b with kvalid[b*T + t'] != 0 (kvalid (B, T)
+       int32, backend memory), no causal mask; att(B, NH, T, T) keeps the probabilities (exactly 0 at masked keys); a
+       sequence with no valid key gets out 0 and att 0 in its rows. Scale 1/sqrt(hs) as attention_fwd. Split over
+       (b, h, t) rows as attention_fwd: thread-invariant */
+    void (*attention_bidir_fwd)(zt_backend *be, float *out, float *att, const float *qkv, const int32_t *kvalid,
+                                int B, int T, int C, int NH, int NKV);
+    /* dqkv overwritten (as attention_bwd: a key/value head's gradient sums over its query heads in head order),
+       datt(B, NH, T, T) scratch; masked keys get no gradient */
+    void (*attention_bidir_bwd)(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv,
+                                const float *att, const int32_t *kvalid, int B, int T, int C, int NH, int NKV);
+    /* exact GELU (BERT's "gelu"): out = 0.5 x (1 + erf(x / sqrt 2)), erf by zt_erff (op_math.h), elementwise */
+    void (*gelu_erf_fwd)(zt_backend *be, float *out, const float *inp, size_t n);
+    /* dinp = gelu_erf'(inp) * dout, gelu_erf'(x) = 0.5 (1 + erf(x/sqrt2)) + x exp(-x^2/2) / sqrt(2 pi)
+       (dinp == dout allowed) */
+    void (*gelu_erf_bwd)(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+    /* out(N, OC) += bias(OC) on every row (the MLM decoder's bias on the logits, after a matmul) */
+    void (*bias_add)(zt_backend *be, float *out, const float *bias, int N, int OC);
+    /* dbias(OC) = column sums of dout(N, OC), overwritten; each column summed over rows 0..N-1 in order (fp32): the
+       same bits on every backend and thread count */
+    void (*bias_grad)(zt_backend *be, float *dbias, const float *dout, int N, int OC);
+    /* idx(N) int32 (backend memory) = the lowest column index holding the maximum of row i of x among columns
+       [0, V); x rows are ld floats apart (the logits (N, Vp)). A NaN never wins over a number (a row of NaN only: 0).
+       Comparisons only: exact on every backend (the MLM accuracy) */
+    void (*argmax_rows)(zt_backend *be, int32_t *idx, const float *x, int N, int V, int ld);
 } zt_backend_i;
 
 /* the head sizes a backend's attention_fused_* slots must take (the CUDA backend's kernels: cuda/kernels_attn_fused.cu) */

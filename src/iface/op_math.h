@@ -1,8 +1,10 @@
 /* op_math.h — the elementwise math both backends compile: the cpu backend (C, inside OpenMP simd
  * loops) and the CUDA kernels (nvcc, and the host execution harness's C++ build). One definition
  * of each formula, so the CPU tests cover the formulas the GPU runs: exp and tanh, GELU (tanh
- * approximation) and its derivative, the AdamW element update, LayerNorm's and RMSNorm's element forward
- * and backward, the rotary embedding's rotation of a pair, SiLU (SwiGLU) and its derivative, and bf16/fp16 conversions (round to nearest even, as __float2bfloat16_rn / __float2half_rn). The reductions around
+ * approximation) and its derivative, erf and the exact GELU (BERT's) with its derivative, argmax's order, the
+ * AdamW element update, LayerNorm's and RMSNorm's element forward and backward, the rotary embedding's rotation of a
+ * pair, SiLU (SwiGLU) and its derivative, and bf16/fp16 conversions (round to nearest even, as __float2bfloat16_rn /
+ * __float2half_rn). The reductions around
  * them (row sums, maxima) are each backend's own: their order is what makes a backend deterministic.
  *
  * Everything here is branch-free float arithmetic; this header must never be compiled with
@@ -21,7 +23,10 @@
 
 #define ZT_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define ZT_GELU_C 0.044715f
+/* GPT-2's LayerNorm epsilon (model.norm_eps's default for GPT-2; BERT uses 1e-12, RoBERTa 1e-5) */
 #define ZT_LN_EPS 1e-5f
+#define ZT_SQRT1_2 0.7071067811865476f     /* 1 / sqrt(2) */
+#define ZT_INV_SQRT_2PI 0.3989422804014327f /* 1 / sqrt(2 pi) */
 
 ZT_HD float zt_int_bits_to_float(int32_t i) {
     union { int32_t i; float f; } u;
@@ -61,6 +66,87 @@ ZT_HD float zt_tanhf(float x) {
     return copysignf(t, x);
 }
 
+/* erf in single precision, at most 1.43 ulp (every float; tests/unit/cpu/test_erf.c measures it against erf() in
+   double). Only fmaf, +, *, / (each correctly rounded everywhere, and every product that meets a sum an explicit
+   fmaf, as in zt_adamw_elem) and zt_expf: the bits of |x| < 1 are the same on every build, those of the tail
+   wherever zt_expf's are (the cpu build and nvcc contract its polynomial alike; the harness's g++ -O2 does not).
+   Two pieces, split at |x| = 1; the coefficients are minimax fits (Lawson's iteration, float64) rounded to float.
+   |x| < 1: erf(x) = x + x q(x^2), q a degree-6 polynomial of erf(x) / x - 1 in x^2 (fit error 2^-29.7) */
+ZT_HD float zt_erf_small(float x) {
+    const float t = x * x;
+    float q = 7.889122935e-05f;
+    q = fmaf(q, t, -8.020842215e-04f);
+    q = fmaf(q, t, 5.189535674e-03f);
+    q = fmaf(q, t, -2.685444430e-02f);
+    q = fmaf(q, t, 1.128360033e-01f);
+    q = fmaf(q, t, -3.761262596e-01f);
+    q = fmaf(q, t, 1.283791661e-01f);
+    return fmaf(x, q, x);
+}
+
+/* erfc(a) for 1 <= a <= 10 (about 6 ulp, relative): exp(-a^2) R(a), R(a) = erfc(a) exp(a^2) a degree-9 polynomial in
+   t = 1 / (1 + 0.4 a) (relative fit error 2^-32.8 over [1, 10]). a^2 = h + l exactly (l by fmaf), so
+   exp(-a^2) = exp(-h) (1 - l) to well below an ulp */
+ZT_HD float zt_erfc_tail(float a) {
+    const float h = a * a, l = fmaf(a, a, -h);
+    const float t = 1.0f / fmaf(0.4f, a, 1.0f);
+    float r = 6.875356287e-02f;
+    r = fmaf(r, t, -2.542085648e-01f);
+    r = fmaf(r, t, 2.853706479e-01f);
+    r = fmaf(r, t, -1.102563888e-01f);
+    r = fmaf(r, t, 1.984202564e-01f);
+    r = fmaf(r, t, 1.491189748e-01f);
+    r = fmaf(r, t, 2.119941413e-01f);
+    r = fmaf(r, t, 2.251279801e-01f);
+    r = fmaf(r, t, 2.257156521e-01f);
+    r = fmaf(r, t, -1.274663759e-06f);
+    const float er = zt_expf(-h) * r;
+    return fmaf(-er, l, er);
+}
+
+/* erf(a) and erfc(a) = 1 - erf(a) of a >= 0, each by the piece that has it without cancellation (a NaN: both NaN).
+   Branch-free: both pieces run on clamped arguments (the tail never sees a NaN or an infinity) and one is chosen.
+   erf rounds to 1 from a = 3.92; past a = 9.3 zt_expf's clamp leaves erfc at ~1e-39 rather than smaller */
+ZT_HD void zt_erf_pos(float a, float *erf_a, float *erfc_a) {
+    const int tail = a >= 1.0f;
+    const float s = zt_erf_small(tail ? 0.0f : a);
+    const float c = zt_erfc_tail(tail ? (a < 10.0f ? a : 10.0f) : 1.0f);
+    *erf_a = tail ? 1.0f - c : s;
+    *erfc_a = tail ? c : 1.0f - s;
+}
+
+ZT_HD float zt_erff(float x) {
+    float e, c;
+    zt_erf_pos(fabsf(x), &e, &c);
+    return copysignf(e, x);
+}
+
+/* 1 + erf(u), for u < 0 as erfc(-u): no cancellation in the left tail (exact GELU of x << 0) */
+ZT_HD float zt_one_plus_erff(float u) {
+    float e, c;
+    zt_erf_pos(fabsf(u), &e, &c);
+    return u < 0.0f ? c : 1.0f + e;
+}
+
+/* exact GELU (BERT's "gelu"): 0.5 x (1 + erf(x / sqrt 2)) */
+ZT_HD float zt_gelu_erf(float x) { return 0.5f * x * zt_one_plus_erff(x * ZT_SQRT1_2); }
+
+/* d gelu_erf(x) / dx = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi); the density term with x clamped to
+   +-20, where it is below 1e-85 (zt_expf's clamp keeps it finite and tiny: an infinite x gives ~0 or 1; a NaN, clamped
+   too, so zt_expf never sees one, comes back through 1 + erf) */
+ZT_HD float zt_gelu_erf_grad(float x) {
+    const float xc = fabsf(x) <= 20.0f ? x : copysignf(20.0f, x);
+    const float pdf = xc * ZT_INV_SQRT_2PI * zt_expf(-0.5f * xc * xc);
+    return fmaf(0.5f, zt_one_plus_erff(x * ZT_SQRT1_2), pdf);
+}
+
+/* argmax_rows' order: (v, j) beats the best so far (bv, bj) when v is a number and larger, or equal at a lower index.
+   Start from (-INFINITY, INT32_MAX): the lowest index of the maximum wins, in any order of comparisons (the CUDA
+   kernel's butterfly), a NaN never wins, and a row of NaN only keeps bj = INT32_MAX */
+ZT_HD int zt_argmax_better(float v, int32_t j, float bv, int32_t bj) {
+    return v == v && (v > bv || (v == bv && j < bj));
+}
+
 /* GELU, tanh approximation */
 ZT_HD float zt_gelu(float x) {
     float u = ZT_GELU_K * (x + ZT_GELU_C * x * x * x);
@@ -91,8 +177,9 @@ ZT_HD void zt_adamw_elem(float *param, float *m, float *v, float g, float lr, fl
     *param = fmaf(-lr, step, *param);
 }
 
-/* LayerNorm: 1/sqrt(var + eps) from the row's mean square deviation sum over C */
-ZT_HD float zt_ln_rstd(float sum_sq_dev, int C) { return 1.0f / sqrtf(sum_sq_dev / (float)C + ZT_LN_EPS); }
+/* LayerNorm: 1/sqrt(var + eps) from the row's mean square deviation sum over C (eps: model.norm_eps; GPT-2's is
+   ZT_LN_EPS) */
+ZT_HD float zt_ln_rstd(float sum_sq_dev, int C, float eps) { return 1.0f / sqrtf(sum_sq_dev / (float)C + eps); }
 /* out = (x - mean) * rstd * w + b */
 ZT_HD float zt_ln_out(float x, float mean, float rstd, float w, float b) { return (x - mean) * rstd * w + b; }
 /* dx of one element, given the row means of dn = w*dy and dn*xn (sum_dn / C, sum_dn_xn / C) */

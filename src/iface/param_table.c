@@ -33,6 +33,8 @@ void zt_model_shape_gpt2(zt_model_shape *s) {
     s->rope_theta = 10000.0;
     s->rope_factor = s->rope_low_freq = s->rope_high_freq = 0.0;
     s->rope_orig_max = 0;
+    s->encoder = s->type_vocab = s->pos_offset = 0;
+    s->pad_id = s->sep_id = -1;
 }
 
 /* layer l's tensor k, when the description has it: (name suffix, rows, cols; cols 0 = 1-D) */
@@ -60,10 +62,19 @@ void zt_param_table_build(zt_param_table *pt, const zt_model_shape *s) {
     memset(pt->idx, 0xff, sizeof pt->idx); /* -1: absent */
     pt->n_layer = s->n_layer;
     add_tensor(pt, "wte.weight", 2, s->padded_vocab, C, 1);
-    pt->wpe = -1;
+    pt->wpe = pt->tte = pt->emb_ln = pt->head_dense = pt->head_bias = -1;
     if (s->pos == ZT_POS_LEARNED) {
         pt->wpe = pt->n;
-        add_tensor(pt, "wpe.weight", 2, s->block_size, C, 1);
+        add_tensor(pt, "wpe.weight", 2, zt_shape_pos_rows(s), C, 1);
+    }
+    if (s->encoder) {
+        if (s->type_vocab > 0) {
+            pt->tte = pt->n;
+            add_tensor(pt, "tte.weight", 2, s->type_vocab, C, 1);
+        }
+        pt->emb_ln = pt->n;
+        add_tensor(pt, "emb_ln.weight", 1, C, 0, 0);
+        add_tensor(pt, "emb_ln.bias", 1, C, 0, 0);
     }
     for (int l = 0; l < s->n_layer; l++)
         for (int k = 0; k < ZT_PER_LAYER; k++) {
@@ -77,10 +88,17 @@ void zt_param_table_build(zt_param_table *pt, const zt_model_shape *s) {
             pt->t[pt->n - 1].kind = (short)k;
         }
     pt->idx[s->n_layer][0] = (short)pt->n;
-    add_tensor(pt, "ln_f.weight", 1, C, 0, 0);
+    add_tensor(pt, s->encoder ? "head.ln.weight" : "ln_f.weight", 1, C, 0, 0);
     if (s->norm == ZT_NORM_LAYER) {
         pt->idx[s->n_layer][1] = (short)pt->n;
-        add_tensor(pt, "ln_f.bias", 1, C, 0, 0);
+        add_tensor(pt, s->encoder ? "head.ln.bias" : "ln_f.bias", 1, C, 0, 0);
+    }
+    if (s->encoder) {
+        pt->head_dense = pt->n;
+        add_tensor(pt, "head.dense.weight", 2, C, C, 1);
+        add_tensor(pt, "head.dense.bias", 1, C, 0, 0);
+        pt->head_bias = pt->n;
+        add_tensor(pt, "head.bias", 1, s->padded_vocab, 0, 0);
     }
     pt->lm_head = -1;
     if (!s->tied) {

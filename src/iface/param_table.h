@@ -16,6 +16,10 @@
  *     2 I (SwiGLU: gate then up), h.l.mlp.c_fc.bias (F) [bias], h.l.mlp.c_proj.weight (I, C) (I = 4C for
  *     GELU), h.l.mlp.c_proj.bias (C) [bias],
  *   ln_f.weight (C), ln_f.bias (C) [LayerNorm], lm_head.weight (Vp, C) [untied].
+ * An encoder (BERT, RoBERTa: zt_model_shape.encoder) has wte, wpe (block_size + pos_offset rows), tte.weight
+ * (type_vocab, C) [type_vocab > 0], emb_ln.weight, emb_ln.bias (C); the layers as above, with ln_1 the LayerNorm
+ * after the attention's residual sum and ln_2 the one after the MLP's (post-LN); then the MLM head:
+ * head.ln.weight, head.ln.bias (C) in ln_f's place, head.dense.weight (C, C), head.dense.bias (C), head.bias (Vp).
  * A tied LM head is wte. Rows V..Vp-1 of wte (and lm_head) are padding: zero at init, they never win a
  * sample and never enter the loss, so their gradient stays zero.
  *
@@ -28,12 +32,15 @@
 /* The table is a fixed array (it lives inside zt_model, on the stack of the commands): the config's
    range of model.n_layer is [1, ZT_MAX_LAYERS], so a documented value never overflows it. */
 #define ZT_MAX_LAYERS 128
-#define ZT_MAX_TENSORS (5 + 12 * ZT_MAX_LAYERS)   /* wte, wpe, ZT_PER_LAYER (12) per layer, ln_f x 2, lm_head */
+/* wte, wpe, ZT_PER_LAYER (12) per layer, ln_f x 2, lm_head; an encoder: wte, wpe, tte, emb_ln x 2, the layers,
+   head.ln x 2, head.dense x 2, head.bias */
+#define ZT_MAX_TENSORS (10 + 12 * ZT_MAX_LAYERS)
 #define ZT_SHARD_UNIT 4096   /* shards are whole multiples of this (the grad-norm chunk) */
 
 typedef enum zt_norm_kind { ZT_NORM_LAYER = 0, ZT_NORM_RMS = 1 } zt_norm_kind;
 typedef enum zt_pos_kind { ZT_POS_LEARNED = 0, ZT_POS_ROPE = 1 } zt_pos_kind;
-typedef enum zt_mlp_kind { ZT_MLP_GELU = 0, ZT_MLP_SWIGLU = 1 } zt_mlp_kind;
+/* GELU: the tanh approximation (GPT-2); GELU_ERF: the exact one (BERT, RoBERTa) */
+typedef enum zt_mlp_kind { ZT_MLP_GELU = 0, ZT_MLP_SWIGLU = 1, ZT_MLP_GELU_ERF = 2 } zt_mlp_kind;
 /* which linear layers carry a bias (zt_model_shape.bias) */
 enum { ZT_BIAS_QKV = 1, ZT_BIAS_PROJ = 2, ZT_BIAS_FC = 4, ZT_BIAS_FCPROJ = 8, ZT_BIAS_ALL = 15 };
 
@@ -49,11 +56,19 @@ typedef struct zt_model_shape {
     int norm, pos, mlp; /* zt_norm_kind, zt_pos_kind, zt_mlp_kind */
     unsigned bias;      /* ZT_BIAS_*: the linear layers with a bias (LayerNorm always has one, RMSNorm never) */
     int tied;           /* the LM head is wte */
-    float norm_eps;     /* RMSNorm's epsilon (LayerNorm: ZT_LN_EPS, GPT-2's 1e-5) */
+    float norm_eps;     /* the normalisation's epsilon: GPT-2 1e-5, Llama 1e-5, Qwen2 1e-6, BERT 1e-12 */
     double rope_theta;  /* rotary base */
     /* Llama 3's rotary frequency scaling (rope_scaling.rope_type "llama3"): factor 0 = none */
     double rope_factor, rope_low_freq, rope_high_freq;
     int rope_orig_max;  /* original_max_position_embeddings */
+    /* encoders (BERT, RoBERTa), 0 in the decoders: bidirectional attention with a key padding mask, post-LN blocks
+       (x = LN1(x + attention(x)); x = LN2(x + mlp(x))), a LayerNorm on the embeddings, and the MLM head
+       (dense + GELU + LayerNorm, then the tied decoder with its own bias) in place of ln_f and the LM head */
+    int encoder;
+    int type_vocab;     /* token-type embedding rows (0: none) */
+    int pos_offset;     /* position t uses wpe row t + pos_offset (wpe has block_size + pos_offset rows) */
+    int pad_id;         /* the padding token: never attended to (-1: none) */
+    int sep_id;         /* a token's type is the number of sep_id tokens before it (-1: every token type 0) */
 } zt_model_shape;
 
 /* GPT-2's description of the block (the shape's sizes are left as they are) */
@@ -63,6 +78,8 @@ static inline int zt_shape_qkv(const zt_model_shape *s) {
     return (s->n_head + 2 * s->n_kv_head) * (s->n_embd / s->n_head);
 }
 static inline int zt_shape_fc(const zt_model_shape *s) { return s->mlp == ZT_MLP_SWIGLU ? 2 * s->ffn : s->ffn; }
+/* rows of wpe: block_size, plus an encoder's position offset */
+static inline int zt_shape_pos_rows(const zt_model_shape *s) { return s->block_size + s->pos_offset; }
 
 typedef struct zt_tensor_info {
     char name[48];
@@ -80,6 +97,10 @@ typedef struct zt_param_table {
     int lora_per_layer; /* 0: the model's table; > 0: a LoRA adapter table (core/lora/lora.h), this many tensors per layer */
     int n_layer;        /* the model's table: its layers */
     int wpe, lm_head;   /* indices of wpe and lm_head, -1 when the description has none */
+    /* encoders, -1 otherwise: the token-type embeddings, the embedding LayerNorm's weight (its bias follows), the
+       MLM head's dense weight (its bias follows) and the decoder's bias (Vp). The head's LayerNorm is in ln_f's
+       place (row n_layer of idx) */
+    int tte, emb_ln, head_dense, head_bias;
     /* index of layer l's tensor k (zt_layer_tensor), -1 when absent; row n_layer: ln_f's weight (k 0) and bias */
     short idx[ZT_MAX_LAYERS + 1][12];
     zt_tensor_info t[ZT_MAX_TENSORS];
@@ -91,7 +112,7 @@ typedef enum zt_layer_tensor {
     ZT_FCW, ZT_FCB, ZT_FCPW, ZT_FCPB, ZT_PER_LAYER
 } zt_layer_tensor;
 
-_Static_assert(ZT_MAX_TENSORS == 5 + ZT_PER_LAYER * ZT_MAX_LAYERS, "ZT_MAX_TENSORS must hold ZT_MAX_LAYERS layers");
+_Static_assert(ZT_MAX_TENSORS == 10 + ZT_PER_LAYER * ZT_MAX_LAYERS, "ZT_MAX_TENSORS must hold ZT_MAX_LAYERS layers");
 
 /* table index of wte (always first) */
 enum { ZT_P_WTE = 0 };
@@ -108,7 +129,7 @@ static inline int zt_param_layer_last(const zt_param_table *pt, int l) { return 
 int zt_param_gpt2_layout(const zt_param_table *pt);
 /* whether a shape's table has GPT-2's layout (zt_param_gpt2_layout) */
 static inline int zt_shape_gpt2_layout(const zt_model_shape *s) {
-    return s->pos == ZT_POS_LEARNED && s->tied && s->norm == ZT_NORM_LAYER && s->bias == ZT_BIAS_ALL;
+    return s->pos == ZT_POS_LEARNED && s->tied && s->norm == ZT_NORM_LAYER && s->bias == ZT_BIAS_ALL && !s->encoder;
 }
 
 void zt_param_table_build(zt_param_table *pt, const zt_model_shape *s);

@@ -34,7 +34,7 @@ typedef struct zt_config {
         int block_size;             /* max sequence length (position embeddings) */
         double init_std;
         /* the block's description (core/model/model.h zt_model_shape_from_config): the family's, or these overrides */
-        char family[ZT_NAME_MAX];   /* gpt2 | llama | mistral | qwen2 */
+        char family[ZT_NAME_MAX];   /* gpt2 | llama | mistral | qwen2 | bert | roberta */
         int n_kv_head;              /* key/value heads; 0 = n_head */
         int intermediate_size;      /* the MLP's hidden size; 0 = 4 * n_embd (GELU) */
         char norm[ZT_NAME_MAX];     /* auto | layernorm | rmsnorm */
@@ -47,7 +47,12 @@ typedef struct zt_config {
         char rope_scaling[ZT_NAME_MAX]; /* none | llama3 */
         double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
         int rope_original_max_position;
+        int type_vocab_size, pad_id, sep_id, position_offset; /* encoders; -1 = the family's */
     } model;
+    struct {
+        double prob, mask_frac, random_frac; /* masked LM: selected tokens, and how they are replaced */
+        int mask_id, cls_id, sep_id;
+    } mlm;
     struct {
         int micro_batch;            /* sequences per micro-batch per rank; 0 = auto until resolved */
         int global_batch;           /* sequences per optimizer step, all ranks */
@@ -158,5 +163,7 @@ int zt_config_padded_vocab(const zt_config *c);
 /* the model's shape and block description: model.family's choices, then the model.* keys that override them;
    0, or 1 with a message naming the key when the combination is not a model ztrain has (config_validate calls it) */
 int zt_config_shape(const zt_config *c, zt_model_shape *s, char *err, size_t errlen);
+/* an encoder family's masked-LM keys (mlm.*) and what an encoder cannot do (LoRA, sampling); 0 for the decoders */
+int zt_config_check_mlm(const zt_config *c, const zt_model_shape *s, char *err, size_t errlen);
 
 #endif

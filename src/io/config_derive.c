@@ -73,7 +73,16 @@ int zt_config_shape(const zt_config *c, zt_model_shape *s, char *err, size_t err
     s->padded_vocab = zt_config_padded_vocab(c);
     s->block_size = m->block_size;
     zt_model_shape_gpt2(s);
-    if (strcmp(m->family, "gpt2") != 0) { /* llama, mistral, qwen2 */
+    const int bert = strcmp(m->family, "bert") == 0, roberta = strcmp(m->family, "roberta") == 0;
+    if (bert || roberta) { /* encoders: GPT-2's block made post-LN and bidirectional, exact GELU, the MLM head */
+        s->encoder = 1;
+        s->mlp = ZT_MLP_GELU_ERF;
+        s->norm_eps = bert ? 1e-12f : 1e-5f;
+        s->type_vocab = m->type_vocab_size >= 0 ? m->type_vocab_size : bert ? 2 : 1;
+        s->pad_id = m->pad_id >= 0 ? m->pad_id : bert ? 0 : 1;
+        s->sep_id = m->sep_id;
+        s->pos_offset = m->position_offset >= 0 ? m->position_offset : roberta ? s->pad_id + 1 : 0;
+    } else if (strcmp(m->family, "gpt2") != 0) { /* llama, mistral, qwen2 */
         s->norm = ZT_NORM_RMS;
         s->pos = ZT_POS_ROPE;
         s->mlp = ZT_MLP_SWIGLU;
@@ -83,7 +92,9 @@ int zt_config_shape(const zt_config *c, zt_model_shape *s, char *err, size_t err
     }
     if (strcmp(m->norm, "auto") != 0) s->norm = strcmp(m->norm, "rmsnorm") == 0 ? ZT_NORM_RMS : ZT_NORM_LAYER;
     if (strcmp(m->position, "auto") != 0) s->pos = strcmp(m->position, "rope") == 0 ? ZT_POS_ROPE : ZT_POS_LEARNED;
-    if (strcmp(m->mlp, "auto") != 0) s->mlp = strcmp(m->mlp, "swiglu") == 0 ? ZT_MLP_SWIGLU : ZT_MLP_GELU;
+    if (strcmp(m->mlp, "auto") != 0)
+        s->mlp = strcmp(m->mlp, "swiglu") == 0 ? ZT_MLP_SWIGLU : strcmp(m->mlp, "gelu_exact") == 0 ? ZT_MLP_GELU_ERF
+                                                                                                   : ZT_MLP_GELU;
     if (strcmp(m->tie_embeddings, "auto") != 0) s->tied = strcmp(m->tie_embeddings, "true") == 0;
     const int bias = bias_mask(m->bias, s->bias);
     if (bias < 0)
@@ -112,9 +123,19 @@ int zt_config_shape(const zt_config *c, zt_model_shape *s, char *err, size_t err
         return zt_errf(err, errlen, "model.intermediate_size = %d: a SwiGLU MLP (model.family = %s) needs its hidden size "
                        "(config.json's intermediate_size)", m->intermediate_size, m->family);
     s->ffn = m->intermediate_size > 0 ? m->intermediate_size : 4 * m->n_embd;
-    if (s->norm == ZT_NORM_LAYER && m->norm_eps > 0 && m->norm_eps != 1e-5)
-        return zt_errf(err, errlen, "model.norm_eps = %g with LayerNorm: ztrain's LayerNorm has GPT-2's epsilon, 1e-5 "
-                       "(set 0 or 1e-5, or model.norm = rmsnorm)", m->norm_eps);
+    if (s->encoder) {
+        if (s->norm != ZT_NORM_LAYER || s->pos != ZT_POS_LEARNED || s->mlp == ZT_MLP_SWIGLU || !s->tied ||
+            s->n_kv_head != s->n_head)
+            return zt_errf(err, errlen, "model.family = %s: an encoder has LayerNorm, learned positions, a GELU MLP, "
+                           "multi-head attention and the decoder tied to the embeddings (leave model.norm, position, "
+                           "mlp, tie_embeddings and n_kv_head at auto)", m->family);
+        if (s->pad_id >= s->vocab_size || s->sep_id >= s->vocab_size)
+            return zt_errf(err, errlen, "model.pad_id = %d, model.sep_id = %d: must be below model.vocab_size = %d",
+                           s->pad_id, s->sep_id, s->vocab_size);
+    } else if (m->type_vocab_size > 0 || m->pad_id >= 0 || m->sep_id >= 0 || m->position_offset >= 0) {
+        return zt_errf(err, errlen, "model.type_vocab_size, pad_id, sep_id and position_offset are for the encoder "
+                       "families (bert, roberta), not model.family = %s", m->family);
+    }
     return 0;
 }
 
@@ -132,5 +153,26 @@ int zt_config_check_zero(const zt_config *c, char *err, size_t errlen) {
     if (!strcmp(c->zero.offload, "optimizer+params") && stage != 3)
         return zt_errf(err, errlen, "zero.offload = \"optimizer+params\" needs zero.stage = 3 (only stage 3 shards the "
                        "parameters; use zero.offload = \"optimizer\" at stage %d)", stage);
+    return 0;
+}
+
+int zt_config_check_mlm(const zt_config *c, const zt_model_shape *s, char *err, size_t errlen) {
+    if (!s->encoder) return 0;
+    const typeof(c->mlm) *o = &c->mlm;
+    if (o->mask_id < 0 || o->mask_id >= c->model.vocab_size)
+        return zt_errf(err, errlen, "mlm.mask_id = %d: model.family = %s trains a masked language model and needs its "
+                       "[MASK] token, an id below model.vocab_size = %d", o->mask_id, c->model.family, c->model.vocab_size);
+    if (o->cls_id >= c->model.vocab_size || o->sep_id >= c->model.vocab_size)
+        return zt_errf(err, errlen, "mlm.cls_id = %d, mlm.sep_id = %d: must be below model.vocab_size = %d", o->cls_id,
+                       o->sep_id, c->model.vocab_size);
+    if (o->mask_frac + o->random_frac > 1.0)
+        return zt_errf(err, errlen, "mlm.mask_frac + mlm.random_frac = %g: the fractions of the selected tokens must "
+                       "sum to at most 1", o->mask_frac + o->random_frac);
+    if (c->sample.every > 0)
+        return zt_errf(err, errlen, "sample.every = %ld with model.family = %s: an encoder does not generate text (set "
+                       "sample.every = 0)", c->sample.every, c->model.family);
+    if (c->train.seq_len + s->pos_offset > zt_shape_pos_rows(s))
+        return zt_errf(err, errlen, "train.seq_len = %d: more than model.block_size = %d positions",
+                       c->train.seq_len, s->block_size);
     return 0;
 }

@@ -130,9 +130,13 @@ static int check_tokens(const zt_shard_map *m, const char *path, char *err, size
     return 0;
 }
 
-static uint64_t file_windows(const zt_shard_header *h, int T) {
+/* tokens a window reads: T + 1 (inputs and the next tokens as targets), or T in MLM mode (no shift) */
+static uint64_t window_len(const zt_dataset *d) { return (uint64_t)d->T + (d->mlm ? 0 : 1); }
+
+static uint64_t file_windows(const zt_dataset *d, const zt_shard_header *h) {
     if (h->example_len) return h->count / h->example_len;
-    return h->count > (uint64_t)T ? (h->count - 1) / (uint64_t)T : 0;
+    const uint64_t T = (uint64_t)d->T, W = window_len(d);
+    return h->count >= W ? (h->count - W) / T + 1 : 0;
 }
 
 /* maps the files of source i (appended to d->files) */
@@ -173,9 +177,13 @@ static int open_source(zt_dataset *d, int i, int T, uint32_t model_vocab, char *
             zt_errf(err, errlen, "%s: shard vocab size %u is larger than model.vocab_size %u (the tokenizer does not "
                     "match the model)", path, h->vocab_size, model_vocab);
             bad = 1;
-        } else if (h->example_len && h->example_len != (uint32_t)T + 1) {
-            zt_errf(err, errlen, "%s: the shard holds examples of %u tokens; train.seq_len must be %u (one less), "
-                    "not %d", path, h->example_len, h->example_len - 1, T);
+        } else if (h->example_len && h->example_len != (uint32_t)window_len(d)) {
+            if (d->mlm)
+                zt_errf(err, errlen, "%s: the shard holds examples of %u tokens; train.seq_len must equal it (a masked "
+                        "LM reads whole examples), not %d", path, h->example_len, T);
+            else
+                zt_errf(err, errlen, "%s: the shard holds examples of %u tokens; train.seq_len must be %u (one less), "
+                        "not %d", path, h->example_len, h->example_len - 1, T);
             bad = 1;
         } else if (h->count * h->width <= CHECK_AT_OPEN_BYTES && check_tokens(m, path, err, errlen)) {
             bad = 1;
@@ -187,23 +195,24 @@ static int open_source(zt_dataset *d, int i, int T, uint32_t model_vocab, char *
         }
         d->example_len = h->example_len;
         if (h->flags & ZT_SHARD_FLAG_MASK) d->has_mask = 1;
-        s->n_windows += file_windows(h, T);
+        s->n_windows += file_windows(d, h);
         s->n_tokens += h->count;
     }
     s->nf = d->n_files - s->f0;
     d->first_win[d->n_files] = s->n_windows;
     globfree(&g);
     if (!bad && s->n_windows == 0) {
-        zt_errf(err, errlen, "%s: too few tokens for one sequence of %d (+1) tokens", s->pattern, T);
+        zt_errf(err, errlen, "%s: too few tokens for one sequence of %d%s tokens", s->pattern, T, d->mlm ? "" : " (+1)");
         bad = 1;
     }
     return bad;
 }
 
-int zt_dataset_open(zt_dataset *d, const char *spec, int T, uint32_t model_vocab, uint64_t seed, int shuffle,
-                    int allow_mix, char *err, size_t errlen) {
+static int dataset_open(zt_dataset *d, const char *spec, int T, int mlm, uint32_t model_vocab, uint64_t seed,
+                        int shuffle, int allow_mix, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     d->T = T;
+    d->mlm = mlm;
     d->seed = seed;
     d->shuffle = shuffle;
     d->vocab_size = model_vocab;
@@ -221,6 +230,16 @@ int zt_dataset_open(zt_dataset *d, const char *spec, int T, uint32_t model_vocab
         }
     for (int i = 0; i < d->n_sources; i++) d->n_windows += d->src[i].n_windows;
     return 0;
+}
+
+int zt_dataset_open(zt_dataset *d, const char *spec, int T, uint32_t model_vocab, uint64_t seed, int shuffle,
+                    int allow_mix, char *err, size_t errlen) {
+    return dataset_open(d, spec, T, 0, model_vocab, seed, shuffle, allow_mix, err, errlen);
+}
+
+int zt_dataset_open_mlm(zt_dataset *d, const char *spec, int T, uint32_t model_vocab, uint64_t seed, int shuffle,
+                        int allow_mix, char *err, size_t errlen) {
+    return dataset_open(d, spec, T, 1, model_vocab, seed, shuffle, allow_mix, err, errlen);
 }
 
 int zt_dataset_open_stream(zt_dataset *d, const char *pattern, const char *field, const char *tokenizer, int T,
@@ -248,7 +267,8 @@ void zt_dataset_close(zt_dataset *d) {
     memset(d, 0, sizeof *d);
 }
 
-/* window w of source i: its T+1 tokens as inputs/targets, checked, then the pages let go */
+/* window w of source i: its T+1 tokens as inputs and (shifted by one) targets, or in MLM mode its T tokens as both;
+   checked, then the pages let go */
 static void read_window(zt_dataset *d, int i, uint64_t w, int32_t *inputs, int32_t *targets) {
     const zt_data_source *s = &d->src[i];
     int lo = s->f0, hi = s->f0 + s->nf - 1; /* the last file whose first window is <= w */
@@ -258,9 +278,10 @@ static void read_window(zt_dataset *d, int i, uint64_t w, int32_t *inputs, int32
         else hi = mid - 1;
     }
     const zt_shard_map *m = &d->files[lo];
-    const int T = d->T;
+    const int T = d->T, shift = !d->mlm;
+    const uint64_t W = window_len(d);
     const uint64_t off = (w - d->first_win[lo]) * (uint64_t)(d->example_len ? d->example_len : (uint32_t)T);
-    for (int t = 0; t <= T; t++) {
+    for (int t = 0; t < (int)W; t++) {
         uint32_t v = zt_shard_map_token(m, off + (uint64_t)t);
         if (v >= m->h.vocab_size) {
             if (!d->bad)
@@ -271,10 +292,10 @@ static void read_window(zt_dataset *d, int i, uint64_t w, int32_t *inputs, int32
             v = 0;
         }
         if (t < T) inputs[t] = (int32_t)v;
-        if (t > 0) targets[t - 1] = m->mask && !m->mask[off + (uint64_t)t] ? -1 : (int32_t)v;
+        if (t >= shift) targets[t - shift] = m->mask && !m->mask[off + (uint64_t)t] ? -1 : (int32_t)v;
     }
-    zt_shard_map_release(m, ZT_SHARD_HEADER + off * m->h.width, (uint64_t)(T + 1) * m->h.width);
-    if (m->mask) zt_shard_map_release(m, (uint64_t)(m->mask - m->base) + off, (uint64_t)T + 1);
+    zt_shard_map_release(m, ZT_SHARD_HEADER + off * m->h.width, W * m->h.width);
+    if (m->mask) zt_shard_map_release(m, (uint64_t)(m->mask - m->base) + off, W);
 }
 
 /* the mixture's choice for sample s; *k: its index within the source */

@@ -10,6 +10,13 @@
  * used). A shard of examples of L tokens (data_shard.h) has one window per example and needs L = T+1.
  * A source's windows are numbered across its files in the glob's (sorted) order.
  *
+ * Masked-LM mode (zt_dataset_open_mlm: BERT / RoBERTa pretraining on `ztrain prepare --mlm` shards). A sample is
+ * T tokens with no shift: a stream shard is cut into windows of exactly T tokens at stride T (window w starts at
+ * token w*T; the tail that is not a whole window is not used), a shard of examples needs L = T (each example is one
+ * window), and inputs = the T tokens, targets = the same T tokens, -1 where the loss mask is 0 (padding). The
+ * caller chooses which targets to predict (core/model/mlm.c masks the inputs). Order, mixtures and checks are the
+ * causal mode's.
+ *
  * Order. Global sample s is drawn from source src(s): the source i with the largest q_i (s+1) - c_i(s) 2^32
  * in exact integers (q_i = floor(w_i 2^32 + 1/2), w_i normalised; c_i(s): samples of source i before s;
  * ties to the lower i), so after any n samples every source has within about one sample of w_i n. It is
@@ -22,7 +29,8 @@
  * Nothing depends on the rank count: any rank can fetch any sample, N ranks see the samples 1 rank sees,
  * and resuming at step k fetches what an uninterrupted run would have. The permutation needs no memory.
  *
- * Targets. With a loss mask, a target whose token has mask 0 is -1 (the loss ignores it).
+ * Targets. With a loss mask, a target whose token has mask 0 is -1 (the loss ignores it). Causal: targets[t] is
+ * token t + 1 of the window; masked LM: token t.
  *
  * Checks. Headers at open (data_shard.h). Tokens: a shard of up to 256 MiB of tokens is checked whole at open
  * (a damaged one is refused before anything starts); a larger one window by window as it is read: a token >= the
@@ -57,10 +65,11 @@ typedef struct zt_dataset {
     zt_data_source src[ZT_DATA_MAX_SOURCES];
     uint64_t q[ZT_DATA_MAX_SOURCES]; /* weights as integers: round(w_i 2^32), w_i normalised */
     int T;
-    uint32_t example_len;     /* 0 (streams) or T + 1 (examples) */
+    uint32_t example_len;     /* 0 (streams) or T + 1 (examples; T in MLM mode) */
     uint32_t vocab_size;      /* the model's: every token must be below it */
     uint64_t seed;
     int shuffle;
+    int mlm;                  /* masked-LM mode: windows of T tokens, targets = inputs (zt_dataset_open_mlm) */
     int has_mask;             /* some file has a loss mask */
     uint64_t mix_next;        /* the mixture's cursor: counts[] hold c_i(mix_next) */
     uint64_t mix_count[ZT_DATA_MAX_SOURCES];
@@ -73,6 +82,9 @@ typedef struct zt_dataset {
    and that every shard's vocab fits model_vocab. Returns 0, or 1 with one line in err. */
 int zt_dataset_open(zt_dataset *d, const char *spec, int T, uint32_t model_vocab, uint64_t seed, int shuffle,
                     int allow_mix, char *err, size_t errlen);
+/* the same in masked-LM mode (the top: windows of T tokens, targets = inputs, examples of exactly T tokens) */
+int zt_dataset_open_mlm(zt_dataset *d, const char *spec, int T, uint32_t model_vocab, uint64_t seed, int shuffle,
+                        int allow_mix, char *err, size_t errlen);
 /* data.stream: the files of pattern tokenized as they are read (data_stream.h); sample s must not come before
    the samples already fetched */
 int zt_dataset_open_stream(zt_dataset *d, const char *pattern, const char *field, const char *tokenizer, int T,
@@ -92,7 +104,8 @@ void zt_dataset_source_counts(zt_dataset *d, uint64_t n, uint64_t *counts);
 /* inputs/targets of window w (w < zt_dataset_windows) in file order (validation; sources in order) */
 void zt_dataset_window(zt_dataset *d, uint64_t w, int32_t *inputs, int32_t *targets);
 /* the index's bytes for a data spec (what zt_dataset_open allocates; the corpus is mapped, not counted),
-   and the bytes the windows in use map: for the memory plan. The spec's globs are expanded, nothing opened. */
+   and the bytes the windows in use map: for the memory plan. The spec's globs are expanded, nothing opened. The
+   window counted is T + 1 tokens: it bounds the masked-LM mode's T as well. */
 size_t zt_dataset_plan_bytes(const char *spec, int T);
 /* the permutation (data.h "Order") of [0, n) keyed by key: element k */
 uint64_t zt_data_perm(uint64_t k, uint64_t n, uint64_t key);

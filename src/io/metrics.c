@@ -249,13 +249,15 @@ static void tensorboard_step(zt_metrics *mx, const zt_step_metrics *s) {
             return;
         }
     }
-    zt_tb_scalar v[8] = {
+    zt_tb_scalar v[10] = {
         {"train/loss", (float)s->loss},         {"train/lr", (float)s->lr},
         {"train/grad_norm", (float)s->grad_norm}, {"train/tokens_per_s", (float)s->tokens_per_s},
         {"train/mem_bytes", (float)s->mem_bytes},
     };
     int n = 5;
     if (s->val_loss >= 0) v[n++] = (zt_tb_scalar){"val/loss", (float)s->val_loss};
+    if (s->mlm_acc >= 0) v[n++] = (zt_tb_scalar){"train/mlm_acc", (float)s->mlm_acc};
+    if (s->val_mlm_acc >= 0) v[n++] = (zt_tb_scalar){"val/mlm_acc", (float)s->val_mlm_acc};
     if (s->gpu_mem_bytes >= 0) {
         v[n++] = (zt_tb_scalar){"gpu/mem_bytes", (float)s->gpu_mem_bytes};
         v[n++] = (zt_tb_scalar){"gpu/util", (float)s->gpu_util};
@@ -279,6 +281,8 @@ void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s) {
                 s->step, s->loss, s->lr, gn, s->tokens_per_s, s->gflops, s->frac_peak, s->step_ms, s->update_ms,
                 s->mem_bytes);
         if (s->val_loss >= 0) fprintf(mx->jsonl, ", \"val_loss\": %.9g", s->val_loss);
+        if (s->mlm_acc >= 0) fprintf(mx->jsonl, ", \"mlm_acc\": %.9g", s->mlm_acc);
+        if (s->val_mlm_acc >= 0) fprintf(mx->jsonl, ", \"val_mlm_acc\": %.9g", s->val_mlm_acc);
         if (s->ckpt_stall_s >= 0) fprintf(mx->jsonl, ", \"ckpt_stall_s\": %.4f", s->ckpt_stall_s);
         if (s->loss_scale > 0) fprintf(mx->jsonl, ", \"loss_scale\": %.9g, \"skipped\": %d", s->loss_scale, s->skipped);
         if (s->gpu_mem_bytes >= 0)
@@ -309,6 +313,7 @@ void zt_metrics_step(zt_metrics *mx, const zt_step_metrics *s) {
     if (s->frac_peak >= 0) snprintf(peak, sizeof peak, " | %4.1f%% peak", 100.0 * s->frac_peak);
     char val[96] = "";
     if (s->val_loss >= 0) snprintf(val, sizeof val, " | val %.4f", s->val_loss);
+    if (s->val_mlm_acc >= 0) snprintf(val + strlen(val), sizeof val - strlen(val), " acc %.3f", s->val_mlm_acc);
     if (s->gpu_mem_bytes >= 0) /* after the ETA, with the validation loss */
         snprintf(val + strlen(val), sizeof val - strlen(val), " | gpu %.0f%% %.1f GiB", s->gpu_util,
                  s->gpu_mem_bytes / (1 << 30));

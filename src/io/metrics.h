@@ -31,6 +31,8 @@ typedef struct zt_step_metrics {
     int skipped;                              /* fp16: the step's gradients overflowed, no update was made */
     double update_ms;                         /* of step_ms: gradient norm + optimizer update + parameter
                                                  all-gather (after the last micro-batch's reduction) */
+    double mlm_acc, val_mlm_acc;              /* masked LM (encoders): the step's and (when evaluated) the validation
+                                                 set's accuracy on the masked positions; < 0: none */
 } zt_step_metrics;
 
 typedef struct zt_metrics {

@@ -30,6 +30,7 @@ void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_res
             r->peak_gflops, r->frac_peak, r->final_loss, r->best_loss);
     if (r->val_loss >= 0) fprintf(f, "  \"final_val_loss\": %.9g,\n", r->val_loss);
     if (r->best_val_loss >= 0) fprintf(f, "  \"best_val_loss\": %.9g,\n", r->best_val_loss);
+    if (r->val_mlm_acc >= 0) fprintf(f, "  \"final_val_mlm_acc\": %.9g,\n", r->val_mlm_acc);
     /* the batch layout and what the run is, so tools/ can tabulate sessions without parsing config.cfg */
     char sess[2 * ZT_NAME_MAX], name[2 * ZT_NAME_MAX];
     zt_json_escape(c->run.session, sess, sizeof sess);

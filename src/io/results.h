@@ -19,6 +19,7 @@ typedef struct zt_run_results {
     double duration_s, tokens_per_s, peak_gflops, frac_peak;
     double final_loss, best_loss, val_loss;      /* val_loss < 0: not evaluated */
     double best_val_loss;                        /* < 0: not evaluated */
+    double val_mlm_acc;                          /* encoders: the last evaluation's masked-LM accuracy; < 0: none */
     double comm_s, comm_flight_s, comm_wait_s;   /* gradient communication (stage 2: buckets) */
     int ckpt_saves;
     double ckpt_stall_s, ckpt_stall_max_s;       /* training time lost to checkpoint saves: total, worst */

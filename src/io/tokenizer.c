@@ -56,7 +56,7 @@ void zt_tok_config_gpt2(zt_tok_config *c, uint32_t eot) {
     c->pretok = ZT_TOK_PRE_GPT2;
     c->eot = eot;
     c->doc_end = ZT_TOK_NO_EOT;
-    c->cls = c->sep = ZT_TOK_NO_EOT;
+    c->cls = c->sep = c->pad = c->mask = ZT_TOK_NO_EOT;
 }
 
 /* ---------------------------------------------------------------- pre-tokenizer */
@@ -187,6 +187,11 @@ static int check_config(const zt_tok_config *c, uint32_t vocab, char *err, size_
         return zt_errf(err, errlen, "end-of-text id %u >= vocab size %u", c->eot, vocab);
     if (c->doc_end != ZT_TOK_NO_EOT && c->doc_end >= vocab)
         return zt_errf(err, errlen, "document-end id %u >= vocab size %u", c->doc_end, vocab);
+    const uint32_t special[4] = {c->cls, c->sep, c->pad, c->mask};
+    for (int k = 0; k < 4; k++)
+        if (special[k] != ZT_TOK_NO_EOT && special[k] >= vocab)
+            return zt_errf(err, errlen, "%s id %u >= vocab size %u", k == 0 ? "cls" : k == 1 ? "sep" : k == 2 ? "pad" :
+                           "mask", special[k], vocab);
     return 0;
 }
 

@@ -32,6 +32,12 @@
  *               being its UTF-8 bytes' tokens "<0x00>".."<0xFF>" (byte fallback; all 256 must exist)
  *   template    ids before (BOS) and after each document, from a TemplateProcessing post-processor;
  *               zt_tokenizer_encode writes them, as Hugging Face's encode does by default.
+ *   specials    cls and sep: the tokens an encoder's sequence starts and ends with (BERT's [CLS] and [SEP],
+ *               RoBERTa's <s> and </s>): a RobertaProcessing post-processor's (encode writes neither, as
+ *               Hugging Face's encode(add_special_tokens=False)), or a template's one token on each side of
+ *               $A; pad and mask: the tokens "[PAD]" / "<pad>" and "[MASK]" / "<mask>" when the vocab has
+ *               them. `prepare --mlm` frames sequences with cls, sep and pad; train configs name them
+ *               (model.pad_id, mlm.cls_id, ...). RoBERTa's tokenizer is GPT-2's configuration with these.
  * The chars model with pre-tokenizer none is one word per document in Hugging Face; ztrain cuts it
  * where no merge can cross, which gives the same ids: before a space that follows a non-space when
  * no merge joins a token ending in a non-space to one starting with "\u2581" (checked when the
@@ -57,7 +63,7 @@
  * Documents in `prepare`: a template writes BOS before each (Llama 2, Llama 3); a configuration other
  * than GPT-2's and WordPiece without a template and with an end-of-text token ends each document with it
  * (zt_tokenizer_doc_end: Qwen2's <|endoftext|>); the GPT-2 configuration writes nothing
- * (--eot-between-files), and so does WordPiece (prepare does not frame with [CLS]/[SEP] yet). The
+ * (--eot-between-files), and so does WordPiece (prepare --mlm frames sequences with [CLS]/[SEP]). The
  * end-of-text token is "<|endoftext|>", else "<|end_of_text|>", else "</s>".
  * Streaming (zt_tokenizer_encode_chunk) of a configuration other than GPT-2's keeps the document in
  * progress inside the tokenizer: zt_tokenizer_reset drops it.
@@ -105,6 +111,12 @@
  *     bert CLEAN_TEXT CHINESE STRIP_ACCENTS LOWERCASE   (0|1 each)
  *     special CLS SEP           (-1 for none)
  * and its token lines hold the tokens' strings ("##ing"); it has no merges.
+ * A tokenizer with a pad or mask token, or with cls / sep and a model other than WordPiece, is version 4:
+ * version 2's lines for any model, then (WordPiece) the wordpiece and bert lines, then
+ *     special CLS SEP           (-1 for none)
+ *     pad PAD                   (-1 for none)
+ *     mask MASK                 (-1 for none)
+ * (the other tokenizers are saved as before, so versions 1-3 stay what they were and still load).
  *
  * Hugging Face files (tokenizer_hf.c): vocab.json + merges.txt (GPT-2), or a tokenizer.json in one of
  * the configurations above (the accepted fields are listed there; anything else is an error naming
@@ -180,10 +192,12 @@ typedef struct zt_tok_config {
     uint32_t n_begin, n_end;      /* template ids around a document */
     uint32_t begin[ZT_TOK_MAX_TEMPLATE], end[ZT_TOK_MAX_TEMPLATE];
     const uint8_t *added;         /* per id: non-zero = added token (not in the BPE model); may be NULL */
-    /* WordPiece (the others leave these zero, cls and sep ZT_TOK_NO_EOT) */
+    /* the specials (the top), ZT_TOK_NO_EOT for none */
+    uint32_t cls, sep;            /* the post-processor's [CLS] and [SEP] (<s> and </s>) */
+    uint32_t pad, mask;           /* the padding and mask tokens */
+    /* WordPiece (the others leave these zero) */
     uint32_t bert;                /* normalizer bert: ZT_TOK_BERT_* */
     uint32_t unk, max_word_chars; /* the unknown token; a longer word is one unk */
-    uint32_t cls, sep;            /* the post-processor's [CLS] and [SEP], ZT_TOK_NO_EOT for none */
     int decode_cleanup;           /* the WordPiece decoder's cleanup */
     char subword_prefix[16];      /* continuing pieces' prefix ("##"), NUL-terminated */
 } zt_tok_config;

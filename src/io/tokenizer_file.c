@@ -18,6 +18,21 @@ static const char *const NORM_NAME[] = {"none", "nfc", "bert"};
 static const char *const PREFIX_NAME[] = {"none", "nonempty", "first"};
 static const char *const PRE_NAME[] = {"gpt2", "llama3", "qwen2", "none", "bert"};
 
+/* an id as the file writes it: -1 for none */
+static long long id_or_none(uint32_t id) { return id == ZT_TOK_NO_EOT ? -1LL : (long long)id; }
+
+/* "key ID" with ID in -1..vocab-1 into *id (-1: ZT_TOK_NO_EOT); 0, else -1 */
+static int parse_id(const char *line, const char *key, unsigned long long vocab, uint32_t *id) {
+    const size_t kl = strlen(key);
+    long long v;
+    int used = 0;
+    if (strncmp(line, key, kl) != 0 || line[kl] != ' ' || sscanf(line + kl, " %lld%n", &v, &used) != 1 ||
+        line[kl + (size_t)used] || v < -1 || v >= (long long)vocab)
+        return -1;
+    *id = v < 0 ? ZT_TOK_NO_EOT : (uint32_t)v;
+    return 0;
+}
+
 static void put_ids(FILE *f, const char *key, uint32_t n, const uint32_t *ids) {
     fprintf(f, "%s %u", key, n);
     for (uint32_t k = 0; k < n; k++) fprintf(f, " %u", ids[k]);
@@ -31,23 +46,28 @@ int zt_tokenizer_save(const zt_tokenizer *t, const char *path, char *err, size_t
         return 1;
     }
     const zt_tok_config *c = &t->cfg;
-    fprintf(f, "%s %d\nvocab_size %u\neot %lld\n", ZT_TOK_MAGIC, t->simple ? 1 : t->wp ? 3 : 2, t->vocab,
-            c->eot == ZT_TOK_NO_EOT ? -1LL : (long long)c->eot);
-    if (!t->simple) {
+    /* version 4 only where its lines are needed: the other tokenizers' files stay as they were */
+    const int v4 = c->pad != ZT_TOK_NO_EOT || c->mask != ZT_TOK_NO_EOT ||
+                   (!t->wp && (c->cls != ZT_TOK_NO_EOT || c->sep != ZT_TOK_NO_EOT));
+    const int ver = v4 ? 4 : t->simple ? 1 : t->wp ? 3 : 2;
+    fprintf(f, "%s %d\nvocab_size %u\neot %lld\n", ZT_TOK_MAGIC, ver, t->vocab, id_or_none(c->eot));
+    if (ver >= 2) {
         fprintf(f, "model %s\nnormalizer %s\nprefix %s\npretokenizer %s\nignore_merges %d\nstrip_space %d\n",
                 MODEL_NAME[c->model], NORM_NAME[c->normalizer], PREFIX_NAME[c->prefix], PRE_NAME[c->pretok],
                 c->ignore_merges != 0, c->strip_space != 0);
         put_ids(f, "begin", c->n_begin, c->begin);
         put_ids(f, "end", c->n_end, c->end);
-        fprintf(f, "doc_end %lld\n", c->doc_end == ZT_TOK_NO_EOT ? -1LL : (long long)c->doc_end);
-        if (t->wp) zt_wp_save_lines(f, c);
+        fprintf(f, "doc_end %lld\n", id_or_none(c->doc_end));
+        if (t->wp) zt_wp_save_lines(f, c); /* its last line is "special CLS SEP" */
+        else if (v4) fprintf(f, "special %lld %lld\n", id_or_none(c->cls), id_or_none(c->sep));
+        if (v4) fprintf(f, "pad %lld\nmask %lld\n", id_or_none(c->pad), id_or_none(c->mask));
     }
     fprintf(f, "tokens %u\n", t->vocab);
     static const char hex[] = "0123456789abcdef";
     for (uint32_t i = 0; i < t->vocab; i++) {
         size_t n;
         const uint8_t *s = mod_tok(t, i, &n);
-        if (!t->simple && is_added(t, i)) fputc('+', f);
+        if (ver >= 2 && is_added(t, i)) fputc('+', f);
         if (n == 0) fputc('-', f);
         for (size_t k = 0; k < n; k++) {
             fputc(hex[s[k] >> 4], f);
@@ -135,30 +155,30 @@ zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen
     NEXT();
     if (sscanf(line, "%31s %d", word, &ver) != 2 || strcmp(word, ZT_TOK_MAGIC) != 0)
         BAD("not a ztrain tokenizer file (expected first line '%s %d')", ZT_TOK_MAGIC, ZT_TOK_VERSION);
-    if (ver < 1 || ver > 3) BAD("unsupported tokenizer version %d (expected 1, 2 or 3)", ver);
+    if (ver < 1 || ver > 4) BAD("unsupported tokenizer version %d (expected 1, 2, 3 or 4)", ver);
     NEXT();
-    if (sscanf(line, "vocab_size %llu", &vocab) != 1 || vocab < (ver == 3 ? 1 : 256) || vocab > ZT_TOK_MAX_VOCAB)
-        BAD("expected 'vocab_size N' with N in %d..%d, got '%.40s'", ver == 3 ? 1 : 256, ZT_TOK_MAX_VOCAB, line);
+    if (sscanf(line, "vocab_size %llu", &vocab) != 1 || vocab < (ver >= 3 ? 1 : 256) || vocab > ZT_TOK_MAX_VOCAB)
+        BAD("expected 'vocab_size N' with N in %d..%d, got '%.40s'", ver >= 3 ? 1 : 256, ZT_TOK_MAX_VOCAB, line);
     NEXT();
     if (sscanf(line, "eot %lld", &eot) != 1 || eot < -1 || eot >= (long long)vocab)
         BAD("expected 'eot ID' with ID in -1..%llu, got '%.40s'", vocab - 1, line);
     zt_tok_config_gpt2(&cfg, eot < 0 ? ZT_TOK_NO_EOT : (uint32_t)eot);
     if (ver >= 2) {
         NEXT();
-        if ((v = parse_name(line, "model", MODEL_NAME, ver == 3 ? 3 : 2)) < 0)
-            BAD("expected 'model bytes|chars%s', got '%.40s'", ver == 3 ? "|wordpiece" : "", line);
+        if ((v = parse_name(line, "model", MODEL_NAME, ver >= 3 ? 3 : 2)) < 0)
+            BAD("expected 'model bytes|chars%s', got '%.40s'", ver >= 3 ? "|wordpiece" : "", line);
         cfg.model = (zt_tok_model)v;
         NEXT();
-        if ((v = parse_name(line, "normalizer", NORM_NAME, ver == 3 ? 3 : 2)) < 0)
-            BAD("expected 'normalizer none|nfc%s', got '%.40s'", ver == 3 ? "|bert" : "", line);
+        if ((v = parse_name(line, "normalizer", NORM_NAME, ver >= 3 ? 3 : 2)) < 0)
+            BAD("expected 'normalizer none|nfc%s', got '%.40s'", ver >= 3 ? "|bert" : "", line);
         cfg.normalizer = (zt_tok_norm)v;
         NEXT();
         if ((v = parse_name(line, "prefix", PREFIX_NAME, 3)) < 0)
             BAD("expected 'prefix none|nonempty|first', got '%.40s'", line);
         cfg.prefix = (zt_tok_prefix)v;
         NEXT();
-        if ((v = parse_name(line, "pretokenizer", PRE_NAME, ver == 3 ? 5 : 4)) < 0)
-            BAD("expected 'pretokenizer gpt2|llama3|qwen2|none%s', got '%.40s'", ver == 3 ? "|bert" : "", line);
+        if ((v = parse_name(line, "pretokenizer", PRE_NAME, ver >= 3 ? 5 : 4)) < 0)
+            BAD("expected 'pretokenizer gpt2|llama3|qwen2|none%s', got '%.40s'", ver >= 3 ? "|bert" : "", line);
         cfg.pretok = (zt_tok_pre)v;
         NEXT();
         if (strcmp(line, "ignore_merges 0") != 0 && strcmp(line, "ignore_merges 1") != 0)
@@ -178,11 +198,21 @@ zt_tokenizer *zt_tokenizer_load_zttok(const char *path, char *err, size_t errlen
         if (sscanf(line, "doc_end %lld", &doc_end) != 1 || doc_end < -1 || doc_end >= (long long)vocab)
             BAD("expected 'doc_end ID' with ID in -1..%llu, got '%.40s'", vocab - 1, line);
         cfg.doc_end = doc_end < 0 ? ZT_TOK_NO_EOT : (uint32_t)doc_end;
-        for (int k = 0; ver == 3 && k < ZT_WP_FILE_LINES; k++) {
+        /* version 3: the WordPiece lines; version 4: those of a WordPiece model, then "special" for any */
+        for (int k = 0; ver >= 3 && k < ZT_WP_FILE_LINES; k++) {
+            if (ver == 4 && cfg.model != ZT_TOK_MODEL_WORDPIECE && k < ZT_WP_FILE_LINES - 1) continue;
             NEXT();
             if (zt_wp_read_line(k, line, &cfg, (uint32_t)vocab))
                 BAD("expected '%s' (tokenizer.h), got '%.40s'", k == 0 ? "wordpiece UNK MAX_CHARS CLEANUP PREFIX_HEX" :
                     k == 1 ? "bert CLEAN CHINESE STRIP LOWER" : "special CLS SEP", line);
+        }
+        if (ver == 4) {
+            NEXT();
+            if (parse_id(line, "pad", vocab, &cfg.pad))
+                BAD("expected 'pad ID' with ID in -1..%llu, got '%.40s'", vocab - 1, line);
+            NEXT();
+            if (parse_id(line, "mask", vocab, &cfg.mask))
+                BAD("expected 'mask ID' with ID in -1..%llu, got '%.40s'", vocab - 1, line);
         }
         added = zt_calloc(vocab, 1);
         cfg.added = added;

@@ -19,7 +19,11 @@
  *   decoder        ByteLevel or null (byte-level) | Sequence[Replace("\u2581" -> " "), ByteFallback,
  *                  Fuse, Strip(" ", 1, 0)?] (byte_fallback)
  *   post_processor null | ByteLevel | TemplateProcessing (its "single" template: special tokens
- *                  around $A) | BertProcessing (cls $A sep) | a Sequence of those
+ *                  around $A) | BertProcessing (cls $A sep, read as a template) | RobertaProcessing (cls
+ *                  and sep only: encode writes neither) | a Sequence of those. One token on each side of $A
+ *                  is also the configuration's cls and sep (prepare --mlm frames sequences with them).
+ * The padding and mask tokens (zt_tok_config pad, mask) are the tokens "[PAD]" / "<pad>" and "[MASK]" / "<mask>"
+ * (BERT's, RoBERTa's) of the vocab or the added tokens, when there are such.
  * Anything else is an error naming the field (exit 2 in the commands). "truncation" and "padding"
  * (batch settings) are ignored, as are added tokens' matching flags (ztrain never matches added
  * tokens in text, tokenizer.h). Byte-level token strings are in GPT-2's bytes_to_unicode alphabet
@@ -139,9 +143,19 @@ static int read_merges_txt(const char *path, hf *h, char *err, size_t errlen) {
     return 0;
 }
 
-/* the end-of-text token: "<|endoftext|>" (the only one GPT-2's configuration looks for), else
- * "<|end_of_text|>" (Llama 3), else "</s>" (Llama 2) */
-static const char *const EOT_NAMES[] = {ZT_TOK_EOT_TEXT, "<|end_of_text|>", "</s>"};
+/* tokens found by their text: the end-of-text token "<|endoftext|>" (the only one GPT-2's configuration looks for),
+ * else "<|end_of_text|>" (Llama 3), else "</s>" (Llama 2); the padding token "[PAD]" (BERT), else "<pad>"
+ * (RoBERTa); the mask token "[MASK]", else "<mask>" */
+enum { NAME_EOT = 0, NAME_PAD = 3, NAME_MASK = 5, N_NAMES = 7 };
+static const char *const TOKEN_NAMES[N_NAMES] = {ZT_TOK_EOT_TEXT, "<|end_of_text|>", "</s>", "[PAD]", "<pad>",
+                                                 "[MASK]", "<mask>"};
+
+/* the first of names[0..n) found (found: the ids of TOKEN_NAMES) */
+static uint32_t first_found(const uint32_t *found, int n) {
+    for (int k = 0; k < n; k++)
+        if (found[k] != ZT_TOK_NO_EOT) return found[k];
+    return ZT_TOK_NO_EOT;
+}
 
 static zt_tokenizer *hf_build(hf *h, const zt_tok_config *cfg0, const char *path, const char *mpath, char *err,
                               size_t errlen) {
@@ -159,7 +173,8 @@ static zt_tokenizer *hf_build(hf *h, const zt_tok_config *cfg0, const char *path
     uint32_t *lens = zt_calloc(vocab ? vocab : 1, sizeof *lens);
     uint8_t *added = zt_calloc(vocab ? vocab : 1, 1);
     uint32_t (*merges)[3] = zt_malloc((h->nm ? h->nm : 1) * sizeof *merges);
-    uint32_t eot_of[3] = {ZT_TOK_NO_EOT, ZT_TOK_NO_EOT, ZT_TOK_NO_EOT};
+    uint32_t found[N_NAMES];
+    for (int k = 0; k < N_NAMES; k++) found[k] = ZT_TOK_NO_EOT;
     zt_hashmap *m = zt_hashmap_create(2 * h->nv + 2); /* token string -> id */
     sbuf tb = {0}, cat = {0};
     for (size_t pass = 0; pass < 2; pass++) { /* model vocab wins over added tokens with the same id */
@@ -173,9 +188,9 @@ static zt_tokenizer *hf_build(hf *h, const zt_tok_config *cfg0, const char *path
                 snprintf(err, errlen, "%s: token '%.*s' appears twice in the vocab", path, (int)(s.n > 40 ? 40 : s.n), s.s);
                 goto done;
             }
-            for (int k = 0; k < 3; k++)
-                if (s.n == strlen(EOT_NAMES[k]) && memcmp(s.s, EOT_NAMES[k], s.n) == 0 && eot_of[k] == ZT_TOK_NO_EOT)
-                    eot_of[k] = id;
+            for (int k = 0; k < N_NAMES; k++)
+                if (s.n == strlen(TOKEN_NAMES[k]) && memcmp(s.s, TOKEN_NAMES[k], s.n) == 0 && found[k] == ZT_TOK_NO_EOT)
+                    found[k] = id;
             if (toks[id]) continue;
             if (chars || wp) {
                 tb.n = 0;
@@ -189,8 +204,9 @@ static zt_tokenizer *hf_build(hf *h, const zt_tok_config *cfg0, const char *path
             added[id] = (uint8_t)pass;
         }
     }
-    cfg.eot = eot_of[0];
-    for (int k = 1; k < 3 && !gpt2 && cfg.eot == ZT_TOK_NO_EOT; k++) cfg.eot = eot_of[k];
+    cfg.eot = first_found(found + NAME_EOT, gpt2 ? 1 : 3);
+    cfg.pad = first_found(found + NAME_PAD, 2);
+    cfg.mask = first_found(found + NAME_MASK, 2);
     /* a configuration other than GPT-2's and WordPiece without a template ends each document with end-of-text */
     cfg.doc_end = !gpt2 && !wp && !cfg.n_begin && !cfg.n_end ? cfg.eot : ZT_TOK_NO_EOT;
     const uint64_t *unk = wp ? zt_hashmap_get(m, h->unk.s, h->unk.n) : NULL;

@@ -313,22 +313,27 @@ static void hf_template(hf *h, const zt_json *v, const char *field, zt_tok_confi
     if (!seen_a && !h->bad) zt_hf_fail(h, single, "%s.single: no {\"Sequence\": {\"id\": \"A\"}}", field);
 }
 
-/* BertProcessing: cls $A sep, each ["name", id] */
-static void hf_bert_post(hf *h, const zt_json *v, const char *field, zt_tok_config *c) {
-    static const char *const keys[] = {"type", "sep", "cls", NULL}, *const names[] = {"cls", "sep"};
-    only_keys(h, v, field, keys);
+/* BertProcessing: cls $A sep, each ["name", id], read as a template; RobertaProcessing (<s> $A </s>; its
+   trim_offsets and add_prefix_space move offsets only): cls and sep alone, which encode never writes (as HF's
+   encode(add_special_tokens=False); prepare --mlm frames sequences with them) */
+static void hf_bert_post(hf *h, const zt_json *v, const char *field, zt_tok_config *c, int roberta) {
+    static const char *const keys[] = {"type", "sep", "cls", NULL}, *const names[] = {"cls", "sep"},
+                             *const rkeys[] = {"type", "sep", "cls", "trim_offsets", "add_prefix_space", NULL};
+    only_keys(h, v, field, roberta ? rkeys : keys);
+    if (roberta && !h->bad) want_bool(h, v, field, "trim_offsets", -1, 1);
+    if (roberta && !h->bad) want_bool(h, v, field, "add_prefix_space", -1, 1);
     for (int k = 0; k < 2 && !h->bad; k++) {
         const zt_json *e = zt_json_get(v, names[k]);
         long long id;
         if (!e || e->type != ZT_JSON_ARR || e->n != 2 || e->items[0].type != ZT_JSON_STR)
             zt_hf_fail(h, e ? e : v, "%s.%s: expected [\"token\", id]", field, names[k]);
         else if (zt_hf_id(h, &e->items[1], &id))
-            (k ? c->end : c->begin)[0] = (uint32_t)id;
+            *(roberta ? (k ? &c->sep : &c->cls) : (k ? c->end : c->begin)) = (uint32_t)id;
     }
-    c->n_begin = c->n_end = 1;
+    if (!roberta) c->n_begin = c->n_end = 1;
 }
 
-/* post_processor: null, ByteLevel, TemplateProcessing, BertProcessing, or a Sequence of those */
+/* post_processor: null, ByteLevel, TemplateProcessing, BertProcessing, RobertaProcessing, or a Sequence of those */
 static void hf_post(hf *h, const zt_json *v, const char *field, zt_tok_config *c, int depth) {
     static const char *const bl_keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex", NULL},
                              *const seq_keys[] = {"type", "processors", NULL};
@@ -338,9 +343,12 @@ static void hf_post(hf *h, const zt_json *v, const char *field, zt_tok_config *c
     const zt_json *seq = zt_json_get(v, "processors");
     if (strcmp(type, "ByteLevel") == 0) {
         only_keys(h, v, field, bl_keys);
-    } else if (strcmp(type, "TemplateProcessing") == 0 || strcmp(type, "BertProcessing") == 0) {
-        if (c->n_begin || c->n_end) zt_hf_fail(h, v, "%s: a second template is not supported", field);
-        else (type[0] == 'B' ? hf_bert_post : hf_template)(h, v, field, c);
+    } else if (strcmp(type, "TemplateProcessing") == 0 || strcmp(type, "BertProcessing") == 0 ||
+               strcmp(type, "RobertaProcessing") == 0) {
+        if (c->n_begin || c->n_end || c->cls != ZT_TOK_NO_EOT)
+            zt_hf_fail(h, v, "%s: a second template is not supported", field);
+        else if (type[0] == 'T') hf_template(h, v, field, c);
+        else hf_bert_post(h, v, field, c, type[0] == 'R');
     } else if (strcmp(type, "Sequence") == 0 && seq && seq->type == ZT_JSON_ARR && depth == 0) {
         only_keys(h, v, field, seq_keys);
         for (int i = 0; i < seq->n && !h->bad; i++) {
@@ -349,8 +357,8 @@ static void hf_post(hf *h, const zt_json *v, const char *field, zt_tok_config *c
             hf_post(h, &seq->items[i], f, c, 1);
         }
     } else {
-        zt_hf_fail(h, v, "%s: '%s' is not supported (expected ByteLevel, TemplateProcessing, BertProcessing or a "
-                "Sequence of them)", field, type);
+        zt_hf_fail(h, v, "%s: '%s' is not supported (expected ByteLevel, TemplateProcessing, BertProcessing, "
+                "RobertaProcessing or a Sequence of them)", field, type);
     }
 }
 
@@ -511,6 +519,10 @@ void zt_hf_config(hf *h, zt_tok_config *c) {
             zt_hf_fail(h, h->decoder, "decoder: Llama 2's decoder needs a BPE with byte_fallback (model.byte_fallback is "
                     "false)");
         c->pretok = pre == P_LLAMA3 ? ZT_TOK_PRE_LLAMA3 : pre == P_QWEN2 ? ZT_TOK_PRE_QWEN2 : ZT_TOK_PRE_GPT2;
+    }
+    if (c->n_begin == 1 && c->n_end == 1) { /* [CLS] $A [SEP]: encode writes them (a template), and they are cls, sep */
+        c->cls = c->begin[0];
+        c->sep = c->end[0];
     }
 }
 

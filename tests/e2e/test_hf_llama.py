@@ -30,8 +30,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers"))
 import hf_ref_common as common  # noqa: E402
 from hf_ref_common import (REPO, TOL, Yardstick, abs_err, adamw_train, check_clip_steps,  # noqa: E402
-                           check_loss_logits, check_train_records, hf_loss, make_batches, parse_table, rel_err,
-                           report_fail, report_pass, run_dump, train_args, write_tokens)
+                           check_loss_logits, check_table_map, check_train_records, compare_tensors, hf_loss,
+                           make_batches, parse_table, rel_err, report_fail, report_pass, run_dump, train_args,
+                           write_tokens)
 
 common.require_imports("hf_llama_imports", "numpy/torch/transformers",
                        "create the venv with scripts/setup-venv.sh: transformers 4.44.2, Debian's torch, numpy")
@@ -42,21 +43,9 @@ from hf_llama_common import dump_args, flat, grads, make_model, to_ztrain, value
 
 def check_table(sh, model):
     ts, total = parse_table(run_dump(["table"] + dump_args(sh)))
-    want = to_ztrain(values(model), sh)
-    names = [t[0] for t in ts]
-    if sorted(names) != sorted(want):
-        return None, f"ztrain tensors {sorted(set(names) - set(want))} not mapped, HF-derived {sorted(set(want) - set(names))} missing"
     n_hf = sum(p.numel() for p in model.parameters()) + 2 * (sh["Vp"] - sh["V"]) * sh["C"]
-    if total != n_hf:
-        return None, f"table total {total} != HF parameters (with the vocabulary padding) {n_hf}"
-    off = 0
-    for name, o, numel, shape, decay in ts:
-        if tuple(want[name].shape) != shape or o != off:
-            return None, f"{name}: ztrain shape {shape} at {o}, HF-derived {want[name].shape} at {off}"
-        if decay != (len(shape) == 2):
-            return None, f"{name}: decay flag {decay} for a {len(shape)}-D tensor"
-        off += numel
-    return (ts, total), None
+    err = check_table_map(ts, total, to_ztrain(values(model), sh), n_hf)
+    return (None, err) if err else ((ts, total), None)
 
 
 # ----------------------------------------------------------------------------------- cases
@@ -95,20 +84,7 @@ def case_fwdbwd(tag, sh, B, T, seed, tmp):
     ys = Yardstick("ztrain", "HF")
     loss_rel, log_rel, log_abs = check_loss_logits(ys, problems, z_loss, z_logits, h_loss, h_logits, d_loss, d_logits,
                                                    V, Vp)
-    worst = ("", 0.0)
-    for tname, o, numel, shape, _ in ts:
-        zg = z_grad[o:o + numel].reshape(shape)
-        hg, dg = h_grads[tname], d_grads[tname]
-        if tname in ("wte.weight", "lm_head.weight"):
-            if Vp > V and np.any(zg[V:] != 0):
-                problems.append(f"{tname} padded rows got a gradient")
-            zg, hg, dg = zg[:V], hg[:V], dg[:V]
-        ys.add(f"grad {tname}", zg, hg, dg)
-        r = rel_err(zg, hg)
-        if not r <= TOL:
-            problems.append(f"grad {tname}: rel {r:.2e}")
-        if r >= worst[1]:
-            worst = (tname, r)
+    worst = compare_tensors(ys, problems, ts, z_grad, h_grads, d_grads, V, Vp, ("wte.weight", "lm_head.weight"), "grad")
     msg = (f"{ys.summary()}; loss {z_loss:.6f} rel {loss_rel:.1e}; logits rel {log_rel:.1e} abs {log_abs:.1e}; "
            f"grads ({len(ts)} tensors) worst rel {worst[1]:.1e} [{worst[0]}]")
     ys.finish(name, problems, msg)

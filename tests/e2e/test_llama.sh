@@ -34,14 +34,7 @@ run ds 1 --set device=devsim
 compare_runs $d/ds $d/f1 llama_devsim_equals_cpu
 run cs1 1 --set device=cudasim && run cs2 2 --set device=cudasim
 compare_runs $d/cs2 $d/cs1 llama_cudasim_1_vs_2_ranks
-worst=$($PY - $d/f1/metrics.jsonl $d/cs1/metrics.jsonl <<'EOF'
-import json, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
-assert len(a) == len(b) == 10, (len(a), len(b))
-print(max(abs(x - y) / abs(x) for x, y in zip(a, b)))
-EOF
-)
+worst=$(loss_rel_diff $d/f1 $d/cs1 10)
 if $PY -c "import sys; sys.exit(not float(sys.argv[1]) <= 1e-5)" "${worst:-nan}"; then
   pass "llama_cudasim_vs_cpu (10 losses, max rel diff $worst <= 1e-5)"
 else fail "llama_cudasim_vs_cpu: max rel diff ${worst:-?}"; fi
@@ -104,6 +97,6 @@ expect_bad bad_kv_heads "model.n_kv_head = 3" --set model.family=llama --set mod
 expect_bad bad_swiglu_size "model.intermediate_size = 0" --set model.family=llama
 expect_bad bad_rope_odd_head "even head size" --set model.family=llama --set model.intermediate_size=96 \
   --set model.n_embd=66 --set model.n_head=2
-expect_bad bad_layernorm_eps "model.norm_eps" --set model.norm_eps=1e-6
+expect_bad bad_encoder_key_on_decoder "for the encoder families" --set model.pad_id=3
 expect_bad bad_bias_list "model.bias" --set model.bias=qkv,nope
 finish

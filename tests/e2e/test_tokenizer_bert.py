@@ -14,9 +14,10 @@ variants: uncased (lowercase, strip_accents null), cased (lowercase false) and t
       Chinese/Japanese/Korean, emoji, control characters, tabs and newlines, NBSP and the other Unicode spaces,
       punctuation of every kind with the ASCII symbols BERT counts as punctuation, words around 100 characters,
       empty documents) and random mixtures of its pieces: one JSON Lines document each, one `prepare` run, the
-      shard's documents equal HF's encode(text, add_special_tokens=False) (no [CLS]/[SEP]: prepare does not
-      frame BERT documents yet);
-  (b) the tokenizer.zttok prepare writes (version 3) encodes the whole text like the tokenizer.json and like HF,
+      shard's documents equal HF's encode(text, add_special_tokens=False) (no [CLS]/[SEP]: only prepare --mlm
+      frames BERT documents, tests/e2e/test_prepare_mlm.py);
+  (b) the tokenizer.zttok prepare writes (version 4: it has [PAD] and [MASK]; their ids, [CLS]'s and [SEP]'s as
+      HF's) encodes the whole text like the tokenizer.json and like HF,
       streamed in 1 KB blocks too;
   (c) decode equals HF's decode(ids, skip_special_tokens=False): the whole shard; one at a time (254 sequences),
       45 documents and 20 random id sequences (continuation pieces first, special tokens) per tokenizer, and 59
@@ -26,7 +27,8 @@ variants: uncased (lowercase, strip_accents null), cased (lowercase false) and t
       every character HF's normalizer outputs: ids equal for 3 normalizer settings; and
       src/util/unicode_bert_tables.h is what scripts/gen_unicode_bert.py writes;
   (e) bad tokenizer.json files (a normalizer, pre-tokenizer, decoder or model field the loader does not
-      support) exit 2 with one line naming the file and the field, and write nothing.
+      support) exit 2 with one line naming the file and the field, and write nothing; BertProcessing and
+      RobertaProcessing load and encode like the template.
 """
 import json
 import os
@@ -175,8 +177,11 @@ def check_tokenizer(name, path, hf, docs, whole, tmp):
 
     # (b) the saved .zttok; the whole text streamed in blocks
     zttok = os.path.join(out, "tokenizer.zttok")
-    head = open(zttok, "rb").readline().decode().strip()
-    report(f"{name}_zttok_version_3", head == "ztrain-tokenizer 3", f"first line '{head}'")
+    lines = open(zttok, "rb").read().decode().split("\n")[:24]
+    want_ids = [hf.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]")]
+    want_lines = [f"special {want_ids[0]} {want_ids[1]}", f"pad {want_ids[2]}", f"mask {want_ids[3]}"]
+    report(f"{name}_zttok_version_4", lines[0] == "ztrain-tokenizer 4" and all(x in lines for x in want_lines),
+           f"first line '{lines[0]}', {want_lines} (HF's ids)")
     want_whole = hf.encode(whole, add_special_tokens=False).ids
     try:
         for label, tok, extra in [("json", path, []), ("zttok", zttok, []), ("zttok_read_kb_1", zttok, ["--read-kb", "1"])]:
@@ -320,9 +325,9 @@ def bad_cases(path, tmp):
     add("model_unk_missing", lambda j: j["model"].update(unk_token="<unk>"), "model.unk_token")
     add("post_two_before", lambda j: j["post_processor"]["single"].insert(0, j["post_processor"]["single"][0]),
         "post_processor")
-    add("post_roberta", lambda j: j.update(post_processor={"type": "RobertaProcessing", "sep": ["[SEP]", 3],
-                                                           "cls": ["[CLS]", 2], "trim_offsets": True,
-                                                           "add_prefix_space": False}), "post_processor")
+    add("post_roberta_field", lambda j: j.update(post_processor={"type": "RobertaProcessing", "sep": ["[SEP]", 3],
+                                                                 "cls": ["[CLS]", 2], "pad": True}),
+        "post_processor.pad")
     src = os.path.join(tmp, "bad_in.txt")
     open(src, "w").write("hello world\n")
     for name, p, want in cases:
@@ -333,17 +338,20 @@ def bad_cases(path, tmp):
             p in lines[0] and not os.path.exists(out)
         report(f"bad_{name}", ok, lines[0] if ok else f"exit {rc}, stderr {se.strip()[:300]!r} (expected exit 2, "
                f"one line naming '{want}', no output)")
-    # BertProcessing is read as [CLS] $A [SEP] (and encode writes neither)
-    j = json.load(open(path, encoding="utf-8"))
-    j["post_processor"] = {"type": "BertProcessing", "sep": ["[SEP]", j["model"]["vocab"]["[SEP]"]],
-                           "cls": ["[CLS]", j["model"]["vocab"]["[CLS]"]]}
-    p = os.path.join(tmp, "bert_processing.json")
-    json.dump(j, open(p, "w", encoding="utf-8"), ensure_ascii=False)
-    try:
-        report("post_bert_processing", zt_encode(p, b"hello, world", tmp) == zt_encode(path, b"hello, world", tmp),
-               "BertProcessing loads and encodes like the template")
-    except RuntimeError as ex:
-        report("post_bert_processing", False, str(ex))
+    # BertProcessing and RobertaProcessing are read as [CLS] $A [SEP] (and encode writes neither)
+    for kind in ("Bert", "Roberta"):
+        j = json.load(open(path, encoding="utf-8"))
+        j["post_processor"] = {"type": kind + "Processing", "sep": ["[SEP]", j["model"]["vocab"]["[SEP]"]],
+                               "cls": ["[CLS]", j["model"]["vocab"]["[CLS]"]]}
+        if kind == "Roberta":
+            j["post_processor"].update(trim_offsets=True, add_prefix_space=False)
+        p = os.path.join(tmp, f"{kind.lower()}_processing.json")
+        json.dump(j, open(p, "w", encoding="utf-8"), ensure_ascii=False)
+        try:
+            report(f"post_{kind.lower()}_processing", zt_encode(p, b"hello, world", tmp) ==
+                   zt_encode(path, b"hello, world", tmp), f"{kind}Processing loads and encodes like the template")
+        except RuntimeError as ex:
+            report(f"post_{kind.lower()}_processing", False, str(ex))
 
 
 def main():

@@ -470,9 +470,8 @@ def bad_cases(paths, tmp):
         add_prefix_space=True), "pre_tokenizer.pretokenizers[1].add_prefix_space")
     add("decoder_metaspace", "llama2", lambda j: j.update(decoder={"type": "Metaspace", "replacement": "▁",
                                                                     "prepend_scheme": "always", "split": True}), "decoder")
-    add("post_roberta", "qwen2", lambda j: j.update(post_processor={"type": "RobertaProcessing", "sep": ["</s>", 2],
-                                                                    "cls": ["<s>", 0], "trim_offsets": True,
-                                                                    "add_prefix_space": False}), "post_processor")
+    add("post_roberta_field", "qwen2", lambda j: j.update(post_processor={
+        "type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "pad_to": 8}), "post_processor.pad_to")
     add("missing_byte_token", "llama2", lambda j: j["model"]["vocab"].pop("<0x41>"), "<0x41>")
     add("byte_fallback_byte_level", "qwen2", lambda j: (j["model"].update(byte_fallback=True), j.update(normalizer=None)),
         "pre_tokenizer")

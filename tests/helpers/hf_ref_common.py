@@ -377,3 +377,44 @@ def check_clip_steps(problems, zrec, zc, hc, clip, who, ref):
     exp_clip = np.minimum(1.0, clip / (zrec[:, 1] + 1e-6))
     if not np.allclose(zrec[:, 2], exp_clip, rtol=1e-6, atol=0):
         problems.append("clip factor is not min(1, clip / (norm + 1e-6))")
+
+
+def check_table_map(ts, total, want, n_hf):
+    """ztrain's table (model_dump table: ts, total) against want {name: array in ztrain's layout, from the HF
+    model}: every tensor mapped once, in order, with its shape; the total equal to n_hf (HF's parameters with the
+    vocabulary padding); decay on 2-D tensors only. Returns an error line or None"""
+    names = [t[0] for t in ts]
+    if sorted(names) != sorted(want):
+        return f"ztrain tensors {sorted(set(names) - set(want))} not mapped, HF-derived {sorted(set(want) - set(names))} missing"
+    if total != n_hf:
+        return f"table total {total} != HF parameters (with the vocabulary padding) {n_hf}"
+    off = 0
+    for name, o, numel, shape, decay in ts:
+        if tuple(want[name].shape) != shape or o != off:
+            return f"{name}: ztrain shape {shape} at {o}, HF-derived {want[name].shape} at {off}"
+        if decay != (len(shape) == 2):
+            return f"{name}: decay flag {decay} for a {len(shape)}-D tensor"
+        off += numel
+    return None
+
+
+def compare_tensors(ys, problems, ts, z_flat, ref32, ref64, V, Vp, vocab_names, what):
+    """every tensor of ztrain's flat z_flat (table ts) against the fp32 (ref32) and f64 (ref64) references
+    {name: array}: yardstick rows and the TOL check vs fp32, named "<what> <tensor>"; the tensors in vocab_names
+    compared on their first V rows, and (what == "grad") their padded rows must be exactly 0. Returns the worst
+    (name, rel vs fp32)"""
+    worst = ("", 0.0)
+    for tname, o, numel, shape, _ in ts:
+        z = z_flat[o:o + numel].reshape(shape)
+        h, d = ref32[tname], ref64[tname]
+        if tname in vocab_names:
+            if what == "grad" and Vp > V and np.any(z[V:] != 0):
+                problems.append(f"{tname} padded rows got a gradient")
+            z, h, d = z[:V], h[:V], d[:V]
+        ys.add(f"{what} {tname}", z, h, d)
+        r = rel_err(z, h)
+        if not r <= TOL:
+            problems.append(f"{what} {tname}: rel {r:.2e}")
+        if r >= worst[1]:
+            worst = (tname, r)
+    return worst

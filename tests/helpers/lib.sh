@@ -30,6 +30,17 @@ for s in sorted(d): print(s, d[s])
 print("hash", json.load(open(sys.argv[1] + "/results.json"))["params_hash"])
 EOF
 }
+# loss_rel_diff DIR_A DIR_B N: the largest relative difference of the two runs' per-step losses (each run must
+# have N metrics lines; else an error on stderr and nothing printed)
+loss_rel_diff() {
+  $PY - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'EOF'
+import json, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+assert len(a) == len(b) == int(sys.argv[3]), (len(a), len(b))
+print(max(abs(x - y) / abs(x) for x, y in zip(a, b)))
+EOF
+}
 # pids of the ztrain processes under process $1 (mpirun may sit under timeout, ranks under sh)
 ztrain_pids() {
   local p

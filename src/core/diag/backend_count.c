@@ -14,13 +14,15 @@
 
 enum { K_MATMUL, K_LIN_FWD, K_LIN_BWD, K_GEMM_PACK, K_LN_FWD, K_LN_BWD, K_ATT_FWD, K_ATT_BWD, K_FATT_FWD, K_FATT_BWD,
        K_ATT_DEC, K_GELU_FWD, K_GELU_BWD, K_ADD, K_EMB_FWD, K_EMB_BWD, K_XENT, K_ADAMW, K_ACC, K_SUMSQ, K_COPY, K_ZERO,
-       K_ROUND, K_PACK, K_RMS_FWD, K_RMS_BWD, K_ROPE, K_SWIGLU_FWD, K_SWIGLU_BWD, K_GEMV, K_DROPOUT, K_DEQUANT, K_RLN_FWD, K_N };
+       K_ROUND, K_PACK, K_RMS_FWD, K_RMS_BWD, K_ROPE, K_SWIGLU_FWD, K_SWIGLU_BWD, K_GEMV, K_DROPOUT, K_DEQUANT,
+       K_RLN_FWD, K_BATT_FWD, K_BATT_BWD, K_GELU_ERF_FWD, K_GELU_ERF_BWD, K_BIAS_ADD, K_BIAS_GRAD, K_ARGMAX, K_N };
 static const char *g_names[K_N] = {
     "matmul (lm head)", "linear fwd", "linear bwd", "gemm operand packing", "layernorm fwd", "layernorm bwd",
     "attention fwd", "attention bwd", "attention fused fwd", "attention fused bwd", "attention decode", "gelu fwd",
     "gelu bwd", "residual add", "embedding fwd", "embedding bwd", "softmax+xent", "adamw", "accumulate", "grad norm",
     "copy", "zero", "round_to", "pack16/unpack16", "rmsnorm fwd", "rmsnorm bwd", "rope", "swiglu fwd", "swiglu bwd",
-    "gemv", "dropout", "dequant", "residual+layernorm fwd"};
+    "gemv", "dropout", "dequant", "residual+layernorm fwd", "attention bidir fwd", "attention bidir bwd",
+    "gelu_erf fwd", "gelu_erf bwd", "bias add", "bias grad", "argmax rows"};
 
 static long g_calls[K_N], g_launches[K_N], g_memops[K_N];
 static double g_bytes[K_N];
@@ -103,22 +105,22 @@ static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const 
     g_inner->linear_bwd(be, di, dw, db, d, i, w, N, C, OC, acc);
 }
 static void w_ln_fwd(zt_backend *be, float *o, float *m, float *r, const float *i, const float *w, const float *b, int N,
-                     int C) {
+                     int C, float eps) {
     flush();
     g_calls[K_LN_FWD]++;
     if (N > 0 && C > 0) add(K_LN_FWD, 1, F4 * (2.0 * N * C + 2.0 * C + 2.0 * N));
-    g_inner->layernorm_fwd(be, o, m, r, i, w, b, N, C);
+    g_inner->layernorm_fwd(be, o, m, r, i, w, b, N, C, eps);
     defer(o, (size_t)N * C);
 }
 /* one launch: a, b, w, bias read; res, out, mean, rstd written (each warp reads back the row of res it just wrote:
    not counted as HBM traffic); the residual's rounding is the kernel's, a round_to of out next is fused as after
    layernorm_fwd */
 static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, const float *a, const float *b,
-                      const float *w, const float *bi, int N, int C, int p) {
+                      const float *w, const float *bi, int N, int C, int p, float eps) {
     flush();
     g_calls[K_RLN_FWD]++;
     if (N > 0 && C > 0) add(K_RLN_FWD, 1, F4 * (4.0 * N * C + 2.0 * C + 2.0 * N));
-    g_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p);
+    g_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p, eps);
     defer(o, (size_t)N * C);
 }
 /* LayerNorm / RMSNorm backward: dinp (+=) in one pass, the weight gradients as partial sums per 64 rows in a second
@@ -175,31 +177,52 @@ static void w_swiglu_bwd(zt_backend *be, float *di, const float *i, const float 
     defer(di, (size_t)N * 2 * I);
 }
 /* materialized attention: per sequence b and group member r one batched GEMM over the NKV heads for the scores,
-   the softmax rows, one batched GEMM per (b, r) for the output (kernels_norm_attn.cu) */
+   the softmax rows, one batched GEMM per (b, r) for the output (kernels_norm_attn.cu). Bidirectional attention
+   (mask: kernel k of the bidir slot) runs the same launches, its row kernels reading the key mask (B, T) too */
+static void att_fwd_count(int k, int B, int T, int C, int NH, int NKV, int mask) {
+    if (B > 0 && T > 0 && C > 0) {
+        const double G = NH / NKV, hs = C / NH, BT = (double)B * T, att = BT * NH * T;
+        add(k, (long)(2 * B * G), F4 * (BT * C + BT * NKV * hs * G + att)      /* scores */
+                                     + F4 * (att + BT * NKV * hs * G + BT * C)); /* out = att @ v */
+        add(k, 1, F4 * 2.0 * att + (mask ? 4.0 * BT : 0));                     /* softmax in place */
+    }
+}
+static void att_bwd_count(int k, int B, int T, int C, int NH, int NKV, int mask) {
+    if (B > 0 && T > 0 && C > 0) {
+        const double G = NH / NKV, hs = C / NH, BT = (double)B * T, att = BT * NH * T, kv = BT * NKV * hs;
+        add(k, (long)(2 * B * G), F4 * (BT * C + kv * G + att)                     /* datt = dout @ v^T */
+                                     + F4 * (att + BT * C + kv * (G - 1) + kv * G)); /* dv (+)= att^T @ dout */
+        add(k, 1, F4 * 3.0 * att + (mask ? 4.0 * BT : 0));                         /* dpre from att, datt */
+        add(k, (long)(2 * B * G), F4 * (att + kv * G + BT * C)                     /* dq = dpre @ k */
+                                     + F4 * (att + BT * C + kv * (G - 1) + kv * G)); /* dk (+)= dpre^T @ q */
+    }
+}
 static void w_att_fwd(zt_backend *be, float *o, float *a, const float *q, int B, int T, int C, int NH, int NKV) {
     flush();
     g_calls[K_ATT_FWD]++;
-    if (B > 0 && T > 0 && C > 0) {
-        const double G = NH / NKV, hs = C / NH, BT = (double)B * T, att = BT * NH * T;
-        add(K_ATT_FWD, (long)(2 * B * G), F4 * (BT * C + BT * NKV * hs * G + att)      /* scores */
-                                             + F4 * (att + BT * NKV * hs * G + BT * C)); /* out = att @ v */
-        add(K_ATT_FWD, 1, F4 * 2.0 * att);                                             /* softmax in place */
-    }
+    att_fwd_count(K_ATT_FWD, B, T, C, NH, NKV, 0);
     g_inner->attention_fwd(be, o, a, q, B, T, C, NH, NKV);
 }
 static void w_att_bwd(zt_backend *be, float *dq, float *da, const float *d, const float *q, const float *a, int B, int T,
                       int C, int NH, int NKV) {
     flush();
     g_calls[K_ATT_BWD]++;
-    if (B > 0 && T > 0 && C > 0) {
-        const double G = NH / NKV, hs = C / NH, BT = (double)B * T, att = BT * NH * T, kv = BT * NKV * hs;
-        add(K_ATT_BWD, (long)(2 * B * G), F4 * (BT * C + kv * G + att)                     /* datt = dout @ v^T */
-                                             + F4 * (att + BT * C + kv * (G - 1) + kv * G)); /* dv (+)= att^T @ dout */
-        add(K_ATT_BWD, 1, F4 * 3.0 * att);                                                 /* dpre from att, datt */
-        add(K_ATT_BWD, (long)(2 * B * G), F4 * (att + kv * G + BT * C)                     /* dq = dpre @ k */
-                                             + F4 * (att + BT * C + kv * (G - 1) + kv * G)); /* dk (+)= dpre^T @ q */
-    }
+    att_bwd_count(K_ATT_BWD, B, T, C, NH, NKV, 0);
     g_inner->attention_bwd(be, dq, da, d, q, a, B, T, C, NH, NKV);
+}
+static void w_batt_fwd(zt_backend *be, float *o, float *a, const float *q, const int32_t *kv, int B, int T, int C,
+                       int NH, int NKV) {
+    flush();
+    g_calls[K_BATT_FWD]++;
+    att_fwd_count(K_BATT_FWD, B, T, C, NH, NKV, 1);
+    g_inner->attention_bidir_fwd(be, o, a, q, kv, B, T, C, NH, NKV);
+}
+static void w_batt_bwd(zt_backend *be, float *dq, float *da, const float *d, const float *q, const float *a,
+                       const int32_t *kv, int B, int T, int C, int NH, int NKV) {
+    flush();
+    g_calls[K_BATT_BWD]++;
+    att_bwd_count(K_BATT_BWD, B, T, C, NH, NKV, 1);
+    g_inner->attention_bidir_bwd(be, dq, da, d, q, a, kv, B, T, C, NH, NKV);
 }
 static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int B, int T, int C, int NH, int NKV) {
     flush();
@@ -245,19 +268,40 @@ static void w_gemv(zt_backend *be, float *y, const float *x, const float *w, con
     if (OC > 0) add(K_GEMV, 1, F4 * (C + (double)C * OC + (b ? OC : 0) + OC));
     g_inner->gemv(be, y, x, w, b, C, OC, wt);
 }
-static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) {
+/* GELU (tanh or, for the encoders, exact) forward: in, out; backward: in, dout, dinp. One launch over n elements
+   (kernels_elem.cu), kept for a fused round_to */
+static void gelu_count(int k, size_t n, int arrays) {
     flush();
-    g_calls[K_GELU_FWD]++;
-    if (n) add(K_GELU_FWD, 1, F4 * 2.0 * n);
-    g_inner->gelu_fwd(be, o, i, n);
-    defer(o, n);
+    g_calls[k]++;
+    if (n) add(k, 1, F4 * arrays * n);
 }
+static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) {
+    gelu_count(K_GELU_FWD, n, 2); g_inner->gelu_fwd(be, o, i, n); defer(o, n); }
 static void w_gelu_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
+    gelu_count(K_GELU_BWD, n, 3); g_inner->gelu_bwd(be, di, i, d, n); defer(di, n); }
+static void w_gelu_erf_fwd(zt_backend *be, float *o, const float *i, size_t n) {
+    gelu_count(K_GELU_ERF_FWD, n, 2); g_inner->gelu_erf_fwd(be, o, i, n); defer(o, n); }
+static void w_gelu_erf_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
+    gelu_count(K_GELU_ERF_BWD, n, 3); g_inner->gelu_erf_bwd(be, di, i, d, n); defer(di, n); }
+/* the encoders' MLM head (kernels_elem.cu): one launch each */
+static void w_bias_add(zt_backend *be, float *o, const float *b, int N, int OC) {
     flush();
-    g_calls[K_GELU_BWD]++;
-    if (n) add(K_GELU_BWD, 1, F4 * 3.0 * n);
-    g_inner->gelu_bwd(be, di, i, d, n);
-    defer(di, n);
+    g_calls[K_BIAS_ADD]++;
+    if (N > 0 && OC > 0) add(K_BIAS_ADD, 1, F4 * (2.0 * N * OC + OC));
+    g_inner->bias_add(be, o, b, N, OC);
+}
+/* one thread per column over every row; N == 0 still launches (it writes the zeros) */
+static void w_bias_grad(zt_backend *be, float *db, const float *d, int N, int OC) {
+    flush();
+    g_calls[K_BIAS_GRAD]++;
+    if (OC > 0) add(K_BIAS_GRAD, 1, F4 * ((N > 0 ? (double)N * OC : 0) + OC));
+    g_inner->bias_grad(be, db, d, N, OC);
+}
+static void w_argmax(zt_backend *be, int32_t *idx, const float *x, int N, int V, int ld) {
+    flush();
+    g_calls[K_ARGMAX]++;
+    if (N > 0) add(K_ARGMAX, 1, F4 * (double)N * (V > 0 ? V : 0) + 4.0 * N);
+    g_inner->argmax_rows(be, idx, x, N, V, ld);
 }
 static void w_add(zt_backend *be, float *o, const float *a, const float *b, size_t n) {
     flush();
@@ -415,6 +459,9 @@ void zt_backend_count_begin(zt_backend *be) {
     WRAP(sumsq_chunks, w_sumsq); WRAP(round_to, w_round); WRAP(pack16, w_pack); WRAP(unpack16, w_unpack);
     WRAP(dropout, w_dropout); WRAP(dequant, w_dequant); WRAP(set_precision, w_set_precision);
     WRAP(attention_fused_fwd, w_fatt_fwd); WRAP(attention_fused_bwd, w_fatt_bwd);
+    WRAP(attention_bidir_fwd, w_batt_fwd); WRAP(attention_bidir_bwd, w_batt_bwd); WRAP(gelu_erf_fwd, w_gelu_erf_fwd);
+    WRAP(gelu_erf_bwd, w_gelu_erf_bwd); WRAP(bias_add, w_bias_add); WRAP(bias_grad, w_bias_grad);
+    WRAP(argmax_rows, w_argmax);
 #undef WRAP
     /* set_precision is how the backend learns the run's precision: keep seeing it even where the inner has none */
     w->set_precision = w_set_precision;
@@ -504,7 +551,8 @@ static void n_lbwd(zt_backend *be, float *a, float *b, float *c, const float *d,
                    int h, int i, int j) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g;
                    (void)h; (void)i; (void)j; }
 static void n_lnf(zt_backend *be, float *a, float *b, float *c, const float *d, const float *e, const float *f, int g,
-                  int h) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h; }
+                  int h, float i) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h;
+                  (void)i; }
 static void n_lnb(zt_backend *be, float *a, float *b, float *c, const float *d, const float *e, const float *f,
                   const float *g, const float *h, int i, int j) { (void)be; (void)a; (void)b; (void)c; (void)d;
                   (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; }
@@ -554,8 +602,17 @@ static void n_dequant(zt_backend *be, float *a, const void *b, int f, size_t r, 
     (void)be; (void)a; (void)b; (void)f; (void)r; (void)c; }
 static void n_prec(zt_backend *be, int p) { (void)be; (void)p; }
 static void n_rln(zt_backend *be, float *a, float *b, float *c, float *d, const float *e, const float *f,
-                  const float *g, const float *h, int i, int j, int k) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; (void)k; }
+                  const float *g, const float *h, int i, int j, int k, float l) {
+    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; (void)k;
+    (void)l; }
+static void n_battf(zt_backend *be, float *a, float *b, const float *c, const int32_t *d, int e, int f, int g, int h,
+                    int i) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h;
+                    (void)i; }
+static void n_battb(zt_backend *be, float *a, float *b, const float *c, const float *d, const float *e,
+                    const int32_t *f, int g, int h, int i, int j, int k) { (void)be; (void)a; (void)b; (void)c; (void)d;
+                    (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; (void)k; }
+static void n_argmax(zt_backend *be, int32_t *a, const float *b, int c, int d, int e) {
+    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; }
 static void n_fattb(zt_backend *be, float *a, float *b, const float *c, const float *d, const float *e, const float *f,
                     int g, int h, int i, int j, int k) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f;
                     (void)g; (void)h; (void)i; (void)j; (void)k; }
@@ -570,7 +627,9 @@ static const zt_backend_i g_null_i = {
     .gemv = n_gemv, .gelu_fwd = n_e2, .gelu_bwd = n_e3, .add = n_e3, .embed_fwd = n_embf, .embed_bwd = n_embb,
     .softmax_xent = n_xent, .adamw = n_adamw, .accumulate = n_e2, .sumsq_chunks = n_sumsq, .round_to = n_round,
     .pack16 = n_pack, .unpack16 = n_unpack, .dropout = n_dropout, .dequant = n_dequant, .set_precision = n_prec,
-    .attention_fused_fwd = n_attf, .attention_fused_bwd = n_fattb, .adamw_multi = n_adamw_multi};
+    .attention_fused_fwd = n_attf, .attention_fused_bwd = n_fattb, .adamw_multi = n_adamw_multi,
+    .attention_bidir_fwd = n_battf, .attention_bidir_bwd = n_battb, .gelu_erf_fwd = n_e2, .gelu_erf_bwd = n_e3,
+    .bias_add = n_swf, .bias_grad = n_swf, .argmax_rows = n_argmax};
 
 zt_backend *zt_count_null_create(void) {
     zt_backend *be = zt_calloc(1, sizeof *be);

@@ -9,13 +9,16 @@
 
 enum { P_MATMUL, P_LINEAR_FWD, P_LINEAR_BWD, P_LN_FWD, P_LN_BWD, P_ATT_FWD, P_ATT_BWD, P_GELU_FWD, P_GELU_BWD,
        P_ADD, P_EMB_FWD, P_EMB_BWD, P_XENT, P_ADAMW, P_ACC, P_SUMSQ, P_COPY, P_ROUND, P_PACK, P_FATT_FWD, P_FATT_BWD,
-       P_RMS_FWD, P_RMS_BWD, P_ROPE, P_SWIGLU_FWD, P_SWIGLU_BWD, P_RLN_FWD, P_N };
+       P_RMS_FWD, P_RMS_BWD, P_ROPE, P_SWIGLU_FWD, P_SWIGLU_BWD, P_RLN_FWD, P_BATT_FWD, P_BATT_BWD, P_GELU_ERF_FWD,
+       P_GELU_ERF_BWD, P_BIAS_ADD, P_BIAS_GRAD, P_ARGMAX, P_N };
 static const char *g_names[P_N] = {"matmul (lm head)", "linear fwd", "linear bwd", "layernorm fwd", "layernorm bwd",
                                    "attention fwd", "attention bwd", "gelu fwd", "gelu bwd", "residual add",
                                    "embedding fwd", "embedding bwd", "softmax+xent", "adamw", "accumulate",
                                    "grad norm", "copy/zero", "round_to", "pack16/unpack16",
                                    "attention fused fwd", "attention fused bwd", "rmsnorm fwd", "rmsnorm bwd",
-                                   "rope", "swiglu fwd", "swiglu bwd", "residual+layernorm fwd"};
+                                   "rope", "swiglu fwd", "swiglu bwd", "residual+layernorm fwd",
+                                   "attention bidir fwd", "attention bidir bwd", "gelu_erf fwd", "gelu_erf bwd",
+                                   "bias add", "bias grad", "argmax rows"};
 static double g_sec[P_N];
 static long g_calls[P_N];
 static const zt_backend_i *g_inner;
@@ -34,11 +37,12 @@ static void w_linear_fwd(zt_backend *be, float *o, const float *i, const float *
 static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
                          int N, int C, int OC, int acc) {
     T0(be); g_inner->linear_bwd(be, di, dw, db, d, i, w, N, C, OC, acc); T1(be, P_LINEAR_BWD); }
-static void w_ln_fwd(zt_backend *be, float *o, float *m, float *r, const float *i, const float *w, const float *b, int N, int C) {
-    T0(be); g_inner->layernorm_fwd(be, o, m, r, i, w, b, N, C); T1(be, P_LN_FWD); }
+static void w_ln_fwd(zt_backend *be, float *o, float *m, float *r, const float *i, const float *w, const float *b,
+                     int N, int C, float eps) {
+    T0(be); g_inner->layernorm_fwd(be, o, m, r, i, w, b, N, C, eps); T1(be, P_LN_FWD); }
 static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, const float *a, const float *b,
-                      const float *w, const float *bi, int N, int C, int p) {
-    T0(be); g_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p); T1(be, P_RLN_FWD); }
+                      const float *w, const float *bi, int N, int C, int p, float eps) {
+    T0(be); g_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p, eps); T1(be, P_RLN_FWD); }
 static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
                      const float *m, const float *r, int N, int C) {
     T0(be); g_inner->layernorm_bwd(be, di, dw, db, d, i, w, m, r, N, C); T1(be, P_LN_BWD); }
@@ -58,6 +62,12 @@ static void w_att_fwd(zt_backend *be, float *o, float *a, const float *q, int B,
 static void w_att_bwd(zt_backend *be, float *dq, float *da, const float *d, const float *q, const float *a, int B, int T,
                       int C, int NH, int NKV) {
     T0(be); g_inner->attention_bwd(be, dq, da, d, q, a, B, T, C, NH, NKV); T1(be, P_ATT_BWD); }
+static void w_batt_fwd(zt_backend *be, float *o, float *a, const float *q, const int32_t *kv, int B, int T, int C,
+                       int NH, int NKV) {
+    T0(be); g_inner->attention_bidir_fwd(be, o, a, q, kv, B, T, C, NH, NKV); T1(be, P_BATT_FWD); }
+static void w_batt_bwd(zt_backend *be, float *dq, float *da, const float *d, const float *q, const float *a,
+                       const int32_t *kv, int B, int T, int C, int NH, int NKV) {
+    T0(be); g_inner->attention_bidir_bwd(be, dq, da, d, q, a, kv, B, T, C, NH, NKV); T1(be, P_BATT_BWD); }
 static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int B, int T, int C, int NH, int NKV) {
     T0(be); g_inner->attention_fused_fwd(be, o, st, q, B, T, C, NH, NKV); T1(be, P_FATT_FWD); }
 static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, const float *q, const float *o,
@@ -66,6 +76,16 @@ static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, cons
 static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) { T0(be); g_inner->gelu_fwd(be, o, i, n); T1(be, P_GELU_FWD); }
 static void w_gelu_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
     T0(be); g_inner->gelu_bwd(be, di, i, d, n); T1(be, P_GELU_BWD); }
+static void w_gelu_erf_fwd(zt_backend *be, float *o, const float *i, size_t n) {
+    T0(be); g_inner->gelu_erf_fwd(be, o, i, n); T1(be, P_GELU_ERF_FWD); }
+static void w_gelu_erf_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
+    T0(be); g_inner->gelu_erf_bwd(be, di, i, d, n); T1(be, P_GELU_ERF_BWD); }
+static void w_bias_add(zt_backend *be, float *o, const float *b, int N, int OC) {
+    T0(be); g_inner->bias_add(be, o, b, N, OC); T1(be, P_BIAS_ADD); }
+static void w_bias_grad(zt_backend *be, float *db, const float *d, int N, int OC) {
+    T0(be); g_inner->bias_grad(be, db, d, N, OC); T1(be, P_BIAS_GRAD); }
+static void w_argmax(zt_backend *be, int32_t *idx, const float *x, int N, int V, int ld) {
+    T0(be); g_inner->argmax_rows(be, idx, x, N, V, ld); T1(be, P_ARGMAX); }
 static void w_add(zt_backend *be, float *o, const float *a, const float *b, size_t n) { T0(be); g_inner->add(be, o, a, b, n); T1(be, P_ADD); }
 static void w_emb_fwd(zt_backend *be, float *o, const int32_t *t, const float *wte, const float *wpe, int B, int T, int C) {
     T0(be); g_inner->embed_fwd(be, o, t, wte, wpe, B, T, C); T1(be, P_EMB_FWD); }
@@ -109,6 +129,13 @@ void zt_backend_prof_begin(zt_backend *be) {
     g_wrapped.attention_bwd = w_att_bwd;
     if (g_inner->attention_fused_fwd) g_wrapped.attention_fused_fwd = w_fatt_fwd;
     if (g_inner->attention_fused_bwd) g_wrapped.attention_fused_bwd = w_fatt_bwd;
+    if (g_inner->attention_bidir_fwd) g_wrapped.attention_bidir_fwd = w_batt_fwd;
+    if (g_inner->attention_bidir_bwd) g_wrapped.attention_bidir_bwd = w_batt_bwd;
+    if (g_inner->gelu_erf_fwd) g_wrapped.gelu_erf_fwd = w_gelu_erf_fwd;
+    if (g_inner->gelu_erf_bwd) g_wrapped.gelu_erf_bwd = w_gelu_erf_bwd;
+    if (g_inner->bias_add) g_wrapped.bias_add = w_bias_add;
+    if (g_inner->bias_grad) g_wrapped.bias_grad = w_bias_grad;
+    if (g_inner->argmax_rows) g_wrapped.argmax_rows = w_argmax;
     g_wrapped.gelu_fwd = w_gelu_fwd;
     g_wrapped.gelu_bwd = w_gelu_bwd;
     g_wrapped.add = w_add;

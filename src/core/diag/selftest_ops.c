@@ -13,6 +13,7 @@
  * limits are one unit (bf16 2^-8, fp16 2^-11) of the largest output. */
 #include "core/diag/selftest.h"
 #include "core/diag/selftest_case.h"
+#include "core/diag/selftest_encoder.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -57,10 +58,11 @@ static void op_linear_bwd(zt_backend *be, st_case *k, float **out) {
     be->i->free(be, dout); be->i->free(be, inp); be->i->free(be, w); be->i->free(be, dinp); be->i->free(be, dw);
     be->i->free(be, db);
 }
+/* flag 1: BERT's epsilon 1e-12 (b_layernorm_fwd_eps), else GPT-2's */
 static void op_layernorm_fwd(zt_backend *be, st_case *k, float **out) {
     float *inp = st_up(be, k->in[0], k->in_n[0]), *w = st_up(be, k->in[1], k->in_n[1]), *b = st_up(be, k->in[2], k->in_n[2]);
     float *o = st_up(be, NULL, k->out_n[0]), *mean = st_up(be, NULL, k->out_n[1]), *rstd = st_up(be, NULL, k->out_n[2]);
-    be->i->layernorm_fwd(be, o, mean, rstd, inp, w, b, k->N, k->C);
+    be->i->layernorm_fwd(be, o, mean, rstd, inp, w, b, k->N, k->C, k->flag ? 1e-12f : ZT_LN_EPS);
     st_down(be, out[0], o, k->out_n[0]); st_down(be, out[1], mean, k->out_n[1]); st_down(be, out[2], rstd, k->out_n[2]);
     be->i->free(be, inp); be->i->free(be, w); be->i->free(be, b); be->i->free(be, o); be->i->free(be, mean);
     be->i->free(be, rstd);
@@ -74,11 +76,11 @@ static void op_residual_layernorm_fwd(zt_backend *be, st_case *k, float **out) {
     float *res = st_up(be, NULL, n), *o = st_up(be, NULL, n), *mean = st_up(be, NULL, (size_t)k->N);
     float *rstd = st_up(be, NULL, (size_t)k->N);
     if (be->i->residual_layernorm_fwd) {
-        be->i->residual_layernorm_fwd(be, res, o, mean, rstd, a, bb, w, b, k->N, k->C, k->flag);
+        be->i->residual_layernorm_fwd(be, res, o, mean, rstd, a, bb, w, b, k->N, k->C, k->flag, ZT_LN_EPS);
     } else {
         be->i->add(be, res, a, bb, n);
         be->i->round_to(be, res, n, k->flag);
-        be->i->layernorm_fwd(be, o, mean, rstd, res, w, b, k->N, k->C);
+        be->i->layernorm_fwd(be, o, mean, rstd, res, w, b, k->N, k->C, ZT_LN_EPS);
     }
     st_down(be, out[0], res, k->out_n[0]); st_down(be, out[1], o, k->out_n[1]); st_down(be, out[2], mean, k->out_n[2]);
     st_down(be, out[3], rstd, k->out_n[3]);
@@ -91,7 +93,7 @@ static void op_layernorm_bwd(zt_backend *be, st_case *k, float **out) {
     float *dinp = st_up(be, k->in[3], k->in_n[3]), *b = st_up(be, NULL, (size_t)k->C);
     float *o = st_up(be, NULL, k->in_n[1]), *mean = st_up(be, NULL, (size_t)k->N), *rstd = st_up(be, NULL, (size_t)k->N);
     float *dw = st_up(be, NULL, (size_t)k->C), *db = st_up(be, NULL, (size_t)k->C);
-    be->i->layernorm_fwd(be, o, mean, rstd, inp, w, b, k->N, k->C);
+    be->i->layernorm_fwd(be, o, mean, rstd, inp, w, b, k->N, k->C, ZT_LN_EPS);
     be->i->layernorm_bwd(be, dinp, dw, db, dout, inp, w, mean, rstd, k->N, k->C);
     st_down(be, out[0], dinp, k->out_n[0]); st_down(be, out[1], dw, k->out_n[1]); st_down(be, out[2], db, k->out_n[2]);
     float *bufs[] = {dout, inp, w, dinp, b, o, mean, rstd, dw, db};
@@ -343,6 +345,18 @@ static void b_layernorm_fwd(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "layernorm_fwd", .nmse_max = 1e-12f, .rel_max = 2e-6f, .N = SN, .C = SC};
     st_add_in(k, st_rnd((size_t)SN * SC, 2), (size_t)SN * SC);
+    st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
+    st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
+    st_add_out(k, "out", (size_t)SN * SC);
+    st_add_out(k, "mean", (size_t)SN);
+    st_add_out(k, "rstd", (size_t)SN);
+}
+/* BERT's epsilon on rows of variance ~1e-10, where it decides rstd (GPT-2's 1e-5 would give 1/300 of it) */
+static void b_layernorm_fwd_eps(st_case *k, int v) {
+    (void)v;
+    *k = (st_case){.name = "layernorm_fwd[eps 1e-12]", .nmse_max = 1e-12f, .rel_max = 2e-6f, .N = SN, .C = SC,
+                   .flag = 1};
+    st_add_in(k, st_rnd((size_t)SN * SC, 1e-5f), (size_t)SN * SC);
     st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
     st_add_in(k, st_rnd((size_t)SC, 1), (size_t)SC);
     st_add_out(k, "out", (size_t)SN * SC);
@@ -605,7 +619,7 @@ static void b_sumsq(st_case *k, int v) {
    (rmsnorm_*, rope, swiglu_*) is optional as a whole, and a backend that has it takes NKV < NH in its attention
    slots (iface/backend.h): the grouped-query rows need it on the device (and decoding / the fused slots as well) */
 enum { NEED_NONE, NEED_FUSED_DEV, NEED_DECODE, NEED_GEMV, NEED_LLAMA, NEED_LLAMA_DECODE, NEED_LLAMA_FUSED_DEV,
-       NEED_MATMUL_LD, NEED_ADAMW_MULTI };
+       NEED_MATMUL_LD, NEED_ADAMW_MULTI, NEED_ENCODER };
 
 typedef struct st_row {
     st_build build;
@@ -653,11 +667,25 @@ static const st_row g_rows[] = {
     {b_adamw_multi, op_adamw_multi, 1, NEED_ADAMW_MULTI, "adamw_multi"},
     /* the residual add + LayerNorm slot (optional; without it the calls it fuses): last, for the same reason */
     {b_residual_layernorm_fwd, op_residual_layernorm_fwd, 2, NEED_NONE, NULL},
+    /* the encoders' (BERT, RoBERTa; selftest_encoder.c): LayerNorm's epsilon, then the encoder family's slots, optional
+       as a set; last, for the same reason */
+    {b_layernorm_fwd_eps, op_layernorm_fwd, 1, NEED_NONE, NULL},
+    {st_b_attention_bidir_fwd, st_op_attention_bidir_fwd, 2, NEED_ENCODER, "attention_bidir_fwd"},
+    {st_b_attention_bidir_bwd, st_op_attention_bidir_bwd, 2, NEED_ENCODER, "attention_bidir_bwd"},
+    {st_b_gelu_erf, st_op_gelu_erf, 1, NEED_ENCODER, "gelu_erf_fwd, gelu_erf_bwd"},
+    {st_b_bias, st_op_bias, 1, NEED_ENCODER, "bias_add, bias_grad"},
+    {st_b_argmax_rows, st_op_argmax_rows, 1, NEED_ENCODER, "argmax_rows"},
 };
 
 static int has_llama(const zt_backend *be) {
     const zt_backend_i *f = be->i;
     return f->rmsnorm_fwd && f->rmsnorm_bwd && f->rope && f->swiglu_fwd && f->swiglu_bwd;
+}
+
+/* the encoder family's slots (iface/backend.h), each optional, checked as a set */
+static int has_encoder(const zt_backend_i *f) {
+    return f->attention_bidir_fwd && f->attention_bidir_bwd && f->gelu_erf_fwd && f->gelu_erf_bwd && f->bias_add &&
+           f->bias_grad && f->argmax_rows;
 }
 
 static int row_supported(const st_row *r, const zt_backend *cpu, const zt_backend *dev) {
@@ -670,6 +698,7 @@ static int row_supported(const st_row *r, const zt_backend *cpu, const zt_backen
     case NEED_LLAMA_FUSED_DEV: return has_llama(cpu) && has_llama(dev) && dev->i->attention_fused_fwd != NULL;
     case NEED_MATMUL_LD: return cpu->i->matmul_ld && dev->i->matmul_ld;
     case NEED_ADAMW_MULTI: return cpu->i->adamw_multi && dev->i->adamw_multi;
+    case NEED_ENCODER: return has_encoder(cpu->i) && has_encoder(dev->i);
     default: return 1;
     }
 }

@@ -1,8 +1,10 @@
 /* eval.c — validation loss over ranks (see eval.h). */
 #include "core/model/eval.h"
 
+#include <math.h>
 #include <stdlib.h>
 
+#include "core/model/mlm.h"
 #include "util/util.h"
 
 int zt_eval_sequences(const zt_config *c) {
@@ -15,13 +17,16 @@ int zt_eval_count(const zt_config *c, const zt_dataset *val) {
 }
 
 int zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist *d, const volatile sig_atomic_t *stop,
-                 double *loss) {
+                 double *loss, double *acc) {
     const int B = c->train.micro_batch, T = c->train.seq_len, S = zt_eval_count(c, val);
     const int per = (S + d->size - 1) / d->size; /* sequences per rank (the last ranks may have one fewer) */
     int32_t *in = zt_malloc((size_t)B * T * sizeof(int32_t)), *tg = zt_malloc((size_t)B * T * sizeof(int32_t));
     /* per sequence: (its mean loss over its counted targets, 1), or (0, 0) when it has none */
     double *mine = zt_calloc((size_t)per * 2, sizeof(double)), *all = zt_calloc((size_t)per * 2 * d->size, sizeof(double));
     int stopped = 0;
+    zt_mlm mlm; /* encoders: the fixed masked set */
+    if (m->s.encoder) zt_mlm_init(&mlm, c, ZT_MLM_VAL_SEED);
+    long long hits[2] = {0, 0}; /* encoders: masked positions scored, and those predicted */
     /* every rank runs the same number of passes (a rank without a sequence in the last one skips its
        forward), so the per-pass agreement is always reached by all */
     for (int k0 = 0; k0 < per && !stopped; k0 += B) {
@@ -30,6 +35,7 @@ int zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist
             int s = k * d->size + d->rank;
             if (s >= S) break;
             zt_dataset_window(val, (uint64_t)s, in + (size_t)nb * T, tg + (size_t)nb * T);
+            if (m->s.encoder) zt_mlm_apply(&mlm, (uint64_t)s, in + (size_t)nb * T, tg + (size_t)nb * T, T);
             nb++;
         }
         if (nb == 0 && m->opt.sharded) { /* ZeRO-3: the forward's gathers are collective, so this rank runs one on
@@ -39,6 +45,8 @@ int zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist
         }
         if (nb > 0) {
             zt_model_forward(m, in, tg, nb, T);
+            hits[0] += m->counted;
+            hits[1] += m->correct;
             for (int i = 0; i < nb; i++) { /* per-token losses of the pass, row i = sequence k0 + i */
                 double sum = 0.0;
                 int n = 0; /* counted targets (an ignored one, < 0, has loss 0) */
@@ -66,6 +74,8 @@ int zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist
             scored++;
         }
         *loss = scored > 0 ? sum / scored : 0.0;
+        ZT_MPI(MPI_Allreduce(MPI_IN_PLACE, hits, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+        if (acc) *acc = m->s.encoder && hits[0] > 0 ? (double)hits[1] / (double)hits[0] : NAN;
     }
     free(in);
     free(tg);

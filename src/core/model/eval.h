@@ -14,6 +14,10 @@
  * never wrapped around and counted twice). zt_eval_count says how many are scored; the
  * callers print the note (rank 0).
  *
+ * Encoders (masked LM): each validation window s is masked by core/model/mlm.h with the fixed ZT_MLM_VAL_SEED, so
+ * every evaluation scores the same masked positions; the loss is as above over them, and *acc (acc may be NULL) the
+ * fraction of all of them whose logits' argmax is the original token (NaN for the decoders).
+ *
  * Stopping: an evaluation is many forward passes, so training passes its signal flag and the ranks
  * agree after every pass (one small all-reduce) whether any rank has it set; then every rank stops
  * after the same pass, none leaves a collective the others are in. */
@@ -35,6 +39,6 @@ int zt_eval_count(const zt_config *c, const zt_dataset *val);
    some rank after a forward pass. stop may be NULL (never stops early; no per-pass agreement): every
    rank must pass NULL, or every rank a flag. */
 int zt_eval_loss(zt_model *m, zt_dataset *val, const zt_config *c, const zt_dist *d, const volatile sig_atomic_t *stop,
-                 double *loss);
+                 double *loss, double *acc);
 
 #endif

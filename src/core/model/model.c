@@ -6,22 +6,13 @@
 
 #include "util/util.h"
 
-/* tensor i's data and gradient; NULL for a tensor the description lacks (index -1) */
-#define P(i) ((i) >= 0 ? m->w[i] : NULL)
-#define G(i) ((i) >= 0 ? m->gptr[i] : NULL)
-/* layer l's tensor k (l == n_layer: ln_f) */
-#define T_(l, k) zt_param_idx(&m->table, (l), (k))
-#define BEFORE(a, b) do { if (m->hooks.before) m->hooks.before(m->hooks.ctx, (a), (b)); } while (0)
-#define AFTER(a) do { if (m->hooks.after) m->hooks.after(m->hooks.ctx, (a)); } while (0)
-/* bf16/fp16 storage: what an op just wrote, rounded to the working precision (docs/precision.md) */
-#define RND(p, n) do { if (m->prec) f->round_to(be, (p), (n), m->prec); } while (0)
 
 /* the block's normalisation (model.norm): LayerNorm keeps mean and rstd, RMSNorm rstd; w_idx its weight's index
    (the bias follows it in LayerNorm) */
 static void norm_fwd(zt_model *m, float *out, float *mean, float *rstd, const float *inp, int w_idx, int b_idx, int N) {
     const zt_backend_i *f = m->be->i;
     if (m->s.norm == ZT_NORM_RMS) f->rmsnorm_fwd(m->be, out, rstd, inp, P(w_idx), N, m->s.n_embd, m->s.norm_eps);
-    else f->layernorm_fwd(m->be, out, mean, rstd, inp, P(w_idx), P(b_idx), N, m->s.n_embd);
+    else f->layernorm_fwd(m->be, out, mean, rstd, inp, P(w_idx), P(b_idx), N, m->s.n_embd, m->s.norm_eps);
 }
 
 /* dinp += ..., the weight's (and LayerNorm's bias') gradient into dw, db */
@@ -35,29 +26,8 @@ static void norm_bwd(zt_model *m, float *dinp, float *dw, float *db, const float
 /* the MLP's activation (model.mlp): out(N, I) from the first linear's output fch(N, F) */
 static void act_fwd(zt_model *m, float *out, const float *fch, int N) {
     if (m->s.mlp == ZT_MLP_SWIGLU) m->be->i->swiglu_fwd(m->be, out, fch, N, m->s.ffn);
+    else if (m->s.mlp == ZT_MLP_GELU_ERF) m->be->i->gelu_erf_fwd(m->be, out, fch, (size_t)N * m->s.ffn);
     else m->be->i->gelu_fwd(m->be, out, fch, (size_t)N * m->s.ffn);
-}
-
-/* layer l's activations: the slot pointers of its stored tensors (model_acts.c lays them out) */
-typedef struct layer_acts {
-    const float *res;  /* the layer's input */
-    float *ln1, *qkv, *atty, *att, *res2, *ln2, *fch, *fchg, *res3;
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
-} layer_acts;
-
-static layer_acts layer_slots(zt_model *m, int l) {
-    const size_t N = (size_t)m->B * m->T, C = m->s.n_embd, NC = N * C;
-    const size_t Q = zt_shape_qkv(&m->s), F = zt_shape_fc(&m->s), I = m->s.ffn;
-    const size_t k = zt_model_lay(m, l), g = zt_model_lay_gelu(m, l), ks = zt_model_lay_stats(m, l);
-    zt_acts *a = &m->a;
-    return (layer_acts){
-        .res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC,
-        .ln1 = a->ln1 + k * NC, .qkv = a->qkv + k * N * Q, .atty = a->atty + k * NC, .att = zt_model_att_state(m, l),
-        .res2 = a->residual2 + k * NC, .ln2 = a->ln2 + k * NC, .fch = a->fch + k * N * F, .fchg = a->fch_gelu + g * N * I,
-        .res3 = a->residual3 + (size_t)l * NC,
-        .ln1_mean = a->ln1_mean + ks * N, .ln1_rstd = a->ln1_rstd + ks * N,
-        .ln2_mean = a->ln2_mean + ks * N, .ln2_rstd = a->ln2_rstd + ks * N,
-    };
 }
 
 /* layer l's forward from its input (the embedding or layer l-1's output). out = 0: a recomputation in
@@ -70,7 +40,7 @@ static void layer_fwd(zt_model *m, int l, int out) {
     const int Q = zt_shape_qkv(s), F = zt_shape_fc(s), I = s->ffn;
     const size_t NC = (size_t)N * C;
     zt_acts *a = &m->a;
-    const layer_acts x = layer_slots(m, l);
+    const zt_layer_acts x = zt_model_layer_slots(m, l);
     zt_model_need_layer(m, l, out ? l + 1 : -1); /* a forward pass reaches layer l + 1 next */
     norm_fwd(m, x.ln1, x.ln1_mean, x.ln1_rstd, x.res, T_(l, ZT_LN1W), T_(l, ZT_LN1B), N);
     RND(x.ln1, NC);
@@ -94,7 +64,7 @@ static void layer_fwd(zt_model *m, int l, int out) {
     RND(a->attproj, NC);
     if (s->norm != ZT_NORM_RMS && f->residual_layernorm_fwd) { /* the same bits as the three calls below */
         f->residual_layernorm_fwd(be, x.res2, x.ln2, x.ln2_mean, x.ln2_rstd, x.res, a->attproj, P(T_(l, ZT_LN2W)),
-                                  P(T_(l, ZT_LN2B)), N, C, m->prec);
+                                  P(T_(l, ZT_LN2B)), N, C, m->prec, m->s.norm_eps);
     } else {
         f->add(be, x.res2, x.res, a->attproj, NC);
         RND(x.res2, NC);
@@ -131,6 +101,7 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     m->T = T;
     f->to_device(be, a->tokens, tokens, (size_t)N * sizeof(int32_t));
     if (targets) f->to_device(be, a->targets, targets, (size_t)N * sizeof(int32_t));
+    if (m->s.encoder) return zt_model_encoder_forward(m, tokens, targets, B, T, dscale);
 
     zt_model_need_fixed(m); /* 2-byte parameters: the weights into the window as the ops reach them */
     zt_model_need_wte(m);
@@ -210,7 +181,7 @@ static void layer_bwd(zt_model *m, int l) {
     int first, last;
     zt_model_layer_tensors(m, l, &first, &last);
     BEFORE(first, last);
-    const layer_acts x = layer_slots(m, l);
+    const zt_layer_acts x = zt_model_layer_slots(m, l);
     zt_model_need_layer(m, l, l - 1); /* backward reaches layer l - 1 next */
     /* 2-byte storage: the layer's internals back into the working copy (exact) */
     if (m->opt.act16) zt_model_stash_layer(m, l, 0);
@@ -227,6 +198,8 @@ static void layer_bwd(zt_model *m, int l) {
     if (s->mlp == ZT_MLP_SWIGLU) {
         dfc = a->dfc;
         f->swiglu_bwd(be, dfc, x.fch, a->dbt4c, N, I);
+    } else if (s->mlp == ZT_MLP_GELU_ERF) {
+        f->gelu_erf_bwd(be, dfc, x.fch, a->dbt4c, (size_t)N * I);
     } else {
         f->gelu_bwd(be, dfc, x.fch, a->dbt4c, (size_t)N * I);
     }
@@ -288,6 +261,10 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     zt_acts *a = &m->a;
     ZT_ASSERT(m->gptr[0]);
     ZT_ASSERT(!m->opt.act16 || m->stashed); /* 2-byte storage: backward follows a training forward */
+    if (m->s.encoder) {
+        zt_model_encoder_backward(m, dloss_scale);
+        return;
+    }
     const int lnf = T_(L, 0), lnf_b = T_(L, 1);
     /* dlogits in place of the logits; d(mean loss) = dloss_scale / N per position */
     if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) {

@@ -1,5 +1,6 @@
 /* model.h — the transformer over the flat parameter buffer (iface/param_table.h), one file per concern:
  *   model.c         forward and backward (the ops in order, through the backend interface)
+ *   model_encoder.c the encoders' (BERT, RoBERTa) forward and backward, which model.c hands them to
  *   model_linear.c  a layer's linear maps: the fp32 weight, its QLoRA dequantisation, the LoRA adapters
  *   model_acts.c    activation storage: the slots, recomputation and the 2-byte stash
  *   model_params.c  parameter storage: allocation, the 2-byte parameter and gradient windows, views
@@ -51,6 +52,13 @@ typedef struct zt_acts {
     void *stash;      /* opt.act16: (L) x each layer's internals as bf16/fp16 words */
     int32_t *tokens;  /* (B, T) device */
     int32_t *targets; /* (B, T) device */
+    /* encoders (model_encoder.c), NULL otherwise: the embeddings' sum before their LayerNorm and its statistics,
+       the MLM head's dense output and its GELU, per position its position id, token type and whether it is a key
+       (not padding), and the argmax of its logits */
+    float *emb_sum;   /* (B, T, C) */
+    float *emb_mean, *emb_rstd; /* (B, T) */
+    float *hd, *hdg;  /* (B, T, C) */
+    int32_t *pos_ids, *types, *kvalid, *argmax; /* (B, T) */
 } zt_acts;
 
 /* Backward progress, for overlapping gradient communication with the rest of backward:
@@ -144,6 +152,9 @@ typedef struct zt_model {
     zt_lora_model *lora;  /* LoRA fine-tuning: params is the frozen base (no gradient), and grads / gptr / the hooks
                              are the adapters' (zt_model_ttable); NULL: every parameter is trained */
     float *losses_host;   /* (B, T) host copy of the last forward's losses */
+    int32_t *ids_host;    /* encoders: (3, B, T) host staging of pos_ids, types and kvalid; then the argmax */
+    long correct, counted; /* encoders: the last forward with targets: positions with a target (>= 0), and those
+                             whose logits' argmax is it (masked-LM accuracy) */
     int dlogits_ready;    /* the last forward left dlogits for dlogits_scale in a.logits */
     float dlogits_scale;
 } zt_model;
@@ -219,7 +230,8 @@ zt_ckpt_view zt_model_ckpt_view(zt_model *m);
 /* model shape from a config */
 void zt_model_shape_from_config(const zt_config *c, zt_model_shape *s);
 /* model FLOPs per token for forward + backward (docs/performance.md): 6 * (non-embedding params)
-   + 6 * C * Vp (tied LM head) + 6 * L * C * T (causal attention, the half that is computed) */
+   + 6 * C * Vp (tied LM head) + 6 * L * C * T (causal attention, the half that is computed); an encoder:
+   + 6 C^2 (the MLM head's dense) and 12 L C T (bidirectional attention, the whole T x T) */
 double zt_model_flops_per_token(const zt_model_shape *s, int T);
 /* a training step's FLOPs per token: zt_model_flops_per_token, or with LoRA (lora_params adapter parameters) the frozen
    base's forward and input gradients only (4 of the 6 per weight) plus the adapters' 6 each */

@@ -18,7 +18,7 @@ static size_t pad32(size_t words) { return (words + 31) & ~(size_t)31; }
 size_t zt_model_round_up64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
 int zt_model_att_fused_ok(const zt_model_shape *s, const zt_model_opts *o) {
-    return o->att_fused && zt_attention_fused_hs_ok(s->n_embd / s->n_head);
+    return o->att_fused && !s->encoder && zt_attention_fused_hs_ok(s->n_embd / s->n_head); /* no bidirectional one */
 }
 
 /* the words of internal k for a micro-batch (B, T) (with the fused attention its statistics stay fp32, per layer,
@@ -83,6 +83,16 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, const zt
     SLOT(tokens, BT);   /* int32: same size as float */
     SLOT(targets, BT);
     SLOT(rope_cs, s->pos == ZT_POS_ROPE ? (size_t)s->block_size * (C / NH) : 0); /* (maxT, hs/2, 2) */
+    const size_t E = s->encoder ? 1 : 0; /* the encoder's buffers (model_encoder.c) */
+    SLOT(emb_sum, E * BT * C);
+    SLOT(emb_mean, E * BT);
+    SLOT(emb_rstd, E * BT);
+    SLOT(hd, E * BT * C);
+    SLOT(hdg, E * BT * C);
+    SLOT(pos_ids, E * BT);
+    SLOT(types, E * BT);
+    SLOT(kvalid, E * BT);
+    SLOT(argmax, E * BT);
     if (pack) SLOT(stash, (s->n_layer * stash_layer_words(s, B, T, rc, fused) + 1) / 2); /* 2-byte words */
 #undef SLOT
     return n;
@@ -115,6 +125,7 @@ void zt_model_acts_init(zt_model *m, zt_backend *be, const zt_model_shape *s, in
         off += zt_model_round_up64(slots[i].elems * sizeof(float));
     }
     m->losses_host = zt_calloc((size_t)B * T, sizeof(float));
+    if (s->encoder) m->ids_host = zt_calloc((size_t)3 * B * T, sizeof(int32_t));
     if (s->pos == ZT_POS_ROPE) { /* the rotary table, made once on the host */
         const size_t ncs = (size_t)s->block_size * (s->n_embd / s->n_head);
         float *cs = zt_malloc(ncs * sizeof(float));
@@ -123,6 +134,21 @@ void zt_model_acts_init(zt_model *m, zt_backend *be, const zt_model_shape *s, in
         be->i->sync(be);
         free(cs);
     }
+}
+
+zt_layer_acts zt_model_layer_slots(zt_model *m, int l) {
+    const size_t N = (size_t)m->B * m->T, C = m->s.n_embd, NC = N * C;
+    const size_t Q = zt_shape_qkv(&m->s), F = zt_shape_fc(&m->s), I = m->s.ffn;
+    const size_t k = zt_model_lay(m, l), g = zt_model_lay_gelu(m, l), ks = zt_model_lay_stats(m, l);
+    zt_acts *a = &m->a;
+    return (zt_layer_acts){
+        .res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * NC,
+        .ln1 = a->ln1 + k * NC, .qkv = a->qkv + k * N * Q, .atty = a->atty + k * NC, .att = zt_model_att_state(m, l),
+        .res2 = a->residual2 + k * NC, .ln2 = a->ln2 + k * NC, .fch = a->fch + k * N * F, .fchg = a->fch_gelu + g * N * I,
+        .res3 = a->residual3 + (size_t)l * NC,
+        .ln1_mean = a->ln1_mean + ks * N, .ln1_rstd = a->ln1_rstd + ks * N,
+        .ln2_mean = a->ln2_mean + ks * N, .ln2_rstd = a->ln2_rstd + ks * N,
+    };
 }
 
 size_t zt_model_lay(const zt_model *m, int l) {

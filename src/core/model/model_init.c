@@ -19,16 +19,22 @@ size_t zt_model_init_block_host(const zt_param_table *pt, const zt_model_shape *
         memset(p, 0, n * sizeof(float));
         return n;
     }
-    if (strstr(nm, "ln_") != NULL) {
+    /* the normalisations' weights (ln_1, ln_2, ln_f; an encoder's emb_ln and head.ln) */
+    if (strstr(nm, "ln_") != NULL || strstr(nm, "ln.weight") != NULL) {
         for (size_t j = 0; j < n; j++) p[j] = 1.0f;
         return n;
     }
-    const float sd = strstr(nm, "c_proj.weight") ? std / sqrtf(2.0f * (float)s->n_layer) : std;
-    /* the padded rows of wte stay 0 */
+    /* GPT-2 scales its residual projections by 1 / sqrt(2L); BERT's initialisation does not */
+    const float sd = strstr(nm, "c_proj.weight") && !s->encoder ? std / sqrtf(2.0f * (float)s->n_layer) : std;
+    /* the padded rows of wte stay 0, and an encoder's padding row (transformers' padding_idx) */
     size_t real = i == 0 ? (size_t)s->vocab_size * s->n_embd : t->numel;
+    const size_t C = (size_t)s->n_embd, pad0 = i == 0 && s->encoder && s->pad_id >= 0 ? (size_t)s->pad_id * C : real;
     zt_rng r;
     zt_rng_seed(&r, seed * 0x9E3779B97F4A7C15ull + ((uint64_t)i << 32) + block + 1);
-    for (size_t j = 0; j < n; j++) p[j] = off + j < real ? (float)(zt_rng_normal(&r) * sd) : 0.0f;
+    for (size_t j = 0; j < n; j++) {
+        const double v = zt_rng_normal(&r) * sd; /* drawn for every element: the stream does not depend on pad_id */
+        p[j] = off + j < real && (off + j < pad0 || off + j >= pad0 + C) ? (float)v : 0.0f;
+    }
     return n;
 }
 
@@ -73,6 +79,9 @@ double zt_model_flops_per_token(const zt_model_shape *s, int T) {
        6 L C T (QK^T and AV over the half of the T x T that is computed, forward and backward) */
     const double C = s->n_embd, L = s->n_layer, Q = zt_shape_qkv(s), F = zt_shape_fc(s);
     const double per_layer = C * Q + C * C + C * F + (double)s->ffn * C;
+    /* an encoder's attention is bidirectional (the whole T x T: twice the causal half) and its MLM head has a dense
+       C x C before the decoder */
+    if (s->encoder) return 6.0 * L * per_layer + 6.0 * C * C + 6.0 * C * s->padded_vocab + 12.0 * L * C * T;
     return 6.0 * L * per_layer + 6.0 * C * s->padded_vocab + 6.0 * L * C * T;
 }
 
@@ -85,7 +94,7 @@ double zt_model_train_flops_per_token(const zt_model_shape *s, int T, size_t lor
 
 double zt_model_recompute_flops_per_token(const zt_model_shape *s, int T) {
     const double C = s->n_embd, L = s->n_layer, Q = zt_shape_qkv(s), F = zt_shape_fc(s);
-    return 2.0 * L * (C * Q + C * C + C * F + (double)s->ffn * C) + 2.0 * L * C * T;
+    return 2.0 * L * (C * Q + C * C + C * F + (double)s->ffn * C) + (s->encoder ? 4.0 : 2.0) * L * C * T;
 }
 
 void zt_model_rope_table(const zt_model_shape *s, float *cs) {

@@ -6,6 +6,17 @@
 
 #include "core/model/model.h"
 
+/* ---- the forward and backward passes' shorthand (model.c, model_encoder.c; they name m, be and f) */
+/* tensor i's data and gradient; NULL for a tensor the description lacks (index -1) */
+#define P(i) ((i) >= 0 ? m->w[i] : NULL)
+#define G(i) ((i) >= 0 ? m->gptr[i] : NULL)
+/* layer l's tensor k (l == n_layer: ln_f) */
+#define T_(l, k) zt_param_idx(&m->table, (l), (k))
+#define BEFORE(a, b) do { if (m->hooks.before) m->hooks.before(m->hooks.ctx, (a), (b)); } while (0)
+#define AFTER(a) do { if (m->hooks.after) m->hooks.after(m->hooks.ctx, (a)); } while (0)
+/* bf16/fp16 storage: what an op just wrote, rounded to the working precision (docs/precision.md) */
+#define RND(p, n) do { if (m->prec) f->round_to(be, (p), (n), m->prec); } while (0)
+
 /* ---- activation storage (model_acts.c) */
 /* one allocation for all activations of a micro-batch (B, T), carved into 64-byte aligned slots */
 void zt_model_acts_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T);
@@ -21,6 +32,15 @@ size_t zt_model_lay_gelu(const zt_model *m, int l);
 /* layer l's attention state: its probabilities (B, NH, T, T) in the layer's slot, or (att_fused) its softmax
    statistics (B, NH, T, 2), kept per layer like the LayerNorm statistics */
 float *zt_model_att_state(const zt_model *m, int l);
+/* layer l's activations: the slot pointers of its stored tensors. An encoder's post-LN layer (model_encoder.c) keeps
+   in res2 the attention's residual sum and in ln1 its LayerNorm, the block's first output; in ln2 the MLP's
+   residual sum, whose LayerNorm is res3, the layer's output */
+typedef struct zt_layer_acts {
+    const float *res;  /* the layer's input */
+    float *ln1, *qkv, *atty, *att, *res2, *ln2, *fch, *fchg, *res3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+} zt_layer_acts;
+zt_layer_acts zt_model_layer_slots(zt_model *m, int l);
 /* act16: layer l's internals from the fp32 working copy into its stash words (pack = 1), or back */
 void zt_model_stash_layer(zt_model *m, int l, int pack);
 
@@ -42,5 +62,10 @@ void zt_model_lora_fwd(zt_model *m, int l, int k, const float *x, float *y);
 void zt_model_linear_bwd(zt_model *m, int l, int k, float *dx, const float *dy, const float *x, int wt, int bt);
 /* layer l's first and last trained tensors (their gradients): the layer's, or its adapters' */
 void zt_model_layer_tensors(const zt_model *m, int l, int *first, int *last);
+
+/* ---- the encoders (model_encoder.c): forward (after the tokens and targets are on the device) and backward */
+float zt_model_encoder_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                               float dscale);
+void zt_model_encoder_backward(zt_model *m, float dloss_scale);
 
 #endif

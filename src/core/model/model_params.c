@@ -332,6 +332,7 @@ void zt_model_free(zt_model *m) {
     if (!m || !m->be) return;
     zt_backend *be = m->be;
     free(m->losses_host);
+    free(m->ids_host);
     if (m->a.encoded) be->i->free(be, m->a.encoded);
     for (int l = 0; l < m->s.n_layer; l++)
         for (int k = 0; k < ZT_LORA_N_TARGETS; k++)

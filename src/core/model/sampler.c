@@ -119,7 +119,7 @@ static void lin1(zt_backend *be, float *out, const float *inp, const float *w, c
 static void norm1(zt_sampler *sp, float *out, const float *x, const float *w, const float *b) {
     const zt_backend_i *f = sp->be->i;
     if (sp->s.norm == ZT_NORM_RMS) f->rmsnorm_fwd(sp->be, out, sp->rstd, x, w, 1, sp->s.n_embd, sp->s.norm_eps);
-    else f->layernorm_fwd(sp->be, out, sp->mean, sp->rstd, x, w, b, 1, sp->s.n_embd);
+    else f->layernorm_fwd(sp->be, out, sp->mean, sp->rstd, x, w, b, 1, sp->s.n_embd, sp->s.norm_eps);
 }
 
 /* tensor i's data, NULL for a tensor the description lacks */

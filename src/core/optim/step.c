@@ -32,7 +32,7 @@ void zt_step_free(zt_step *st) {
 
 /* forward, backward and reduction of this rank's micro-batches; n: the global batch's counted targets (count),
    0 without count */
-static void micro_batches(zt_step *st, long step, uint64_t n) {
+static void micro_batches(zt_step *st, long step, uint64_t n, long long acc[2]) {
     const zt_config *c = st->c;
     const int B = c->train.micro_batch, T = c->train.seq_len, K = c->train.global_batch / B;
     const int N = st->z->N, r = st->z->rank;
@@ -47,6 +47,8 @@ static void micro_batches(zt_step *st, long step, uint64_t n) {
         float ds = ds0;
         if (step + 1 == st->overflow_step && r == 0 && mi == 0) ds *= 1099511627776.0f;
         st->my_losses[mi] = zt_model_forward_train(st->m, st->tokens, st->targets, B, T, ds);
+        acc[0] += st->m->counted;
+        acc[1] += st->m->correct;
         zt_model_backward(st->m, ds);
         zt_zero_reduce(st->z, st->m, mi);
     }
@@ -84,7 +86,13 @@ zt_step_result zt_step_run(zt_step *st, long step) {
     zt_step_result r = {.loss_scale = st->scaler.scale, .clip = 1.0f, .lr = zt_lr_at(c, step)};
     r.counted = st->count ? st->count(st->batch_ctx, step)
                           : (uint64_t)c->train.global_batch * (uint64_t)c->train.seq_len;
-    micro_batches(st, step, r.counted);
+    long long acc[2] = {0, 0};
+    micro_batches(st, step, r.counted, acc);
+    if (st->m->s.encoder) { /* the masked-LM accuracy's counts over the global batch */
+        MPI_Allreduce(MPI_IN_PLACE, acc, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        r.mlm_counted = acc[0];
+        r.mlm_correct = acc[1];
+    }
     be->i->sync(be); /* an asynchronous backend (cuda): the backward's queued work is not the update's */
     double t0 = zt_now();
     double norm = zt_zero_grad_norm(st->z, st->m) / st->scaler.scale;

@@ -77,6 +77,9 @@ typedef struct zt_step_result {
     float loss_scale;         /* the scale this step's backward used (1 outside fp16) */
     double update_s;          /* norm + update + parameter all-gather, seconds */
     double snapshot_wait_s;   /* waiting for an asynchronous checkpoint's snapshot */
+    /* encoders (masked LM): over the global batch, the positions with a target and those the logits' argmax
+       predicted (summed over ranks; 0 0 for the decoders) */
+    long long mlm_counted, mlm_correct;
 } zt_step_result;
 
 /* m and z initialised by zt_zero_init; c the run's config (batch shape, optimizer, clip, schedule, fp16.*) */

@@ -23,6 +23,8 @@
  */
 #include "ops_harness.h"
 
+#include "iface/op_math.h"
+
 /* Limits per op, {forward, backward} as normalized errors (see above): about 5x the worst fp32 error
  * measured over this file's cases against the float64 reference (cpu backend, BLIS zen kernels, 2
  * threads; devsim runs the same arithmetic). Measured with ZT_OPS_MEASURE=1; a formula slip such as
@@ -298,7 +300,7 @@ static void run_ln_fwd(zt_backend *be, const void *vc, void *out) {
           *db = dev_put(be, c->b, (size_t)c->C * 4);
     float *dout = dev_put(be, nan, nx * 4), *dm = dev_put(be, nan, (size_t)c->N * 4),
           *dr = dev_put(be, nan, (size_t)c->N * 4);
-    be->i->layernorm_fwd(be, dout, dm, dr, dx, dw, db, c->N, c->C);
+    be->i->layernorm_fwd(be, dout, dm, dr, dx, dw, db, c->N, c->C, ZT_LN_EPS);
     float *o = out;
     dev_get(be, o, dout, nx * 4);
     dev_get(be, o + nx, dm, (size_t)c->N * 4);
@@ -321,7 +323,7 @@ static void run_ln_bwd(zt_backend *be, const void *vc, void *out) {
           *db = dev_put(be, c->b, (size_t)c->C * 4);
     float *dy = dev_put(be, NULL, nx * 4), *dm = dev_put(be, NULL, (size_t)c->N * 4),
           *dr = dev_put(be, NULL, (size_t)c->N * 4);
-    be->i->layernorm_fwd(be, dy, dm, dr, dx, dw, db, c->N, c->C);
+    be->i->layernorm_fwd(be, dy, dm, dr, dx, dw, db, c->N, c->C, ZT_LN_EPS);
     float *ddout = dev_put(be, c->dout, nx * 4), *ddinp = dev_put(be, c->dinp0, nx * 4);
     float *gw = dev_put(be, nan, (size_t)c->C * 4), *gb = dev_put(be, nan, (size_t)c->C * 4);
     be->i->layernorm_bwd(be, ddinp, gw, gb, ddout, dx, dw, dm, dr, c->N, c->C);

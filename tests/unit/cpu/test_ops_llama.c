@@ -1,8 +1,10 @@
 /* test_ops_llama.c — the Llama family's ops of the backend interface (iface/backend.h): RMSNorm, rotary position
  * embedding and SwiGLU, forward and backward, and grouped-query attention (NKV key/value heads for NH query heads:
  * multi-query NKV = 1, grouped NKV = 2, 3, multi-head NKV = NH) in the materialised forward and backward and in
- * one-token decoding. The conventions are test_ops.c's (ops_harness.h): ZT_TEST_DEVICE picks the backend
- * (default cpu; devsim runs the same cases on simulated device memory and must equal the cpu bit for bit);
+ * one-token decoding; the same attention cases bidirectional under key padding masks (the encoders' slots,
+ * attention_bidir_*; the encoders' other ops: test_ops_encoder.c). The conventions are test_ops.c's
+ * (ops_harness.h): ZT_TEST_DEVICE picks the backend (default cpu; devsim runs the same cases on simulated device
+ * memory and must equal the cpu bit for bit);
  *
  *  - forward ops against double-precision references written here from the same float inputs:
  *    max |ours - ref| <= tol_fwd * (1 + max |ref|);
@@ -332,19 +334,24 @@ static void test_swiglu(int N, int I) {
 
 /* ================================================================== grouped-query attention */
 
+/* kvalid (B, T) NULL: causal attention (attention_fwd / _bwd); else the encoders' bidirectional attention with that
+   key padding mask (attention_bidir_fwd / _bwd) */
 typedef struct gqa_ctx {
     int B, T, C, NH, NKV;
     const float *qkv, *dout;
+    const int32_t *kvalid;
 } gqa_ctx;
 
 typedef struct gqa_d {
     int B, T, C, NH, NKV;
     double *qkv;
+    const int32_t *kvalid;
 } gqa_d;
 
 static size_t gqa_width(int C, int NH, int NKV) { return (size_t)(NH + 2 * NKV) * (C / NH); }
 
-/* query head h of row t attends over rows 0..t with key/value head h / (NH / NKV) */
+/* query head h of row t attends with key/value head h / (NH / NKV) over rows 0..t (causal), or over the valid rows
+   of its sequence (a sequence without any: out and att 0) */
 static void gqa_ref(const gqa_d *p, double *out, double *att) {
     const int B = p->B, T = p->T, C = p->C, NH = p->NH, NKV = p->NKV, hs = C / NH, G = NH / NKV;
     const size_t W = gqa_width(C, NH, NKV);
@@ -356,26 +363,26 @@ static void gqa_ref(const gqa_d *p, double *out, double *att) {
             for (int t = 0; t < T; t++) {
                 const double *q = p->qkv + ((size_t)b * T + t) * W + (size_t)h * hs;
                 double mx = -INFINITY, sum = 0.0;
-                for (int t2 = 0; t2 <= t; t2++) {
+                for (int t2 = 0; t2 < T; t2++) { /* s[t2] = 0 (and no weight) at a key the row does not see */
+                    s[t2] = 0.0;
+                    if (p->kvalid ? !p->kvalid[(size_t)b * T + t2] : t2 > t) continue;
                     const double *kk = p->qkv + ((size_t)b * T + t2) * W + C + (size_t)kh * hs;
                     double d = 0.0;
                     for (int i = 0; i < hs; i++) d += q[i] * kk[i];
                     s[t2] = d * scale;
                     mx = s[t2] > mx ? s[t2] : mx;
                 }
-                for (int t2 = 0; t2 <= t; t2++) {
-                    s[t2] = exp(s[t2] - mx);
+                for (int t2 = 0; t2 < T; t2++) {
+                    const int seen = p->kvalid ? p->kvalid[(size_t)b * T + t2] != 0 : t2 <= t;
+                    s[t2] = seen ? exp(s[t2] - mx) : 0.0;
                     sum += s[t2];
                 }
-                for (int t2 = 0; t2 <= t; t2++) s[t2] /= sum;
-                if (att) {
-                    double *a = att + (((size_t)b * NH + h) * T + t) * T;
-                    for (int t2 = 0; t2 < T; t2++) a[t2] = t2 <= t ? s[t2] : 0.0;
-                }
+                for (int t2 = 0; t2 < T; t2++) s[t2] = sum > 0.0 ? s[t2] / sum : 0.0;
+                if (att) memcpy(att + (((size_t)b * NH + h) * T + t) * T, s, (size_t)T * sizeof *s);
                 double *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
                 for (int i = 0; i < hs; i++) {
                     double acc = 0.0;
-                    for (int t2 = 0; t2 <= t; t2++)
+                    for (int t2 = 0; t2 < T; t2++)
                         acc += s[t2] * p->qkv[((size_t)b * T + t2) * W + C + (size_t)NKV * hs + (size_t)kh * hs + i];
                     o[i] = acc;
                 }
@@ -386,55 +393,71 @@ static void gqa_ref(const gqa_d *p, double *out, double *att) {
 
 static void gqa_ref_out(const void *vp, double *out) { gqa_ref(vp, out, NULL); }
 
-/* blob: out(B, T, C) | att(B, NH, T, T) */
-static void run_gqa_fwd(zt_backend *be, const void *vc, void *out) {
-    const gqa_ctx *c = vc;
+/* the forward of c's kind into out, att (backend memory; the mask uploaded to kv when there is one) */
+static void gqa_fwd(zt_backend *be, const gqa_ctx *c, float *out, float *att, const float *qkv, const int32_t *kv) {
+    if (c->kvalid) be->i->attention_bidir_fwd(be, out, att, qkv, kv, c->B, c->T, c->C, c->NH, c->NKV);
+    else be->i->attention_fwd(be, out, att, qkv, c->B, c->T, c->C, c->NH, c->NKV);
+}
+
+/* blob: out(B, T, C) | att(B, NH, T, T), or with bwd: dqkv (qkv's shape) from the backend's own forward */
+static void run_gqa(zt_backend *be, const gqa_ctx *c, float *out, int bwd) {
     const size_t nq = (size_t)c->B * c->T * gqa_width(c->C, c->NH, c->NKV), no = (size_t)c->B * c->T * c->C,
                  na = (size_t)c->B * c->NH * c->T * c->T;
-    float *nan = ffill(no + na, NAN);
+    float *nan = ffill(nq + no + na, NAN);
     float *dq = dev_put(be, c->qkv, nq * 4), *dout = dev_put(be, nan, no * 4), *datt = dev_put(be, nan, na * 4);
-    be->i->attention_fwd(be, dout, datt, dq, c->B, c->T, c->C, c->NH, c->NKV);
-    float *o = out;
-    dev_get(be, o, dout, no * 4);
-    dev_get(be, o + no, datt, na * 4);
-    dev_free(be, dq);
-    dev_free(be, dout);
-    dev_free(be, datt);
-    free(nan);
-}
-
-/* blob: dqkv (qkv's shape) */
-static void run_gqa_bwd(zt_backend *be, const void *vc, void *out) {
-    const gqa_ctx *c = vc;
-    const size_t nq = (size_t)c->B * c->T * gqa_width(c->C, c->NH, c->NKV), no = (size_t)c->B * c->T * c->C,
-                 na = (size_t)c->B * c->NH * c->T * c->T;
-    float *nan = ffill(nq + na, NAN);
-    float *dq = dev_put(be, c->qkv, nq * 4), *dy = dev_put(be, NULL, no * 4), *datt = dev_put(be, NULL, na * 4);
-    be->i->attention_fwd(be, dy, datt, dq, c->B, c->T, c->C, c->NH, c->NKV);
+    int32_t *kv = c->kvalid ? dev_put(be, c->kvalid, (size_t)c->B * c->T * 4) : NULL;
+    gqa_fwd(be, c, dout, datt, dq, kv);
     float *ddout = dev_put(be, c->dout, no * 4), *ddqkv = dev_put(be, nan, nq * 4), *scratch = dev_put(be, nan, na * 4);
-    be->i->attention_bwd(be, ddqkv, scratch, ddout, dq, datt, c->B, c->T, c->C, c->NH, c->NKV);
-    dev_get(be, out, ddqkv, nq * 4);
-    void *all[] = {dq, dy, datt, ddout, ddqkv, scratch};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(be, all[i]);
+    if (bwd && kv)
+        be->i->attention_bidir_bwd(be, ddqkv, scratch, ddout, dq, datt, kv, c->B, c->T, c->C, c->NH, c->NKV);
+    else if (bwd)
+        be->i->attention_bwd(be, ddqkv, scratch, ddout, dq, datt, c->B, c->T, c->C, c->NH, c->NKV);
+    if (bwd) {
+        dev_get(be, out, ddqkv, nq * 4);
+    } else {
+        dev_get(be, out, dout, no * 4);
+        dev_get(be, out + no, datt, na * 4);
+    }
+    void *all[] = {dq, dout, datt, kv, ddout, ddqkv, scratch};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]) dev_free(be, all[i]);
     free(nan);
 }
 
-static void test_gqa(int B, int T, int C, int NH, int NKV) {
+static void run_gqa_fwd(zt_backend *be, const void *vc, void *out) { run_gqa(be, vc, out, 0); }
+static void run_gqa_bwd(zt_backend *be, const void *vc, void *out) { run_gqa(be, vc, out, 1); }
+
+/* bidir: the encoders' bidirectional attention, sequence b's key mask by b % 4: every key, the last third padded,
+   every third key masked, none (probabilities of unseen keys, and a sequence without valid keys, exactly 0) */
+static void test_gqa(int B, int T, int C, int NH, int NKV, int bidir) {
     const size_t nq = (size_t)B * T * gqa_width(C, NH, NKV), no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
     float *qkv = frand(nq, 1.0, 0.0), *dout = frand(no, 1.0, 0.0);
-    gqa_ctx c = {B, T, C, NH, NKV, qkv, dout};
-    gqa_d p = {B, T, C, NH, NKV, f2d(qkv, nq)};
+    int32_t *mask = NULL;
+    if (bidir) {
+        mask = xmalloc((size_t)B * T * sizeof *mask);
+        for (int i = 0; i < B * T; i++) {
+            const int k = i / T % 4, t = i % T;
+            mask[i] = k == 0 ? 1 : k == 1 ? t < T - T / 3 : k == 2 ? t % 3 != 1 : 0;
+        }
+    }
+    gqa_ctx c = {B, T, C, NH, NKV, qkv, dout, mask};
+    gqa_d p = {B, T, C, NH, NKV, f2d(qkv, nq), mask};
+    const char *kind = bidir ? "attention_bidir" : "attention";
     char name[128];
 
     float *got = xmalloc((no + na) * 4);
     run_gqa_fwd(g_be, &c, got);
     double *ref = xmalloc(no * sizeof *ref), *att = xmalloc(na * sizeof *att);
     gqa_ref(&p, ref, att);
-    snprintf(name, sizeof name, "attention_fwd[gqa,B%d,T%d,C%d,NH%d,NKV%d]", B, T, C, NH, NKV);
+    snprintf(name, sizeof name, "%s_fwd[gqa,B%d,T%d,C%d,NH%d,NKV%d]", kind, B, T, C, NH, NKV);
     chk k;
     chk_init(&k, TOL_GQA_FWD);
     chk_fwd(&k, "gqa out", got, ref, no);
-    chk_fwd(&k, "gqa att (softmax, 0 above the diagonal)", got + no, att, na);
+    chk_fwd(&k, "gqa att (softmax, 0 at the keys a row does not see)", got + no, att, na);
+    int zeros = 0; /* the reference's exact zeros must be exact */
+    for (size_t i = 0; i < na; i++) zeros += att[i] == 0.0 && got[no + i] != 0.0f;
+    for (size_t i = 0; i < no; i++) zeros += ref[i] == 0.0 && got[i] != 0.0f;
+    if (zeros) chk_fail(&k, "a probability of a key the row does not see, or a row without keys, is not exactly 0");
     chk_done(&k, name);
     check_threads(name, run_gqa_fwd, &c, (no + na) * 4);
 
@@ -442,13 +465,13 @@ static void test_gqa(int B, int T, int C, int NH, int NKV) {
     run_gqa_bwd(g_be, &c, gotb);
     double *wout = f2d(dout, no), *g = dzeros(nq);
     fd_grad(&p, gqa_ref_out, p.qkv, nq, wout, no, g);
-    snprintf(name, sizeof name, "attention_bwd[gqa,B%d,T%d,C%d,NH%d,NKV%d]", B, T, C, NH, NKV);
+    snprintf(name, sizeof name, "%s_bwd[gqa,B%d,T%d,C%d,NH%d,NKV%d]", kind, B, T, C, NH, NKV);
     chk_init(&k, TOL_GQA_BWD);
     chk_bwd(&k, "gqa dqkv (overwritten; dk, dv summed over the group)", gotb, NULL, g, nq);
     chk_done(&k, name);
     check_threads(name, run_gqa_bwd, &c, nq * 4);
 
-    void *fr[] = {qkv, dout, p.qkv, got, ref, att, gotb, wout, g};
+    void *fr[] = {qkv, dout, mask, p.qkv, got, ref, att, gotb, wout, g};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
 }
 
@@ -486,7 +509,7 @@ static void test_decode(int T, int maxT, int C, int NH, int NKV) {
     const size_t nq = (size_t)T * W, no = (size_t)T * C, nb = no + 2 * nc;
     float *qkv = frand(nq, 1.0, 0.0);
     dec_ctx c = {T, maxT, C, NH, NKV, qkv};
-    gqa_d p = {1, T, C, NH, NKV, f2d(qkv, nq)};
+    gqa_d p = {1, T, C, NH, NKV, f2d(qkv, nq), NULL};
     char name[128];
     snprintf(name, sizeof name, "attention_decode[gqa,T%d,maxT%d,C%d,NH%d,NKV%d]", T, maxT, C, NH, NKV);
 
@@ -505,7 +528,7 @@ static void test_decode(int T, int maxT, int C, int NH, int NKV) {
     }
     chk_bits(&k, "decode kcache, vcache (maxT, NKV hs)", got + no, want, 2 * nc * 4);
     /* the same arithmetic as the forward's row: the same bits */
-    gqa_ctx fc = {1, T, C, NH, NKV, qkv, NULL};
+    gqa_ctx fc = {1, T, C, NH, NKV, qkv, NULL, NULL};
     float *fwd = xmalloc((no + (size_t)NH * T * T) * 4);
     run_gqa_fwd(g_be, &fc, fwd);
     if (memcmp(fwd, got, no * 4) != 0) chk_fail(&k, "decode out differs from attention_fwd's rows (bits)");
@@ -582,7 +605,7 @@ static void mha_bwd_before(float *dqkv, float *datt, const float *dout, const fl
 static void test_mha_unchanged(int B, int T, int C, int NH) {
     const size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
     float *qkv = frand(nq, 1.0, 0.0), *dout = frand(no, 1.0, 0.0);
-    gqa_ctx c = {B, T, C, NH, NH, qkv, dout};
+    gqa_ctx c = {B, T, C, NH, NH, qkv, dout, NULL};
     char name[128];
     snprintf(name, sizeof name, "attention[NKV == NH: bits of before,B%d,T%d,C%d,NH%d]", B, T, C, NH);
     chk k;
@@ -633,11 +656,11 @@ int main(void) {
     test_swiglu(5, 37);
     test_swiglu(3, 130);
 
-    test_gqa(2, 7, 12, 4, 1); /* multi-query, hs 3 */
-    test_gqa(2, 7, 12, 4, 2); /* groups of 2 */
-    test_gqa(2, 7, 12, 4, 4); /* multi-head */
-    test_gqa(1, 9, 12, 6, 3); /* hs 2, groups of 2 */
-    test_gqa(3, 1, 8, 2, 1);  /* T 1 */
+    test_gqa(2, 7, 12, 4, 1, 0); /* multi-query, hs 3 */
+    test_gqa(2, 7, 12, 4, 2, 0); /* groups of 2 */
+    test_gqa(2, 7, 12, 4, 4, 0); /* multi-head */
+    test_gqa(1, 9, 12, 6, 3, 0); /* hs 2, groups of 2 */
+    test_gqa(3, 1, 8, 2, 1, 0);  /* T 1 */
 
     test_decode(9, 12, 12, 4, 1);
     test_decode(9, 12, 12, 4, 2);
@@ -647,6 +670,17 @@ int main(void) {
     test_mha_unchanged(2, 7, 15, 3);
     test_mha_unchanged(2, 33, 96, 3);
     test_mha_unchanged(4, 32, 64, 2); /* the tiny model's shape */
+
+    /* the encoders' bidirectional attention (optional slots), last: the cases above draw what they always drew */
+    if (f->attention_bidir_fwd && f->attention_bidir_bwd) {
+        test_gqa(4, 7, 12, 4, 4, 1);  /* multi-head, hs 3; the four mask kinds */
+        test_gqa(4, 7, 12, 4, 2, 1);  /* groups of 2 */
+        test_gqa(4, 6, 12, 4, 1, 1);  /* multi-query */
+        test_gqa(2, 1, 8, 2, 1, 1);   /* T 1: one valid key, then none */
+        test_gqa(3, 33, 16, 2, 2, 1); /* T past a warp */
+    } else {
+        printf("# %s: attention_bidir_fwd / _bwd not supported by this backend (optional)\n", g_dev);
+    }
 
     return harness_finish("test_ops_llama", t0);
 }
