@@ -4,7 +4,8 @@
  * Decoders read windows of T + 1 tokens (inputs and the next tokens as targets). Encoders (model.family bert,
  * roberta) read sequences of T tokens (io/data.h zt_dataset_open_mlm) and mask each training sample s, its global
  * index, by core/model/mlm.h with seed train.seed: the masked positions' original tokens are the targets, every
- * other target is -1, and the step's count is the masked positions of the global batch. */
+ * other target is -1, and the step's count is the masked positions of the global batch: the count reads the
+ * step's samples in order (a data.stream must be read so) and keeps them, masked, for the step's batches. */
 #ifndef ZT_TRAIN_DATA_H
 #define ZT_TRAIN_DATA_H
 
@@ -24,7 +25,8 @@ typedef struct zt_train_data {
     FILE *trace;        /* ZTRAIN_TRACE_DATA: this rank's data trace (tests check the order with it) */
     int mlm;            /* an encoder: samples are masked */
     zt_mlm masks;
-    int32_t *tok, *tg;  /* (T) scratch of the count */
+    int32_t *tok, *tg;  /* mlm: the global batch of step cached_step, masked (global_batch, T) */
+    long cached_step;
 } zt_train_data;
 
 /* opens data.train (a stream with data.stream) and data.val for the shape s; 0, or 1 with one line in err (every

@@ -243,7 +243,7 @@ int zt_dataset_open_mlm(zt_dataset *d, const char *spec, int T, uint32_t model_v
 }
 
 int zt_dataset_open_stream(zt_dataset *d, const char *pattern, const char *field, const char *tokenizer, int T,
-                           uint32_t model_vocab, char *err, size_t errlen) {
+                           int mlm, uint32_t model_vocab, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     d->T = T;
     d->vocab_size = model_vocab;
@@ -251,7 +251,8 @@ int zt_dataset_open_stream(zt_dataset *d, const char *pattern, const char *field
     d->src[0].weight = 1;
     snprintf(d->src[0].pattern, sizeof d->src[0].pattern, "%s", pattern);
     d->q[0] = 1ull << 32;
-    return zt_stream_open(&d->stream, pattern, field, tokenizer, T, model_vocab, err, errlen);
+    d->mlm = mlm;
+    return zt_stream_open(&d->stream, pattern, field, tokenizer, T, mlm, model_vocab, err, errlen);
 }
 
 void zt_dataset_close(zt_dataset *d) {

@@ -85,10 +85,10 @@ int zt_dataset_open(zt_dataset *d, const char *spec, int T, uint32_t model_vocab
 /* the same in masked-LM mode (the top: windows of T tokens, targets = inputs, examples of exactly T tokens) */
 int zt_dataset_open_mlm(zt_dataset *d, const char *spec, int T, uint32_t model_vocab, uint64_t seed, int shuffle,
                         int allow_mix, char *err, size_t errlen);
-/* data.stream: the files of pattern tokenized as they are read (data_stream.h); sample s must not come before
-   the samples already fetched */
+/* data.stream: the files of pattern tokenized as they are read (data_stream.h; mlm: framed as prepare --mlm frames
+   them); sample s must not come before the samples already fetched */
 int zt_dataset_open_stream(zt_dataset *d, const char *pattern, const char *field, const char *tokenizer, int T,
-                           uint32_t model_vocab, char *err, size_t errlen);
+                           int mlm, uint32_t model_vocab, char *err, size_t errlen);
 void zt_dataset_close(zt_dataset *d);
 /* inputs/targets (T each) of training sample s */
 void zt_dataset_train_sample(zt_dataset *d, uint64_t s, int32_t *inputs, int32_t *targets);

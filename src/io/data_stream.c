@@ -16,6 +16,8 @@ struct zt_stream {
     zt_tokenizer *tok;
     int T;
     uint32_t eot, doc_end;
+    int mlm;                 /* masked LM: windows of T - 2 tokens framed [CLS] ... [SEP], documents joined by [SEP] */
+    uint32_t cls, sep;
     zt_docsrc *src;          /* the open file (files[fi]), NULL before the first */
     uint64_t fi;             /* file of the next document to read */
     uint64_t emitted;        /* tokens framed so far in this epoch (none yet: no end-of-text before a document) */
@@ -62,11 +64,23 @@ static void seg_push(zt_stream *st, uint64_t f, uint64_t d, uint64_t n) {
 /* the framed tokens of one document into st->ids */
 static void frame(zt_stream *st, const uint8_t *doc, size_t len) {
     st->ids.n = 0;
+    if (st->mlm) { /* prepare --mlm's join: [SEP] between documents, no template ids or document ends */
+        if (st->emitted > 0) zt_ids_push(&st->ids, st->sep);
+        zt_tokenizer_reset(st->tok);
+        zt_tokenizer_encode(st->tok, doc, len, &st->ids);
+        if (st->ids.n == 1 && st->emitted > 0) st->ids.n = 0; /* an empty document adds no [SEP] */
+        return;
+    }
     if (st->doc_end == ZT_TOK_NO_EOT && st->eot != ZT_TOK_NO_EOT && st->emitted > 0) zt_ids_push(&st->ids, st->eot);
     zt_tokenizer_reset(st->tok);
     zt_tokenizer_encode(st->tok, doc, len, &st->ids);
     if (st->doc_end != ZT_TOK_NO_EOT) zt_ids_push(&st->ids, st->doc_end);
 }
+
+/* the tokens a window takes from the stream, and how far the next one starts: T + 1 at stride T, or (mlm) T - 2 at
+   stride T - 2 */
+static size_t win_len(const zt_stream *st) { return st->mlm ? (size_t)st->T - 2 : (size_t)st->T + 1; }
+static size_t win_stride(const zt_stream *st) { return st->mlm ? (size_t)st->T - 2 : (size_t)st->T; }
 
 /* reads the next document into the queue: 1, 0 at the end of the stream, -1 on error */
 static int pull(zt_stream *st, char *err, size_t errlen) {
@@ -131,7 +145,10 @@ static void restart_epoch(zt_stream *st) {
 /* makes the queue hold the window of sample next_sample (T+1 tokens), ending the epoch where the stream ends */
 static int fill_window(zt_stream *st, char *err, size_t errlen) {
     int restarted = 0;
-    while (st->q_len - st->q_head < (size_t)st->T + 1) {
+    for (;;) {
+        /* mlm: a [SEP] that would start a window is left out (prepare --mlm's rule) */
+        while (st->mlm && st->q_len > st->q_head && st->q[st->q_head] == st->sep) q_drop(st, 1);
+        if (st->q_len - st->q_head >= win_len(st)) break;
         const int r = pull(st, err, errlen);
         if (r < 0) return 1;
         if (r == 0) {
@@ -157,7 +174,7 @@ static int advance_to(zt_stream *st, uint64_t s, char *err, size_t errlen) {
     }
     while (st->next_sample < s) {
         if (fill_window(st, err, errlen)) return 1;
-        q_drop(st, (size_t)st->T);
+        q_drop(st, win_stride(st));
         st->next_sample++;
     }
     return fill_window(st, err, errlen);
@@ -166,6 +183,11 @@ static int advance_to(zt_stream *st, uint64_t s, char *err, size_t errlen) {
 int zt_stream_sample(zt_stream *st, uint64_t s, int32_t *inputs, int32_t *targets, char *err, size_t errlen) {
     if (advance_to(st, s, err, errlen)) return 1;
     const uint32_t *w = st->q + st->q_head;
+    if (st->mlm) { /* [CLS] window [SEP]; the targets are the tokens themselves (core/model/mlm.h masks them) */
+        for (int t = 0; t < st->T; t++)
+            inputs[t] = targets[t] = (int32_t)(t == 0 ? st->cls : t == st->T - 1 ? st->sep : w[t - 1]);
+        return 0;
+    }
     for (int t = 0; t < st->T; t++) {
         inputs[t] = (int32_t)w[t];
         targets[t] = (int32_t)w[t + 1];
@@ -209,7 +231,7 @@ int zt_stream_restore(zt_stream *st, const zt_stream_pos *pos, char *err, size_t
     return fill_window(st, err, errlen);
 }
 
-int zt_stream_open(zt_stream **out, const char *pattern, const char *field, const char *tokenizer, int T,
+int zt_stream_open(zt_stream **out, const char *pattern, const char *field, const char *tokenizer, int T, int mlm,
                    uint32_t model_vocab, char *err, size_t errlen) {
     *out = NULL;
     if (!tokenizer || !tokenizer[0]) {
@@ -243,6 +265,17 @@ int zt_stream_open(zt_stream **out, const char *pattern, const char *field, cons
         zt_errf(err, errlen, "%s: tokenizer vocab size %u is larger than model.vocab_size %u", tokenizer,
                 zt_tokenizer_vocab_size(st->tok), model_vocab);
         bad = 1;
+    }
+    if (!bad && mlm) {
+        const zt_tok_config *tc = zt_tokenizer_config(st->tok);
+        st->mlm = 1;
+        st->cls = tc->cls;
+        st->sep = tc->sep;
+        if (st->cls == ZT_TOK_NO_EOT || st->sep == ZT_TOK_NO_EOT || T < 3) {
+            zt_errf(err, errlen, "%s: a masked-LM stream needs the tokenizer's [CLS] and [SEP] (its post-processor) and "
+                    "train.seq_len >= 3", tokenizer);
+            bad = 1;
+        }
     }
     if (!bad) {
         st->eot = zt_tokenizer_eot(st->tok);

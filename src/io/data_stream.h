@@ -13,7 +13,12 @@
  * Every rank reads and tokenizes the whole stream (skipping the windows of other ranks), so the order does not
  * depend on the rank count; the tokenizer must keep up with training's token rate. The position (file, document,
  * token within the document's framed tokens, epoch, the epoch's first sample) is what a checkpoint keeps: a
- * resume opens that file, seeks that document and drops that many tokens, whatever the rank count. */
+ * resume opens that file, seeks that document and drops that many tokens, whatever the rank count.
+ *
+ * Masked LM (mlm = 1, an encoder's run): the documents are joined by [SEP] with no template ids or document ends,
+ * as `ztrain prepare --mlm` joins them; a window is the next T - 2 tokens at stride T - 2 (a [SEP] that would
+ * start one is left out) framed [CLS] window [SEP], with targets equal to the inputs: prepare --mlm's sequences,
+ * except that the epoch's tail (fewer than T - 2 tokens) is not used rather than padded. */
 #ifndef ZT_DATA_STREAM_H
 #define ZT_DATA_STREAM_H
 
@@ -31,7 +36,7 @@ typedef struct zt_stream_pos {
 
 /* pattern: glob of text / JSONL files; field: JSONL field (NULL: "text"); tokenizer: a tokenizer file (.zttok,
    tokenizer.json). Checks the files open and the tokenizer fits model_vocab. 0, or 1 with one line in err. */
-int zt_stream_open(zt_stream **out, const char *pattern, const char *field, const char *tokenizer, int T,
+int zt_stream_open(zt_stream **out, const char *pattern, const char *field, const char *tokenizer, int T, int mlm,
                    uint32_t model_vocab, char *err, size_t errlen);
 void zt_stream_close(zt_stream *st);
 /* the window of sample s (s not before the current position: samples are asked in order): inputs, targets

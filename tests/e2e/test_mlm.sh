@@ -9,7 +9,9 @@
 #    ranks and within 1e-5 of the cpu losses;
 #  - metrics.jsonl has mlm_acc every step and val_mlm_acc at evaluations; `ztrain eval` prints the same validation
 #    loss and accuracy as the run's last evaluation; tools/session_table.py shows it, plot_session.py draws it;
-#  - errors (one line, exit 2): no mlm.mask_id, sampling an encoder, sequences of another length, data.stream;
+#  - data.stream (tokenized and framed as read) == the shard prepare --mlm writes, and resumes on another rank count;
+#  - errors (one line, exit 2): no mlm.mask_id, sampling an encoder, sequences of another length, a streamed
+#    tokenizer without [CLS]/[SEP];
 #  - ZT_LONG=1: 300 steps, the validation accuracy rises from the most frequent word's share.
 set -u
 cd "$(dirname "$0")/../.."
@@ -49,6 +51,14 @@ if $PY -c "import sys; sys.exit(not float(sys.argv[1]) <= 1e-5)" "${worst:-nan}"
 else fail "mlm_cudasim_vs_cpu: max rel diff ${worst:-?}"; fi
 rob="--set model.family=roberta --set model.pad_id=0 --set model.sep_id=-1 --set mlm.sep_id=3"
 run ro1 1 $rob && run ro2 2 $rob && compare_runs $d/ro2 $d/ro1 mlm_roberta_2_ranks
+# data.stream: the corpus tokenized and framed as read == the shard prepare --mlm writes (read in order), and a
+# streamed run resumed on another rank count
+$ZT prepare --mlm --seq-len 32 --input $C/corpus.jsonl --tokenizer $C/tokenizer.json --val-fraction 0 --out-dir $C/all \
+  > $TMP/prep_all.log 2>&1 || fail "mlm_prepare_all: $(tail -1 $TMP/prep_all.log)"
+inorder="--set data.shuffle=false --set data.val= --set eval.every=0"
+stream="$inorder --set data.stream=true --set data.train=$C/corpus.jsonl --set data.tokenizer=$C/tokenizer.json"
+run sh1 1 $inorder --set data.train=$C/all/train.bin && run st1 1 $stream && compare_runs $d/st1 $d/sh1 mlm_stream_equals_prepared
+run st2 2 $stream --stop-after 4 && run st2 1 $stream --resume auto && compare_runs $d/st2 $d/st1 mlm_stream_resume_2_then_1_rank
 # the metrics: mlm_acc on every step, val_mlm_acc at the evaluations (steps 4, 8)
 n_acc=$(grep -c '"mlm_acc"' $d/f1/metrics.jsonl); n_val=$(grep -c '"val_mlm_acc"' $d/f1/metrics.jsonl)
 if [ "$n_acc" = 8 ] && [ "$n_val" = 2 ]; then pass "mlm_metrics (mlm_acc on $n_acc steps, val_mlm_acc on $n_val)"
@@ -75,10 +85,13 @@ err_case() { # name expected-pattern args...
   if [ $rc -eq 2 ] && grep -q "$pat" $TMP/e_$name.log && [ ! -d $d/e_$name ]; then pass "mlm_error_$name ($(grep -m1 "$pat" $TMP/e_$name.log | cut -c1-90))"
   else fail "mlm_error_$name: exit $rc, $(tail -1 $TMP/e_$name.log)"; fi
 }
+$PY -c 'import json,sys; t=json.load(open(sys.argv[1])); t["post_processor"]=None; json.dump(t, open(sys.argv[2], "w"))' \
+  $C/tokenizer.json $TMP/plain.json # the tokenizer without its [CLS] $A [SEP] post-processor
 err_case no_mask_id "mlm.mask_id" --set mlm.mask_id=-1
 err_case sampling "sample.every" --set sample.every=2
 err_case seq_len "train.seq_len must" --set train.seq_len=16
-err_case stream "data.stream" --set data.stream=true
+err_case stream_no_cls "needs the tokenizer's \[CLS\]" --set data.stream=true --set data.train=$C/corpus.jsonl \
+  --set data.tokenizer=$TMP/plain.json
 $ZT sample --checkpoint $ck --prompt "x" > $TMP/s.log 2>&1; rc=$?
 if [ $rc -eq 2 ] && grep -q "encoder" $TMP/s.log; then pass "mlm_error_sample_cmd ($(grep -m1 encoder $TMP/s.log | cut -c1-90))"
 else fail "mlm_error_sample_cmd: exit $rc, $(tail -1 $TMP/s.log)"; fi
