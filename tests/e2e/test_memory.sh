@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: long
 # Memory: activation recomputation, the estimate against measured memory, fitting a limit, hwinfo's advice.
 #  recompute_bitwise_*   tiny, train.recompute none / gelu / layer: identical params_hash on 1 rank (stage 0)
 #                        and on 2 ranks (stage 2); the planned activation bytes fall none > gelu > layer
