@@ -16,7 +16,8 @@
 #                 skipped without a Python that imports torch with CUDA), in what is left of the 8 minutes after
 #                 the resume check and memcheck are reserved for
 #   resume.txt    tiny model in bf16 on the GPU: 12 steps straight == 6 + --resume auto + 6 (params_hash),
-#                 through the device checkpoint path (staged reads and writes)
+#                 through the device checkpoint path (staged reads and writes); then the masked-LM preset
+#                 inputs/mlm-fast.cfg for 20 steps on synthetic tokens (tokens/s, MLM accuracy line)
 #   sanitizer.txt compute-sanitizer memcheck over the op checks in every precision (where the tool is there)
 #   runs.tgz      the benchmark runs' logs and metrics.jsonl, the peers' logs (peers/gpt2-124m/)
 # GPU_CHECK_BENCH="--models gpt2-124m --precisions bf16" narrows the benchmark (default: --steps 12, all).
@@ -53,8 +54,9 @@ grep -E "FAIL|^selftest|rc=|GPU|max relative|two runs|^comm|^train" "$OUTDIR/sel
 } > "$OUTDIR/bench.txt" 2>&1
 cat "$OUTDIR/bench.txt"
 {
-  # what is left of 8 minutes once the resume check (60 s) and memcheck (60 s) are set aside, and a few seconds
-  P=$((480 - ($(date +%s) - T0) - 130)); [ "$P" -lt 60 ] && P=60
+  # what is left of 8 minutes once the resume and masked-LM checks (110 s) and memcheck (60 s) are set aside, and a
+  # few seconds
+  P=$((480 - ($(date +%s) - T0) - 180)); [ "$P" -lt 60 ] && P=60
   step "peers (budget $P s)"
   PEERS_BUDGET_S=$P BENCH_ROOT=/tmp/zt-gpucheck-runs/peers timeout $((P + 20)) benchmarks/bench_gpu_peers.sh \
     --steps 20 ${LLMC:+--llmc "$LLMC"}
@@ -74,6 +76,14 @@ cat "$OUTDIR/peers.txt"
   h1=$(grep -h params_hash /tmp/zt-gpucheck-runs/resume/straight/results.json)
   h2=$(grep -h params_hash /tmp/zt-gpucheck-runs/resume/split/results.json)
   [ -n "$h1" ] && [ "$h1" == "$h2" ] && echo "resume: PASS (identical params_hash)" || echo "resume: FAIL ($h1 / $h2)"
+  # masked LM: inputs/mlm-fast.cfg (BERT 4 layers, C 256, 128 x 128 tokens per step) on synthetic tokens, 20 steps
+  step mlm
+  $PY tests/helpers/make_data.py /tmp/zt-gpucheck-mlm 30522 3000000 >/dev/null
+  timeout 45 "$ZTRAIN" train -c inputs/mlm-fast.cfg --set train.global_batch=128 --set train.steps=20 \
+    --set train.warmup_steps=2 --set data.train=/tmp/zt-gpucheck-mlm/train.bin --set data.val=/tmp/zt-gpucheck-mlm/val.bin \
+    --set eval.every=20 --set eval.sequences=256 --set checkpoint.every=0 --set run.root=/tmp/zt-gpucheck-runs \
+    --set run.session=mlm --set run.name=mlm-fast 2>&1 | tail -4
+  echo "mlm rc=$?"
 } > "$OUTDIR/resume.txt" 2>&1
 cat "$OUTDIR/resume.txt"
 tar czf "$OUTDIR/runs.tgz" --exclude="*.h5" --exclude="*.bin" -C /tmp zt-gpucheck-runs 2>/dev/null
