@@ -3,7 +3,8 @@
 # WordPiece tokenizer made by Hugging Face tokenizers (tests/helpers/make_mlm_corpus.py), framed by
 # `ztrain prepare --mlm`:
 #  - 1, 2 and 4 ranks bit-identical (per-step losses, masked-LM accuracies — so the masks — and params_hash), fp32
-#    and bf16; ZeRO stage 3 on 2 ranks == stage 2 on 1; RoBERTa (positions from pad_id + 1, one token type) 1 == 2;
+#    and bf16; ZeRO stage 3 on 2 ranks == stage 2 on 1; train.recompute gelu and layer == none; RoBERTa (positions
+#    from pad_id + 1, one token type) 1 == 2;
 #  - resume: 4 steps on 1 rank, then --resume auto on 2 ranks == the uninterrupted run;
 #  - devsim gives the cpu backend's bits; cudasim (the CUDA kernels under the harness) is bit-identical on 1 and 2
 #    ranks and within 1e-5 of the cpu losses;
@@ -42,6 +43,7 @@ same_accs $d/f4 $d/f1 mlm_masks_4_ranks
 for np in 1 2; do run b$np $np --set precision=bf16; done
 compare_runs $d/b2 $d/b1 mlm_bf16_2_ranks
 run z3 2 --set zero.stage=3 && compare_runs $d/z3 $d/f1 mlm_stage3_2_ranks
+for rc in gelu layer; do run rc_$rc 1 --set train.recompute=$rc && compare_runs $d/rc_$rc $d/f1 mlm_recompute_$rc; done
 run r 1 --stop-after 4 && run r 2 --resume auto && compare_runs $d/r $d/f1 mlm_resume_1_then_2_ranks
 run ds 1 --set device=devsim && compare_runs $d/ds $d/f1 mlm_devsim_equals_cpu
 run cs1 1 --set device=cudasim && run cs2 2 --set device=cudasim && compare_runs $d/cs2 $d/cs1 mlm_cudasim_1_vs_2_ranks
