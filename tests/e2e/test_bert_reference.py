@@ -26,8 +26,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers"))
 import hf_ref_common as common  # noqa: E402
-from hf_ref_common import (REPO, Yardstick, check_clip_steps, check_loss_logits, check_table_map,  # noqa: E402
-                           check_train_records, compare_tensors, lr_at, parse_table, report_fail, report_pass,
+from hf_ref_common import (REPO, Yardstick, check_loss_logits, check_table_map, check_train_run,  # noqa: E402
+                           compare_tensors, lr_at, parse_table, read_fwdbwd, read_train, report_fail, report_pass,
                            run_dump, train_args, write_tokens)
 
 common.require_imports("hf_bert_imports", "numpy/torch/transformers",
@@ -63,12 +63,11 @@ def case_fwdbwd(tag, sh, B, T, seed, tmp):
     run_dump(["fwdbwd"] + dump_args(sh) + ["--B", str(B), "--T", str(T), "--weights", wpath, "--tokens", tpath,
                                            "--out", opath, "--masked", "1"])
     V, Vp = sh["V"], sh["Vp"]
-    out = np.fromfile(opath, dtype=np.float32)
-    nlog = B * T * Vp
-    if out.size != 1 + nlog + total:
-        report_fail(name, f"model_dump wrote {out.size} floats, expected {1 + nlog + total}")
+    got = read_fwdbwd(opath, B, T, Vp, total)
+    if isinstance(got, str):
+        report_fail(name, got)
         return
-    z_loss, z_logits, z_grad = float(out[0]), out[1:1 + nlog].reshape(B, T, Vp), out[1 + nlog:]
+    z_loss, z_logits, z_grad = got
     ref = []
     for m in (model, widened(model, sh)):
         m.zero_grad(set_to_none=True)
@@ -130,24 +129,16 @@ def case_train(tag, sh, B, T, K, steps, hp, seed, tmp):
     write_tokens(tpath, batches)
     run_dump(["train"] + dump_args(sh) + train_args(B, T, K, steps, hp) +
              ["--weights", wpath, "--tokens", tpath, "--out", opath, "--masked", "1"])
-    raw = open(opath, "rb").read()
-    if len(raw) != steps * 32 + total * 4:
-        report_fail(name, f"model_dump wrote {len(raw)} bytes, expected {steps * 32 + total * 4}")
+    got = read_train(opath, steps, total)
+    if isinstance(got, str):
+        report_fail(name, got)
         return
-    zrec = np.frombuffer(raw[:steps * 32], dtype=np.float64).reshape(steps, 4)
-    zparams = np.frombuffer(raw[steps * 32:], dtype=np.float32)
+    zrec, zparams = got
     hrec, hpar = torch_train(model, sh, batches, steps, K, hp, torch.float32)
     drec, dpar = torch_train(model64, sh, batches, steps, K, hp, torch.float64)
     problems = []
     ys = Yardstick("ztrain", "HF")
-    loss_rel, norm_rel, loss64, hf64, lr_rel = check_train_records(ys, problems, zrec, hrec, drec, hp, steps, "torch",
-                                                                   1e-12)
-    zc, hc = zrec[:, 2] < 1.0, hrec[:, 1] > hp["clip"]
-    if not zc.any():
-        problems.append(f"clipping never triggered (grad norms {zrec[:, 1].min():.3g}..{zrec[:, 1].max():.3g})")
-    check_clip_steps(problems, zrec, zc, hc, hp["clip"], "ztrain", "torch")
-    if zrec[-1, 0] >= zrec[0, 0]:
-        problems.append(f"loss did not decrease ({zrec[0, 0]:.4f} -> {zrec[-1, 0]:.4f})")
+    loss_rel, norm_rel, loss64, hf64, zc = check_train_run(ys, problems, zrec, hrec, drec, hp, steps)
     worst = compare_tensors(ys, problems, ts, zparams, hpar, dpar, sh["V"], sh["Vp"], VOCAB_ROWS, "final")
     msg = (f"{ys.summary()}; {steps} steps x K={K}, loss {zrec[0, 0]:.4f} -> {zrec[-1, 0]:.4f}, clipped on "
            f"{int(zc.sum())}/{steps} steps; loss max rel {loss_rel.max():.1e}, grad norm max rel {norm_rel.max():.1e}; "

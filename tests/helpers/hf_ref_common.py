@@ -418,3 +418,36 @@ def compare_tensors(ys, problems, ts, z_flat, ref32, ref64, V, Vp, vocab_names, 
         if r >= worst[1]:
             worst = (tname, r)
     return worst
+
+
+def read_fwdbwd(opath, B, T, Vp, total):
+    """model_dump fwdbwd's output: (loss, logits (B, T, Vp), flat gradients), or an error line"""
+    out = np.fromfile(opath, dtype=np.float32)
+    nlog = B * T * Vp
+    if out.size != 1 + nlog + total:
+        return f"model_dump wrote {out.size} floats, expected {1 + nlog + total}"
+    return float(out[0]), out[1:1 + nlog].reshape(B, T, Vp), out[1 + nlog:]
+
+
+def read_train(opath, steps, total):
+    """model_dump train's output: (records (steps, 4): loss, grad norm, clip factor, lr; final flat parameters), or
+    an error line"""
+    raw = open(opath, "rb").read()
+    if len(raw) != steps * 32 + total * 4:
+        return f"model_dump wrote {len(raw)} bytes, expected {steps * 32 + total * 4}"
+    return (np.frombuffer(raw[:steps * 32], dtype=np.float64).reshape(steps, 4),
+            np.frombuffer(raw[steps * 32:], dtype=np.float32))
+
+
+def check_train_run(ys, problems, zrec, hrec, drec, hp, steps):
+    """a 20-step run against torch: check_train_records (lr within 1e-12), clipping triggered and on the same steps as
+    torch's, the loss decreasing. Returns loss_rel, norm_rel, loss_rel64, ref_rel64 (as check_train_records) and zc,
+    the steps ztrain clipped"""
+    loss_rel, norm_rel, loss64, hf64, _ = check_train_records(ys, problems, zrec, hrec, drec, hp, steps, "torch", 1e-12)
+    zc, hc = zrec[:, 2] < 1.0, hrec[:, 1] > hp["clip"]
+    if not zc.any():
+        problems.append(f"clipping never triggered (grad norms {zrec[:, 1].min():.3g}..{zrec[:, 1].max():.3g})")
+    check_clip_steps(problems, zrec, zc, hc, hp["clip"], "ztrain", "torch")
+    if zrec[-1, 0] >= zrec[0, 0]:
+        problems.append(f"loss did not decrease ({zrec[0, 0]:.4f} -> {zrec[-1, 0]:.4f})")
+    return loss_rel, norm_rel, loss64, hf64, zc
