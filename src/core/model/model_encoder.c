@@ -87,7 +87,6 @@ static void layer_fwd(zt_model *m, int l, int out) {
     RND(a->fcproj, NC);
     add_norm(m, x.ln2, x.res3, x.ln2_mean, x.ln2_rstd, x.ln1, a->fcproj, T_(l, ZT_LN2W), N);
     RND(x.res3, NC);
-    (void)out;
 }
 
 float zt_model_encoder_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
