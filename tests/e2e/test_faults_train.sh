@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: long
 # Fault cases of `ztrain train` and of the checkpoint readers, tiny model, 2 ranks under real mpirun. Every
 # case runs under `timeout` and checks: the exit code, ONE line naming the problem ("ztrain: error: ..."),
 # the time it took (all ranks gone within a bound), no core file and no crash (exit < 128), and that
