@@ -158,10 +158,12 @@ void gemm_ref_ld(cudaStream_t s, float *c, const T *a, const T *b, const float *
 // dense operands: the leading dimensions their shapes give
 GemmLd dense_ld(int M, int N, int K, int ta, int tb) { return GemmLd{ta ? M : K, tb ? K : N, N, 0, 0, 0}; }
 
-// bf16 / fp16: op(a), op(b) packed dense into g's 2-byte scratch (a16, b16); returns the leading dimensions of the
-// packed problem (dense operands, c's ldc as given). Defined after the handle.
+// bf16 / fp16: op(a), op(b) packed dense into g's 2-byte scratch (a16, b16); an operand given packed already (a_pre,
+// b_pre non-null: its dense 2-byte words) is used as it is. Returns the leading dimensions of the packed problem
+// (dense operands, c's ldc as given). Defined after the handle.
 GemmLd pack_operands(zt_cu_gemm *g, cudaStream_t s, const float *a, const float *b, int M, int N, int K, int ta,
-                     int tb, const GemmLd &ld, const uint16_t **a16, const uint16_t **b16);
+                     int tb, const GemmLd &ld, const uint16_t *a_pre, const uint16_t *b_pre, const uint16_t **a16,
+                     const uint16_t **b16);
 
 // ------------------------------------------------------------------------------------ small kernels
 
@@ -251,8 +253,8 @@ __global__ void bias_broadcast_kernel(float *out, const float *bias, int N, int 
 
 struct zt_cu_gemm {
     int prec;           // ZT_PREC_*: the operands' precision
-    uint16_t *h16[2];   // packed operands a, b (host memory: the harness runs kernels on the host)
-    size_t h16_n[2];
+    uint16_t *h16[3];   // packed operands a, b and linear_bwd's dout (host memory: the harness runs kernels on the host)
+    size_t h16_n[3];
 };
 
 zt_cu_gemm *zt_cu_gemm_create(cudaStream_t s) {
@@ -262,8 +264,7 @@ zt_cu_gemm *zt_cu_gemm_create(cudaStream_t s) {
 
 void zt_cu_gemm_free(zt_cu_gemm *g) {
     if (!g) return;
-    free(g->h16[0]);
-    free(g->h16[1]);
+    for (int k = 0; k < 3; k++) free(g->h16[k]);
     free(g);
 }
 
@@ -277,15 +278,17 @@ uint16_t *h16_buf(zt_cu_gemm *g, int k, size_t n) {
     return g->h16[k];
 }
 
-// c = alpha * op(a) @ op(b) (+ bias) (+ beta * c), operands with leading dimensions ld (dense_ld: packed)
+// c = alpha * op(a) @ op(b) (+ bias) (+ beta * c), operands with leading dimensions ld (dense_ld: packed); bf16 /
+// fp16: a_pre / b_pre, when given, the operand's packed words (pack_operands)
 void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, const float *bias, int M, int N,
-          int K, int ta, int tb, float alpha, float beta, const GemmLd &ld) {
+          int K, int ta, int tb, float alpha, float beta, const GemmLd &ld, const uint16_t *a_pre = nullptr,
+          const uint16_t *b_pre = nullptr) {
     if (g->prec == ZT_PREC_FP32 || K == 0) {
         gemm_ref_ld(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32, ld, 1);
         return;
     }
     const uint16_t *a16, *b16;
-    const GemmLd pl = pack_operands(g, s, a, b, M, N, K, ta, tb, ld, &a16, &b16);
+    const GemmLd pl = pack_operands(g, s, a, b, M, N, K, ta, tb, ld, a_pre, b_pre, &a16, &b16);
     gemm_ref_ld(s, c, a16, b16, bias, M, N, K, ta, tb, alpha, beta, g->prec, pl, 1);
 }
 
@@ -345,8 +348,8 @@ struct zt_cu_gemm {
     void *workspace; // kWorkspaceBytes of device memory
     std::map<PlanKey, Plan> plans;
     int prec;            // ZT_PREC_*: the operands' precision
-    uint16_t *h16[2];    // packed operands a, b (device memory, grown to the largest need, kept)
-    size_t h16_n[2];
+    uint16_t *h16[3];    // packed operands a, b and linear_bwd's dout (device memory, grown to the largest need, kept)
+    size_t h16_n[3];
 };
 
 zt_cu_gemm *zt_cu_gemm_create(cudaStream_t s) {
@@ -369,8 +372,7 @@ void zt_cu_gemm_free(zt_cu_gemm *g) {
     // the workspace may still be in use by issued work
     cudaDeviceSynchronize();
     cudaFree(g->workspace);
-    cudaFree(g->h16[0]);
-    cudaFree(g->h16[1]);
+    for (int k = 0; k < 3; k++) cudaFree(g->h16[k]);
     cublasLtDestroy(g->lt);
     delete g;
 }
@@ -458,9 +460,11 @@ uint16_t *h16_buf(zt_cu_gemm *g, int k, size_t n) {
     return g->h16[k];
 }
 
-// c = alpha * op(a) @ op(b) (+ bias) (+ beta * c), operands with leading dimensions ld_in (dense_ld: packed)
+// c = alpha * op(a) @ op(b) (+ bias) (+ beta * c), operands with leading dimensions ld_in (dense_ld: packed); bf16 /
+// fp16: a_pre / b_pre, when given, the operand's packed words (pack_operands)
 void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const float *b_in, const float *bias, int M,
-          int N, int K, int ta, int tb, float alpha, float beta, const GemmLd &ld_in) {
+          int N, int K, int ta, int tb, float alpha, float beta, const GemmLd &ld_in, const uint16_t *a_pre = nullptr,
+          const uint16_t *b_pre = nullptr) {
     if (K == 0) { // nothing to multiply; cuBLASLt's k must be positive
         gemm_ref_ld(s, c, a_in, b_in, bias, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32, ld_in, 1);
         return;
@@ -469,7 +473,7 @@ void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const floa
     GemmLd dl = ld_in;
     if (g->prec != ZT_PREC_FP32) { // 2-byte operands for the tensor cores
         const uint16_t *a16, *b16;
-        dl = pack_operands(g, s, a_in, b_in, M, N, K, ta, tb, ld_in, &a16, &b16);
+        dl = pack_operands(g, s, a_in, b_in, M, N, K, ta, tb, ld_in, a_pre, b_pre, &a16, &b16);
         a = a16;
         b = b16;
     }
@@ -520,12 +524,20 @@ void gemm_batched(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const
 
 namespace {
 GemmLd pack_operands(zt_cu_gemm *g, cudaStream_t s, const float *a, const float *b, int M, int N, int K, int ta,
-                     int tb, const GemmLd &ld, const uint16_t **a16, const uint16_t **b16) {
-    uint16_t *pa = h16_buf(g, 0, (size_t)M * K), *pb = h16_buf(g, 1, (size_t)K * N);
-    pack16_ld(s, pa, a, ta ? K : M, ta ? M : K, ld.lda, g->prec);
-    pack16_ld(s, pb, b, tb ? N : K, tb ? K : N, ld.ldb, g->prec);
-    *a16 = pa;
-    *b16 = pb;
+                     int tb, const GemmLd &ld, const uint16_t *a_pre, const uint16_t *b_pre, const uint16_t **a16,
+                     const uint16_t **b16) {
+    if (a_pre) *a16 = a_pre;
+    else {
+        uint16_t *pa = h16_buf(g, 0, (size_t)M * K);
+        pack16_ld(s, pa, a, ta ? K : M, ta ? M : K, ld.lda, g->prec);
+        *a16 = pa;
+    }
+    if (b_pre) *b16 = b_pre;
+    else {
+        uint16_t *pb = h16_buf(g, 1, (size_t)K * N);
+        pack16_ld(s, pb, b, tb ? N : K, tb ? K : N, ld.ldb, g->prec);
+        *b16 = pb;
+    }
     GemmLd pl = dense_ld(M, N, K, ta, tb);
     pl.ldc = ld.ldc;
     return pl;
@@ -563,11 +575,18 @@ size_t zt_cu_linear_bwd_scratch(int N, int OC) {
 void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
                       const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch) {
     if (C <= 0 || OC <= 0) return;
-    // dinp(N, C) = dout(N, OC) @ w(C, OC)^T; dw(C, OC) = inp(N, C)^T @ dout(N, OC)
+    // dinp(N, C) = dout(N, OC) @ w(C, OC)^T; dw(C, OC) = inp(N, C)^T @ dout(N, OC). bf16 / fp16: dout, dense (N, OC)
+    // in both products, is packed once for the two
+    const uint16_t *dout16 = nullptr;
+    if (N > 0 && g->prec != ZT_PREC_FP32) {
+        uint16_t *p = h16_buf(g, 2, (size_t)N * OC);
+        pack16_ld(s, p, dout, N, OC, OC, g->prec);
+        dout16 = p;
+    }
     if (N > 0)
         gemm(g, s, dinp, dout, w, nullptr, N, C, OC, 0, 1, 1.0f, accumulate_dinp ? 1.0f : 0.0f,
-             dense_ld(N, C, OC, 0, 1));
-    gemm(g, s, dw, inp, dout, nullptr, C, OC, N, 1, 0, 1.0f, 0.0f, dense_ld(C, OC, N, 1, 0));
+             dense_ld(N, C, OC, 0, 1), dout16, nullptr);
+    gemm(g, s, dw, inp, dout, nullptr, C, OC, N, 1, 0, 1.0f, 0.0f, dense_ld(C, OC, N, 1, 0), nullptr, dout16);
     if (!dbias) return;
     const int nparts = N > 0 ? bias_parts(N) : 0;
     if (nparts > 0) {

@@ -164,7 +164,10 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
         return;
     }
     zt_config c = *c0;
-    c.train.global_batch = c.train.micro_batch;
+    /* ZTRAIN_TEST_COUNT_MICRO=K (tests): K micro-batches a step, to see what grows with them */
+    const char *km = getenv("ZTRAIN_TEST_COUNT_MICRO");
+    const int K = km && atoi(km) > 0 ? atoi(km) : 1;
+    c.train.global_batch = K * c.train.micro_batch;
     /* the kernels of one GPU's step: an offloaded update runs on the host (and on 1 rank would hold the whole model's
        optimizer state in the memory of the host running the estimate) */
     snprintf(c.zero.offload, sizeof c.zero.offload, "none");
@@ -202,8 +205,12 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
     zt_backend_destroy(be);
     if (d->rank != 0) return;
     const long all = t.launches + t.memops;
-    printf("GPU kernels per step (1 GPU, one micro-batch of %d x %d, %s, device \"%s\" in %.2f s for 2 steps; "
-           "core/diag/backend_count.h):\n", c.train.micro_batch, c.train.seq_len, c.precision, device, wall);
+    if (K == 1)
+        printf("GPU kernels per step (1 GPU, one micro-batch of %d x %d, %s, device \"%s\" in %.2f s for 2 steps; "
+               "core/diag/backend_count.h):\n", c.train.micro_batch, c.train.seq_len, c.precision, device, wall);
+    else
+        printf("GPU kernels per step (1 GPU, %d micro-batches of %d x %d, %s, device \"%s\" in %.2f s for 2 steps; "
+               "core/diag/backend_count.h):\n", K, c.train.micro_batch, c.train.seq_len, c.precision, device, wall);
     printf("  kernel launches per step: %ld (%ld kernels and GEMMs + %ld copies and memsets)\n", all, t.launches,
            t.memops);
     if (wrapped && h1 >= 0)
@@ -213,6 +220,8 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
            t.bytes / 1e9, t.bytes, t.host_bytes / 1e9, t.host_xfers);
     printf("  round_to fused into the op before it: %ld; communicator calls: %ld (not in the launches)\n",
            t.fused_rounds, t.comm_calls);
+    printf("  host waits per step: %ld (sync and to_host: after the backward, the gradient norm, after the update, the "
+           "step's losses; none inside a micro-batch)\n", t.host_waits);
     printf("  %-22s %7s %9s %7s %10s %16s\n", "op kind (by bytes)", "calls", "launches", "copies", "GB", "bytes");
     for (int i = 0; i < ne; i++)
         printf("  %-22s %7ld %9ld %7ld %10.3f %16.0f\n", e[i].name, e[i].calls, e[i].launches, e[i].memops,

@@ -7,6 +7,7 @@
 #                        the materialized attention, Llama (RMSNorm, rotary, SwiGLU, GQA), a batch whose embedding
 #                        backward sorts in several stages;
 #  - count_device_same   the count device (no compute) counts the same launches and bytes as cudasim;
+#  - host_waits_per_step a step of 3 micro-batches waits for the device (sync, to_host) as often as a step of 1;
 #  - bytes_*             bytes of a few op kinds against formulas computed here from the shapes;
 #  - dry_run_gpt2_124m   one step of GPT-2 124M, micro-batch 16 x 1024, bf16 on the count device: launches and GB
 #                        per step, in seconds;
@@ -69,6 +70,19 @@ if est count_tiny -c inputs/tiny.cfg --count-device count --set precision=bf16; 
   b="$(field $TMP/launches_cudasim_bf16.out launches) $(field $TMP/launches_cudasim_bf16.out bytes)"
   [ "$a" = "$b" ] && [ "${a%% *}" != none ] && pass "count_device_same (tiny bf16: launches and bytes $a on both)" ||
     fail "count_device_same: count device $a, cudasim $b (launches bytes)"
+fi
+
+# no host wait inside a micro-batch: a step of 3 micro-batches waits for the device as often as a step of 1 (the
+# losses stay on the device until the step ends, core/optim/step.c), while its launches grow
+waits() { sed -n 's/^  host waits per step: \([0-9]*\).*/\1/p' "$1"; }
+if ZTRAIN_TEST_COUNT_MICRO=3 est count_tiny_k3 -c inputs/tiny.cfg --count-device count --set precision=bf16; then
+  w1=$(waits $TMP/count_tiny.out); w3=$(waits $TMP/count_tiny_k3.out)
+  l1=$(field $TMP/count_tiny.out launches); l3=$(field $TMP/count_tiny_k3.out launches)
+  if [ -n "$w1" ] && [ "$w1" = "$w3" ] && [ "$l3" -gt $((2 * l1)) ] && grep -q "3 micro-batches" $TMP/count_tiny_k3.out; then
+    pass "host_waits_per_step (tiny bf16: $w1 waits for 1 micro-batch, $w3 for 3; launches $l1 -> $l3)"
+  else
+    fail "host_waits_per_step: waits $w1 (1 micro-batch) vs $w3 (3), launches $l1 vs $l3"
+  fi
 fi
 
 # ---------------------------------------------------------------- bytes of a few op kinds from the shapes

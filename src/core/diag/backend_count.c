@@ -2,7 +2,7 @@
  * backend_count.h). Each slot's count follows the CUDA backend's code path for it (cuda/cuda_backend.cu, the
  * zt_cu_* launchers in cuda/kernels_*.cu and cuda/cuda_gemm.cu): the early returns on empty shapes, one launch per
  * ZT_LAUNCH, one per GEMM (cuBLASLt on a GPU, the reference GEMM kernel under the harness), two operand packing
- * launches before a bf16/fp16 GEMM, and the round_to that cuda_backend.cu fuses into the op it follows. */
+ * launches before a bf16/fp16 GEMM (linear_bwd packs its dout once for both of its products), and the round_to that cuda_backend.cu fuses into the op it follows. */
 #include "core/diag/backend_count.h"
 
 #include <stdint.h>
@@ -55,17 +55,19 @@ static void defer(const void *out, size_t n) {
 /* one GEMM c(M, N) = op(a) @ op(b) (+ bias) (+ beta c) of cuda_gemm.cu's gemm(): bf16/fp16 pack both operands (one
    launch each, 4 bytes read and 2 written per element) and multiply the 2-byte words; K == 0 runs the reference
    kernel on c alone */
-static void gemm(int k, double M, double N, double K, int beta, int bias) {
+static void gemm_pre(int k, double M, double N, double K, int beta, int bias, int a_pre, int b_pre) {
     const int packed = g_prec != ZT_PREC_FP32 && K > 0;
     double esz = F4;
     if (packed) {
-        long l = (M * K > 0) + (K * N > 0);
-        add(K_GEMM_PACK, l, 6.0 * (M * K + K * N));
+        const double na = a_pre ? 0 : M * K, nb = b_pre ? 0 : K * N;
+        long l = (na > 0) + (nb > 0);
+        add(K_GEMM_PACK, l, 6.0 * (na + nb));
         g_calls[K_GEMM_PACK]++;
         esz = 2.0;
     }
     add(k, 1, esz * (M * K + K * N) + (beta ? F4 * M * N : 0) + (bias ? F4 * N : 0) + F4 * M * N);
 }
+static void gemm(int k, double M, double N, double K, int beta, int bias) { gemm_pre(k, M, N, K, beta, bias, 0, 0); }
 
 /* ------------------------------------------------------------------ the counting slots */
 
@@ -94,8 +96,13 @@ static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const 
     flush();
     g_calls[K_LIN_BWD]++;
     if (C > 0 && OC > 0) {
-        if (N > 0) gemm(K_LIN_BWD, N, C, OC, acc, 0);   /* dinp = dout @ w^T */
-        gemm(K_LIN_BWD, C, OC, N, 0, 0);                /* dw = inp^T @ dout */
+        const int pre = N > 0 && g_prec != ZT_PREC_FP32; /* dout packed once for both products */
+        if (pre) {
+            add(K_GEMM_PACK, 1, 6.0 * N * OC);
+            g_calls[K_GEMM_PACK]++;
+        }
+        if (N > 0) gemm_pre(K_LIN_BWD, N, C, OC, acc, 0, pre, 0); /* dinp = dout @ w^T */
+        gemm_pre(K_LIN_BWD, C, OC, N, 0, 0, 0, pre);               /* dw = inp^T @ dout */
         if (db) {                                       /* column sums: partials per 64 rows, then their sum */
             const double parts = N > 0 ? (N + 63) / 64 : 0;
             if (parts > 0) add(K_LIN_BWD, 1, F4 * ((double)N * OC + parts * OC));
@@ -429,7 +436,7 @@ static void w_set_precision(zt_backend *be, int prec) {
 /* the memory and host-transfer slots launch the kept op too */
 static void *w_alloc(zt_backend *be, size_t n) { flush(); return g_inner->alloc(be, n); }
 static void w_free(zt_backend *be, void *p) { flush(); g_inner->free(be, p); }
-static void w_sync(zt_backend *be) { flush(); g_inner->sync(be); }
+static void w_sync(zt_backend *be) { flush(); g_tot.host_waits++; g_inner->sync(be); }
 static void w_to_device(zt_backend *be, void *d, const void *s, size_t n) {
     flush();
     if (n) { g_tot.host_xfers++; g_tot.host_bytes += (double)n; }
@@ -437,6 +444,7 @@ static void w_to_device(zt_backend *be, void *d, const void *s, size_t n) {
 }
 static void w_to_host(zt_backend *be, void *d, const void *s, size_t n) {
     flush();
+    g_tot.host_waits++;
     if (n) { g_tot.host_xfers++; g_tot.host_bytes += (double)n; }
     g_inner->to_host(be, d, s, n);
 }

@@ -45,6 +45,7 @@ typedef struct zt_count_totals {
     long memops;        /* cudaMemcpyAsync / cudaMemsetAsync */
     double bytes;       /* device memory read + written, all kinds */
     long host_xfers;    /* to_device / to_host calls */
+    long host_waits;    /* calls that wait for the device: sync, to_host */
     double host_bytes;
     long comm_calls;    /* collectives and grouped calls on the count device's communicator */
     long fused_rounds;  /* round_to calls done inside the op before them (no launch) */

@@ -4,6 +4,8 @@
  * the linear maps (model_linear.c) are their own files. */
 #include "core/model/model_internal.h"
 
+#include <stdlib.h>
+
 #include "util/util.h"
 
 
@@ -87,7 +89,15 @@ static void layer_fwd(zt_model *m, int l, int out) {
 /* the LM head's weight: wte when tied, else lm_head */
 static int head_idx(const zt_model *m) { return m->table.lm_head >= 0 ? m->table.lm_head : ZT_P_WTE; }
 
-static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float dscale) {
+/* the mean of N per-position losses: summed in order in double, divided by N */
+static float mean_loss(const float *losses, int N) {
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += losses[i];
+    return (float)(sum / N);
+}
+
+/* row >= 0: the losses stay in loss row `row` on the device (no host sync); returns 0 */
+static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float dscale, int row) {
     zt_backend *be = m->be;
     const zt_backend_i *f = be->i;
     const int L = m->s.n_layer, C = m->s.n_embd;
@@ -101,7 +111,11 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     m->T = T;
     f->to_device(be, a->tokens, tokens, (size_t)N * sizeof(int32_t));
     if (targets) f->to_device(be, a->targets, targets, (size_t)N * sizeof(int32_t));
-    if (m->s.encoder) return zt_model_encoder_forward(m, tokens, targets, B, T, dscale);
+    if (m->s.encoder) {
+        const float loss = zt_model_encoder_forward(m, tokens, targets, B, T, dscale);
+        if (row >= 0) m->loss_rows_host[(size_t)row * m->max_B * m->max_T] = loss, m->loss_row_n[row] = -1;
+        return loss;
+    }
 
     zt_model_need_fixed(m); /* 2-byte parameters: the weights into the window as the ops reach them */
     zt_model_need_wte(m);
@@ -123,24 +137,61 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     m->dlogits_ready = 0;
     if (!targets) return -1.0f;
     /* the loss is fp32 arithmetic on the stored logits; the dlogits it leaves are stored (rounded) */
-    f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dscale / (float)N);
+    float *losses = row >= 0 ? m->loss_rows + (size_t)row * m->max_B * m->max_T : a->losses;
+    f->softmax_xent(be, losses, a->logits, a->targets, N, V, Vp, dscale / (float)N);
     if (dscale != 0.0f) RND(a->logits, (size_t)N * Vp);
     m->dlogits_ready = dscale != 0.0f;
     m->dlogits_scale = dscale;
+    if (row >= 0) {
+        m->loss_row_n[row] = N;
+        return 0.0f;
+    }
     f->to_host(be, m->losses_host, a->losses, (size_t)N * sizeof(float));
     f->sync(be);
-    double sum = 0.0;
-    for (int i = 0; i < N; i++) sum += m->losses_host[i];
-    return (float)(sum / N);
+    return mean_loss(m->losses_host, N);
 }
 
 float zt_model_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {
-    return forward(m, tokens, targets, B, T, 0.0f);
+    return forward(m, tokens, targets, B, T, 0.0f, -1);
 }
 
 float zt_model_forward_train(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                              float dloss_scale) {
-    return forward(m, tokens, targets, B, T, dloss_scale);
+    return forward(m, tokens, targets, B, T, dloss_scale, -1);
+}
+
+void zt_model_loss_rows_alloc(zt_model *m, int n) {
+    if (n <= m->loss_nrows) return;
+    zt_backend *be = m->be;
+    const size_t BT = (size_t)m->max_B * m->max_T;
+    if (m->loss_rows) be->i->free(be, m->loss_rows);
+    free(m->loss_rows_host);
+    free(m->loss_row_n);
+    m->loss_rows = be->i->alloc(be, (size_t)n * BT * sizeof(float));
+    m->loss_rows_host = zt_calloc((size_t)n * BT, sizeof(float));
+    m->loss_row_n = zt_calloc((size_t)n, sizeof(int));
+    m->loss_nrows = n;
+}
+
+void zt_model_forward_train_row(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                                float dloss_scale, int row) {
+    ZT_ASSERT(row >= 0 && row < m->loss_nrows && targets);
+    forward(m, tokens, targets, B, T, dloss_scale, row);
+}
+
+void zt_model_loss_rows_read(zt_model *m, int n, float *out) {
+    ZT_ASSERT(n <= m->loss_nrows);
+    const size_t BT = (size_t)m->max_B * m->max_T;
+    int last = -1; /* the device rows up to the last decoder row, in one copy */
+    for (int r = 0; r < n; r++)
+        if (m->loss_row_n[r] >= 0) last = r;
+    if (last >= 0) {
+        const size_t cnt = (size_t)last * BT + (size_t)m->loss_row_n[last];
+        m->be->i->to_host(m->be, m->loss_rows_host, m->loss_rows, cnt * sizeof(float));
+    }
+    for (int r = 0; r < n; r++)
+        out[r] = m->loss_row_n[r] < 0 ? m->loss_rows_host[(size_t)r * BT] : mean_loss(m->loss_rows_host + r * BT,
+                                                                                      m->loss_row_n[r]);
 }
 
 /* the frozen base's normalisation gradients (LoRA) go to a sink of 2C: weight, then bias */
@@ -225,8 +276,7 @@ static void layer_bwd(zt_model *m, int l) {
              x.ln1_mean, x.ln1_rstd, N);
     RND(a->dres, NC);
     /* the layer's trained gradients, as a bf16/fp16 gradient buffer stores them */
-    if (m->prec)
-        for (int ti = first; ti <= last; ti++) f->round_to(be, G(ti), zt_model_ttable(m)->t[ti].numel, m->prec);
+    zt_model_round_grads(m, zt_model_ttable(m), first, last);
     AFTER(first);
 }
 
@@ -246,8 +296,8 @@ static void embed_bwd(zt_model *m) {
     if (wpe >= 0 && T < m->s.block_size)
         f->zero(be, G(wpe) + (size_t)T * C, (size_t)(m->s.block_size - T) * C * sizeof(float));
     f->embed_bwd(be, G(ZT_P_WTE), G(wpe), a->dres, a->tokens, B, T, C);
-    RND(G(ZT_P_WTE), m->table.t[ZT_P_WTE].numel);
-    if (wpe >= 0) RND(G(wpe), m->table.t[wpe].numel);
+    zt_model_round_grads(m, &m->table, ZT_P_WTE, wpe == ZT_P_WTE + 1 ? wpe : ZT_P_WTE);
+    if (wpe > ZT_P_WTE + 1) zt_model_round_grads(m, &m->table, wpe, wpe);
     AFTER(0);
 }
 
@@ -279,8 +329,7 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
              a->lnf_mean, a->lnf_rstd, N);
     RND(a->dres, NC);
     if (!m->lora) {
-        RND(G(lnf), (size_t)C);
-        if (lnf_b >= 0) RND(G(lnf_b), (size_t)C);
+        zt_model_round_grads(m, &m->table, lnf, lnf_b >= 0 ? lnf_b : lnf);
         AFTER(lnf);
     }
     for (int l = L - 1; l >= 0; l--) layer_bwd(m, l);

@@ -152,6 +152,9 @@ typedef struct zt_model {
     zt_lora_model *lora;  /* LoRA fine-tuning: params is the frozen base (no gradient), and grads / gptr / the hooks
                              are the adapters' (zt_model_ttable); NULL: every parameter is trained */
     float *losses_host;   /* (B, T) host copy of the last forward's losses */
+    float *loss_rows;     /* zt_model_forward_train_row's per-position losses, (loss_nrows, max B*T) backend memory */
+    float *loss_rows_host;
+    int loss_nrows, *loss_row_n; /* rows allocated; each row's B*T */
     int32_t *ids_host;    /* encoders: (3, B, T) host staging of pos_ids, types and kvalid; then the argmax */
     long correct, counted; /* encoders: the last forward with targets: positions with a target (>= 0), and those
                              whose logits' argmax is it (masked-LM accuracy) */
@@ -162,7 +165,8 @@ typedef struct zt_model {
 /* activation bytes for a micro-batch (B, T), with the same layout zt_model_init allocates (model_acts.c) */
 size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T, const zt_model_opts *o);
 /* the CUDA backend's packed 2-byte GEMM operands in a bf16/fp16 run (cuda/cuda_gemm.cu): the largest
-   op(a) and op(b) of any product, 2 bytes each (the LM head's: logits gradient (B*T, Vp) and wte) */
+   op(a) and op(b) of any product, 2 bytes each (the LM head's: logits gradient (B*T, Vp) and wte), and the widest
+   linear's output gradient, packed once for linear_bwd's two products */
 size_t zt_model_gemm16_bytes(const zt_model_shape *s, int B, int T);
 
 /* ZeRO-3's window (zt_model_opts.sharded): wte, the other tensors outside the layers, two layer slots; fp32 elements */
@@ -218,6 +222,18 @@ float zt_model_forward(zt_model *m, const int32_t *tokens, const int32_t *target
    d(dloss_scale * mean loss)/dlogits in place for the backward that follows (one exp per logit) */
 float zt_model_forward_train(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                              float dloss_scale);
+/* device rows for n micro-batches' per-position losses (n * max B*T floats of backend memory; again: a larger n
+   replaces them) */
+void zt_model_loss_rows_alloc(zt_model *m, int n);
+/* the training forward of a step's micro-batch `row` that does not wait for the device (decoders: no host sync):
+   as zt_model_forward_train, but its per-position losses stay in the model's device row `row` (0 <= row <
+   loss_nrows) until zt_model_loss_rows_read. An encoder's forward reads its predictions back (the MLM accuracy) and
+   runs as zt_model_forward_train, its mean loss kept for the read */
+void zt_model_forward_train_row(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                                float dloss_scale, int row);
+/* the mean losses of rows 0..n-1, each exactly as zt_model_forward_train returns it (the per-position losses summed
+   in order in double, divided by B*T), into out: one copy from the device (it waits for the work issued so far) */
+void zt_model_loss_rows_read(zt_model *m, int n, float *out);
 /* backward of the last forward with targets; writes m->grads (overwritten, not accumulated).
    dloss_scale multiplies d(mean loss), the returned loss: 1/K for K accumulated micro-batches; each position's
    gradient is scaled by dloss_scale / (B*T), and an ignored position has none. */

@@ -10,7 +10,8 @@
 
 typedef struct act_slot { void **ptr; size_t elems; } act_slot;
 
-/* act16: one layer's internals in the stash, in this order, each padded to 32 words (64 bytes) */
+/* act16: one layer's internals in the stash, in this order, each padded to 32 words (64 bytes); their one fp32
+   working copy has the same layout (32 floats of padding), so a layer packs and unpacks in one call */
 enum { ST_LN1, ST_QKV, ST_ATTY, ST_ATT, ST_RES2, ST_LN2, ST_FCH, ST_FCHG, ST_N };
 
 static size_t pad32(size_t words) { return (words + 31) & ~(size_t)31; }
@@ -52,20 +53,34 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, const zt
     const size_t BT = (size_t)B * T;
     int n = 0;
 #define SLOT(p, e) out[n++] = (act_slot){(void **)&a->p, (e)}
-    SLOT(encoded, BT * C);
-    SLOT(ln1, L * BT * C);
+    SLOT(encoded, BT * C); /* first: the allocation's base (zt_model_free) */
+    if (pack) { /* the one working copy of a layer's internals laid out as its stash: one pack16 / unpack16 a layer */
+        float **work[ST_N] = {&a->ln1, &a->qkv, &a->atty, &a->att, &a->residual2, &a->ln2, &a->fch, &a->fch_gelu};
+        for (int k = 0; k < ST_N; k++)
+            if (stash_words(s, B, T, k, fused) && (k != ST_FCHG || rc == ZT_RECOMPUTE_NONE))
+                out[n++] = (act_slot){(void **)work[k], pad32(stash_words(s, B, T, k, fused))};
+        if (fused) SLOT(att, LS * B * NH * T * 2);
+        if (rc != ZT_RECOMPUTE_NONE) SLOT(fch_gelu, LG * BT * I);
+    }
+    if (!pack) SLOT(ln1, L * BT * C);
     SLOT(ln1_mean, LS * BT);
     SLOT(ln1_rstd, LS * BT);
-    SLOT(qkv, L * BT * Q);
-    SLOT(atty, L * BT * C);
-    SLOT(att, fused ? LS * B * NH * T * 2 : L * B * NH * T * T); /* statistics, or probabilities */
+    if (!pack) {
+        SLOT(qkv, L * BT * Q);
+        SLOT(atty, L * BT * C);
+        SLOT(att, fused ? LS * B * NH * T * 2 : L * B * NH * T * T); /* statistics, or probabilities */
+    }
     SLOT(attproj, BT * C);
-    SLOT(residual2, L * BT * C);
-    SLOT(ln2, L * BT * C);
+    if (!pack) {
+        SLOT(residual2, L * BT * C);
+        SLOT(ln2, L * BT * C);
+    }
     SLOT(ln2_mean, LS * BT);
     SLOT(ln2_rstd, LS * BT);
-    SLOT(fch, L * BT * F);
-    SLOT(fch_gelu, LG * BT * I);
+    if (!pack) {
+        SLOT(fch, L * BT * F);
+        SLOT(fch_gelu, LG * BT * I);
+    }
     SLOT(fcproj, BT * C);
     SLOT(residual3, LR * BT * C);
     SLOT(lnf, BT * C);
@@ -111,7 +126,9 @@ size_t zt_model_act_bytes(const zt_model_shape *s, int B, int T, const zt_model_
 size_t zt_model_gemm16_bytes(const zt_model_shape *s, int B, int T) {
     const size_t N = (size_t)B * T, C = (size_t)s->n_embd, Vp = (size_t)s->padded_vocab;
     const size_t a = N * Vp > N * 4 * C ? N * Vp : N * 4 * C, b = Vp * C > 16 * C * C ? Vp * C : 16 * C * C;
-    return 2 * (a + b);
+    size_t w = zt_shape_qkv(s) > zt_shape_fc(s) ? zt_shape_qkv(s) : zt_shape_fc(s); /* linear_bwd's dout: widest */
+    if (w < C) w = C;
+    return 2 * (a + b + N * w);
 }
 
 void zt_model_acts_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T) {
@@ -175,7 +192,13 @@ void zt_model_stash_layer(zt_model *m, int l, int pack) {
     float *src[ST_N] = {a->ln1, a->qkv, a->atty, a->att, a->residual2, a->ln2, a->fch, a->fch_gelu};
     const zt_recompute rc = m->opt.recompute;
     const int fused = m->opt.att_fused;
-    uint16_t *w = (uint16_t *)a->stash + (size_t)l * stash_layer_words(&m->s, m->max_B, m->max_T, rc, fused);
+    const size_t words = stash_layer_words(&m->s, m->max_B, m->max_T, rc, fused);
+    uint16_t *w = (uint16_t *)a->stash + (size_t)l * words;
+    if (m->B == m->max_B && m->T == m->max_T) { /* the working copy is laid out as the stash (act_slots): one call */
+        if (pack) f->pack16(be, w, a->ln1, words, m->prec);
+        else f->unpack16(be, a->ln1, w, words, m->prec);
+        return;
+    }
     for (int k = 0; k < ST_N; k++) {
         if (k == ST_FCHG && rc != ZT_RECOMPUTE_NONE) continue;
         const size_t n = stash_words(&m->s, m->B, m->T, k, fused);

@@ -198,8 +198,7 @@ static void layer_bwd(zt_model *m, int l) {
     RND(a->dbtc2, NC);
     f->add(be, a->dres, a->dres, a->dbtc2, NC);
     RND(a->dres, NC);
-    if (m->prec)
-        for (int ti = first; ti <= last; ti++) f->round_to(be, G(ti), m->table.t[ti].numel, m->prec);
+    zt_model_round_grads(m, &m->table, first, last);
     AFTER(first);
 }
 
@@ -235,8 +234,7 @@ void zt_model_encoder_backward(zt_model *m, float dloss_scale) {
     f->linear_bwd(be, a->dres, G(pt->head_dense), G(pt->head_dense + 1), a->dbtc2, a->residual3 + (size_t)(L - 1) * NC,
                   P(pt->head_dense), N, C, C, 0);
     RND(a->dres, NC);
-    if (m->prec)
-        for (int ti = hln; ti < pt->n; ti++) f->round_to(be, G(ti), pt->t[ti].numel, m->prec);
+    zt_model_round_grads(m, pt, hln, pt->n - 1);
     AFTER(hln);
     for (int l = L - 1; l >= 0; l--) layer_bwd(m, l);
     /* the embeddings: back through their LayerNorm, then scattered to word, token-type and position rows */
@@ -253,7 +251,6 @@ void zt_model_encoder_backward(zt_model *m, float dloss_scale) {
         f->zero(be, G(pt->tte), pt->t[pt->tte].numel * sizeof(float));
         f->embed_bwd(be, G(pt->tte), NULL, a->dbtc, a->types, B, T, C);
     }
-    if (m->prec)
-        for (int ti = 0; ti < first_layer; ti++) f->round_to(be, G(ti), pt->t[ti].numel, m->prec);
+    zt_model_round_grads(m, pt, 0, first_layer - 1);
     AFTER(0);
 }

@@ -51,6 +51,11 @@ void zt_model_need_wte(zt_model *m);
 void zt_model_need_layer(zt_model *m, int l, int next);
 void zt_model_need_fixed(zt_model *m);
 
+/* bf16/fp16 runs: the gradients of tensors first..last of table pt (the model's, or LoRA's) rounded to the working
+   precision, one round_to per run of tensors whose gradients are adjacent in memory (the same bits as one per
+   tensor: the rounding is elementwise) */
+void zt_model_round_grads(zt_model *m, const zt_param_table *pt, int first, int last);
+
 /* ---- a layer's linear maps (model_linear.c); k is the target (0 qkv, 1 attention projection, 2 fc, 3 fc
    projection) */
 /* layer l's target-k weight (in, out): its fp32 tensor, or (QLoRA) its dequantisation into m->wdq */

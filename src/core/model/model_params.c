@@ -333,6 +333,9 @@ void zt_model_free(zt_model *m) {
     zt_backend *be = m->be;
     free(m->losses_host);
     free(m->ids_host);
+    free(m->loss_rows_host);
+    free(m->loss_row_n);
+    if (m->loss_rows) be->i->free(be, m->loss_rows);
     if (m->a.encoded) be->i->free(be, m->a.encoded);
     for (int l = 0; l < m->s.n_layer; l++)
         for (int k = 0; k < ZT_LORA_N_TARGETS; k++)
@@ -372,4 +375,15 @@ zt_ckpt_view zt_model_ckpt_view(zt_model *m) {
     v.lo = 0;
     v.hi = m->table.total;
     return v;
+}
+
+void zt_model_round_grads(zt_model *m, const zt_param_table *pt, int first, int last) {
+    if (!m->prec) return;
+    for (int i = first; i <= last;) {
+        size_t n = pt->t[i].numel;
+        int j = i;
+        while (j < last && m->gptr[j] && m->gptr[j] + pt->t[j].numel == m->gptr[j + 1]) n += pt->t[++j].numel;
+        if (m->gptr[i]) m->be->i->round_to(m->be, m->gptr[i], n, m->prec);
+        i = j + 1;
+    }
 }

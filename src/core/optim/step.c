@@ -1,4 +1,5 @@
-/* step.c — one optimizer step (step.h): micro-batches, reduction, norm, loss scaling, clipping, update. */
+/* step.c — one optimizer step (step.h): micro-batches, reduction, norm, loss scaling, clipping, update. The
+ * micro-batches' forward and backward never wait for the device: their losses are read once, after the update. */
 #include "core/optim/step.h"
 
 #include <math.h>
@@ -15,6 +16,7 @@ void zt_step_init(zt_step *st, zt_model *m, zt_zero *z, const zt_config *c, zt_s
     st->tokens = zt_malloc(BT * sizeof(int32_t));
     st->targets = zt_malloc(BT * sizeof(int32_t));
     st->my_losses = zt_calloc((size_t)z->micro_steps, sizeof(float));
+    zt_model_loss_rows_alloc(m, z->micro_steps); /* the micro-batches' losses stay on the device until the step ends */
     st->all_losses = zt_calloc((size_t)K, sizeof(float));
     st->scaler.active = zt_config_prec(c) == ZT_PREC_FP16;
     st->scaler.scale = st->scaler.active ? (float)c->fp16.init_scale : 1.0f;
@@ -46,7 +48,7 @@ static void micro_batches(zt_step *st, long step, uint64_t n, long long acc[2]) 
         st->batch(st->batch_ctx, step, j, st->tokens, st->targets);
         float ds = ds0;
         if (step + 1 == st->overflow_step && r == 0 && mi == 0) ds *= 1099511627776.0f;
-        st->my_losses[mi] = zt_model_forward_train(st->m, st->tokens, st->targets, B, T, ds);
+        zt_model_forward_train_row(st->m, st->tokens, st->targets, B, T, ds, mi);
         acc[0] += st->m->counted;
         acc[1] += st->m->correct;
         zt_model_backward(st->m, ds);
@@ -114,6 +116,7 @@ zt_step_result zt_step_run(zt_step *st, long step) {
     be->i->sync(be);
     r.update_s = norm_s + (zt_now() - t0);
     r.norm = norm;
+    zt_model_loss_rows_read(st->m, st->z->micro_steps, st->my_losses);
     r.loss = step_loss(st, r.counted);
     return r;
 }
