@@ -53,7 +53,7 @@ typedef struct blas_set {
     zt_backend *be;
     cblas_sgemm_fn blis_cblas, openblas;
     dnnl_sgemm_fn dnnl;
-    char openblas_desc[96], dnnl_desc[64];
+    char openblas_desc[256], dnnl_desc[64];
     void *h_openblas, *h_dnnl;
 } blas_set;
 

@@ -6,6 +6,15 @@
 # same model in PyTorch: HF GPT2LMHeadModel from .venv-ref when it exists, else a plain torch module
 # with /usr/bin/python3). Then one table and each config's sgemm table and per-op breakdown.
 #   benchmarks/run_step_bench.sh [--json] [--steps N] [--threads T]
+# Best kernels for both peers: first benchmarks/blas_coretype.py (with torch's python, ~3-6 s) finds the
+# BLAS torch runs and its OpenBLAS core. Debian's OpenBLAS picks its kernels from the CPUID and misdetects
+# some CPUs (a recent Xeon as "Prescott": 32.7 instead of ~290 GFLOP/s for a 2048 sgemm), so when the
+# detected core is a lower ISA tier than the CPU's flags allow (AVX-512 -> SkylakeX/Cooperlake, AVX2 ->
+# Haswell/Zen) it times a 2048^3 sgemm with OPENBLAS_CORETYPE=that core as well, and exports the variable
+# when that is faster: to torch_step.py and to bench_step, whose dlopened OpenBLAS reads it at load.
+# ZT_BENCH_CORETYPE=off skips the probe (an OPENBLAS_CORETYPE of yours then stays as it is), =always
+# times the flags' core even when the detected one is as good. The output names the kernels each side
+# ran ("# kernels:" and "# OpenBLAS core:" lines; "kernels" in --json, and "blas" in each torch record).
 # The machine's load average is printed before and after, and for each run the share of CPU time other
 # processes took while it ran (other_cpu): compare numbers taken when that is ~0.
 set -u
@@ -31,6 +40,16 @@ TMP=$(mktemp -d /tmp/zt-stepbench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 . benchmarks/lib_load.sh # load, cpu_snap, other_pct
 LOAD0=$(load)
+CORETYPE_MODE=${ZT_BENCH_CORETYPE:-auto}   # auto | always | off
+if [ "$CORETYPE_MODE" != off ]; then
+  [ $JSON = 1 ] || echo "# blas_coretype ($TPY): torch's BLAS and the OpenBLAS core ..." >&2
+  ALWAYS=; [ "$CORETYPE_MODE" = always ] && ALWAYS=--always
+  $TPY benchmarks/blas_coretype.py --threads $THREADS $ALWAYS --json --env-file $TMP/blas.env > $TMP/blas.json \
+    2> $TMP/blas.err || echo "blas_coretype.py failed (kernels left as detected): $(tail -3 $TMP/blas.err)" >&2
+  if [ -s $TMP/blas.env ]; then   # KEY=VALUE lines: OPENBLAS_CORETYPE when the override won
+    while IFS='=' read -r k v; do [ -n "$k" ] && export "$k=$v"; done < $TMP/blas.env
+  fi
+fi
 CONFIGS=${ZT_BENCH_CONFIGS:-"gpt2-124m:4:64 d6:8:128"}   # name:B:T (inputs/name.cfg)
 rc=0
 for spec in $CONFIGS; do
@@ -49,7 +68,7 @@ for spec in $CONFIGS; do
 done
 LOAD1=$(load)
 $PY - "$TMP" "$JSON" "$LOAD0" "$LOAD1" $CONFIGS <<'PYEOF'
-import json, os, sys
+import json, os, re, sys
 tmp, as_json, load0, load1, specs = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4], sys.argv[5:]
 def get(p):
     try:
@@ -70,19 +89,49 @@ for spec in specs:
                  "other_cpu_pct_ztrain": other(f"{tmp}/{name}.zt.other"),
                  "other_cpu_pct_torch": other(f"{tmp}/{name}.torch.other"),
                  "ratio": z["tokens_per_s"] / t["tokens_per_s"] if z and t else None})
+z0 = next((r["ztrain"] for r in rows if r["ztrain"]), None)
+t0 = next((r["torch"] for r in rows if r["torch"]), None)
+probe = get(f"{tmp}/blas.json")
+# the kernels each side ran: ztrain's BLIS and bench_step's OpenBLAS (as bench_step reports them, so with the
+# exported OPENBLAS_CORETYPE), torch's BLAS (as torch_step reports it), and the probe's detected/override record
+def ob_short(desc):
+    """'OpenBLAS 0.3.21, Cooperlake kernels' from bench_step's openblas string ("<config>, <core> kernels", the
+    library's whole build configuration first): the version, and the core as the last Capitalised word of it."""
+    m = re.match(r"OpenBLAS (\S+)", desc or "")
+    cores = [w for w in re.split(r"[\s,]+", desc or "") if re.fullmatch(r"[A-Z][a-z]\w*", w) and w != "OpenBLAS"]
+    return f"OpenBLAS {m.group(1)}, {cores[-1]} kernels" if m and cores else desc
+kernels = {"ztrain": z0 and z0.get("blas"), "bench_step_openblas": z0 and z0.get("openblas"),
+           "bench_step_openblas_short": z0 and ob_short(z0.get("openblas")),
+           "torch": t0 and t0.get("blas_desc"),
+           "torch_cpu_capability": t0 and (t0.get("blas") or {}).get("torch_cpu_capability"),
+           "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"), "probe": probe}
 if as_json:
-    print(json.dumps({"load_before": load0, "load_after": load1, "results": rows}))
+    print(json.dumps({"load_before": load0, "load_after": load1, "kernels": kernels, "results": rows}))
     sys.exit(0)
 def f(v, fmt):
     return format(v, fmt) if v is not None else "n/a"
-z0 = next((r["ztrain"] for r in rows if r["ztrain"]), None)
-t0 = next((r["torch"] for r in rows if r["torch"]), None)
 print(f"# ztrain vs PyTorch, one training step (fwd + bwd + clip + AdamW), fp32, "
       f"{z0['threads'] if z0 else '?'} threads; load average before {load0}, after {load1}")
 if z0:
     print(f"# ztrain: {z0['blas']}; sgemm denominators: openblas {z0['openblas']}; onednn {z0['onednn']}")
 if t0:
     print(f"# torch: {t0['torch']}, {t0['model']}")
+print(f"# kernels: ztrain {kernels['ztrain'] or 'n/a'} | bench_step {kernels['bench_step_openblas_short'] or 'n/a'} "
+      f"| torch {kernels['torch'] or 'n/a'}, ATen CPU capability {kernels['torch_cpu_capability'] or 'n/a'}")
+if probe and probe.get("subject"):
+    p = probe
+    line = (f"# OpenBLAS core: {p['core_detected']} as detected"
+            + (f" (OPENBLAS_CORETYPE={p['coretype_env']} from the environment)" if p["coretype_env"] else "")
+            + f", {p['subject']} {p['n']}^3 sgemm {p['threads']} threads {p['gflops_detected']:.1f} GFLOP/s")
+    if p["gflops_override"]:
+        line += (f"; OPENBLAS_CORETYPE={p['candidate']} ({p['rule']}): {p['core_override']} kernels "
+                 f"{p['gflops_override']:.1f} GFLOP/s")
+    print(line + f"\n#   -> {p['decision']}" + ("; exported to bench_step and torch_step" if p["export"] else ""))
+elif probe:
+    print(f"# OpenBLAS core: {probe['decision']}")
+else:
+    print("# OpenBLAS core: not probed" + (" (ZT_BENCH_CORETYPE=off)" if os.environ.get("ZT_BENCH_CORETYPE") == "off" else
+                                          " (blas_coretype.py failed)"))
 hdr = ("config", "B", "T", "zt_tok/s", "torch_tok/s", "zt/torch", "zt_GFLOP/s", "best_sgemm", "fraction",
        "zt_rss", "torch_rss", "other_cpu")
 units = ("", "", "", "(tok/s)", "(tok/s)", "(x)", "(GFLOP/s)", "(GFLOP/s)", "", "(MB)", "(MB)", "(% zt/torch)")

@@ -14,6 +14,9 @@ Loss = cross_entropy(logits, targets) over all B*T positions (tokens and targets
 as ztrain). Optimizer: torch.optim.AdamW (betas, eps, weight decay from the config; decay on 2-D
 weights only, as ztrain), clip_grad_norm_ to train.grad_clip. Threads: torch.set_num_threads
 (Debian's torch uses 1 thread unless told). One warm-up step, then --steps timed steps.
+Kernels: the output names the BLAS the step ran (describe_blas() from blas_coretype.py: library, its
+OpenBLAS core / MKL instruction set / BLIS arch, OPENBLAS_CORETYPE when set) and ATen's CPU capability;
+`make bench` sets OPENBLAS_CORETYPE first when Debian's OpenBLAS misdetects the CPU (blas_coretype.py).
 """
 import argparse
 import json
@@ -193,15 +196,23 @@ def main():
     med = ms[len(ms) // 2]
     tok_s = B * T / (med * 1e-3)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    try:   # the kernels the step ran (blas_coretype.py sits next to this file)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from blas_coretype import blas_summary, describe_blas
+        blas = describe_blas(torch)
+        blas_desc = blas_summary(blas)
+    except Exception as e:   # naming the kernels must not cost the benchmark
+        blas, blas_desc = None, f"? ({e})"
     res = {"config": a.config, "impl": impl, "model": model_desc, "torch": torch.__version__, "params": nparams,
            "B": B, "T": T, "threads": torch.get_num_threads(), "steps": a.steps, "ms_per_step": round(med, 4),
            "ms_min": round(ms[0], 4), "ms_max": round(ms[-1], 4), "tokens_per_s": round(tok_s, 2),
-           "peak_rss_bytes": rss}
+           "peak_rss_bytes": rss, "blas": blas, "blas_desc": blas_desc}
     if a.json:
         print(json.dumps(res))
     else:
         print(f"# torch step benchmark: {a.config}, {res['threads']} thread{'s' if res['threads'] != 1 else ''}, "
               f"torch {torch.__version__}, {model_desc}, fp32, AdamW")
+        print(f"# BLAS: {blas_desc}; ATen CPU capability {blas['torch_cpu_capability'] if blas else '?'}")
         print(f"# {'params':>10} {'B':>4} {'T':>5} {'ms/step':>9} {'min':>9} {'max':>9} {'tokens/s':>9} {'rss_MB':>9}")
         print(f"# {'':>10} {'':>4} {'':>5} {'(ms)':>9} {'(ms)':>9} {'(ms)':>9} {'(tok/s)':>9} {'(MB)':>9}")
         print(f"  {nparams:>10} {B:>4} {T:>5} {med:>9.1f} {ms[0]:>9.1f} {ms[-1]:>9.1f} {tok_s:>9.1f} "
