@@ -49,6 +49,7 @@ struct Deferred {
     const float *i0, *i1, *i2, *i3, *i4;
     const int32_t *tok;
     void *scratch;
+    unsigned *tickets; // D_LN_BWD, D_RMS_BWD: the backend's tickets (cuda_ops.h kCuTickets)
     int B, T, C, NH, NKV, V, Vp;
     size_t n;
     float f;      // D_XENT: dscale; D_LN_FWD, D_RLN_FWD, D_RMS_FWD: eps
@@ -80,6 +81,7 @@ struct cu_ctx {
     zt_cu_gemm *gemm;
     void *scratch;          // device memory
     size_t scratch_bytes;
+    void *tickets;          // device memory, kCuTickets zero words (the last-block reductions'), made at first need
     int device;
     char desc[512];
     AdamwTable adamw[kAdamwTables]; // adamw_multi's tables, adamw_n of them
@@ -98,7 +100,7 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
     case D_XENT: zt_cu_softmax_xent(s, d.o0, d.o1, d.tok, d.B, d.V, d.Vp, d.f, prec); break;
     case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, d.f, prec); break;
     case D_LN_BWD:
-        zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, prec);
+        zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, d.tickets, prec);
         break;
     case D_ATT_FWD: zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec); break;
     case D_ATT_BWD:
@@ -109,7 +111,9 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
                                      prec);
         break;
     case D_RMS_FWD: zt_cu_rmsnorm_fwd(s, d.o0, d.o1, d.i0, d.i1, d.B, d.C, d.f, prec); break;
-    case D_RMS_BWD: zt_cu_rmsnorm_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.scratch, prec); break;
+    case D_RMS_BWD:
+        zt_cu_rmsnorm_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.scratch, d.tickets, prec);
+        break;
     case D_SWIGLU_FWD: zt_cu_swiglu_fwd(s, d.o0, d.i0, d.B, d.C, prec); break;
     case D_SWIGLU_BWD: zt_cu_swiglu_bwd(s, d.o0, d.i0, d.i1, d.B, d.C, prec); break;
     case D_NONE: break;
@@ -267,6 +271,13 @@ void *scratch(zt_backend *be, size_t bytes) {
     return dev(x->scratch);
 }
 
+// the last-block reductions' tickets (zero between launches: each kernel puts back what it took)
+unsigned *tickets(zt_backend *be) {
+    cu_ctx *x = ctx_of(be);
+    if (!x->tickets) x->tickets = b_alloc(be, kCuTickets * sizeof(unsigned));
+    return static_cast<unsigned *>(dev(x->tickets));
+}
+
 // ------------------------------------------------------------------------------------------ ops
 
 #define S stream_of(be)
@@ -286,8 +297,9 @@ void b_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, 
 void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                   const float *w, int N, int C, int OC, int accumulate_dinp) {
     void *sc = scratch(be, zt_cu_linear_bwd_scratch(N, OC));
+    unsigned *tk = tickets(be);
     zt_cu_linear_bwd(ctx_of(be)->gemm, S, dev(dinp), dev(dw), dev(dbias), dev(dout), dev(inp), dev(w), N, C, OC,
-                     accumulate_dinp, sc);
+                     accumulate_dinp, sc, tk);
 }
 void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
                      const float *b, int N, int C, float eps) {
@@ -312,6 +324,7 @@ void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const fl
                      const float *w, const float *mean, const float *rstd, int N, int C) {
     Deferred d = {};
     d.scratch = scratch(be, zt_cu_layernorm_bwd_scratch(N, C));
+    d.tickets = tickets(be);
     d.kind = D_LN_BWD;
     d.o0 = dev(dinp); d.o1 = dev(dw); d.o2 = dev(db);
     d.i0 = dev(dout); d.i1 = dev(inp); d.i2 = dev(w); d.i3 = dev(mean); d.i4 = dev(rstd);
@@ -369,6 +382,7 @@ void b_rmsnorm_bwd(zt_backend *be, float *dinp, float *dw, const float *dout, co
                    const float *rstd, int N, int C) {
     Deferred d = {};
     d.scratch = scratch(be, zt_cu_rmsnorm_bwd_scratch(N, C));
+    d.tickets = tickets(be);
     d.kind = D_RMS_BWD;
     d.o0 = dev(dinp); d.o1 = dev(dw); d.i0 = dev(dout); d.i1 = dev(inp); d.i2 = dev(w); d.i3 = dev(rstd);
     d.B = N; d.C = C;
@@ -452,6 +466,15 @@ void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t 
     d.out = dscale != 0.0f ? logits : nullptr; // dlogits; with dscale 0 the logits are left as they were
     d.out_n = (size_t)N * Vp;
     defer(be, d);
+}
+void b_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K, int ta,
+                int tb, int prec) {
+    ZT_ASSERT(prec == ctx_of(be)->prec); // the GEMM's operand precision (set_precision)
+    zt_cu_matmul16(ctx_of(be)->gemm, S, dev(c), c16, dev(a), a16, dev(b), M, N, K, ta, tb);
+}
+void b_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
+                      float dscale, int prec) {
+    zt_cu_softmax_xent16(S, dev(losses), static_cast<uint16_t *>(dev(logits)), dev(targets), N, V, Vp, dscale, prec);
 }
 void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
              float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale) {
@@ -558,6 +581,7 @@ void b_destroy(zt_backend *be) {
         fprintf(stderr, "%s: %ld round_to fused into the op that wrote the values, %ld as their own pass\n",
                 be->i->name, x->fused, x->unfused);
     b_free(be, x->scratch);
+    if (x->tickets) b_free(be, x->tickets);
     free_adamw_tables(be);
     zt_cu_gemm_free(x->gemm);
 #ifndef ZT_HOSTEXEC
@@ -618,6 +642,8 @@ zt_backend_i make_i(void) {
     i.embed_fwd = b_embed_fwd;
     i.embed_bwd = b_embed_bwd;
     i.softmax_xent = b_softmax_xent;
+    i.matmul16 = b_matmul16;
+    i.softmax_xent16 = b_softmax_xent16;
     i.adamw = b_adamw;
     i.adamw_multi = b_adamw_multi;
     i.accumulate = b_accumulate;

@@ -24,7 +24,8 @@
 // matmul_ld (sub-matrices with row strides lda / ldb / ldc, iface/backend.h) is the same path: in fp32 the
 // leading dimensions go to the cuBLASLt layouts (the reference kernel takes them as they are: the same sums as
 // on packed copies, bit for bit); in bf16 / fp16 the strided sub-matrices are packed into the dense 2-byte
-// scratch (pack16_ld), so only c keeps its stride. Columns of c beyond N are never read or written. On a GPU
+// scratch (pack16_multi_kernel: the operands of a product, or of linear backward's two, in one launch), so only c
+// keeps its stride. Columns of c beyond N are never read or written. On a GPU
 // a strided problem gets its own pinned algorithm (the heuristic sees the strides and the alignments), so its
 // bits can differ from those of the product of packed copies by fp32 rounding; run to run they are the same.
 // Storing the working copies in 2 bytes (and packing weights once per update instead of per product)
@@ -32,8 +33,8 @@
 // No GELU epilogue: cuBLASLt's GELU is its own approximation code, not op_math.h's zt_gelu, so the outputs
 // would leave the cpu backend's bits, and the model keeps the pre-GELU values for backward anyway; the GELU
 // is an elementwise kernel that also does the bf16/fp16 rounding after it (cuda_backend.cu).
-// Everything else here is the same in both builds and free of atomics: dbias by partial column
-// sums over blocks of rows then a fixed-order sum of the partials; gemv by one thread per output
+// Everything else here is the same in both builds and free of float atomics: dbias by partial column
+// sums over blocks of rows then a fixed-order sum of the partials by the last block (one launch); gemv by one thread per output
 // column (x @ w) or one warp per output row (w @ x, the tied LM head) in a fixed order.
 #include <stdint.h>
 #include <stdlib.h>
@@ -88,9 +89,21 @@ struct GemmLd {
     long long sa, sb, sc;
 };
 
-template <typename T>
+// c's element: fp32 (beta * c added when beta != 0), or a 2-byte word of precision prec rounded to nearest even
+// (matmul16's c16: beta is 0)
+__device__ __forceinline__ void st_c(float *cp, float v, float beta, int prec) {
+    (void)prec;
+    if (beta != 0.0f) v += beta * *cp;
+    *cp = v;
+}
+__device__ __forceinline__ void st_c(uint16_t *cp, float v, float beta, int prec) {
+    (void)beta;
+    *cp = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(v) : zt_f32_to_fp16_bits(v);
+}
+
+template <typename T, typename TC>
 __global__ void __launch_bounds__(kGemmThreadsX *kGemmThreadsY)
-    gemm_ref_kernel(float *c, const T *a, const T *b, const float *bias, int M, int N, int K, int ta, int tb,
+    gemm_ref_kernel(TC *c, const T *a, const T *b, const float *bias, int M, int N, int K, int ta, int tb,
                     float alpha, float beta, int prec, GemmLd ld) {
     __shared__ float As[kBK][kBM]; // As[k][m] = op(a)[m0 + m][k0 + k]
     a += blockIdx.z * ld.sa;
@@ -138,19 +151,17 @@ __global__ void __launch_bounds__(kGemmThreadsX *kGemmThreadsY)
             if (n >= N) break;
             float v = alpha * acc[i][j];
             if (bias) v += bias[n];
-            float *cp = c + (size_t)m * ldc + n;
-            if (beta != 0.0f) v += beta * *cp;
-            *cp = v;
+            st_c(c + (size_t)m * ldc + n, v, beta, prec);
         }
     }
 }
 
-template <typename T>
-void gemm_ref_ld(cudaStream_t s, float *c, const T *a, const T *b, const float *bias, int M, int N, int K, int ta,
+template <typename T, typename TC = float>
+void gemm_ref_ld(cudaStream_t s, TC *c, const T *a, const T *b, const float *bias, int M, int N, int K, int ta,
                  int tb, float alpha, float beta, int prec, const GemmLd &ld, int batch) {
     dim3 grid(blocks_for(N, kBN), blocks_for(M, kBM), batch);
     ZT_ASSERT(grid.y <= 65535 && batch >= 1 && batch <= 65535);
-    ZT_LAUNCH((gemm_ref_kernel<T>), grid, dim3(kGemmThreadsX, kGemmThreadsY), 0, s, c, a, b, bias, M, N, K, ta, tb,
+    ZT_LAUNCH((gemm_ref_kernel<T, TC>), grid, dim3(kGemmThreadsX, kGemmThreadsY), 0, s, c, a, b, bias, M, N, K, ta, tb,
               alpha, beta, prec, ld);
     GM_LAUNCH_CHECK("gemm_ref_kernel");
 }
@@ -167,48 +178,78 @@ GemmLd pack_operands(zt_cu_gemm *g, cudaStream_t s, const float *a, const float 
 
 // ------------------------------------------------------------------------------------ small kernels
 
-// out(rows, cols), dense = x's rows, ld floats apart, as bf16 / fp16 bits (the conversion of k_pack16,
-// kernels_elem.cu: round to nearest even, exact for values of the precision)
+// Up to kPackMax GEMM operands packed in one launch: matrix k's out (rows, cols), dense = x's rows, ld floats apart,
+// as bf16 / fp16 bits (the conversion of k_pack16, kernels_elem.cu: round to nearest even, exact for values of the
+// precision). The grid strides over the matrices' elements end to end (start[k]: the first element of matrix k).
+constexpr int kPackMax = 3;
+struct PackJob {
+    int n; // matrices
+    uint16_t *out[kPackMax];
+    const float *x[kPackMax];
+    int cols[kPackMax], ld[kPackMax];
+    size_t start[kPackMax + 1]; // start[n]: the total
+};
 constexpr int kPackThreads = 256;
 constexpr unsigned kPackMaxBlocks = 16384; // grid-stride beyond
-__global__ void pack16_ld_kernel(uint16_t *out, const float *x, int rows, int cols, int ld, int prec) {
-    const size_t n = (size_t)rows * cols;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float v = x[(i / cols) * ld + i % cols];
-        out[i] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(v) : zt_f32_to_fp16_bits(v);
+__global__ void pack16_multi_kernel(PackJob job, int prec) {
+    const size_t total = job.start[job.n];
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int k = 0;
+        while (i >= job.start[k + 1]) k++;
+        const size_t e = i - job.start[k];
+        const int cols = job.cols[k];
+        const float v = job.x[k][(e / cols) * job.ld[k] + e % cols];
+        job.out[k][e] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(v) : zt_f32_to_fp16_bits(v);
     }
 }
 
-// a strided operand packed dense: zt_cu_pack16 when its rows are contiguous already
-void pack16_ld(cudaStream_t s, uint16_t *out, const float *x, int rows, int cols, int ld, int prec) {
-    const size_t n = (size_t)rows * cols;
-    if (n == 0) return;
-    if (ld == cols || rows == 1) {
-        zt_cu_pack16(s, out, x, n, prec);
-        return;
+// the operands of one or two products packed dense in one launch: add() each (one of no elements is left out), then
+// launch()
+struct Packs {
+    PackJob job = {};
+    void add(uint16_t *out, const float *x, int rows, int cols, int ld) {
+        const size_t n = (size_t)rows * cols;
+        if (n == 0) return;
+        ZT_ASSERT(job.n < kPackMax);
+        job.out[job.n] = out;
+        job.x[job.n] = x;
+        job.cols[job.n] = cols;
+        job.ld[job.n] = ld;
+        job.start[job.n + 1] = job.start[job.n] + n;
+        job.n++;
     }
-    const size_t nb = (n + kPackThreads - 1) / kPackThreads;
-    ZT_LAUNCH(pack16_ld_kernel, (unsigned)(nb < kPackMaxBlocks ? nb : kPackMaxBlocks), kPackThreads, 0, s, out, x,
-              rows, cols, ld, prec);
-    GM_LAUNCH_CHECK("pack16_ld_kernel");
-}
+    void launch(cudaStream_t s, int prec) {
+        const size_t total = job.start[job.n];
+        if (total == 0) return;
+        const size_t nb = (total + kPackThreads - 1) / kPackThreads;
+        ZT_LAUNCH(pack16_multi_kernel, (unsigned)(nb < kPackMaxBlocks ? nb : kPackMaxBlocks), kPackThreads, 0, s, job,
+                  prec);
+        GM_LAUNCH_CHECK("pack16_multi_kernel");
+    }
+};
 
-// dbias partials: part(nparts, OC), part[p][j] = sum of dout rows [p*kBiasRows, (p+1)*kBiasRows) in order
-__global__ void colsum_partial_kernel(float *part, const float *x, int N, int OC) {
+// dbias in one launch: block (x, p) sums rows [p*kBiasRows, (p+1)*kBiasRows) of its columns in order into
+// part(nparts, OC); the last of column block x's nparts blocks to finish (ticket x, zt_cu_last_block) sums the
+// partials p = 0, 1, ... in order into out. The sums of a partial kernel and a final kernel: the same bits.
+__global__ void colsum_kernel(float *out, float *part, unsigned *tickets, const float *x, int N, int OC) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= OC) return;
     const int p = blockIdx.y, n0 = p * kBiasRows, n1 = min(n0 + kBiasRows, N);
+    if (j < OC) {
+        float acc = 0.0f;
+        for (int n = n0; n < n1; n++) acc += x[(size_t)n * OC + j];
+        part[(size_t)p * OC + j] = acc;
+    }
+    if (!zt_cu_last_block(tickets + blockIdx.x, gridDim.y) || j >= OC) return;
+    const volatile float *vp = part; // the other blocks' partials
     float acc = 0.0f;
-    for (int n = n0; n < n1; n++) acc += x[(size_t)n * OC + j];
-    part[(size_t)p * OC + j] = acc;
+    for (int q = 0; q < (int)gridDim.y; q++) acc += vp[(size_t)q * OC + j];
+    out[j] = acc;
 }
 
-__global__ void colsum_final_kernel(float *out, const float *part, int nparts, int OC) {
+// N == 0: dbias is zero
+__global__ void colsum_zero_kernel(float *out, int OC) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= OC) return;
-    float acc = 0.0f;
-    for (int p = 0; p < nparts; p++) acc += part[(size_t)p * OC + j];
-    out[j] = acc;
+    if (j < OC) out[j] = 0.0f;
 }
 
 int bias_parts(int N) { return (N + kBiasRows - 1) / kBiasRows; }
@@ -282,13 +323,19 @@ uint16_t *h16_buf(zt_cu_gemm *g, int k, size_t n) {
 // fp16: a_pre / b_pre, when given, the operand's packed words (pack_operands)
 void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, const float *bias, int M, int N,
           int K, int ta, int tb, float alpha, float beta, const GemmLd &ld, const uint16_t *a_pre = nullptr,
-          const uint16_t *b_pre = nullptr) {
+          const uint16_t *b_pre = nullptr, uint16_t *c16 = nullptr) {
     if (g->prec == ZT_PREC_FP32 || K == 0) {
+        ZT_ASSERT(!c16 && !a_pre && !b_pre);
         gemm_ref_ld(s, c, a, b, bias, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32, ld, 1);
         return;
     }
     const uint16_t *a16, *b16;
     const GemmLd pl = pack_operands(g, s, a, b, M, N, K, ta, tb, ld, a_pre, b_pre, &a16, &b16);
+    if (c16) {
+        ZT_ASSERT(beta == 0.0f);
+        gemm_ref_ld(s, c16, a16, b16, bias, M, N, K, ta, tb, alpha, 0.0f, g->prec, pl, 1);
+        return;
+    }
     gemm_ref_ld(s, c, a16, b16, bias, M, N, K, ta, tb, alpha, beta, g->prec, pl, 1);
 }
 
@@ -321,8 +368,9 @@ constexpr size_t kWorkspaceBytes = (size_t)32 << 20; // cuBLAS's recommendation 
 
 // one problem: the row-major (ta, tb, M, N, K), whether the bias epilogue is on, the alignment class
 // (4, 8 or 16 bytes) of a, b, c and the bias, since the heuristic's choice depends on them, the operand
-// precision, and for strided operands the leading dimensions, batch count and batch strides
-typedef std::array<long long, 18> PlanKey;
+// precision, for strided operands the leading dimensions, batch count and batch strides, and c's type (fp32, or
+// 2-byte words of the operands' precision: matmul16's c16)
+typedef std::array<long long, 19> PlanKey;
 
 struct Plan {
     bool ok; // false: no algorithm for this problem (only allowed with the bias epilogue, a batch or strides)
@@ -384,17 +432,17 @@ namespace {
 // B' stored (K, M) ld K (ta: (M, K) ld M), D' ld N.
 // Strided operands (ld, batch): A' ld ldb, B' ld lda, D' ld ldc, and the batch strides as the layouts'
 // strided-batch offsets; a batch's alignment class is that of its first pointer and its stride in bytes.
-const Plan &get_plan(zt_cu_gemm *g, const float *c, const void *a, const void *b, const float *bias, int M, int N,
-                     int K, int ta, int tb, int prec, const GemmLd &ld, int batch) {
+const Plan &get_plan(zt_cu_gemm *g, const void *c, const void *a, const void *b, const float *bias, int M, int N,
+                     int K, int ta, int tb, int prec, const GemmLd &ld, int batch, int c16 = 0) {
     const size_t esz = prec == ZT_PREC_FP32 ? sizeof(float) : sizeof(uint16_t);
     const int al_pa = align_class((const char *)a + ld.sa * esz * (batch > 1)),
               al_pb = align_class((const char *)b + ld.sb * esz * (batch > 1)),
-              al_pc = align_class((const char *)c + ld.sc * sizeof(float) * (batch > 1));
+              al_pc = align_class((const char *)c + ld.sc * (c16 ? esz : sizeof(float)) * (batch > 1));
     const int al_a0 = align_class(a), al_b0 = align_class(b), al_c0 = align_class(c);
     const int al_ab = al_pa < al_a0 ? al_pa : al_a0, al_bb = al_pb < al_b0 ? al_pb : al_b0,
               al_cb = al_pc < al_c0 ? al_pc : al_c0;
     PlanKey key = {ta, tb, M, N, K, bias != nullptr, al_ab, al_bb, al_cb, bias ? align_class(bias) : 0, prec,
-                   ld.lda, ld.ldb, ld.ldc, batch, ld.sa, ld.sb, ld.sc};
+                   ld.lda, ld.ldb, ld.ldc, batch, ld.sa, ld.sb, ld.sc, c16};
     auto it = g->plans.find(key);
     if (it != g->plans.end()) return it->second;
 
@@ -417,7 +465,8 @@ const Plan &get_plan(zt_cu_gemm *g, const float *c, const void *a, const void *b
     }
     GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.la, ot, tb ? K : N, tb ? N : K, ld.ldb));
     GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lb, ot, ta ? M : K, ta ? K : M, ld.lda));
-    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_32F, N, M, ld.ldc));
+    // c and d: fp32, or (c16) 2-byte words that cuBLASLt rounds the fp32 result to (beta is 0: c is not read)
+    GM_CUBLAS(cublasLtMatrixLayoutCreate(&p.lc, c16 ? ot : CUDA_R_32F, N, M, ld.ldc));
     if (batch > 1) {
         const int32_t nb = batch;
         const int64_t st[3] = {ld.sb, ld.sa, ld.sc};
@@ -444,7 +493,7 @@ const Plan &get_plan(zt_cu_gemm *g, const float *c, const void *a, const void *b
     cublasLtMatmulPreferenceDestroy(pref);
     p.ok = st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
     if (p.ok) p.algo = res.algo;
-    else if (!bias && batch == 1 && is_dense(ld, M, N, K, ta, tb))
+    else if (!bias && !c16 && batch == 1 && is_dense(ld, M, N, K, ta, tb))
         zt_panic(__FILE__, __LINE__,
                  "cublasLtMatmulAlgoGetHeuristic: no algorithm for c(%d, %d) = op(a) @ op(b), K %d, ta %d, tb %d: %s", M,
                  N, K, ta, tb, st == CUBLAS_STATUS_SUCCESS ? "none returned" : cublasLtGetStatusString(st));
@@ -464,8 +513,9 @@ uint16_t *h16_buf(zt_cu_gemm *g, int k, size_t n) {
 // fp16: a_pre / b_pre, when given, the operand's packed words (pack_operands)
 void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const float *b_in, const float *bias, int M,
           int N, int K, int ta, int tb, float alpha, float beta, const GemmLd &ld_in, const uint16_t *a_pre = nullptr,
-          const uint16_t *b_pre = nullptr) {
+          const uint16_t *b_pre = nullptr, uint16_t *c16 = nullptr) {
     if (K == 0) { // nothing to multiply; cuBLASLt's k must be positive
+        ZT_ASSERT(!c16 && !a_pre && !b_pre);
         gemm_ref_ld(s, c, a_in, b_in, bias, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32, ld_in, 1);
         return;
     }
@@ -476,6 +526,18 @@ void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const floa
         dl = pack_operands(g, s, a_in, b_in, M, N, K, ta, tb, ld_in, a_pre, b_pre, &a16, &b16);
         a = a16;
         b = b16;
+    }
+    if (c16) { // matmul16's 2-byte c: beta 0, no bias, 2-byte operands
+        ZT_ASSERT(g->prec != ZT_PREC_FP32 && beta == 0.0f && !bias);
+        const Plan &pc = get_plan(g, c16, a, b, nullptr, M, N, K, ta, tb, g->prec, dl, 1, 1);
+        if (!pc.ok) {
+            gemm_ref_ld(s, c16, (const uint16_t *)a, (const uint16_t *)b, nullptr, M, N, K, ta, tb, alpha, 0.0f, g->prec,
+                        dl, 1);
+            return;
+        }
+        GM_CUBLAS(cublasLtMatmul(g->lt, pc.desc, &alpha, b, pc.la, a, pc.lb, &beta, c16, pc.lc, c16, pc.lc, &pc.algo,
+                                 g->workspace, kWorkspaceBytes, s));
+        return;
     }
     const Plan *p = &get_plan(g, c, a, b, bias, M, N, K, ta, tb, g->prec, dl, 1);
     if (!bias && !p->ok) { // a strided problem with no algorithm (get_plan panics on a dense one): the reference
@@ -526,18 +588,20 @@ namespace {
 GemmLd pack_operands(zt_cu_gemm *g, cudaStream_t s, const float *a, const float *b, int M, int N, int K, int ta,
                      int tb, const GemmLd &ld, const uint16_t *a_pre, const uint16_t *b_pre, const uint16_t **a16,
                      const uint16_t **b16) {
+    Packs pk;
     if (a_pre) *a16 = a_pre;
     else {
         uint16_t *pa = h16_buf(g, 0, (size_t)M * K);
-        pack16_ld(s, pa, a, ta ? K : M, ta ? M : K, ld.lda, g->prec);
+        pk.add(pa, a, ta ? K : M, ta ? M : K, ld.lda);
         *a16 = pa;
     }
     if (b_pre) *b16 = b_pre;
     else {
         uint16_t *pb = h16_buf(g, 1, (size_t)K * N);
-        pack16_ld(s, pb, b, tb ? N : K, tb ? K : N, ld.ldb, g->prec);
+        pk.add(pb, b, tb ? N : K, tb ? K : N, ld.ldb);
         *b16 = pb;
     }
+    pk.launch(s, g->prec);
     GemmLd pl = dense_ld(M, N, K, ta, tb);
     pl.ldc = ld.ldc;
     return pl;
@@ -561,6 +625,15 @@ void zt_cu_matmul_ld(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, co
     gemm(g, s, c, a, b, nullptr, M, N, K, ta, tb, alpha, beta, GemmLd{lda, ldb, ldc, 0, 0, 0});
 }
 
+void zt_cu_matmul16(zt_cu_gemm *g, cudaStream_t s, void *c, int c16, const void *a, int a16, const float *b, int M,
+                    int N, int K, int ta, int tb) {
+    if (M <= 0 || N <= 0) return;
+    ZT_ASSERT((g->prec == ZT_PREC_BF16 || g->prec == ZT_PREC_FP16) && K > 0);
+    gemm(g, s, c16 ? nullptr : static_cast<float *>(c), a16 ? nullptr : static_cast<const float *>(a), b, nullptr, M,
+         N, K, ta, tb, 1.0f, 0.0f, dense_ld(M, N, K, ta, tb), a16 ? static_cast<const uint16_t *>(a) : nullptr, nullptr,
+         c16 ? static_cast<uint16_t *>(c) : nullptr);
+}
+
 void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,
                       int N, int C, int OC) {
     if (N <= 0 || OC <= 0) return;
@@ -573,31 +646,37 @@ size_t zt_cu_linear_bwd_scratch(int N, int OC) {
 }
 
 void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
-                      const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch) {
+                      const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch,
+                      unsigned *tickets) {
     if (C <= 0 || OC <= 0) return;
-    // dinp(N, C) = dout(N, OC) @ w(C, OC)^T; dw(C, OC) = inp(N, C)^T @ dout(N, OC). bf16 / fp16: dout, dense (N, OC)
-    // in both products, is packed once for the two
-    const uint16_t *dout16 = nullptr;
+    // dinp(N, C) = dout(N, OC) @ w(C, OC)^T; dw(C, OC) = inp(N, C)^T @ dout(N, OC). bf16 / fp16: dout (dense (N, OC)
+    // in both products), w and inp packed in one launch for the two
+    const uint16_t *dout16 = nullptr, *w16 = nullptr, *inp16 = nullptr;
     if (N > 0 && g->prec != ZT_PREC_FP32) {
-        uint16_t *p = h16_buf(g, 2, (size_t)N * OC);
-        pack16_ld(s, p, dout, N, OC, OC, g->prec);
-        dout16 = p;
+        uint16_t *pd = h16_buf(g, 2, (size_t)N * OC), *pw = h16_buf(g, 1, (size_t)C * OC),
+                 *pi = h16_buf(g, 0, (size_t)N * C);
+        Packs pk;
+        pk.add(pd, dout, N, OC, OC);
+        pk.add(pw, w, C, OC, OC);
+        pk.add(pi, inp, N, C, C);
+        pk.launch(s, g->prec);
+        dout16 = pd, w16 = pw, inp16 = pi;
     }
     if (N > 0)
         gemm(g, s, dinp, dout, w, nullptr, N, C, OC, 0, 1, 1.0f, accumulate_dinp ? 1.0f : 0.0f,
-             dense_ld(N, C, OC, 0, 1), dout16, nullptr);
-    gemm(g, s, dw, inp, dout, nullptr, C, OC, N, 1, 0, 1.0f, 0.0f, dense_ld(C, OC, N, 1, 0), nullptr, dout16);
+             dense_ld(N, C, OC, 0, 1), dout16, w16);
+    gemm(g, s, dw, inp, dout, nullptr, C, OC, N, 1, 0, 1.0f, 0.0f, dense_ld(C, OC, N, 1, 0), inp16, dout16);
     if (!dbias) return;
-    const int nparts = N > 0 ? bias_parts(N) : 0;
-    if (nparts > 0) {
-        ZT_ASSERT(scratch != nullptr && nparts <= 65535);
-        ZT_LAUNCH(colsum_partial_kernel, dim3(blocks_for(OC, kColThreads), nparts), kColThreads, 0, s,
-                  static_cast<float *>(scratch), dout, N, OC);
-        GM_LAUNCH_CHECK("colsum_partial_kernel");
+    if (N <= 0) {
+        ZT_LAUNCH(colsum_zero_kernel, blocks_for(OC, kColThreads), kColThreads, 0, s, dbias, OC);
+        GM_LAUNCH_CHECK("colsum_zero_kernel");
+        return;
     }
-    ZT_LAUNCH(colsum_final_kernel, blocks_for(OC, kColThreads), kColThreads, 0, s, dbias,
-              (const float *)scratch, nparts, OC);
-    GM_LAUNCH_CHECK("colsum_final_kernel");
+    const int nparts = bias_parts(N);
+    ZT_ASSERT(scratch != nullptr && tickets != nullptr && nparts <= 65535 && blocks_for(OC, kColThreads) <= kCuTickets);
+    ZT_LAUNCH(colsum_kernel, dim3(blocks_for(OC, kColThreads), nparts), kColThreads, 0, s, dbias,
+              static_cast<float *>(scratch), tickets, dout, N, OC);
+    GM_LAUNCH_CHECK("colsum_kernel");
 }
 
 void zt_cu_gemm_strided(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K,

@@ -4,7 +4,8 @@
 // backend's stream; under the host execution harness (ZT_HOSTEXEC) the pointers are already
 // translated to addressable memory and every launch runs on the CPU.
 //
-// Determinism: no floating-point atomics anywhere; every reduction is done by one thread or one
+// Determinism: no floating-point atomics anywhere (an integer ticket picks the block that sums a grid's partials,
+// zt_cu_last_block); every reduction is done by one thread or one
 // block in a fixed order (tree reductions with a fixed shape), so the same inputs give the same
 // bits on every run, for any grid scheduling. Files: kernels_elem.cu (GELU and the exact GELU, add, accumulate,
 // embeddings, softmax + cross-entropy, AdamW, chunked sums of squares, dropout, dequantisation, bias add and
@@ -34,6 +35,25 @@ struct zt_adamw_seg; // iface/backend.h: a segment of adamw_multi (offset, n, we
 
 namespace ZT_CU_NS {
 
+// ---- last-block reductions: a grid whose blocks each write partial sums, and whose last block to finish sums them
+// in a fixed order, in one launch (LayerNorm / RMSNorm backward, linear backward's bias gradient). `tickets` is
+// zero-filled device memory of at least kCuTickets words (the backend's, kept): a kernel takes ticket i with
+// atomicAdd and the block that draws n - 1 (its grid's n blocks on that ticket) puts it back to 0, so every ticket
+// is 0 between launches. Which block sums does not change the sums: the same bits as a second kernel.
+constexpr int kCuTickets = 4096;
+// every thread of the block calls it after writing its partials: true in the one block that finishes last of the n
+// on *ticket (the others' writes are visible to it)
+__device__ __forceinline__ bool zt_cu_last_block(unsigned *ticket, unsigned n) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) last = atomicAdd(ticket, 1u) == n - 1;
+    __syncthreads();
+    if (last && threadIdx.x == 0 && threadIdx.y == 0) *ticket = 0;
+    __threadfence();
+    return last;
+}
+
 // ---- kernels_elem.cu
 // prec (ZT_PREC_*; default fp32: none) on gelu, add, embed_fwd, softmax_xent, layernorm fwd / bwd (dinp) and the
 // fused attention: the op's output as a buffer of that precision stores it (zt_round_prec), the model's round_to
@@ -60,6 +80,9 @@ void zt_cu_embed_bwd(cudaStream_t s, float *dwte, float *dwpe, const float *dout
 // a target < 0 is an ignored position: loss 0 and a zero dlogits row (iface/backend.h)
 void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
                         float dscale, int prec = 0);
+// the same on 2-byte logits of precision prec (iface/backend.h softmax_xent16): widened on load, dlogits rounded
+void zt_cu_softmax_xent16(cudaStream_t s, float *losses, uint16_t *logits, const int32_t *targets, int N, int V,
+                          int Vp, float dscale, int prec);
 void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                  float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale);
 // adamw_multi (iface/backend.h) as one launch: a device table of the non-empty segments, each with start (the sum
@@ -100,12 +123,12 @@ void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, c
 void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
                                   const float *bb, const float *w, const float *b, int N, int C, float eps,
                                   int res_prec, int prec = 0);
-// dinp += ...; dw, db overwritten (fixed-order partial sums over row blocks, then over the partials)
-// scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory
+// dinp += ...; dw, db overwritten (fixed-order partial sums over row blocks, then over the partials), one launch
+// scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory; tickets: see kCuTickets
 size_t zt_cu_layernorm_bwd_scratch(int N, int C);
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, const float *mean, const float *rstd, int N, int C, void *scratch,
-                         int prec = 0);
+                         unsigned *tickets, int prec = 0);
 // attention forward / backward: the score and probability products are batched fp32 GEMMs over the heads
 // (zt_cu_gemm_strided: cuBLASLt on a GPU), the causal softmax and its backward are row kernels
 typedef struct zt_cu_gemm zt_cu_gemm;
@@ -136,11 +159,11 @@ void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, cons
 // ---- kernels_llama.cu: the Llama family's ops (prec on rmsnorm fwd / bwd (dinp) and swiglu fwd / bwd, as above)
 void zt_cu_rmsnorm_fwd(cudaStream_t s, float *out, float *rstd, const float *inp, const float *w, int N, int C,
                        float eps, int prec = 0);
-// dinp += ...; dw overwritten (fixed-order partial sums over row blocks, then over the partials)
-// scratch: at least zt_cu_rmsnorm_bwd_scratch(N, C) bytes of device memory
+// dinp += ...; dw overwritten (fixed-order partial sums over row blocks, then over the partials), one launch
+// scratch: at least zt_cu_rmsnorm_bwd_scratch(N, C) bytes of device memory; tickets: see kCuTickets
 size_t zt_cu_rmsnorm_bwd_scratch(int N, int C);
 void zt_cu_rmsnorm_bwd(cudaStream_t s, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
-                       const float *rstd, int N, int C, void *scratch, int prec = 0);
+                       const float *rstd, int N, int C, void *scratch, unsigned *tickets, int prec = 0);
 // in place on the NH query and NKV key heads of qkv(B, T, (NH + 2 NKV) hs); cs(maxT, hs / 2, 2); inverse: the
 // backward's rotation by minus the angle
 void zt_cu_rope(cudaStream_t s, float *qkv, const float *cs, int B, int T, int pos0, int NH, int NKV, int hs,
@@ -163,11 +186,19 @@ void zt_cu_matmul_ld(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, co
                      int ta, int tb, float alpha, float beta, int lda, int ldb, int ldc);
 void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,
                       int N, int C, int OC);
-// dbias (may be NULL) = column sums of dout without atomics: partial sums per row block, then a
-// fixed-order sum of the partials; scratch: at least zt_cu_linear_bwd_scratch(N, OC) bytes
+// matmul16 (iface/backend.h; the precision is set_precision's, which must be bf16 / fp16; K > 0): a as 2-byte words
+// when a16 (the product's packed operand as it is), c as 2-byte words when c16: the fp32 sums rounded to nearest even
+// by the GEMM itself (cuBLASLt's output conversion on a GPU, the reference kernel's zt_f32_to_bf16_bits under the
+// harness), one launch and no fp32 copy of c
+void zt_cu_matmul16(zt_cu_gemm *g, cudaStream_t s, void *c, int c16, const void *a, int a16, const float *b, int M,
+                    int N, int K, int ta, int tb);
+// dbias (may be NULL) = column sums of dout without float atomics: partial sums per row block, then a
+// fixed-order sum of the partials by the grid's last block (one launch); scratch: at least
+// zt_cu_linear_bwd_scratch(N, OC) bytes; tickets: see kCuTickets
 size_t zt_cu_linear_bwd_scratch(int N, int OC);
 void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
-                      const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch);
+                      const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch,
+                      unsigned *tickets);
 // c_z(M, N) = alpha * op(a_z) @ op(b_z) + beta * c_z for z < batch, row-major with leading dimensions (row
 // strides) lda, ldb, ldc and element strides sa, sb, sc between the batch's matrices; fp32 operands in every
 // precision (the set_precision packing does not apply)

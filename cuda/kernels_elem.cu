@@ -300,25 +300,39 @@ __global__ void k_embed_dwte(float *dwte, const float *dout, const uint64_t *key
 
 // ---------------------------------------------------------------------------------------------
 // Softmax + cross-entropy: one block per row. A target < 0 is an ignored position: loss 0 and (dscale != 0) a
-// row of zeros; the whole block leaves before any barrier, so none is left waiting.
+// row of zeros; the whole block leaves before any barrier, so none is left waiting. The logits' storage S: float32
+// (the dlogits rounded to prec when the round_to after the op is fused: prec 0 leaves them unrounded), or 2-byte
+// words of precision prec (softmax_xent16), widened exactly on load and rounded on store.
+__device__ __forceinline__ float xent_ld(const float *x, int v, int prec) {
+    (void)prec;
+    return x[v];
+}
+__device__ __forceinline__ float xent_ld(const uint16_t *x, int v, int prec) {
+    return prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(x[v]) : zt_fp16_bits_to_f32(x[v]);
+}
+__device__ __forceinline__ void xent_st(float *x, int v, float d, int prec) { x[v] = zt_round_prec(d, prec); }
+__device__ __forceinline__ void xent_st(uint16_t *x, int v, float d, int prec) {
+    x[v] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(d) : zt_f32_to_fp16_bits(d);
+}
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    k_softmax_xent(float *losses, float *logits, const int32_t *targets, int V, int Vp, float dscale, int prec) {
+    k_softmax_xent(float *losses, S *logits, const int32_t *targets, int V, int Vp, float dscale, int prec) {
     __shared__ float sh[32];
     const size_t row = blockIdx.x;
-    float *x = logits + row * (size_t)Vp;
+    S *x = logits + row * (size_t)Vp;
     const int tgt = targets[row];
     if (tgt < 0) {
         if (threadIdx.x == 0) losses[row] = 0.0f;
         if (dscale != 0.0f)
-            for (int v = threadIdx.x; v < Vp; v += blockDim.x) x[v] = 0.0f;
+            for (int v = threadIdx.x; v < Vp; v += blockDim.x) xent_st(x, v, 0.0f, prec);
         return;
     }
-    const float xt = x[tgt]; // read before any thread overwrites the row (after the reductions' barriers)
+    const float xt = xent_ld(x, tgt, prec); // read before any thread overwrites the row (after the reductions' barriers)
     float mx = -INFINITY;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, x[v]);
+    for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, xent_ld(x, v, prec));
     mx = block_reduce(mx, sh, -INFINITY, MaxOp());
     float s = 0.0f;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) s += zt_expf(x[v] - mx);
+    for (int v = threadIdx.x; v < V; v += blockDim.x) s += zt_expf(xent_ld(x, v, prec) - mx);
     s = block_reduce(s, sh, 0.0f, SumOp());
     if (threadIdx.x == 0) losses[row] = logf(s) - (xt - mx);
     if (dscale != 0.0f) {
@@ -326,10 +340,10 @@ __global__ void __launch_bounds__(kRowThreads)
         for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
             float d = 0.0f;
             if (v < V) {
-                d = zt_expf(x[v] - mx) * k;
+                d = zt_expf(xent_ld(x, v, prec) - mx) * k;
                 if (v == tgt) d -= dscale;
             }
-            x[v] = zt_round_prec(d, prec);
+            xent_st(x, v, d, prec);
         }
     }
 }
@@ -450,8 +464,18 @@ void zt_cu_embed_bwd(cudaStream_t s, float *dwte, float *dwpe, const float *dout
 void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
                         float dscale, int prec) {
     if (N <= 0) return;
-    ZT_LAUNCH(k_softmax_xent, (unsigned)N, row_threads((size_t)(V > Vp ? V : Vp), kRowThreads), 0, s, losses, logits, targets, V, Vp, dscale, prec);
+    ZT_LAUNCH((k_softmax_xent<float>), (unsigned)N, row_threads((size_t)(V > Vp ? V : Vp), kRowThreads), 0, s, losses,
+              logits, targets, V, Vp, dscale, prec);
     check_launch("softmax_xent");
+}
+
+void zt_cu_softmax_xent16(cudaStream_t s, float *losses, uint16_t *logits, const int32_t *targets, int N, int V,
+                          int Vp, float dscale, int prec) {
+    if (N <= 0) return;
+    ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
+    ZT_LAUNCH((k_softmax_xent<uint16_t>), (unsigned)N, row_threads((size_t)(V > Vp ? V : Vp), kRowThreads), 0, s,
+              losses, logits, targets, V, Vp, dscale, prec);
+    check_launch("softmax_xent16");
 }
 
 void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,

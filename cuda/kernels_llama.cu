@@ -6,7 +6,8 @@
 // every sum has a fixed shape:
 //   - RMSNorm row sums (sum of squares; sum of w dy x in the backward): one warp per row, lane l adds
 //     elements l, l+32, ... in order, then a fixed xor butterfly over the lanes;
-//   - RMSNorm dw: one thread per (column, block of kRmsRows rows) adds its rows in order into scratch, then
+//   - RMSNorm dw: one thread per (column, block of kRmsRows rows) adds its rows in order into scratch, then (the grid's
+//     last block, zt_cu_last_block)
 //     one thread per column adds the partials in order (as LayerNorm's dw, db).
 // Rotary embedding and SwiGLU are elementwise: one thread per rotated pair / per output element.
 // The element formulas come from iface/op_math.h (zt_rms_*, zt_rope_lo / _hi, zt_swiglu*), the ones the cpu
@@ -64,39 +65,45 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     if (lane == 0) rstd[row] = r;
 }
 
-// dinp += ..., one warp per row: the row mean of (w dy) (x rstd), then each element
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    rmsnorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w, const float *rstd, int N,
-                            int C, int prec) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
-    if (row >= N) return;
-    const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
-    const float r = rstd[row];
+// one row's dinp += ... by one warp (lane = its lane), rounded to prec
+__device__ __forceinline__ void rmsnorm_bwd_row(float *dx, const float *dy, const float *x, const float *w, float r,
+                                                int C, int prec, int lane) {
     float s = 0.0f;
     for (int c = lane; c < C; c += 32) s += (w[c] * dy[c]) * (x[c] * r);
     const float mean_dnxn = warp_sum(s) / (float)C;
-    float *dx = dinp + (size_t)row * C;
     for (int c = lane; c < C; c += 32) dx[c] = zt_round_prec(dx[c] + zt_rms_dx(x[c], r, w[c], dy[c], mean_dnxn), prec);
 }
 
-// partial sums of dw over rows [p*kRmsRows, (p+1)*kRmsRows): part (nparts, C), p = blockIdx.y
-__global__ void rmsnorm_bwd_w_partial_kernel(float *part, const float *dout, const float *inp, const float *rstd, int N,
-                                             int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    const int p = blockIdx.y, n0 = p * kRmsRows, n1 = min(n0 + kRmsRows, N);
-    float aw = 0.0f;
-    for (int n = n0; n < n1; n++) aw += zt_rms_dw(inp[(size_t)n * C + c], rstd[n], dout[(size_t)n * C + c]);
-    part[(size_t)p * C + c] = aw;
+// RMSNorm backward in one launch, as the LayerNorm's (kernels_norm_attn.cu): block p writes the dinp of rows
+// [p*kRmsRows, (p+1)*kRmsRows) (one warp per row), then its threads sum their columns' dw terms over those rows in
+// order into part (nparts, C); the grid's last block (zt_cu_last_block) sums the partials in order into dw
+constexpr int kRmsBwdThreads = 512;
+__global__ void __launch_bounds__(kRmsBwdThreads)
+    rmsnorm_bwd_kernel(float *dinp, float *dw, float *part, unsigned *ticket, const float *dout, const float *inp,
+                       const float *w, const float *rstd, int N, int C, int prec) {
+    const int p = blockIdx.x, n0 = p * kRmsRows, n1 = min(n0 + kRmsRows, N);
+    const int lane = threadIdx.x % 32;
+    for (int row = n0 + (int)threadIdx.x / 32; row < n1; row += kRmsBwdThreads / 32)
+        rmsnorm_bwd_row(dinp + (size_t)row * C, dout + (size_t)row * C, inp + (size_t)row * C, w, rstd[row], C, prec,
+                        lane);
+    for (int c = threadIdx.x; c < C; c += kRmsBwdThreads) {
+        float aw = 0.0f;
+        for (int n = n0; n < n1; n++) aw += zt_rms_dw(inp[(size_t)n * C + c], rstd[n], dout[(size_t)n * C + c]);
+        part[(size_t)p * C + c] = aw;
+    }
+    if (!zt_cu_last_block(ticket, gridDim.x)) return;
+    const volatile float *vp = part; // the other blocks' partials
+    for (int c = threadIdx.x; c < C; c += kRmsBwdThreads) {
+        float aw = 0.0f;
+        for (int q = 0; q < (int)gridDim.x; q++) aw += vp[(size_t)q * C + c];
+        dw[c] = aw;
+    }
 }
 
-__global__ void rmsnorm_bwd_w_final_kernel(float *dw, const float *part, int nparts, int C) {
+// N == 0: dw is zero (the cpu backend's result)
+__global__ void rmsnorm_bwd_w_zero_kernel(float *dw, int C) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float aw = 0.0f;
-    for (int p = 0; p < nparts; p++) aw += part[(size_t)p * C + c];
-    dw[c] = aw;
+    if (c < C) dw[c] = 0.0f;
 }
 
 int rms_parts(int N) { return (N + kRmsRows - 1) / kRmsRows; }
@@ -165,27 +172,18 @@ size_t zt_cu_rmsnorm_bwd_scratch(int N, int C) {
 }
 
 void zt_cu_rmsnorm_bwd(cudaStream_t s, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
-                       const float *rstd, int N, int C, void *scratch, int prec) {
+                       const float *rstd, int N, int C, void *scratch, unsigned *tickets, int prec) {
     if (C <= 0) return;
-    if (N <= 0) { // nothing to sum: dw is zero (the cpu backend's result)
+    if (N <= 0) { // nothing to sum
         ZT_ASSERT(N == 0);
-        ZT_LAUNCH(rmsnorm_bwd_w_final_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, (const float *)nullptr,
-                  0, C);
-        LL_LAUNCH_CHECK("rmsnorm_bwd_w_final_kernel");
+        ZT_LAUNCH(rmsnorm_bwd_w_zero_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, C);
+        LL_LAUNCH_CHECK("rmsnorm_bwd_w_zero_kernel");
         return;
     }
-    ZT_LAUNCH(rmsnorm_bwd_dinp_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, dinp, dout, inp, w,
-              rstd, N, C, prec);
-    LL_LAUNCH_CHECK("rmsnorm_bwd_dinp_kernel");
-    const int nparts = rms_parts(N);
-    ZT_ASSERT(scratch != nullptr && nparts <= 65535);
-    float *part = static_cast<float *>(scratch);
-    ZT_LAUNCH(rmsnorm_bwd_w_partial_kernel, dim3(blocks_for(C, kColThreads), nparts), kColThreads, 0, s, part, dout,
-              inp, rstd, N, C);
-    LL_LAUNCH_CHECK("rmsnorm_bwd_w_partial_kernel");
-    ZT_LAUNCH(rmsnorm_bwd_w_final_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, (const float *)part,
-              nparts, C);
-    LL_LAUNCH_CHECK("rmsnorm_bwd_w_final_kernel");
+    ZT_ASSERT(scratch != nullptr && tickets != nullptr);
+    ZT_LAUNCH(rmsnorm_bwd_kernel, rms_parts(N), kRmsBwdThreads, 0, s, dinp, dw, static_cast<float *>(scratch), tickets,
+              dout, inp, w, rstd, N, C, prec);
+    LL_LAUNCH_CHECK("rmsnorm_bwd_kernel");
 }
 
 void zt_cu_rope(cudaStream_t s, float *qkv, const float *cs, int B, int T, int pos0, int NH, int NKV, int hs,

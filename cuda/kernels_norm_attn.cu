@@ -2,12 +2,12 @@
 // bidirectional with a key padding mask: the encoders') and one-token decoding (cuda_ops.h; slot semantics in
 // src/iface/backend.h; the cpu reference is src/cpu/cpu_ops.c, cpu_attention.c, cpu_decode.c).
 //
-// Determinism without atomics: every output element is written by one thread, and every sum has
+// Determinism without float atomics: every output element is written by one thread, and every sum has
 // a fixed shape that does not depend on the grid's scheduling:
 //   - row reductions (LayerNorm statistics, softmax max / sum, attention dot products): one warp
 //     per row; lane l adds elements l, l+32, ... in order, then a fixed xor-butterfly over lanes;
-//   - LayerNorm dw, db: one thread per (column, block of LN_ROWS rows) adds its rows in order into
-//     scratch, then one thread per column adds the partials in order;
+//   - LayerNorm dw, db: one thread per (column, block of kLnRows rows) adds its rows in order into
+//     scratch, then the grid's last block (zt_cu_last_block) adds the partials in order, one thread per column;
 //   - attention forward / backward: the four kinds of product (q k^T, att v, dout v^T, and dq, dk, dv)
 //     are batched fp32 GEMMs over the heads (zt_cu_gemm_strided: cuBLASLt with a pinned algorithm on a
 //     GPU, the reference GEMM summing k in order under the harness); between them one warp per row does
@@ -96,15 +96,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     layernorm_row(out + off, mean, rstd, x, w, b, C, eps, prec, lane, row);
 }
 
-// dinp += ..., one warp per row
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    layernorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w, const float *mean,
-                              const float *rstd, int N, int C, int prec) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
-    if (row >= N) return;
-    const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
-    const float m = mean[row], r = rstd[row];
+// one row's dinp += ... by one warp (lane = its lane), rounded to prec
+__device__ __forceinline__ void layernorm_bwd_row(float *dx, const float *dy, const float *x, const float *w, float m,
+                                                  float r, int C, int prec, int lane) {
     float sdn = 0.0f, sdnxn = 0.0f;
     for (int c = lane; c < C; c += 32) {
         float xn = (x[c] - m) * r;
@@ -113,36 +107,53 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         sdnxn += dn * xn;
     }
     const float mean_dn = warp_sum(sdn) / (float)C, mean_dnxn = warp_sum(sdnxn) / (float)C;
-    float *dx = dinp + (size_t)row * C;
     for (int c = lane; c < C; c += 32) dx[c] = zt_round_prec(dx[c] + zt_ln_dx(x[c], m, r, w[c], dy[c], mean_dn, mean_dnxn), prec);
 }
 
-// partial sums of dw, db over rows [p*kLnRows, (p+1)*kLnRows): part (nparts, 2, C), p = blockIdx.y
-__global__ void layernorm_bwd_wb_partial_kernel(float *part, const float *dout, const float *inp, const float *mean,
-                                                const float *rstd, int N, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    const int p = blockIdx.y, n0 = p * kLnRows, n1 = min(n0 + kLnRows, N);
-    float aw = 0.0f, ab = 0.0f;
-    for (int n = n0; n < n1; n++) {
-        float dy = dout[(size_t)n * C + c];
-        aw += (inp[(size_t)n * C + c] - mean[n]) * rstd[n] * dy;
-        ab += dy;
+// LayerNorm backward in one launch. Block p takes rows [p*kLnRows, (p+1)*kLnRows): its warps write those rows' dinp
+// (one warp per row, layernorm_bwd_row), then each thread sums its columns' dw, db terms over the block's rows in
+// order into part (nparts, 2, C); the last block to finish (its ticket, taken with atomicAdd after a __threadfence,
+// is nparts - 1) sums the partials in order p = 0, 1, ... into dw, db and puts the ticket back to 0 (tickets are
+// zero between launches). Every sum and its order are those of a partial kernel and a final kernel: the same bits.
+constexpr int kLnBwdThreads = 512;
+__global__ void __launch_bounds__(kLnBwdThreads)
+    layernorm_bwd_kernel(float *dinp, float *dw, float *db, float *part, unsigned *ticket, const float *dout,
+                         const float *inp, const float *w, const float *mean, const float *rstd, int N, int C,
+                         int prec) {
+    const int p = blockIdx.x, n0 = p * kLnRows, n1 = min(n0 + kLnRows, N);
+    const int lane = threadIdx.x % 32;
+    for (int row = n0 + (int)threadIdx.x / 32; row < n1; row += kLnBwdThreads / 32)
+        layernorm_bwd_row(dinp + (size_t)row * C, dout + (size_t)row * C, inp + (size_t)row * C, w, mean[row],
+                          rstd[row], C, prec, lane);
+    for (int c = threadIdx.x; c < C; c += kLnBwdThreads) {
+        float aw = 0.0f, ab = 0.0f;
+        for (int n = n0; n < n1; n++) {
+            float dy = dout[(size_t)n * C + c];
+            aw += (inp[(size_t)n * C + c] - mean[n]) * rstd[n] * dy;
+            ab += dy;
+        }
+        part[(size_t)p * 2 * C + c] = aw;
+        part[(size_t)p * 2 * C + C + c] = ab;
     }
-    part[(size_t)p * 2 * C + c] = aw;
-    part[(size_t)p * 2 * C + C + c] = ab;
+    if (!zt_cu_last_block(ticket, gridDim.x)) return;
+    const volatile float *vp = part; // the other blocks' partials: not through a cache this block may hold
+    for (int c = threadIdx.x; c < C; c += kLnBwdThreads) {
+        float aw = 0.0f, ab = 0.0f;
+        for (int q = 0; q < (int)gridDim.x; q++) {
+            aw += vp[(size_t)q * 2 * C + c];
+            ab += vp[(size_t)q * 2 * C + C + c];
+        }
+        dw[c] = aw;
+        db[c] = ab;
+    }
 }
 
-__global__ void layernorm_bwd_wb_final_kernel(float *dw, float *db, const float *part, int nparts, int C) {
+// N == 0: dw, db are zero (the cpu backend's result)
+__global__ void layernorm_bwd_wb_zero_kernel(float *dw, float *db, int C) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    float aw = 0.0f, ab = 0.0f;
-    for (int p = 0; p < nparts; p++) {
-        aw += part[(size_t)p * 2 * C + c];
-        ab += part[(size_t)p * 2 * C + C + c];
-    }
-    dw[c] = aw;
-    db[c] = ab;
+    dw[c] = 0.0f;
+    db[c] = 0.0f;
 }
 
 int ln_parts(int N) { return (N + kLnRows - 1) / kLnRows; }
@@ -290,27 +301,20 @@ size_t zt_cu_layernorm_bwd_scratch(int N, int C) {
 }
 
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                         const float *w, const float *mean, const float *rstd, int N, int C, void *scratch, int prec) {
+                         const float *w, const float *mean, const float *rstd, int N, int C, void *scratch,
+                         unsigned *tickets, int prec) {
     if (C <= 0) return;
-    if (N <= 0) { // nothing to sum: dw, db are zero (the cpu backend's result)
+    if (N <= 0) { // nothing to sum
         ZT_ASSERT(N == 0);
-        ZT_LAUNCH(layernorm_bwd_wb_final_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, db,
-                  (const float *)nullptr, 0, C);
-        NA_LAUNCH_CHECK("layernorm_bwd_wb_final_kernel");
+        ZT_LAUNCH(layernorm_bwd_wb_zero_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, db, C);
+        NA_LAUNCH_CHECK("layernorm_bwd_wb_zero_kernel");
         return;
     }
-    ZT_LAUNCH(layernorm_bwd_dinp_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, dinp, dout, inp, w,
-              mean, rstd, N, C, prec);
-    NA_LAUNCH_CHECK("layernorm_bwd_dinp_kernel");
     const int nparts = ln_parts(N);
-    ZT_ASSERT(scratch != nullptr && nparts <= 65535);
-    float *part = static_cast<float *>(scratch);
-    ZT_LAUNCH(layernorm_bwd_wb_partial_kernel, dim3(blocks_for(C, kColThreads), nparts), kColThreads, 0, s, part,
-              dout, inp, mean, rstd, N, C);
-    NA_LAUNCH_CHECK("layernorm_bwd_wb_partial_kernel");
-    ZT_LAUNCH(layernorm_bwd_wb_final_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, db,
-              (const float *)part, nparts, C);
-    NA_LAUNCH_CHECK("layernorm_bwd_wb_final_kernel");
+    ZT_ASSERT(scratch != nullptr && tickets != nullptr);
+    ZT_LAUNCH(layernorm_bwd_kernel, nparts, kLnBwdThreads, 0, s, dinp, dw, db, static_cast<float *>(scratch), tickets,
+              dout, inp, w, mean, rstd, N, C, prec);
+    NA_LAUNCH_CHECK("layernorm_bwd_kernel");
 }
 
 // Grouped-query attention: query head h = j G + r (G = NH / NKV) uses key / value head j. A qkv row is W =

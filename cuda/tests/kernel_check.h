@@ -1,7 +1,8 @@
 // kernel_check.h — what the CUDA kernel tests under the host execution harness share: float vectors, seeded
 // random inputs and NaN-filled outputs, the harness's interleaving seed per run, the error measure (max over
 // elements of |got - ref| / max(|ref|, mean |ref|): relative per element, floored at the tensor's typical
-// magnitude) and the check of a case's outputs against the cpu backend's with determinism across two runs.
+// magnitude), the check of a case's outputs against the cpu backend's with determinism across two runs, and the
+// tickets of the last-block reductions (each test checks they are all 0 again after its launches).
 // Included by cuda/tests/test_kernels_*.cc after util.h, hostexec.h and tests/helpers/check.h, inside their
 // anonymous namespace; each test program defines g_cpu and g_rng's use.
 #ifndef ZT_CUDA_KERNEL_CHECK_H
@@ -43,6 +44,21 @@ double err_of(const vec &got, const vec &ref, size_t *at = nullptr) {
         }
     }
     return e;
+}
+
+// the last-block reductions' tickets (cuda_ops.h kCuTickets): zero-filled, as the backend's
+std::vector<unsigned> g_tickets(kCuTickets, 0u);
+unsigned *tickets() { return g_tickets.data(); }
+// "" when every ticket is back to 0 after the kernels that took them, else what check_outs should report
+std::string tickets_left() {
+    for (size_t i = 0; i < g_tickets.size(); i++)
+        if (g_tickets[i]) {
+            char buf[96];
+            snprintf(buf, sizeof buf, "ticket %zu left at %u (not put back to 0)", i, g_tickets[i]);
+            g_tickets.assign(g_tickets.size(), 0u);
+            return buf;
+        }
+    return "";
 }
 
 bool same_bits(const vec &a, const vec &b) {

@@ -588,6 +588,61 @@ void test_xent(int N, int V, int Vp, float dscale, float spread, Rng &r, double 
     report("xent dlogits", shape, ed, 5e-7, det, secs, differ_x);
 }
 
+// softmax_xent16 (2-byte logits of precision prec; iface/backend.h): on the harness bitwise the float kernel on the
+// widened logits with its dlogits rounded (the same kernel template, loss and words), on the cpu backend bitwise its
+// softmax_xent followed by round_to (the reference's contract), and the two backends within test_xent's loss limit
+// and one unit of the precision for the dlogits (both round nearly equal fp32 values). Ignored rows (about a third)
+// hold NaN words and padded columns infinities: neither may be read. dscale == 0 leaves the words untouched.
+void test_xent16(int N, int V, int Vp, float dscale, int prec, Rng &r) {
+    const bool bf = prec == ZT_PREC_BF16;
+    auto narrow = [&](float f) { return bf ? zt_f32_to_bf16_bits(f) : zt_f32_to_fp16_bits(f); };
+    auto widen = [&](uint16_t h) { return bf ? zt_bf16_bits_to_f32(h) : zt_fp16_bits_to_f32(h); };
+    std::vector<float> f0 = rand_vec(r, (size_t)N * Vp, -8.0f, 8.0f);
+    std::vector<int32_t> tgt(N);
+    std::vector<uint16_t> h0((size_t)N * Vp);
+    for (int n = 0; n < N; n++) {
+        tgt[n] = r.below(3) == 0 ? -1 : r.below(V);
+        for (int v = 0; v < Vp; v++) {
+            const size_t i = (size_t)n * Vp + v;
+            h0[i] = tgt[n] < 0 ? (bf ? 0x7fc0 : 0x7e00) : v >= V ? (bf ? 0x7f80 : 0x7c00) : narrow(f0[i]);
+        }
+    }
+    std::vector<float> wide(h0.size());
+    for (size_t i = 0; i < h0.size(); i++) wide[i] = widen(h0[i]);
+    std::vector<float> lossf(N), loss(N), lref(N), lref16(N), xf = wide, xref = wide;
+    std::vector<uint16_t> x16, xref16 = h0;
+    zt_cu_softmax_xent(kStream, lossf.data(), xf.data(), tgt.data(), N, V, Vp, dscale, prec);
+    double t0 = now_s();
+    bool det = two_runs([&](int) {
+        x16 = h0;
+        zt_cu_softmax_xent16(kStream, loss.data(), x16.data(), tgt.data(), N, V, Vp, dscale, prec);
+        return std::vector<Buf>{{loss.data(), loss.size() * 4}, {x16.data(), x16.size() * 2}};
+    });
+    const double secs = now_s() - t0;
+    g_cpu->i->softmax_xent(g_cpu, lref.data(), xref.data(), tgt.data(), N, V, Vp, dscale);
+    if (dscale != 0.0f) g_cpu->i->round_to(g_cpu, xref.data(), xref.size(), prec);
+    g_cpu->i->softmax_xent16(g_cpu, lref16.data(), xref16.data(), tgt.data(), N, V, Vp, dscale, prec);
+    size_t differ = 0; // words that must equal their float-slot counterpart
+    std::vector<float> got(x16.size()), ref16(x16.size());
+    for (size_t i = 0; i < x16.size(); i++) {
+        got[i] = widen(x16[i]);
+        ref16[i] = widen(xref16[i]);
+        if (dscale != 0.0f) differ += memcmp(&got[i], &xf[i], 4) != 0;
+        else differ += x16[i] != h0[i];
+        if (dscale != 0.0f) differ += memcmp(&ref16[i], &xref[i], 4) != 0;
+        else differ += xref16[i] != h0[i];
+    }
+    differ += memcmp(loss.data(), lossf.data(), loss.size() * 4) != 0;
+    differ += memcmp(lref16.data(), lref.data(), lref.size() * 4) != 0;
+    const std::string shape = fmt("N=%d V=%d Vp=%d dscale=%g %s", N, V, Vp, dscale, bf ? "bf16" : "fp16");
+    Err e;
+    compare(e, loss.data(), lref.data(), N, 1.0);
+    report("xent16 loss", shape, e, 3e-6, det, secs, differ);
+    Err ed;
+    if (dscale != 0.0f) compare(ed, got.data(), ref16.data(), got.size(), std::fabs(dscale));
+    report("xent16 dlogits", shape, ed, bf ? 0x1p-8 : 0x1p-11, det, secs, differ);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sums of squares in double: order-only differences, dominated by the cpu reference's sequential
 // sum, whose error grows with the chunk length: measured 1.8e-14 at chunk 4096, 3.4e-13 at chunk
@@ -727,6 +782,13 @@ int main(int argc, char **argv) {
         test_xent(37, 1000, 1024, dscale, 8.0f, r, 0.4);
         test_xent(700, 97, 128, dscale, 20.0f, r, 0.5);
     }
+
+    // 2-byte logits (softmax_xent16), after the cases above for the same reason
+    for (int prec : {ZT_PREC_BF16, ZT_PREC_FP16})
+        for (float dscale : {0.0f, 0.25f}) {
+            test_xent16(37, 1000, 1024, dscale, prec, r);
+            test_xent16(5, 300, 301, dscale, prec, r);
+        }
 
     // the encoders' ops, last for the same reason: the exact GELU, the MLM head's bias add / gradient, argmax
     for (size_t n : {(size_t)1, (size_t)1000, (size_t)65537}) test_gelu(n, r, 1);

@@ -72,13 +72,13 @@ void test_rmsnorm(int N, int C, float eps) {
         dx[run] = dx0, dw[run] = nanv(C);
         memset(scratch.data(), 0xff, scratch.size());
         zt_cu_rmsnorm_bwd(0, dx[run].data(), dw[run].data(), dy.data(), x.data(), w.data(), r_r.data(), N, C,
-                          scratch.data());
+                          scratch.data(), tickets());
     }
     char name[96];
     snprintf(name, sizeof name, "rmsnorm_fwd[N%d,C%d,eps%g]", N, C, eps);
     check_outs(name, {{"out", &out[0], &out[1], &out_r}, {"rstd", &r[0], &r[1], &r_r}}, K_TOL_RMS);
     snprintf(name, sizeof name, "rmsnorm_bwd[N%d,C%d]", N, C);
-    check_outs(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}}, K_TOL_RMS);
+    check_outs(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}}, K_TOL_RMS, tickets_left());
 }
 
 // ------------------------------------------------------------------------------------ rotary embedding
@@ -167,7 +167,7 @@ void test_fused_round(int N, int C, int I) {
             so[p] = nanv((size_t)N * I), sd[p] = nanv((size_t)N * 2 * I);
             zt_cu_rmsnorm_fwd(0, o[p].data(), r[p].data(), x.data(), w.data(), N, C, 1e-6f, pr);
             zt_cu_rmsnorm_bwd(0, dx[p].data(), dw[p].data(), dy.data(), x.data(), w.data(), r[0].data(), N, C,
-                              scratch.data(), pr);
+                              scratch.data(), tickets(), pr);
             zt_cu_swiglu_fwd(0, so[p].data(), g.data(), N, I, pr);
             zt_cu_swiglu_bwd(0, sd[p].data(), g.data(), gy.data(), N, I, pr);
         }

@@ -95,7 +95,7 @@ void test_layernorm(int N, int C, float eps = ZT_LN_EPS) {
         dx[run] = dx0, dw[run] = nanv(C), db[run] = nanv(C);
         memset(scratch.data(), 0xff, scratch.size());
         zt_cu_layernorm_bwd(0, dx[run].data(), dw[run].data(), db[run].data(), dy.data(), x.data(), w.data(),
-                            m_r.data(), r_r.data(), N, C, scratch.data());
+                            m_r.data(), r_r.data(), N, C, scratch.data(), tickets());
     }
     char name[96];
     snprintf(name, sizeof name, "layernorm_fwd[N%d,C%d%s]", N, C, eps == ZT_LN_EPS ? "" : ",eps 1e-12");
@@ -103,7 +103,7 @@ void test_layernorm(int N, int C, float eps = ZT_LN_EPS) {
                K_TOL_LN);
     snprintf(name, sizeof name, "layernorm_bwd[N%d,C%d%s]", N, C, eps == ZT_LN_EPS ? "" : ",eps 1e-12");
     check_outs(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}, {"db", &db[0], &db[1], &db_r}},
-               K_TOL_LN);
+               K_TOL_LN, tickets_left());
 }
 
 // residual add + LayerNorm in one launch: bitwise the two launches it replaces (zt_cu_add rounding the residual to
@@ -326,7 +326,7 @@ void test_linear(zt_cu_gemm *g, int N, int C, int OC, int with_bias, int accumul
         memset(scratch.data(), 0xff, scratch.size());
         zt_cu_linear_fwd(g, 0, out[run].data(), x.data(), w.data(), bp, N, C, OC);
         zt_cu_linear_bwd(g, 0, dx[run].data(), dw[run].data(), with_bias ? db[run].data() : nullptr, dy.data(),
-                         x.data(), w.data(), N, C, OC, accumulate, scratch.data());
+                         x.data(), w.data(), N, C, OC, accumulate, scratch.data(), tickets());
     }
     char name[96];
     snprintf(name, sizeof name, "linear_fwd[N%d,C%d,OC%d,bias%d]", N, C, OC, with_bias);
@@ -334,9 +334,9 @@ void test_linear(zt_cu_gemm *g, int N, int C, int OC, int with_bias, int accumul
     snprintf(name, sizeof name, "linear_bwd[N%d,C%d,OC%d,bias%d,acc%d]", N, C, OC, with_bias, accumulate);
     if (with_bias)
         check_outs(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}, {"dbias", &db[0], &db[1], &db_r}},
-                   K_TOL_GEMM);
+                   K_TOL_GEMM, tickets_left());
     else
-        check_outs(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}}, K_TOL_GEMM);
+        check_outs(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}}, K_TOL_GEMM, tickets_left());
 }
 
 // bf16 / fp16 operands (zt_cu_gemm_set_precision): the packed path must give exactly the fp32 product of the
@@ -373,6 +373,56 @@ void test_gemm16(zt_cu_gemm *g, int prec, int M, int N, int K, int ta, int tb, f
     else
         check_pass("%s: bit-identical to the fp32 product of the inputs rounded to %s (%zu words; %zu differ from "
                    "the unrounded fp32 product)", name, pn, cref.size(), moved);
+}
+
+// matmul16 (iface/backend.h; the LM head on 2-byte logits): a as 2-byte words (a16) and / or c written as 2-byte
+// words (c16), inputs of the precision. Under the harness bitwise zt_cu_matmul on the widened operands, its c rounded
+// to the precision (the same reference kernel and packing); the cpu backend's slot bitwise its matmul + round_to;
+// the two backends within K_TOL_GEMM, or one unit of the precision for a 2-byte c; run twice (determinism)
+void test_matmul16(zt_cu_gemm *g, int prec, int M, int N, int K, int ta, int tb, int a16, int c16) {
+    const bool bf = prec == ZT_PREC_BF16;
+    auto rnd = [&](float f) { return bf ? zt_round_bf16(f) : zt_round_fp16(f); };
+    auto narrow = [&](float f) { return bf ? zt_f32_to_bf16_bits(f) : zt_f32_to_fp16_bits(f); };
+    auto widen = [&](uint16_t h) { return bf ? zt_bf16_bits_to_f32(h) : zt_fp16_bits_to_f32(h); };
+    vec a = randv((size_t)M * K), b = randv((size_t)K * N);
+    for (float &x : a) x = rnd(x);
+    for (float &x : b) x = rnd(x);
+    std::vector<uint16_t> ah(a.size());
+    for (size_t i = 0; i < a.size(); i++) ah[i] = narrow(a[i]);
+    const size_t nc = (size_t)M * N;
+    // c as floats from either storage
+    auto run16 = [&](zt_backend *be, vec &out) {
+        std::vector<uint16_t> ch(nc, 0xffff);
+        vec cf = nanv(nc);
+        void *c = c16 ? (void *)ch.data() : (void *)cf.data();
+        const void *ap = a16 ? (const void *)ah.data() : (const void *)a.data();
+        if (be) be->i->matmul16(be, c, c16, ap, a16, b.data(), M, N, K, ta, tb, prec);
+        else zt_cu_matmul16(g, 0, c, c16, ap, a16, b.data(), M, N, K, ta, tb);
+        out = cf;
+        if (c16)
+            for (size_t i = 0; i < nc; i++) out[i] = widen(ch[i]);
+    };
+    zt_cu_gemm_set_precision(g, prec);
+    vec ref = nanv(nc), got[2], cpu16, cpuref = nanv(nc);
+    zt_cu_matmul(g, 0, ref.data(), a.data(), b.data(), M, N, K, ta, tb, 1.0f, 0.0f);
+    for (int run = 0; run < 2; run++) {
+        harness_config(run);
+        run16(nullptr, got[run]);
+    }
+    zt_cu_gemm_set_precision(g, ZT_PREC_FP32);
+    g_cpu->i->matmul(g_cpu, cpuref.data(), a.data(), b.data(), M, N, K, ta, tb, 1.0f, 0.0f);
+    if (c16)
+        for (size_t i = 0; i < nc; i++) ref[i] = rnd(ref[i]), cpuref[i] = rnd(cpuref[i]);
+    run16(g_cpu, cpu16);
+    size_t differ = 0;
+    for (size_t i = 0; i < nc; i++)
+        differ += (memcmp(&got[0][i], &ref[i], 4) != 0) + (memcmp(&cpu16[i], &cpuref[i], 4) != 0);
+    char name[160];
+    snprintf(name, sizeof name, "matmul16_%s[M%d,N%d,K%d,ta%d,tb%d,a16 %d,c16 %d]", bf ? "bf16" : "fp16", M, N, K, ta, tb,
+             a16, c16);
+    std::string extra;
+    if (differ) extra = std::to_string(differ) + " words differ from the float slot's product (+ rounding)";
+    check_outs(name, {{"c", &got[0], &got[1], &cpu16}}, c16 ? (bf ? 0x1p-8 : 0x1p-11) : K_TOL_GEMM, extra);
 }
 
 // matmul_ld: sub-matrices of wider row-major arrays, rows lda / ldb / ldc floats apart and starting a few floats
@@ -503,7 +553,8 @@ void bench(zt_cu_gemm *g) {
         std::vector<unsigned char> sc(zt_cu_linear_bwd_scratch(N, OC));
         timeit("linear_fwd N256 C768 OC3072", [&] { zt_cu_linear_fwd(g, 0, out.data(), x.data(), w.data(), bias.data(), N, C, OC); });
         timeit("linear_bwd N256 C768 OC3072", [&] {
-            zt_cu_linear_bwd(g, 0, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, C, OC, 0, sc.data());
+            zt_cu_linear_bwd(g, 0, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, C, OC, 0, sc.data(),
+                             tickets());
         });
     }
     {
@@ -515,7 +566,8 @@ void bench(zt_cu_gemm *g) {
             zt_cu_layernorm_fwd(0, out.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C, ZT_LN_EPS);
         });
         timeit("layernorm_bwd N256 C768", [&] {
-            zt_cu_layernorm_bwd(0, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), m.data(), r.data(), N, C, sc.data());
+            zt_cu_layernorm_bwd(0, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), m.data(), r.data(), N, C,
+                                sc.data(), tickets());
         });
     }
     {
@@ -623,6 +675,11 @@ int main(int argc, char **argv) {
             for (int tb = 0; tb < 2; tb++) test_gemm16(g, prec, 37, 45, 29, ta, tb, ta ? 0.5f : 1.0f, tb ? 1.0f : 0.0f, 0);
         test_gemm16(g, prec, 130, 192, 64, 0, 0, 1.0f, 0.0f, 1);
         test_gemm16(g, prec, 1, 3, 7, 0, 1, 1.0f, 0.0f, 0);
+        // the LM head's three products on 2-byte logits: logits (c16), dhead (a16, ta), dlnf (a16)
+        test_matmul16(g, prec, 37, 301, 29, 0, 1, 0, 1);
+        test_matmul16(g, prec, 301, 29, 37, 1, 0, 1, 0);
+        test_matmul16(g, prec, 37, 29, 301, 0, 0, 1, 0);
+        test_matmul16(g, prec, 5, 7, 3, 1, 1, 1, 1);
     }
 
     test_gemv(37, 45, 1, 0);

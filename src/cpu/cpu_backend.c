@@ -165,6 +165,7 @@ zt_backend *zt_cpu_backend_create(int threads) {
         zt_cpu_fill_decode(&g_cpu_i);
         zt_cpu_fill_llama(&g_cpu_i);
         zt_cpu_fill_encoder(&g_cpu_i);
+        zt_cpu_fill_store16(&g_cpu_i);
     }
     zt_backend *be = zt_calloc(1, sizeof *be);
     be->i = &g_cpu_i;

@@ -11,13 +11,17 @@
 zt_backend *zt_cpu_backend_create(int threads);
 /* "blis 0.9 (skx kernels)" etc. */
 const char *zt_cpu_blas_name(void);
-/* ops implemented in cpu_ops.c / cpu_attention.c / cpu_decode.c / cpu_llama.c / cpu_encoder.c, wired into the
-   vtable by cpu_backend.c */
+/* ops implemented in cpu_ops.c / cpu_attention.c / cpu_decode.c / cpu_llama.c / cpu_encoder.c / cpu_store16.c,
+   wired into the vtable by cpu_backend.c */
 void zt_cpu_fill_ops(zt_backend_i *i);
 void zt_cpu_fill_attention(zt_backend_i *i);
 void zt_cpu_fill_decode(zt_backend_i *i);
 void zt_cpu_fill_llama(zt_backend_i *i);
 void zt_cpu_fill_encoder(zt_backend_i *i);
+void zt_cpu_fill_store16(zt_backend_i *i);
+/* softmax + cross-entropy of one row of logits x(Vp) with target tgt (iface/backend.h softmax_xent): returns its
+   loss, x overwritten with its dlogits unless dscale == 0 (cpu_ops.c; cpu_store16.c runs it on widened rows) */
+float zt_cpu_xent_row(float *x, int tgt, int V, int Vp, float dscale);
 /* sum(OC) = column sums of x(N, OC), overwritten, each column over rows 0..N-1 in order (linear_bwd's dbias and
    bias_grad: the same bits for any thread count) */
 void zt_cpu_colsum(float *sum, const float *x, int N, int OC);

@@ -155,43 +155,42 @@ static void cpu_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float 
 
 /* ---------------------------------------------------------------- softmax + cross-entropy */
 
+float zt_cpu_xent_row(float *x, int tgt, int V, int Vp, float dscale) {
+    if (tgt < 0) { /* an ignored position: no loss, no gradient */
+        if (dscale != 0.0f)
+            for (int v = 0; v < Vp; v++) x[v] = 0.0f;
+        return 0.0f;
+    }
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+    const float xt = x[tgt];
+    float s = 0.0f;
+    if (dscale == 0.0f) {
+#pragma omp simd reduction(+ : s)
+        for (int v = 0; v < V; v++) s += zt_expf(x[v] - mx);
+    } else {
+        /* one exp per logit: keep exp(x - max) in place, then scale by dscale / sum */
+#pragma omp simd reduction(+ : s)
+        for (int v = 0; v < V; v++) {
+            float e = zt_expf(x[v] - mx);
+            x[v] = e;
+            s += e;
+        }
+        const float k = dscale / s;
+#pragma omp simd
+        for (int v = 0; v < V; v++) x[v] *= k;
+        x[tgt] -= dscale;
+        for (int v = V; v < Vp; v++) x[v] = 0.0f;
+    }
+    return logf(s) - (xt - mx);
+}
+
 static void cpu_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets,
                              int N, int V, int Vp, float dscale) {
     (void)be;
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        float *x = logits + (size_t)n * Vp;
-        const int tgt = targets[n];
-        if (tgt < 0) { /* an ignored position: no loss, no gradient */
-            losses[n] = 0.0f;
-            if (dscale != 0.0f)
-                for (int v = 0; v < Vp; v++) x[v] = 0.0f;
-            continue;
-        }
-        float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-        for (int v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
-        const float xt = x[tgt];
-        float s = 0.0f;
-        if (dscale == 0.0f) {
-#pragma omp simd reduction(+ : s)
-            for (int v = 0; v < V; v++) s += zt_expf(x[v] - mx);
-        } else {
-            /* one exp per logit: keep exp(x - max) in place, then scale by dscale / sum */
-#pragma omp simd reduction(+ : s)
-            for (int v = 0; v < V; v++) {
-                float e = zt_expf(x[v] - mx);
-                x[v] = e;
-                s += e;
-            }
-            const float k = dscale / s;
-#pragma omp simd
-            for (int v = 0; v < V; v++) x[v] *= k;
-            x[tgt] -= dscale;
-            for (int v = V; v < Vp; v++) x[v] = 0.0f;
-        }
-        losses[n] = logf(s) - (xt - mx);
-    }
+    for (int n = 0; n < N; n++) losses[n] = zt_cpu_xent_row(logits + (size_t)n * Vp, targets[n], V, Vp, dscale);
 }
 
 /* ---------------------------------------------------------------- optimizer and reductions */

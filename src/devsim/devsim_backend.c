@@ -210,6 +210,16 @@ static void ds_softmax_xent(zt_backend *be, float *losses, float *logits, const 
     CPU(be)->i->softmax_xent(CPU(be), D(losses), D(logits), D(targets), N, V, Vp, dscale);
 }
 
+static void ds_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
+                        int ta, int tb, int prec) {
+    CPU(be)->i->matmul16(CPU(be), D(c), c16, D(a), a16, D(b), M, N, K, ta, tb, prec);
+}
+
+static void ds_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V,
+                              int Vp, float dscale, int prec) {
+    CPU(be)->i->softmax_xent16(CPU(be), D(losses), D(logits), D(targets), N, V, Vp, dscale, prec);
+}
+
 static void ds_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr,
                      float beta1, float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2,
                      float grad_scale) {
@@ -300,6 +310,8 @@ zt_backend *zt_devsim_backend_create(int threads) {
         i->embed_fwd = ds_embed_fwd;
         i->embed_bwd = ds_embed_bwd;
         i->softmax_xent = ds_softmax_xent;
+        i->matmul16 = ds_matmul16;
+        i->softmax_xent16 = ds_softmax_xent16;
         i->adamw = ds_adamw;
         i->adamw_multi = c->adamw_multi ? ds_adamw_multi : NULL;
         i->accumulate = ds_accumulate;

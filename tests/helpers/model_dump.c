@@ -236,7 +236,7 @@ static int cmd_fwdbwd(const args *a) {
     if (a->masked) loss = (float)((double)loss / ((double)n / (double)BT));
     float *logits = malloc(BT * Vp * sizeof(float));
     /* backward overwrites the logits with dlogits: copy them out first */
-    be->i->to_host(be, logits, m.a.logits, BT * Vp * sizeof(float));
+    zt_model_logits_to_host(&m, logits, BT * Vp);
     be->i->sync(be);
     zt_model_backward(&m, ds);
     float *g = malloc(gtotal * sizeof(float));

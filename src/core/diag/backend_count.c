@@ -1,8 +1,8 @@
 /* backend_count.c — the launch and byte counting decorator, the "count" device and its communicator (see
  * backend_count.h). Each slot's count follows the CUDA backend's code path for it (cuda/cuda_backend.cu, the
  * zt_cu_* launchers in cuda/kernels_*.cu and cuda/cuda_gemm.cu): the early returns on empty shapes, one launch per
- * ZT_LAUNCH, one per GEMM (cuBLASLt on a GPU, the reference GEMM kernel under the harness), two operand packing
- * launches before a bf16/fp16 GEMM (linear_bwd packs its dout once for both of its products), and the round_to that cuda_backend.cu fuses into the op it follows. */
+ * ZT_LAUNCH, one per GEMM (cuBLASLt on a GPU, the reference GEMM kernel under the harness), one operand packing
+ * launch before a bf16/fp16 GEMM (linear_bwd packs dout, w and inp in one for both of its products), and the round_to that cuda_backend.cu fuses into the op it follows. */
 #include "core/diag/backend_count.h"
 
 #include <stdint.h>
@@ -52,17 +52,18 @@ static void defer(const void *out, size_t n) {
     g_pend_n = n;
 }
 
-/* one GEMM c(M, N) = op(a) @ op(b) (+ bias) (+ beta c) of cuda_gemm.cu's gemm(): bf16/fp16 pack both operands (one
-   launch each, 4 bytes read and 2 written per element) and multiply the 2-byte words; K == 0 runs the reference
-   kernel on c alone */
+/* one GEMM c(M, N) = op(a) @ op(b) (+ bias) (+ beta c) of cuda_gemm.cu's gemm(): bf16/fp16 pack the operands not
+   packed already (a_pre, b_pre) in one launch (4 bytes read and 2 written per element) and multiply the 2-byte
+   words; K == 0 runs the reference kernel on c alone */
 static void gemm_pre(int k, double M, double N, double K, int beta, int bias, int a_pre, int b_pre) {
     const int packed = g_prec != ZT_PREC_FP32 && K > 0;
     double esz = F4;
     if (packed) {
         const double na = a_pre ? 0 : M * K, nb = b_pre ? 0 : K * N;
-        long l = (na > 0) + (nb > 0);
-        add(K_GEMM_PACK, l, 6.0 * (na + nb));
-        g_calls[K_GEMM_PACK]++;
+        if (na + nb > 0) { /* the operands still to pack, in one launch */
+            add(K_GEMM_PACK, 1, 6.0 * (na + nb));
+            g_calls[K_GEMM_PACK]++;
+        }
         esz = 2.0;
     }
     add(k, 1, esz * (M * K + K * N) + (beta ? F4 * M * N : 0) + (bias ? F4 * N : 0) + F4 * M * N);
@@ -96,17 +97,16 @@ static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const 
     flush();
     g_calls[K_LIN_BWD]++;
     if (C > 0 && OC > 0) {
-        const int pre = N > 0 && g_prec != ZT_PREC_FP32; /* dout packed once for both products */
+        const int pre = N > 0 && g_prec != ZT_PREC_FP32; /* dout, w and inp packed in one launch for both */
         if (pre) {
-            add(K_GEMM_PACK, 1, 6.0 * N * OC);
+            add(K_GEMM_PACK, 1, 6.0 * ((double)N * OC + (double)C * OC + (double)N * C));
             g_calls[K_GEMM_PACK]++;
         }
-        if (N > 0) gemm_pre(K_LIN_BWD, N, C, OC, acc, 0, pre, 0); /* dinp = dout @ w^T */
-        gemm_pre(K_LIN_BWD, C, OC, N, 0, 0, 0, pre);               /* dw = inp^T @ dout */
-        if (db) {                                       /* column sums: partials per 64 rows, then their sum */
+        if (N > 0) gemm_pre(K_LIN_BWD, N, C, OC, acc, 0, pre, pre); /* dinp = dout @ w^T */
+        gemm_pre(K_LIN_BWD, C, OC, N, 0, 0, pre, pre);               /* dw = inp^T @ dout */
+        if (db) { /* column sums, one launch: partials per 64 rows, summed by the last block of each column block */
             const double parts = N > 0 ? (N + 63) / 64 : 0;
-            if (parts > 0) add(K_LIN_BWD, 1, F4 * ((double)N * OC + parts * OC));
-            add(K_LIN_BWD, 1, F4 * (parts * OC + OC));
+            add(K_LIN_BWD, 1, F4 * ((double)N * OC + 2.0 * parts * OC + OC));
         }
     }
     g_inner->linear_bwd(be, di, dw, db, d, i, w, N, C, OC, acc);
@@ -130,15 +130,14 @@ static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, 
     g_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p, eps);
     defer(o, (size_t)N * C);
 }
-/* LayerNorm / RMSNorm backward: dinp (+=) in one pass, the weight gradients as partial sums per 64 rows in a second
-   pass over dout and inp, then the sum of the partials; nw = 2 (dw, db) or 1 (dw), nstat = 2 (mean, rstd) or 1 */
+/* LayerNorm / RMSNorm backward, one launch (the last block sums the partials): dout, inp, w, the statistics and dinp
+   read, dinp written; each block's partials of the weight gradients written and read back by the last block, which
+   writes them; nw = 2 (dw, db) or 1 (dw), nstat = 2 (mean, rstd) or 1 */
 static void norm_bwd(int k, double N, double C, int nw, int nstat) {
     if (C <= 0) return;
     if (N <= 0) { add(k, 1, F4 * nw * C); return; }
     const double parts = (N + 63) / 64;
-    add(k, 1, F4 * (4.0 * N * C + C + nstat * N));          /* dinp: dout, inp, w, stats, dinp read; dinp written */
-    add(k, 1, F4 * (2.0 * N * C + nstat * N + parts * nw * C));
-    add(k, 1, F4 * (parts * nw * C + nw * C));
+    add(k, 1, F4 * (4.0 * N * C + C + nstat * N + 2.0 * parts * nw * C + nw * C));
 }
 static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
                      const float *m, const float *r, int N, int C) {
@@ -354,6 +353,25 @@ static void w_xent(zt_backend *be, float *l, float *lg, const int32_t *t, int N,
     if (s != 0.0f) defer(lg, (size_t)N * Vp);
     else defer(NULL, (size_t)N * Vp); /* kept, but no round_to can name it */
 }
+/* matmul16: the LM head's products on 2-byte logits (cuda_gemm.cu zt_cu_matmul16): a 2-byte a is not packed, a 2-byte
+   c is written as 2-byte words by the GEMM itself */
+static void w_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
+                       int ta, int tb, int prec) {
+    flush();
+    g_calls[K_MATMUL]++;
+    if (M > 0 && N > 0) {
+        gemm_pre(K_MATMUL, M, N, K, 0, 0, a16, 0);
+        if (c16) g_bytes[K_MATMUL] -= 2.0 * M * N; /* counted as a float32 c: 2 bytes an element less */
+    }
+    g_inner->matmul16(be, c, c16, a, a16, b, M, N, K, ta, tb, prec);
+}
+/* softmax_xent16: 2-byte logits read, and (dscale != 0) 2-byte dlogits written in place */
+static void w_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s, int prec) {
+    flush();
+    g_calls[K_XENT]++;
+    if (N > 0) add(K_XENT, 1, 2.0 * (double)N * V + F4 * 2.0 * N + (s != 0.0f ? 2.0 * (double)N * Vp : 0));
+    g_inner->softmax_xent16(be, l, lg, t, N, V, Vp, s, prec);
+}
 static void w_adamw(zt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                     float eps, float wd, float c1, float c2, float gs) {
     flush();
@@ -463,7 +481,7 @@ void zt_backend_count_begin(zt_backend *be) {
     WRAP(attention_bwd, w_att_bwd); WRAP(attention_decode, w_att_dec); WRAP(gemv, w_gemv);
     WRAP(gelu_fwd, w_gelu_fwd); WRAP(gelu_bwd, w_gelu_bwd); WRAP(add, w_add); WRAP(embed_fwd, w_emb_fwd);
     WRAP(embed_bwd, w_emb_bwd); WRAP(softmax_xent, w_xent); WRAP(adamw, w_adamw); WRAP(accumulate, w_acc);
-    WRAP(adamw_multi, w_adamw_multi);
+    WRAP(adamw_multi, w_adamw_multi); WRAP(matmul16, w_matmul16); WRAP(softmax_xent16, w_xent16);
     WRAP(sumsq_chunks, w_sumsq); WRAP(round_to, w_round); WRAP(pack16, w_pack); WRAP(unpack16, w_unpack);
     WRAP(dropout, w_dropout); WRAP(dequant, w_dequant); WRAP(set_precision, w_set_precision);
     WRAP(attention_fused_fwd, w_fatt_fwd); WRAP(attention_fused_bwd, w_fatt_bwd);
@@ -621,6 +639,11 @@ static void n_battb(zt_backend *be, float *a, float *b, const float *c, const fl
                     (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; (void)k; }
 static void n_argmax(zt_backend *be, int32_t *a, const float *b, int c, int d, int e) {
     (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; }
+static void n_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
+                       int ta, int tb, int prec) { (void)be; (void)c; (void)c16; (void)a; (void)a16; (void)b; (void)M;
+                       (void)N; (void)K; (void)ta; (void)tb; (void)prec; }
+static void n_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s, int prec) {
+    (void)be; (void)l; (void)lg; (void)t; (void)N; (void)V; (void)Vp; (void)s; (void)prec; }
 static void n_fattb(zt_backend *be, float *a, float *b, const float *c, const float *d, const float *e, const float *f,
                     int g, int h, int i, int j, int k) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f;
                     (void)g; (void)h; (void)i; (void)j; (void)k; }
@@ -637,7 +660,8 @@ static const zt_backend_i g_null_i = {
     .pack16 = n_pack, .unpack16 = n_unpack, .dropout = n_dropout, .dequant = n_dequant, .set_precision = n_prec,
     .attention_fused_fwd = n_attf, .attention_fused_bwd = n_fattb, .adamw_multi = n_adamw_multi,
     .attention_bidir_fwd = n_battf, .attention_bidir_bwd = n_battb, .gelu_erf_fwd = n_e2, .gelu_erf_bwd = n_e3,
-    .bias_add = n_swf, .bias_grad = n_swf, .argmax_rows = n_argmax};
+    .bias_add = n_swf, .bias_grad = n_swf, .argmax_rows = n_argmax, .matmul16 = n_matmul16,
+    .softmax_xent16 = n_xent16};
 
 zt_backend *zt_count_null_create(void) {
     zt_backend *be = zt_calloc(1, sizeof *be);

@@ -93,6 +93,11 @@ static void w_emb_bwd(zt_backend *be, float *dwte, float *dwpe, const float *d, 
     T0(be); g_inner->embed_bwd(be, dwte, dwpe, d, t, B, T, C); T1(be, P_EMB_BWD); }
 static void w_xent(zt_backend *be, float *l, float *lg, const int32_t *t, int N, int V, int Vp, float s) {
     T0(be); g_inner->softmax_xent(be, l, lg, t, N, V, Vp, s); T1(be, P_XENT); }
+static void w_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
+                       int ta, int tb, int prec) {
+    T0(be); g_inner->matmul16(be, c, c16, a, a16, b, M, N, K, ta, tb, prec); T1(be, P_MATMUL); }
+static void w_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s, int prec) {
+    T0(be); g_inner->softmax_xent16(be, l, lg, t, N, V, Vp, s, prec); T1(be, P_XENT); }
 static void w_adamw(zt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                     float eps, float wd, float c1, float c2, float gs) {
     T0(be); g_inner->adamw(be, p, g, m, v, n, lr, b1, b2, eps, wd, c1, c2, gs); T1(be, P_ADAMW); }
@@ -136,6 +141,8 @@ void zt_backend_prof_begin(zt_backend *be) {
     if (g_inner->bias_add) g_wrapped.bias_add = w_bias_add;
     if (g_inner->bias_grad) g_wrapped.bias_grad = w_bias_grad;
     if (g_inner->argmax_rows) g_wrapped.argmax_rows = w_argmax;
+    if (g_inner->matmul16) g_wrapped.matmul16 = w_matmul16;
+    if (g_inner->softmax_xent16) g_wrapped.softmax_xent16 = w_xent16;
     g_wrapped.gelu_fwd = w_gelu_fwd;
     g_wrapped.gelu_bwd = w_gelu_bwd;
     g_wrapped.add = w_add;

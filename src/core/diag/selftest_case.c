@@ -58,6 +58,8 @@ static st_stats compare(const float *d, const float *c, size_t n) {
 }
 
 
+int st_prec(void) { return g_prec; }
+
 /* the outputs of one run of the case on be, rounded by be to the precision (its round_to) */
 static void run_rounded(zt_backend *be, st_case *k, st_fn fn, float **outs) {
     fn(be, k, outs);

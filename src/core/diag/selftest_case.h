@@ -46,6 +46,8 @@ float *st_ints(size_t n, int hi);
 void st_add_in(st_case *k, float *x, size_t n);
 void st_add_in_int(st_case *k, float *x, size_t n);
 void st_add_out(st_case *k, const char *name, size_t n);
+/* the precision the current case runs in (ZT_PREC_*: st_check_case's prec) */
+int st_prec(void);
 /* runs one case on cpu, dev, dev in precision prec; prints one row per output; returns the failed outputs */
 int st_check_case(st_case *k, st_fn fn, zt_backend *cpu, zt_backend *dev, int prec, FILE *out);
 

@@ -14,6 +14,7 @@
 #include "core/diag/selftest.h"
 #include "core/diag/selftest_case.h"
 #include "core/diag/selftest_encoder.h"
+#include "core/diag/selftest_store16.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -619,7 +620,7 @@ static void b_sumsq(st_case *k, int v) {
    (rmsnorm_*, rope, swiglu_*) is optional as a whole, and a backend that has it takes NKV < NH in its attention
    slots (iface/backend.h): the grouped-query rows need it on the device (and decoding / the fused slots as well) */
 enum { NEED_NONE, NEED_FUSED_DEV, NEED_DECODE, NEED_GEMV, NEED_LLAMA, NEED_LLAMA_DECODE, NEED_LLAMA_FUSED_DEV,
-       NEED_MATMUL_LD, NEED_ADAMW_MULTI, NEED_ENCODER };
+       NEED_MATMUL_LD, NEED_ADAMW_MULTI, NEED_ENCODER, NEED_STORE16 };
 
 typedef struct st_row {
     st_build build;
@@ -675,6 +676,9 @@ static const st_row g_rows[] = {
     {st_b_gelu_erf, st_op_gelu_erf, 1, NEED_ENCODER, "gelu_erf_fwd, gelu_erf_bwd"},
     {st_b_bias, st_op_bias, 1, NEED_ENCODER, "bias_add, bias_grad"},
     {st_b_argmax_rows, st_op_argmax_rows, 1, NEED_ENCODER, "argmax_rows"},
+    /* 2-byte logits (bf16 / fp16 only; selftest_store16.c): last, for the same reason */
+    {st_b_matmul16, st_op_matmul16, 3, NEED_STORE16, "matmul16"},
+    {st_b_xent16, st_op_xent16, 1, NEED_STORE16, "softmax_xent16"},
 };
 
 static int has_llama(const zt_backend *be) {
@@ -699,6 +703,7 @@ static int row_supported(const st_row *r, const zt_backend *cpu, const zt_backen
     case NEED_MATMUL_LD: return cpu->i->matmul_ld && dev->i->matmul_ld;
     case NEED_ADAMW_MULTI: return cpu->i->adamw_multi && dev->i->adamw_multi;
     case NEED_ENCODER: return has_encoder(cpu->i) && has_encoder(dev->i);
+    case NEED_STORE16: return cpu->i->matmul16 && dev->i->matmul16 && cpu->i->softmax_xent16 && dev->i->softmax_xent16;
     default: return 1;
     }
 }
@@ -719,6 +724,7 @@ int zt_selftest_ops(zt_backend *cpu, zt_backend *dev, int prec, FILE *out) {
                 zt_selftest_prec_name(prec), "");
     for (size_t i = 0; i < sizeof g_rows / sizeof g_rows[0]; i++) {
         const st_row *r = &g_rows[i];
+        if (r->need == NEED_STORE16 && prec == ZT_PREC_FP32) continue; /* 2-byte storage: bf16 / fp16 runs only */
         if (!row_supported(r, cpu, dev)) {
             if (r->need == NEED_DECODE && out)
                 fprintf(out, "%-26s not supported by this backend (optional)\n", "attention_decode");

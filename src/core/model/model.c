@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "iface/op_math.h"
 #include "util/util.h"
 
 
@@ -96,12 +97,41 @@ static float mean_loss(const float *losses, int N) {
     return (float)(sum / N);
 }
 
+/* whether the logits are 2-byte words (opt.logits16 in a bf16/fp16 run) */
+static int logits16(const zt_model *m) { return m->opt.logits16 && m->prec != ZT_PREC_FP32; }
+
+/* softmax + cross-entropy of the stored logits into losses (N); unless dscale == 0 the dlogits left in their place,
+   stored in the working precision */
+static void xent(zt_model *m, float *losses, int N, float dscale) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int V = m->s.vocab_size, Vp = m->s.padded_vocab;
+    zt_acts *a = &m->a;
+    if (logits16(m)) {
+        f->softmax_xent16(be, losses, a->logits, a->targets, N, V, Vp, dscale, m->prec);
+        return;
+    }
+    f->softmax_xent(be, losses, a->logits, a->targets, N, V, Vp, dscale);
+    if (dscale != 0.0f) RND(a->logits, (size_t)N * Vp);
+}
+
+void zt_model_logits_to_host(zt_model *m, float *out, size_t n) {
+    zt_backend *be = m->be;
+    if (!logits16(m)) {
+        be->i->to_host(be, out, m->a.logits, n * sizeof(float));
+        return;
+    }
+    uint16_t *h = zt_malloc((n ? n : 1) * sizeof(uint16_t));
+    be->i->to_host(be, h, m->a.logits, n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) out[i] = m->prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(h[i]) : zt_fp16_bits_to_f32(h[i]);
+    free(h);
+}
+
 /* row >= 0: the losses stay in loss row `row` on the device (no host sync); returns 0 */
 static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float dscale, int row) {
     zt_backend *be = m->be;
     const zt_backend_i *f = be->i;
-    const int L = m->s.n_layer, C = m->s.n_embd;
-    const int V = m->s.vocab_size, Vp = m->s.padded_vocab;
+    const int L = m->s.n_layer, C = m->s.n_embd, Vp = m->s.padded_vocab;
     ZT_ASSERT(B <= m->max_B && T <= m->max_T);
     const int N = B * T;
     const size_t NC = (size_t)N * C;
@@ -130,16 +160,19 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     const float *res = a->residual3 + (size_t)(L - 1) * NC;
     norm_fwd(m, a->lnf, a->lnf_mean, a->lnf_rstd, res, T_(L, 0), T_(L, 1), N);
     RND(a->lnf, NC);
-    /* logits(N, Vp) = lnf(N, C) @ head(Vp, C)^T */
+    /* logits(N, Vp) = lnf(N, C) @ head(Vp, C)^T, stored in the working precision (2-byte words with logits16) */
     zt_model_need_wte(m);
-    f->matmul(be, a->logits, a->lnf, P(head_idx(m)), N, Vp, C, 0, 1, 1.0f, 0.0f);
-    RND(a->logits, (size_t)N * Vp);
+    if (logits16(m)) {
+        f->matmul16(be, a->logits, 1, a->lnf, 0, P(head_idx(m)), N, Vp, C, 0, 1, m->prec);
+    } else {
+        f->matmul(be, a->logits, a->lnf, P(head_idx(m)), N, Vp, C, 0, 1, 1.0f, 0.0f);
+        RND(a->logits, (size_t)N * Vp);
+    }
     m->dlogits_ready = 0;
     if (!targets) return -1.0f;
     /* the loss is fp32 arithmetic on the stored logits; the dlogits it leaves are stored (rounded) */
     float *losses = row >= 0 ? m->loss_rows + (size_t)row * m->max_B * m->max_T : a->losses;
-    f->softmax_xent(be, losses, a->logits, a->targets, N, V, Vp, dscale / (float)N);
-    if (dscale != 0.0f) RND(a->logits, (size_t)N * Vp);
+    xent(m, losses, N, dscale / (float)N);
     m->dlogits_ready = dscale != 0.0f;
     m->dlogits_scale = dscale;
     if (row >= 0) {
@@ -210,13 +243,15 @@ static void head_bwd(zt_model *m, int N) {
         BEFORE(h, h);
         /* dhead(Vp, C) = dlogits^T @ lnf (a tied wte: the embedding backward adds to it later; rounded once, after
            it) */
-        f->matmul(be, G(h), a->logits, a->lnf, Vp, C, N, 1, 0, 1.0f, 0.0f);
+        if (logits16(m)) f->matmul16(be, G(h), 0, a->logits, 1, a->lnf, Vp, C, N, 1, 0, m->prec);
+        else f->matmul(be, G(h), a->logits, a->lnf, Vp, C, N, 1, 0, 1.0f, 0.0f);
         if (h != ZT_P_WTE) RND(G(h), m->table.t[h].numel);
     }
     /* dlnf(N, C) = dlogits(N, Vp) @ head(Vp, C) */
     zt_model_need_fixed(m);
     zt_model_need_wte(m);
-    f->matmul(be, a->dbtc, a->logits, P(h), N, C, Vp, 0, 0, 1.0f, 0.0f);
+    if (logits16(m)) f->matmul16(be, a->dbtc, 0, a->logits, 1, P(h), N, C, Vp, 0, 0, m->prec);
+    else f->matmul(be, a->dbtc, a->logits, P(h), N, C, Vp, 0, 0, 1.0f, 0.0f);
     RND(a->dbtc, (size_t)N * C);
 }
 
@@ -305,7 +340,6 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     zt_backend *be = m->be;
     const zt_backend_i *f = be->i;
     const int L = m->s.n_layer, C = m->s.n_embd;
-    const int V = m->s.vocab_size, Vp = m->s.padded_vocab;
     const int N = m->B * m->T;
     const size_t NC = (size_t)N * C;
     zt_acts *a = &m->a;
@@ -317,10 +351,7 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     }
     const int lnf = T_(L, 0), lnf_b = T_(L, 1);
     /* dlogits in place of the logits; d(mean loss) = dloss_scale / N per position */
-    if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) {
-        f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dloss_scale / (float)N);
-        RND(a->logits, (size_t)N * Vp);
-    }
+    if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) xent(m, a->losses, N, dloss_scale / (float)N);
     m->dlogits_ready = 0;
     head_bwd(m, N);
     f->zero(be, a->dres, NC * sizeof(float));

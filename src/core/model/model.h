@@ -101,6 +101,10 @@ typedef struct zt_model_opts {
        backward fetch each part through zt_model.src as they reach it (a layer's gather is started one layer ahead
        into the other slot) and fetch it again after the parameters change */
     int sharded;
+    /* 2-byte logits (a bf16/fp16 decoder run): the LM head's logits and the dlogits left in their place are 2-byte
+       words of the precision (the same values the float32 buffer held after its round_to), made, read and
+       overwritten by the matmul16 / softmax_xent16 slots; zt_model_logits_to_host widens them */
+    int logits16;
 } zt_model_opts;
 
 /* where a sharded model's parameters come from: start() begins bringing flat elements [off, off + n) as fp32 into
@@ -238,6 +242,9 @@ void zt_model_loss_rows_read(zt_model *m, int n, float *out);
    dloss_scale multiplies d(mean loss), the returned loss: 1/K for K accumulated micro-batches; each position's
    gradient is scaled by dloss_scale / (B*T), and an ignored position has none. */
 void zt_model_backward(zt_model *m, float dloss_scale);
+
+/* the first n logits of the last forward, as float32, into host memory (waits for the device) */
+void zt_model_logits_to_host(zt_model *m, float *out, size_t n);
 
 /* the model's parameters as a checkpoint view without optimizer state: loads read the whole
    buffer on every rank; a writer sets lo/hi to its part */

@@ -86,7 +86,7 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, const zt
     SLOT(lnf, BT * C);
     SLOT(lnf_mean, BT);
     SLOT(lnf_rstd, BT);
-    SLOT(logits, BT * Vp);
+    SLOT(logits, o->logits16 && !s->encoder ? (BT * Vp + 1) / 2 : BT * Vp); /* 2-byte words, or float32 */
     SLOT(losses, BT);
     SLOT(dres, BT * C);
     SLOT(dbt4c, BT * I);

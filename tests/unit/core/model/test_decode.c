@@ -88,7 +88,7 @@ static float *full_logits(fixture *fx, const int32_t *tokens, int T) {
     zt_model_forward(&fx->m, tokens, NULL, 1, T);
     const size_t n = (size_t)T * fx->s.padded_vocab;
     float *h = zt_malloc(n * sizeof(float));
-    fx->be->i->to_host(fx->be, h, fx->m.a.logits, n * sizeof(float));
+    zt_model_logits_to_host(&fx->m, h, n);
     fx->be->i->sync(fx->be);
     return h;
 }
