@@ -190,10 +190,12 @@ struct PackJob {
     size_t start[kPackMax + 1]; // start[n]: the total
 };
 constexpr int kPackThreads = 256;
+static_assert(kPackThreads == kColThreads, "pack16_colsum_kernel runs colsum_kernel's blocks at the packing's block size");
 constexpr unsigned kPackMaxBlocks = 16384; // grid-stride beyond
-__global__ void pack16_multi_kernel(PackJob job, int prec) {
+// the packing done by block `block` of `nblocks` (kPackThreads threads each)
+__device__ __forceinline__ void pack_elems(const PackJob &job, int prec, unsigned block, unsigned nblocks) {
     const size_t total = job.start[job.n];
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = (size_t)block * kPackThreads + threadIdx.x; i < total; i += (size_t)nblocks * kPackThreads) {
         int k = 0;
         while (i >= job.start[k + 1]) k++;
         const size_t e = i - job.start[k];
@@ -201,6 +203,12 @@ __global__ void pack16_multi_kernel(PackJob job, int prec) {
         const float v = job.x[k][(e / cols) * job.ld[k] + e % cols];
         job.out[k][e] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(v) : zt_f32_to_fp16_bits(v);
     }
+}
+__global__ void pack16_multi_kernel(PackJob job, int prec) { pack_elems(job, prec, blockIdx.x, gridDim.x); }
+// blocks of the pack for a total of n elements (grid-stride beyond kPackMaxBlocks)
+unsigned pack_blocks(size_t n) {
+    const size_t nb = (n + kPackThreads - 1) / kPackThreads;
+    return (unsigned)(nb < kPackMaxBlocks ? nb : kPackMaxBlocks);
 }
 
 // the operands of one or two products packed dense in one launch: add() each (one of no elements is left out), then
@@ -221,9 +229,7 @@ struct Packs {
     void launch(cudaStream_t s, int prec) {
         const size_t total = job.start[job.n];
         if (total == 0) return;
-        const size_t nb = (total + kPackThreads - 1) / kPackThreads;
-        ZT_LAUNCH(pack16_multi_kernel, (unsigned)(nb < kPackMaxBlocks ? nb : kPackMaxBlocks), kPackThreads, 0, s, job,
-                  prec);
+        ZT_LAUNCH(pack16_multi_kernel, pack_blocks(total), kPackThreads, 0, s, job, prec);
         GM_LAUNCH_CHECK("pack16_multi_kernel");
     }
 };
@@ -231,19 +237,36 @@ struct Packs {
 // dbias in one launch: block (x, p) sums rows [p*kBiasRows, (p+1)*kBiasRows) of its columns in order into
 // part(nparts, OC); the last of column block x's nparts blocks to finish (ticket x, zt_cu_last_block) sums the
 // partials p = 0, 1, ... in order into out. The sums of a partial kernel and a final kernel: the same bits.
-__global__ void colsum_kernel(float *out, float *part, unsigned *tickets, const float *x, int N, int OC) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    const int p = blockIdx.y, n0 = p * kBiasRows, n1 = min(n0 + kBiasRows, N);
-    if (j < OC) {
+struct ColsumJob {
+    float *out, *part;
+    unsigned *tickets;
+    const float *x;
+    int N, OC, cblocks, nparts; // cblocks column blocks of kColThreads, nparts row blocks
+};
+__device__ __forceinline__ void colsum_block(const ColsumJob &c, int bx, int p) {
+    const int j = bx * kColThreads + threadIdx.x;
+    const int n0 = p * kBiasRows, n1 = min(n0 + kBiasRows, c.N);
+    if (j < c.OC) {
         float acc = 0.0f;
-        for (int n = n0; n < n1; n++) acc += x[(size_t)n * OC + j];
-        part[(size_t)p * OC + j] = acc;
+        for (int n = n0; n < n1; n++) acc += c.x[(size_t)n * c.OC + j];
+        c.part[(size_t)p * c.OC + j] = acc;
     }
-    if (!zt_cu_last_block(tickets + blockIdx.x, gridDim.y) || j >= OC) return;
-    const volatile float *vp = part; // the other blocks' partials
+    if (!zt_cu_last_block(c.tickets + bx, (unsigned)c.nparts) || j >= c.OC) return;
+    const volatile float *vp = c.part; // the other blocks' partials
     float acc = 0.0f;
-    for (int q = 0; q < (int)gridDim.y; q++) acc += vp[(size_t)q * OC + j];
-    out[j] = acc;
+    for (int q = 0; q < c.nparts; q++) acc += vp[(size_t)q * c.OC + j];
+    c.out[j] = acc;
+}
+__global__ void colsum_kernel(ColsumJob c) { colsum_block(c, blockIdx.x, blockIdx.y); }
+// linear backward's packing and its bias gradient in one launch (both read dout): blocks [0, npack) pack, the rest are
+// colsum_kernel's blocks, column block b % cblocks and row block b / cblocks of b = blockIdx.x - npack
+__global__ void pack16_colsum_kernel(PackJob job, int prec, ColsumJob c, unsigned npack) {
+    if (blockIdx.x < npack) {
+        pack_elems(job, prec, blockIdx.x, npack);
+        return;
+    }
+    const unsigned b = blockIdx.x - npack;
+    colsum_block(c, (int)(b % (unsigned)c.cblocks), (int)(b / (unsigned)c.cblocks));
 }
 
 // N == 0: dbias is zero
@@ -651,6 +674,12 @@ void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, flo
     if (C <= 0 || OC <= 0) return;
     // dinp(N, C) = dout(N, OC) @ w(C, OC)^T; dw(C, OC) = inp(N, C)^T @ dout(N, OC). bf16 / fp16: dout (dense (N, OC)
     // in both products), w and inp packed in one launch for the two
+    // dbias: the column sums of dout (colsum_kernel), in the packing's launch when there is one
+    ColsumJob cj = {dbias, static_cast<float *>(scratch), tickets, dout, N, OC, (int)blocks_for(OC, kColThreads),
+                    N > 0 ? bias_parts(N) : 0};
+    if (dbias && N > 0)
+        ZT_ASSERT(scratch != nullptr && tickets != nullptr && cj.nparts <= 65535 && cj.cblocks <= kCuTickets);
+    bool dbias_done = !dbias;
     const uint16_t *dout16 = nullptr, *w16 = nullptr, *inp16 = nullptr;
     if (N > 0 && g->prec != ZT_PREC_FP32) {
         uint16_t *pd = h16_buf(g, 2, (size_t)N * OC), *pw = h16_buf(g, 1, (size_t)C * OC),
@@ -659,23 +688,28 @@ void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, flo
         pk.add(pd, dout, N, OC, OC);
         pk.add(pw, w, C, OC, OC);
         pk.add(pi, inp, N, C, C);
-        pk.launch(s, g->prec);
+        if (dbias) {
+            const unsigned npack = pack_blocks(pk.job.start[pk.job.n]);
+            ZT_LAUNCH(pack16_colsum_kernel, npack + (unsigned)(cj.cblocks * cj.nparts), kPackThreads, 0, s, pk.job,
+                      g->prec, cj, npack);
+            GM_LAUNCH_CHECK("pack16_colsum_kernel");
+            dbias_done = true;
+        } else {
+            pk.launch(s, g->prec);
+        }
         dout16 = pd, w16 = pw, inp16 = pi;
     }
     if (N > 0)
         gemm(g, s, dinp, dout, w, nullptr, N, C, OC, 0, 1, 1.0f, accumulate_dinp ? 1.0f : 0.0f,
              dense_ld(N, C, OC, 0, 1), dout16, w16);
     gemm(g, s, dw, inp, dout, nullptr, C, OC, N, 1, 0, 1.0f, 0.0f, dense_ld(C, OC, N, 1, 0), inp16, dout16);
-    if (!dbias) return;
+    if (dbias_done) return;
     if (N <= 0) {
         ZT_LAUNCH(colsum_zero_kernel, blocks_for(OC, kColThreads), kColThreads, 0, s, dbias, OC);
         GM_LAUNCH_CHECK("colsum_zero_kernel");
         return;
     }
-    const int nparts = bias_parts(N);
-    ZT_ASSERT(scratch != nullptr && tickets != nullptr && nparts <= 65535 && blocks_for(OC, kColThreads) <= kCuTickets);
-    ZT_LAUNCH(colsum_kernel, dim3(blocks_for(OC, kColThreads), nparts), kColThreads, 0, s, dbias,
-              static_cast<float *>(scratch), tickets, dout, N, OC);
+    ZT_LAUNCH(colsum_kernel, dim3((unsigned)cj.cblocks, (unsigned)cj.nparts), kColThreads, 0, s, cj);
     GM_LAUNCH_CHECK("colsum_kernel");
 }
 

@@ -4,8 +4,9 @@
 // gradient, each row's argmax. One source, two builds: nvcc (GPU) and g++ against the host execution harness
 // (ZT_HOSTEXEC), which runs every launch on the CPU.
 //
-// Determinism: no floating-point atomics. Elementwise ops are one thread per element (grid-stride
-// loops); every reduction is done by one block with a fixed tree (per-thread strided partials, a
+// Determinism: no floating-point atomics. Elementwise ops are grid-stride loops, 4 elements a thread with 128-bit
+// loads and stores where every pointer is 16-byte aligned (the heaviest ones: add, accumulate, round_to, GELU,
+// pack16 / unpack16), else one; every reduction is done by one block with a fixed tree (per-thread strided partials, a
 // warp xor-butterfly, then the per-warp partials by the same butterfly) or by one thread in a fixed
 // order, so the bits never depend on block scheduling. The bias gradient is one thread per column adding the rows in
 // order (the cpu backend's zt_cpu_colsum: the same bits); argmax is one warp per row whose lanes' candidates meet in
@@ -55,6 +56,14 @@ unsigned elem_blocks(size_t n) {
     return (unsigned)(b < kElemMaxBlocks ? b : kElemMaxBlocks);
 }
 
+// the 4-element vectors of an elementwise call over n elements: n / 4 when every pointer given is aligned to its
+// vector (16 bytes for float, 8 for 2-byte words: align), else 0; and the blocks for them and the tail
+bool aligned(const void *p, size_t align) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % align == 0; }
+size_t vec4_count(size_t n, const void *a, const void *b = nullptr, const void *c = nullptr, size_t align_c = 16) {
+    return aligned(a, 16) && aligned(b, 16) && aligned(c, align_c) ? n / 4 : 0;
+}
+unsigned vec4_blocks(size_t n, size_t n4) { return elem_blocks(n4 > n - 4 * n4 ? n4 : n - 4 * n4); }
+
 // ---------------------------------------------------------------------------------------------
 // Block reductions with a fixed tree. blockDim.x is a multiple of 32 (at most 1024); sh holds 32
 // partials. Every lane of a warp ends with the same bits (a + b == b + a), and every warp reduces
@@ -93,13 +102,32 @@ __device__ T block_reduce(T v, T *sh, T identity, Op op) {
 // unchanged), the round_to that follows the op fused into it (cuda_backend.cu)
 // exact (uniform over the launch): BERT's erf GELU instead of the tanh approximation. dinp may be dout: each
 // thread reads its element's dout before writing its dinp
-__global__ void k_gelu_fwd(float *out, const float *inp, size_t n, int prec, int exact) {
-    ZT_GRID_STRIDE(i, n) out[i] = zt_round_prec(exact ? zt_gelu_erf(inp[i]) : zt_gelu(inp[i]), prec);
+// 128-bit accesses: an elementwise kernel takes n4 vectors of 4 elements (float4; uint2 for 2-byte words) when
+// every pointer of the call is 16-byte aligned (n4 = n / 4, computed on the host: vec4_count), then elements
+// [4 n4, n) one by one. The same formula on each element either way: the same bits.
+__device__ __forceinline__ float4 ld4(const float *p, size_t k) { return reinterpret_cast<const float4 *>(p)[k]; }
+__device__ __forceinline__ void st4(float *p, size_t k, float4 v) { reinterpret_cast<float4 *>(p)[k] = v; }
+#define ZT_TAIL(i, n4, n) ZT_GRID_STRIDE(t_##i, (n) - 4 * (n4)) if (const size_t i = 4 * (n4) + t_##i; true)
+
+__device__ __forceinline__ float gelu_f(float x, int exact) { return exact ? zt_gelu_erf(x) : zt_gelu(x); }
+__device__ __forceinline__ float gelu_g(float x, int exact) { return exact ? zt_gelu_erf_grad(x) : zt_gelu_grad(x); }
+
+__global__ void k_gelu_fwd(float *out, const float *inp, size_t n, size_t n4, int prec, int exact) {
+    ZT_GRID_STRIDE(k, n4) {
+        const float4 x = ld4(inp, k);
+        st4(out, k, make_float4(zt_round_prec(gelu_f(x.x, exact), prec), zt_round_prec(gelu_f(x.y, exact), prec),
+                                zt_round_prec(gelu_f(x.z, exact), prec), zt_round_prec(gelu_f(x.w, exact), prec)));
+    }
+    ZT_TAIL(i, n4, n) out[i] = zt_round_prec(gelu_f(inp[i], exact), prec);
 }
 
-__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n, int prec, int exact) {
-    ZT_GRID_STRIDE(i, n)
-    dinp[i] = zt_round_prec((exact ? zt_gelu_erf_grad(inp[i]) : zt_gelu_grad(inp[i])) * dout[i], prec);
+__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n, size_t n4, int prec, int exact) {
+    ZT_GRID_STRIDE(k, n4) {
+        const float4 x = ld4(inp, k), d = ld4(dout, k);
+        st4(dinp, k, make_float4(zt_round_prec(gelu_g(x.x, exact) * d.x, prec), zt_round_prec(gelu_g(x.y, exact) * d.y, prec),
+                                 zt_round_prec(gelu_g(x.z, exact) * d.z, prec), zt_round_prec(gelu_g(x.w, exact) * d.w, prec)));
+    }
+    ZT_TAIL(i, n4, n) dinp[i] = zt_round_prec(gelu_g(inp[i], exact) * dout[i], prec);
 }
 
 // out(N, OC) += bias(OC), n = N OC elements
@@ -133,28 +161,58 @@ __global__ void __launch_bounds__(32 * kArgmaxWarps) k_argmax_rows(int32_t *idx,
     if (lane == 0) idx[row] = bj == INT32_MAX ? 0 : bj;
 }
 
-__global__ void k_add(float *out, const float *a, const float *b, size_t n, int prec) {
-    ZT_GRID_STRIDE(i, n) out[i] = zt_round_prec(a[i] + b[i], prec);
+__global__ void k_add(float *out, const float *a, const float *b, size_t n, size_t n4, int prec) {
+    ZT_GRID_STRIDE(k, n4) {
+        const float4 x = ld4(a, k), y = ld4(b, k);
+        st4(out, k, make_float4(zt_round_prec(x.x + y.x, prec), zt_round_prec(x.y + y.y, prec),
+                                zt_round_prec(x.z + y.z, prec), zt_round_prec(x.w + y.w, prec)));
+    }
+    ZT_TAIL(i, n4, n) out[i] = zt_round_prec(a[i] + b[i], prec);
 }
 
-__global__ void k_accumulate(float *acc, const float *x, size_t n) {
-    ZT_GRID_STRIDE(i, n) acc[i] += x[i];
+__global__ void k_accumulate(float *acc, const float *x, size_t n, size_t n4) {
+    ZT_GRID_STRIDE(k, n4) {
+        const float4 a = ld4(acc, k), y = ld4(x, k);
+        st4(acc, k, make_float4(a.x + y.x, a.y + y.y, a.z + y.z, a.w + y.w));
+    }
+    ZT_TAIL(i, n4, n) acc[i] += x[i];
 }
 
-__global__ void k_round_bf16(float *x, size_t n) {
-    ZT_GRID_STRIDE(i, n) x[i] = zt_round_bf16(x[i]);
+__global__ void k_round(float *x, size_t n, size_t n4, int prec) {
+    ZT_GRID_STRIDE(k, n4) {
+        const float4 v = ld4(x, k);
+        st4(x, k, make_float4(zt_round_prec(v.x, prec), zt_round_prec(v.y, prec), zt_round_prec(v.z, prec),
+                              zt_round_prec(v.w, prec)));
+    }
+    ZT_TAIL(i, n4, n) x[i] = zt_round_prec(x[i], prec);
 }
 
-__global__ void k_round_fp16(float *x, size_t n) {
-    ZT_GRID_STRIDE(i, n) x[i] = zt_round_fp16(x[i]);
+__device__ __forceinline__ uint16_t pack1(float f, int prec) {
+    return prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(f) : zt_f32_to_fp16_bits(f);
+}
+__device__ __forceinline__ float unpack1(uint16_t h, int prec) {
+    return prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(h) : zt_fp16_bits_to_f32(h);
 }
 
-__global__ void k_pack16(uint16_t *out, const float *x, size_t n, int prec) {
-    ZT_GRID_STRIDE(i, n) out[i] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(x[i]) : zt_f32_to_fp16_bits(x[i]);
+// 4 words a vector: out (uint2) 8-byte aligned, x 16-byte aligned
+__global__ void k_pack16(uint16_t *out, const float *x, size_t n, size_t n4, int prec) {
+    ZT_GRID_STRIDE(k, n4) {
+        const float4 v = ld4(x, k);
+        uint2 w;
+        w.x = (unsigned)pack1(v.x, prec) | (unsigned)pack1(v.y, prec) << 16;
+        w.y = (unsigned)pack1(v.z, prec) | (unsigned)pack1(v.w, prec) << 16;
+        reinterpret_cast<uint2 *>(out)[k] = w;
+    }
+    ZT_TAIL(i, n4, n) out[i] = pack1(x[i], prec);
 }
 
-__global__ void k_unpack16(float *out, const uint16_t *x, size_t n, int prec) {
-    ZT_GRID_STRIDE(i, n) out[i] = prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(x[i]) : zt_fp16_bits_to_f32(x[i]);
+__global__ void k_unpack16(float *out, const uint16_t *x, size_t n, size_t n4, int prec) {
+    ZT_GRID_STRIDE(k, n4) {
+        const uint2 w = reinterpret_cast<const uint2 *>(x)[k];
+        st4(out, k, make_float4(unpack1((uint16_t)(w.x & 0xffffu), prec), unpack1((uint16_t)(w.x >> 16), prec),
+                                unpack1((uint16_t)(w.y & 0xffffu), prec), unpack1((uint16_t)(w.y >> 16), prec)));
+    }
+    ZT_TAIL(i, n4, n) out[i] = unpack1(x[i], prec);
 }
 
 __global__ void k_add_zero_copy(float *out, const float *in, size_t n) {
@@ -377,13 +435,15 @@ size_t embed_sort_len(int B, int T) {
 
 void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec, int exact) {
     if (n == 0) return;
-    ZT_LAUNCH(k_gelu_fwd, elem_blocks(n), kElemThreads, 0, s, out, inp, n, prec, exact);
+    const size_t n4 = vec4_count(n, out, inp);
+    ZT_LAUNCH(k_gelu_fwd, vec4_blocks(n, n4), kElemThreads, 0, s, out, inp, n, n4, prec, exact);
     check_launch("gelu_fwd");
 }
 
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec, int exact) {
     if (n == 0) return;
-    ZT_LAUNCH(k_gelu_bwd, elem_blocks(n), kElemThreads, 0, s, dinp, inp, dout, n, prec, exact);
+    const size_t n4 = vec4_count(n, dinp, inp, dout);
+    ZT_LAUNCH(k_gelu_bwd, vec4_blocks(n, n4), kElemThreads, 0, s, dinp, inp, dout, n, n4, prec, exact);
     check_launch("gelu_bwd");
 }
 
@@ -410,13 +470,15 @@ void zt_cu_argmax_rows(cudaStream_t s, int32_t *idx, const float *x, int N, int 
 
 void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec) {
     if (n == 0) return;
-    ZT_LAUNCH(k_add, elem_blocks(n), kElemThreads, 0, s, out, a, b, n, prec);
+    const size_t n4 = vec4_count(n, out, a, b);
+    ZT_LAUNCH(k_add, vec4_blocks(n, n4), kElemThreads, 0, s, out, a, b, n, n4, prec);
     check_launch("add");
 }
 
 void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n) {
     if (n == 0) return;
-    ZT_LAUNCH(k_accumulate, elem_blocks(n), kElemThreads, 0, s, acc, x, n);
+    const size_t n4 = vec4_count(n, acc, x);
+    ZT_LAUNCH(k_accumulate, vec4_blocks(n, n4), kElemThreads, 0, s, acc, x, n, n4);
     check_launch("accumulate");
 }
 
@@ -512,22 +574,24 @@ void zt_cu_adamw_multi(cudaStream_t s, float *param, const float *grad, float *m
 
 void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec) {
     if (n == 0 || prec == ZT_PREC_FP32) return;
-    if (prec == ZT_PREC_BF16) ZT_LAUNCH(k_round_bf16, elem_blocks(n), kElemThreads, 0, s, x, n);
-    else ZT_LAUNCH(k_round_fp16, elem_blocks(n), kElemThreads, 0, s, x, n);
+    const size_t n4 = vec4_count(n, x);
+    ZT_LAUNCH(k_round, vec4_blocks(n, n4), kElemThreads, 0, s, x, n, n4, prec);
     check_launch("round_to");
 }
 
 void zt_cu_pack16(cudaStream_t s, uint16_t *out, const float *x, size_t n, int prec) {
     if (n == 0) return;
     ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
-    ZT_LAUNCH(k_pack16, elem_blocks(n), kElemThreads, 0, s, out, x, n, prec);
+    const size_t n4 = vec4_count(n, x, nullptr, out, 8);
+    ZT_LAUNCH(k_pack16, vec4_blocks(n, n4), kElemThreads, 0, s, out, x, n, n4, prec);
     check_launch("pack16");
 }
 
 void zt_cu_unpack16(cudaStream_t s, float *out, const uint16_t *x, size_t n, int prec) {
     if (n == 0) return;
     ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
-    ZT_LAUNCH(k_unpack16, elem_blocks(n), kElemThreads, 0, s, out, x, n, prec);
+    const size_t n4 = vec4_count(n, out, nullptr, x, 8);
+    ZT_LAUNCH(k_unpack16, vec4_blocks(n, n4), kElemThreads, 0, s, out, x, n, n4, prec);
     check_launch("unpack16");
 }
 

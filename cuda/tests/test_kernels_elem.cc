@@ -375,6 +375,45 @@ void test_pack16(size_t n, Rng &r) {
     }
 }
 
+// 128-bit paths: every vectorised elementwise kernel (add, accumulate, round_to, gelu fwd / bwd, pack16, unpack16)
+// on 16-byte aligned buffers (4 elements a thread, then the tail) and on the same values one element off alignment
+// (one element a thread): the same bits (the cases above check the aligned path against the cpu backend)
+void test_vec4_paths(size_t n, Rng &r) {
+    std::vector<float> a0 = rand_vec(r, n + 1, -4.0f, 4.0f), b0 = rand_vec(r, n + 1, -4.0f, 4.0f);
+    std::vector<std::vector<unsigned char>> got[2]; // [aligned, off by one]: each op's output bytes
+    for (int off = 0; off < 2; off++) {
+        std::vector<float> a(n + 1), b(n + 1), o(n + 1);
+        std::vector<uint16_t> h(n + 1);
+        memcpy(a.data() + off, a0.data(), n * 4);
+        memcpy(b.data() + off, b0.data(), n * 4);
+        float *pa = a.data() + off, *pb = b.data() + off, *po = o.data() + off;
+        auto keep = [&](const void *p, size_t bytes) {
+            got[off].emplace_back((const unsigned char *)p, (const unsigned char *)p + bytes);
+        };
+        zt_cu_add(kStream, po, pa, pb, n, ZT_PREC_BF16);
+        keep(po, n * 4);
+        zt_cu_gelu_fwd(kStream, po, pa, n, ZT_PREC_FP16, 0);
+        keep(po, n * 4);
+        zt_cu_gelu_bwd(kStream, po, pa, pb, n, ZT_PREC_BF16, 1);
+        keep(po, n * 4);
+        zt_cu_pack16(kStream, h.data() + off, pa, n, ZT_PREC_BF16);
+        keep(h.data() + off, n * 2);
+        zt_cu_unpack16(kStream, po, h.data() + off, n, ZT_PREC_BF16);
+        keep(po, n * 4);
+        zt_cu_accumulate(kStream, pa, pb, n);
+        keep(pa, n * 4);
+        zt_cu_round_to(kStream, pa, n, ZT_PREC_FP16);
+        keep(pa, n * 4);
+    }
+    static const char *const names[] = {"add", "gelu_fwd", "gelu_bwd", "pack16", "unpack16", "accumulate", "round_to"};
+    std::string bad;
+    for (size_t k = 0; k < got[0].size(); k++)
+        if (got[0][k] != got[1][k]) bad += std::string(bad.empty() ? "" : ", ") + names[k];
+    if (bad.empty()) check_pass("vec4_paths n=%zu: add, gelu fwd/bwd, pack16, unpack16, accumulate, round_to give the "
+                                "same bits aligned (128-bit) and off alignment (scalar)", n);
+    else check_fail("vec4_paths n=%zu: aligned and unaligned differ: %s", n, bad.c_str());
+}
+
 // dropout: op_math.h's counter-based mask, limit 0 (bits), in place and out of place, several p
 void test_dropout(size_t n, Rng &r) {
     std::vector<float> x0 = rand_vec(r, n, -2.0f, 2.0f);
@@ -743,6 +782,7 @@ int main(int argc, char **argv) {
                                      {4365, 1, 0.0f}, {4366, 300001, 0.05f}, {304370, 33, 0.1f}}, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_round_to(n, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_pack16(n, r);
+    for (size_t n : {(size_t)3, (size_t)4, (size_t)1027, (size_t)70001}) test_vec4_paths(n, r);
     for (size_t n : {(size_t)1, (size_t)100003}) test_dropout(n, r);
     test_dequant(1, 1, r);       // one element: an odd n, the padding nibble beside it
     test_dequant(7, 9, r);       // odd n = 63, one partial NF4 block

@@ -375,6 +375,32 @@ void test_gemm16(zt_cu_gemm *g, int prec, int M, int N, int K, int ta, int tb, f
                    "the unrounded fp32 product)", name, pn, cref.size(), moved);
 }
 
+// linear backward after set_precision(bf16 / fp16) on inputs of the precision: dout, w and inp packed in one launch
+// that also sums dout's columns (pack16_colsum_kernel) must give exactly the fp32 path's dinp, dw and dbias (the
+// packing is exact for such values, the reference GEMM sums in the same order, the column sums are the same code)
+void test_linear_bwd16(zt_cu_gemm *g, int prec, int N, int C, int OC, int with_bias) {
+    auto rnd = [&](float f) { return prec == ZT_PREC_BF16 ? zt_round_bf16(f) : zt_round_fp16(f); };
+    vec dy = randv((size_t)N * OC), x = randv((size_t)N * C), w = randv((size_t)C * OC), dx0 = randv((size_t)N * C);
+    for (vec *v : {&dy, &x, &w, &dx0})
+        for (float &f : *v) f = rnd(f);
+    std::vector<unsigned char> scratch(zt_cu_linear_bwd_scratch(N, OC) + 1);
+    vec dx[2], dw[2], db[2];
+    for (int p = 0; p < 2; p++) { // 0: fp32, 1: 2-byte operands
+        zt_cu_gemm_set_precision(g, p ? prec : ZT_PREC_FP32);
+        dx[p] = dx0, dw[p] = nanv((size_t)C * OC), db[p] = nanv(OC);
+        zt_cu_linear_bwd(g, 0, dx[p].data(), dw[p].data(), with_bias ? db[p].data() : nullptr, dy.data(), x.data(),
+                         w.data(), N, C, OC, 1, scratch.data(), tickets());
+    }
+    zt_cu_gemm_set_precision(g, ZT_PREC_FP32);
+    const std::string left = tickets_left();
+    const bool same = same_bits(dx[0], dx[1]) && same_bits(dw[0], dw[1]) && (!with_bias || same_bits(db[0], db[1]));
+    char name[128];
+    snprintf(name, sizeof name, "linear_bwd_%s[N%d,C%d,OC%d,bias%d]", prec == ZT_PREC_BF16 ? "bf16" : "fp16", N, C, OC,
+             with_bias);
+    if (same && left.empty()) check_pass("%s: dinp, dw%s bit-identical to the fp32 path", name, with_bias ? ", dbias" : "");
+    else check_fail("%s: %s%s", name, same ? "" : "differs from the fp32 path; ", left.c_str());
+}
+
 // matmul16 (iface/backend.h; the LM head on 2-byte logits): a as 2-byte words (a16) and / or c written as 2-byte
 // words (c16), inputs of the precision. Under the harness bitwise zt_cu_matmul on the widened operands, its c rounded
 // to the precision (the same reference kernel and packing); the cpu backend's slot bitwise its matmul + round_to;
@@ -675,6 +701,8 @@ int main(int argc, char **argv) {
             for (int tb = 0; tb < 2; tb++) test_gemm16(g, prec, 37, 45, 29, ta, tb, ta ? 0.5f : 1.0f, tb ? 1.0f : 0.0f, 0);
         test_gemm16(g, prec, 130, 192, 64, 0, 0, 1.0f, 0.0f, 1);
         test_gemm16(g, prec, 1, 3, 7, 0, 1, 1.0f, 0.0f, 0);
+        test_linear_bwd16(g, prec, 130, 37, 300, 1); // 2 column blocks x 3 row blocks beside the packing's
+        test_linear_bwd16(g, prec, 37, 29, 45, 0);
         // the LM head's three products on 2-byte logits: logits (c16), dhead (a16, ta), dlnf (a16)
         test_matmul16(g, prec, 37, 301, 29, 0, 1, 0, 1);
         test_matmul16(g, prec, 301, 29, 37, 1, 0, 1, 0);

@@ -97,17 +97,19 @@ static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const 
     flush();
     g_calls[K_LIN_BWD]++;
     if (C > 0 && OC > 0) {
-        const int pre = N > 0 && g_prec != ZT_PREC_FP32; /* dout, w and inp packed in one launch for both */
+        /* dout, w and inp packed in one launch for both products; with a bias, that launch also sums dout's columns
+           (partials per 64 rows, summed by the last block of each column block; dout read once) */
+        const int pre = N > 0 && g_prec != ZT_PREC_FP32;
+        const double parts = N > 0 ? (N + 63) / 64 : 0;
         if (pre) {
             add(K_GEMM_PACK, 1, 6.0 * ((double)N * OC + (double)C * OC + (double)N * C));
             g_calls[K_GEMM_PACK]++;
+            if (db) add(K_LIN_BWD, 0, F4 * (2.0 * parts * OC + OC));
+        } else if (db) {
+            add(K_LIN_BWD, 1, F4 * ((double)N * OC + 2.0 * parts * OC + OC));
         }
         if (N > 0) gemm_pre(K_LIN_BWD, N, C, OC, acc, 0, pre, pre); /* dinp = dout @ w^T */
         gemm_pre(K_LIN_BWD, C, OC, N, 0, 0, pre, pre);               /* dw = inp^T @ dout */
-        if (db) { /* column sums, one launch: partials per 64 rows, summed by the last block of each column block */
-            const double parts = N > 0 ? (N + 63) / 64 : 0;
-            add(K_LIN_BWD, 1, F4 * ((double)N * OC + 2.0 * parts * OC + OC));
-        }
     }
     g_inner->linear_bwd(be, di, dw, db, d, i, w, N, C, OC, acc);
 }
