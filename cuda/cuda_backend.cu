@@ -17,7 +17,9 @@
 // the memory calls, sync and the communicator's view of the stream launch a kept op first, so work runs in
 // call order. The bits are those of the op followed by round_to; ZT_CUDA_FUSE_ROUND=0 turns it off
 // (tests/e2e/test_cudasim.sh compares both). Saves one read and write of each such output (on an H200,
-// docs/gpu-status.md).
+// docs/gpu-status.md). A round_to that no op before it can take (after a cuBLASLt product) is kept as well (D_ROUND):
+// when the next call is the GELU that reads that buffer (forward: its input, backward in place: its dout), the GELU's
+// kernel rounds the values as it loads them (and the forward writes them back rounded); any other call launches it.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +43,8 @@ namespace {
 // output range (the caller's address and length) a fused round_to must name
 enum DKind {
     D_NONE, D_GELU_FWD, D_GELU_BWD, D_ADD, D_EMBED_FWD, D_XENT, D_LN_FWD, D_LN_BWD, D_ATT_FWD, D_ATT_BWD,
-    D_RMS_FWD, D_RMS_BWD, D_SWIGLU_FWD, D_SWIGLU_BWD, D_RLN_FWD
+    D_RMS_FWD, D_RMS_BWD, D_SWIGLU_FWD, D_SWIGLU_BWD, D_RLN_FWD,
+    D_ROUND // a round_to no op before it could take: kept for a GELU that reads its buffer next (in_round)
 };
 struct Deferred {
     DKind kind;
@@ -55,6 +58,7 @@ struct Deferred {
     float f;      // D_XENT: dscale; D_LN_FWD, D_RLN_FWD, D_RMS_FWD: eps
     int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
     int exact;    // D_GELU_FWD, D_GELU_BWD: the encoders' erf GELU (gelu_erf_*)
+    int in_round; // D_GELU_FWD / _BWD: the precision its input (fwd inp, bwd dout) is rounded to first; D_ROUND's
     const void *out;
     size_t out_n;
 };
@@ -93,8 +97,12 @@ cu_ctx *ctx_of(zt_backend *be) { return static_cast<cu_ctx *>(be->ctx); }
 void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
     cudaStream_t s = x->stream;
     switch (d.kind) {
-    case D_GELU_FWD: zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact); break;
-    case D_GELU_BWD: zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact); break;
+    case D_GELU_FWD: zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round); break;
+    case D_GELU_BWD: zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact, d.in_round); break;
+    case D_ROUND:
+        zt_cu_round_to(s, d.o0, d.n, d.in_round);
+        x->unfused++;
+        break;
     case D_ADD: zt_cu_add(s, d.o0, d.i0, d.i1, d.n, prec); break;
     case D_EMBED_FWD: zt_cu_embed_fwd(s, d.o0, d.tok, d.i0, d.i1, d.B, d.T, d.C, prec); break;
     case D_XENT: zt_cu_softmax_xent(s, d.o0, d.o1, d.tok, d.B, d.V, d.Vp, d.f, prec); break;
@@ -417,6 +425,14 @@ void defer_gelu(zt_backend *be, int exact, float *out, const float *inp, const f
     d.kind = dout ? D_GELU_BWD : D_GELU_FWD;
     d.o0 = dev(out); d.i0 = dev(inp); d.i1 = dev(dout); d.n = n; d.exact = exact;
     d.out = out; d.out_n = n;
+    // a kept round_to of exactly this GELU's input (forward: inp; backward in place: dout) is done in its kernel
+    cu_ctx *c = ctx_of(be);
+    const void *in = dout ? (const void *)dout : (const void *)inp;
+    if (c->pend.kind == D_ROUND && c->pend.out == in && c->pend.out_n == n && (!dout || dout == out)) {
+        d.in_round = c->pend.in_round;
+        c->pend.kind = D_NONE;
+        c->fused++;
+    }
     defer(be, d);
 }
 void b_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) { defer_gelu(be, 0, out, inp, nullptr, n); }
@@ -543,14 +559,26 @@ void b_set_precision(zt_backend *be, int prec) {
 }
 void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
     cu_ctx *c = ctx_of(be);
-    if (c->pend.kind != D_NONE && prec != ZT_PREC_FP32 && c->pend.out == x && c->pend.out_n == n) {
+    if (c->pend.kind != D_NONE && c->pend.kind != D_ROUND && prec != ZT_PREC_FP32 && c->pend.out == x &&
+        c->pend.out_n == n) {
         const Deferred d = c->pend; // the op that wrote x: launched rounding its output, which is all round_to does
         c->pend.kind = D_NONE;
         launch_deferred(c, d, prec);
         c->fused++;
         return;
     }
-    if (prec != ZT_PREC_FP32) c->unfused++;
+    if (prec == ZT_PREC_FP32) return;
+    if (c->pend.kind == D_ROUND && c->pend.out == x && c->pend.out_n == n && c->pend.in_round == prec) return;
+    flush(be);
+    if (c->prec != ZT_PREC_FP32 && c->fuse_round) { // kept: the GELU that reads x next rounds it (defer_gelu)
+        Deferred d = {};
+        d.kind = D_ROUND;
+        d.o0 = dev(x); d.n = n; d.in_round = prec;
+        d.out = x; d.out_n = n;
+        c->pend = d;
+        return;
+    }
+    c->unfused++;
     zt_cu_round_to(S, dev(x), n, prec);
 }
 void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {

@@ -59,9 +59,12 @@ __device__ __forceinline__ bool zt_cu_last_block(unsigned *ticket, unsigned n) {
 // fused attention: the op's output as a buffer of that precision stores it (zt_round_prec), the model's round_to
 // after the op fused into it (cuda_backend.cu); the same bits as the op followed by zt_cu_round_to.
 // GELU: exact = 1 the encoders' erf form (gelu_erf_*), else the tanh approximation; dinp == dout allowed
-void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec = 0, int exact = 0);
+// in_round (a precision; 0: none): the input rounded to it first, the round_to before the op fused into it
+// (cuda_backend.cu): gelu_fwd then writes inp back rounded; gelu_bwd rounds dout and must run in place (dinp == dout)
+void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec = 0, int exact = 0,
+                    int in_round = 0);
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec = 0,
-                    int exact = 0);
+                    int exact = 0, int in_round = 0);
 void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec = 0);
 void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
 void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec);

@@ -112,22 +112,41 @@ __device__ __forceinline__ void st4(float *p, size_t k, float4 v) { reinterpret_
 __device__ __forceinline__ float gelu_f(float x, int exact) { return exact ? zt_gelu_erf(x) : zt_gelu(x); }
 __device__ __forceinline__ float gelu_g(float x, int exact) { return exact ? zt_gelu_erf_grad(x) : zt_gelu_grad(x); }
 
-__global__ void k_gelu_fwd(float *out, const float *inp, size_t n, size_t n4, int prec, int exact) {
+// in_round (a precision, 0: none): the round_to of the GELU's input that the backend fuses into its consumer
+// (cuda_backend.cu): forward rounds inp on load and writes it back rounded (it is stored for backward), backward
+// rounds dout on load (in place: dinp == dout, so its rounded value is overwritten anyway)
+__global__ void k_gelu_fwd(float *out, float *inp, size_t n, size_t n4, int prec, int exact, int in_round) {
     ZT_GRID_STRIDE(k, n4) {
-        const float4 x = ld4(inp, k);
+        float4 x = ld4(inp, k);
+        if (in_round) {
+            x = make_float4(zt_round_prec(x.x, in_round), zt_round_prec(x.y, in_round), zt_round_prec(x.z, in_round),
+                            zt_round_prec(x.w, in_round));
+            st4(inp, k, x);
+        }
         st4(out, k, make_float4(zt_round_prec(gelu_f(x.x, exact), prec), zt_round_prec(gelu_f(x.y, exact), prec),
                                 zt_round_prec(gelu_f(x.z, exact), prec), zt_round_prec(gelu_f(x.w, exact), prec)));
     }
-    ZT_TAIL(i, n4, n) out[i] = zt_round_prec(gelu_f(inp[i], exact), prec);
+    ZT_TAIL(i, n4, n) {
+        float x = inp[i];
+        if (in_round) inp[i] = x = zt_round_prec(x, in_round);
+        out[i] = zt_round_prec(gelu_f(x, exact), prec);
+    }
 }
 
-__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n, size_t n4, int prec, int exact) {
+__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n, size_t n4, int prec, int exact,
+                           int in_round) {
     ZT_GRID_STRIDE(k, n4) {
-        const float4 x = ld4(inp, k), d = ld4(dout, k);
+        const float4 x = ld4(inp, k), d0 = ld4(dout, k);
+        const float4 d = in_round ? make_float4(zt_round_prec(d0.x, in_round), zt_round_prec(d0.y, in_round),
+                                                zt_round_prec(d0.z, in_round), zt_round_prec(d0.w, in_round))
+                                  : d0;
         st4(dinp, k, make_float4(zt_round_prec(gelu_g(x.x, exact) * d.x, prec), zt_round_prec(gelu_g(x.y, exact) * d.y, prec),
                                  zt_round_prec(gelu_g(x.z, exact) * d.z, prec), zt_round_prec(gelu_g(x.w, exact) * d.w, prec)));
     }
-    ZT_TAIL(i, n4, n) dinp[i] = zt_round_prec(gelu_g(inp[i], exact) * dout[i], prec);
+    ZT_TAIL(i, n4, n) {
+        const float d = in_round ? zt_round_prec(dout[i], in_round) : dout[i];
+        dinp[i] = zt_round_prec(gelu_g(inp[i], exact) * d, prec);
+    }
 }
 
 // out(N, OC) += bias(OC), n = N OC elements
@@ -433,17 +452,21 @@ size_t embed_sort_len(int B, int T) {
 // ---------------------------------------------------------------------------------------------
 // Launch functions (cuda_ops.h).
 
-void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec, int exact) {
+void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec, int exact, int in_round) {
     if (n == 0) return;
     const size_t n4 = vec4_count(n, out, inp);
-    ZT_LAUNCH(k_gelu_fwd, vec4_blocks(n, n4), kElemThreads, 0, s, out, inp, n, n4, prec, exact);
+    // inp is written only when in_round (rounded in place, as the round_to fused here would have)
+    ZT_LAUNCH(k_gelu_fwd, vec4_blocks(n, n4), kElemThreads, 0, s, out, const_cast<float *>(inp), n, n4, prec, exact,
+              in_round);
     check_launch("gelu_fwd");
 }
 
-void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec, int exact) {
+void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec, int exact,
+                    int in_round) {
     if (n == 0) return;
+    ZT_ASSERT(!in_round || dinp == dout);
     const size_t n4 = vec4_count(n, dinp, inp, dout);
-    ZT_LAUNCH(k_gelu_bwd, vec4_blocks(n, n4), kElemThreads, 0, s, dinp, inp, dout, n, n4, prec, exact);
+    ZT_LAUNCH(k_gelu_bwd, vec4_blocks(n, n4), kElemThreads, 0, s, dinp, inp, dout, n, n4, prec, exact, in_round);
     check_launch("gelu_bwd");
 }
 

@@ -414,6 +414,31 @@ void test_vec4_paths(size_t n, Rng &r) {
     else check_fail("vec4_paths n=%zu: aligned and unaligned differ: %s", n, bad.c_str());
 }
 
+// a round_to fused into the GELU that reads the rounded buffer next (in_round; cuda_backend.cu D_ROUND): forward
+// (tanh and erf) == round_to(inp) then gelu_fwd, with inp written back rounded; backward in place == round_to(dout)
+// then gelu_bwd; bf16 and fp16, aligned and one element off alignment: the same bits
+void test_gelu_in_round(size_t n, Rng &r) {
+    size_t differ = 0;
+    for (int prec : {ZT_PREC_BF16, ZT_PREC_FP16})
+        for (int exact = 0; exact < 2; exact++)
+            for (int off = 0; off < 2; off++) {
+                std::vector<float> in0 = rand_vec(r, n + 1, -6.0f, 6.0f), d0 = rand_vec(r, n + 1, -2.0f, 2.0f);
+                std::vector<float> a = in0, b = in0, oa(n + 1), ob(n + 1), da = d0, db = d0;
+                zt_cu_round_to(kStream, a.data() + off, n, prec);
+                zt_cu_gelu_fwd(kStream, oa.data() + off, a.data() + off, n, prec, exact);
+                zt_cu_gelu_fwd(kStream, ob.data() + off, b.data() + off, n, prec, exact, prec);
+                differ += memcmp(a.data(), b.data(), a.size() * 4) != 0; // the input written back rounded
+                differ += memcmp(oa.data(), ob.data(), oa.size() * 4) != 0;
+                zt_cu_round_to(kStream, da.data() + off, n, prec);
+                zt_cu_gelu_bwd(kStream, da.data() + off, a.data() + off, da.data() + off, n, prec, exact);
+                zt_cu_gelu_bwd(kStream, db.data() + off, a.data() + off, db.data() + off, n, prec, exact, prec);
+                differ += memcmp(da.data(), db.data(), da.size() * 4) != 0;
+            }
+    if (differ == 0) check_pass("gelu_in_round n=%zu: round_to fused into gelu fwd / bwd (bf16, fp16, tanh and erf, "
+                                "aligned and not) gives the bits of round_to then the GELU", n);
+    else check_fail("gelu_in_round n=%zu: %zu of 24 comparisons differ from round_to then the GELU", n, differ);
+}
+
 // dropout: op_math.h's counter-based mask, limit 0 (bits), in place and out of place, several p
 void test_dropout(size_t n, Rng &r) {
     std::vector<float> x0 = rand_vec(r, n, -2.0f, 2.0f);
@@ -783,6 +808,7 @@ int main(int argc, char **argv) {
     for (size_t n : {(size_t)14, (size_t)70001}) test_round_to(n, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_pack16(n, r);
     for (size_t n : {(size_t)3, (size_t)4, (size_t)1027, (size_t)70001}) test_vec4_paths(n, r);
+    for (size_t n : {(size_t)5, (size_t)4099}) test_gelu_in_round(n, r);
     for (size_t n : {(size_t)1, (size_t)100003}) test_dropout(n, r);
     test_dequant(1, 1, r);       // one element: an odd n, the padding nibble beside it
     test_dequant(7, 9, r);       // odd n = 63, one partial NF4 block

@@ -11,6 +11,7 @@
 #  - bytes_*             bytes of a few op kinds against formulas computed here from the shapes;
 #  - dry_run_gpt2_124m   one step of GPT-2 124M, micro-batch 16 x 1024, bf16 on the count device: launches and GB
 #                        per step, in seconds;
+#  - gpu_ratchet         no more launches and GB than the step has reached (lowered with each change that lowers them);
 #  - gpu_budget          at most 400 launches and 60 GB per step: printed as SKIP with today's figures (the budget is
 #                        not enforced yet) unless ZT_ENFORCE_GPU_BUDGET=1, which makes an over-budget step a FAIL.
 set -u
@@ -128,6 +129,15 @@ if est gpt2 -c inputs/gpt2-124m.cfg --hw h100; then
     fail "dry_run_gpt2_124m: launches $n, GB $gb, $dt s: $(grep -A2 'GPU kernels' $g | tr '\n' ' ')"
   fi
   sed -n '/GPU kernels/,$p' $g | sed 's/^/# /'
+  # the ratchet: no change may add launches or traffic to this step (the figures it reached, docs/gpu-status.md);
+  # lower them here when a change lowers the count
+  if [ "$n" != none ] && [ "$gb" != none ]; then
+    if [ "$n" -le 551 ] && $PY -c "import sys; sys.exit(not $gb <= 141.15)"; then
+      pass "gpu_ratchet ($n launches <= 551, $gb GB <= 141.15 per step: no regression)"
+    else
+      fail "gpu_ratchet: $n launches, $gb GB per step; at most 551 and 141.15 (a change added launches or traffic)"
+    fi
+  fi
   # the budgets: 400 launches and 60 GB per step
   if [ "$n" != none ] && [ "$gb" != none ]; then
     if [ "$n" -le 400 ] && $PY -c "import sys; sys.exit(not $gb <= 60)"; then

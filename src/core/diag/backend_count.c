@@ -35,6 +35,10 @@ static int g_fuse = 1;    /* ZT_CUDA_FUSE_ROUND */
 static const void *g_pend_out;
 static size_t g_pend_n;
 static int g_pend;
+/* a round_to cuda_backend.cu keeps for the GELU that may read its buffer next (D_ROUND), or none */
+static const void *g_rpend_x;
+static size_t g_rpend_n;
+static int g_rpend, g_rpend_prec;
 
 #define F4 4.0 /* bytes of a float32 buffer element */
 
@@ -43,8 +47,21 @@ static void add(int k, long launches, double bytes) {
     g_bytes[k] += bytes;
 }
 
-/* every slot but a fused round_to launches the kept op first (cuda_backend.cu flush) */
-static void flush(void) { g_pend = 0; }
+/* every slot but a fused round_to launches the kept op first (cuda_backend.cu flush): a kept round_to is then its own
+   launch, reading and writing its buffer */
+static void flush(void) {
+    g_pend = 0;
+    if (g_rpend) add(K_ROUND, 1, F4 * 2.0 * (double)g_rpend_n);
+    g_rpend = 0;
+}
+/* a GELU whose input (forward: inp; backward in place: dout) is the kept round_to's buffer takes the rounding: no
+   launch for it (the forward's kernel writes its input back: 4 bytes an element more) */
+static int take_round(const void *in, size_t n, int in_place) {
+    if (!(g_rpend && g_rpend_x == in && g_rpend_n == n && in_place)) return 0;
+    g_rpend = 0;
+    g_tot.fused_rounds++;
+    return 1;
+}
 /* an op cuda_backend.cu defers in bf16/fp16: a round_to of exactly (out, n) next is done inside it */
 static void defer(const void *out, size_t n) {
     g_pend = g_prec != ZT_PREC_FP32 && g_fuse;
@@ -283,14 +300,20 @@ static void gelu_count(int k, size_t n, int arrays) {
     g_calls[k]++;
     if (n) add(k, 1, F4 * arrays * n);
 }
+/* a GELU forward (in: its input) or backward (in: dout, in_place: dinp == dout), taking a kept round_to of in */
+static void gelu_count_in(int k, size_t n, int arrays, const void *in, int in_place, int fwd) {
+    const int took = take_round(in, n, in_place);
+    gelu_count(k, n, arrays);
+    if (took && fwd && n) g_bytes[k] += F4 * (double)n; /* the input written back rounded */
+}
 static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) {
-    gelu_count(K_GELU_FWD, n, 2); g_inner->gelu_fwd(be, o, i, n); defer(o, n); }
+    gelu_count_in(K_GELU_FWD, n, 2, i, 1, 1); g_inner->gelu_fwd(be, o, i, n); defer(o, n); }
 static void w_gelu_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
-    gelu_count(K_GELU_BWD, n, 3); g_inner->gelu_bwd(be, di, i, d, n); defer(di, n); }
+    gelu_count_in(K_GELU_BWD, n, 3, d, di == d, 0); g_inner->gelu_bwd(be, di, i, d, n); defer(di, n); }
 static void w_gelu_erf_fwd(zt_backend *be, float *o, const float *i, size_t n) {
-    gelu_count(K_GELU_ERF_FWD, n, 2); g_inner->gelu_erf_fwd(be, o, i, n); defer(o, n); }
+    gelu_count_in(K_GELU_ERF_FWD, n, 2, i, 1, 1); g_inner->gelu_erf_fwd(be, o, i, n); defer(o, n); }
 static void w_gelu_erf_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
-    gelu_count(K_GELU_ERF_BWD, n, 3); g_inner->gelu_erf_bwd(be, di, i, d, n); defer(di, n); }
+    gelu_count_in(K_GELU_ERF_BWD, n, 3, d, di == d, 0); g_inner->gelu_erf_bwd(be, di, i, d, n); defer(di, n); }
 /* the encoders' MLM head (kernels_elem.cu): one launch each */
 static void w_bias_add(zt_backend *be, float *o, const float *b, int N, int OC) {
     flush();
@@ -418,9 +441,20 @@ static void w_zero(zt_backend *be, void *d, size_t n) {
 }
 static void w_round(zt_backend *be, float *x, size_t n, int p) {
     g_calls[K_ROUND]++;
-    if (g_pend && p != ZT_PREC_FP32 && g_pend_out == x && g_pend_n == n) g_tot.fused_rounds++; /* inside the op */
-    else if (n && p != ZT_PREC_FP32) add(K_ROUND, 1, F4 * 2.0 * n);
-    flush();
+    if (g_pend && p != ZT_PREC_FP32 && g_pend_out == x && g_pend_n == n) { /* inside the op */
+        g_tot.fused_rounds++;
+        g_pend = 0;
+    } else if (p != ZT_PREC_FP32 && !(g_rpend && g_rpend_x == x && g_rpend_n == n && g_rpend_prec == p)) {
+        flush();
+        if (g_prec != ZT_PREC_FP32 && g_fuse) { /* kept (cuda_backend.cu D_ROUND) */
+            g_rpend = 1;
+            g_rpend_x = x;
+            g_rpend_n = n;
+            g_rpend_prec = p;
+        } else if (n) {
+            add(K_ROUND, 1, F4 * 2.0 * n);
+        }
+    }
     g_inner->round_to(be, x, n, p);
 }
 static void w_pack(zt_backend *be, void *d, const float *x, size_t n, int p) {
@@ -496,7 +530,7 @@ void zt_backend_count_begin(zt_backend *be) {
     const char *fr = getenv("ZT_CUDA_FUSE_ROUND");
     g_fuse = !(fr && strcmp(fr, "0") == 0);
     g_prec = ZT_PREC_FP32;
-    g_pend = 0;
+    g_pend = g_rpend = 0;
     be->i = &g_wrapped;
     zt_backend_count_reset();
 }
