@@ -18,8 +18,9 @@
 // call order. The bits are those of the op followed by round_to; ZT_CUDA_FUSE_ROUND=0 turns it off
 // (tests/e2e/test_cudasim.sh compares both). Saves one read and write of each such output (on an H200,
 // docs/gpu-status.md). A round_to that no op before it can take (after a cuBLASLt product) is kept as well (D_ROUND):
-// when the next call is the GELU that reads that buffer (forward: its input, backward in place: its dout), the GELU's
-// kernel rounds the values as it loads them (and the forward writes them back rounded); any other call launches it.
+// when the next call is the GELU that reads that buffer (forward: its input, backward in place: its dout), or the add /
+// residual add + LayerNorm whose second term it is, that kernel rounds the values as it loads them and (but for the
+// in-place GELU backward) writes them back rounded; any other call launches it.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ namespace {
 enum DKind {
     D_NONE, D_GELU_FWD, D_GELU_BWD, D_ADD, D_EMBED_FWD, D_XENT, D_LN_FWD, D_LN_BWD, D_ATT_FWD, D_ATT_BWD,
     D_RMS_FWD, D_RMS_BWD, D_SWIGLU_FWD, D_SWIGLU_BWD, D_RLN_FWD,
-    D_ROUND // a round_to no op before it could take: kept for a GELU that reads its buffer next (in_round)
+    D_ROUND // a round_to no op before it could take: kept for the GELU / add that reads its buffer next (in_round)
 };
 struct Deferred {
     DKind kind;
@@ -58,7 +59,8 @@ struct Deferred {
     float f;      // D_XENT: dscale; D_LN_FWD, D_RLN_FWD, D_RMS_FWD: eps
     int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
     int exact;    // D_GELU_FWD, D_GELU_BWD: the encoders' erf GELU (gelu_erf_*)
-    int in_round; // D_GELU_FWD / _BWD: the precision its input (fwd inp, bwd dout) is rounded to first; D_ROUND's
+    int in_round; // D_GELU_*, D_ADD, D_RLN_FWD: the precision its input (GELU fwd inp, bwd dout; the add's second
+                  // term) is rounded to first; D_ROUND's precision
     const void *out;
     size_t out_n;
 };
@@ -103,7 +105,7 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
         zt_cu_round_to(s, d.o0, d.n, d.in_round);
         x->unfused++;
         break;
-    case D_ADD: zt_cu_add(s, d.o0, d.i0, d.i1, d.n, prec); break;
+    case D_ADD: zt_cu_add(s, d.o0, d.i0, d.i1, d.n, prec, d.in_round); break;
     case D_EMBED_FWD: zt_cu_embed_fwd(s, d.o0, d.tok, d.i0, d.i1, d.B, d.T, d.C, prec); break;
     case D_XENT: zt_cu_softmax_xent(s, d.o0, d.o1, d.tok, d.B, d.V, d.Vp, d.f, prec); break;
     case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, d.f, prec); break;
@@ -116,7 +118,7 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
         break;
     case D_RLN_FWD:
         zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,
-                                     prec);
+                                     prec, d.in_round);
         break;
     case D_RMS_FWD: zt_cu_rmsnorm_fwd(s, d.o0, d.o1, d.i0, d.i1, d.B, d.C, d.f, prec); break;
     case D_RMS_BWD:
@@ -143,6 +145,15 @@ void defer(zt_backend *be, const Deferred &d) {
     cu_ctx *x = ctx_of(be);
     if (x->prec != ZT_PREC_FP32 && x->fuse_round) x->pend = d;
     else launch_deferred(x, d, 0);
+}
+
+// a kept round_to of exactly (in, n) done by the op d as it loads in (d->in_round) when ok: no launch of its own
+void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok) {
+    cu_ctx *c = ctx_of(be);
+    if (!ok || c->pend.kind != D_ROUND || c->pend.out != in || c->pend.out_n != n) return;
+    d->in_round = c->pend.in_round;
+    c->pend.kind = D_NONE;
+    c->fused++;
 }
 
 // the stream, after the kept op (every launch goes through it)
@@ -326,6 +337,7 @@ void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mea
     d.i0 = dev(a); d.i1 = dev(b); d.i2 = dev(w); d.i3 = dev(bias);
     d.B = N; d.C = C; d.res_prec = prec; d.f = eps;
     d.out = out; d.out_n = (size_t)N * C; // a round_to of the LayerNorm's output is fused, as after layernorm_fwd
+    take_round(be, &d, b, (size_t)N * C, b != a && (const float *)b != res && (const float *)b != out);
     defer(be, d);
 }
 void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -426,13 +438,7 @@ void defer_gelu(zt_backend *be, int exact, float *out, const float *inp, const f
     d.o0 = dev(out); d.i0 = dev(inp); d.i1 = dev(dout); d.n = n; d.exact = exact;
     d.out = out; d.out_n = n;
     // a kept round_to of exactly this GELU's input (forward: inp; backward in place: dout) is done in its kernel
-    cu_ctx *c = ctx_of(be);
-    const void *in = dout ? (const void *)dout : (const void *)inp;
-    if (c->pend.kind == D_ROUND && c->pend.out == in && c->pend.out_n == n && (!dout || dout == out)) {
-        d.in_round = c->pend.in_round;
-        c->pend.kind = D_NONE;
-        c->fused++;
-    }
+    take_round(be, &d, dout ? (const void *)dout : (const void *)inp, n, !dout || dout == out);
     defer(be, d);
 }
 void b_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) { defer_gelu(be, 0, out, inp, nullptr, n); }
@@ -457,6 +463,7 @@ void b_add(zt_backend *be, float *out, const float *a, const float *b, size_t n)
     d.kind = D_ADD;
     d.o0 = dev(out); d.i0 = dev(a); d.i1 = dev(b); d.n = n;
     d.out = out; d.out_n = n;
+    take_round(be, &d, b, n, b != a);
     defer(be, d);
 }
 void b_embed_fwd(zt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B, int T,

@@ -65,7 +65,8 @@ void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int 
                     int in_round = 0);
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec = 0,
                     int exact = 0, int in_round = 0);
-void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec = 0);
+// in_round (a precision; 0: none): b rounded to it first and written back (the round_to of b fused here)
+void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec = 0, int in_round = 0);
 void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
 void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec);
 // out[i] = x[i] as bf16 / fp16 bits (round to nearest even: exact for values of the precision); unpack16
@@ -121,11 +122,12 @@ void zt_cu_argmax_rows(cudaStream_t s, int32_t *idx, const float *x, int N, int 
 // eps: the LayerNorm epsilon (model.norm_eps)
 void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,
                          const float *b, int N, int C, float eps, int prec = 0);
-// res = a + bb rounded to res_prec (zt_cu_add's arithmetic), then zt_cu_layernorm_fwd of res, out rounded to prec:
+// res = a + bb rounded to res_prec (zt_cu_add's arithmetic, in_round as zt_cu_add's), then zt_cu_layernorm_fwd of
+// res, out rounded to prec:
 // one launch, the bits of the two launches in sequence
 void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
                                   const float *bb, const float *w, const float *b, int N, int C, float eps,
-                                  int res_prec, int prec = 0);
+                                  int res_prec, int prec = 0, int in_round = 0);
 // dinp += ...; dw, db overwritten (fixed-order partial sums over row blocks, then over the partials), one launch
 // scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory; tickets: see kCuTickets
 size_t zt_cu_layernorm_bwd_scratch(int N, int C);

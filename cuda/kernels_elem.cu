@@ -180,13 +180,25 @@ __global__ void __launch_bounds__(32 * kArgmaxWarps) k_argmax_rows(int32_t *idx,
     if (lane == 0) idx[row] = bj == INT32_MAX ? 0 : bj;
 }
 
-__global__ void k_add(float *out, const float *a, const float *b, size_t n, size_t n4, int prec) {
+// in_round (a precision, 0: none): b rounded to it first and written back (the round_to of b fused here), before out
+__global__ void k_add(float *out, const float *a, float *b, size_t n, size_t n4, int prec, int in_round) {
     ZT_GRID_STRIDE(k, n4) {
-        const float4 x = ld4(a, k), y = ld4(b, k);
+        const float4 x = ld4(a, k);
+        float4 y = ld4(b, k);
+        if (in_round) {
+            y = make_float4(zt_round_prec(y.x, in_round), zt_round_prec(y.y, in_round), zt_round_prec(y.z, in_round),
+                            zt_round_prec(y.w, in_round));
+            st4(b, k, y);
+        }
         st4(out, k, make_float4(zt_round_prec(x.x + y.x, prec), zt_round_prec(x.y + y.y, prec),
                                 zt_round_prec(x.z + y.z, prec), zt_round_prec(x.w + y.w, prec)));
     }
-    ZT_TAIL(i, n4, n) out[i] = zt_round_prec(a[i] + b[i], prec);
+    ZT_TAIL(i, n4, n) {
+        const float ai = a[i];
+        float y = b[i];
+        if (in_round) b[i] = y = zt_round_prec(y, in_round);
+        out[i] = zt_round_prec(ai + y, prec);
+    }
 }
 
 __global__ void k_accumulate(float *acc, const float *x, size_t n, size_t n4) {
@@ -491,10 +503,11 @@ void zt_cu_argmax_rows(cudaStream_t s, int32_t *idx, const float *x, int N, int 
     check_launch("argmax_rows");
 }
 
-void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec) {
+void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec, int in_round) {
     if (n == 0) return;
     const size_t n4 = vec4_count(n, out, a, b);
-    ZT_LAUNCH(k_add, vec4_blocks(n, n4), kElemThreads, 0, s, out, a, b, n, n4, prec);
+    // b is written only when in_round (rounded in place, as the round_to fused here would have)
+    ZT_LAUNCH(k_add, vec4_blocks(n, n4), kElemThreads, 0, s, out, a, const_cast<float *>(b), n, n4, prec, in_round);
     check_launch("add");
 }
 

@@ -85,14 +85,19 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 // the residual add (k_add's arithmetic, rounded to res_prec) and the LayerNorm of its result in one launch: one warp
 // per row writes its row of res, then reads it back (each lane its own columns) for layernorm_fwd_kernel's passes
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    residual_layernorm_fwd_kernel(float *res, float *out, float *mean, float *rstd, const float *a, const float *bb,
-                                  const float *w, const float *b, int N, int C, float eps, int res_prec, int prec) {
+    residual_layernorm_fwd_kernel(float *res, float *out, float *mean, float *rstd, const float *a, float *bb,
+                                  const float *w, const float *b, int N, int C, float eps, int res_prec, int prec,
+                                  int in_round) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= N) return; // whole warps leave together
     const size_t off = (size_t)row * C;
     float *x = res + off;
-    for (int c = lane; c < C; c += 32) x[c] = zt_round_prec(a[off + c] + bb[off + c], res_prec);
+    for (int c = lane; c < C; c += 32) {
+        float y = bb[off + c];
+        if (in_round) bb[off + c] = y = zt_round_prec(y, in_round); // the round_to of bb fused here: written back
+        x[c] = zt_round_prec(a[off + c] + y, res_prec);
+    }
     layernorm_row(out + off, mean, rstd, x, w, b, C, eps, prec, lane, row);
 }
 
@@ -288,10 +293,11 @@ void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, c
 
 void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
                                   const float *bb, const float *w, const float *b, int N, int C, float eps,
-                                  int res_prec, int prec) {
+                                  int res_prec, int prec, int in_round) {
     if (N <= 0 || C <= 0) return;
+    // bb is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH(residual_layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, res, out,
-              mean, rstd, a, bb, w, b, N, C, eps, res_prec, prec);
+              mean, rstd, a, const_cast<float *>(bb), w, b, N, C, eps, res_prec, prec, in_round);
     NA_LAUNCH_CHECK("residual_layernorm_fwd_kernel");
 }
 

@@ -414,9 +414,10 @@ void test_vec4_paths(size_t n, Rng &r) {
     else check_fail("vec4_paths n=%zu: aligned and unaligned differ: %s", n, bad.c_str());
 }
 
-// a round_to fused into the GELU that reads the rounded buffer next (in_round; cuda_backend.cu D_ROUND): forward
-// (tanh and erf) == round_to(inp) then gelu_fwd, with inp written back rounded; backward in place == round_to(dout)
-// then gelu_bwd; bf16 and fp16, aligned and one element off alignment: the same bits
+// a round_to fused into the GELU or add that reads the rounded buffer next (in_round; cuda_backend.cu D_ROUND):
+// forward (tanh and erf) == round_to(inp) then gelu_fwd, with inp written back rounded; backward in place ==
+// round_to(dout) then gelu_bwd; add == round_to(b) then add, b written back; bf16 and fp16, aligned and one element
+// off alignment: the same bits
 void test_gelu_in_round(size_t n, Rng &r) {
     size_t differ = 0;
     for (int prec : {ZT_PREC_BF16, ZT_PREC_FP16})
@@ -433,10 +434,16 @@ void test_gelu_in_round(size_t n, Rng &r) {
                 zt_cu_gelu_bwd(kStream, da.data() + off, a.data() + off, da.data() + off, n, prec, exact);
                 zt_cu_gelu_bwd(kStream, db.data() + off, a.data() + off, db.data() + off, n, prec, exact, prec);
                 differ += memcmp(da.data(), db.data(), da.size() * 4) != 0;
+                // add: its second term rounded and written back (the residual's projection), the sum rounded
+                std::vector<float> ya = d0, yb = d0, sa(n + 1), sb(n + 1);
+                zt_cu_round_to(kStream, ya.data() + off, n, prec);
+                zt_cu_add(kStream, sa.data() + off, in0.data() + off, ya.data() + off, n, prec);
+                zt_cu_add(kStream, sb.data() + off, in0.data() + off, yb.data() + off, n, prec, prec);
+                differ += (memcmp(ya.data(), yb.data(), ya.size() * 4) != 0) + (memcmp(sa.data(), sb.data(), sa.size() * 4) != 0);
             }
-    if (differ == 0) check_pass("gelu_in_round n=%zu: round_to fused into gelu fwd / bwd (bf16, fp16, tanh and erf, "
-                                "aligned and not) gives the bits of round_to then the GELU", n);
-    else check_fail("gelu_in_round n=%zu: %zu of 24 comparisons differ from round_to then the GELU", n, differ);
+    if (differ == 0) check_pass("gelu_in_round n=%zu: round_to fused into gelu fwd / bwd and add (bf16, fp16, tanh "
+                                "and erf, aligned and not) gives the bits of round_to then the op", n);
+    else check_fail("gelu_in_round n=%zu: %zu of 40 comparisons differ from round_to then the op", n, differ);
 }
 
 // dropout: op_math.h's counter-based mask, limit 0 (bits), in place and out of place, several p

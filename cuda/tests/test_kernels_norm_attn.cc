@@ -146,7 +146,23 @@ void test_residual_layernorm(int N, int C, float eps = ZT_LN_EPS) {
                     }
                 }
             }
-            if (ok) check_pass("%s (bitwise the two-kernel sequence, two harness seeds)", name);
+            if (ok && precs[p]) { // the round_to of bb fused in (in_round): bitwise round_to then the op, bb rounded
+                vec b1 = bb, b2 = bb, res1 = nanv(n), out1 = nanv(n), m1 = nanv(N), r1 = nanv(N);
+                vec res2 = nanv(n), out2 = nanv(n), m2 = nanv(N), r2 = nanv(N);
+                zt_cu_round_to(0, b1.data(), n, precs[p]);
+                zt_cu_residual_layernorm_fwd(0, res1.data(), out1.data(), m1.data(), r1.data(), a.data(), b1.data(),
+                                             w.data(), b.data(), N, C, eps, precs[p], oprec);
+                zt_cu_residual_layernorm_fwd(0, res2.data(), out2.data(), m2.data(), r2.data(), a.data(), b2.data(),
+                                             w.data(), b.data(), N, C, eps, precs[p], oprec, precs[p]);
+                if (!same_bits(b1, b2) || !same_bits(res1, res2) || !same_bits(out1, out2) || !same_bits(m1, m2) ||
+                    !same_bits(r1, r2)) {
+                    check_fail("%s: with the round_to of bb fused in (in_round) it differs from round_to then the op",
+                               name);
+                    ok = false;
+                }
+            }
+            if (ok) check_pass("%s (bitwise the two-kernel sequence, two harness seeds%s)", name,
+                               precs[p] ? "; and with bb's round_to fused in" : "");
         }
     }
 }
