@@ -18,9 +18,10 @@
 // call order. The bits are those of the op followed by round_to; ZT_CUDA_FUSE_ROUND=0 turns it off
 // (tests/e2e/test_cudasim.sh compares both). Saves one read and write of each such output (on an H200,
 // docs/gpu-status.md). A round_to that no op before it can take (after a cuBLASLt product) is kept as well (D_ROUND):
-// when the next call is the GELU that reads that buffer (forward: its input, backward in place: its dout), or the add /
-// residual add + LayerNorm whose second term it is, that kernel rounds the values as it loads them and (but for the
-// in-place GELU backward) writes them back rounded; any other call launches it.
+// when the next call is the GELU that reads that buffer (forward: its input, backward in place: its dout), the add /
+// residual add + LayerNorm whose second term it is, or the LayerNorm backward whose dout it is, that kernel rounds the
+// values as it loads them and (but for the in-place GELU backward) writes them back rounded; any other call launches
+// it.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +60,8 @@ struct Deferred {
     float f;      // D_XENT: dscale; D_LN_FWD, D_RLN_FWD, D_RMS_FWD: eps
     int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
     int exact;    // D_GELU_FWD, D_GELU_BWD: the encoders' erf GELU (gelu_erf_*)
-    int in_round; // D_GELU_*, D_ADD, D_RLN_FWD: the precision its input (GELU fwd inp, bwd dout; the add's second
-                  // term) is rounded to first; D_ROUND's precision
+    int in_round; // D_GELU_*, D_ADD, D_RLN_FWD, D_LN_BWD: the precision its input (GELU fwd inp, bwd dout; the add's
+                  // second term; LayerNorm backward's dout) is rounded to first; D_ROUND's precision
     const void *out;
     size_t out_n;
 };
@@ -110,7 +111,8 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
     case D_XENT: zt_cu_softmax_xent(s, d.o0, d.o1, d.tok, d.B, d.V, d.Vp, d.f, prec); break;
     case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, d.f, prec); break;
     case D_LN_BWD:
-        zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, d.tickets, prec);
+        zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, d.tickets, prec,
+                            d.in_round);
         break;
     case D_ATT_FWD: zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec); break;
     case D_ATT_BWD:
@@ -350,6 +352,7 @@ void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const fl
     d.i0 = dev(dout); d.i1 = dev(inp); d.i2 = dev(w); d.i3 = dev(mean); d.i4 = dev(rstd);
     d.B = N; d.C = C;
     d.out = dinp; d.out_n = (size_t)N * C;
+    take_round(be, &d, dout, (size_t)N * C, dout != dinp && dout != inp);
     defer(be, d);
 }
 void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH, int NKV) {

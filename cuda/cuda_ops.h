@@ -129,11 +129,12 @@ void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float 
                                   const float *bb, const float *w, const float *b, int N, int C, float eps,
                                   int res_prec, int prec = 0, int in_round = 0);
 // dinp += ...; dw, db overwritten (fixed-order partial sums over row blocks, then over the partials), one launch
-// scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory; tickets: see kCuTickets
+// scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory; tickets: see kCuTickets; in_round (a
+// precision; 0: none): dout rounded to it first and written back (the round_to of dout fused here)
 size_t zt_cu_layernorm_bwd_scratch(int N, int C);
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, const float *mean, const float *rstd, int N, int C, void *scratch,
-                         unsigned *tickets, int prec = 0);
+                         unsigned *tickets, int prec = 0, int in_round = 0);
 // attention forward / backward: the score and probability products are batched fp32 GEMMs over the heads
 // (zt_cu_gemm_strided: cuBLASLt on a GPU), the causal softmax and its backward are row kernels
 typedef struct zt_cu_gemm zt_cu_gemm;

@@ -102,10 +102,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 }
 
 // one row's dinp += ... by one warp (lane = its lane), rounded to prec
-__device__ __forceinline__ void layernorm_bwd_row(float *dx, const float *dy, const float *x, const float *w, float m,
-                                                  float r, int C, int prec, int lane) {
+__device__ __forceinline__ void layernorm_bwd_row(float *dx, float *dy, const float *x, const float *w, float m,
+                                                  float r, int C, int prec, int lane, int in_round) {
     float sdn = 0.0f, sdnxn = 0.0f;
     for (int c = lane; c < C; c += 32) {
+        if (in_round) dy[c] = zt_round_prec(dy[c], in_round); // the round_to of dout fused here: written back
         float xn = (x[c] - m) * r;
         float dn = w[c] * dy[c];
         sdn += dn;
@@ -122,14 +123,15 @@ __device__ __forceinline__ void layernorm_bwd_row(float *dx, const float *dy, co
 // zero between launches). Every sum and its order are those of a partial kernel and a final kernel: the same bits.
 constexpr int kLnBwdThreads = 512;
 __global__ void __launch_bounds__(kLnBwdThreads)
-    layernorm_bwd_kernel(float *dinp, float *dw, float *db, float *part, unsigned *ticket, const float *dout,
+    layernorm_bwd_kernel(float *dinp, float *dw, float *db, float *part, unsigned *ticket, float *dout,
                          const float *inp, const float *w, const float *mean, const float *rstd, int N, int C,
-                         int prec) {
+                         int prec, int in_round) {
     const int p = blockIdx.x, n0 = p * kLnRows, n1 = min(n0 + kLnRows, N);
     const int lane = threadIdx.x % 32;
     for (int row = n0 + (int)threadIdx.x / 32; row < n1; row += kLnBwdThreads / 32)
         layernorm_bwd_row(dinp + (size_t)row * C, dout + (size_t)row * C, inp + (size_t)row * C, w, mean[row],
-                          rstd[row], C, prec, lane);
+                          rstd[row], C, prec, lane, in_round);
+    if (in_round) __syncthreads(); // the block's rows of dout, rounded by its warps, before the column sums read them
     for (int c = threadIdx.x; c < C; c += kLnBwdThreads) {
         float aw = 0.0f, ab = 0.0f;
         for (int n = n0; n < n1; n++) {
@@ -308,7 +310,7 @@ size_t zt_cu_layernorm_bwd_scratch(int N, int C) {
 
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, const float *mean, const float *rstd, int N, int C, void *scratch,
-                         unsigned *tickets, int prec) {
+                         unsigned *tickets, int prec, int in_round) {
     if (C <= 0) return;
     if (N <= 0) { // nothing to sum
         ZT_ASSERT(N == 0);
@@ -318,8 +320,10 @@ void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, cons
     }
     const int nparts = ln_parts(N);
     ZT_ASSERT(scratch != nullptr && tickets != nullptr);
+    ZT_ASSERT(!in_round || (dout != dinp && dout != inp));
+    // dout is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH(layernorm_bwd_kernel, nparts, kLnBwdThreads, 0, s, dinp, dw, db, static_cast<float *>(scratch), tickets,
-              dout, inp, w, mean, rstd, N, C, prec);
+              const_cast<float *>(dout), inp, w, mean, rstd, N, C, prec, in_round);
     NA_LAUNCH_CHECK("layernorm_bwd_kernel");
 }
 

@@ -104,6 +104,23 @@ void test_layernorm(int N, int C, float eps = ZT_LN_EPS) {
     snprintf(name, sizeof name, "layernorm_bwd[N%d,C%d%s]", N, C, eps == ZT_LN_EPS ? "" : ",eps 1e-12");
     check_outs(name, {{"dinp", &dx[0], &dx[1], &dx_r}, {"dw", &dw[0], &dw[1], &dw_r}, {"db", &db[0], &db[1], &db_r}},
                K_TOL_LN, tickets_left());
+    // the round_to of dout fused in (in_round, bf16 and fp16): bitwise round_to then the op, dout written back rounded
+    for (int prec : {ZT_PREC_BF16, ZT_PREC_FP16}) {
+        vec y1 = dy, y2 = dy, x1 = dx0, x2 = dx0, w1 = nanv(C), w2 = nanv(C), b1 = nanv(C), b2 = nanv(C);
+        zt_cu_round_to(0, y1.data(), y1.size(), prec);
+        zt_cu_layernorm_bwd(0, x1.data(), w1.data(), b1.data(), y1.data(), x.data(), w.data(), m_r.data(), r_r.data(), N,
+                            C, scratch.data(), tickets(), prec);
+        zt_cu_layernorm_bwd(0, x2.data(), w2.data(), b2.data(), y2.data(), x.data(), w.data(), m_r.data(), r_r.data(), N,
+                            C, scratch.data(), tickets(), prec, prec);
+        const bool same = same_bits(y1, y2) && same_bits(x1, x2) && same_bits(w1, w2) && same_bits(b1, b2);
+        const std::string left = tickets_left();
+        if (same && left.empty())
+            check_pass("%s in_round %s: dout's round_to fused in gives round_to then the op, bit for bit", name,
+                       prec == ZT_PREC_BF16 ? "bf16" : "fp16");
+        else
+            check_fail("%s in_round %s: %s%s", name, prec == ZT_PREC_BF16 ? "bf16" : "fp16",
+                       same ? "" : "differs from round_to then the op; ", left.c_str());
+    }
 }
 
 // residual add + LayerNorm in one launch: bitwise the two launches it replaces (zt_cu_add rounding the residual to

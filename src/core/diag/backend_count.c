@@ -161,9 +161,11 @@ static void norm_bwd(int k, double N, double C, int nw, int nstat) {
 }
 static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
                      const float *m, const float *r, int N, int C) {
+    const int took = take_round(d, (size_t)N * C, d != di && d != i); /* dout written back rounded */
     flush();
     g_calls[K_LN_BWD]++;
     norm_bwd(K_LN_BWD, N, C, 2, 2);
+    if (took && N > 0 && C > 0) g_bytes[K_LN_BWD] += F4 * (double)N * C;
     g_inner->layernorm_bwd(be, di, dw, db, d, i, w, m, r, N, C);
     defer(di, (size_t)N * C);
 }
