@@ -79,7 +79,7 @@ __device__ __forceinline__ float ld_op(const float *p, size_t i, int prec) {
 }
 // (the GPU build multiplies packed operands with cuBLASLt; this one only where a strided problem has no algorithm)
 __device__ __forceinline__ float ld_op(const uint16_t *p, size_t i, int prec) {
-    return prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(p[i]) : zt_fp16_bits_to_f32(p[i]);
+    return zt_bits16_to_f32(p[i], prec);
 }
 
 // Leading dimensions (row strides) lda, ldb, ldc and, for batches (blockIdx.z), element strides sa, sb, sc
@@ -98,7 +98,7 @@ __device__ __forceinline__ void st_c(float *cp, float v, float beta, int prec) {
 }
 __device__ __forceinline__ void st_c(uint16_t *cp, float v, float beta, int prec) {
     (void)beta;
-    *cp = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(v) : zt_f32_to_fp16_bits(v);
+    *cp = zt_f32_to_bits16(v, prec);
 }
 
 template <typename T, typename TC>
@@ -201,7 +201,7 @@ __device__ __forceinline__ void pack_elems(const PackJob &job, int prec, unsigne
         const size_t e = i - job.start[k];
         const int cols = job.cols[k];
         const float v = job.x[k][(e / cols) * job.ld[k] + e % cols];
-        job.out[k][e] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(v) : zt_f32_to_fp16_bits(v);
+        job.out[k][e] = zt_f32_to_bits16(v, prec);
     }
 }
 __global__ void pack16_multi_kernel(PackJob job, int prec) { pack_elems(job, prec, blockIdx.x, gridDim.x); }

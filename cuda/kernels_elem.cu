@@ -218,32 +218,25 @@ __global__ void k_round(float *x, size_t n, size_t n4, int prec) {
     ZT_TAIL(i, n4, n) x[i] = zt_round_prec(x[i], prec);
 }
 
-__device__ __forceinline__ uint16_t pack1(float f, int prec) {
-    return prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(f) : zt_f32_to_fp16_bits(f);
-}
-__device__ __forceinline__ float unpack1(uint16_t h, int prec) {
-    return prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(h) : zt_fp16_bits_to_f32(h);
-}
-
 // 4 words a vector: out (uint2) 8-byte aligned, x 16-byte aligned
 __global__ void k_pack16(uint16_t *out, const float *x, size_t n, size_t n4, int prec) {
     ZT_GRID_STRIDE(k, n4) {
         const float4 v = ld4(x, k);
         uint2 w;
-        w.x = (unsigned)pack1(v.x, prec) | (unsigned)pack1(v.y, prec) << 16;
-        w.y = (unsigned)pack1(v.z, prec) | (unsigned)pack1(v.w, prec) << 16;
+        w.x = (unsigned)zt_f32_to_bits16(v.x, prec) | (unsigned)zt_f32_to_bits16(v.y, prec) << 16;
+        w.y = (unsigned)zt_f32_to_bits16(v.z, prec) | (unsigned)zt_f32_to_bits16(v.w, prec) << 16;
         reinterpret_cast<uint2 *>(out)[k] = w;
     }
-    ZT_TAIL(i, n4, n) out[i] = pack1(x[i], prec);
+    ZT_TAIL(i, n4, n) out[i] = zt_f32_to_bits16(x[i], prec);
 }
 
 __global__ void k_unpack16(float *out, const uint16_t *x, size_t n, size_t n4, int prec) {
     ZT_GRID_STRIDE(k, n4) {
         const uint2 w = reinterpret_cast<const uint2 *>(x)[k];
-        st4(out, k, make_float4(unpack1((uint16_t)(w.x & 0xffffu), prec), unpack1((uint16_t)(w.x >> 16), prec),
-                                unpack1((uint16_t)(w.y & 0xffffu), prec), unpack1((uint16_t)(w.y >> 16), prec)));
+        st4(out, k, make_float4(zt_bits16_to_f32((uint16_t)(w.x & 0xffffu), prec), zt_bits16_to_f32((uint16_t)(w.x >> 16), prec),
+                                zt_bits16_to_f32((uint16_t)(w.y & 0xffffu), prec), zt_bits16_to_f32((uint16_t)(w.y >> 16), prec)));
     }
-    ZT_TAIL(i, n4, n) out[i] = unpack1(x[i], prec);
+    ZT_TAIL(i, n4, n) out[i] = zt_bits16_to_f32(x[i], prec);
 }
 
 __global__ void k_add_zero_copy(float *out, const float *in, size_t n) {
@@ -397,11 +390,11 @@ __device__ __forceinline__ float xent_ld(const float *x, int v, int prec) {
     return x[v];
 }
 __device__ __forceinline__ float xent_ld(const uint16_t *x, int v, int prec) {
-    return prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(x[v]) : zt_fp16_bits_to_f32(x[v]);
+    return zt_bits16_to_f32(x[v], prec);
 }
 __device__ __forceinline__ void xent_st(float *x, int v, float d, int prec) { x[v] = zt_round_prec(d, prec); }
 __device__ __forceinline__ void xent_st(uint16_t *x, int v, float d, int prec) {
-    x[v] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(d) : zt_f32_to_fp16_bits(d);
+    x[v] = zt_f32_to_bits16(d, prec);
 }
 template <typename S>
 __global__ void __launch_bounds__(kRowThreads)

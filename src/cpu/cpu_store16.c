@@ -9,8 +9,6 @@
 #include "iface/op_math.h"
 #include "util/util.h"
 
-static float widen(uint16_t h, int prec) { return prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(h) : zt_fp16_bits_to_f32(h); }
-static uint16_t narrow(float f, int prec) { return prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(f) : zt_f32_to_fp16_bits(f); }
 
 static void cpu_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N,
                          int K, int ta, int tb, int prec) {
@@ -21,13 +19,13 @@ static void cpu_matmul16(zt_backend *be, void *c, int c16, const void *a, int a1
     if (a16) {
         const uint16_t *h = a;
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < na; i++) aw[i] = widen(h[i], prec);
+        for (size_t i = 0; i < na; i++) aw[i] = zt_bits16_to_f32(h[i], prec);
     }
     be->i->matmul(be, cw, aw, b, M, N, K, ta, tb, 1.0f, 0.0f);
     if (c16) {
         uint16_t *h = c;
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < nc; i++) h[i] = narrow(cw[i], prec);
+        for (size_t i = 0; i < nc; i++) h[i] = zt_f32_to_bits16(cw[i], prec);
         free(cw);
     }
     if (a16) free(aw);
@@ -45,10 +43,10 @@ static void cpu_softmax_xent16(zt_backend *be, float *losses, void *logits, cons
         for (int n = 0; n < N; n++) {
             uint16_t *h = lg + (size_t)n * Vp;
             if (targets[n] >= 0) /* an ignored row's logits are never read */
-                for (int v = 0; v < Vp; v++) x[v] = widen(h[v], prec);
+                for (int v = 0; v < Vp; v++) x[v] = zt_bits16_to_f32(h[v], prec);
             losses[n] = zt_cpu_xent_row(x, targets[n], V, Vp, dscale);
             if (dscale != 0.0f)
-                for (int v = 0; v < Vp; v++) h[v] = narrow(x[v], prec);
+                for (int v = 0; v < Vp; v++) h[v] = zt_f32_to_bits16(x[v], prec);
         }
         free(x);
     }

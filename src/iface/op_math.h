@@ -277,6 +277,11 @@ ZT_HD float zt_round_prec(float f, int prec) {
     return prec == 1 ? zt_round_bf16(f) : prec == 2 ? zt_round_fp16(f) : f;
 }
 
+/* a value as the 2-byte word of precision prec (1 bf16, else fp16: zt_prec; round to nearest even), and a word back
+   (exact): the storage of the 2-byte buffers (pack16, the stash, 2-byte logits and GEMM operands) */
+ZT_HD uint16_t zt_f32_to_bits16(float f, int prec) { return prec == 1 ? zt_f32_to_bf16_bits(f) : zt_f32_to_fp16_bits(f); }
+ZT_HD float zt_bits16_to_f32(uint16_t h, int prec) { return prec == 1 ? zt_bf16_bits_to_f32(h) : zt_fp16_bits_to_f32(h); }
+
 /* dropout's mask: element i of stream `seed` is kept iff u >= p, u = the top 24 bits of splitmix64's
    finaliser of (seed, i) as a multiple of 2^-24 (exact in fp32): a counter-based hash, so every backend,
    thread count and tiling gives the same mask */

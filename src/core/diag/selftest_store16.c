@@ -15,11 +15,11 @@ enum { HN = 37, HC = 29, HV = 297, HVP = 304 };
 
 static uint16_t *narrow_host(const float *x, size_t n, int prec) {
     uint16_t *h = zt_malloc((n ? n : 1) * sizeof(uint16_t));
-    for (size_t i = 0; i < n; i++) h[i] = prec == ZT_PREC_BF16 ? zt_f32_to_bf16_bits(x[i]) : zt_f32_to_fp16_bits(x[i]);
+    for (size_t i = 0; i < n; i++) h[i] = zt_f32_to_bits16(x[i], prec);
     return h;
 }
 static void widen_host(float *x, const uint16_t *h, size_t n, int prec) {
-    for (size_t i = 0; i < n; i++) x[i] = prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(h[i]) : zt_fp16_bits_to_f32(h[i]);
+    for (size_t i = 0; i < n; i++) x[i] = zt_bits16_to_f32(h[i], prec);
 }
 /* n 2-byte words of x in new backend memory */
 static void *up16(zt_backend *be, const float *x, size_t n, int prec) {

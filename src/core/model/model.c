@@ -123,7 +123,7 @@ void zt_model_logits_to_host(zt_model *m, float *out, size_t n) {
     }
     uint16_t *h = zt_malloc((n ? n : 1) * sizeof(uint16_t));
     be->i->to_host(be, h, m->a.logits, n * sizeof(uint16_t));
-    for (size_t i = 0; i < n; i++) out[i] = m->prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(h[i]) : zt_fp16_bits_to_f32(h[i]);
+    for (size_t i = 0; i < n; i++) out[i] = zt_bits16_to_f32(h[i], m->prec);
     free(h);
 }
 

@@ -224,7 +224,7 @@ void zt_model_tparams_to_host(zt_model *m, size_t off, size_t n, float *host) {
     for (size_t i = 0; i < n; i++) {
         uint16_t h;
         memcpy(&h, w + i * sizeof h, sizeof h); /* through memcpy: the bytes are also float storage */
-        host[i] = m->prec == ZT_PREC_BF16 ? zt_bf16_bits_to_f32(h) : zt_fp16_bits_to_f32(h);
+        host[i] = zt_bits16_to_f32(h, m->prec);
     }
 }
 
