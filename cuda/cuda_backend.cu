@@ -59,6 +59,7 @@ struct Deferred {
     size_t n;
     float f;      // D_XENT: dscale; D_LN_FWD, D_RLN_FWD, D_RMS_FWD: eps
     int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
+    int tc;       // D_ATT_FWD, D_ATT_BWD: the 2-byte type of the tensor-core kernels (0: the fp32 kernels)
     int exact;    // D_GELU_FWD, D_GELU_BWD: the encoders' erf GELU (gelu_erf_*)
     int in_round; // D_GELU_*, D_ADD, D_RLN_FWD, D_LN_BWD: the precision its input (GELU fwd inp, bwd dout; the add's
                   // second term; LayerNorm backward's dout) is rounded to first; D_ROUND's precision
@@ -114,9 +115,9 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
         zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, d.tickets, prec,
                             d.in_round);
         break;
-    case D_ATT_FWD: zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec); break;
+    case D_ATT_FWD: zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc); break;
     case D_ATT_BWD:
-        zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec);
+        zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc);
         break;
     case D_RLN_FWD:
         zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,
@@ -376,6 +377,7 @@ void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float
     Deferred d = {};
     d.kind = D_ATT_FWD;
     d.o0 = dev(out); d.o1 = dev(stats); d.i0 = dev(qkv);
+    d.tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
     d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
     d.out = out; d.out_n = (size_t)B * T * C;
     defer(be, d);
@@ -385,6 +387,7 @@ void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const fl
     Deferred d = {};
     d.kind = D_ATT_BWD;
     d.o0 = dev(dqkv); d.o1 = dev(scratch); d.i0 = dev(dout); d.i1 = dev(qkv); d.i2 = dev(out); d.i3 = dev(stats);
+    d.tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
     d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
     d.out = dqkv; d.out_n = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH));
     defer(be, d);

@@ -10,9 +10,9 @@
 // bits on every run, for any grid scheduling. Files: kernels_elem.cu (GELU and the exact GELU, add, accumulate,
 // embeddings, softmax + cross-entropy, AdamW, chunked sums of squares, dropout, dequantisation, bias add and
 // gradient, row argmax), kernels_norm_attn.cu (LayerNorm, attention forward/backward/decode, causal and
-// bidirectional), kernels_attn_fused.cu (attention without the (T, T) matrices), kernels_llama.cu (RMSNorm, rotary
-// embedding, SwiGLU), cuda_gemm.cu (matmul, strided matmul, linear layers, one-row products: cuBLASLt on a GPU, a
-// reference GEMM with fp32 accumulation in the host build).
+// bidirectional), kernels_attn_fused.cu (attention without the (T, T) matrices), kernels_attn_tc.cu (the same on
+// tensor cores), kernels_llama.cu (RMSNorm, rotary embedding, SwiGLU), cuda_gemm.cu (matmul, strided matmul, linear
+// layers, one-row products: cuBLASLt on a GPU, a reference GEMM with fp32 accumulation in the host build).
 #pragma once
 
 #include <stddef.h>
@@ -157,10 +157,21 @@ void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vc
 // zt_attention_fused_hs_ok; stats (B, NH, T, 2): each row's softmax maximum and 1 / sum; scratch:
 // zt_attention_fused_scratch(B, T, C, NH) floats
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
-                               int NH, int NKV, int prec = 0);
+                               int NH, int NKV, int prec = 0, int tc = 0);
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                const float *out, const float *stats, int B, int T, int C, int NH, int NKV,
-                               int prec = 0);
+                               int prec = 0, int tc = 0);
+// tc: ZT_PREC_BF16 / ZT_PREC_FP16 runs the tensor-core kernels (kernels_attn_tc.cu) with inputs, p and ds in that
+// type (the run's precision: its q, k, v and dout are values of it), 0 the fp32 kernels; prec only rounds the
+// outputs, so the op then round_to gives the same bits as the op with prec. The backend passes its precision when
+// zt_cu_attention_tc(precision): bf16 / fp16 runs unless ZT_CUDA_ATTN_TC=0
+bool zt_cu_attention_tc(int prec);
+// ---- kernels_attn_tc.cu: the fused attention's forward and its dk / dv / dq-parts kernel on tensor cores (prec
+// bf16 or fp16, head sizes 32 and 64; stats and scratch as kernels_attn_fused.cu's)
+void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV,
+                       float scale, int prec, int tc);
+void zt_cu_attn_tc_dkdv(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,
+                        const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc);
 
 // ---- kernels_llama.cu: the Llama family's ops (prec on rmsnorm fwd / bwd (dinp) and swiglu fwd / bwd, as above)
 void zt_cu_rmsnorm_fwd(cudaStream_t s, float *out, float *rstd, const float *inp, const float *w, int N, int C,

@@ -29,6 +29,7 @@
 // Arithmetic is fp32 in every precision, as the materialized attention. (32 x 32 tiles with 2 x 4 blocks
 // and scalar loads run at about the speed of the materialized attention on an H200.)
 #include <math.h>
+#include <stdlib.h>
 
 
 #include "cuda_ops.h"
@@ -370,6 +371,14 @@ void launch_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int 
     AF_LAUNCH_CHECK("attn_fused_fwd_kernel");
 }
 
+void launch_dq_sum(cudaStream_t s, float *dqkv, const float *dqp, int B, int T, int C, int NH, int NKV, int hs,
+                   int prec) {
+    const unsigned grid = blocks_for((size_t)B * T * NH * (hs / 4), kThreads);
+    if (hs == 64) ZT_LAUNCH((attn_fused_dq_sum_kernel<64>), grid, kThreads, 0, s, dqkv, dqp, B, T, NH, C + 2 * NKV * hs, prec);
+    else ZT_LAUNCH((attn_fused_dq_sum_kernel<32>), grid, kThreads, 0, s, dqkv, dqp, B, T, NH, C + 2 * NKV * hs, prec);
+    AF_LAUNCH_CHECK("attn_fused_dq_sum_kernel");
+}
+
 template <int HS>
 void launch_bwd(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,
                 const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
@@ -378,28 +387,39 @@ void launch_bwd(cudaStream_t s, float *dqkv, float *dqp, const float *D, const f
     ZT_LAUNCH((attn_fused_dkdv_kernel<HS>), dim3(blocks_for(T, kKvKeys), NKV, B), kThreads,
               dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dqp, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
     AF_LAUNCH_CHECK("attn_fused_dkdv_kernel");
-    ZT_LAUNCH((attn_fused_dq_sum_kernel<HS>), blocks_for((size_t)B * T * NH * (HS / 4), kThreads), kThreads, 0, s,
-              dqkv, (const float *)dqp, B, T, NH, C + 2 * NKV * HS, prec);
-    AF_LAUNCH_CHECK("attn_fused_dq_sum_kernel");
+    launch_dq_sum(s, dqkv, dqp, B, T, C, NH, NKV, HS, prec);
 }
 
 } // namespace
 
 // ------------------------------------------------------------------------------------ launches
 
+namespace {
+int g_attention_tc = -1; // -1: not yet read from ZT_CUDA_ATTN_TC
+}
+
+bool zt_cu_attention_tc(int prec) {
+    if (g_attention_tc < 0) {
+        const char *e = getenv("ZT_CUDA_ATTN_TC");
+        g_attention_tc = !(e && e[0] == '0' && !e[1]);
+    }
+    return g_attention_tc && (prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
+}
+
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
-                               int NH, int NKV, int prec) {
+                               int NH, int NKV, int prec, int tc) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     check_shape(B, T, C, NH, NKV);
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
-    if (hs == 64) launch_fwd<64>(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec);
+    if (tc) zt_cu_attn_tc_fwd(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec, tc);
+    else if (hs == 64) launch_fwd<64>(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec);
     else launch_fwd<32>(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec);
 }
 
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                const float *out, const float *stats, int B, int T, int C, int NH, int NKV,
-                               int prec) {
+                               int prec, int tc) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     check_shape(B, T, C, NH, NKV);
     const int hs = C / NH;
@@ -408,7 +428,10 @@ void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, cons
     ZT_LAUNCH(attn_fused_d_kernel, blocks_for((size_t)B * NH * T, kDWarps), 32 * kDWarps, 0, s, D, dout, out, B, T, C,
               NH);
     AF_LAUNCH_CHECK("attn_fused_d_kernel");
-    if (hs == 64) launch_bwd<64>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+    if (tc) {
+        zt_cu_attn_tc_dkdv(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec, tc);
+        launch_dq_sum(s, dqkv, dqp, B, T, C, NH, NKV, hs, prec);
+    } else if (hs == 64) launch_bwd<64>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
     else launch_bwd<32>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
 }
 

@@ -146,6 +146,9 @@ void sync_warp(unsigned mask);
 uint64_t shfl(unsigned mask, uint64_t bits, int mode, int lane_arg, int width);
 unsigned ballot(unsigned mask, int pred);       // bit per lane whose pred != 0
 int vote_all(unsigned mask, int pred);          // every lane's pred != 0
+// every lane's `bits` into all[lane] (one rendezvous; lanes a partial warp lacks: ~0): the building block of
+// the warp-wide matrix instructions (zt_mma.cuh), which need all 32 lanes' fragments
+void warp_gather(unsigned mask, uint64_t bits, uint64_t all[32]);
 
 // The toolkit's __half2 / __nv_bfloat162 are not trivially copyable (user-written assignment),
 // but they are plain bits; hence the void* casts.

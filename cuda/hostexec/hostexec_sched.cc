@@ -172,8 +172,8 @@ inline void swap(Ctx *from, Ctx *to, const void *to_lo, size_t to_size, bool dyi
 // ---------------------------------------------------------------------------------------------
 // Worker state: one per OS thread that runs blocks.
 enum ThrState : uint8_t { kRunning, kAtBarrier, kAtWarp, kDone };
-enum WarpOp : int { kOpSyncwarp, kOpShfl, kOpVote };
-const char *const kOpName[] = {"__syncwarp", "__shfl*_sync", "__ballot/any/all_sync"};
+enum WarpOp : int { kOpSyncwarp, kOpShfl, kOpVote, kOpGather };
+const char *const kOpName[] = {"__syncwarp", "__shfl*_sync", "__ballot/any/all_sync", "mma (warp_gather)"};
 
 struct Stack {
     Ctx ctx;
@@ -611,6 +611,14 @@ unsigned ballot(unsigned mask, int pred) {
     unsigned r = 0;
     for (unsigned i = 0; i < w.size; i++) r |= unsigned(w.val[buf][i] != 0) << i;
     return r & mask;
+}
+
+void warp_gather(unsigned mask, uint64_t bits, uint64_t all[32]) {
+    Thr *t = current("warp_gather");
+    Worker *W = t_worker;
+    unsigned buf = warp_rendezvous(W, t, mask, kOpGather, bits);
+    const Warp &w = W->warps[t->lin / kWarp];
+    for (unsigned i = 0; i < kWarp; i++) all[i] = i < w.size ? w.val[buf][i] : ~0ull;
 }
 
 int vote_all(unsigned mask, int pred) {

@@ -89,7 +89,8 @@ int st_check_case(st_case *k, st_fn fn, zt_backend *cpu, zt_backend *dev, int pr
     run_rounded(dev, k, fn, k->out[1]);
     run_rounded(dev, k, fn, k->out[2]);
     /* limits: the op's fp32 ones, or one unit of the precision (file comment) */
-    const float unit = k->fp32_out || g_prec == ZT_PREC_FP32 ? 0.0f : g_prec == ZT_PREC_BF16 ? 0x1p-8f : 0x1p-11f;
+    const float unit = (k->fp32_out || g_prec == ZT_PREC_FP32 ? 0.0f : g_prec == ZT_PREC_BF16 ? 0x1p-8f : 0x1p-11f) *
+                       (k->units16 > 0.0f ? k->units16 : 1.0f);
     const float nmse_max = k->nmse_max > unit * unit ? k->nmse_max : unit * unit;
     const float rel_max = k->rel_max > unit ? k->rel_max : unit;
     int fails = 0;

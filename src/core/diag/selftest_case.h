@@ -16,6 +16,8 @@ typedef struct st_case {
     const char *name;
     float nmse_max, rel_max;             /* thresholds (fp32) */
     int fp32_out;                        /* outputs stay fp32 in every precision (master-weight ops) */
+    float units16;                       /* bf16 / fp16 limits in units of the precision (0: 1); more than 1 where
+                                            a device's op rounds inside (the tensor-core attention's p and ds) */
     unsigned int_in;                     /* bit i: input i holds int32 (tokens): never rounded */
     int n_in;
     float *in[6];                        /* host inputs (float or int32 bit patterns) */

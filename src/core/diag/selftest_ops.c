@@ -409,10 +409,14 @@ static void fused_shape(st_case *k, int v) {
                      C[4] = {128, 96, 256, 128};
     k->B = B[v]; k->T = T[v]; k->NH = NH[v]; k->NKV = NKV[v]; k->C = C[v];
 }
+/* bf16 / fp16: 8 units of the precision. The CUDA backend runs the fused attention on tensor cores there, rounding
+   p and ds to the precision inside the op as flash attention does (cuda/kernels_attn_tc.cu): measured under the
+   harness up to 1.7 units (max rel: bf16 out 3.3e-3, dqkv 5.1e-3; fp16 4.1e-4, 8.3e-4) */
+#define FUSED_UNITS16 8.0f
 static void b_attention_fused_fwd(st_case *k, int v) {
     static const char *const nm[4] = {"attention_fused_fwd", "attention_fused_fwd[hs32]", "attention_fused_fwd[gqa]",
                                       "attention_fused_fwd[mqa,hs32]"};
-    *k = (st_case){.name = nm[v], .nmse_max = 1e-12f, .rel_max = 2e-6f};
+    *k = (st_case){.name = nm[v], .nmse_max = 1e-12f, .rel_max = 2e-6f, .units16 = FUSED_UNITS16};
     fused_shape(k, v);
     const size_t n = (size_t)k->B * k->T * k->C, nq = (size_t)k->B * k->T * qkv_width(k);
     st_add_in(k, st_rnd(nq, 1), nq);
@@ -421,7 +425,7 @@ static void b_attention_fused_fwd(st_case *k, int v) {
 static void b_attention_fused_bwd(st_case *k, int v) {
     static const char *const nm[4] = {"attention_fused_bwd", "attention_fused_bwd[hs32]", "attention_fused_bwd[gqa]",
                                       "attention_fused_bwd[mqa,hs32]"};
-    *k = (st_case){.name = nm[v], .nmse_max = 1e-12f, .rel_max = 2e-6f};
+    *k = (st_case){.name = nm[v], .nmse_max = 1e-12f, .rel_max = 2e-6f, .units16 = FUSED_UNITS16};
     fused_shape(k, v);
     const size_t n = (size_t)k->B * k->T * k->C, nq = (size_t)k->B * k->T * qkv_width(k);
     st_add_in(k, st_rnd(nq, 1), nq);

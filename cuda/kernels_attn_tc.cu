@@ -1,0 +1,347 @@
+// kernels_attn_tc.cu — the fused causal attention (kernels_attn_fused.cu's slots and contract) with its products
+// on tensor cores: mma.sync m16n8k16, bf16 or fp16 inputs, fp32 accumulation (zt_mma.cuh), for bf16 / fp16 runs,
+// head sizes 32 and 64. kernels_attn_fused.cu picks it (zt_cu_attention_tc) and keeps the fp32 kernels as the
+// reference and the fallback (fp32 runs, ZT_CUDA_ATTN_TC=0).
+//
+// What it computes, and where it rounds (flash attention's choices, as FlashAttention-2 and cuDNN make them):
+// q, k, v and dout are read as the run's 2-byte values (they are rounded already; the conversion is exact); the
+// probabilities p and score gradients ds are rounded to the 2-byte type where they enter a product (p v, p^T dout,
+// ds k, ds^T q); scores, softmax statistics (m, 1 / l, summed from the unrounded p), D = dout . out, the output
+// before its final rounding, and dk, dv and the dq parts are fp32. Stats and scratch are laid out as the fp32
+// kernels' (the backward's D and dq-sum kernels are theirs). So the results differ from the fp32 kernels and the
+// cpu backend by the 2-byte rounding of p and ds and the tensor core's summation: cuda/tests/test_kernels_attn_tc.cc
+// measures that error against the cpu backend on the same inputs, and checks two runs give the same bits.
+//
+// Forward: block (query tile of 64, query head, sequence), 4 warps; warp w owns query rows 16w .. 16w + 15 of the
+// tile and keeps their q fragments, scores (16 x 64 per key tile), online-softmax m and l and output accumulator in
+// registers; key tiles of 64 from 0 to the diagonal pass through shared memory (k natural, v transposed, so both
+// B fragments are pairs of adjacent words). Its p becomes the A fragment of p v without leaving registers.
+// Backward (dk, dv and dq parts; no atomics): block (key tile of 64, key / value head, sequence), warp w owns keys
+// 16w .. 16w + 15 and keeps their k and v fragments and dk, dv accumulators; for each query head of the group and
+// each query tile of 64 from the diagonal on: s^T = k q^T and dp^T = v dout^T, p^T and ds^T in registers, dv +=
+// p^T dout, dk += ds^T q; ds^T goes to shared memory as ds, and warp w then writes query rows 16w .. 16w + 15 of
+// this key tile's dq part (ds k, fp32) to the scratch. Query tiles and heads are summed in order: deterministic.
+#include <math.h>
+
+#include "cuda_ops.h"
+#include "iface/backend.h"
+#include "iface/op_math.h"
+#include "zt_mma.cuh"
+
+#include "cuda_check.h"
+
+namespace ZT_CU_NS {
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kTcThreads = 128; // 4 warps
+constexpr int kTile = 64;       // query rows / keys per tile
+constexpr int kPad = 8;         // 2-byte words of padding per shared-memory row: fragment loads hit 32 banks
+
+unsigned blocks_for(size_t n, unsigned per) { return (unsigned)((n + per - 1) / per); }
+
+// rows r0 .. r0 + kTile - 1 of one head's HS columns at src (rows `stride` floats apart, 16-byte aligned) into
+// shared memory as 2-byte words, rows at or past T as zeros: natural dst[r * (HS + kPad) + d] or transposed
+// dst[d * (kTile + kPad) + r]
+template <int HS, bool TR>
+__device__ void load16(uint16_t *dst, const float *src, size_t stride, int r0, int T, int ty) {
+    for (int idx = threadIdx.x; idx < kTile * (HS / 4); idx += kTcThreads) {
+        const int r = TR ? idx % kTile : idx / (HS / 4), d4 = TR ? idx / kTile : idx % (HS / 4);
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r0 + r < T) v = *reinterpret_cast<const float4 *>(src + (size_t)(r0 + r) * stride + 4 * d4);
+        const uint16_t w[4] = {zt_f32_to_bits16(v.x, ty), zt_f32_to_bits16(v.y, ty), zt_f32_to_bits16(v.z, ty),
+                               zt_f32_to_bits16(v.w, ty)};
+        if constexpr (TR) {
+            for (int i = 0; i < 4; i++) dst[(4 * d4 + i) * (kTile + kPad) + r] = w[i];
+        } else {
+            uint32_t *d = reinterpret_cast<uint32_t *>(dst + r * (HS + kPad) + 4 * d4);
+            d[0] = (uint32_t)w[0] | (uint32_t)w[1] << 16;
+            d[1] = (uint32_t)w[2] | (uint32_t)w[3] << 16;
+        }
+    }
+}
+
+// the 32-bit word (two adjacent 2-byte values) at row r, column c (even) of a shared array with `ld` words per row
+__device__ __forceinline__ uint32_t word(const uint16_t *base, int ld, int r, int c) {
+    return *reinterpret_cast<const uint32_t *>(base + r * ld + c);
+}
+
+// A fragment of rows r0 .. r0 + 15, columns c0 .. c0 + 15 (zt_mma.cuh's layout)
+__device__ __forceinline__ void frag_a(uint32_t a[4], const uint16_t *base, int ld, int r0, int c0) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    for (int r = 0; r < 4; r++) a[r] = word(base, ld, r0 + g + 8 * (r % 2), c0 + 2 * t + 8 * (r / 2));
+}
+// B fragment (k = c0 .. c0 + 15, n = n0 .. n0 + 7) from an array holding B transposed: row n, columns k
+__device__ __forceinline__ void frag_b(uint32_t b[2], const uint16_t *base, int ld, int n0, int c0) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    b[0] = word(base, ld, n0 + g, c0 + 2 * t);
+    b[1] = word(base, ld, n0 + g, c0 + 8 + 2 * t);
+}
+
+// max / sum over the 4 lanes that share a fragment row (t = lane % 4)
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(kFull, v, 1));
+    return fmaxf(v, __shfl_xor_sync(kFull, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(kFull, v, 1);
+    return v + __shfl_xor_sync(kFull, v, 2);
+}
+
+template <int HS>
+constexpr int fwd_smem_bytes() { return 2 * (2 * kTile * (HS + kPad) + HS * (kTile + kPad)); }
+
+template <int HS, bool FP16>
+__global__ void __launch_bounds__(kTcThreads)
+    attn_tc_fwd_kernel(float *out, float *stats, const float *qkv, int T, int C, int NH, int NKV, float scale,
+                       int prec) {
+    constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
+    constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16; // the inputs' 2-byte type (prec only rounds the outputs)
+    uint16_t *Qs = ZT_DYNAMIC_SMEM(uint16_t); // [64][LD]
+    uint16_t *Ks = Qs + kTile * LD;           // [64][LD]
+    uint16_t *Vt = Ks + kTile * LD;           // [HS][LT]
+    const int q0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z, KV = NKV * HS, W = C + 2 * KV;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const float *seq = qkv + (size_t)b * T * W;
+    const float *qb = seq + (size_t)h * HS, *kb = seq + C + (size_t)(h / (NH / NKV)) * HS, *vb = kb + KV;
+    load16<HS, false>(Qs, qb, W, q0, T, TY);
+    __syncthreads();
+    uint32_t qa[KS][4];
+    for (int ks = 0; ks < KS; ks++) frag_a(qa[ks], Qs, LD, 16 * warp, 16 * ks);
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[NT][4] = {};
+    const int row0 = q0 + 16 * warp + g; // this lane's rows: row0 (c[0], c[1]) and row0 + 8 (c[2], c[3])
+    const int last = min(q0 + kTile, T) - 1;
+    for (int k0 = 0; k0 <= last; k0 += kTile) {
+        __syncthreads(); // the previous tile's readers of Ks, Vt are done
+        load16<HS, false>(Ks, kb, W, k0, T, TY);
+        load16<HS, true>(Vt, vb, W, k0, T, TY);
+        __syncthreads();
+        float s[8][4];
+        for (int j = 0; j < 8; j++) {
+            for (int r = 0; r < 4; r++) s[j][r] = 0.0f;
+            for (int ks = 0; ks < KS; ks++) {
+                uint32_t bf[2];
+                frag_b(bf, Ks, LD, 8 * j, 16 * ks);
+                zt_mma16816<FP16>(s[j], qa[ks], bf, s[j]);
+            }
+        }
+        float mx[2] = {-INFINITY, -INFINITY};
+        for (int j = 0; j < 8; j++)
+            for (int r = 0; r < 4; r++) {
+                const int row = row0 + 8 * (r / 2), key = k0 + 8 * j + 2 * t + r % 2;
+                s[j][r] = key <= row ? s[j][r] * scale : -INFINITY;
+                mx[r / 2] = fmaxf(mx[r / 2], s[j][r]);
+            }
+        float alpha[2], ps[2] = {0.0f, 0.0f};
+        for (int i = 0; i < 2; i++) {
+            const float mnew = fmaxf(m[i], quad_max(mx[i])); // finite: key 0 is in every row's first tile
+            alpha[i] = m[i] == -INFINITY ? 0.0f : zt_expf(m[i] - mnew);
+            m[i] = mnew;
+        }
+        for (int j = 0; j < 8; j++)
+            for (int r = 0; r < 4; r++) {
+                const int i = r / 2;
+                s[j][r] = s[j][r] == -INFINITY ? 0.0f : zt_expf(s[j][r] - m[i]); // now p
+                ps[i] += s[j][r];
+            }
+        for (int i = 0; i < 2; i++) l[i] = l[i] * alpha[i] + quad_sum(ps[i]);
+        for (int n = 0; n < NT; n++)
+            for (int r = 0; r < 4; r++) o[n][r] *= alpha[r / 2];
+        for (int ks = 0; ks < kTile / 16; ks++) { // o += p v over keys 16 ks .. 16 ks + 15
+            uint32_t pa[4];
+            zt_mma_acc_to_a<FP16>(pa, s[2 * ks], s[2 * ks + 1]);
+            for (int n = 0; n < NT; n++) {
+                uint32_t bf[2];
+                frag_b(bf, Vt, LT, 8 * n, 16 * ks);
+                zt_mma16816<FP16>(o[n], pa, bf, o[n]);
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        const int row = row0 + 8 * i;
+        if (row >= T) continue;
+        const float inv = 1.0f / l[i];
+        float *dst = out + ((size_t)b * T + row) * C + (size_t)h * HS + 2 * t;
+        for (int n = 0; n < NT; n++)
+            *reinterpret_cast<float2 *>(dst + 8 * n) =
+                make_float2(zt_round_prec(o[n][2 * i] * inv, prec), zt_round_prec(o[n][2 * i + 1] * inv, prec));
+        if (t == 0) {
+            float *st = stats + (((size_t)b * NH + h) * T + row) * 2;
+            st[0] = m[i];
+            st[1] = inv;
+        }
+    }
+}
+
+template <int HS>
+constexpr int bwd_smem_bytes() {
+    return 2 * (4 * kTile * (HS + kPad) + 3 * HS * (kTile + kPad) + kTile * (kTile + kPad)) + 3 * kTile * 4;
+}
+
+template <int HS, bool FP16>
+__global__ void __launch_bounds__(kTcThreads)
+    attn_tc_dkdv_kernel(float *dqkv, float *dqp, const float *dout, const float *qkv, const float *stats,
+                        const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
+    constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
+    constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16; // the inputs' 2-byte type (prec only rounds the outputs)
+    uint16_t *Ks = ZT_DYNAMIC_SMEM(uint16_t); // [64 keys][LD]
+    uint16_t *Vs = Ks + kTile * LD;           // [64 keys][LD]
+    uint16_t *Qs = Vs + kTile * LD;           // [64 rows][LD]
+    uint16_t *dOs = Qs + kTile * LD;          // [64 rows][LD]
+    uint16_t *Kt = dOs + kTile * LD;          // [HS][LT keys]
+    uint16_t *Qt = Kt + HS * LT;              // [HS][LT rows]
+    uint16_t *dOt = Qt + HS * LT;             // [HS][LT rows]
+    uint16_t *dSs = dOt + HS * LT;            // [64 rows][LT keys]
+    float *st = reinterpret_cast<float *>(dSs + kTile * LT); // m, 1 / l, D of the query tile's rows: [3][64]
+    const int k0 = blockIdx.x * kTile, kh = blockIdx.y, b = blockIdx.z, G = NH / NKV, KV = NKV * HS;
+    const int W = C + 2 * KV, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const float *seq = qkv + (size_t)b * T * W;
+    const float *kb = seq + C + (size_t)kh * HS, *vb = kb + KV;
+    load16<HS, false>(Ks, kb, W, k0, T, TY);
+    load16<HS, false>(Vs, vb, W, k0, T, TY);
+    load16<HS, true>(Kt, kb, W, k0, T, TY);
+    __syncthreads();
+    uint32_t ka[KS][4], va[KS][4];
+    for (int ks = 0; ks < KS; ks++) {
+        frag_a(ka[ks], Ks, LD, 16 * warp, 16 * ks);
+        frag_a(va[ks], Vs, LD, 16 * warp, 16 * ks);
+    }
+    const int key0 = k0 + 16 * warp + g; // this lane's keys: key0 (c[0], c[1]) and key0 + 8 (c[2], c[3])
+    const int nkt = (T + kTile - 1) / kTile;
+    float dk[NT][4] = {}, dv[NT][4] = {};
+    for (int h = kh * G; h < (kh + 1) * G; h++) { // the group's query heads in order
+        const float *qb = seq + (size_t)h * HS;
+        const float *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
+        const size_t srow = ((size_t)b * NH + h) * T;
+        float *part = dqp + (((size_t)b * NH + h) * nkt + blockIdx.x) * (size_t)T * HS; // this key tile's parts
+        for (int q0 = k0; q0 < T; q0 += kTile) { // query tiles from the diagonal on
+            __syncthreads();
+            load16<HS, false>(Qs, qb, W, q0, T, TY);
+            load16<HS, true>(Qt, qb, W, q0, T, TY);
+            load16<HS, false>(dOs, dbase, C, q0, T, TY);
+            load16<HS, true>(dOt, dbase, C, q0, T, TY);
+            for (int r = threadIdx.x; r < kTile; r += kTcThreads) {
+                const bool ok = q0 + r < T;
+                st[r] = ok ? stats[(srow + q0 + r) * 2] : 0.0f;
+                st[kTile + r] = ok ? stats[(srow + q0 + r) * 2 + 1] : 0.0f;
+                st[2 * kTile + r] = ok ? D[srow + q0 + r] : 0.0f;
+            }
+            __syncthreads();
+            // p^T and ds^T of this warp's 16 keys x the tile's 64 query rows (n-tile j: rows 8j .. 8j + 7)
+            float p[8][4], ds[8][4];
+            for (int j = 0; j < 8; j++) {
+                for (int r = 0; r < 4; r++) p[j][r] = ds[j][r] = 0.0f;
+                for (int ks = 0; ks < KS; ks++) {
+                    uint32_t bf[2];
+                    frag_b(bf, Qs, LD, 8 * j, 16 * ks);
+                    zt_mma16816<FP16>(p[j], ka[ks], bf, p[j]);
+                    frag_b(bf, dOs, LD, 8 * j, 16 * ks);
+                    zt_mma16816<FP16>(ds[j], va[ks], bf, ds[j]);
+                }
+                for (int r = 0; r < 4; r++) {
+                    const int rr = 8 * j + 2 * t + r % 2, row = q0 + rr, key = key0 + 8 * (r / 2);
+                    const float pv = row < T && key <= row ? zt_expf(p[j][r] * scale - st[rr]) * st[kTile + rr] : 0.0f;
+                    p[j][r] = pv;
+                    ds[j][r] = pv * (ds[j][r] - st[2 * kTile + rr]) * scale;
+                }
+            }
+            for (int ks = 0; ks < kTile / 16; ks++) { // sums over query rows 16 ks .. 16 ks + 15
+                uint32_t pa[4], sa[4];
+                zt_mma_acc_to_a<FP16>(pa, p[2 * ks], p[2 * ks + 1]);
+                zt_mma_acc_to_a<FP16>(sa, ds[2 * ks], ds[2 * ks + 1]);
+                for (int n = 0; n < NT; n++) {
+                    uint32_t bf[2];
+                    frag_b(bf, dOt, LT, 8 * n, 16 * ks);
+                    zt_mma16816<FP16>(dv[n], pa, bf, dv[n]);
+                    frag_b(bf, Qt, LT, 8 * n, 16 * ks);
+                    zt_mma16816<FP16>(dk[n], sa, bf, dk[n]);
+                }
+            }
+            for (int j = 0; j < 8; j++) // ds (rows x keys) for the dq part, as the products above rounded it
+                for (int r = 0; r < 4; r++)
+                    dSs[(8 * j + 2 * t + r % 2) * LT + 16 * warp + g + 8 * (r / 2)] = zt_f32_to_bits16(ds[j][r], TY);
+            __syncthreads();
+            // this key tile's part of dq for query rows 16 warp .. 16 warp + 15: ds k over its 64 keys
+            float dq[NT][4] = {};
+            for (int ks = 0; ks < kTile / 16; ks++) {
+                uint32_t sa[4];
+                frag_a(sa, dSs, LT, 16 * warp, 16 * ks);
+                for (int n = 0; n < NT; n++) {
+                    uint32_t bf[2];
+                    frag_b(bf, Kt, LT, 8 * n, 16 * ks);
+                    zt_mma16816<FP16>(dq[n], sa, bf, dq[n]);
+                }
+            }
+            for (int i = 0; i < 2; i++) {
+                const int row = q0 + 16 * warp + g + 8 * i;
+                if (row >= T) continue;
+                for (int n = 0; n < NT; n++)
+                    *reinterpret_cast<float2 *>(part + (size_t)row * HS + 8 * n + 2 * t) =
+                        make_float2(dq[n][2 * i], dq[n][2 * i + 1]);
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        const int key = key0 + 8 * i;
+        if (key >= T) continue;
+        float *row = dqkv + ((size_t)b * T + key) * W + C + (size_t)kh * HS + 2 * t;
+        for (int n = 0; n < NT; n++) {
+            *reinterpret_cast<float2 *>(row + 8 * n) =
+                make_float2(zt_round_prec(dk[n][2 * i], prec), zt_round_prec(dk[n][2 * i + 1], prec));
+            *reinterpret_cast<float2 *>(row + KV + 8 * n) =
+                make_float2(zt_round_prec(dv[n][2 * i], prec), zt_round_prec(dv[n][2 * i + 1], prec));
+        }
+    }
+}
+
+template <typename K>
+void smem_optin(K *k, int bytes, bool *done, const char *what) {
+    if (*done) return;
+    const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess)
+        zt_panic(__FILE__, __LINE__, "%s: %d bytes of shared memory: %s", what, bytes, cudaGetErrorString(e));
+    *done = true;
+}
+
+template <int HS, bool FP16>
+void fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV, float scale,
+         int prec) {
+    static bool optin = false;
+    smem_optin(attn_tc_fwd_kernel<HS, FP16>, fwd_smem_bytes<HS>(), &optin, "attn_tc_fwd_kernel");
+    ZT_LAUNCH((attn_tc_fwd_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, fwd_smem_bytes<HS>(), s,
+              out, stats, qkv, T, C, NH, NKV, scale, prec);
+    ZT_CUDA_LAUNCH_CHECK("attn_tc_fwd_kernel");
+}
+
+template <int HS, bool FP16>
+void dkdv(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,
+          const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
+    static bool optin = false;
+    smem_optin(attn_tc_dkdv_kernel<HS, FP16>, bwd_smem_bytes<HS>(), &optin, "attn_tc_dkdv_kernel");
+    ZT_LAUNCH((attn_tc_dkdv_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NKV, B), kTcThreads, bwd_smem_bytes<HS>(),
+              s, dqkv, dqp, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
+    ZT_CUDA_LAUNCH_CHECK("attn_tc_dkdv_kernel");
+}
+
+} // namespace
+
+void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV,
+                       float scale, int prec, int tc) {
+    const int hs = C / NH;
+    ZT_ASSERT((tc == ZT_PREC_BF16 || tc == ZT_PREC_FP16) && (hs == 32 || hs == 64));
+    const bool h16 = tc == ZT_PREC_FP16;
+    if (hs == 64) (h16 ? fwd<64, true> : fwd<64, false>)(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec);
+    else (h16 ? fwd<32, true> : fwd<32, false>)(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec);
+}
+
+void zt_cu_attn_tc_dkdv(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,
+                        const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc) {
+    const int hs = C / NH;
+    ZT_ASSERT((tc == ZT_PREC_BF16 || tc == ZT_PREC_FP16) && (hs == 32 || hs == 64));
+    const bool h16 = tc == ZT_PREC_FP16;
+    if (hs == 64)
+        (h16 ? dkdv<64, true> : dkdv<64, false>)(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+    else (h16 ? dkdv<32, true> : dkdv<32, false>)(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+}
+
+} // namespace ZT_CU_NS
