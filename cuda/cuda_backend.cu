@@ -22,14 +22,25 @@
 // residual add + LayerNorm whose second term it is, or the LayerNorm backward whose dout it is, that kernel rounds the
 // values as it loads them and (but for the in-place GELU backward) writes them back rounded; any other call launches
 // it.
+//
+// Mirrors (bf16 / fp16 runs; iface/mirror16.h): unpack16 records that its float32 output equals the 2-byte words it
+// read (the parameters' window, a layer's activations unpacked from the stash); a linear forward / backward whose w
+// or inp is such a buffer multiplies the words instead of packing it again. The slots that keep the records
+// (MirrorKeep: the products, norms, attention, GELU, add, accumulate, round_to, pack16 / unpack16, zero, copy) drop the
+// ones their outputs overlap; every other call drops them all. The bits are those of packing (the words are what
+// packing gives); ZT_CUDA_MIRROR=0 turns it off and ZT_CUDA_FUSE_ROUND_STATS=1 prints the operands it saved.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <initializer_list>
+#include <utility>
 
 #include "cuda_check.h"
 #include "cuda_ops.h"
 
 extern "C" {
+#include "iface/mirror16.h"
 #include "iface/quant_format.h"
 #include "cuda_backend.h"
 #ifdef ZT_HOSTEXEC
@@ -94,6 +105,9 @@ struct cu_ctx {
     char desc[512];
     AdamwTable adamw[kAdamwTables]; // adamw_multi's tables, adamw_n of them
     int adamw_n;
+    zt_mirror16 mir;        // float32 buffers equal to 2-byte words (file comment)
+    int mir_on;             // ZT_CUDA_MIRROR (default 1), in bf16 / fp16 runs
+    int mir_keep;           // inside a slot that names what it writes: flush() keeps the mirrors
 };
 
 cu_ctx *ctx_of(zt_backend *be) { return static_cast<cu_ctx *>(be->ctx); }
@@ -133,9 +147,11 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
     }
 }
 
-// launches the kept op, if any, unrounded
+// launches the kept op, if any, unrounded; every slot and memory call passes here first, and all but those that keep
+// the mirrors drop them
 void flush(zt_backend *be) {
     cu_ctx *x = ctx_of(be);
+    if (!x->mir_keep) zt_mirror16_clear(&x->mir);
     if (x->pend.kind == D_NONE) return;
     const Deferred d = x->pend;
     x->pend.kind = D_NONE;
@@ -172,6 +188,25 @@ template <typename T> const T *dev(const T *p) { return static_cast<const T *>(z
 #else
 template <typename T> T *dev(T *p) { return p; }
 #endif
+
+// For the length of a slot that keeps the mirrors: drops those its outputs (up to 4 ranges: address, bytes) overlap
+struct MirrorKeep {
+    cu_ctx *x;
+    MirrorKeep(zt_backend *be, std::initializer_list<std::pair<const void *, size_t>> writes) : x(ctx_of(be)) {
+        for (const auto &w : writes) zt_mirror16_clobber(&x->mir, w.first, w.second);
+        x->mir_keep = 1;
+    }
+    ~MirrorKeep() { x->mir_keep = 0; }
+};
+// the words equal to the n floats at p (a model address), translated, or nullptr
+const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n) {
+    cu_ctx *x = ctx_of(be);
+    if (!x->mir_on || x->prec == ZT_PREC_FP32 || !p) return nullptr;
+    const uint16_t *w = zt_mirror16_find(&x->mir, p, n);
+    if (!w) return nullptr;
+    x->mir.hits++;
+    return dev(w);
+}
 
 // ------------------------------------------------------------------------------------------ memory
 
@@ -314,17 +349,27 @@ void b_matmul_ld(zt_backend *be, float *c, const float *a, const float *b, int M
 }
 void b_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                   int OC) {
-    zt_cu_linear_fwd(ctx_of(be)->gemm, S, dev(out), dev(inp), dev(w), dev(bias), N, C, OC);
+    MirrorKeep keep(be, {{out, (size_t)N * OC * sizeof(float)}});
+    const bool look = N > 0 && C > 0 && OC > 0;
+    const uint16_t *iw = look ? mirror_words(be, inp, (size_t)N * C) : nullptr;
+    const uint16_t *ww = look ? mirror_words(be, w, (size_t)C * OC) : nullptr;
+    zt_cu_linear_fwd(ctx_of(be)->gemm, S, dev(out), dev(inp), dev(w), dev(bias), N, C, OC, iw, ww);
 }
 void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                   const float *w, int N, int C, int OC, int accumulate_dinp) {
+    MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, (size_t)C * OC * sizeof(float)},
+                         {dbias, (size_t)OC * sizeof(float)}});
     void *sc = scratch(be, zt_cu_linear_bwd_scratch(N, OC));
     unsigned *tk = tickets(be);
+    const bool look = N > 0 && C > 0 && OC > 0; // the packing path (bf16 / fp16 checked in mirror_words)
+    const uint16_t *iw = look ? mirror_words(be, inp, (size_t)N * C) : nullptr;
+    const uint16_t *ww = look ? mirror_words(be, w, (size_t)C * OC) : nullptr;
     zt_cu_linear_bwd(ctx_of(be)->gemm, S, dev(dinp), dev(dw), dev(dbias), dev(dout), dev(inp), dev(w), N, C, OC,
-                     accumulate_dinp, sc, tk);
+                     accumulate_dinp, sc, tk, iw, ww);
 }
 void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
                      const float *b, int N, int C, float eps) {
+    MirrorKeep keep(be, {{out, (size_t)N * C * sizeof(float)}, {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}});
     Deferred d = {};
     d.kind = D_LN_FWD;
     d.o0 = dev(out); d.o1 = dev(mean); d.o2 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w); d.i2 = dev(b);
@@ -334,6 +379,8 @@ void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const
 }
 void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mean, float *rstd, const float *a,
                               const float *b, const float *w, const float *bias, int N, int C, int prec, float eps) {
+    MirrorKeep keep(be, {{res, (size_t)N * C * sizeof(float)}, {out, (size_t)N * C * sizeof(float)},
+                         {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}});
     Deferred d = {};
     d.kind = D_RLN_FWD;
     d.o0 = dev(res); d.o1 = dev(out); d.o2 = dev(mean); d.o3 = dev(rstd);
@@ -345,6 +392,7 @@ void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mea
 }
 void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                      const float *w, const float *mean, const float *rstd, int N, int C) {
+    MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, C * sizeof(float)}, {db, C * sizeof(float)}});
     Deferred d = {};
     d.scratch = scratch(be, zt_cu_layernorm_bwd_scratch(N, C));
     d.tickets = tickets(be);
@@ -374,6 +422,7 @@ void b_attention_bidir_bwd(zt_backend *be, float *dqkv, float *datt, const float
 }
 void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C, int NH,
                            int NKV) {
+    MirrorKeep keep(be, {{out, (size_t)B * T * C * sizeof(float)}, {stats, (size_t)B * NH * T * 2 * sizeof(float)}});
     Deferred d = {};
     d.kind = D_ATT_FWD;
     d.o0 = dev(out); d.o1 = dev(stats); d.i0 = dev(qkv);
@@ -384,6 +433,8 @@ void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float
 }
 void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
                            const float *stats, int B, int T, int C, int NH, int NKV) {
+    MirrorKeep keep(be, {{dqkv, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)) * sizeof(float)},
+                         {scratch, zt_attention_fused_scratch(B, T, C, NH) * sizeof(float)}});
     Deferred d = {};
     d.kind = D_ATT_BWD;
     d.o0 = dev(dqkv); d.o1 = dev(scratch); d.i0 = dev(dout); d.i1 = dev(qkv); d.i2 = dev(out); d.i3 = dev(stats);
@@ -439,6 +490,7 @@ void b_gemv(zt_backend *be, float *y, const float *x, const float *w, const floa
 }
 // GELU forward (dout nullptr) or backward into out, the tanh approximation or the exact (erf) one
 void defer_gelu(zt_backend *be, int exact, float *out, const float *inp, const float *dout, size_t n) {
+    MirrorKeep keep(be, {{out, n * sizeof(float)}});
     Deferred d = {};
     d.kind = dout ? D_GELU_BWD : D_GELU_FWD;
     d.o0 = dev(out); d.i0 = dev(inp); d.i1 = dev(dout); d.n = n; d.exact = exact;
@@ -465,6 +517,7 @@ void b_argmax_rows(zt_backend *be, int32_t *idx, const float *x, int N, int V, i
     zt_cu_argmax_rows(S, dev(idx), dev(x), N, V, ld);
 }
 void b_add(zt_backend *be, float *out, const float *a, const float *b, size_t n) {
+    MirrorKeep keep(be, {{out, n * sizeof(float)}});
     Deferred d = {};
     d.kind = D_ADD;
     d.o0 = dev(out); d.i0 = dev(a); d.i1 = dev(b); d.n = n;
@@ -499,7 +552,9 @@ void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t 
 void b_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K, int ta,
                 int tb, int prec) {
     ZT_ASSERT(prec == ctx_of(be)->prec); // the GEMM's operand precision (set_precision)
-    zt_cu_matmul16(ctx_of(be)->gemm, S, dev(c), c16, dev(a), a16, dev(b), M, N, K, ta, tb);
+    MirrorKeep keep(be, {{c, (size_t)M * N * (c16 ? sizeof(uint16_t) : sizeof(float))}});
+    const uint16_t *bw = M > 0 && N > 0 && K > 0 ? mirror_words(be, b, (size_t)K * N) : nullptr; // the tied wte
+    zt_cu_matmul16(ctx_of(be)->gemm, S, dev(c), c16, dev(a), a16, dev(b), M, N, K, ta, tb, bw);
 }
 void b_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
                       float dscale, int prec) {
@@ -561,16 +616,20 @@ void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, fl
     zt_cu_adamw_multi(S, dev(param), dev(grad), dev(m), dev(v), static_cast<const zt_cu_adamw_seg *>(dev(t.table)),
                       t.ntable, t.total, lr, beta1, beta2, eps, bias_corr1, bias_corr2, grad_scale);
 }
-void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) { zt_cu_accumulate(S, dev(acc), dev(x), n); }
+void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
+    MirrorKeep keep(be, {{acc, n * sizeof(float)}});
+    zt_cu_accumulate(S, dev(acc), dev(x), n);
+}
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
     zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);
 }
 void b_set_precision(zt_backend *be, int prec) {
-    flush(be);
+    flush(be); // drops the mirrors
     ctx_of(be)->prec = prec;
     zt_cu_gemm_set_precision(ctx_of(be)->gemm, prec);
 }
 void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
+    MirrorKeep keep(be, {{x, n * sizeof(float)}});
     cu_ctx *c = ctx_of(be);
     if (c->pend.kind != D_NONE && c->pend.kind != D_ROUND && prec != ZT_PREC_FP32 && c->pend.out == x &&
         c->pend.out_n == n) {
@@ -595,10 +654,13 @@ void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
     zt_cu_round_to(S, dev(x), n, prec);
 }
 void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {
+    MirrorKeep keep(be, {{dst, n * sizeof(uint16_t)}});
     zt_cu_pack16(S, static_cast<uint16_t *>(dev(dst)), dev(x), n, prec);
 }
 void b_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec) {
+    MirrorKeep keep(be, {{dst, n * sizeof(float)}});
     zt_cu_unpack16(S, dev(dst), static_cast<const uint16_t *>(dev(src)), n, prec);
+    if (prec == ctx_of(be)->prec) zt_mirror16_add(&ctx_of(be)->mir, dst, src, n); // dst now equals the words
 }
 void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
     zt_cu_dropout(S, dev(out), dev(in), n, p, seed);
@@ -619,8 +681,8 @@ void b_destroy(zt_backend *be) {
     cu_ctx *x = ctx_of(be);
     const char *st = getenv("ZT_CUDA_FUSE_ROUND_STATS");
     if (st && strcmp(st, "1") == 0 && (x->fused || x->unfused))
-        fprintf(stderr, "%s: %ld round_to fused into the op that wrote the values, %ld as their own pass\n",
-                be->i->name, x->fused, x->unfused);
+        fprintf(stderr, "%s: %ld round_to fused into the op that wrote the values, %ld as their own pass; %ld product "
+                "operands read from 2-byte words without packing\n", be->i->name, x->fused, x->unfused, x->mir.hits);
     b_free(be, x->scratch);
     if (x->tickets) b_free(be, x->tickets);
     free_adamw_tables(be);
@@ -708,6 +770,8 @@ zt_backend *make_backend(cu_ctx *x, int threads) {
     x->gemm = zt_cu_gemm_create(x->stream);
     const char *fr = getenv("ZT_CUDA_FUSE_ROUND");
     x->fuse_round = !(fr && strcmp(fr, "0") == 0);
+    const char *mr = getenv("ZT_CUDA_MIRROR");
+    x->mir_on = !(mr && strcmp(mr, "0") == 0);
     return be;
 }
 

@@ -211,6 +211,10 @@ unsigned pack_blocks(size_t n) {
     return (unsigned)(nb < kPackMaxBlocks ? nb : kPackMaxBlocks);
 }
 
+// elements packed for products in this process (host side; the count wrapper's operand packing is checked against
+// it under the harness: zt_cu_packed_elems)
+unsigned long long g_packed_elems;
+
 // the operands of one or two products packed dense in one launch: add() each (one of no elements is left out), then
 // launch()
 struct Packs {
@@ -225,6 +229,7 @@ struct Packs {
         job.ld[job.n] = ld;
         job.start[job.n + 1] = job.start[job.n] + n;
         job.n++;
+        g_packed_elems += n;
     }
     void launch(cudaStream_t s, int prec) {
         const size_t total = job.start[job.n];
@@ -635,6 +640,8 @@ GemmLd pack_operands(zt_cu_gemm *g, cudaStream_t s, const float *a, const float 
 
 void zt_cu_gemm_set_precision(zt_cu_gemm *g, int prec) { g->prec = prec; }
 
+unsigned long long zt_cu_packed_elems(void) { return g_packed_elems; }
+
 void zt_cu_matmul(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K, int ta,
                   int tb, float alpha, float beta) {
     if (M <= 0 || N <= 0) return;
@@ -649,18 +656,19 @@ void zt_cu_matmul_ld(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, co
 }
 
 void zt_cu_matmul16(zt_cu_gemm *g, cudaStream_t s, void *c, int c16, const void *a, int a16, const float *b, int M,
-                    int N, int K, int ta, int tb) {
+                    int N, int K, int ta, int tb, const uint16_t *b_words) {
     if (M <= 0 || N <= 0) return;
     ZT_ASSERT((g->prec == ZT_PREC_BF16 || g->prec == ZT_PREC_FP16) && K > 0);
     gemm(g, s, c16 ? nullptr : static_cast<float *>(c), a16 ? nullptr : static_cast<const float *>(a), b, nullptr, M,
-         N, K, ta, tb, 1.0f, 0.0f, dense_ld(M, N, K, ta, tb), a16 ? static_cast<const uint16_t *>(a) : nullptr, nullptr,
+         N, K, ta, tb, 1.0f, 0.0f, dense_ld(M, N, K, ta, tb), a16 ? static_cast<const uint16_t *>(a) : nullptr, b_words,
          c16 ? static_cast<uint16_t *>(c) : nullptr);
 }
 
 void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,
-                      int N, int C, int OC) {
+                      int N, int C, int OC, const uint16_t *inp_words, const uint16_t *w_words) {
     if (N <= 0 || OC <= 0) return;
-    gemm(g, s, out, inp, w, bias, N, OC, C, 0, 0, 1.0f, 0.0f, dense_ld(N, OC, C, 0, 0));
+    if (g->prec == ZT_PREC_FP32 || C == 0) inp_words = w_words = nullptr;
+    gemm(g, s, out, inp, w, bias, N, OC, C, 0, 0, 1.0f, 0.0f, dense_ld(N, OC, C, 0, 0), inp_words, w_words);
 }
 
 size_t zt_cu_linear_bwd_scratch(int N, int OC) {
@@ -670,7 +678,7 @@ size_t zt_cu_linear_bwd_scratch(int N, int OC) {
 
 void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
                       const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch,
-                      unsigned *tickets) {
+                      unsigned *tickets, const uint16_t *inp_words, const uint16_t *w_words) {
     if (C <= 0 || OC <= 0) return;
     // dinp(N, C) = dout(N, OC) @ w(C, OC)^T; dw(C, OC) = inp(N, C)^T @ dout(N, OC). bf16 / fp16: dout (dense (N, OC)
     // in both products), w and inp packed in one launch for the two
@@ -682,12 +690,20 @@ void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, flo
     bool dbias_done = !dbias;
     const uint16_t *dout16 = nullptr, *w16 = nullptr, *inp16 = nullptr;
     if (N > 0 && g->prec != ZT_PREC_FP32) {
-        uint16_t *pd = h16_buf(g, 2, (size_t)N * OC), *pw = h16_buf(g, 1, (size_t)C * OC),
-                 *pi = h16_buf(g, 0, (size_t)N * C);
+        uint16_t *pd = h16_buf(g, 2, (size_t)N * OC);
+        const uint16_t *pw = w_words, *pi = inp_words;
         Packs pk;
         pk.add(pd, dout, N, OC, OC);
-        pk.add(pw, w, C, OC, OC);
-        pk.add(pi, inp, N, C, C);
+        if (!pw) {
+            uint16_t *p = h16_buf(g, 1, (size_t)C * OC);
+            pk.add(p, w, C, OC, OC);
+            pw = p;
+        }
+        if (!pi) {
+            uint16_t *p = h16_buf(g, 0, (size_t)N * C);
+            pk.add(p, inp, N, C, C);
+            pi = p;
+        }
         if (dbias) {
             const unsigned npack = pack_blocks(pk.job.start[pk.job.n]);
             ZT_LAUNCH(pack16_colsum_kernel, npack + (unsigned)(cj.cblocks * cj.nparts), kPackThreads, 0, s, pk.job,

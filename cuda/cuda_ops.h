@@ -201,21 +201,25 @@ void zt_cu_matmul(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const
 // copies (bf16 / fp16: the strided operands are packed dense); c's columns beyond N are neither read nor written
 void zt_cu_matmul_ld(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K,
                      int ta, int tb, float alpha, float beta, int lda, int ldb, int ldc);
+// inp_words / w_words (bf16 / fp16 runs; may be NULL): the operand's 2-byte words as packing would make them (the
+// backend's mirrors, iface/mirror16.h), read instead of packing it
 void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,
-                      int N, int C, int OC);
+                      int N, int C, int OC, const uint16_t *inp_words = nullptr, const uint16_t *w_words = nullptr);
 // matmul16 (iface/backend.h; the precision is set_precision's, which must be bf16 / fp16; K > 0): a as 2-byte words
 // when a16 (the product's packed operand as it is), c as 2-byte words when c16: the fp32 sums rounded to nearest even
 // by the GEMM itself (cuBLASLt's output conversion on a GPU, the reference kernel's zt_f32_to_bf16_bits under the
 // harness), one launch and no fp32 copy of c
 void zt_cu_matmul16(zt_cu_gemm *g, cudaStream_t s, void *c, int c16, const void *a, int a16, const float *b, int M,
-                    int N, int K, int ta, int tb);
+                    int N, int K, int ta, int tb, const uint16_t *b_words = nullptr);
 // dbias (may be NULL) = column sums of dout without float atomics: partial sums per row block, then a
 // fixed-order sum of the partials by the grid's last block (one launch); scratch: at least
 // zt_cu_linear_bwd_scratch(N, OC) bytes; tickets: see kCuTickets
 size_t zt_cu_linear_bwd_scratch(int N, int OC);
+// elements the bf16 / fp16 products have packed so far in this process (the operand packing's count, for its test)
+unsigned long long zt_cu_packed_elems(void);
 void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
                       const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch,
-                      unsigned *tickets);
+                      unsigned *tickets, const uint16_t *inp_words = nullptr, const uint16_t *w_words = nullptr);
 // c_z(M, N) = alpha * op(a_z) @ op(b_z) + beta * c_z for z < batch, row-major with leading dimensions (row
 // strides) lda, ldb, ldc and element strides sa, sb, sc between the batch's matrices; fp32 operands in every
 // precision (the set_precision packing does not apply)

@@ -417,20 +417,30 @@ void test_linear_bwd16(zt_cu_gemm *g, int prec, int N, int C, int OC, int with_b
     for (vec *v : {&dy, &x, &w, &dx0})
         for (float &f : *v) f = rnd(f);
     std::vector<unsigned char> scratch(zt_cu_linear_bwd_scratch(N, OC) + 1);
-    vec dx[2], dw[2], db[2];
-    for (int p = 0; p < 2; p++) { // 0: fp32, 1: 2-byte operands
+    std::vector<uint16_t> xw(x.size()), ww(w.size()); // inp and w as words (the backend's mirrors: nothing packed)
+    for (size_t i = 0; i < x.size(); i++) xw[i] = zt_f32_to_bits16(x[i], prec);
+    for (size_t i = 0; i < w.size(); i++) ww[i] = zt_f32_to_bits16(w[i], prec);
+    vec dx[3], dw[3], db[3], y[3];
+    for (int p = 0; p < 3; p++) { // 0: fp32, 1: 2-byte operands packed, 2: inp and w given as words
         zt_cu_gemm_set_precision(g, p ? prec : ZT_PREC_FP32);
-        dx[p] = dx0, dw[p] = nanv((size_t)C * OC), db[p] = nanv(OC);
+        dx[p] = dx0, dw[p] = nanv((size_t)C * OC), db[p] = nanv(OC), y[p] = nanv((size_t)N * OC);
+        const uint16_t *xp = p == 2 ? xw.data() : nullptr, *wp = p == 2 ? ww.data() : nullptr;
         zt_cu_linear_bwd(g, 0, dx[p].data(), dw[p].data(), with_bias ? db[p].data() : nullptr, dy.data(), x.data(),
-                         w.data(), N, C, OC, 1, scratch.data(), tickets());
+                         w.data(), N, C, OC, 1, scratch.data(), tickets(), xp, wp);
+        // and the forward y(N, OC) = x @ w: with the words given it must equal the packed path
+        if (p) zt_cu_linear_fwd(g, 0, y[p].data(), x.data(), w.data(), nullptr, N, C, OC, xp, wp);
     }
     zt_cu_gemm_set_precision(g, ZT_PREC_FP32);
     const std::string left = tickets_left();
-    const bool same = same_bits(dx[0], dx[1]) && same_bits(dw[0], dw[1]) && (!with_bias || same_bits(db[0], db[1]));
+    const bool same = same_bits(dx[0], dx[1]) && same_bits(dw[0], dw[1]) && (!with_bias || same_bits(db[0], db[1])) &&
+                      same_bits(dx[2], dx[1]) && same_bits(dw[2], dw[1]) && (!with_bias || same_bits(db[2], db[1])) &&
+                      same_bits(y[2], y[1]);
     char name[128];
     snprintf(name, sizeof name, "linear_bwd_%s[N%d,C%d,OC%d,bias%d]", prec == ZT_PREC_BF16 ? "bf16" : "fp16", N, C, OC,
              with_bias);
-    if (same && left.empty()) check_pass("%s: dinp, dw%s bit-identical to the fp32 path", name, with_bias ? ", dbias" : "");
+    if (same && left.empty())
+        check_pass("%s: dinp, dw%s bit-identical to the fp32 path; with inp and w given as words (not packed) too, and "
+                   "the forward's", name, with_bias ? ", dbias" : "");
     else check_fail("%s: %s%s", name, same ? "" : "differs from the fp32 path; ", left.c_str());
 }
 

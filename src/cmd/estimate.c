@@ -191,9 +191,9 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
     const double t0 = zt_now();
     zt_step_run(&st, 0); /* the first step grows scratch buffers; the second is the steady state counted */
     zt_backend_count_reset();
-    const long long h0 = zt_backend_harness_launches();
+    const long long h0 = zt_backend_harness_launches(), p0 = zt_backend_harness_packed();
     zt_step_run(&st, 1);
-    const long long h1 = zt_backend_harness_launches();
+    const long long h1 = zt_backend_harness_launches(), p1 = zt_backend_harness_packed();
     const double wall = zt_now() - t0;
     const zt_count_totals t = zt_backend_count_totals();
     zt_count_entry e[ZT_COUNT_MAX_KINDS];
@@ -214,12 +214,13 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
     printf("  kernel launches per step: %ld (%ld kernels and GEMMs + %ld copies and memsets)\n", all, t.launches,
            t.memops);
     if (wrapped && h1 >= 0)
-        printf("  launches executed by the host execution harness: %lld (the wrapper counted %ld kernels and GEMMs)\n",
-               h1 - h0, t.launches);
+        printf("  launches executed by the host execution harness: %lld (the wrapper counted %ld kernels and GEMMs); "
+               "elements it packed as product operands: %lld (the wrapper counted %.0f)\n", h1 - h0, t.launches,
+               p1 - p0, t.packed);
     printf("  HBM traffic per step: %.2f GB (%.0f bytes; host transfers %.3f GB in %ld calls, not counted)\n",
            t.bytes / 1e9, t.bytes, t.host_bytes / 1e9, t.host_xfers);
-    printf("  round_to fused into the op before it: %ld; communicator calls: %ld (not in the launches)\n",
-           t.fused_rounds, t.comm_calls);
+    printf("  round_to fused into the op before it: %ld; product operands read from 2-byte words, not packed: %ld; "
+           "communicator calls: %ld (not in the launches)\n", t.fused_rounds, t.mirror_hits, t.comm_calls);
     printf("  host waits per step: %ld (sync and to_host: after the backward, the gradient norm, after the update, the "
            "step's losses; none inside a micro-batch)\n", t.host_waits);
     printf("  %-22s %7s %9s %7s %10s %16s\n", "op kind (by bytes)", "calls", "launches", "copies", "GB", "bytes");

@@ -1,5 +1,5 @@
-/* backend_count.c — the launch and byte counting decorator, the "count" device and its communicator (see
- * backend_count.h). Each slot's count follows the CUDA backend's code path for it (cuda/cuda_backend.cu, the
+/* backend_count.c — the launch and byte counting decorator (see backend_count.h; the "count" device it wraps is
+ * count_device.c). Each slot's count follows the CUDA backend's code path for it (cuda/cuda_backend.cu, the
  * zt_cu_* launchers in cuda/kernels_*.cu and cuda/cuda_gemm.cu): the early returns on empty shapes, one launch per
  * ZT_LAUNCH, one per GEMM (cuBLASLt on a GPU, the reference GEMM kernel under the harness), one operand packing
  * launch before a bf16/fp16 GEMM (linear_bwd packs dout, w and inp in one for both of its products), and the round_to that cuda_backend.cu fuses into the op it follows. */
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "iface/mirror16.h"
 #include "util/util.h"
 
 enum { K_MATMUL, K_LIN_FWD, K_LIN_BWD, K_GEMM_PACK, K_LN_FWD, K_LN_BWD, K_ATT_FWD, K_ATT_BWD, K_FATT_FWD, K_FATT_BWD,
@@ -39,6 +40,10 @@ static int g_pend;
 static const void *g_rpend_x;
 static size_t g_rpend_n;
 static int g_rpend, g_rpend_prec;
+/* cuda_backend.cu's mirrors (iface/mirror16.h): float32 buffers equal to 2-byte words, read by the products instead
+   of packing; kept across the slots that name what they write (mkeep ... mdone), dropped by any other */
+static zt_mirror16 g_mir;
+static int g_mir_keep, g_mir_on = 1; /* ZT_CUDA_MIRROR */
 
 #define F4 4.0 /* bytes of a float32 buffer element */
 
@@ -50,6 +55,7 @@ static void add(int k, long launches, double bytes) {
 /* every slot but a fused round_to launches the kept op first (cuda_backend.cu flush): a kept round_to is then its own
    launch, reading and writing its buffer */
 static void flush(void) {
+    if (!g_mir_keep) zt_mirror16_clear(&g_mir);
     g_pend = 0;
     if (g_rpend) add(K_ROUND, 1, F4 * 2.0 * (double)g_rpend_n);
     g_rpend = 0;
@@ -62,6 +68,19 @@ static int take_round(const void *in, size_t n, int in_place) {
     g_tot.fused_rounds++;
     return 1;
 }
+/* a slot that keeps the mirrors: each range it writes drops those it overlaps (before its flush); mdone at its end */
+static void mkeep(const void *p, double bytes) {
+    zt_mirror16_clobber(&g_mir, p, (size_t)bytes);
+    g_mir_keep = 1;
+}
+static void mdone(void) { g_mir_keep = 0; }
+/* a product's operand (n floats at p) read from words: 1 (not packed) */
+static int mfind(const float *p, double n) {
+    if (!g_mir_on || g_prec == ZT_PREC_FP32 || !zt_mirror16_find(&g_mir, p, (size_t)n)) return 0;
+    g_tot.mirror_hits++;
+    return 1;
+}
+
 /* an op cuda_backend.cu defers in bf16/fp16: a round_to of exactly (out, n) next is done inside it */
 static void defer(const void *out, size_t n) {
     g_pend = g_prec != ZT_PREC_FP32 && g_fuse;
@@ -79,6 +98,7 @@ static void gemm_pre(int k, double M, double N, double K, int beta, int bias, in
         const double na = a_pre ? 0 : M * K, nb = b_pre ? 0 : K * N;
         if (na + nb > 0) { /* the operands still to pack, in one launch */
             add(K_GEMM_PACK, 1, 6.0 * (na + nb));
+            g_tot.packed += na + nb;
             g_calls[K_GEMM_PACK]++;
         }
         esz = 2.0;
@@ -104,22 +124,34 @@ static void w_matmul_ld(zt_backend *be, float *c, const float *a, const float *b
     g_inner->matmul_ld(be, c, a, b, M, N, K, ta, tb, al, bt, lda, ldb, ldc);
 }
 static void w_linear_fwd(zt_backend *be, float *o, const float *i, const float *w, const float *b, int N, int C, int OC) {
+    mkeep(o, F4 * N * OC);
     flush();
     g_calls[K_LIN_FWD]++;
-    if (N > 0 && OC > 0) gemm(K_LIN_FWD, N, OC, C, 0, b != NULL);
+    if (N > 0 && OC > 0) {
+        const int look = C > 0; /* inp and w read from words where they mirror them */
+        const int iw = look && mfind(i, (double)N * C), ww = look && mfind(w, (double)C * OC);
+        gemm_pre(K_LIN_FWD, N, OC, C, 0, b != NULL, iw, ww);
+    }
     g_inner->linear_fwd(be, o, i, w, b, N, C, OC);
+    mdone();
 }
 static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
                          int N, int C, int OC, int acc) {
+    mkeep(di, F4 * N * C);
+    mkeep(dw, F4 * C * OC);
+    mkeep(db, F4 * OC);
     flush();
     g_calls[K_LIN_BWD]++;
     if (C > 0 && OC > 0) {
-        /* dout, w and inp packed in one launch for both products; with a bias, that launch also sums dout's columns
-           (partials per 64 rows, summed by the last block of each column block; dout read once) */
+        /* dout, w and inp packed in one launch for both products (w and inp not where they mirror words); with a
+           bias, that launch also sums dout's columns (partials per 64 rows, summed by the last block of each column
+           block; dout read once) */
         const int pre = N > 0 && g_prec != ZT_PREC_FP32;
         const double parts = N > 0 ? (N + 63) / 64 : 0;
         if (pre) {
-            add(K_GEMM_PACK, 1, 6.0 * ((double)N * OC + (double)C * OC + (double)N * C));
+            const double nw = mfind(w, (double)C * OC) ? 0 : (double)C * OC, ni = mfind(i, (double)N * C) ? 0 : (double)N * C;
+            add(K_GEMM_PACK, 1, 6.0 * ((double)N * OC + nw + ni));
+            g_tot.packed += (double)N * OC + nw + ni;
             g_calls[K_GEMM_PACK]++;
             if (db) add(K_LIN_BWD, 0, F4 * (2.0 * parts * OC + OC));
         } else if (db) {
@@ -129,26 +161,36 @@ static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const 
         gemm_pre(K_LIN_BWD, C, OC, N, 0, 0, pre, pre);               /* dw = inp^T @ dout */
     }
     g_inner->linear_bwd(be, di, dw, db, d, i, w, N, C, OC, acc);
+    mdone();
 }
 static void w_ln_fwd(zt_backend *be, float *o, float *m, float *r, const float *i, const float *w, const float *b, int N,
                      int C, float eps) {
+    mkeep(o, F4 * N * C);
+    mkeep(m, F4 * N);
+    mkeep(r, F4 * N);
     flush();
     g_calls[K_LN_FWD]++;
     if (N > 0 && C > 0) add(K_LN_FWD, 1, F4 * (2.0 * N * C + 2.0 * C + 2.0 * N));
     g_inner->layernorm_fwd(be, o, m, r, i, w, b, N, C, eps);
     defer(o, (size_t)N * C);
+    mdone();
 }
 /* one launch: a, b, w, bias read; res, out, mean, rstd written (each warp reads back the row of res it just wrote:
    not counted as HBM traffic); the residual's rounding is the kernel's, a round_to of out next is fused as after
    layernorm_fwd */
 static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, const float *a, const float *b,
                       const float *w, const float *bi, int N, int C, int p, float eps) {
+    mkeep(res, F4 * N * C);
+    mkeep(o, F4 * N * C);
+    mkeep(m, F4 * N);
+    mkeep(r, F4 * N);
     const int took = take_round(b, (size_t)N * C, b != a && b != res && b != o);
     flush();
     g_calls[K_RLN_FWD]++;
     if (N > 0 && C > 0) add(K_RLN_FWD, 1, F4 * (4.0 * N * C + 2.0 * C + 2.0 * N + (took ? (double)N * C : 0)));
     g_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p, eps);
     defer(o, (size_t)N * C);
+    mdone();
 }
 /* LayerNorm / RMSNorm backward, one launch (the last block sums the partials): dout, inp, w, the statistics and dinp
    read, dinp written; each block's partials of the weight gradients written and read back by the last block, which
@@ -161,6 +203,9 @@ static void norm_bwd(int k, double N, double C, int nw, int nstat) {
 }
 static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
                      const float *m, const float *r, int N, int C) {
+    mkeep(di, F4 * N * C);
+    mkeep(dw, F4 * C);
+    mkeep(db, F4 * C);
     const int took = take_round(d, (size_t)N * C, d != di && d != i); /* dout written back rounded */
     flush();
     g_calls[K_LN_BWD]++;
@@ -168,6 +213,7 @@ static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const floa
     if (took && N > 0 && C > 0) g_bytes[K_LN_BWD] += F4 * (double)N * C;
     g_inner->layernorm_bwd(be, di, dw, db, d, i, w, m, r, N, C);
     defer(di, (size_t)N * C);
+    mdone();
 }
 static void w_rms_fwd(zt_backend *be, float *o, float *r, const float *i, const float *w, int N, int C, float eps) {
     flush();
@@ -253,6 +299,8 @@ static void w_batt_bwd(zt_backend *be, float *dq, float *da, const float *d, con
     g_inner->attention_bidir_bwd(be, dq, da, d, q, a, kv, B, T, C, NH, NKV);
 }
 static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int B, int T, int C, int NH, int NKV) {
+    mkeep(o, F4 * B * T * C);
+    mkeep(st, F4 * B * NH * T * 2);
     flush();
     g_calls[K_FATT_FWD]++;
     if (B > 0 && T > 0 && C > 0) {
@@ -261,11 +309,14 @@ static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int 
     }
     g_inner->attention_fused_fwd(be, o, st, q, B, T, C, NH, NKV);
     defer(o, (size_t)B * T * C);
+    mdone();
 }
 /* the fused backward (kernels_attn_fused.cu): D = rowsum(dout * out); dk, dv per 64-key tile with each tile's part
    of dq for the query rows from the tile's first key on written to scratch; dq = the sum of its parts */
 static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, const float *q, const float *o,
                        const float *st, int B, int T, int C, int NH, int NKV) {
+    mkeep(dq, F4 * B * T * (C + 2.0 * NKV * (C / NH)));
+    mkeep(D, F4 * (double)zt_attention_fused_scratch(B, T, C, NH));
     flush();
     g_calls[K_FATT_BWD]++;
     if (B > 0 && T > 0 && C > 0) {
@@ -279,6 +330,7 @@ static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, cons
     }
     g_inner->attention_fused_bwd(be, dq, D, d, q, o, st, B, T, C, NH, NKV);
     defer(dq, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)));
+    mdone();
 }
 static void w_att_dec(zt_backend *be, float *o, float *kc, float *vc, const float *q, int pos, int maxT, int C, int NH,
                       int NKV) {
@@ -310,13 +362,33 @@ static void gelu_count_in(int k, size_t n, int arrays, const void *in, int in_pl
     if (took && fwd && n) g_bytes[k] += F4 * (double)n; /* the input written back rounded */
 }
 static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) {
-    gelu_count_in(K_GELU_FWD, n, 2, i, 1, 1); g_inner->gelu_fwd(be, o, i, n); defer(o, n); }
+    mkeep(o, F4 * n);
+    gelu_count_in(K_GELU_FWD, n, 2, i, 1, 1);
+    g_inner->gelu_fwd(be, o, i, n);
+    defer(o, n);
+    mdone();
+}
 static void w_gelu_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
-    gelu_count_in(K_GELU_BWD, n, 3, d, di == d, 0); g_inner->gelu_bwd(be, di, i, d, n); defer(di, n); }
+    mkeep(di, F4 * n);
+    gelu_count_in(K_GELU_BWD, n, 3, d, di == d, 0);
+    g_inner->gelu_bwd(be, di, i, d, n);
+    defer(di, n);
+    mdone();
+}
 static void w_gelu_erf_fwd(zt_backend *be, float *o, const float *i, size_t n) {
-    gelu_count_in(K_GELU_ERF_FWD, n, 2, i, 1, 1); g_inner->gelu_erf_fwd(be, o, i, n); defer(o, n); }
+    mkeep(o, F4 * n);
+    gelu_count_in(K_GELU_ERF_FWD, n, 2, i, 1, 1);
+    g_inner->gelu_erf_fwd(be, o, i, n);
+    defer(o, n);
+    mdone();
+}
 static void w_gelu_erf_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
-    gelu_count_in(K_GELU_ERF_BWD, n, 3, d, di == d, 0); g_inner->gelu_erf_bwd(be, di, i, d, n); defer(di, n); }
+    mkeep(di, F4 * n);
+    gelu_count_in(K_GELU_ERF_BWD, n, 3, d, di == d, 0);
+    g_inner->gelu_erf_bwd(be, di, i, d, n);
+    defer(di, n);
+    mdone();
+}
 /* the encoders' MLM head (kernels_elem.cu): one launch each */
 static void w_bias_add(zt_backend *be, float *o, const float *b, int N, int OC) {
     flush();
@@ -338,12 +410,14 @@ static void w_argmax(zt_backend *be, int32_t *idx, const float *x, int N, int V,
     g_inner->argmax_rows(be, idx, x, N, V, ld);
 }
 static void w_add(zt_backend *be, float *o, const float *a, const float *b, size_t n) {
+    mkeep(o, F4 * n);
     const int took = take_round(b, n, b != a); /* b written back rounded: 4 bytes an element more */
     flush();
     g_calls[K_ADD]++;
     if (n) add(K_ADD, 1, F4 * (3.0 + took) * n);
     g_inner->add(be, o, a, b, n);
     defer(o, n);
+    mdone();
 }
 static void w_emb_fwd(zt_backend *be, float *o, const int32_t *t, const float *wte, const float *wpe, int B, int T, int C) {
     flush();
@@ -386,13 +460,15 @@ static void w_xent(zt_backend *be, float *l, float *lg, const int32_t *t, int N,
    c is written as 2-byte words by the GEMM itself */
 static void w_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
                        int ta, int tb, int prec) {
+    mkeep(c, (c16 ? 2.0 : F4) * M * N);
     flush();
     g_calls[K_MATMUL]++;
     if (M > 0 && N > 0) {
-        gemm_pre(K_MATMUL, M, N, K, 0, 0, a16, 0);
+        gemm_pre(K_MATMUL, M, N, K, 0, 0, a16, K > 0 && mfind(b, (double)K * N)); /* b: the tied wte's words */
         if (c16) g_bytes[K_MATMUL] -= 2.0 * M * N; /* counted as a float32 c: 2 bytes an element less */
     }
     g_inner->matmul16(be, c, c16, a, a16, b, M, N, K, ta, tb, prec);
+    mdone();
 }
 /* softmax_xent16: 2-byte logits read, and (dscale != 0) 2-byte dlogits written in place */
 static void w_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s, int prec) {
@@ -420,10 +496,12 @@ static void w_adamw_multi(zt_backend *be, float *p, const float *g, float *m, fl
     g_inner->adamw_multi(be, p, g, m, v, segs, nseg, lr, b1, b2, eps, c1, c2, gs);
 }
 static void w_acc(zt_backend *be, float *a, const float *x, size_t n) {
+    mkeep(a, F4 * n);
     flush();
     g_calls[K_ACC]++;
     if (n) add(K_ACC, 1, F4 * 3.0 * n);
     g_inner->accumulate(be, a, x, n);
+    mdone();
 }
 static void w_sumsq(zt_backend *be, double *o, const float *x, size_t n, size_t c) {
     flush();
@@ -444,6 +522,7 @@ static void w_zero(zt_backend *be, void *d, size_t n) {
     g_inner->zero(be, d, n);
 }
 static void w_round(zt_backend *be, float *x, size_t n, int p) {
+    mkeep(x, F4 * n);
     g_calls[K_ROUND]++;
     if (g_pend && p != ZT_PREC_FP32 && g_pend_out == x && g_pend_n == n) { /* inside the op */
         g_tot.fused_rounds++;
@@ -460,18 +539,24 @@ static void w_round(zt_backend *be, float *x, size_t n, int p) {
         }
     }
     g_inner->round_to(be, x, n, p);
+    mdone();
 }
 static void w_pack(zt_backend *be, void *d, const float *x, size_t n, int p) {
+    mkeep(d, 2.0 * n);
     flush();
     g_calls[K_PACK]++;
     if (n) add(K_PACK, 1, 6.0 * n);
     g_inner->pack16(be, d, x, n, p);
+    mdone();
 }
 static void w_unpack(zt_backend *be, float *d, const void *x, size_t n, int p) {
+    mkeep(d, F4 * n);
     flush();
     g_calls[K_PACK]++;
     if (n) add(K_PACK, 1, 6.0 * n);
     g_inner->unpack16(be, d, x, n, p);
+    if (p == g_prec) zt_mirror16_add(&g_mir, d, x, n); /* d now equals the words */
+    mdone();
 }
 static void w_dropout(zt_backend *be, float *o, const float *i, size_t n, float p, uint64_t seed) {
     flush();
@@ -533,6 +618,10 @@ void zt_backend_count_begin(zt_backend *be) {
     w->set_precision = w_set_precision;
     const char *fr = getenv("ZT_CUDA_FUSE_ROUND");
     g_fuse = !(fr && strcmp(fr, "0") == 0);
+    const char *mr = getenv("ZT_CUDA_MIRROR");
+    g_mir_on = !(mr && strcmp(mr, "0") == 0);
+    zt_mirror16_clear(&g_mir);
+    g_mir_keep = 0;
     g_prec = ZT_PREC_FP32;
     g_pend = g_rpend = 0;
     be->i = &g_wrapped;
@@ -575,174 +664,4 @@ void zt_backend_count_end(zt_backend *be) {
     g_inner = NULL;
 }
 
-/* ------------------------------------------------------------------ the count device: slots that do nothing */
-
-typedef struct null_ctx { uintptr_t next; } null_ctx;
-
-/* distinct, 256-byte aligned addresses in a range no host allocation uses; never dereferenced */
-static void *n_alloc(zt_backend *be, size_t bytes) {
-    null_ctx *x = be->ctx;
-    void *p = (void *)x->next;
-    x->next += ((bytes ? bytes : 1) + 255) & ~(uintptr_t)255;
-    return p;
-}
-static void n_free(zt_backend *be, void *p) { (void)be; (void)p; }
-static void n_destroy(zt_backend *be) {
-    zt_backend_count_end(be);
-    free(be->ctx);
-    free(be);
-}
-static void n_describe(zt_backend *be, char *buf, size_t n) {
-    (void)be;
-    snprintf(buf, n, "count: no compute, the CUDA backend's launches and device-memory bytes counted per slot");
-}
-static void n_to_device(zt_backend *be, void *d, const void *s, size_t n) { (void)be; (void)d; (void)s; (void)n; }
-/* the host reads zeros: losses 0, a zero gradient norm (finite: the update runs) */
-static void n_to_host(zt_backend *be, void *d, const void *s, size_t n) { (void)be; (void)s; memset(d, 0, n); }
-static void n_copy(zt_backend *be, void *d, const void *s, size_t n) { (void)be; (void)d; (void)s; (void)n; }
-static void n_zero(zt_backend *be, void *d, size_t n) { (void)be; (void)d; (void)n; }
-static void n_sync(zt_backend *be) { (void)be; }
-static void n_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
-                     float al, float bt) { (void)be; (void)c; (void)a; (void)b; (void)M; (void)N; (void)K; (void)ta;
-                     (void)tb; (void)al; (void)bt; }
-static void n_matmul_ld(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
-                        float al, float bt, int lda, int ldb, int ldc) {
-    (void)lda; (void)ldb; (void)ldc;
-    n_matmul(be, c, a, b, M, N, K, ta, tb, al, bt);
-}
-/* the remaining slots are never looked at by the counting wrapper's callees: one no-op per signature */
-static void n_v7(zt_backend *be, float *a, const float *b, const float *c, const float *d, int e, int f, int g) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; }
-static void n_lbwd(zt_backend *be, float *a, float *b, float *c, const float *d, const float *e, const float *f, int g,
-                   int h, int i, int j) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g;
-                   (void)h; (void)i; (void)j; }
-static void n_lnf(zt_backend *be, float *a, float *b, float *c, const float *d, const float *e, const float *f, int g,
-                  int h, float i) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h;
-                  (void)i; }
-static void n_lnb(zt_backend *be, float *a, float *b, float *c, const float *d, const float *e, const float *f,
-                  const float *g, const float *h, int i, int j) { (void)be; (void)a; (void)b; (void)c; (void)d;
-                  (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; }
-static void n_rmsf(zt_backend *be, float *a, float *b, const float *c, const float *d, int e, int f, float g) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; }
-static void n_rmsb(zt_backend *be, float *a, float *b, const float *c, const float *d, const float *e, const float *f,
-                   int g, int h) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h; }
-static void n_rope(zt_backend *be, float *a, const float *b, int c, int d, int e, int f, int g, int h, int i) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h; (void)i; }
-static void n_swf(zt_backend *be, float *a, const float *b, int c, int d) { (void)be; (void)a; (void)b; (void)c; (void)d; }
-static void n_swb(zt_backend *be, float *a, const float *b, const float *c, int d, int e) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; }
-static void n_attf(zt_backend *be, float *a, float *b, const float *c, int d, int e, int f, int g, int h) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h; }
-static void n_attb(zt_backend *be, float *a, float *b, const float *c, const float *d, const float *e, int f, int g,
-                   int h, int i, int j) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g;
-                   (void)h; (void)i; (void)j; }
-static void n_dec(zt_backend *be, float *a, float *b, float *c, const float *d, int e, int f, int g, int h, int i) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h; (void)i; }
-static void n_gemv(zt_backend *be, float *a, const float *b, const float *c, const float *d, int e, int f, int g) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; }
-static void n_e2(zt_backend *be, float *a, const float *b, size_t n) { (void)be; (void)a; (void)b; (void)n; }
-static void n_e3(zt_backend *be, float *a, const float *b, const float *c, size_t n) {
-    (void)be; (void)a; (void)b; (void)c; (void)n; }
-static void n_embf(zt_backend *be, float *a, const int32_t *b, const float *c, const float *d, int e, int f, int g) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; }
-static void n_embb(zt_backend *be, float *a, float *b, const float *c, const int32_t *d, int e, int f, int g) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; }
-static void n_xent(zt_backend *be, float *a, float *b, const int32_t *c, int d, int e, int f, float g) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; }
-static void n_adamw(zt_backend *be, float *a, const float *b, float *c, float *d, size_t n, float e, float f, float g,
-                    float h, float i, float j, float k, float l) { (void)be; (void)a; (void)b; (void)c; (void)d;
-                    (void)n; (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; (void)k; (void)l; }
-static void n_adamw_multi(zt_backend *be, float *a, const float *b, float *c, float *d, const zt_adamw_seg *s, int n,
-                          float e, float f, float g, float h, float j, float k, float l) { (void)be; (void)a; (void)b;
-                          (void)c; (void)d; (void)s; (void)n; (void)e; (void)f; (void)g; (void)h; (void)j; (void)k;
-                          (void)l; }
-static void n_sumsq(zt_backend *be, double *a, const float *b, size_t n, size_t c) {
-    (void)be; (void)a; (void)b; (void)n; (void)c; }
-static void n_round(zt_backend *be, float *a, size_t n, int p) { (void)be; (void)a; (void)n; (void)p; }
-static void n_pack(zt_backend *be, void *a, const float *b, size_t n, int p) { (void)be; (void)a; (void)b; (void)n; (void)p; }
-static void n_unpack(zt_backend *be, float *a, const void *b, size_t n, int p) {
-    (void)be; (void)a; (void)b; (void)n; (void)p; }
-static void n_dropout(zt_backend *be, float *a, const float *b, size_t n, float p, uint64_t s) {
-    (void)be; (void)a; (void)b; (void)n; (void)p; (void)s; }
-static void n_dequant(zt_backend *be, float *a, const void *b, int f, size_t r, size_t c) {
-    (void)be; (void)a; (void)b; (void)f; (void)r; (void)c; }
-static void n_prec(zt_backend *be, int p) { (void)be; (void)p; }
-static void n_rln(zt_backend *be, float *a, float *b, float *c, float *d, const float *e, const float *f,
-                  const float *g, const float *h, int i, int j, int k, float l) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; (void)k;
-    (void)l; }
-static void n_battf(zt_backend *be, float *a, float *b, const float *c, const int32_t *d, int e, int f, int g, int h,
-                    int i) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h;
-                    (void)i; }
-static void n_battb(zt_backend *be, float *a, float *b, const float *c, const float *d, const float *e,
-                    const int32_t *f, int g, int h, int i, int j, int k) { (void)be; (void)a; (void)b; (void)c; (void)d;
-                    (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; (void)k; }
-static void n_argmax(zt_backend *be, int32_t *a, const float *b, int c, int d, int e) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; }
-static void n_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
-                       int ta, int tb, int prec) { (void)be; (void)c; (void)c16; (void)a; (void)a16; (void)b; (void)M;
-                       (void)N; (void)K; (void)ta; (void)tb; (void)prec; }
-static void n_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s, int prec) {
-    (void)be; (void)l; (void)lg; (void)t; (void)N; (void)V; (void)Vp; (void)s; (void)prec; }
-static void n_fattb(zt_backend *be, float *a, float *b, const float *c, const float *d, const float *e, const float *f,
-                    int g, int h, int i, int j, int k) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f;
-                    (void)g; (void)h; (void)i; (void)j; (void)k; }
-
-/* the same slots as the CUDA backend's (cuda_backend.cu make_i), so the model takes the same paths */
-static const zt_backend_i g_null_i = {
-    .name = "count", .mem = ZT_MEM_DEVICE, .destroy = n_destroy, .describe = n_describe, .alloc = n_alloc,
-    .free = n_free, .to_device = n_to_device, .to_host = n_to_host, .copy = n_copy, .zero = n_zero, .sync = n_sync,
-    .matmul = n_matmul, .matmul_ld = n_matmul_ld, .linear_fwd = n_v7, .linear_bwd = n_lbwd, .layernorm_fwd = n_lnf, .residual_layernorm_fwd = n_rln,
-    .layernorm_bwd = n_lnb, .rmsnorm_fwd = n_rmsf, .rmsnorm_bwd = n_rmsb, .rope = n_rope, .swiglu_fwd = n_swf,
-    .swiglu_bwd = n_swb, .attention_fwd = n_attf, .attention_bwd = n_attb, .attention_decode = n_dec,
-    .gemv = n_gemv, .gelu_fwd = n_e2, .gelu_bwd = n_e3, .add = n_e3, .embed_fwd = n_embf, .embed_bwd = n_embb,
-    .softmax_xent = n_xent, .adamw = n_adamw, .accumulate = n_e2, .sumsq_chunks = n_sumsq, .round_to = n_round,
-    .pack16 = n_pack, .unpack16 = n_unpack, .dropout = n_dropout, .dequant = n_dequant, .set_precision = n_prec,
-    .attention_fused_fwd = n_attf, .attention_fused_bwd = n_fattb, .adamw_multi = n_adamw_multi,
-    .attention_bidir_fwd = n_battf, .attention_bidir_bwd = n_battb, .gelu_erf_fwd = n_e2, .gelu_erf_bwd = n_e3,
-    .bias_add = n_swf, .bias_grad = n_swf, .argmax_rows = n_argmax, .matmul16 = n_matmul16,
-    .softmax_xent16 = n_xent16};
-
-zt_backend *zt_count_null_create(void) {
-    zt_backend *be = zt_calloc(1, sizeof *be);
-    null_ctx *x = zt_calloc(1, sizeof *x);
-    x->next = (uintptr_t)1 << 44; /* 16 TiB: above any heap or mapping of the process (47-bit user space) */
-    be->i = &g_null_i;
-    be->ctx = x;
-    be->threads = 1;
-    zt_backend_count_begin(be);
-    return be;
-}
-
-/* ------------------------------------------------------------------ the count device's communicator */
-
-static void c_destroy(zt_comm *c) { free(c); }
-static void c_coll(zt_comm *c, const void *s, void *r, size_t n, zt_dtype t) {
-    (void)c; (void)s; (void)r; (void)n; (void)t; g_tot.comm_calls++; }
-static void c_bcast(zt_comm *c, void *b, size_t n, zt_dtype t, int root) {
-    (void)c; (void)b; (void)n; (void)t; (void)root; g_tot.comm_calls++; }
-static void c_nothing(zt_comm *c) { (void)c; }
-static void c_send(zt_comm *c, const void *b, size_t n, zt_dtype t, int p) {
-    (void)c; (void)b; (void)n; (void)t; (void)p; g_tot.comm_calls++; }
-static void c_recv(zt_comm *c, void *b, size_t n, zt_dtype t, int p) {
-    (void)c; (void)b; (void)n; (void)t; (void)p; g_tot.comm_calls++; }
-static void c_reduce(zt_comm *c, const void *s, void *r, size_t n, zt_dtype t, int root) {
-    (void)c; (void)s; (void)r; (void)n; (void)t; (void)root; g_tot.comm_calls++; }
-static zt_comm_event c_record(zt_comm *c) { (void)c; return 1; }
-static int c_query(zt_comm *c, zt_comm_event e) { (void)c; (void)e; return 1; }
-static void c_wait(zt_comm *c, zt_comm_event e) { (void)c; (void)e; }
-
-static const zt_comm_i g_null_comm_i = {
-    .name = "count", .mem = ZT_MEM_DEVICE, .destroy = c_destroy, .all_reduce = c_coll, .reduce_scatter = c_coll,
-    .all_gather = c_coll, .all_to_all = c_coll, .broadcast = c_bcast, .barrier = c_nothing, .group_start = c_nothing,
-    .send = c_send, .recv = c_recv, .reduce = c_reduce, .group_end = c_nothing, .record = c_record, .query = c_query,
-    .wait = c_wait};
-
-zt_comm *zt_count_null_comm_create(zt_backend *be) {
-    (void)be;
-    zt_comm *c = zt_calloc(1, sizeof *c);
-    c->i = &g_null_comm_i;
-    c->rank = 0;
-    c->size = 1;
-    return c;
-}
+void zt_backend_count_comm_call(void) { g_tot.comm_calls++; }

@@ -49,6 +49,8 @@ typedef struct zt_count_totals {
     double host_bytes;
     long comm_calls;    /* collectives and grouped calls on the count device's communicator */
     long fused_rounds;  /* round_to calls done inside the op before them (no launch) */
+    long mirror_hits;   /* product operands read from 2-byte words instead of packed (cuda_backend.cu mirrors) */
+    double packed;      /* elements packed as product operands */
 } zt_count_totals;
 
 /* wraps be->i with the counting table (the counts start at zero); zt_backend_count_end restores it */
@@ -63,9 +65,13 @@ void zt_backend_count_end(zt_backend *be);
 zt_backend *zt_count_null_create(void);
 /* a 1-rank communicator over the count device's memory that moves nothing (counted in comm_calls) */
 zt_comm *zt_count_null_comm_create(zt_backend *be);
+/* one communicator call, for the totals (count_device.c's communicator) */
+void zt_backend_count_comm_call(void);
 
 /* kernel launches the host execution harness has executed in this process; -1 when this build has no cudasim
    (defined in core/dist/backend_factory.c, the one file that knows the backends) */
 long long zt_backend_harness_launches(void);
+/* elements the harness's bf16 / fp16 products have packed as operands in this process; -1 as above */
+long long zt_backend_harness_packed(void);
 
 #endif

@@ -1,0 +1,74 @@
+/* mirror16.h — which float32 device buffers currently equal 2-byte words elsewhere in device memory, so a bf16 /
+ * fp16 product can read the words instead of packing the buffer again. Used by the CUDA backend
+ * (cuda/cuda_backend.cu) and mirrored by the counting wrapper (core/diag/backend_count.c), which must take the same
+ * decisions to count the same bytes; header-only, C and C++.
+ *
+ * An entry (dst, src, n) says: the n floats at dst are the words at src, widened; packing dst gives src. unpack16
+ * makes one (the working parameters' window from the 2-byte parameters, a layer's activations from their stash).
+ * It holds until either range is written: a slot that keeps entries names every range it writes
+ * (zt_mirror16_clobber) before it runs; any other slot or memory call clears them all (zt_mirror16_clear). The
+ * communicator writes parameters only after the update, which clears them (docs/design.md section 9).
+ * Addresses are the model's (device addresses as the slots receive them), compared as byte ranges. */
+#ifndef ZT_MIRROR16_H
+#define ZT_MIRROR16_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZT_MIRROR16_MAX 32
+
+typedef struct zt_mirror16_entry {
+    uintptr_t dst, src; /* dst: n floats; src: n 2-byte words */
+    size_t n;
+} zt_mirror16_entry;
+
+typedef struct zt_mirror16 {
+    zt_mirror16_entry e[ZT_MIRROR16_MAX];
+    int n;
+    long hits; /* operands read from words (for the launch / byte counts and their test) */
+} zt_mirror16;
+
+static inline void zt_mirror16_clear(zt_mirror16 *m) { m->n = 0; }
+
+static inline int zt_mirror16_overlap(uintptr_t a, size_t abytes, uintptr_t b, size_t bbytes) {
+    return a < b + bbytes && b < a + abytes;
+}
+
+/* [p, p + bytes) is about to be written: the entries that read or name it go */
+static inline void zt_mirror16_clobber(zt_mirror16 *m, const void *p, size_t bytes) {
+    if (!p || !bytes) return;
+    const uintptr_t a = (uintptr_t)p;
+    int k = 0;
+    for (int i = 0; i < m->n; i++) {
+        const zt_mirror16_entry *e = &m->e[i];
+        if (zt_mirror16_overlap(a, bytes, e->dst, e->n * 4) || zt_mirror16_overlap(a, bytes, e->src, e->n * 2)) continue;
+        m->e[k++] = *e;
+    }
+    m->n = k;
+}
+
+/* after unpack16(dst, src, n) (dst already clobbered as written): dst equals src's words */
+static inline void zt_mirror16_add(zt_mirror16 *m, const float *dst, const void *src, size_t n) {
+    if (!n) return;
+    if (m->n == ZT_MIRROR16_MAX) { /* the oldest goes */
+        for (int i = 1; i < m->n; i++) m->e[i - 1] = m->e[i];
+        m->n--;
+    }
+    zt_mirror16_entry *e = &m->e[m->n++];
+    e->dst = (uintptr_t)dst;
+    e->src = (uintptr_t)src;
+    e->n = n;
+}
+
+/* the words equal to the n floats at p, or NULL */
+static inline const uint16_t *zt_mirror16_find(const zt_mirror16 *m, const float *p, size_t n) {
+    const uintptr_t a = (uintptr_t)p;
+    for (int i = m->n - 1; i >= 0; i--) {
+        const zt_mirror16_entry *e = &m->e[i];
+        if (a >= e->dst && (a - e->dst) % 4 == 0 && (a - e->dst) / 4 + n <= e->n)
+            return (const uint16_t *)(e->src + (a - e->dst) / 2);
+    }
+    return NULL;
+}
+
+#endif

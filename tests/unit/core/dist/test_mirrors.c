@@ -1,0 +1,145 @@
+/* test_mirrors.c — the CUDA backend's mirrors (iface/mirror16.h, cuda/cuda_backend.cu) through the backend interface
+ * on cudasim: after unpack16 a bf16 product reads the 2-byte words instead of packing the float32 buffer, and every
+ * write to either side must end that. Each scenario runs on a cudasim backend with mirrors and on one made with
+ * ZT_CUDA_MIRROR=0; the outputs must be the same bits (the words are what packing gives), and the harness's count of
+ * packed elements (zt_backend_harness_packed) shows which path ran:
+ *   hit       unpack16(X <- W), linear_fwd and linear_bwd with w = X and inp = an unpacked buffer: nothing but dout
+ *             packed (the words read);
+ *   add       then X changed by add + round_to (slots that name what they write): the product sees the new X;
+ *   src       then the words W rewritten by pack16 from other values: the product packs X (its old values);
+ *   copy      then X overwritten by copy (a slot that drops every mirror): the new X;
+ *   to_device then X overwritten from the host: the new X;
+ *   matmul    then X overwritten by matmul (no mirror kept): the new X;
+ *   offset    a product on a sub-range of X (w = X + k): the words at the same offset.
+ * Each scenario's values differ by order 1 between the stale and the right operand, so a stale read cannot pass.
+ * Output: `PASS name` / `FAIL name: reason`; exit 1 if any failed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/diag/backend_count.h"
+#include "core/dist/backend_factory.h"
+#include "iface/backend.h"
+#include "iface/op_math.h"
+#include "util/util.h"
+
+#include "check.h"
+
+enum { N = 24, C = 40, OC = 36 };
+static zt_rng g_rng;
+
+static zt_backend *make(int mirrors)
+{
+    char err[ZT_ERR_BUF];
+    if (!mirrors) setenv("ZT_CUDA_MIRROR", "0", 1);
+    zt_backend *be = zt_backend_create("cudasim", 1, err, sizeof err);
+    unsetenv("ZT_CUDA_MIRROR");
+    if (!be) {
+        check_fail("backend_create cudasim: %s", err);
+        exit(1);
+    }
+    be->i->set_precision(be, ZT_PREC_BF16);
+    return be;
+}
+
+static void fill(float *x, size_t n, float scale, float shift)
+{
+    for (size_t i = 0; i < n; i++) x[i] = zt_round_bf16(shift + scale * (float)zt_rng_normal(&g_rng));
+}
+
+typedef struct io {
+    float w[C * OC], w2[C * OC], inp[N * C], dout[N * OC]; /* host inputs (bf16 values) */
+    float out[N * OC], dinp[N * C], dw[C * OC];           /* host outputs */
+    long long packed;                                       /* elements the harness packed in the scenario */
+} io;
+
+/* one scenario on be: X (C x OC floats, the "window") unpacked from words of io->w, then `what` happens, then
+   out = inp @ X[off ..] (forward) and the backward's dinp, dw with inp unpacked from words too */
+static void scenario(zt_backend *be, const char *what, io *s, size_t off)
+{
+    const size_t nx = (size_t)C * OC + off;
+    float *X = be->i->alloc(be, nx * sizeof(float)), *I = be->i->alloc(be, (size_t)N * C * sizeof(float));
+    float *host = zt_calloc(nx, sizeof(float));
+    uint16_t *hw = zt_calloc(nx, sizeof(uint16_t)), *hi = zt_calloc((size_t)N * C, sizeof(uint16_t));
+    for (size_t i = 0; i < (size_t)C * OC; i++) hw[off + i] = zt_f32_to_bf16_bits(s->w[i]);
+    for (size_t i = 0; i < (size_t)N * C; i++) hi[i] = zt_f32_to_bf16_bits(s->inp[i]);
+    void *W = be->i->alloc(be, nx * sizeof(uint16_t)), *WI = be->i->alloc(be, (size_t)N * C * sizeof(uint16_t));
+    float *Y = be->i->alloc(be, nx * sizeof(float)), *D = be->i->alloc(be, (size_t)N * OC * sizeof(float));
+    float *O = be->i->alloc(be, (size_t)N * OC * sizeof(float)), *DI = be->i->alloc(be, (size_t)N * C * sizeof(float));
+    float *DW = be->i->alloc(be, (size_t)C * OC * sizeof(float));
+    for (size_t i = 0; i < (size_t)C * OC; i++) host[off + i] = s->w2[i];
+    be->i->to_device(be, Y, host, nx * sizeof(float)); /* the other values */
+    be->i->to_device(be, W, hw, nx * sizeof(uint16_t));
+    be->i->to_device(be, WI, hi, (size_t)N * C * sizeof(uint16_t));
+    be->i->to_device(be, D, s->dout, (size_t)N * OC * sizeof(float));
+    be->i->unpack16(be, X, W, nx, ZT_PREC_BF16);
+    be->i->unpack16(be, I, WI, (size_t)N * C, ZT_PREC_BF16);
+    if (!strcmp(what, "add")) { /* X = round(X + Y) by slots that name what they write (inp's mirror stays) */
+        be->i->add(be, X, X, Y, nx);
+        be->i->round_to(be, X, nx, ZT_PREC_BF16);
+    } else if (!strcmp(what, "src")) { /* the words rewritten (aware pack16): X keeps its values */
+        be->i->pack16(be, W, Y, nx, ZT_PREC_BF16);
+    } else if (!strcmp(what, "copy")) {
+        be->i->copy(be, X, Y, nx * sizeof(float));
+    } else if (!strcmp(what, "to_device")) {
+        be->i->to_device(be, X, host, nx * sizeof(float));
+    } else if (!strcmp(what, "matmul")) { /* X(1 x nx) = ones(1 x 1) @ Y(1 x nx) */
+        float *one = be->i->alloc(be, sizeof(float));
+        const float h1 = 1.0f;
+        be->i->to_device(be, one, &h1, sizeof h1);
+        be->i->unpack16(be, X, W, nx, ZT_PREC_BF16);
+        be->i->unpack16(be, I, WI, (size_t)N * C, ZT_PREC_BF16);
+        be->i->matmul(be, X, one, Y, 1, (int)nx, 1, 0, 0, 1.0f, 0.0f);
+        be->i->free(be, one);
+    }
+    const long long p0 = zt_backend_harness_packed();
+    be->i->linear_fwd(be, O, I, X + off, NULL, N, C, OC);
+    be->i->linear_bwd(be, DI, DW, NULL, D, I, X + off, N, C, OC, 0);
+    s->packed = zt_backend_harness_packed() - p0;
+    be->i->to_host(be, s->out, O, sizeof s->out);
+    be->i->to_host(be, s->dinp, DI, sizeof s->dinp);
+    be->i->to_host(be, s->dw, DW, sizeof s->dw);
+    void *bufs[] = {X, I, W, WI, Y, D, O, DI, DW};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
+    free(host);
+    free(hw);
+    free(hi);
+}
+
+int main(void)
+{
+    zt_rng_seed(&g_rng, 20261128);
+    zt_backend *on = make(1), *off = make(0);
+    static io base;
+    fill(base.w, (size_t)C * OC, 1.0f, 0.0f);
+    fill(base.w2, (size_t)C * OC, 1.0f, 3.0f); /* order 1 away from w */
+    fill(base.inp, (size_t)N * C, 1.0f, 0.0f);
+    fill(base.dout, (size_t)N * OC, 1.0f, 0.0f);
+    /* scenario, sub-range offset, whether X's and inp's words are read (not packed) with mirrors on */
+    static const struct { const char *what; size_t off; int hit_x, hit_i; } sc[] = {
+        {"hit", 0, 1, 1},       {"add", 0, 0, 1},    {"src", 0, 0, 1},       {"copy", 0, 0, 0},
+        {"to_device", 0, 0, 0}, {"matmul", 0, 0, 0}, {"offset", 7 * OC, 1, 1}};
+    for (size_t k = 0; k < sizeof sc / sizeof *sc; k++) {
+        static io a, b;
+        a = base, b = base;
+        scenario(on, sc[k].what, &a, sc[k].off);
+        scenario(off, sc[k].what, &b, sc[k].off);
+        const int same = !memcmp(a.out, b.out, sizeof a.out) && !memcmp(a.dinp, b.dinp, sizeof a.dinp) &&
+                         !memcmp(a.dw, b.dw, sizeof a.dw);
+        /* without mirrors: dout, and w and inp for the forward and again for the backward; with: what is not read */
+        const long long all = 2LL * N * C + 2LL * C * OC + (long long)N * OC;
+        const long long want = all - (sc[k].hit_x ? 2LL * C * OC : 0) - (sc[k].hit_i ? 2LL * N * C : 0);
+        const int paths = b.packed == all && a.packed == want;
+        if (same && paths)
+            check_pass("mirrors_%s (out, dinp, dw the same bits as without mirrors; packed %lld elements against "
+                       "%lld)", sc[k].what, a.packed, b.packed);
+        else
+            check_fail("mirrors_%s: %s; packed %lld with mirrors (expected %lld), %lld without (expected %lld)",
+                       sc[k].what, same ? "same bits" : "outputs differ from the run without mirrors", a.packed, want,
+                       b.packed, all);
+    }
+    zt_backend_destroy(on);
+    zt_backend_destroy(off);
+    printf("# test_mirrors: %d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
