@@ -24,8 +24,10 @@
 // it.
 //
 // Mirrors (bf16 / fp16 runs; iface/mirror16.h): unpack16 records that its float32 output equals the 2-byte words it
-// read (the parameters' window, a layer's activations unpacked from the stash); a linear forward / backward whose w
-// or inp is such a buffer multiplies the words instead of packing it again. The slots that keep the records
+// read (the parameters' window, a layer's activations unpacked from the stash), and the LayerNorm, residual +
+// LayerNorm, GELU and fused attention forwards write their rounded output's words beside it (words_for); a linear
+// forward / backward (or the LM head's product) whose w or inp is such a buffer multiplies the words instead of
+// packing it again. The slots that keep the records
 // (MirrorKeep: the products, norms, attention, GELU, add, accumulate, round_to, pack16 / unpack16, zero, copy) drop the
 // ones their outputs overlap; every other call drops them all. The bits are those of packing (the words are what
 // packing gives); ZT_CUDA_MIRROR=0 turns it off and ZT_CUDA_FUSE_ROUND_STATS=1 prints the operands it saved.
@@ -108,14 +110,19 @@ struct cu_ctx {
     zt_mirror16 mir;        // float32 buffers equal to 2-byte words (file comment)
     int mir_on;             // ZT_CUDA_MIRROR (default 1), in bf16 / fp16 runs
     int mir_keep;           // inside a slot that names what it writes: flush() keeps the mirrors
+    void *ring[2];          // device memory: the 2-byte words producers write beside their rounded output (words_for)
+    size_t ring_cap[2];     // words each holds
+    int ring_next;
 };
 
 cu_ctx *ctx_of(zt_backend *be) { return static_cast<cu_ctx *>(be->ctx); }
 
-void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
+// out16: the rounded output also as 2-byte words (LayerNorm, residual + LayerNorm, GELU forward, the fused attention's
+// forward; words_for), else nullptr
+void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16 = nullptr) {
     cudaStream_t s = x->stream;
     switch (d.kind) {
-    case D_GELU_FWD: zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round); break;
+    case D_GELU_FWD: zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round, out16); break;
     case D_GELU_BWD: zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact, d.in_round); break;
     case D_ROUND:
         zt_cu_round_to(s, d.o0, d.n, d.in_round);
@@ -124,18 +131,20 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec) {
     case D_ADD: zt_cu_add(s, d.o0, d.i0, d.i1, d.n, prec, d.in_round); break;
     case D_EMBED_FWD: zt_cu_embed_fwd(s, d.o0, d.tok, d.i0, d.i1, d.B, d.T, d.C, prec); break;
     case D_XENT: zt_cu_softmax_xent(s, d.o0, d.o1, d.tok, d.B, d.V, d.Vp, d.f, prec); break;
-    case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, d.f, prec); break;
+    case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, d.f, prec, out16); break;
     case D_LN_BWD:
         zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, d.tickets, prec,
                             d.in_round);
         break;
-    case D_ATT_FWD: zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc); break;
+    case D_ATT_FWD:
+        zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc, out16);
+        break;
     case D_ATT_BWD:
         zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc);
         break;
     case D_RLN_FWD:
         zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,
-                                     prec, d.in_round);
+                                     prec, d.in_round, out16);
         break;
     case D_RMS_FWD: zt_cu_rmsnorm_fwd(s, d.o0, d.o1, d.i0, d.i1, d.B, d.C, d.f, prec); break;
     case D_RMS_BWD:
@@ -206,6 +215,30 @@ const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n) {
     if (!w) return nullptr;
     x->mir.hits++;
     return dev(w);
+}
+
+void *b_alloc(zt_backend *be, size_t bytes);
+void b_free(zt_backend *be, void *p);
+
+// A LayerNorm (ln1, ln2, ln_f), GELU or fused attention output is the next product's input: the kernel that rounds
+// it also writes its 2-byte words into one of two backend buffers, taken in turn, and that is recorded as a mirror
+// (a slot writing the output drops it; the next use of the same buffer drops it too). nullptr for other ops, without
+// mirrors, and in fp32 runs.
+uint16_t *words_for(zt_backend *be, const Deferred &d) {
+    cu_ctx *x = ctx_of(be);
+    if (!x->mir_on || x->prec == ZT_PREC_FP32 || !d.out_n ||
+        !(d.kind == D_LN_FWD || d.kind == D_RLN_FWD || d.kind == D_GELU_FWD || d.kind == D_ATT_FWD))
+        return nullptr;
+    const int k = x->ring_next;
+    x->ring_next ^= 1;
+    zt_mirror16_clobber(&x->mir, x->ring[k], x->ring_cap[k] * sizeof(uint16_t)); // its old words are replaced
+    if (d.out_n > x->ring_cap[k]) { // grown to the largest need (the first step), then kept
+        b_free(be, x->ring[k]);
+        x->ring[k] = b_alloc(be, d.out_n * sizeof(uint16_t));
+        x->ring_cap[k] = d.out_n;
+    }
+    zt_mirror16_add(&x->mir, static_cast<const float *>(d.out), x->ring[k], d.out_n);
+    return static_cast<uint16_t *>(dev(x->ring[k]));
 }
 
 // ------------------------------------------------------------------------------------------ memory
@@ -635,7 +668,7 @@ void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
         c->pend.out_n == n) {
         const Deferred d = c->pend; // the op that wrote x: launched rounding its output, which is all round_to does
         c->pend.kind = D_NONE;
-        launch_deferred(c, d, prec);
+        launch_deferred(c, d, prec, prec == c->prec ? words_for(be, d) : nullptr);
         c->fused++;
         return;
     }
@@ -685,6 +718,7 @@ void b_destroy(zt_backend *be) {
                 "operands read from 2-byte words without packing\n", be->i->name, x->fused, x->unfused, x->mir.hits);
     b_free(be, x->scratch);
     if (x->tickets) b_free(be, x->tickets);
+    for (void *r : x->ring) b_free(be, r);
     free_adamw_tables(be);
     zt_cu_gemm_free(x->gemm);
 #ifndef ZT_HOSTEXEC

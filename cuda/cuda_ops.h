@@ -58,11 +58,14 @@ __device__ __forceinline__ bool zt_cu_last_block(unsigned *ticket, unsigned n) {
 // prec (ZT_PREC_*; default fp32: none) on gelu, add, embed_fwd, softmax_xent, layernorm fwd / bwd (dinp) and the
 // fused attention: the op's output as a buffer of that precision stores it (zt_round_prec), the model's round_to
 // after the op fused into it (cuda_backend.cu); the same bits as the op followed by zt_cu_round_to.
+// out16 (may be NULL; gelu_fwd, layernorm fwd, residual + LayerNorm fwd, the fused attention's forward; prec bf16 /
+// fp16): the rounded output also as 2-byte words, n of them, what packing the output would give (the backend's
+// mirrors read them for the product that takes the output next)
 // GELU: exact = 1 the encoders' erf form (gelu_erf_*), else the tanh approximation; dinp == dout allowed
 // in_round (a precision; 0: none): the input rounded to it first, the round_to before the op fused into it
 // (cuda_backend.cu): gelu_fwd then writes inp back rounded; gelu_bwd rounds dout and must run in place (dinp == dout)
 void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec = 0, int exact = 0,
-                    int in_round = 0);
+                    int in_round = 0, uint16_t *out16 = nullptr);
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec = 0,
                     int exact = 0, int in_round = 0);
 // in_round (a precision; 0: none): b rounded to it first and written back (the round_to of b fused here)
@@ -121,13 +124,13 @@ void zt_cu_argmax_rows(cudaStream_t s, int32_t *idx, const float *x, int N, int 
 // ---- kernels_norm_attn.cu
 // eps: the LayerNorm epsilon (model.norm_eps)
 void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                         const float *b, int N, int C, float eps, int prec = 0);
+                         const float *b, int N, int C, float eps, int prec = 0, uint16_t *out16 = nullptr);
 // res = a + bb rounded to res_prec (zt_cu_add's arithmetic, in_round as zt_cu_add's), then zt_cu_layernorm_fwd of
 // res, out rounded to prec:
 // one launch, the bits of the two launches in sequence
 void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
                                   const float *bb, const float *w, const float *b, int N, int C, float eps,
-                                  int res_prec, int prec = 0, int in_round = 0);
+                                  int res_prec, int prec = 0, int in_round = 0, uint16_t *out16 = nullptr);
 // dinp += ...; dw, db overwritten (fixed-order partial sums over row blocks, then over the partials), one launch
 // scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory; tickets: see kCuTickets; in_round (a
 // precision; 0: none): dout rounded to it first and written back (the round_to of dout fused here)
@@ -157,7 +160,7 @@ void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vc
 // zt_attention_fused_hs_ok; stats (B, NH, T, 2): each row's softmax maximum and 1 / sum; scratch:
 // zt_attention_fused_scratch(B, T, C, NH) floats
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
-                               int NH, int NKV, int prec = 0, int tc = 0);
+                               int NH, int NKV, int prec = 0, int tc = 0, uint16_t *out16 = nullptr);
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                const float *out, const float *stats, int B, int T, int C, int NH, int NKV,
                                int prec = 0, int tc = 0);
@@ -169,7 +172,7 @@ bool zt_cu_attention_tc(int prec);
 // ---- kernels_attn_tc.cu: the fused attention's forward and its dk / dv / dq-parts kernel on tensor cores (prec
 // bf16 or fp16, head sizes 32 and 64; stats and scratch as kernels_attn_fused.cu's)
 void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV,
-                       float scale, int prec, int tc);
+                       float scale, int prec, int tc, uint16_t *out16);
 void zt_cu_attn_tc_dkdv(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,
                         const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc);
 

@@ -128,8 +128,8 @@ constexpr int fwd_smem_floats() { return HS * kFwdRows + 2 * HS * kFwdKeys + kFw
 // scores with keys 4tx .. 4tx + 3 of each key tile, and output columns DPT tx .. DPT tx + DPT - 1
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
-    attn_fused_fwd_kernel(float *out, float *stats, const float *qkv, int T, int C, int NH, int NKV, float scale,
-                          int prec) {
+    attn_fused_fwd_kernel(float *out, uint16_t *out16, float *stats, const float *qkv, int T, int C, int NH, int NKV,
+                          float scale, int prec) {
     constexpr int DPT = HS / 16;
     float *QsT = ZT_DYNAMIC_SMEM(float);     // [HS][64]
     float *KsT = QsT + HS * kFwdRows;        // [HS][64]
@@ -186,7 +186,10 @@ __global__ void __launch_bounds__(kThreads)
         const float inv = 1.0f / l[i];
         float v[DPT];
         for (int j = 0; j < DPT; j++) v[j] = zt_round_prec(o[i][j] * inv, prec);
-        stv<DPT>(out + ((size_t)b * T + r) * C + (size_t)h * HS + DPT * tx, v);
+        const size_t at = ((size_t)b * T + r) * C + (size_t)h * HS + DPT * tx;
+        stv<DPT>(out + at, v);
+        if (out16)
+            for (int j = 0; j < DPT; j++) out16[at + j] = zt_f32_to_bits16(v[j], prec);
         if (tx == 0) {
             float *st = stats + (((size_t)b * NH + h) * T + r) * 2;
             st[0] = m[i];
@@ -362,12 +365,12 @@ void smem_optin(K *k, int floats, bool *done, const char *what) {
 }
 
 template <int HS>
-void launch_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV,
-                float scale, int prec) {
+void launch_fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float *qkv, int B, int T, int C,
+                int NH, int NKV, float scale, int prec) {
     static bool optin = false;
     smem_optin(attn_fused_fwd_kernel<HS>, fwd_smem_floats<HS>(), &optin, "attn_fused_fwd_kernel");
     ZT_LAUNCH((attn_fused_fwd_kernel<HS>), dim3(blocks_for(T, kFwdRows), NH, B), kThreads,
-              fwd_smem_floats<HS>() * sizeof(float), s, out, stats, qkv, T, C, NH, NKV, scale, prec);
+              fwd_smem_floats<HS>() * sizeof(float), s, out, out16, stats, qkv, T, C, NH, NKV, scale, prec);
     AF_LAUNCH_CHECK("attn_fused_fwd_kernel");
 }
 
@@ -407,14 +410,15 @@ bool zt_cu_attention_tc(int prec) {
 }
 
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
-                               int NH, int NKV, int prec, int tc) {
+                               int NH, int NKV, int prec, int tc, uint16_t *out16) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     check_shape(B, T, C, NH, NKV);
+    ZT_ASSERT(!out16 || prec != ZT_PREC_FP32);
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
-    if (tc) zt_cu_attn_tc_fwd(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec, tc);
-    else if (hs == 64) launch_fwd<64>(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec);
-    else launch_fwd<32>(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec);
+    if (tc) zt_cu_attn_tc_fwd(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec, tc, out16);
+    else if (hs == 64) launch_fwd<64>(s, out, out16, stats, qkv, B, T, C, NH, NKV, scale, prec);
+    else launch_fwd<32>(s, out, out16, stats, qkv, B, T, C, NH, NKV, scale, prec);
 }
 
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,

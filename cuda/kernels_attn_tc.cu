@@ -93,8 +93,8 @@ constexpr int fwd_smem_bytes() { return 2 * (2 * kTile * (HS + kPad) + HS * (kTi
 
 template <int HS, bool FP16>
 __global__ void __launch_bounds__(kTcThreads)
-    attn_tc_fwd_kernel(float *out, float *stats, const float *qkv, int T, int C, int NH, int NKV, float scale,
-                       int prec) {
+    attn_tc_fwd_kernel(float *out, uint16_t *out16, float *stats, const float *qkv, int T, int C, int NH, int NKV,
+                       float scale, int prec) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
     constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16; // the inputs' 2-byte type (prec only rounds the outputs)
     uint16_t *Qs = ZT_DYNAMIC_SMEM(uint16_t); // [64][LD]
@@ -161,10 +161,15 @@ __global__ void __launch_bounds__(kTcThreads)
         const int row = row0 + 8 * i;
         if (row >= T) continue;
         const float inv = 1.0f / l[i];
-        float *dst = out + ((size_t)b * T + row) * C + (size_t)h * HS + 2 * t;
-        for (int n = 0; n < NT; n++)
-            *reinterpret_cast<float2 *>(dst + 8 * n) =
-                make_float2(zt_round_prec(o[n][2 * i] * inv, prec), zt_round_prec(o[n][2 * i + 1] * inv, prec));
+        const size_t at = ((size_t)b * T + row) * C + (size_t)h * HS + 2 * t;
+        for (int n = 0; n < NT; n++) {
+            const float y0 = zt_round_prec(o[n][2 * i] * inv, prec), y1 = zt_round_prec(o[n][2 * i + 1] * inv, prec);
+            *reinterpret_cast<float2 *>(out + at + 8 * n) = make_float2(y0, y1);
+            if (out16) {
+                out16[at + 8 * n] = zt_f32_to_bits16(y0, prec);
+                out16[at + 8 * n + 1] = zt_f32_to_bits16(y1, prec);
+            }
+        }
         if (t == 0) {
             float *st = stats + (((size_t)b * NH + h) * T + row) * 2;
             st[0] = m[i];
@@ -304,12 +309,12 @@ void smem_optin(K *k, int bytes, bool *done, const char *what) {
 }
 
 template <int HS, bool FP16>
-void fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV, float scale,
-         int prec) {
+void fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float *qkv, int B, int T, int C, int NH,
+         int NKV, float scale, int prec) {
     static bool optin = false;
     smem_optin(attn_tc_fwd_kernel<HS, FP16>, fwd_smem_bytes<HS>(), &optin, "attn_tc_fwd_kernel");
     ZT_LAUNCH((attn_tc_fwd_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, fwd_smem_bytes<HS>(), s,
-              out, stats, qkv, T, C, NH, NKV, scale, prec);
+              out, out16, stats, qkv, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_fwd_kernel");
 }
 
@@ -326,12 +331,12 @@ void dkdv(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *
 } // namespace
 
 void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV,
-                       float scale, int prec, int tc) {
+                       float scale, int prec, int tc, uint16_t *out16) {
     const int hs = C / NH;
     ZT_ASSERT((tc == ZT_PREC_BF16 || tc == ZT_PREC_FP16) && (hs == 32 || hs == 64));
     const bool h16 = tc == ZT_PREC_FP16;
-    if (hs == 64) (h16 ? fwd<64, true> : fwd<64, false>)(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec);
-    else (h16 ? fwd<32, true> : fwd<32, false>)(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec);
+    if (hs == 64) (h16 ? fwd<64, true> : fwd<64, false>)(s, out, out16, stats, qkv, B, T, C, NH, NKV, scale, prec);
+    else (h16 ? fwd<32, true> : fwd<32, false>)(s, out, out16, stats, qkv, B, T, C, NH, NKV, scale, prec);
 }
 
 void zt_cu_attn_tc_dkdv(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,

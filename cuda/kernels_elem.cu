@@ -115,7 +115,9 @@ __device__ __forceinline__ float gelu_g(float x, int exact) { return exact ? zt_
 // in_round (a precision, 0: none): the round_to of the GELU's input that the backend fuses into its consumer
 // (cuda_backend.cu): forward rounds inp on load and writes it back rounded (it is stored for backward), backward
 // rounds dout on load (in place: dinp == dout, so its rounded value is overwritten anyway)
-__global__ void k_gelu_fwd(float *out, float *inp, size_t n, size_t n4, int prec, int exact, int in_round) {
+// out16 (prec bf16 / fp16): the output also as 2-byte words (4 a thread as one uint2 on the vector path)
+__global__ void k_gelu_fwd(float *out, float *inp, uint16_t *out16, size_t n, size_t n4, int prec, int exact,
+                           int in_round) {
     ZT_GRID_STRIDE(k, n4) {
         float4 x = ld4(inp, k);
         if (in_round) {
@@ -123,13 +125,19 @@ __global__ void k_gelu_fwd(float *out, float *inp, size_t n, size_t n4, int prec
                             zt_round_prec(x.w, in_round));
             st4(inp, k, x);
         }
-        st4(out, k, make_float4(zt_round_prec(gelu_f(x.x, exact), prec), zt_round_prec(gelu_f(x.y, exact), prec),
-                                zt_round_prec(gelu_f(x.z, exact), prec), zt_round_prec(gelu_f(x.w, exact), prec)));
+        const float4 y = make_float4(zt_round_prec(gelu_f(x.x, exact), prec), zt_round_prec(gelu_f(x.y, exact), prec),
+                                     zt_round_prec(gelu_f(x.z, exact), prec), zt_round_prec(gelu_f(x.w, exact), prec));
+        st4(out, k, y);
+        if (out16)
+            reinterpret_cast<uint2 *>(out16)[k] =
+                make_uint2((uint32_t)zt_f32_to_bits16(y.x, prec) | (uint32_t)zt_f32_to_bits16(y.y, prec) << 16,
+                           (uint32_t)zt_f32_to_bits16(y.z, prec) | (uint32_t)zt_f32_to_bits16(y.w, prec) << 16);
     }
     ZT_TAIL(i, n4, n) {
         float x = inp[i];
         if (in_round) inp[i] = x = zt_round_prec(x, in_round);
         out[i] = zt_round_prec(gelu_f(x, exact), prec);
+        if (out16) out16[i] = zt_f32_to_bits16(out[i], prec);
     }
 }
 
@@ -457,12 +465,14 @@ size_t embed_sort_len(int B, int T) {
 // ---------------------------------------------------------------------------------------------
 // Launch functions (cuda_ops.h).
 
-void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec, int exact, int in_round) {
+void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec, int exact, int in_round,
+                    uint16_t *out16) {
     if (n == 0) return;
-    const size_t n4 = vec4_count(n, out, inp);
+    ZT_ASSERT(!out16 || prec != ZT_PREC_FP32);
+    const size_t n4 = vec4_count(n, out, inp, out16, 8);
     // inp is written only when in_round (rounded in place, as the round_to fused here would have)
-    ZT_LAUNCH(k_gelu_fwd, vec4_blocks(n, n4), kElemThreads, 0, s, out, const_cast<float *>(inp), n, n4, prec, exact,
-              in_round);
+    ZT_LAUNCH(k_gelu_fwd, vec4_blocks(n, n4), kElemThreads, 0, s, out, const_cast<float *>(inp), out16, n, n4, prec,
+              exact, in_round);
     check_launch("gelu_fwd");
 }
 

@@ -53,9 +53,11 @@ __device__ __forceinline__ float warp_max(float v) {
 // ------------------------------------------------------------------------------------ LayerNorm
 
 // one row's LayerNorm by one warp (lane = its lane): mean, variance about it, out = (x - mean) rstd w + b rounded to
-// prec; lane 0 writes the row's mean and rstd. Shared by layernorm_fwd_kernel and residual_layernorm_fwd_kernel
-__device__ __forceinline__ void layernorm_row(float *o, float *mean, float *rstd, const float *x, const float *w,
-                                              const float *b, int C, float eps, int prec, int lane, int row) {
+// prec (and, when o16, as 2-byte words); lane 0 writes the row's mean and rstd. Shared by layernorm_fwd_kernel and
+// residual_layernorm_fwd_kernel
+__device__ __forceinline__ void layernorm_row(float *o, uint16_t *o16, float *mean, float *rstd, const float *x,
+                                              const float *w, const float *b, int C, float eps, int prec, int lane,
+                                              int row) {
     float s = 0.0f;
     for (int c = lane; c < C; c += 32) s += x[c];
     const float m = warp_sum(s) / (float)C;
@@ -65,7 +67,11 @@ __device__ __forceinline__ void layernorm_row(float *o, float *mean, float *rstd
         v += d * d;
     }
     const float r = zt_ln_rstd(warp_sum(v), C, eps);
-    for (int c = lane; c < C; c += 32) o[c] = zt_round_prec(zt_ln_out(x[c], m, r, w[c], b[c]), prec);
+    for (int c = lane; c < C; c += 32) {
+        const float y = zt_round_prec(zt_ln_out(x[c], m, r, w[c], b[c]), prec);
+        o[c] = y;
+        if (o16) o16[c] = zt_f32_to_bits16(y, prec);
+    }
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -74,18 +80,20 @@ __device__ __forceinline__ void layernorm_row(float *o, float *mean, float *rstd
 
 // one warp per row: mean, then the sum of squared deviations (two passes, as the cpu backend)
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                         int N, int C, float eps, int prec) {
+    layernorm_fwd_kernel(float *out, uint16_t *out16, float *mean, float *rstd, const float *inp, const float *w,
+                         const float *b, int N, int C, float eps, int prec) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= N) return; // whole warps leave together
-    layernorm_row(out + (size_t)row * C, mean, rstd, inp + (size_t)row * C, w, b, C, eps, prec, lane, row);
+    layernorm_row(out + (size_t)row * C, out16 ? out16 + (size_t)row * C : nullptr, mean, rstd, inp + (size_t)row * C,
+                  w, b, C, eps, prec, lane, row);
 }
 
 // the residual add (k_add's arithmetic, rounded to res_prec) and the LayerNorm of its result in one launch: one warp
 // per row writes its row of res, then reads it back (each lane its own columns) for layernorm_fwd_kernel's passes
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    residual_layernorm_fwd_kernel(float *res, float *out, float *mean, float *rstd, const float *a, float *bb,
+    residual_layernorm_fwd_kernel(float *res, float *out, uint16_t *out16, float *mean, float *rstd, const float *a,
+                                  float *bb,
                                   const float *w, const float *b, int N, int C, float eps, int res_prec, int prec,
                                   int in_round) {
     const int lane = threadIdx.x % 32;
@@ -98,7 +106,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         if (in_round) bb[off + c] = y = zt_round_prec(y, in_round); // the round_to of bb fused here: written back
         x[c] = zt_round_prec(a[off + c] + y, res_prec);
     }
-    layernorm_row(out + off, mean, rstd, x, w, b, C, eps, prec, lane, row);
+    layernorm_row(out + off, out16 ? out16 + off : nullptr, mean, rstd, x, w, b, C, eps, prec, lane, row);
 }
 
 // one row's dinp += ... by one warp (lane = its lane), rounded to prec
@@ -286,20 +294,22 @@ __global__ void __launch_bounds__(32)
 // ------------------------------------------------------------------------------------ launches
 
 void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                         const float *b, int N, int C, float eps, int prec) {
+                         const float *b, int N, int C, float eps, int prec, uint16_t *out16) {
     if (N <= 0 || C <= 0) return;
-    ZT_LAUNCH(layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, out, mean, rstd, inp,
-              w, b, N, C, eps, prec);
+    ZT_ASSERT(!out16 || prec != 0); // words of a 2-byte precision
+    ZT_LAUNCH(layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, out, out16, mean, rstd,
+              inp, w, b, N, C, eps, prec);
     NA_LAUNCH_CHECK("layernorm_fwd_kernel");
 }
 
 void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
                                   const float *bb, const float *w, const float *b, int N, int C, float eps,
-                                  int res_prec, int prec, int in_round) {
+                                  int res_prec, int prec, int in_round, uint16_t *out16) {
     if (N <= 0 || C <= 0) return;
+    ZT_ASSERT(!out16 || prec != 0); // words of a 2-byte precision
     // bb is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH(residual_layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, res, out,
-              mean, rstd, a, const_cast<float *>(bb), w, b, N, C, eps, res_prec, prec, in_round);
+              out16, mean, rstd, a, const_cast<float *>(bb), w, b, N, C, eps, res_prec, prec, in_round);
     NA_LAUNCH_CHECK("residual_layernorm_fwd_kernel");
 }
 

@@ -93,4 +93,18 @@ void check_outs(const std::string &name, std::initializer_list<Out> outs, double
     else check_fail("%s: %s", name.c_str(), msg.c_str());
 }
 
+// the cpu backend (g_cpu) and the data seed (ZT_TEST_SEED, else seed): false, with a FAIL line, when the backend
+// cannot be made
+bool test_setup(unsigned long long seed) {
+    char err[ZT_ERR_BUF];
+    g_cpu = zt_backend_create("cpu", 1, err, sizeof err);
+    if (!g_cpu) {
+        check_fail("backend_create: %s", err);
+        return false;
+    }
+    const char *env = getenv("ZT_TEST_SEED");
+    zt_rng_seed(&g_rng, env && *env ? strtoull(env, nullptr, 10) : seed);
+    return true;
+}
+
 #endif

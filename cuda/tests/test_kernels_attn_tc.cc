@@ -12,34 +12,8 @@
 // measured over ZT_TEST_SEED=1..8 (in each limit's comment); a layout or masking bug gives errors of order 1.
 //
 // Usage: [ZT_TEST_SEED=n] test_kernels_attn_tc    (built by cuda/backend.mk against build/libztrain.a)
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <string>
-#include <vector>
-
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
-
-#include "cuda_ops.h"
-#include "iface/backend.h"
-#include "iface/op_math.h"
+#include "kernel_test.h"
 #include "zt_mma.cuh"
-
-extern "C" {
-#include "core/dist/backend_factory.h"
-#include "util/util.h"
-}
-#include "check.h"
-
-using namespace ZT_CU_NS;
 
 namespace {
 
@@ -157,14 +131,7 @@ void test_attention_tc(int prec, int B, int T, int C, int NH, int NKV) {
 
 int main(void) {
     double t0 = zt_now();
-    char err[ZT_ERR_BUF];
-    g_cpu = zt_backend_create("cpu", 1, err, sizeof err);
-    if (!g_cpu) {
-        check_fail("backend_create: %s", err);
-        return 1;
-    }
-    const char *seed = getenv("ZT_TEST_SEED");
-    zt_rng_seed(&g_rng, seed && *seed ? strtoull(seed, nullptr, 10) : 20240611);
+    if (!test_setup(20240611)) return 1;
     for (int prec = ZT_PREC_BF16; prec <= ZT_PREC_FP16; prec++) {
         test_mma(prec);
         test_mma(prec);

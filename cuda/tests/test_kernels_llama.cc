@@ -15,34 +15,8 @@
 //   nvcc -std=c++17 -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 //     --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror -Icuda -Isrc -I.
 //     $(mpicc -showme:compile) -c cuda/kernels_llama.cu -o /tmp/kll.o
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "kernel_test.h"
 
-#include <string>
-#include <vector>
-
-// util.h includes mpi.h: include it first, outside extern "C", without MPI's deprecated C++ bindings
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
-
-#include "cuda_ops.h"
-#include "iface/backend.h"
-#include "iface/op_math.h"
-
-extern "C" {
-#include "core/dist/backend_factory.h"
-#include "util/util.h"
-}
-#include "check.h"
-
-using namespace ZT_CU_NS;
 
 namespace {
 
@@ -188,18 +162,11 @@ void test_fused_round(int N, int C, int I) {
 
 int main() {
     double t0 = zt_now();
-    char err[ZT_ERR_BUF];
-    g_cpu = zt_backend_create("cpu", 1, err, sizeof err);
-    if (!g_cpu) {
-        check_fail("backend_create: %s", err);
-        return 1;
-    }
+    if (!test_setup(20240611)) return 1; // the data seed (ZT_TEST_SEED overrides)
     if (!g_cpu->i->rmsnorm_fwd || !g_cpu->i->rope || !g_cpu->i->swiglu_fwd) {
         check_fail("cpu backend: no rmsnorm / rope / swiglu slots");
         return 1;
     }
-    const char *seed = getenv("ZT_TEST_SEED"); // data seed (default 20240611)
-    zt_rng_seed(&g_rng, seed && *seed ? strtoull(seed, nullptr, 10) : 20240611);
 
     test_rmsnorm(5, 37, 1e-5f);
     test_rmsnorm(4, 130, 1e-6f);

@@ -29,35 +29,10 @@
 //   nvcc -std=c++17 -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 //     --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror -Icuda -Isrc -I.
 //     $(mpicc -showme:compile) -c cuda/kernels_norm_attn.cu -o /tmp/kna.o    (and cuda/cuda_gemm.cu)
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include <functional>
-#include <string>
-#include <vector>
 
-// util.h includes mpi.h: include it first, outside extern "C", without MPI's deprecated C++ bindings
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
+#include "kernel_test.h"
 
-#include "cuda_ops.h"
-#include "iface/backend.h"
-#include "iface/op_math.h"
-
-extern "C" {
-#include "core/dist/backend_factory.h"
-#include "util/util.h"
-}
-#include "check.h"
-
-using namespace ZT_CU_NS;
 
 namespace {
 
@@ -663,14 +638,7 @@ void bench(zt_cu_gemm *g) {
 int main(int argc, char **argv) {
     const bool do_bench = argc > 1 && !strcmp(argv[1], "--bench");
     double t0 = zt_now();
-    char err[ZT_ERR_BUF];
-    g_cpu = zt_backend_create("cpu", 1, err, sizeof err);
-    if (!g_cpu) {
-        check_fail("backend_create: %s", err);
-        return 1;
-    }
-    const char *seed = getenv("ZT_TEST_SEED"); // data seed (default 20240611)
-    zt_rng_seed(&g_rng, seed && *seed ? strtoull(seed, nullptr, 10) : 20240611);
+    if (!test_setup(20240611)) return 1; // the data seed (ZT_TEST_SEED overrides)
     zt_cu_gemm *g = zt_cu_gemm_create(0);
     g_gemm = g;
 

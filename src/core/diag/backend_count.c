@@ -44,6 +44,10 @@ static int g_rpend, g_rpend_prec;
    of packing; kept across the slots that name what they write (mkeep ... mdone), dropped by any other */
 static zt_mirror16 g_mir;
 static int g_mir_keep, g_mir_on = 1; /* ZT_CUDA_MIRROR */
+/* the kept op's kind when it is one that writes its rounded output's words too (cuda_backend.cu words_for), else -1;
+   the two word buffers it takes in turn (fake addresses, only compared) */
+static int g_pend_k = -1, g_ring_next;
+#define RING_ADDR(k) ((const void *)(((uintptr_t)1 << 62) + ((uintptr_t)(k) << 56)))
 
 #define F4 4.0 /* bytes of a float32 buffer element */
 
@@ -83,11 +87,27 @@ static int mfind(const float *p, double n) {
 
 /* an op cuda_backend.cu defers in bf16/fp16: a round_to of exactly (out, n) next is done inside it */
 static void defer(const void *out, size_t n) {
+    g_pend_k = -1;
     g_pend = g_prec != ZT_PREC_FP32 && g_fuse;
     g_pend_out = out;
     g_pend_n = n;
 }
 
+/* defer() for an op whose rounded output is the next product's input (kind k): it writes the words too */
+static void defer_words(int k, const void *out, size_t n) {
+    defer(out, n);
+    g_pend_k = k;
+}
+/* the kept op k rounds its output (out, n) inside: with mirrors its kernel also writes the 2-byte words (2 bytes an
+   element more) into the next word buffer, recorded as out's mirror */
+static void words_for(int k, const void *out, size_t n) {
+    if (!g_mir_on || g_prec == ZT_PREC_FP32 || !n) return;
+    const void *ring = RING_ADDR(g_ring_next);
+    g_ring_next ^= 1;
+    zt_mirror16_clobber(&g_mir, ring, (size_t)1 << 55);
+    zt_mirror16_add(&g_mir, out, ring, n);
+    g_bytes[k] += 2.0 * n;
+}
 /* one GEMM c(M, N) = op(a) @ op(b) (+ bias) (+ beta c) of cuda_gemm.cu's gemm(): bf16/fp16 pack the operands not
    packed already (a_pre, b_pre) in one launch (4 bytes read and 2 written per element) and multiply the 2-byte
    words; K == 0 runs the reference kernel on c alone */
@@ -172,7 +192,7 @@ static void w_ln_fwd(zt_backend *be, float *o, float *m, float *r, const float *
     g_calls[K_LN_FWD]++;
     if (N > 0 && C > 0) add(K_LN_FWD, 1, F4 * (2.0 * N * C + 2.0 * C + 2.0 * N));
     g_inner->layernorm_fwd(be, o, m, r, i, w, b, N, C, eps);
-    defer(o, (size_t)N * C);
+    defer_words(K_LN_FWD, o, (size_t)N * C);
     mdone();
 }
 /* one launch: a, b, w, bias read; res, out, mean, rstd written (each warp reads back the row of res it just wrote:
@@ -189,7 +209,7 @@ static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, 
     g_calls[K_RLN_FWD]++;
     if (N > 0 && C > 0) add(K_RLN_FWD, 1, F4 * (4.0 * N * C + 2.0 * C + 2.0 * N + (took ? (double)N * C : 0)));
     g_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p, eps);
-    defer(o, (size_t)N * C);
+    defer_words(K_RLN_FWD, o, (size_t)N * C);
     mdone();
 }
 /* LayerNorm / RMSNorm backward, one launch (the last block sums the partials): dout, inp, w, the statistics and dinp
@@ -308,7 +328,7 @@ static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int 
         add(K_FATT_FWD, 1, F4 * (BT * W + BT * C + BT * NH * 2));
     }
     g_inner->attention_fused_fwd(be, o, st, q, B, T, C, NH, NKV);
-    defer(o, (size_t)B * T * C);
+    defer_words(K_FATT_FWD, o, (size_t)B * T * C);
     mdone();
 }
 /* the fused backward (kernels_attn_fused.cu): D = rowsum(dout * out); dk, dv per 64-key tile with each tile's part
@@ -365,7 +385,7 @@ static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) {
     mkeep(o, F4 * n);
     gelu_count_in(K_GELU_FWD, n, 2, i, 1, 1);
     g_inner->gelu_fwd(be, o, i, n);
-    defer(o, n);
+    defer_words(K_GELU_FWD, o, n);
     mdone();
 }
 static void w_gelu_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
@@ -379,7 +399,7 @@ static void w_gelu_erf_fwd(zt_backend *be, float *o, const float *i, size_t n) {
     mkeep(o, F4 * n);
     gelu_count_in(K_GELU_ERF_FWD, n, 2, i, 1, 1);
     g_inner->gelu_erf_fwd(be, o, i, n);
-    defer(o, n);
+    defer_words(K_GELU_ERF_FWD, o, n);
     mdone();
 }
 static void w_gelu_erf_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
@@ -527,6 +547,7 @@ static void w_round(zt_backend *be, float *x, size_t n, int p) {
     if (g_pend && p != ZT_PREC_FP32 && g_pend_out == x && g_pend_n == n) { /* inside the op */
         g_tot.fused_rounds++;
         g_pend = 0;
+        if (g_pend_k >= 0 && p == g_prec) words_for(g_pend_k, x, n);
     } else if (p != ZT_PREC_FP32 && !(g_rpend && g_rpend_x == x && g_rpend_n == n && g_rpend_prec == p)) {
         flush();
         if (g_prec != ZT_PREC_FP32 && g_fuse) { /* kept (cuda_backend.cu D_ROUND) */
@@ -622,6 +643,8 @@ void zt_backend_count_begin(zt_backend *be) {
     g_mir_on = !(mr && strcmp(mr, "0") == 0);
     zt_mirror16_clear(&g_mir);
     g_mir_keep = 0;
+    g_pend_k = -1;
+    g_ring_next = 0;
     g_prec = ZT_PREC_FP32;
     g_pend = g_rpend = 0;
     be->i = &g_wrapped;

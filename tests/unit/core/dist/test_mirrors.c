@@ -10,7 +10,9 @@
  *   copy      then X overwritten by copy (a slot that drops every mirror): the new X;
  *   to_device then X overwritten from the host: the new X;
  *   matmul    then X overwritten by matmul (no mirror kept): the new X;
- *   offset    a product on a sub-range of X (w = X + k): the words at the same offset.
+ *   offset    a product on a sub-range of X (w = X + k): the words at the same offset;
+ *   producer  inp = layernorm_fwd's output, rounded (the round_to fused into it: it writes the words too): not packed;
+ *   producer_overwritten  the same, then the output changed by add + round_to: packed.
  * Each scenario's values differ by order 1 between the stale and the right operand, so a stale read cannot pass.
  * Output: `PASS name` / `FAIL name: reason`; exit 1 if any failed. */
 #include <stdio.h>
@@ -106,6 +108,40 @@ static void scenario(zt_backend *be, const char *what, io *s, size_t off)
     free(hi);
 }
 
+/* inp produced by layernorm_fwd + round_to (fused: the kernel writes the words), optionally overwritten by add +
+   round_to; w from the host (packed); then the forward and backward products as in scenario() */
+static void producer(zt_backend *be, int overwrite, io *s)
+{
+    const size_t ni = (size_t)N * C;
+    float *X = be->i->alloc(be, ni * sizeof(float)), *L = be->i->alloc(be, ni * sizeof(float));
+    float *lw = be->i->alloc(be, C * sizeof(float)), *lb = be->i->alloc(be, C * sizeof(float));
+    float *st = be->i->alloc(be, 2 * N * sizeof(float)), *W = be->i->alloc(be, (size_t)C * OC * sizeof(float));
+    float *D = be->i->alloc(be, (size_t)N * OC * sizeof(float)), *O = be->i->alloc(be, (size_t)N * OC * sizeof(float));
+    float *DI = be->i->alloc(be, ni * sizeof(float)), *DW = be->i->alloc(be, (size_t)C * OC * sizeof(float));
+    float hw[C], hb[C]; /* the same on both backends */
+    for (int i = 0; i < C; i++) hw[i] = zt_round_bf16(1.0f + 0.01f * i), hb[i] = zt_round_bf16(0.01f * (i % 7));
+    be->i->to_device(be, X, s->inp, ni * sizeof(float));
+    be->i->to_device(be, lw, hw, sizeof hw);
+    be->i->to_device(be, lb, hb, sizeof hb);
+    be->i->to_device(be, W, s->w, (size_t)C * OC * sizeof(float));
+    be->i->to_device(be, D, s->dout, (size_t)N * OC * sizeof(float));
+    be->i->layernorm_fwd(be, L, st, st + N, X, lw, lb, N, C, 1e-5f);
+    be->i->round_to(be, L, ni, ZT_PREC_BF16);
+    if (overwrite) {
+        be->i->add(be, L, L, X, ni);
+        be->i->round_to(be, L, ni, ZT_PREC_BF16);
+    }
+    const long long p0 = zt_backend_harness_packed();
+    be->i->linear_fwd(be, O, L, W, NULL, N, C, OC);
+    be->i->linear_bwd(be, DI, DW, NULL, D, L, W, N, C, OC, 0);
+    s->packed = zt_backend_harness_packed() - p0;
+    be->i->to_host(be, s->out, O, sizeof s->out);
+    be->i->to_host(be, s->dinp, DI, sizeof s->dinp);
+    be->i->to_host(be, s->dw, DW, sizeof s->dw);
+    void *bufs[] = {X, L, lw, lb, st, W, D, O, DI, DW};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
+}
+
 int main(void)
 {
     zt_rng_seed(&g_rng, 20261128);
@@ -118,12 +154,18 @@ int main(void)
     /* scenario, sub-range offset, whether X's and inp's words are read (not packed) with mirrors on */
     static const struct { const char *what; size_t off; int hit_x, hit_i; } sc[] = {
         {"hit", 0, 1, 1},       {"add", 0, 0, 1},    {"src", 0, 0, 1},       {"copy", 0, 0, 0},
-        {"to_device", 0, 0, 0}, {"matmul", 0, 0, 0}, {"offset", 7 * OC, 1, 1}};
+        {"to_device", 0, 0, 0}, {"matmul", 0, 0, 0}, {"offset", 7 * OC, 1, 1}, {"producer", 0, 0, 1},
+        {"producer_overwritten", 0, 0, 0}};
     for (size_t k = 0; k < sizeof sc / sizeof *sc; k++) {
         static io a, b;
         a = base, b = base;
-        scenario(on, sc[k].what, &a, sc[k].off);
-        scenario(off, sc[k].what, &b, sc[k].off);
+        if (!strncmp(sc[k].what, "producer", 8)) {
+            producer(on, sc[k].what[8] != 0, &a);
+            producer(off, sc[k].what[8] != 0, &b);
+        } else {
+            scenario(on, sc[k].what, &a, sc[k].off);
+            scenario(off, sc[k].what, &b, sc[k].off);
+        }
         const int same = !memcmp(a.out, b.out, sizeof a.out) && !memcmp(a.dinp, b.dinp, sizeof a.dinp) &&
                          !memcmp(a.dw, b.dw, sizeof a.dw);
         /* without mirrors: dout, and w and inp for the forward and again for the backward; with: what is not read */

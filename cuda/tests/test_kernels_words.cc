@@ -1,0 +1,104 @@
+// test_kernels_words.cc — the kernels that also write their rounded output as 2-byte words (out16), which the CUDA
+// backend records as mirrors so the next product reads the words instead of packing the output (cuda_backend.cu
+// words_for, src/iface/mirror16.h): GELU forward (its 4-word uint2 path when aligned, the scalar path one element
+// off, with and without in_round), LayerNorm forward, residual + LayerNorm forward (out, not res), the fused
+// attention's forward (fp32 kernels and tensor cores). In bf16 and fp16, under the host execution harness: the
+// outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
+// written past the words. (A product reading the words is checked bitwise against packing in
+// test_kernels_norm_attn's linear_bwd rows and tests/unit/core/dist/test_mirrors.c.)
+//
+// Usage: [ZT_TEST_SEED=n] test_kernels_words    (built by cuda/backend.mk against build/libztrain.a)
+#include "kernel_test.h"
+
+namespace {
+
+#include "kernel_check.h"
+
+const char *prec_name(int prec) { return prec == ZT_PREC_BF16 ? "bf16" : "fp16"; }
+
+// mismatching words (each must be the rounding of its output element), plus any word changed past n
+size_t words_bad(const float *o, const std::vector<uint16_t> &w, size_t at, size_t n, int prec) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += w[at + i] != zt_f32_to_bits16(o[i], prec);
+    for (size_t i = 0; i < w.size(); i++)
+        if (i < at || i >= at + n) bad += w[i] != 0xdead;
+    return bad;
+}
+
+void test_gelu(int prec, size_t n) {
+    size_t bad = 0;
+    for (int exact = 0; exact < 2; exact++)
+        for (int off = 0; off < 2; off++)
+            for (int in_round = 0; in_round <= prec; in_round += prec) {
+                vec in0 = randv(n + 1, 3.0), a = in0, b = in0, oa = nanv(n + 1), ob = nanv(n + 1);
+                std::vector<uint16_t> w(n + 4, 0xdead);
+                harness_config(0);
+                zt_cu_gelu_fwd(0, oa.data() + off, a.data() + off, n, prec, exact, in_round);
+                harness_config(1); // another interleaving too
+                zt_cu_gelu_fwd(0, ob.data() + off, b.data() + off, n, prec, exact, in_round, w.data() + off);
+                bad += !same_bits(oa, ob) + !same_bits(a, b);
+                bad += words_bad(ob.data() + off, w, off, n, prec);
+            }
+    if (bad == 0)
+        check_pass("gelu_fwd out16 %s n=%zu: words = the rounded output, output the same bits as without (tanh and "
+                   "erf, aligned and one off, in_round or not)", prec_name(prec), n);
+    else check_fail("gelu_fwd out16 %s n=%zu: %zu mismatches", prec_name(prec), n, bad);
+}
+
+void test_norms(int prec, int N, int C) {
+    const size_t n = (size_t)N * C;
+    vec x = randv(n), a = randv(n), w = randv(C), b = randv(C), m0(N), r0(N), m1(N), r1(N), o0(n), o1(n), s0(n), s1(n);
+    std::vector<uint16_t> wo(n + 3, 0xdead);
+    zt_cu_layernorm_fwd(0, o0.data(), m0.data(), r0.data(), x.data(), w.data(), b.data(), N, C, 1e-5f, prec);
+    zt_cu_layernorm_fwd(0, o1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C, 1e-5f, prec, wo.data());
+    size_t bad = !same_bits(o0, o1) + !same_bits(m0, m1) + !same_bits(r0, r1) + words_bad(o1.data(), wo, 0, n, prec);
+    std::vector<uint16_t> wr(n + 3, 0xdead);
+    zt_cu_residual_layernorm_fwd(0, s0.data(), o0.data(), m0.data(), r0.data(), a.data(), x.data(), w.data(), b.data(),
+                                 N, C, 1e-5f, prec, prec);
+    zt_cu_residual_layernorm_fwd(0, s1.data(), o1.data(), m1.data(), r1.data(), a.data(), x.data(), w.data(), b.data(),
+                                 N, C, 1e-5f, prec, prec, 0, wr.data());
+    bad += !same_bits(s0, s1) + !same_bits(o0, o1) + words_bad(o1.data(), wr, 0, n, prec);
+    if (bad == 0)
+        check_pass("layernorm_fwd, residual_layernorm_fwd out16 %s [N%d,C%d]: words = the rounded output, outputs the "
+                   "same bits as without", prec_name(prec), N, C);
+    else check_fail("layernorm_fwd, residual_layernorm_fwd out16 %s [N%d,C%d]: %zu mismatches", prec_name(prec), N, C,
+                    bad);
+}
+
+void test_attention(int prec, int B, int T, int C, int NH) {
+    vec qkv = randv((size_t)B * T * 3 * C);
+    for (float &f : qkv) f = zt_round_prec(f, prec);
+    size_t bad = 0;
+    for (int tc = 0; tc <= prec; tc += prec) { // the fp32 kernels, then tensor cores
+        vec o0((size_t)B * T * C), o1(o0.size()), st0((size_t)B * NH * T * 2), st1(st0.size());
+        std::vector<uint16_t> w(o0.size() + 3, 0xdead);
+        zt_cu_attention_fused_fwd(0, o0.data(), st0.data(), qkv.data(), B, T, C, NH, NH, prec, tc);
+        zt_cu_attention_fused_fwd(0, o1.data(), st1.data(), qkv.data(), B, T, C, NH, NH, prec, tc, w.data());
+        bad += !same_bits(o0, o1) + !same_bits(st0, st1) + words_bad(o1.data(), w, 0, o1.size(), prec);
+    }
+    if (bad == 0)
+        check_pass("attention_fused_fwd out16 %s [B%d,T%d,C%d,NH%d]: words = the rounded output, output and stats the "
+                   "same bits as without (fp32 and tensor-core kernels)", prec_name(prec), B, T, C, NH);
+    else check_fail("attention_fused_fwd out16 %s [B%d,T%d,C%d,NH%d]: %zu mismatches", prec_name(prec), B, T, C, NH,
+                    bad);
+}
+
+} // namespace
+
+int main(void) {
+    double t0 = zt_now();
+    if (!test_setup(20261128)) return 1;
+    for (int prec = ZT_PREC_BF16; prec <= ZT_PREC_FP16; prec++) {
+        test_gelu(prec, 7);
+        test_gelu(prec, 4099);
+        test_norms(prec, 37, 45);
+        test_norms(prec, 5, 768);
+        test_attention(prec, 2, 70, 128, 2); // head size 64, two query tiles
+        test_attention(prec, 1, 33, 128, 4); // head size 32
+    }
+    if (!tickets_left().empty() || !tickets()) check_fail("tickets");
+    (void)check_outs; // kernel_check.h's comparison against the cpu: not needed, every check here is bitwise
+    zt_backend_destroy(g_cpu);
+    printf("# test_kernels_words: %d passed, %d failed, %.2f s\n", g_pass, g_fail, zt_now() - t0);
+    return g_fail ? 1 : 0;
+}
