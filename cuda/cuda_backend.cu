@@ -27,99 +27,18 @@
 // read (the parameters' window, a layer's activations unpacked from the stash), and the LayerNorm, residual +
 // LayerNorm, GELU and fused attention forwards write their rounded output's words beside it (words_for); a linear
 // forward / backward (or the LM head's product) whose w or inp is such a buffer multiplies the words instead of
-// packing it again. The slots that keep the records
-// (MirrorKeep: the products, norms, attention, GELU, add, accumulate, round_to, pack16 / unpack16, zero, copy) drop the
-// ones their outputs overlap; every other call drops them all. The bits are those of packing (the words are what
+// packing it again. The slots that keep the records (MirrorKeep: the products, LayerNorms, fused attention, GELU, add,
+// accumulate, round_to, pack16 / unpack16; cuda_backend_ops.cu) drop the ones their outputs overlap; every other slot
+// and memory call drops them all. The bits are those of packing (the words are what
 // packing gives); ZT_CUDA_MIRROR=0 turns it off and ZT_CUDA_FUSE_ROUND_STATS=1 prints the operands it saved.
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "cuda_backend_internal.h"
 
-#include <initializer_list>
-#include <utility>
-
-#include "cuda_check.h"
-#include "cuda_ops.h"
-
-extern "C" {
-#include "iface/mirror16.h"
-#include "iface/quant_format.h"
-#include "cuda_backend.h"
-#ifdef ZT_HOSTEXEC
-#include "devsim/devsim_mem.h"
-#endif
-}
-
-using namespace ZT_CU_NS;
-
-namespace {
-
-// an op kept for the round_to that may follow it: kind, arguments (device memory, translated), and the
-// output range (the caller's address and length) a fused round_to must name
-enum DKind {
-    D_NONE, D_GELU_FWD, D_GELU_BWD, D_ADD, D_EMBED_FWD, D_XENT, D_LN_FWD, D_LN_BWD, D_ATT_FWD, D_ATT_BWD,
-    D_RMS_FWD, D_RMS_BWD, D_SWIGLU_FWD, D_SWIGLU_BWD, D_RLN_FWD,
-    D_ROUND // a round_to no op before it could take: kept for the GELU / add that reads its buffer next (in_round)
-};
-struct Deferred {
-    DKind kind;
-    float *o0, *o1, *o2, *o3;
-    const float *i0, *i1, *i2, *i3, *i4;
-    const int32_t *tok;
-    void *scratch;
-    unsigned *tickets; // D_LN_BWD, D_RMS_BWD: the backend's tickets (cuda_ops.h kCuTickets)
-    int B, T, C, NH, NKV, V, Vp;
-    size_t n;
-    float f;      // D_XENT: dscale; D_LN_FWD, D_RLN_FWD, D_RMS_FWD: eps
-    int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
-    int tc;       // D_ATT_FWD, D_ATT_BWD: the 2-byte type of the tensor-core kernels (0: the fp32 kernels)
-    int exact;    // D_GELU_FWD, D_GELU_BWD: the encoders' erf GELU (gelu_erf_*)
-    int in_round; // D_GELU_*, D_ADD, D_RLN_FWD, D_LN_BWD: the precision its input (GELU fwd inp, bwd dout; the add's
-                  // second term; LayerNorm backward's dout) is rounded to first; D_ROUND's precision
-    const void *out;
-    size_t out_n;
-};
-
-// adamw_multi's device copy of a segment table (cuda_ops.h zt_cu_adamw_multi_table), keyed by the host table it
-// was built from: the optimizer passes the same table every step for its shard [lo, hi), so it is built and
-// uploaded at the first call with that table (an allocation and an asynchronous copy) and every later step is the
-// kernel's launch alone. A few tables are kept; a new one beyond that frees them all first (never in training)
-struct AdamwTable {
-    zt_adamw_seg *key; // the host table (nkey entries)
-    int nkey;
-    void *table;       // device memory: ntable zt_cu_adamw_seg
-    int ntable;
-    size_t total;
-};
-constexpr int kAdamwTables = 4;
-
-struct cu_ctx {
-    cudaStream_t stream;
-    Deferred pend;          // pend.kind == D_NONE: nothing kept
-    int prec;               // set_precision's; fp32: nothing is kept
-    int fuse_round;         // ZT_CUDA_FUSE_ROUND (default 1)
-    long fused, unfused;    // round_to calls done inside the op / by their own pass (ZT_CUDA_FUSE_ROUND_STATS=1 prints)
-    zt_cu_gemm *gemm;
-    void *scratch;          // device memory
-    size_t scratch_bytes;
-    void *tickets;          // device memory, kCuTickets zero words (the last-block reductions'), made at first need
-    int device;
-    char desc[512];
-    AdamwTable adamw[kAdamwTables]; // adamw_multi's tables, adamw_n of them
-    int adamw_n;
-    zt_mirror16 mir;        // float32 buffers equal to 2-byte words (file comment)
-    int mir_on;             // ZT_CUDA_MIRROR (default 1), in bf16 / fp16 runs
-    int mir_keep;           // inside a slot that names what it writes: flush() keeps the mirrors
-    void *ring[2];          // device memory: the 2-byte words producers write beside their rounded output (words_for)
-    size_t ring_cap[2];     // words each holds
-    int ring_next;
-};
-
-cu_ctx *ctx_of(zt_backend *be) { return static_cast<cu_ctx *>(be->ctx); }
+namespace ZT_CU_NS {
+namespace cub {
 
 // out16: the rounded output also as 2-byte words (LayerNorm, residual + LayerNorm, GELU forward, the fused attention's
 // forward; words_for), else nullptr
-void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16 = nullptr) {
+void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
     cudaStream_t s = x->stream;
     switch (d.kind) {
     case D_GELU_FWD: zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round, out16); break;
@@ -190,23 +109,7 @@ cudaStream_t stream_of(zt_backend *be) {
     return ctx_of(be)->stream;
 }
 
-#ifdef ZT_HOSTEXEC
-// device address -> the memory kernels and copies use
-template <typename T> T *dev(T *p) { return static_cast<T *>(zt_devsim_real(p, "cudasim")); }
-template <typename T> const T *dev(const T *p) { return static_cast<const T *>(zt_devsim_real(p, "cudasim")); }
-#else
-template <typename T> T *dev(T *p) { return p; }
-#endif
 
-// For the length of a slot that keeps the mirrors: drops those its outputs (up to 4 ranges: address, bytes) overlap
-struct MirrorKeep {
-    cu_ctx *x;
-    MirrorKeep(zt_backend *be, std::initializer_list<std::pair<const void *, size_t>> writes) : x(ctx_of(be)) {
-        for (const auto &w : writes) zt_mirror16_clobber(&x->mir, w.first, w.second);
-        x->mir_keep = 1;
-    }
-    ~MirrorKeep() { x->mir_keep = 0; }
-};
 // the words equal to the n floats at p (a model address), translated, or nullptr
 const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n) {
     cu_ctx *x = ctx_of(be);
@@ -217,8 +120,6 @@ const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n) {
     return dev(w);
 }
 
-void *b_alloc(zt_backend *be, size_t bytes);
-void b_free(zt_backend *be, void *p);
 
 // A LayerNorm (ln1, ln2, ln_f), GELU or fused attention output is the next product's input: the kernel that rounds
 // it also writes its 2-byte words into one of two backend buffers, taken in turn, and that is recorded as a mirror
@@ -368,343 +269,6 @@ unsigned *tickets(zt_backend *be) {
     return static_cast<unsigned *>(dev(x->tickets));
 }
 
-// ------------------------------------------------------------------------------------------ ops
-
-#define S stream_of(be)
-
-void b_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
-              float alpha, float beta) {
-    zt_cu_matmul(ctx_of(be)->gemm, S, dev(c), dev(a), dev(b), M, N, K, ta, tb, alpha, beta);
-}
-void b_matmul_ld(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
-                 float alpha, float beta, int lda, int ldb, int ldc) {
-    zt_cu_matmul_ld(ctx_of(be)->gemm, S, dev(c), dev(a), dev(b), M, N, K, ta, tb, alpha, beta, lda, ldb, ldc);
-}
-void b_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C,
-                  int OC) {
-    MirrorKeep keep(be, {{out, (size_t)N * OC * sizeof(float)}});
-    const bool look = N > 0 && C > 0 && OC > 0;
-    const uint16_t *iw = look ? mirror_words(be, inp, (size_t)N * C) : nullptr;
-    const uint16_t *ww = look ? mirror_words(be, w, (size_t)C * OC) : nullptr;
-    zt_cu_linear_fwd(ctx_of(be)->gemm, S, dev(out), dev(inp), dev(w), dev(bias), N, C, OC, iw, ww);
-}
-void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                  const float *w, int N, int C, int OC, int accumulate_dinp) {
-    MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, (size_t)C * OC * sizeof(float)},
-                         {dbias, (size_t)OC * sizeof(float)}});
-    void *sc = scratch(be, zt_cu_linear_bwd_scratch(N, OC));
-    unsigned *tk = tickets(be);
-    const bool look = N > 0 && C > 0 && OC > 0; // the packing path (bf16 / fp16 checked in mirror_words)
-    const uint16_t *iw = look ? mirror_words(be, inp, (size_t)N * C) : nullptr;
-    const uint16_t *ww = look ? mirror_words(be, w, (size_t)C * OC) : nullptr;
-    zt_cu_linear_bwd(ctx_of(be)->gemm, S, dev(dinp), dev(dw), dev(dbias), dev(dout), dev(inp), dev(w), N, C, OC,
-                     accumulate_dinp, sc, tk, iw, ww);
-}
-void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                     const float *b, int N, int C, float eps) {
-    MirrorKeep keep(be, {{out, (size_t)N * C * sizeof(float)}, {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}});
-    Deferred d = {};
-    d.kind = D_LN_FWD;
-    d.o0 = dev(out); d.o1 = dev(mean); d.o2 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w); d.i2 = dev(b);
-    d.B = N; d.C = C; d.f = eps;
-    d.out = out; d.out_n = (size_t)N * C;
-    defer(be, d);
-}
-void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mean, float *rstd, const float *a,
-                              const float *b, const float *w, const float *bias, int N, int C, int prec, float eps) {
-    MirrorKeep keep(be, {{res, (size_t)N * C * sizeof(float)}, {out, (size_t)N * C * sizeof(float)},
-                         {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}});
-    Deferred d = {};
-    d.kind = D_RLN_FWD;
-    d.o0 = dev(res); d.o1 = dev(out); d.o2 = dev(mean); d.o3 = dev(rstd);
-    d.i0 = dev(a); d.i1 = dev(b); d.i2 = dev(w); d.i3 = dev(bias);
-    d.B = N; d.C = C; d.res_prec = prec; d.f = eps;
-    d.out = out; d.out_n = (size_t)N * C; // a round_to of the LayerNorm's output is fused, as after layernorm_fwd
-    take_round(be, &d, b, (size_t)N * C, b != a && (const float *)b != res && (const float *)b != out);
-    defer(be, d);
-}
-void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                     const float *w, const float *mean, const float *rstd, int N, int C) {
-    MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, C * sizeof(float)}, {db, C * sizeof(float)}});
-    Deferred d = {};
-    d.scratch = scratch(be, zt_cu_layernorm_bwd_scratch(N, C));
-    d.tickets = tickets(be);
-    d.kind = D_LN_BWD;
-    d.o0 = dev(dinp); d.o1 = dev(dw); d.o2 = dev(db);
-    d.i0 = dev(dout); d.i1 = dev(inp); d.i2 = dev(w); d.i3 = dev(mean); d.i4 = dev(rstd);
-    d.B = N; d.C = C;
-    d.out = dinp; d.out_n = (size_t)N * C;
-    take_round(be, &d, dout, (size_t)N * C, dout != dinp && dout != inp);
-    defer(be, d);
-}
-void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH, int NKV) {
-    zt_cu_attention_fwd(ctx_of(be)->gemm, S, dev(out), dev(att), dev(qkv), B, T, C, NH, NKV);
-}
-void b_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
-                     int B, int T, int C, int NH, int NKV) {
-    zt_cu_attention_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH, NKV);
-}
-void b_attention_bidir_fwd(zt_backend *be, float *out, float *att, const float *qkv, const int32_t *kvalid, int B,
-                           int T, int C, int NH, int NKV) {
-    zt_cu_attention_bidir_fwd(ctx_of(be)->gemm, S, dev(out), dev(att), dev(qkv), dev(kvalid), B, T, C, NH, NKV);
-}
-void b_attention_bidir_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv,
-                           const float *att, const int32_t *kvalid, int B, int T, int C, int NH, int NKV) {
-    zt_cu_attention_bidir_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), dev(kvalid), B,
-                              T, C, NH, NKV);
-}
-void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C, int NH,
-                           int NKV) {
-    MirrorKeep keep(be, {{out, (size_t)B * T * C * sizeof(float)}, {stats, (size_t)B * NH * T * 2 * sizeof(float)}});
-    Deferred d = {};
-    d.kind = D_ATT_FWD;
-    d.o0 = dev(out); d.o1 = dev(stats); d.i0 = dev(qkv);
-    d.tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
-    d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
-    d.out = out; d.out_n = (size_t)B * T * C;
-    defer(be, d);
-}
-void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
-                           const float *stats, int B, int T, int C, int NH, int NKV) {
-    MirrorKeep keep(be, {{dqkv, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)) * sizeof(float)},
-                         {scratch, zt_attention_fused_scratch(B, T, C, NH) * sizeof(float)}});
-    Deferred d = {};
-    d.kind = D_ATT_BWD;
-    d.o0 = dev(dqkv); d.o1 = dev(scratch); d.i0 = dev(dout); d.i1 = dev(qkv); d.i2 = dev(out); d.i3 = dev(stats);
-    d.tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
-    d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
-    d.out = dqkv; d.out_n = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH));
-    defer(be, d);
-}
-void b_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos, int maxT,
-                        int C, int NH, int NKV) {
-    zt_cu_attention_decode(S, dev(out), dev(kcache), dev(vcache), dev(qkv), pos, maxT, C, NH, NKV);
-}
-void b_rmsnorm_fwd(zt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
-    Deferred d = {};
-    d.kind = D_RMS_FWD;
-    d.o0 = dev(out); d.o1 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w);
-    d.B = N; d.C = C; d.f = eps;
-    d.out = out; d.out_n = (size_t)N * C;
-    defer(be, d);
-}
-void b_rmsnorm_bwd(zt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
-                   const float *rstd, int N, int C) {
-    Deferred d = {};
-    d.scratch = scratch(be, zt_cu_rmsnorm_bwd_scratch(N, C));
-    d.tickets = tickets(be);
-    d.kind = D_RMS_BWD;
-    d.o0 = dev(dinp); d.o1 = dev(dw); d.i0 = dev(dout); d.i1 = dev(inp); d.i2 = dev(w); d.i3 = dev(rstd);
-    d.B = N; d.C = C;
-    d.out = dinp; d.out_n = (size_t)N * C;
-    defer(be, d);
-}
-void b_rope(zt_backend *be, float *qkv, const float *cs, int B, int T, int pos0, int NH, int NKV, int hs, int inverse) {
-    zt_cu_rope(S, dev(qkv), dev(cs), B, T, pos0, NH, NKV, hs, inverse);
-}
-void b_swiglu_fwd(zt_backend *be, float *out, const float *inp, int N, int I) {
-    Deferred d = {};
-    d.kind = D_SWIGLU_FWD;
-    d.o0 = dev(out); d.i0 = dev(inp);
-    d.B = N; d.C = I;
-    d.out = out; d.out_n = (size_t)N * I;
-    defer(be, d);
-}
-void b_swiglu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, int N, int I) {
-    Deferred d = {};
-    d.kind = D_SWIGLU_BWD;
-    d.o0 = dev(dinp); d.i0 = dev(inp); d.i1 = dev(dout);
-    d.B = N; d.C = I;
-    d.out = dinp; d.out_n = (size_t)N * 2 * I;
-    defer(be, d);
-}
-void b_gemv(zt_backend *be, float *y, const float *x, const float *w, const float *bias, int C, int OC, int w_t) {
-    zt_cu_gemv(S, dev(y), dev(x), dev(w), dev(bias), C, OC, w_t);
-}
-// GELU forward (dout nullptr) or backward into out, the tanh approximation or the exact (erf) one
-void defer_gelu(zt_backend *be, int exact, float *out, const float *inp, const float *dout, size_t n) {
-    MirrorKeep keep(be, {{out, n * sizeof(float)}});
-    Deferred d = {};
-    d.kind = dout ? D_GELU_BWD : D_GELU_FWD;
-    d.o0 = dev(out); d.i0 = dev(inp); d.i1 = dev(dout); d.n = n; d.exact = exact;
-    d.out = out; d.out_n = n;
-    // a kept round_to of exactly this GELU's input (forward: inp; backward in place: dout) is done in its kernel
-    take_round(be, &d, dout ? (const void *)dout : (const void *)inp, n, !dout || dout == out);
-    defer(be, d);
-}
-void b_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) { defer_gelu(be, 0, out, inp, nullptr, n); }
-void b_gelu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
-    defer_gelu(be, 0, dinp, inp, dout, n);
-}
-void b_gelu_erf_fwd(zt_backend *be, float *out, const float *inp, size_t n) { defer_gelu(be, 1, out, inp, nullptr, n); }
-void b_gelu_erf_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
-    defer_gelu(be, 1, dinp, inp, dout, n);
-}
-void b_bias_add(zt_backend *be, float *out, const float *bias, int N, int OC) {
-    zt_cu_bias_add(S, dev(out), dev(bias), N, OC);
-}
-void b_bias_grad(zt_backend *be, float *dbias, const float *dout, int N, int OC) {
-    zt_cu_bias_grad(S, dev(dbias), dev(dout), N, OC);
-}
-void b_argmax_rows(zt_backend *be, int32_t *idx, const float *x, int N, int V, int ld) {
-    zt_cu_argmax_rows(S, dev(idx), dev(x), N, V, ld);
-}
-void b_add(zt_backend *be, float *out, const float *a, const float *b, size_t n) {
-    MirrorKeep keep(be, {{out, n * sizeof(float)}});
-    Deferred d = {};
-    d.kind = D_ADD;
-    d.o0 = dev(out); d.i0 = dev(a); d.i1 = dev(b); d.n = n;
-    d.out = out; d.out_n = n;
-    take_round(be, &d, b, n, b != a);
-    defer(be, d);
-}
-void b_embed_fwd(zt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B, int T,
-                 int C) {
-    Deferred d = {};
-    d.kind = D_EMBED_FWD;
-    d.o0 = dev(out); d.tok = dev(tokens); d.i0 = dev(wte); d.i1 = dev(wpe);
-    d.B = B; d.T = T; d.C = C;
-    d.out = out; d.out_n = (size_t)B * T * C;
-    defer(be, d);
-}
-void b_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T,
-                 int C) {
-    void *sc = scratch(be, zt_cu_embed_bwd_scratch(B, T));
-    zt_cu_embed_bwd(S, dev(dwte), dev(dwpe), dev(dout), dev(tokens), B, T, C, sc);
-}
-void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
-                    float dscale) {
-    Deferred d = {};
-    d.kind = D_XENT;
-    d.o0 = dev(losses); d.o1 = dev(logits); d.tok = dev(targets);
-    d.B = N; d.V = V; d.Vp = Vp; d.f = dscale;
-    d.out = dscale != 0.0f ? logits : nullptr; // dlogits; with dscale 0 the logits are left as they were
-    d.out_n = (size_t)N * Vp;
-    defer(be, d);
-}
-void b_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K, int ta,
-                int tb, int prec) {
-    ZT_ASSERT(prec == ctx_of(be)->prec); // the GEMM's operand precision (set_precision)
-    MirrorKeep keep(be, {{c, (size_t)M * N * (c16 ? sizeof(uint16_t) : sizeof(float))}});
-    const uint16_t *bw = M > 0 && N > 0 && K > 0 ? mirror_words(be, b, (size_t)K * N) : nullptr; // the tied wte
-    zt_cu_matmul16(ctx_of(be)->gemm, S, dev(c), c16, dev(a), a16, dev(b), M, N, K, ta, tb, bw);
-}
-void b_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
-                      float dscale, int prec) {
-    zt_cu_softmax_xent16(S, dev(losses), static_cast<uint16_t *>(dev(logits)), dev(targets), N, V, Vp, dscale, prec);
-}
-void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
-             float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale) {
-    zt_cu_adamw(S, dev(param), dev(grad), dev(m), dev(v), n, lr, beta1, beta2, eps, weight_decay, bias_corr1,
-                bias_corr2, grad_scale);
-}
-void free_adamw_tables(zt_backend *be) {
-    cu_ctx *x = ctx_of(be);
-    for (int i = 0; i < x->adamw_n; i++) {
-        b_free(be, x->adamw[i].table);
-        free(x->adamw[i].key);
-    }
-    x->adamw_n = 0;
-}
-// the cached device table of segs (built and uploaded at its first use)
-const AdamwTable &adamw_table(zt_backend *be, const zt_adamw_seg *segs, int nseg) {
-    cu_ctx *x = ctx_of(be);
-    for (int i = 0; i < x->adamw_n; i++) {
-        const AdamwTable &t = x->adamw[i];
-        bool same = t.nkey == nseg;
-        for (int k = 0; same && k < nseg; k++) // field by field: the caller's padding bytes are not part of the key
-            same = t.key[k].offset == segs[k].offset && t.key[k].n == segs[k].n &&
-                   t.key[k].weight_decay == segs[k].weight_decay;
-        if (same) return t;
-    }
-    if (x->adamw_n == kAdamwTables) free_adamw_tables(be);
-    AdamwTable &t = x->adamw[x->adamw_n];
-    t.key = static_cast<zt_adamw_seg *>(zt_malloc((size_t)nseg * sizeof *segs));
-    memcpy(t.key, segs, (size_t)nseg * sizeof *segs);
-    t.nkey = nseg;
-    zt_cu_adamw_seg *host = static_cast<zt_cu_adamw_seg *>(zt_malloc((size_t)nseg * sizeof(zt_cu_adamw_seg)));
-    t.ntable = zt_cu_adamw_multi_table(segs, nseg, host, &t.total);
-    const size_t bytes = (size_t)t.ntable * sizeof(zt_cu_adamw_seg);
-    t.table = nullptr;
-    if (bytes) {
-        t.table = b_alloc(be, bytes);
-#ifdef ZT_HOSTEXEC
-        memcpy(dev(t.table), host, bytes);
-#else
-        // from pageable memory: staged before the call returns, so host may be freed; no stream sync
-        ZT_CUDA(cudaMemcpyAsync(t.table, host, bytes, cudaMemcpyHostToDevice, stream_of(be)));
-#endif
-    }
-    free(host);
-    x->adamw_n++;
-    return t;
-}
-void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v, const zt_adamw_seg *segs,
-                   int nseg, float lr, float beta1, float beta2, float eps, float bias_corr1, float bias_corr2,
-                   float grad_scale) {
-    flush(be); // as every slot (and the launch counter's model of it, core/diag/backend_count.c)
-    if (nseg <= 0) return;
-    const AdamwTable &t = adamw_table(be, segs, nseg);
-    if (t.total == 0) return;
-    zt_cu_adamw_multi(S, dev(param), dev(grad), dev(m), dev(v), static_cast<const zt_cu_adamw_seg *>(dev(t.table)),
-                      t.ntable, t.total, lr, beta1, beta2, eps, bias_corr1, bias_corr2, grad_scale);
-}
-void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
-    MirrorKeep keep(be, {{acc, n * sizeof(float)}});
-    zt_cu_accumulate(S, dev(acc), dev(x), n);
-}
-void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
-    zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);
-}
-void b_set_precision(zt_backend *be, int prec) {
-    flush(be); // drops the mirrors
-    ctx_of(be)->prec = prec;
-    zt_cu_gemm_set_precision(ctx_of(be)->gemm, prec);
-}
-void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
-    MirrorKeep keep(be, {{x, n * sizeof(float)}});
-    cu_ctx *c = ctx_of(be);
-    if (c->pend.kind != D_NONE && c->pend.kind != D_ROUND && prec != ZT_PREC_FP32 && c->pend.out == x &&
-        c->pend.out_n == n) {
-        const Deferred d = c->pend; // the op that wrote x: launched rounding its output, which is all round_to does
-        c->pend.kind = D_NONE;
-        launch_deferred(c, d, prec, prec == c->prec ? words_for(be, d) : nullptr);
-        c->fused++;
-        return;
-    }
-    if (prec == ZT_PREC_FP32) return;
-    if (c->pend.kind == D_ROUND && c->pend.out == x && c->pend.out_n == n && c->pend.in_round == prec) return;
-    flush(be);
-    if (c->prec != ZT_PREC_FP32 && c->fuse_round) { // kept: the GELU that reads x next rounds it (defer_gelu)
-        Deferred d = {};
-        d.kind = D_ROUND;
-        d.o0 = dev(x); d.n = n; d.in_round = prec;
-        d.out = x; d.out_n = n;
-        c->pend = d;
-        return;
-    }
-    c->unfused++;
-    zt_cu_round_to(S, dev(x), n, prec);
-}
-void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {
-    MirrorKeep keep(be, {{dst, n * sizeof(uint16_t)}});
-    zt_cu_pack16(S, static_cast<uint16_t *>(dev(dst)), dev(x), n, prec);
-}
-void b_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec) {
-    MirrorKeep keep(be, {{dst, n * sizeof(float)}});
-    zt_cu_unpack16(S, dev(dst), static_cast<const uint16_t *>(dev(src)), n, prec);
-    if (prec == ctx_of(be)->prec) zt_mirror16_add(&ctx_of(be)->mir, dst, src, n); // dst now equals the words
-}
-void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
-    zt_cu_dropout(S, dev(out), dev(in), n, p, seed);
-}
-void b_dequant(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols) {
-    const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)fmt, rows, cols);
-    zt_cu_dequant(S, dev(out), static_cast<const uint8_t *>(dev(blob)), fmt, L.n, L.cols, L.codes, L.absmax,
-                  L.qabsmax, L.absmax2, L.mean, L.scales);
-}
-
-#undef S
 
 void b_describe(zt_backend *be, char *buf, size_t n) { snprintf(buf, n, "%s", ctx_of(be)->desc); }
 
@@ -809,7 +373,10 @@ zt_backend *make_backend(cu_ctx *x, int threads) {
     return be;
 }
 
-} // namespace
+} // namespace cub
+} // namespace ZT_CU_NS
+
+using namespace ZT_CU_NS::cub;
 
 #ifdef ZT_HOSTEXEC
 

@@ -10,7 +10,8 @@
 #                 same with one rank per GPU (mpirun, the bundle's own)
 #   bench.txt     benchmarks/bench_gpu.sh: GPT-2 124M/350M tokens/s and MFU, bf16 and fp32, and each run's
 #                 op profile of its last step (ZTRAIN_OP_PROFILE); 12 steps per run (was 20 before the peers
-#                 below joined the check, to keep it within its 8 minutes)
+#                 below joined the check, to keep it within its 8 minutes); then 124M bf16 again with the fp32
+#                 attention kernels and no mirrors (ZT_CUDA_ATTN_TC=0 ZT_CUDA_MIRROR=0), the same GPU's before
 #   peers.txt     benchmarks/bench_gpu_peers.sh --steps 20: GPT-2 124M bf16, ztrain against llm.c (LLMC=/path/to/
 #                 llm.c, or the train_gpt2cu the bundle carries; skipped without either) and PyTorch (torch.compile;
 #                 skipped without a Python that imports torch with CUDA), in what is left of the 8 minutes after
@@ -51,6 +52,13 @@ grep -E "FAIL|^selftest|rc=|GPU|max relative|two runs|^comm|^train" "$OUTDIR/sel
   ZTRAIN_OP_PROFILE=1 BENCH_ROOT=/tmp/zt-gpucheck-runs timeout 90 benchmarks/bench_gpu.sh ${GPU_CHECK_BENCH:---steps 12}
   echo "bench rc=$?"
   for f in /tmp/zt-gpucheck-runs/*.log; do echo "-- $(basename "$f")"; sed -n '/^op profile/,$p' "$f"; done
+  # the same GPT-2 124M bf16 step with the fp32 attention kernels and every operand packed (ZT_CUDA_ATTN_TC=0,
+  # ZT_CUDA_MIRROR=0): the before of the tensor-core attention and the mirrors, on the same GPU in the same call
+  step "bench without tensor-core attention and mirrors"
+  ZT_CUDA_ATTN_TC=0 ZT_CUDA_MIRROR=0 ZTRAIN_OP_PROFILE=1 BENCH_ROOT=/tmp/zt-gpucheck-runs/before timeout 40 \
+    benchmarks/bench_gpu.sh --models gpt2-124m --precisions bf16 --steps 12
+  echo "bench before rc=$?"
+  for f in /tmp/zt-gpucheck-runs/before/*.log; do echo "-- before/$(basename "$f")"; sed -n '/^op profile/,$p' "$f"; done
 } > "$OUTDIR/bench.txt" 2>&1
 cat "$OUTDIR/bench.txt"
 {

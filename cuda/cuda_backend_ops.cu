@@ -1,0 +1,350 @@
+// cuda_backend_ops.cu — the CUDA backend's slots that launch kernels (src/iface/backend.h's ops): each a call of
+// cuda_ops.h's launch functions on the backend's stream, through the kept op and its fused round_to and the mirrors
+// of cuda_backend.cu (whose file comment describes both); AdamW's device segment tables.
+#include "cuda_backend_internal.h"
+
+#include "iface/backend.h"
+
+namespace ZT_CU_NS {
+namespace cub {
+
+// ------------------------------------------------------------------------------------------ ops
+
+#define S stream_of(be)
+
+void b_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
+              float alpha, float beta) {
+    zt_cu_matmul(ctx_of(be)->gemm, S, dev(c), dev(a), dev(b), M, N, K, ta, tb, alpha, beta);
+}
+void b_matmul_ld(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
+                 float alpha, float beta, int lda, int ldb, int ldc) {
+    zt_cu_matmul_ld(ctx_of(be)->gemm, S, dev(c), dev(a), dev(b), M, N, K, ta, tb, alpha, beta, lda, ldb, ldc);
+}
+void b_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C,
+                  int OC) {
+    MirrorKeep keep(be, {{out, (size_t)N * OC * sizeof(float)}});
+    const bool look = N > 0 && C > 0 && OC > 0;
+    const uint16_t *iw = look ? mirror_words(be, inp, (size_t)N * C) : nullptr;
+    const uint16_t *ww = look ? mirror_words(be, w, (size_t)C * OC) : nullptr;
+    zt_cu_linear_fwd(ctx_of(be)->gemm, S, dev(out), dev(inp), dev(w), dev(bias), N, C, OC, iw, ww);
+}
+void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                  const float *w, int N, int C, int OC, int accumulate_dinp) {
+    MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, (size_t)C * OC * sizeof(float)},
+                         {dbias, (size_t)OC * sizeof(float)}});
+    void *sc = scratch(be, zt_cu_linear_bwd_scratch(N, OC));
+    unsigned *tk = tickets(be);
+    const bool look = N > 0 && C > 0 && OC > 0; // the packing path (bf16 / fp16 checked in mirror_words)
+    const uint16_t *iw = look ? mirror_words(be, inp, (size_t)N * C) : nullptr;
+    const uint16_t *ww = look ? mirror_words(be, w, (size_t)C * OC) : nullptr;
+    zt_cu_linear_bwd(ctx_of(be)->gemm, S, dev(dinp), dev(dw), dev(dbias), dev(dout), dev(inp), dev(w), N, C, OC,
+                     accumulate_dinp, sc, tk, iw, ww);
+}
+void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                     const float *b, int N, int C, float eps) {
+    MirrorKeep keep(be, {{out, (size_t)N * C * sizeof(float)}, {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}});
+    Deferred d = {};
+    d.kind = D_LN_FWD;
+    d.o0 = dev(out); d.o1 = dev(mean); d.o2 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w); d.i2 = dev(b);
+    d.B = N; d.C = C; d.f = eps;
+    d.out = out; d.out_n = (size_t)N * C;
+    defer(be, d);
+}
+void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mean, float *rstd, const float *a,
+                              const float *b, const float *w, const float *bias, int N, int C, int prec, float eps) {
+    MirrorKeep keep(be, {{res, (size_t)N * C * sizeof(float)}, {out, (size_t)N * C * sizeof(float)},
+                         {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}});
+    Deferred d = {};
+    d.kind = D_RLN_FWD;
+    d.o0 = dev(res); d.o1 = dev(out); d.o2 = dev(mean); d.o3 = dev(rstd);
+    d.i0 = dev(a); d.i1 = dev(b); d.i2 = dev(w); d.i3 = dev(bias);
+    d.B = N; d.C = C; d.res_prec = prec; d.f = eps;
+    d.out = out; d.out_n = (size_t)N * C; // a round_to of the LayerNorm's output is fused, as after layernorm_fwd
+    take_round(be, &d, b, (size_t)N * C, b != a && (const float *)b != res && (const float *)b != out);
+    defer(be, d);
+}
+void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                     const float *w, const float *mean, const float *rstd, int N, int C) {
+    MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, C * sizeof(float)}, {db, C * sizeof(float)}});
+    Deferred d = {};
+    d.scratch = scratch(be, zt_cu_layernorm_bwd_scratch(N, C));
+    d.tickets = tickets(be);
+    d.kind = D_LN_BWD;
+    d.o0 = dev(dinp); d.o1 = dev(dw); d.o2 = dev(db);
+    d.i0 = dev(dout); d.i1 = dev(inp); d.i2 = dev(w); d.i3 = dev(mean); d.i4 = dev(rstd);
+    d.B = N; d.C = C;
+    d.out = dinp; d.out_n = (size_t)N * C;
+    take_round(be, &d, dout, (size_t)N * C, dout != dinp && dout != inp);
+    defer(be, d);
+}
+void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH, int NKV) {
+    zt_cu_attention_fwd(ctx_of(be)->gemm, S, dev(out), dev(att), dev(qkv), B, T, C, NH, NKV);
+}
+void b_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
+                     int B, int T, int C, int NH, int NKV) {
+    zt_cu_attention_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH, NKV);
+}
+void b_attention_bidir_fwd(zt_backend *be, float *out, float *att, const float *qkv, const int32_t *kvalid, int B,
+                           int T, int C, int NH, int NKV) {
+    zt_cu_attention_bidir_fwd(ctx_of(be)->gemm, S, dev(out), dev(att), dev(qkv), dev(kvalid), B, T, C, NH, NKV);
+}
+void b_attention_bidir_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv,
+                           const float *att, const int32_t *kvalid, int B, int T, int C, int NH, int NKV) {
+    zt_cu_attention_bidir_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), dev(kvalid), B,
+                              T, C, NH, NKV);
+}
+void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C, int NH,
+                           int NKV) {
+    MirrorKeep keep(be, {{out, (size_t)B * T * C * sizeof(float)}, {stats, (size_t)B * NH * T * 2 * sizeof(float)}});
+    Deferred d = {};
+    d.kind = D_ATT_FWD;
+    d.o0 = dev(out); d.o1 = dev(stats); d.i0 = dev(qkv);
+    d.tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
+    d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
+    d.out = out; d.out_n = (size_t)B * T * C;
+    defer(be, d);
+}
+void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
+                           const float *stats, int B, int T, int C, int NH, int NKV) {
+    MirrorKeep keep(be, {{dqkv, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)) * sizeof(float)},
+                         {scratch, zt_attention_fused_scratch(B, T, C, NH) * sizeof(float)}});
+    Deferred d = {};
+    d.kind = D_ATT_BWD;
+    d.o0 = dev(dqkv); d.o1 = dev(scratch); d.i0 = dev(dout); d.i1 = dev(qkv); d.i2 = dev(out); d.i3 = dev(stats);
+    d.tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
+    d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
+    d.out = dqkv; d.out_n = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH));
+    defer(be, d);
+}
+void b_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos, int maxT,
+                        int C, int NH, int NKV) {
+    zt_cu_attention_decode(S, dev(out), dev(kcache), dev(vcache), dev(qkv), pos, maxT, C, NH, NKV);
+}
+void b_rmsnorm_fwd(zt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+    Deferred d = {};
+    d.kind = D_RMS_FWD;
+    d.o0 = dev(out); d.o1 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w);
+    d.B = N; d.C = C; d.f = eps;
+    d.out = out; d.out_n = (size_t)N * C;
+    defer(be, d);
+}
+void b_rmsnorm_bwd(zt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                   const float *rstd, int N, int C) {
+    Deferred d = {};
+    d.scratch = scratch(be, zt_cu_rmsnorm_bwd_scratch(N, C));
+    d.tickets = tickets(be);
+    d.kind = D_RMS_BWD;
+    d.o0 = dev(dinp); d.o1 = dev(dw); d.i0 = dev(dout); d.i1 = dev(inp); d.i2 = dev(w); d.i3 = dev(rstd);
+    d.B = N; d.C = C;
+    d.out = dinp; d.out_n = (size_t)N * C;
+    defer(be, d);
+}
+void b_rope(zt_backend *be, float *qkv, const float *cs, int B, int T, int pos0, int NH, int NKV, int hs, int inverse) {
+    zt_cu_rope(S, dev(qkv), dev(cs), B, T, pos0, NH, NKV, hs, inverse);
+}
+void b_swiglu_fwd(zt_backend *be, float *out, const float *inp, int N, int I) {
+    Deferred d = {};
+    d.kind = D_SWIGLU_FWD;
+    d.o0 = dev(out); d.i0 = dev(inp);
+    d.B = N; d.C = I;
+    d.out = out; d.out_n = (size_t)N * I;
+    defer(be, d);
+}
+void b_swiglu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, int N, int I) {
+    Deferred d = {};
+    d.kind = D_SWIGLU_BWD;
+    d.o0 = dev(dinp); d.i0 = dev(inp); d.i1 = dev(dout);
+    d.B = N; d.C = I;
+    d.out = dinp; d.out_n = (size_t)N * 2 * I;
+    defer(be, d);
+}
+void b_gemv(zt_backend *be, float *y, const float *x, const float *w, const float *bias, int C, int OC, int w_t) {
+    zt_cu_gemv(S, dev(y), dev(x), dev(w), dev(bias), C, OC, w_t);
+}
+// GELU forward (dout nullptr) or backward into out, the tanh approximation or the exact (erf) one
+void defer_gelu(zt_backend *be, int exact, float *out, const float *inp, const float *dout, size_t n) {
+    MirrorKeep keep(be, {{out, n * sizeof(float)}});
+    Deferred d = {};
+    d.kind = dout ? D_GELU_BWD : D_GELU_FWD;
+    d.o0 = dev(out); d.i0 = dev(inp); d.i1 = dev(dout); d.n = n; d.exact = exact;
+    d.out = out; d.out_n = n;
+    // a kept round_to of exactly this GELU's input (forward: inp; backward in place: dout) is done in its kernel
+    take_round(be, &d, dout ? (const void *)dout : (const void *)inp, n, !dout || dout == out);
+    defer(be, d);
+}
+void b_gelu_fwd(zt_backend *be, float *out, const float *inp, size_t n) { defer_gelu(be, 0, out, inp, nullptr, n); }
+void b_gelu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    defer_gelu(be, 0, dinp, inp, dout, n);
+}
+void b_gelu_erf_fwd(zt_backend *be, float *out, const float *inp, size_t n) { defer_gelu(be, 1, out, inp, nullptr, n); }
+void b_gelu_erf_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    defer_gelu(be, 1, dinp, inp, dout, n);
+}
+void b_bias_add(zt_backend *be, float *out, const float *bias, int N, int OC) {
+    zt_cu_bias_add(S, dev(out), dev(bias), N, OC);
+}
+void b_bias_grad(zt_backend *be, float *dbias, const float *dout, int N, int OC) {
+    zt_cu_bias_grad(S, dev(dbias), dev(dout), N, OC);
+}
+void b_argmax_rows(zt_backend *be, int32_t *idx, const float *x, int N, int V, int ld) {
+    zt_cu_argmax_rows(S, dev(idx), dev(x), N, V, ld);
+}
+void b_add(zt_backend *be, float *out, const float *a, const float *b, size_t n) {
+    MirrorKeep keep(be, {{out, n * sizeof(float)}});
+    Deferred d = {};
+    d.kind = D_ADD;
+    d.o0 = dev(out); d.i0 = dev(a); d.i1 = dev(b); d.n = n;
+    d.out = out; d.out_n = n;
+    take_round(be, &d, b, n, b != a);
+    defer(be, d);
+}
+void b_embed_fwd(zt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B, int T,
+                 int C) {
+    Deferred d = {};
+    d.kind = D_EMBED_FWD;
+    d.o0 = dev(out); d.tok = dev(tokens); d.i0 = dev(wte); d.i1 = dev(wpe);
+    d.B = B; d.T = T; d.C = C;
+    d.out = out; d.out_n = (size_t)B * T * C;
+    defer(be, d);
+}
+void b_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T,
+                 int C) {
+    void *sc = scratch(be, zt_cu_embed_bwd_scratch(B, T));
+    zt_cu_embed_bwd(S, dev(dwte), dev(dwpe), dev(dout), dev(tokens), B, T, C, sc);
+}
+void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
+                    float dscale) {
+    Deferred d = {};
+    d.kind = D_XENT;
+    d.o0 = dev(losses); d.o1 = dev(logits); d.tok = dev(targets);
+    d.B = N; d.V = V; d.Vp = Vp; d.f = dscale;
+    d.out = dscale != 0.0f ? logits : nullptr; // dlogits; with dscale 0 the logits are left as they were
+    d.out_n = (size_t)N * Vp;
+    defer(be, d);
+}
+void b_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K, int ta,
+                int tb, int prec) {
+    ZT_ASSERT(prec == ctx_of(be)->prec); // the GEMM's operand precision (set_precision)
+    MirrorKeep keep(be, {{c, (size_t)M * N * (c16 ? sizeof(uint16_t) : sizeof(float))}});
+    const uint16_t *bw = M > 0 && N > 0 && K > 0 ? mirror_words(be, b, (size_t)K * N) : nullptr; // the tied wte
+    zt_cu_matmul16(ctx_of(be)->gemm, S, dev(c), c16, dev(a), a16, dev(b), M, N, K, ta, tb, bw);
+}
+void b_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
+                      float dscale, int prec) {
+    zt_cu_softmax_xent16(S, dev(losses), static_cast<uint16_t *>(dev(logits)), dev(targets), N, V, Vp, dscale, prec);
+}
+void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+             float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale) {
+    zt_cu_adamw(S, dev(param), dev(grad), dev(m), dev(v), n, lr, beta1, beta2, eps, weight_decay, bias_corr1,
+                bias_corr2, grad_scale);
+}
+void free_adamw_tables(zt_backend *be) {
+    cu_ctx *x = ctx_of(be);
+    for (int i = 0; i < x->adamw_n; i++) {
+        b_free(be, x->adamw[i].table);
+        free(x->adamw[i].key);
+    }
+    x->adamw_n = 0;
+}
+// the cached device table of segs (built and uploaded at its first use)
+const AdamwTable &adamw_table(zt_backend *be, const zt_adamw_seg *segs, int nseg) {
+    cu_ctx *x = ctx_of(be);
+    for (int i = 0; i < x->adamw_n; i++) {
+        const AdamwTable &t = x->adamw[i];
+        bool same = t.nkey == nseg;
+        for (int k = 0; same && k < nseg; k++) // field by field: the caller's padding bytes are not part of the key
+            same = t.key[k].offset == segs[k].offset && t.key[k].n == segs[k].n &&
+                   t.key[k].weight_decay == segs[k].weight_decay;
+        if (same) return t;
+    }
+    if (x->adamw_n == kAdamwTables) free_adamw_tables(be);
+    AdamwTable &t = x->adamw[x->adamw_n];
+    t.key = static_cast<zt_adamw_seg *>(zt_malloc((size_t)nseg * sizeof *segs));
+    memcpy(t.key, segs, (size_t)nseg * sizeof *segs);
+    t.nkey = nseg;
+    zt_cu_adamw_seg *host = static_cast<zt_cu_adamw_seg *>(zt_malloc((size_t)nseg * sizeof(zt_cu_adamw_seg)));
+    t.ntable = zt_cu_adamw_multi_table(segs, nseg, host, &t.total);
+    const size_t bytes = (size_t)t.ntable * sizeof(zt_cu_adamw_seg);
+    t.table = nullptr;
+    if (bytes) {
+        t.table = b_alloc(be, bytes);
+#ifdef ZT_HOSTEXEC
+        memcpy(dev(t.table), host, bytes);
+#else
+        // from pageable memory: staged before the call returns, so host may be freed; no stream sync
+        ZT_CUDA(cudaMemcpyAsync(t.table, host, bytes, cudaMemcpyHostToDevice, stream_of(be)));
+#endif
+    }
+    free(host);
+    x->adamw_n++;
+    return t;
+}
+void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v, const zt_adamw_seg *segs,
+                   int nseg, float lr, float beta1, float beta2, float eps, float bias_corr1, float bias_corr2,
+                   float grad_scale) {
+    flush(be); // as every slot (and the launch counter's model of it, core/diag/backend_count.c)
+    if (nseg <= 0) return;
+    const AdamwTable &t = adamw_table(be, segs, nseg);
+    if (t.total == 0) return;
+    zt_cu_adamw_multi(S, dev(param), dev(grad), dev(m), dev(v), static_cast<const zt_cu_adamw_seg *>(dev(t.table)),
+                      t.ntable, t.total, lr, beta1, beta2, eps, bias_corr1, bias_corr2, grad_scale);
+}
+void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
+    MirrorKeep keep(be, {{acc, n * sizeof(float)}});
+    zt_cu_accumulate(S, dev(acc), dev(x), n);
+}
+void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
+    zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);
+}
+void b_set_precision(zt_backend *be, int prec) {
+    flush(be); // drops the mirrors
+    ctx_of(be)->prec = prec;
+    zt_cu_gemm_set_precision(ctx_of(be)->gemm, prec);
+}
+void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
+    MirrorKeep keep(be, {{x, n * sizeof(float)}});
+    cu_ctx *c = ctx_of(be);
+    if (c->pend.kind != D_NONE && c->pend.kind != D_ROUND && prec != ZT_PREC_FP32 && c->pend.out == x &&
+        c->pend.out_n == n) {
+        const Deferred d = c->pend; // the op that wrote x: launched rounding its output, which is all round_to does
+        c->pend.kind = D_NONE;
+        launch_deferred(c, d, prec, prec == c->prec ? words_for(be, d) : nullptr);
+        c->fused++;
+        return;
+    }
+    if (prec == ZT_PREC_FP32) return;
+    if (c->pend.kind == D_ROUND && c->pend.out == x && c->pend.out_n == n && c->pend.in_round == prec) return;
+    flush(be);
+    if (c->prec != ZT_PREC_FP32 && c->fuse_round) { // kept: the GELU that reads x next rounds it (defer_gelu)
+        Deferred d = {};
+        d.kind = D_ROUND;
+        d.o0 = dev(x); d.n = n; d.in_round = prec;
+        d.out = x; d.out_n = n;
+        c->pend = d;
+        return;
+    }
+    c->unfused++;
+    zt_cu_round_to(S, dev(x), n, prec);
+}
+void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {
+    MirrorKeep keep(be, {{dst, n * sizeof(uint16_t)}});
+    zt_cu_pack16(S, static_cast<uint16_t *>(dev(dst)), dev(x), n, prec);
+}
+void b_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec) {
+    MirrorKeep keep(be, {{dst, n * sizeof(float)}});
+    zt_cu_unpack16(S, dev(dst), static_cast<const uint16_t *>(dev(src)), n, prec);
+    if (prec == ctx_of(be)->prec) zt_mirror16_add(&ctx_of(be)->mir, dst, src, n); // dst now equals the words
+}
+void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
+    zt_cu_dropout(S, dev(out), dev(in), n, p, seed);
+}
+void b_dequant(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols) {
+    const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)fmt, rows, cols);
+    zt_cu_dequant(S, dev(out), static_cast<const uint8_t *>(dev(blob)), fmt, L.n, L.cols, L.codes, L.absmax,
+                  L.qabsmax, L.absmax2, L.mean, L.scales);
+}
+
+#undef S
+
+} // namespace cub
+} // namespace ZT_CU_NS
