@@ -169,12 +169,12 @@ void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, cons
 // outputs, so the op then round_to gives the same bits as the op with prec. The backend passes its precision when
 // zt_cu_attention_tc(precision): bf16 / fp16 runs unless ZT_CUDA_ATTN_TC=0
 bool zt_cu_attention_tc(int prec);
-// ---- kernels_attn_tc.cu: the fused attention's forward and its dk / dv / dq-parts kernel on tensor cores (prec
-// bf16 or fp16, head sizes 32 and 64; stats and scratch as kernels_attn_fused.cu's)
+// ---- kernels_attn_tc.cu: the fused attention's forward and, after D = dout . out, its backward's dk / dv and dq
+// kernels on tensor cores (prec bf16 or fp16, head sizes 32 and 64; stats as kernels_attn_fused.cu's; no dq parts)
 void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV,
                        float scale, int prec, int tc, uint16_t *out16);
-void zt_cu_attn_tc_dkdv(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,
-                        const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc);
+void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv,
+                       const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc);
 
 // ---- kernels_llama.cu: the Llama family's ops (prec on rmsnorm fwd / bwd (dinp) and swiglu fwd / bwd, as above)
 void zt_cu_rmsnorm_fwd(cudaStream_t s, float *out, float *rstd, const float *inp, const float *w, int N, int C,

@@ -432,10 +432,8 @@ void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, cons
     ZT_LAUNCH(attn_fused_d_kernel, blocks_for((size_t)B * NH * T, kDWarps), 32 * kDWarps, 0, s, D, dout, out, B, T, C,
               NH);
     AF_LAUNCH_CHECK("attn_fused_d_kernel");
-    if (tc) {
-        zt_cu_attn_tc_dkdv(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec, tc);
-        launch_dq_sum(s, dqkv, dqp, B, T, C, NH, NKV, hs, prec);
-    } else if (hs == 64) launch_bwd<64>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+    if (tc) zt_cu_attn_tc_bwd(s, dqkv, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec, tc);
+    else if (hs == 64) launch_bwd<64>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
     else launch_bwd<32>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
 }
 

@@ -7,8 +7,8 @@
 // q, k, v and dout are read as the run's 2-byte values (they are rounded already; the conversion is exact); the
 // probabilities p and score gradients ds are rounded to the 2-byte type where they enter a product (p v, p^T dout,
 // ds k, ds^T q); scores, softmax statistics (m, 1 / l, summed from the unrounded p), D = dout . out, the output
-// before its final rounding, and dk, dv and the dq parts are fp32. Stats and scratch are laid out as the fp32
-// kernels' (the backward's D and dq-sum kernels are theirs). So the results differ from the fp32 kernels and the
+// before its final rounding, and dk, dv and dq are fp32. Stats are laid out as the fp32 kernels' (the backward's D
+// kernel is theirs). So the results differ from the fp32 kernels and the
 // cpu backend by the 2-byte rounding of p and ds and the tensor core's summation: cuda/tests/test_kernels_attn_tc.cc
 // measures that error against the cpu backend on the same inputs, and checks two runs give the same bits.
 //
@@ -16,11 +16,15 @@
 // tile and keeps their q fragments, scores (16 x 64 per key tile), online-softmax m and l and output accumulator in
 // registers; key tiles of 64 from 0 to the diagonal pass through shared memory (k natural, v transposed, so both
 // B fragments are pairs of adjacent words). Its p becomes the A fragment of p v without leaving registers.
-// Backward (dk, dv and dq parts; no atomics): block (key tile of 64, key / value head, sequence), warp w owns keys
-// 16w .. 16w + 15 and keeps their k and v fragments and dk, dv accumulators; for each query head of the group and
-// each query tile of 64 from the diagonal on: s^T = k q^T and dp^T = v dout^T, p^T and ds^T in registers, dv +=
-// p^T dout, dk += ds^T q; ds^T goes to shared memory as ds, and warp w then writes query rows 16w .. 16w + 15 of
-// this key tile's dq part (ds k, fp32) to the scratch. Query tiles and heads are summed in order: deterministic.
+// Backward, without atomics, in two kernels after D = dout . out:
+//   dk, dv: block (key tile of 64, key / value head, sequence), warp w owns keys 16w .. 16w + 15 and keeps their k
+//   and v fragments and dk, dv accumulators; for each query head of the group and each query tile of 64 from the
+//   diagonal on: s^T = k q^T and dp^T = v dout^T, p^T and ds^T in registers, dv += p^T dout, dk += ds^T q;
+//   dq: block (query tile of 64, query head, sequence), warp w owns query rows 16w .. 16w + 15; for each key tile
+//   from 0 to the diagonal: s = q k^T and dp = dout v^T again, p and ds by the same formula, dq += ds k.
+// Query tiles, heads and key tiles are summed in order: deterministic. Recomputing s and dp for dq (7 products
+// where the fp32 kernels take 5) costs tensor-core time; the fp32 kernels' per-key-tile dq parts instead cost
+// B NH T^2 hs / 64 floats written and read through device memory (GPT-2 124M at 16 x 1024: 0.86 GB a layer).
 #include <math.h>
 
 #include "cuda_ops.h"
@@ -179,32 +183,27 @@ __global__ void __launch_bounds__(kTcThreads)
 }
 
 template <int HS>
-constexpr int bwd_smem_bytes() {
-    return 2 * (4 * kTile * (HS + kPad) + 3 * HS * (kTile + kPad) + kTile * (kTile + kPad)) + 3 * kTile * 4;
-}
+constexpr int bwd_smem_bytes() { return 2 * (4 * kTile * (HS + kPad) + 2 * HS * (kTile + kPad)) + 3 * kTile * 4; }
 
 template <int HS, bool FP16>
 __global__ void __launch_bounds__(kTcThreads)
-    attn_tc_dkdv_kernel(float *dqkv, float *dqp, const float *dout, const float *qkv, const float *stats,
-                        const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
+    attn_tc_dkdv_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats, const float *D, int T,
+                        int C, int NH, int NKV, float scale, int prec) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
     constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16; // the inputs' 2-byte type (prec only rounds the outputs)
     uint16_t *Ks = ZT_DYNAMIC_SMEM(uint16_t); // [64 keys][LD]
     uint16_t *Vs = Ks + kTile * LD;           // [64 keys][LD]
     uint16_t *Qs = Vs + kTile * LD;           // [64 rows][LD]
     uint16_t *dOs = Qs + kTile * LD;          // [64 rows][LD]
-    uint16_t *Kt = dOs + kTile * LD;          // [HS][LT keys]
-    uint16_t *Qt = Kt + HS * LT;              // [HS][LT rows]
+    uint16_t *Qt = dOs + kTile * LD;          // [HS][LT rows]
     uint16_t *dOt = Qt + HS * LT;             // [HS][LT rows]
-    uint16_t *dSs = dOt + HS * LT;            // [64 rows][LT keys]
-    float *st = reinterpret_cast<float *>(dSs + kTile * LT); // m, 1 / l, D of the query tile's rows: [3][64]
+    float *st = reinterpret_cast<float *>(dOt + HS * LT); // m, 1 / l, D of the query tile's rows: [3][64]
     const int k0 = blockIdx.x * kTile, kh = blockIdx.y, b = blockIdx.z, G = NH / NKV, KV = NKV * HS;
     const int W = C + 2 * KV, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const float *seq = qkv + (size_t)b * T * W;
     const float *kb = seq + C + (size_t)kh * HS, *vb = kb + KV;
     load16<HS, false>(Ks, kb, W, k0, T, TY);
     load16<HS, false>(Vs, vb, W, k0, T, TY);
-    load16<HS, true>(Kt, kb, W, k0, T, TY);
     __syncthreads();
     uint32_t ka[KS][4], va[KS][4];
     for (int ks = 0; ks < KS; ks++) {
@@ -212,13 +211,11 @@ __global__ void __launch_bounds__(kTcThreads)
         frag_a(va[ks], Vs, LD, 16 * warp, 16 * ks);
     }
     const int key0 = k0 + 16 * warp + g; // this lane's keys: key0 (c[0], c[1]) and key0 + 8 (c[2], c[3])
-    const int nkt = (T + kTile - 1) / kTile;
     float dk[NT][4] = {}, dv[NT][4] = {};
     for (int h = kh * G; h < (kh + 1) * G; h++) { // the group's query heads in order
         const float *qb = seq + (size_t)h * HS;
         const float *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
         const size_t srow = ((size_t)b * NH + h) * T;
-        float *part = dqp + (((size_t)b * NH + h) * nkt + blockIdx.x) * (size_t)T * HS; // this key tile's parts
         for (int q0 = k0; q0 < T; q0 += kTile) { // query tiles from the diagonal on
             __syncthreads();
             load16<HS, false>(Qs, qb, W, q0, T, TY);
@@ -262,28 +259,6 @@ __global__ void __launch_bounds__(kTcThreads)
                     zt_mma16816<FP16>(dk[n], sa, bf, dk[n]);
                 }
             }
-            for (int j = 0; j < 8; j++) // ds (rows x keys) for the dq part, as the products above rounded it
-                for (int r = 0; r < 4; r++)
-                    dSs[(8 * j + 2 * t + r % 2) * LT + 16 * warp + g + 8 * (r / 2)] = zt_f32_to_bits16(ds[j][r], TY);
-            __syncthreads();
-            // this key tile's part of dq for query rows 16 warp .. 16 warp + 15: ds k over its 64 keys
-            float dq[NT][4] = {};
-            for (int ks = 0; ks < kTile / 16; ks++) {
-                uint32_t sa[4];
-                frag_a(sa, dSs, LT, 16 * warp, 16 * ks);
-                for (int n = 0; n < NT; n++) {
-                    uint32_t bf[2];
-                    frag_b(bf, Kt, LT, 8 * n, 16 * ks);
-                    zt_mma16816<FP16>(dq[n], sa, bf, dq[n]);
-                }
-            }
-            for (int i = 0; i < 2; i++) {
-                const int row = q0 + 16 * warp + g + 8 * i;
-                if (row >= T) continue;
-                for (int n = 0; n < NT; n++)
-                    *reinterpret_cast<float2 *>(part + (size_t)row * HS + 8 * n + 2 * t) =
-                        make_float2(dq[n][2 * i], dq[n][2 * i + 1]);
-            }
         }
     }
     for (int i = 0; i < 2; i++) {
@@ -296,6 +271,90 @@ __global__ void __launch_bounds__(kTcThreads)
             *reinterpret_cast<float2 *>(row + KV + 8 * n) =
                 make_float2(zt_round_prec(dv[n][2 * i], prec), zt_round_prec(dv[n][2 * i + 1], prec));
         }
+    }
+}
+
+template <int HS>
+constexpr int dq_smem_bytes() { return 2 * (4 * kTile * (HS + kPad) + HS * (kTile + kPad)); }
+
+// dq: block (query tile of 64, query head, sequence); warp w owns query rows 16w .. 16w + 15 and keeps their q and
+// dout fragments, their m, 1 / l and D, and the dq accumulator; key tiles of 64 from 0 to the diagonal pass through
+// shared memory (k and v natural for s = q k^T and dp = dout v^T, k transposed for dq += ds k). p and ds are
+// recomputed as the dk / dv kernel computes them (the same products, the same formula), ds rounded to the 2-byte
+// type as it enters the product
+template <int HS, bool FP16>
+__global__ void __launch_bounds__(kTcThreads)
+    attn_tc_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats, const float *D, int T,
+                      int C, int NH, int NKV, float scale, int prec) {
+    constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
+    constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16;
+    uint16_t *Qs = ZT_DYNAMIC_SMEM(uint16_t); // [64 rows][LD]
+    uint16_t *dOs = Qs + kTile * LD;          // [64 rows][LD]
+    uint16_t *Ks = dOs + kTile * LD;          // [64 keys][LD]
+    uint16_t *Vs = Ks + kTile * LD;           // [64 keys][LD]
+    uint16_t *Kt = Vs + kTile * LD;           // [HS][LT keys]
+    const int q0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z, KV = NKV * HS, W = C + 2 * KV;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const float *seq = qkv + (size_t)b * T * W;
+    const float *qb = seq + (size_t)h * HS, *kb = seq + C + (size_t)(h / (NH / NKV)) * HS, *vb = kb + KV;
+    load16<HS, false>(Qs, qb, W, q0, T, TY);
+    load16<HS, false>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, C, q0, T, TY);
+    __syncthreads();
+    uint32_t qa[KS][4], da[KS][4];
+    for (int ks = 0; ks < KS; ks++) {
+        frag_a(qa[ks], Qs, LD, 16 * warp, 16 * ks);
+        frag_a(da[ks], dOs, LD, 16 * warp, 16 * ks);
+    }
+    const int row0 = q0 + 16 * warp + g; // this lane's rows: row0 (c[0], c[1]) and row0 + 8 (c[2], c[3])
+    float m[2], il[2], dd[2];
+    for (int i = 0; i < 2; i++) {
+        const int row = row0 + 8 * i;
+        const size_t sr = ((size_t)b * NH + h) * T + row;
+        m[i] = row < T ? stats[sr * 2] : 0.0f;
+        il[i] = row < T ? stats[sr * 2 + 1] : 0.0f;
+        dd[i] = row < T ? D[sr] : 0.0f;
+    }
+    float dq[NT][4] = {};
+    const int last = min(q0 + kTile, T) - 1;
+    for (int k0 = 0; k0 <= last; k0 += kTile) {
+        __syncthreads(); // the previous tile's readers are done
+        load16<HS, false>(Ks, kb, W, k0, T, TY);
+        load16<HS, false>(Vs, vb, W, k0, T, TY);
+        load16<HS, true>(Kt, kb, W, k0, T, TY);
+        __syncthreads();
+        float ds[8][4];
+        for (int j = 0; j < 8; j++) {
+            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int ks = 0; ks < KS; ks++) {
+                uint32_t bf[2];
+                frag_b(bf, Ks, LD, 8 * j, 16 * ks);
+                zt_mma16816<FP16>(s, qa[ks], bf, s);
+                frag_b(bf, Vs, LD, 8 * j, 16 * ks);
+                zt_mma16816<FP16>(dp, da[ks], bf, dp);
+            }
+            for (int r = 0; r < 4; r++) {
+                const int i = r / 2, row = row0 + 8 * i, key = k0 + 8 * j + 2 * t + r % 2;
+                const float pv = row < T && key <= row ? zt_expf(s[r] * scale - m[i]) * il[i] : 0.0f;
+                ds[j][r] = pv * (dp[r] - dd[i]) * scale;
+            }
+        }
+        for (int ks = 0; ks < kTile / 16; ks++) { // dq += ds k over keys 16 ks .. 16 ks + 15
+            uint32_t sa[4];
+            zt_mma_acc_to_a<FP16>(sa, ds[2 * ks], ds[2 * ks + 1]);
+            for (int n = 0; n < NT; n++) {
+                uint32_t bf[2];
+                frag_b(bf, Kt, LT, 8 * n, 16 * ks);
+                zt_mma16816<FP16>(dq[n], sa, bf, dq[n]);
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        const int row = row0 + 8 * i;
+        if (row >= T) continue;
+        float *dst = dqkv + ((size_t)b * T + row) * W + (size_t)h * HS + 2 * t;
+        for (int n = 0; n < NT; n++)
+            *reinterpret_cast<float2 *>(dst + 8 * n) =
+                make_float2(zt_round_prec(dq[n][2 * i], prec), zt_round_prec(dq[n][2 * i + 1], prec));
     }
 }
 
@@ -319,13 +378,17 @@ void fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float 
 }
 
 template <int HS, bool FP16>
-void dkdv(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,
-          const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
-    static bool optin = false;
+void bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv, const float *stats, int B,
+         int T, int C, int NH, int NKV, float scale, int prec) {
+    static bool optin = false, optin_dq = false;
     smem_optin(attn_tc_dkdv_kernel<HS, FP16>, bwd_smem_bytes<HS>(), &optin, "attn_tc_dkdv_kernel");
     ZT_LAUNCH((attn_tc_dkdv_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NKV, B), kTcThreads, bwd_smem_bytes<HS>(),
-              s, dqkv, dqp, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
+              s, dqkv, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_dkdv_kernel");
+    smem_optin(attn_tc_dq_kernel<HS, FP16>, dq_smem_bytes<HS>(), &optin_dq, "attn_tc_dq_kernel");
+    ZT_LAUNCH((attn_tc_dq_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, dq_smem_bytes<HS>(), s,
+              dqkv, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
+    ZT_CUDA_LAUNCH_CHECK("attn_tc_dq_kernel");
 }
 
 } // namespace
@@ -339,14 +402,14 @@ void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qk
     else (h16 ? fwd<32, true> : fwd<32, false>)(s, out, out16, stats, qkv, B, T, C, NH, NKV, scale, prec);
 }
 
-void zt_cu_attn_tc_dkdv(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,
-                        const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc) {
+void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv,
+                       const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc) {
     const int hs = C / NH;
     ZT_ASSERT((tc == ZT_PREC_BF16 || tc == ZT_PREC_FP16) && (hs == 32 || hs == 64));
     const bool h16 = tc == ZT_PREC_FP16;
     if (hs == 64)
-        (h16 ? dkdv<64, true> : dkdv<64, false>)(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
-    else (h16 ? dkdv<32, true> : dkdv<32, false>)(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+        (h16 ? bwd<64, true> : bwd<64, false>)(s, dqkv, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+    else (h16 ? bwd<32, true> : bwd<32, false>)(s, dqkv, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
 }
 
 } // namespace ZT_CU_NS

@@ -47,6 +47,7 @@ static int g_mir_keep, g_mir_on = 1; /* ZT_CUDA_MIRROR */
 /* the kept op's kind when it is one that writes its rounded output's words too (cuda_backend.cu words_for), else -1;
    the two word buffers it takes in turn (fake addresses, only compared) */
 static int g_pend_k = -1, g_ring_next;
+static int g_attn_tc = 1; /* ZT_CUDA_ATTN_TC: the fused attention on tensor cores in bf16 / fp16 */
 #define RING_ADDR(k) ((const void *)(((uintptr_t)1 << 62) + ((uintptr_t)(k) << 56)))
 
 #define F4 4.0 /* bytes of a float32 buffer element */
@@ -332,7 +333,8 @@ static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int 
     mdone();
 }
 /* the fused backward (kernels_attn_fused.cu): D = rowsum(dout * out); dk, dv per 64-key tile with each tile's part
-   of dq for the query rows from the tile's first key on written to scratch; dq = the sum of its parts */
+   of dq for the query rows from the tile's first key on written to scratch; dq = the sum of its parts. On tensor cores
+   (bf16 / fp16 unless ZT_CUDA_ATTN_TC=0; kernels_attn_tc.cu) no parts: dk, dv, then dq per query tile */
 static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, const float *q, const float *o,
                        const float *st, int B, int T, int C, int NH, int NKV) {
     mkeep(dq, F4 * B * T * (C + 2.0 * NKV * (C / NH)));
@@ -345,8 +347,13 @@ static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, cons
         for (int k0 = 0; k0 < T; k0 += 64) part_rows += T - k0;
         const double parts = (double)B * NH * part_rows * hs;
         add(K_FATT_BWD, 1, F4 * (2.0 * BT * C + rows));
-        add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * 2 * KV + parts));
-        add(K_FATT_BWD, 1, F4 * (parts + BT * C));
+        if (g_attn_tc && g_prec != ZT_PREC_FP32) {
+            add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * 2 * KV));
+            add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * C));
+        } else {
+            add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * 2 * KV + parts));
+            add(K_FATT_BWD, 1, F4 * (parts + BT * C));
+        }
     }
     g_inner->attention_fused_bwd(be, dq, D, d, q, o, st, B, T, C, NH, NKV);
     defer(dq, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)));
@@ -641,6 +648,8 @@ void zt_backend_count_begin(zt_backend *be) {
     g_fuse = !(fr && strcmp(fr, "0") == 0);
     const char *mr = getenv("ZT_CUDA_MIRROR");
     g_mir_on = !(mr && strcmp(mr, "0") == 0);
+    const char *at = getenv("ZT_CUDA_ATTN_TC");
+    g_attn_tc = !(at && strcmp(at, "0") == 0);
     zt_mirror16_clear(&g_mir);
     g_mir_keep = 0;
     g_pend_k = -1;
