@@ -36,13 +36,12 @@
 namespace ZT_CU_NS {
 namespace cub {
 
-// out16: the rounded output also as 2-byte words (LayerNorm, residual + LayerNorm, GELU forward, the fused attention's
-// forward; words_for), else nullptr
+// out16: the rounded output also as 2-byte words (words_for's kinds), else nullptr
 void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
     cudaStream_t s = x->stream;
     switch (d.kind) {
     case D_GELU_FWD: zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round, out16); break;
-    case D_GELU_BWD: zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact, d.in_round); break;
+    case D_GELU_BWD: zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact, d.in_round, out16); break;
     case D_ROUND:
         zt_cu_round_to(s, d.o0, d.n, d.in_round);
         x->unfused++;
@@ -53,13 +52,14 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
     case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, d.f, prec, out16); break;
     case D_LN_BWD:
         zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, d.tickets, prec,
-                            d.in_round);
+                            d.in_round, out16);
         break;
     case D_ATT_FWD:
         zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc, out16);
         break;
     case D_ATT_BWD:
-        zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc);
+        zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc,
+                                  out16);
         break;
     case D_RLN_FWD:
         zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,
@@ -121,14 +121,16 @@ const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n) {
 }
 
 
-// A LayerNorm (ln1, ln2, ln_f), GELU or fused attention output is the next product's input: the kernel that rounds
-// it also writes its 2-byte words into one of two backend buffers, taken in turn, and that is recorded as a mirror
+// A LayerNorm (ln1, ln2, ln_f), GELU or fused attention output is the next product's input, and in the backward
+// their input gradients are the output gradient of the linear before them: the kernel that rounds such an output
+// also writes its 2-byte words into one of two backend buffers, taken in turn, and that is recorded as a mirror
 // (a slot writing the output drops it; the next use of the same buffer drops it too). nullptr for other ops, without
 // mirrors, and in fp32 runs.
 uint16_t *words_for(zt_backend *be, const Deferred &d) {
     cu_ctx *x = ctx_of(be);
     if (!x->mir_on || x->prec == ZT_PREC_FP32 || !d.out_n ||
-        !(d.kind == D_LN_FWD || d.kind == D_RLN_FWD || d.kind == D_GELU_FWD || d.kind == D_ATT_FWD))
+        !(d.kind == D_LN_FWD || d.kind == D_RLN_FWD || d.kind == D_GELU_FWD || d.kind == D_ATT_FWD ||
+          d.kind == D_LN_BWD || d.kind == D_GELU_BWD || d.kind == D_ATT_BWD))
         return nullptr;
     const int k = x->ring_next;
     x->ring_next ^= 1;

@@ -37,8 +37,9 @@ void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const fl
     const bool look = N > 0 && C > 0 && OC > 0; // the packing path (bf16 / fp16 checked in mirror_words)
     const uint16_t *iw = look ? mirror_words(be, inp, (size_t)N * C) : nullptr;
     const uint16_t *ww = look ? mirror_words(be, w, (size_t)C * OC) : nullptr;
+    const uint16_t *dw16 = look ? mirror_words(be, dout, (size_t)N * OC) : nullptr;
     zt_cu_linear_bwd(ctx_of(be)->gemm, S, dev(dinp), dev(dw), dev(dbias), dev(dout), dev(inp), dev(w), N, C, OC,
-                     accumulate_dinp, sc, tk, iw, ww);
+                     accumulate_dinp, sc, tk, iw, ww, dw16);
 }
 void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
                      const float *b, int N, int C, float eps) {

@@ -247,13 +247,18 @@ struct ColsumJob {
     unsigned *tickets;
     const float *x;
     int N, OC, cblocks, nparts; // cblocks column blocks of kColThreads, nparts row blocks
+    const uint16_t *x16;        // x as 2-byte words of precision prec (x's values exactly), read instead when given
+    int prec;
 };
 __device__ __forceinline__ void colsum_block(const ColsumJob &c, int bx, int p) {
     const int j = bx * kColThreads + threadIdx.x;
     const int n0 = p * kBiasRows, n1 = min(n0 + kBiasRows, c.N);
     if (j < c.OC) {
         float acc = 0.0f;
-        for (int n = n0; n < n1; n++) acc += c.x[(size_t)n * c.OC + j];
+        if (c.x16)
+            for (int n = n0; n < n1; n++) acc += zt_bits16_to_f32(c.x16[(size_t)n * c.OC + j], c.prec);
+        else
+            for (int n = n0; n < n1; n++) acc += c.x[(size_t)n * c.OC + j];
         c.part[(size_t)p * c.OC + j] = acc;
     }
     if (!zt_cu_last_block(c.tickets + bx, (unsigned)c.nparts) || j >= c.OC) return;
@@ -678,22 +683,27 @@ size_t zt_cu_linear_bwd_scratch(int N, int OC) {
 
 void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
                       const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch,
-                      unsigned *tickets, const uint16_t *inp_words, const uint16_t *w_words) {
+                      unsigned *tickets, const uint16_t *inp_words, const uint16_t *w_words,
+                      const uint16_t *dout_words) {
     if (C <= 0 || OC <= 0) return;
     // dinp(N, C) = dout(N, OC) @ w(C, OC)^T; dw(C, OC) = inp(N, C)^T @ dout(N, OC). bf16 / fp16: dout (dense (N, OC)
     // in both products), w and inp packed in one launch for the two
     // dbias: the column sums of dout (colsum_kernel), in the packing's launch when there is one
+    // dbias from dout's words when they are given (the same values: 2 bytes an element read instead of 4)
     ColsumJob cj = {dbias, static_cast<float *>(scratch), tickets, dout, N, OC, (int)blocks_for(OC, kColThreads),
-                    N > 0 ? bias_parts(N) : 0};
+                    N > 0 ? bias_parts(N) : 0, g->prec != ZT_PREC_FP32 ? dout_words : nullptr, g->prec};
     if (dbias && N > 0)
         ZT_ASSERT(scratch != nullptr && tickets != nullptr && cj.nparts <= 65535 && cj.cblocks <= kCuTickets);
     bool dbias_done = !dbias;
     const uint16_t *dout16 = nullptr, *w16 = nullptr, *inp16 = nullptr;
     if (N > 0 && g->prec != ZT_PREC_FP32) {
-        uint16_t *pd = h16_buf(g, 2, (size_t)N * OC);
-        const uint16_t *pw = w_words, *pi = inp_words;
+        const uint16_t *pd = dout_words, *pw = w_words, *pi = inp_words;
         Packs pk;
-        pk.add(pd, dout, N, OC, OC);
+        if (!pd) {
+            uint16_t *p = h16_buf(g, 2, (size_t)N * OC);
+            pk.add(p, dout, N, OC, OC);
+            pd = p;
+        }
         if (!pw) {
             uint16_t *p = h16_buf(g, 1, (size_t)C * OC);
             pk.add(p, w, C, OC, OC);

@@ -58,16 +58,17 @@ __device__ __forceinline__ bool zt_cu_last_block(unsigned *ticket, unsigned n) {
 // prec (ZT_PREC_*; default fp32: none) on gelu, add, embed_fwd, softmax_xent, layernorm fwd / bwd (dinp) and the
 // fused attention: the op's output as a buffer of that precision stores it (zt_round_prec), the model's round_to
 // after the op fused into it (cuda_backend.cu); the same bits as the op followed by zt_cu_round_to.
-// out16 (may be NULL; gelu_fwd, layernorm fwd, residual + LayerNorm fwd, the fused attention's forward; prec bf16 /
-// fp16): the rounded output also as 2-byte words, n of them, what packing the output would give (the backend's
-// mirrors read them for the product that takes the output next)
+// out16 / dinp16 / dqkv16 (may be NULL; GELU forward and backward, LayerNorm forward and backward, residual +
+// LayerNorm forward, the fused attention's forward and backward; prec bf16 / fp16): the rounded output also as
+// 2-byte words, one per element at the same index, what packing the output would give (the backend's mirrors read
+// them for the product that takes the output next)
 // GELU: exact = 1 the encoders' erf form (gelu_erf_*), else the tanh approximation; dinp == dout allowed
 // in_round (a precision; 0: none): the input rounded to it first, the round_to before the op fused into it
 // (cuda_backend.cu): gelu_fwd then writes inp back rounded; gelu_bwd rounds dout and must run in place (dinp == dout)
 void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec = 0, int exact = 0,
                     int in_round = 0, uint16_t *out16 = nullptr);
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec = 0,
-                    int exact = 0, int in_round = 0);
+                    int exact = 0, int in_round = 0, uint16_t *dinp16 = nullptr);
 // in_round (a precision; 0: none): b rounded to it first and written back (the round_to of b fused here)
 void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec = 0, int in_round = 0);
 void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
@@ -137,7 +138,7 @@ void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float 
 size_t zt_cu_layernorm_bwd_scratch(int N, int C);
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, const float *mean, const float *rstd, int N, int C, void *scratch,
-                         unsigned *tickets, int prec = 0, int in_round = 0);
+                         unsigned *tickets, int prec = 0, int in_round = 0, uint16_t *dinp16 = nullptr);
 // attention forward / backward: the score and probability products are batched fp32 GEMMs over the heads
 // (zt_cu_gemm_strided: cuBLASLt on a GPU), the causal softmax and its backward are row kernels
 typedef struct zt_cu_gemm zt_cu_gemm;
@@ -163,7 +164,7 @@ void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const f
                                int NH, int NKV, int prec = 0, int tc = 0, uint16_t *out16 = nullptr);
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                const float *out, const float *stats, int B, int T, int C, int NH, int NKV,
-                               int prec = 0, int tc = 0);
+                               int prec = 0, int tc = 0, uint16_t *dqkv16 = nullptr);
 // tc: ZT_PREC_BF16 / ZT_PREC_FP16 runs the tensor-core kernels (kernels_attn_tc.cu) with inputs, p and ds in that
 // type (the run's precision: its q, k, v and dout are values of it), 0 the fp32 kernels; prec only rounds the
 // outputs, so the op then round_to gives the same bits as the op with prec. The backend passes its precision when
@@ -174,7 +175,8 @@ bool zt_cu_attention_tc(int prec);
 void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV,
                        float scale, int prec, int tc, uint16_t *out16);
 void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv,
-                       const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc);
+                       const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc,
+                       uint16_t *dqkv16);
 
 // ---- kernels_llama.cu: the Llama family's ops (prec on rmsnorm fwd / bwd (dinp) and swiglu fwd / bwd, as above)
 void zt_cu_rmsnorm_fwd(cudaStream_t s, float *out, float *rstd, const float *inp, const float *w, int N, int C,
@@ -204,8 +206,8 @@ void zt_cu_matmul(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const
 // copies (bf16 / fp16: the strided operands are packed dense); c's columns beyond N are neither read nor written
 void zt_cu_matmul_ld(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K,
                      int ta, int tb, float alpha, float beta, int lda, int ldb, int ldc);
-// inp_words / w_words (bf16 / fp16 runs; may be NULL): the operand's 2-byte words as packing would make them (the
-// backend's mirrors, iface/mirror16.h), read instead of packing it
+// inp_words / w_words / dout_words (bf16 / fp16 runs; may be NULL): the operand's 2-byte words as packing would make
+// them (the backend's mirrors, iface/mirror16.h), read instead of packing it
 void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,
                       int N, int C, int OC, const uint16_t *inp_words = nullptr, const uint16_t *w_words = nullptr);
 // matmul16 (iface/backend.h; the precision is set_precision's, which must be bf16 / fp16; K > 0): a as 2-byte words
@@ -222,7 +224,8 @@ size_t zt_cu_linear_bwd_scratch(int N, int OC);
 unsigned long long zt_cu_packed_elems(void);
 void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
                       const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch,
-                      unsigned *tickets, const uint16_t *inp_words = nullptr, const uint16_t *w_words = nullptr);
+                      unsigned *tickets, const uint16_t *inp_words = nullptr, const uint16_t *w_words = nullptr,
+                      const uint16_t *dout_words = nullptr);
 // c_z(M, N) = alpha * op(a_z) @ op(b_z) + beta * c_z for z < batch, row-major with leading dimensions (row
 // strides) lda, ldb, ldc and element strides sa, sb, sc between the batch's matrices; fp32 operands in every
 // precision (the set_precision packing does not apply)

@@ -251,8 +251,8 @@ constexpr int dkdv_smem_floats() {
 // parts: query rows 2ty, 2ty + 1 x columns DPT tx .. (dqp: query head h's (key tiles, T, HS) block of the scratch)
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
-    attn_fused_dkdv_kernel(float *dqkv, float *dqp, const float *dout, const float *qkv, const float *stats,
-                           const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
+    attn_fused_dkdv_kernel(float *dqkv, uint16_t *dqkv16, float *dqp, const float *dout, const float *qkv,
+                           const float *stats, const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
     constexpr int DPT = HS / 16;
     float *KsT = ZT_DYNAMIC_SMEM(float);   // [HS][64]
     float *VsT = KsT + HS * kKvKeys;       // [HS][64]
@@ -318,13 +318,17 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < 4; i++) {
         const int key = k0 + 4 * ty + i;
         if (key >= T) continue;
-        float *row = dqkv + ((size_t)b * T + key) * W + C + (size_t)kh * HS + DPT * tx;
+        const size_t at = ((size_t)b * T + key) * W + C + (size_t)kh * HS + DPT * tx;
         for (int j = 0; j < DPT; j++) {
             dk[i][j] = zt_round_prec(dk[i][j], prec);
             dv[i][j] = zt_round_prec(dv[i][j], prec);
+            if (dqkv16) {
+                dqkv16[at + j] = zt_f32_to_bits16(dk[i][j], prec);
+                dqkv16[at + KV + j] = zt_f32_to_bits16(dv[i][j], prec);
+            }
         }
-        stv<DPT>(row, dk[i]);
-        stv<DPT>(row + KV, dv[i]);
+        stv<DPT>(dqkv + at, dk[i]);
+        stv<DPT>(dqkv + at + KV, dv[i]);
     }
 }
 
@@ -332,7 +336,7 @@ __global__ void __launch_bounds__(kThreads)
 // 4 columns), the parts read as float4; dqkv rows are W = (NH + 2 NKV) HS floats
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
-    attn_fused_dq_sum_kernel(float *dqkv, const float *dqp, int B, int T, int NH, int W, int prec) {
+    attn_fused_dq_sum_kernel(float *dqkv, uint16_t *dqkv16, const float *dqp, int B, int T, int NH, int W, int prec) {
     const size_t idx = (size_t)blockIdx.x * kThreads + threadIdx.x; // ((b * T + t) * NH + h) * HS / 4 + d4
     if (idx >= (size_t)B * T * NH * (HS / 4)) return;
     const int d4 = (int)(idx % (HS / 4)), h = (int)(idx / (HS / 4) % NH);
@@ -345,8 +349,12 @@ __global__ void __launch_bounds__(kThreads)
         ldv<4>(v, part + (size_t)kt * T * HS);
         for (int j = 0; j < 4; j++) acc[j] += v[j];
     }
-    for (int j = 0; j < 4; j++) acc[j] = zt_round_prec(acc[j], prec);
-    stv<4>(dqkv + bt * W + (size_t)h * HS + 4 * d4, acc);
+    const size_t at = bt * W + (size_t)h * HS + 4 * d4;
+    for (int j = 0; j < 4; j++) {
+        acc[j] = zt_round_prec(acc[j], prec);
+        if (dqkv16) dqkv16[at + j] = zt_f32_to_bits16(acc[j], prec);
+    }
+    stv<4>(dqkv + at, acc);
 }
 
 void check_shape(int B, int T, int C, int NH, int NKV) {
@@ -374,23 +382,25 @@ void launch_fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const
     AF_LAUNCH_CHECK("attn_fused_fwd_kernel");
 }
 
-void launch_dq_sum(cudaStream_t s, float *dqkv, const float *dqp, int B, int T, int C, int NH, int NKV, int hs,
-                   int prec) {
+void launch_dq_sum(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *dqp, int B, int T, int C, int NH,
+                   int NKV, int hs, int prec) {
     const unsigned grid = blocks_for((size_t)B * T * NH * (hs / 4), kThreads);
-    if (hs == 64) ZT_LAUNCH((attn_fused_dq_sum_kernel<64>), grid, kThreads, 0, s, dqkv, dqp, B, T, NH, C + 2 * NKV * hs, prec);
-    else ZT_LAUNCH((attn_fused_dq_sum_kernel<32>), grid, kThreads, 0, s, dqkv, dqp, B, T, NH, C + 2 * NKV * hs, prec);
+    const int W = C + 2 * NKV * hs;
+    if (hs == 64) ZT_LAUNCH((attn_fused_dq_sum_kernel<64>), grid, kThreads, 0, s, dqkv, dqkv16, dqp, B, T, NH, W, prec);
+    else ZT_LAUNCH((attn_fused_dq_sum_kernel<32>), grid, kThreads, 0, s, dqkv, dqkv16, dqp, B, T, NH, W, prec);
     AF_LAUNCH_CHECK("attn_fused_dq_sum_kernel");
 }
 
 template <int HS>
-void launch_bwd(cudaStream_t s, float *dqkv, float *dqp, const float *D, const float *dout, const float *qkv,
-                const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
+void launch_bwd(cudaStream_t s, float *dqkv, uint16_t *dqkv16, float *dqp, const float *D, const float *dout,
+                const float *qkv, const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
     static bool optin_kv = false;
     smem_optin(attn_fused_dkdv_kernel<HS>, dkdv_smem_floats<HS>(), &optin_kv, "attn_fused_dkdv_kernel");
     ZT_LAUNCH((attn_fused_dkdv_kernel<HS>), dim3(blocks_for(T, kKvKeys), NKV, B), kThreads,
-              dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dqp, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
+              dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dqkv16, dqp, dout, qkv, stats, D, T, C, NH, NKV, scale,
+              prec);
     AF_LAUNCH_CHECK("attn_fused_dkdv_kernel");
-    launch_dq_sum(s, dqkv, dqp, B, T, C, NH, NKV, HS, prec);
+    launch_dq_sum(s, dqkv, dqkv16, dqp, B, T, C, NH, NKV, HS, prec);
 }
 
 } // namespace
@@ -423,8 +433,9 @@ void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const f
 
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                const float *out, const float *stats, int B, int T, int C, int NH, int NKV,
-                               int prec, int tc) {
+                               int prec, int tc, uint16_t *dqkv16) {
     if (B <= 0 || T <= 0 || C <= 0) return;
+    ZT_ASSERT(!dqkv16 || prec != ZT_PREC_FP32);
     check_shape(B, T, C, NH, NKV);
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -432,9 +443,9 @@ void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, cons
     ZT_LAUNCH(attn_fused_d_kernel, blocks_for((size_t)B * NH * T, kDWarps), 32 * kDWarps, 0, s, D, dout, out, B, T, C,
               NH);
     AF_LAUNCH_CHECK("attn_fused_d_kernel");
-    if (tc) zt_cu_attn_tc_bwd(s, dqkv, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec, tc);
-    else if (hs == 64) launch_bwd<64>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
-    else launch_bwd<32>(s, dqkv, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+    if (tc) zt_cu_attn_tc_bwd(s, dqkv, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec, tc, dqkv16);
+    else if (hs == 64) launch_bwd<64>(s, dqkv, dqkv16, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+    else launch_bwd<32>(s, dqkv, dqkv16, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
 }
 
 } // namespace ZT_CU_NS

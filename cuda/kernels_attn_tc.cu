@@ -82,6 +82,16 @@ __device__ __forceinline__ void frag_b(uint32_t b[2], const uint16_t *base, int 
     b[1] = word(base, ld, n0 + g, c0 + 8 + 2 * t);
 }
 
+// two adjacent outputs at dst[at], dst[at + 1] rounded to prec, and their words when dst16
+__device__ __forceinline__ void store2(float *dst, uint16_t *dst16, size_t at, float a, float b, int prec) {
+    a = zt_round_prec(a, prec);
+    b = zt_round_prec(b, prec);
+    *reinterpret_cast<float2 *>(dst + at) = make_float2(a, b);
+    if (dst16)
+        *reinterpret_cast<uint32_t *>(dst16 + at) =
+            (uint32_t)zt_f32_to_bits16(a, prec) | (uint32_t)zt_f32_to_bits16(b, prec) << 16;
+}
+
 // max / sum over the 4 lanes that share a fragment row (t = lane % 4)
 __device__ __forceinline__ float quad_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(kFull, v, 1));
@@ -166,14 +176,7 @@ __global__ void __launch_bounds__(kTcThreads)
         if (row >= T) continue;
         const float inv = 1.0f / l[i];
         const size_t at = ((size_t)b * T + row) * C + (size_t)h * HS + 2 * t;
-        for (int n = 0; n < NT; n++) {
-            const float y0 = zt_round_prec(o[n][2 * i] * inv, prec), y1 = zt_round_prec(o[n][2 * i + 1] * inv, prec);
-            *reinterpret_cast<float2 *>(out + at + 8 * n) = make_float2(y0, y1);
-            if (out16) {
-                out16[at + 8 * n] = zt_f32_to_bits16(y0, prec);
-                out16[at + 8 * n + 1] = zt_f32_to_bits16(y1, prec);
-            }
-        }
+        for (int n = 0; n < NT; n++) store2(out, out16, at + 8 * n, o[n][2 * i] * inv, o[n][2 * i + 1] * inv, prec);
         if (t == 0) {
             float *st = stats + (((size_t)b * NH + h) * T + row) * 2;
             st[0] = m[i];
@@ -187,8 +190,8 @@ constexpr int bwd_smem_bytes() { return 2 * (4 * kTile * (HS + kPad) + 2 * HS * 
 
 template <int HS, bool FP16>
 __global__ void __launch_bounds__(kTcThreads)
-    attn_tc_dkdv_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats, const float *D, int T,
-                        int C, int NH, int NKV, float scale, int prec) {
+    attn_tc_dkdv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qkv, const float *stats,
+                        const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
     constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16; // the inputs' 2-byte type (prec only rounds the outputs)
     uint16_t *Ks = ZT_DYNAMIC_SMEM(uint16_t); // [64 keys][LD]
@@ -264,12 +267,10 @@ __global__ void __launch_bounds__(kTcThreads)
     for (int i = 0; i < 2; i++) {
         const int key = key0 + 8 * i;
         if (key >= T) continue;
-        float *row = dqkv + ((size_t)b * T + key) * W + C + (size_t)kh * HS + 2 * t;
+        const size_t at = ((size_t)b * T + key) * W + C + (size_t)kh * HS + 2 * t;
         for (int n = 0; n < NT; n++) {
-            *reinterpret_cast<float2 *>(row + 8 * n) =
-                make_float2(zt_round_prec(dk[n][2 * i], prec), zt_round_prec(dk[n][2 * i + 1], prec));
-            *reinterpret_cast<float2 *>(row + KV + 8 * n) =
-                make_float2(zt_round_prec(dv[n][2 * i], prec), zt_round_prec(dv[n][2 * i + 1], prec));
+            store2(dqkv, dqkv16, at + 8 * n, dk[n][2 * i], dk[n][2 * i + 1], prec);
+            store2(dqkv, dqkv16, at + KV + 8 * n, dv[n][2 * i], dv[n][2 * i + 1], prec);
         }
     }
 }
@@ -284,8 +285,8 @@ constexpr int dq_smem_bytes() { return 2 * (4 * kTile * (HS + kPad) + HS * (kTil
 // type as it enters the product
 template <int HS, bool FP16>
 __global__ void __launch_bounds__(kTcThreads)
-    attn_tc_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats, const float *D, int T,
-                      int C, int NH, int NKV, float scale, int prec) {
+    attn_tc_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qkv, const float *stats,
+                      const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
     constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16;
     uint16_t *Qs = ZT_DYNAMIC_SMEM(uint16_t); // [64 rows][LD]
@@ -351,10 +352,8 @@ __global__ void __launch_bounds__(kTcThreads)
     for (int i = 0; i < 2; i++) {
         const int row = row0 + 8 * i;
         if (row >= T) continue;
-        float *dst = dqkv + ((size_t)b * T + row) * W + (size_t)h * HS + 2 * t;
-        for (int n = 0; n < NT; n++)
-            *reinterpret_cast<float2 *>(dst + 8 * n) =
-                make_float2(zt_round_prec(dq[n][2 * i], prec), zt_round_prec(dq[n][2 * i + 1], prec));
+        const size_t at = ((size_t)b * T + row) * W + (size_t)h * HS + 2 * t;
+        for (int n = 0; n < NT; n++) store2(dqkv, dqkv16, at + 8 * n, dq[n][2 * i], dq[n][2 * i + 1], prec);
     }
 }
 
@@ -378,16 +377,16 @@ void fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float 
 }
 
 template <int HS, bool FP16>
-void bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv, const float *stats, int B,
-         int T, int C, int NH, int NKV, float scale, int prec) {
+void bwd(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const float *dout, const float *qkv,
+         const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
     static bool optin = false, optin_dq = false;
     smem_optin(attn_tc_dkdv_kernel<HS, FP16>, bwd_smem_bytes<HS>(), &optin, "attn_tc_dkdv_kernel");
     ZT_LAUNCH((attn_tc_dkdv_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NKV, B), kTcThreads, bwd_smem_bytes<HS>(),
-              s, dqkv, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
+              s, dqkv, dqkv16, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_dkdv_kernel");
     smem_optin(attn_tc_dq_kernel<HS, FP16>, dq_smem_bytes<HS>(), &optin_dq, "attn_tc_dq_kernel");
     ZT_LAUNCH((attn_tc_dq_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, dq_smem_bytes<HS>(), s,
-              dqkv, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
+              dqkv, dqkv16, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_dq_kernel");
 }
 
@@ -403,13 +402,14 @@ void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qk
 }
 
 void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv,
-                       const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc) {
+                       const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc,
+                       uint16_t *dqkv16) {
     const int hs = C / NH;
     ZT_ASSERT((tc == ZT_PREC_BF16 || tc == ZT_PREC_FP16) && (hs == 32 || hs == 64));
     const bool h16 = tc == ZT_PREC_FP16;
     if (hs == 64)
-        (h16 ? bwd<64, true> : bwd<64, false>)(s, dqkv, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
-    else (h16 ? bwd<32, true> : bwd<32, false>)(s, dqkv, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+        (h16 ? bwd<64, true> : bwd<64, false>)(s, dqkv, dqkv16, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+    else (h16 ? bwd<32, true> : bwd<32, false>)(s, dqkv, dqkv16, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
 }
 
 } // namespace ZT_CU_NS

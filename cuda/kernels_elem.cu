@@ -112,6 +112,12 @@ __device__ __forceinline__ void st4(float *p, size_t k, float4 v) { reinterpret_
 __device__ __forceinline__ float gelu_f(float x, int exact) { return exact ? zt_gelu_erf(x) : zt_gelu(x); }
 __device__ __forceinline__ float gelu_g(float x, int exact) { return exact ? zt_gelu_erf_grad(x) : zt_gelu_grad(x); }
 
+// 4 values' 2-byte words as one uint2 (out16's vector store)
+__device__ __forceinline__ uint2 words4(float4 y, int prec) {
+    return make_uint2((uint32_t)zt_f32_to_bits16(y.x, prec) | (uint32_t)zt_f32_to_bits16(y.y, prec) << 16,
+                      (uint32_t)zt_f32_to_bits16(y.z, prec) | (uint32_t)zt_f32_to_bits16(y.w, prec) << 16);
+}
+
 // in_round (a precision, 0: none): the round_to of the GELU's input that the backend fuses into its consumer
 // (cuda_backend.cu): forward rounds inp on load and writes it back rounded (it is stored for backward), backward
 // rounds dout on load (in place: dinp == dout, so its rounded value is overwritten anyway)
@@ -128,10 +134,7 @@ __global__ void k_gelu_fwd(float *out, float *inp, uint16_t *out16, size_t n, si
         const float4 y = make_float4(zt_round_prec(gelu_f(x.x, exact), prec), zt_round_prec(gelu_f(x.y, exact), prec),
                                      zt_round_prec(gelu_f(x.z, exact), prec), zt_round_prec(gelu_f(x.w, exact), prec));
         st4(out, k, y);
-        if (out16)
-            reinterpret_cast<uint2 *>(out16)[k] =
-                make_uint2((uint32_t)zt_f32_to_bits16(y.x, prec) | (uint32_t)zt_f32_to_bits16(y.y, prec) << 16,
-                           (uint32_t)zt_f32_to_bits16(y.z, prec) | (uint32_t)zt_f32_to_bits16(y.w, prec) << 16);
+        if (out16) reinterpret_cast<uint2 *>(out16)[k] = words4(y, prec);
     }
     ZT_TAIL(i, n4, n) {
         float x = inp[i];
@@ -141,19 +144,22 @@ __global__ void k_gelu_fwd(float *out, float *inp, uint16_t *out16, size_t n, si
     }
 }
 
-__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n, size_t n4, int prec, int exact,
-                           int in_round) {
+__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, uint16_t *dinp16, size_t n, size_t n4,
+                           int prec, int exact, int in_round) {
     ZT_GRID_STRIDE(k, n4) {
         const float4 x = ld4(inp, k), d0 = ld4(dout, k);
         const float4 d = in_round ? make_float4(zt_round_prec(d0.x, in_round), zt_round_prec(d0.y, in_round),
                                                 zt_round_prec(d0.z, in_round), zt_round_prec(d0.w, in_round))
                                   : d0;
-        st4(dinp, k, make_float4(zt_round_prec(gelu_g(x.x, exact) * d.x, prec), zt_round_prec(gelu_g(x.y, exact) * d.y, prec),
-                                 zt_round_prec(gelu_g(x.z, exact) * d.z, prec), zt_round_prec(gelu_g(x.w, exact) * d.w, prec)));
+        const float4 y = make_float4(zt_round_prec(gelu_g(x.x, exact) * d.x, prec), zt_round_prec(gelu_g(x.y, exact) * d.y, prec),
+                                     zt_round_prec(gelu_g(x.z, exact) * d.z, prec), zt_round_prec(gelu_g(x.w, exact) * d.w, prec));
+        st4(dinp, k, y);
+        if (dinp16) reinterpret_cast<uint2 *>(dinp16)[k] = words4(y, prec);
     }
     ZT_TAIL(i, n4, n) {
         const float d = in_round ? zt_round_prec(dout[i], in_round) : dout[i];
         dinp[i] = zt_round_prec(gelu_g(inp[i], exact) * d, prec);
+        if (dinp16) dinp16[i] = zt_f32_to_bits16(dinp[i], prec);
     }
 }
 
@@ -477,11 +483,13 @@ void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int 
 }
 
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec, int exact,
-                    int in_round) {
+                    int in_round, uint16_t *dinp16) {
     if (n == 0) return;
     ZT_ASSERT(!in_round || dinp == dout);
-    const size_t n4 = vec4_count(n, dinp, inp, dout);
-    ZT_LAUNCH(k_gelu_bwd, vec4_blocks(n, n4), kElemThreads, 0, s, dinp, inp, dout, n, n4, prec, exact, in_round);
+    ZT_ASSERT(!dinp16 || prec != ZT_PREC_FP32);
+    const size_t n4 = aligned(dinp16, 8) ? vec4_count(n, dinp, inp, dout) : 0;
+    ZT_LAUNCH(k_gelu_bwd, vec4_blocks(n, n4), kElemThreads, 0, s, dinp, inp, dout, dinp16, n, n4, prec, exact,
+              in_round);
     check_launch("gelu_bwd");
 }
 

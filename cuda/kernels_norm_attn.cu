@@ -110,8 +110,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 }
 
 // one row's dinp += ... by one warp (lane = its lane), rounded to prec
-__device__ __forceinline__ void layernorm_bwd_row(float *dx, float *dy, const float *x, const float *w, float m,
-                                                  float r, int C, int prec, int lane, int in_round) {
+__device__ __forceinline__ void layernorm_bwd_row(float *dx, uint16_t *dx16, float *dy, const float *x,
+                                                  const float *w, float m, float r, int C, int prec, int lane,
+                                                  int in_round) {
     float sdn = 0.0f, sdnxn = 0.0f;
     for (int c = lane; c < C; c += 32) {
         if (in_round) dy[c] = zt_round_prec(dy[c], in_round); // the round_to of dout fused here: written back
@@ -121,7 +122,11 @@ __device__ __forceinline__ void layernorm_bwd_row(float *dx, float *dy, const fl
         sdnxn += dn * xn;
     }
     const float mean_dn = warp_sum(sdn) / (float)C, mean_dnxn = warp_sum(sdnxn) / (float)C;
-    for (int c = lane; c < C; c += 32) dx[c] = zt_round_prec(dx[c] + zt_ln_dx(x[c], m, r, w[c], dy[c], mean_dn, mean_dnxn), prec);
+    for (int c = lane; c < C; c += 32) {
+        const float v = zt_round_prec(dx[c] + zt_ln_dx(x[c], m, r, w[c], dy[c], mean_dn, mean_dnxn), prec);
+        dx[c] = v;
+        if (dx16) dx16[c] = zt_f32_to_bits16(v, prec);
+    }
 }
 
 // LayerNorm backward in one launch. Block p takes rows [p*kLnRows, (p+1)*kLnRows): its warps write those rows' dinp
@@ -131,14 +136,14 @@ __device__ __forceinline__ void layernorm_bwd_row(float *dx, float *dy, const fl
 // zero between launches). Every sum and its order are those of a partial kernel and a final kernel: the same bits.
 constexpr int kLnBwdThreads = 512;
 __global__ void __launch_bounds__(kLnBwdThreads)
-    layernorm_bwd_kernel(float *dinp, float *dw, float *db, float *part, unsigned *ticket, float *dout,
-                         const float *inp, const float *w, const float *mean, const float *rstd, int N, int C,
-                         int prec, int in_round) {
+    layernorm_bwd_kernel(float *dinp, uint16_t *dinp16, float *dw, float *db, float *part, unsigned *ticket,
+                         float *dout, const float *inp, const float *w, const float *mean, const float *rstd, int N,
+                         int C, int prec, int in_round) {
     const int p = blockIdx.x, n0 = p * kLnRows, n1 = min(n0 + kLnRows, N);
     const int lane = threadIdx.x % 32;
     for (int row = n0 + (int)threadIdx.x / 32; row < n1; row += kLnBwdThreads / 32)
-        layernorm_bwd_row(dinp + (size_t)row * C, dout + (size_t)row * C, inp + (size_t)row * C, w, mean[row],
-                          rstd[row], C, prec, lane, in_round);
+        layernorm_bwd_row(dinp + (size_t)row * C, dinp16 ? dinp16 + (size_t)row * C : nullptr, dout + (size_t)row * C,
+                          inp + (size_t)row * C, w, mean[row], rstd[row], C, prec, lane, in_round);
     if (in_round) __syncthreads(); // the block's rows of dout, rounded by its warps, before the column sums read them
     for (int c = threadIdx.x; c < C; c += kLnBwdThreads) {
         float aw = 0.0f, ab = 0.0f;
@@ -320,8 +325,9 @@ size_t zt_cu_layernorm_bwd_scratch(int N, int C) {
 
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, const float *mean, const float *rstd, int N, int C, void *scratch,
-                         unsigned *tickets, int prec, int in_round) {
+                         unsigned *tickets, int prec, int in_round, uint16_t *dinp16) {
     if (C <= 0) return;
+    ZT_ASSERT(!dinp16 || prec != 0);
     if (N <= 0) { // nothing to sum
         ZT_ASSERT(N == 0);
         ZT_LAUNCH(layernorm_bwd_wb_zero_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, db, C);
@@ -332,8 +338,8 @@ void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, cons
     ZT_ASSERT(scratch != nullptr && tickets != nullptr);
     ZT_ASSERT(!in_round || (dout != dinp && dout != inp));
     // dout is written only when in_round (rounded in place, as the round_to fused here would have)
-    ZT_LAUNCH(layernorm_bwd_kernel, nparts, kLnBwdThreads, 0, s, dinp, dw, db, static_cast<float *>(scratch), tickets,
-              const_cast<float *>(dout), inp, w, mean, rstd, N, C, prec, in_round);
+    ZT_LAUNCH(layernorm_bwd_kernel, nparts, kLnBwdThreads, 0, s, dinp, dinp16, dw, db, static_cast<float *>(scratch),
+              tickets, const_cast<float *>(dout), inp, w, mean, rstd, N, C, prec, in_round);
     NA_LAUNCH_CHECK("layernorm_bwd_kernel");
 }
 

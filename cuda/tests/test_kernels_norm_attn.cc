@@ -392,16 +392,18 @@ void test_linear_bwd16(zt_cu_gemm *g, int prec, int N, int C, int OC, int with_b
     for (vec *v : {&dy, &x, &w, &dx0})
         for (float &f : *v) f = rnd(f);
     std::vector<unsigned char> scratch(zt_cu_linear_bwd_scratch(N, OC) + 1);
-    std::vector<uint16_t> xw(x.size()), ww(w.size()); // inp and w as words (the backend's mirrors: nothing packed)
+    // inp, w and dout as words (the backend's mirrors: nothing packed; dbias from dout's words)
+    std::vector<uint16_t> xw(x.size()), ww(w.size()), dw16(dy.size());
     for (size_t i = 0; i < x.size(); i++) xw[i] = zt_f32_to_bits16(x[i], prec);
     for (size_t i = 0; i < w.size(); i++) ww[i] = zt_f32_to_bits16(w[i], prec);
+    for (size_t i = 0; i < dy.size(); i++) dw16[i] = zt_f32_to_bits16(dy[i], prec);
     vec dx[3], dw[3], db[3], y[3];
-    for (int p = 0; p < 3; p++) { // 0: fp32, 1: 2-byte operands packed, 2: inp and w given as words
+    for (int p = 0; p < 3; p++) { // 0: fp32, 1: 2-byte operands packed, 2: inp, w and dout given as words
         zt_cu_gemm_set_precision(g, p ? prec : ZT_PREC_FP32);
         dx[p] = dx0, dw[p] = nanv((size_t)C * OC), db[p] = nanv(OC), y[p] = nanv((size_t)N * OC);
         const uint16_t *xp = p == 2 ? xw.data() : nullptr, *wp = p == 2 ? ww.data() : nullptr;
         zt_cu_linear_bwd(g, 0, dx[p].data(), dw[p].data(), with_bias ? db[p].data() : nullptr, dy.data(), x.data(),
-                         w.data(), N, C, OC, 1, scratch.data(), tickets(), xp, wp);
+                         w.data(), N, C, OC, 1, scratch.data(), tickets(), xp, wp, p == 2 ? dw16.data() : nullptr);
         // and the forward y(N, OC) = x @ w: with the words given it must equal the packed path
         if (p) zt_cu_linear_fwd(g, 0, y[p].data(), x.data(), w.data(), nullptr, N, C, OC, xp, wp);
     }
@@ -414,8 +416,8 @@ void test_linear_bwd16(zt_cu_gemm *g, int prec, int N, int C, int OC, int with_b
     snprintf(name, sizeof name, "linear_bwd_%s[N%d,C%d,OC%d,bias%d]", prec == ZT_PREC_BF16 ? "bf16" : "fp16", N, C, OC,
              with_bias);
     if (same && left.empty())
-        check_pass("%s: dinp, dw%s bit-identical to the fp32 path; with inp and w given as words (not packed) too, and "
-                   "the forward's", name, with_bias ? ", dbias" : "");
+        check_pass("%s: dinp, dw%s bit-identical to the fp32 path; with inp, w and dout given as words (not packed) too, "
+                   "and the forward's", name, with_bias ? ", dbias" : "");
     else check_fail("%s: %s%s", name, same ? "" : "differs from the fp32 path; ", left.c_str());
 }
 

@@ -1,8 +1,8 @@
 // test_kernels_words.cc — the kernels that also write their rounded output as 2-byte words (out16), which the CUDA
 // backend records as mirrors so the next product reads the words instead of packing the output (cuda_backend.cu
 // words_for, src/iface/mirror16.h): GELU forward (its 4-word uint2 path when aligned, the scalar path one element
-// off, with and without in_round), LayerNorm forward, residual + LayerNorm forward (out, not res), the fused
-// attention's forward (fp32 kernels and tensor cores). In bf16 and fp16, under the host execution harness: the
+// off, with and without in_round) and backward, LayerNorm forward and backward, residual + LayerNorm forward (out,
+// not res), the fused attention's forward and backward (fp32 kernels and tensor cores). In bf16 and fp16, under the host execution harness: the
 // outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
 // written past the words. (A product reading the words is checked bitwise against packing in
 // test_kernels_norm_attn's linear_bwd rows and tests/unit/core/dist/test_mirrors.c.)
@@ -65,6 +65,33 @@ void test_norms(int prec, int N, int C) {
                     bad);
 }
 
+// GELU backward (in place, as the model runs it, with and without in_round) and LayerNorm backward (dinp += ...)
+void test_backward_elem(int prec, int N, int C) {
+    const size_t n = (size_t)N * C;
+    size_t bad = 0;
+    for (int in_round = 0; in_round <= prec; in_round += prec) {
+        vec x = randv(n, 3.0), d0 = randv(n), a = d0, b = d0;
+        std::vector<uint16_t> w(n + 3, 0xdead);
+        zt_cu_gelu_bwd(0, a.data(), x.data(), a.data(), n, prec, 0, in_round);
+        zt_cu_gelu_bwd(0, b.data(), x.data(), b.data(), n, prec, 0, in_round, w.data());
+        bad += !same_bits(a, b) + words_bad(b.data(), w, 0, n, prec);
+    }
+    vec x = randv(n), dy = randv(n), lw = randv(C), mean(N), rstd(N), o(n), dx0 = randv(n), dx1 = dx0;
+    vec dwa(C), dba(C), dwb(C), dbb(C);
+    zt_cu_layernorm_fwd(0, o.data(), mean.data(), rstd.data(), x.data(), lw.data(), lw.data(), N, C, 1e-5f);
+    std::vector<unsigned char> sc(zt_cu_layernorm_bwd_scratch(N, C));
+    std::vector<uint16_t> w(n + 3, 0xdead);
+    zt_cu_layernorm_bwd(0, dx0.data(), dwa.data(), dba.data(), dy.data(), x.data(), lw.data(), mean.data(),
+                        rstd.data(), N, C, sc.data(), tickets(), prec);
+    zt_cu_layernorm_bwd(0, dx1.data(), dwb.data(), dbb.data(), dy.data(), x.data(), lw.data(), mean.data(),
+                        rstd.data(), N, C, sc.data(), tickets(), prec, 0, w.data());
+    bad += !same_bits(dx0, dx1) + !same_bits(dwa, dwb) + !same_bits(dba, dbb) + words_bad(dx1.data(), w, 0, n, prec);
+    if (bad == 0)
+        check_pass("gelu_bwd, layernorm_bwd dinp16 %s [N%d,C%d]: words = the rounded input gradient, outputs the same "
+                   "bits as without", prec_name(prec), N, C);
+    else check_fail("gelu_bwd, layernorm_bwd dinp16 %s [N%d,C%d]: %zu mismatches", prec_name(prec), N, C, bad);
+}
+
 void test_attention(int prec, int B, int T, int C, int NH) {
     vec qkv = randv((size_t)B * T * 3 * C);
     for (float &f : qkv) f = zt_round_prec(f, prec);
@@ -75,12 +102,21 @@ void test_attention(int prec, int B, int T, int C, int NH) {
         zt_cu_attention_fused_fwd(0, o0.data(), st0.data(), qkv.data(), B, T, C, NH, NH, prec, tc);
         zt_cu_attention_fused_fwd(0, o1.data(), st1.data(), qkv.data(), B, T, C, NH, NH, prec, tc, w.data());
         bad += !same_bits(o0, o1) + !same_bits(st0, st1) + words_bad(o1.data(), w, 0, o1.size(), prec);
+        // the backward's dqkv (dk, dv and dq kernels) and its words
+        vec dy = randv(o1.size()), g0(qkv.size()), g1(qkv.size()), sc(zt_attention_fused_scratch(B, T, C, NH));
+        for (float &f : dy) f = zt_round_prec(f, prec);
+        std::vector<uint16_t> wg(qkv.size() + 3, 0xdead);
+        zt_cu_attention_fused_bwd(0, g0.data(), sc.data(), dy.data(), qkv.data(), o1.data(), st1.data(), B, T, C, NH,
+                                  NH, prec, tc);
+        zt_cu_attention_fused_bwd(0, g1.data(), sc.data(), dy.data(), qkv.data(), o1.data(), st1.data(), B, T, C, NH,
+                                  NH, prec, tc, wg.data());
+        bad += !same_bits(g0, g1) + words_bad(g1.data(), wg, 0, g1.size(), prec);
     }
     if (bad == 0)
-        check_pass("attention_fused_fwd out16 %s [B%d,T%d,C%d,NH%d]: words = the rounded output, output and stats the "
-                   "same bits as without (fp32 and tensor-core kernels)", prec_name(prec), B, T, C, NH);
-    else check_fail("attention_fused_fwd out16 %s [B%d,T%d,C%d,NH%d]: %zu mismatches", prec_name(prec), B, T, C, NH,
-                    bad);
+        check_pass("attention_fused_fwd out16, bwd dqkv16 %s [B%d,T%d,C%d,NH%d]: words = the rounded outputs, outputs "
+                   "and stats the same bits as without (fp32 and tensor-core kernels)", prec_name(prec), B, T, C, NH);
+    else check_fail("attention_fused fwd / bwd words %s [B%d,T%d,C%d,NH%d]: %zu mismatches", prec_name(prec), B, T, C,
+                    NH, bad);
 }
 
 } // namespace
@@ -93,6 +129,8 @@ int main(void) {
         test_gelu(prec, 4099);
         test_norms(prec, 37, 45);
         test_norms(prec, 5, 768);
+        test_backward_elem(prec, 37, 45);
+        test_backward_elem(prec, 130, 768);
         test_attention(prec, 2, 70, 128, 2); // head size 64, two query tiles
         test_attention(prec, 1, 33, 128, 4); // head size 32
     }

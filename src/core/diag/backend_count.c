@@ -164,17 +164,22 @@ static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const 
     flush();
     g_calls[K_LIN_BWD]++;
     if (C > 0 && OC > 0) {
-        /* dout, w and inp packed in one launch for both products (w and inp not where they mirror words); with a
-           bias, that launch also sums dout's columns (partials per 64 rows, summed by the last block of each column
-           block; dout read once) */
+        /* dout, w and inp packed in one launch for both products (none that mirrors words); with a bias, that
+           launch also sums dout's columns (partials per 64 rows, summed by the last block of each column block; dout
+           read once: as it is packed, or as its words) */
         const int pre = N > 0 && g_prec != ZT_PREC_FP32;
         const double parts = N > 0 ? (N + 63) / 64 : 0;
         if (pre) {
+            const double nd = mfind(d, (double)N * OC) ? 0 : (double)N * OC;
             const double nw = mfind(w, (double)C * OC) ? 0 : (double)C * OC, ni = mfind(i, (double)N * C) ? 0 : (double)N * C;
-            add(K_GEMM_PACK, 1, 6.0 * ((double)N * OC + nw + ni));
-            g_tot.packed += (double)N * OC + nw + ni;
-            g_calls[K_GEMM_PACK]++;
-            if (db) add(K_LIN_BWD, 0, F4 * (2.0 * parts * OC + OC));
+            if (nd + nw + ni > 0) {
+                add(K_GEMM_PACK, 1, 6.0 * (nd + nw + ni));
+                g_tot.packed += nd + nw + ni;
+                g_calls[K_GEMM_PACK]++;
+                if (db) add(K_LIN_BWD, 0, (nd ? 0 : 2.0 * N * OC) + F4 * (2.0 * parts * OC + OC));
+            } else if (db) { /* nothing to pack: the launch sums dout's columns alone, from its words */
+                add(K_LIN_BWD, 1, 2.0 * N * OC + F4 * (2.0 * parts * OC + OC));
+            }
         } else if (db) {
             add(K_LIN_BWD, 1, F4 * ((double)N * OC + 2.0 * parts * OC + OC));
         }
@@ -233,7 +238,7 @@ static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const floa
     norm_bwd(K_LN_BWD, N, C, 2, 2);
     if (took && N > 0 && C > 0) g_bytes[K_LN_BWD] += F4 * (double)N * C;
     g_inner->layernorm_bwd(be, di, dw, db, d, i, w, m, r, N, C);
-    defer(di, (size_t)N * C);
+    defer_words(K_LN_BWD, di, (size_t)N * C);
     mdone();
 }
 static void w_rms_fwd(zt_backend *be, float *o, float *r, const float *i, const float *w, int N, int C, float eps) {
@@ -356,7 +361,7 @@ static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, cons
         }
     }
     g_inner->attention_fused_bwd(be, dq, D, d, q, o, st, B, T, C, NH, NKV);
-    defer(dq, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)));
+    defer_words(K_FATT_BWD, dq, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)));
     mdone();
 }
 static void w_att_dec(zt_backend *be, float *o, float *kc, float *vc, const float *q, int pos, int maxT, int C, int NH,
@@ -399,7 +404,7 @@ static void w_gelu_bwd(zt_backend *be, float *di, const float *i, const float *d
     mkeep(di, F4 * n);
     gelu_count_in(K_GELU_BWD, n, 3, d, di == d, 0);
     g_inner->gelu_bwd(be, di, i, d, n);
-    defer(di, n);
+    defer_words(K_GELU_BWD, di, n);
     mdone();
 }
 static void w_gelu_erf_fwd(zt_backend *be, float *o, const float *i, size_t n) {
@@ -413,7 +418,7 @@ static void w_gelu_erf_bwd(zt_backend *be, float *di, const float *i, const floa
     mkeep(di, F4 * n);
     gelu_count_in(K_GELU_ERF_BWD, n, 3, d, di == d, 0);
     g_inner->gelu_erf_bwd(be, di, i, d, n);
-    defer(di, n);
+    defer_words(K_GELU_ERF_BWD, di, n);
     mdone();
 }
 /* the encoders' MLM head (kernels_elem.cu): one launch each */
