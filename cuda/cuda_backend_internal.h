@@ -1,6 +1,7 @@
-// cuda_backend_internal.h — what the CUDA backend's host side shares between its two files: cuda_backend.cu
-// (lifecycle, memory, the kept op and its fused round_to, the mirrors) and cuda_backend_ops.cu (the backend slots
-// that launch kernels). Included by those two only; everything is in namespace ZT_CU_NS::cub.
+// cuda_backend_internal.h — what the CUDA backend's host side shares between its files: cuda_backend_core.cu
+// (memory, the kept op and its fused round_to, the mirrors), cuda_backend_ops.cu (the backend slots that launch
+// kernels) and cuda_backend.cu (the slot table and lifecycle). Included by those three only; everything is in
+// namespace ZT_CU_NS::cub.
 #pragma once
 
 #include <stdio.h>
@@ -106,7 +107,7 @@ struct MirrorKeep {
     }
     ~MirrorKeep() { x->mir_keep = 0; }
 };
-// ---- cuda_backend.cu
+// ---- cuda_backend_core.cu
 void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16 = nullptr);
 void flush(zt_backend *be);
 void defer(zt_backend *be, const Deferred &d);
@@ -116,6 +117,13 @@ const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n);
 uint16_t *words_for(zt_backend *be, const Deferred &d);
 void *b_alloc(zt_backend *be, size_t bytes);
 void b_free(zt_backend *be, void *p);
+void *b_host_alloc(zt_backend *be, size_t bytes);
+void b_host_free(zt_backend *be, void *p);
+void b_to_device(zt_backend *be, void *dst, const void *src, size_t bytes);
+void b_to_host(zt_backend *be, void *dst, const void *src, size_t bytes);
+void b_copy(zt_backend *be, void *dst, const void *src, size_t bytes);
+void b_zero(zt_backend *be, void *dst, size_t bytes);
+void b_sync(zt_backend *be);
 void *scratch(zt_backend *be, size_t bytes);
 unsigned *tickets(zt_backend *be);
 

@@ -1,0 +1,276 @@
+// cuda_backend_core.cu — the CUDA backend's host side that its slots stand on (see cuda_backend.h): memory, copies,
+// scratch, the stream, the kept op with its fused round_to, and the mirrors; each slot is one launch function of
+// cuda_ops.h on the backend's stream (cuda_backend_ops.cu), the lifecycle is cuda_backend.cu. Kernels never see a pointer the host build could not address: slot arguments are device
+// addresses, translated by dev() (identity on a GPU; devsim's translation under the harness).
+//
+// Ordering: every op is issued on one stream; to_device copies synchronously from the caller's
+// buffer (it may be reused on return), to_host and sync wait for the stream, as iface/backend.h says.
+// Scratch for ops that need it (LayerNorm / RMSNorm / linear / embedding backward) is one buffer that grows
+// to the largest need the first time a shape is seen, then is reused: no per-step allocation.
+//
+// Rounding fused into the op (bf16 / fp16 runs): the model follows most ops with a round_to of exactly
+// what they wrote (core/model/model.c, RND). After set_precision(bf16 / fp16), an op whose kernels can round
+// their own output (gelu and the exact gelu, add, embedding forward, softmax + cross-entropy, LayerNorm and RMSNorm
+// forward and their dinp, SwiGLU forward and backward, the fused attention) is not launched at once but kept
+// (Deferred); the next call launches it, rounding its output in the kernel when that call is round_to of the op's
+// output range in that precision (the round_to then has nothing left to do), unrounded otherwise. Every other slot,
+// the memory calls, sync and the communicator's view of the stream launch a kept op first, so work runs in
+// call order. The bits are those of the op followed by round_to; ZT_CUDA_FUSE_ROUND=0 turns it off
+// (tests/e2e/test_cudasim.sh compares both). Saves one read and write of each such output (on an H200,
+// docs/gpu-status.md). A round_to that no op before it can take (after a cuBLASLt product) is kept as well (D_ROUND):
+// when the next call is the GELU that reads that buffer (forward: its input, backward in place: its dout), the add /
+// residual add + LayerNorm whose second term it is, or the LayerNorm backward whose dout it is, that kernel rounds the
+// values as it loads them and (but for the in-place GELU backward) writes them back rounded; any other call launches
+// it.
+//
+// Mirrors (bf16 / fp16 runs; iface/mirror16.h): unpack16 records that its float32 output equals the 2-byte words it
+// read (the parameters' window, a layer's activations unpacked from the stash), and the LayerNorm, residual +
+// LayerNorm, GELU and fused attention forwards write their rounded output's words beside it (words_for); a linear
+// forward / backward (or the LM head's product) whose w or inp is such a buffer multiplies the words instead of
+// packing it again. The slots that keep the records (MirrorKeep: the products, LayerNorms, fused attention, GELU, add,
+// accumulate, round_to, pack16 / unpack16; cuda_backend_ops.cu) drop the ones their outputs overlap; every other slot
+// and memory call drops them all. The bits are those of packing (the words are what
+// packing gives); ZT_CUDA_MIRROR=0 turns it off and ZT_CUDA_FUSE_ROUND_STATS=1 prints the operands it saved.
+#include "cuda_backend_internal.h"
+
+namespace ZT_CU_NS {
+namespace cub {
+
+// out16: the rounded output also as 2-byte words (words_for's kinds), else nullptr
+void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
+    cudaStream_t s = x->stream;
+    switch (d.kind) {
+    case D_GELU_FWD: zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round, out16); break;
+    case D_GELU_BWD: zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact, d.in_round, out16); break;
+    case D_ROUND:
+        zt_cu_round_to(s, d.o0, d.n, d.in_round);
+        x->unfused++;
+        break;
+    case D_ADD: zt_cu_add(s, d.o0, d.i0, d.i1, d.n, prec, d.in_round); break;
+    case D_EMBED_FWD: zt_cu_embed_fwd(s, d.o0, d.tok, d.i0, d.i1, d.B, d.T, d.C, prec); break;
+    case D_XENT: zt_cu_softmax_xent(s, d.o0, d.o1, d.tok, d.B, d.V, d.Vp, d.f, prec); break;
+    case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, d.f, prec, out16); break;
+    case D_LN_BWD:
+        zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, d.tickets, prec,
+                            d.in_round, out16);
+        break;
+    case D_ATT_FWD:
+        zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc, out16);
+        break;
+    case D_ATT_BWD:
+        zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc,
+                                  out16);
+        break;
+    case D_RLN_FWD:
+        zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,
+                                     prec, d.in_round, out16);
+        break;
+    case D_RMS_FWD: zt_cu_rmsnorm_fwd(s, d.o0, d.o1, d.i0, d.i1, d.B, d.C, d.f, prec); break;
+    case D_RMS_BWD:
+        zt_cu_rmsnorm_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.scratch, d.tickets, prec);
+        break;
+    case D_SWIGLU_FWD: zt_cu_swiglu_fwd(s, d.o0, d.i0, d.B, d.C, prec); break;
+    case D_SWIGLU_BWD: zt_cu_swiglu_bwd(s, d.o0, d.i0, d.i1, d.B, d.C, prec); break;
+    case D_NONE: break;
+    }
+}
+
+// launches the kept op, if any, unrounded; every slot and memory call passes here first, and all but those that keep
+// the mirrors drop them
+void flush(zt_backend *be) {
+    cu_ctx *x = ctx_of(be);
+    if (!x->mir_keep) zt_mirror16_clear(&x->mir);
+    if (x->pend.kind == D_NONE) return;
+    const Deferred d = x->pend;
+    x->pend.kind = D_NONE;
+    launch_deferred(x, d, 0);
+}
+
+// an op that can round its output: kept for a following round_to in a bf16 / fp16 run, else launched now
+void defer(zt_backend *be, const Deferred &d) {
+    flush(be);
+    cu_ctx *x = ctx_of(be);
+    if (x->prec != ZT_PREC_FP32 && x->fuse_round) x->pend = d;
+    else launch_deferred(x, d, 0);
+}
+
+// a kept round_to of exactly (in, n) done by the op d as it loads in (d->in_round) when ok: no launch of its own
+void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok) {
+    cu_ctx *c = ctx_of(be);
+    if (!ok || c->pend.kind != D_ROUND || c->pend.out != in || c->pend.out_n != n) return;
+    d->in_round = c->pend.in_round;
+    c->pend.kind = D_NONE;
+    c->fused++;
+}
+
+// the stream, after the kept op (every launch goes through it)
+cudaStream_t stream_of(zt_backend *be) {
+    flush(be);
+    return ctx_of(be)->stream;
+}
+
+
+// the words equal to the n floats at p (a model address), translated, or nullptr
+const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n) {
+    cu_ctx *x = ctx_of(be);
+    if (!x->mir_on || x->prec == ZT_PREC_FP32 || !p) return nullptr;
+    const uint16_t *w = zt_mirror16_find(&x->mir, p, n);
+    if (!w) return nullptr;
+    x->mir.hits++;
+    return dev(w);
+}
+
+
+// A LayerNorm (ln1, ln2, ln_f), GELU or fused attention output is the next product's input, and in the backward
+// their input gradients are the output gradient of the linear before them: the kernel that rounds such an output
+// also writes its 2-byte words into one of two backend buffers, taken in turn, and that is recorded as a mirror
+// (a slot writing the output drops it; the next use of the same buffer drops it too). nullptr for other ops, without
+// mirrors, and in fp32 runs.
+uint16_t *words_for(zt_backend *be, const Deferred &d) {
+    cu_ctx *x = ctx_of(be);
+    if (!x->mir_on || x->prec == ZT_PREC_FP32 || !d.out_n ||
+        !(d.kind == D_LN_FWD || d.kind == D_RLN_FWD || d.kind == D_GELU_FWD || d.kind == D_ATT_FWD ||
+          d.kind == D_LN_BWD || d.kind == D_GELU_BWD || d.kind == D_ATT_BWD))
+        return nullptr;
+    const int k = x->ring_next;
+    x->ring_next ^= 1;
+    zt_mirror16_clobber(&x->mir, x->ring[k], x->ring_cap[k] * sizeof(uint16_t)); // its old words are replaced
+    if (d.out_n > x->ring_cap[k]) { // grown to the largest need (the first step), then kept
+        b_free(be, x->ring[k]);
+        x->ring[k] = b_alloc(be, d.out_n * sizeof(uint16_t));
+        x->ring_cap[k] = d.out_n;
+    }
+    zt_mirror16_add(&x->mir, static_cast<const float *>(d.out), x->ring[k], d.out_n);
+    return static_cast<uint16_t *>(dev(x->ring[k]));
+}
+
+// ------------------------------------------------------------------------------------------ memory
+
+void *b_alloc(zt_backend *be, size_t bytes) {
+    flush(be);
+#ifdef ZT_HOSTEXEC
+    return zt_devsim_mem_alloc(bytes);
+#else
+    void *p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess)
+        zt_panic(__FILE__, __LINE__, "out of GPU memory allocating %zu bytes: %s", bytes, cudaGetErrorString(e));
+    ZT_CUDA(cudaMemsetAsync(p, 0, bytes, ctx_of(be)->stream));
+    ZT_CUDA(cudaStreamSynchronize(ctx_of(be)->stream));
+    return p;
+#endif
+}
+
+void b_free(zt_backend *be, void *p) {
+    flush(be);
+    (void)be;
+    if (!p) return;
+#ifdef ZT_HOSTEXEC
+    zt_devsim_mem_free(p);
+#else
+    ZT_CUDA(cudaStreamSynchronize(ctx_of(be)->stream));
+    ZT_CUDA(cudaFree(p));
+#endif
+}
+
+/* page-locked host memory (zero.offload's master weights and moments): full-speed copies. Under the host
+   execution harness it is plain host memory */
+void *b_host_alloc(zt_backend *be, size_t bytes) {
+    (void)be;
+#ifdef ZT_HOSTEXEC
+    return zt_calloc(1, bytes ? bytes : 1);
+#else
+    void *p = NULL;
+    ZT_CUDA(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault));
+    memset(p, 0, bytes);
+    return p;
+#endif
+}
+
+void b_host_free(zt_backend *be, void *p) {
+    (void)be;
+#ifdef ZT_HOSTEXEC
+    free(p);
+#else
+    if (p) ZT_CUDA(cudaFreeHost(p));
+#endif
+}
+
+void b_to_device(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    flush(be);
+    if (!bytes) return;
+#ifdef ZT_HOSTEXEC
+    (void)be;
+    zt_devsim_check_host(src, "cudasim to_device (source)");
+    memcpy(dev(dst), src, bytes);
+#else
+    ZT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_of(be)->stream));
+    ZT_CUDA(cudaStreamSynchronize(ctx_of(be)->stream));
+#endif
+}
+
+void b_to_host(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    flush(be);
+    if (!bytes) return;
+#ifdef ZT_HOSTEXEC
+    (void)be;
+    zt_devsim_check_host(dst, "cudasim to_host (destination)");
+    memcpy(dst, dev(src), bytes);
+#else
+    ZT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_of(be)->stream));
+    ZT_CUDA(cudaStreamSynchronize(ctx_of(be)->stream));
+#endif
+}
+
+void b_copy(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    flush(be);
+    if (!bytes || dst == src) return;
+#ifdef ZT_HOSTEXEC
+    (void)be;
+    memmove(dev(dst), dev(src), bytes);
+#else
+    ZT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx_of(be)->stream));
+#endif
+}
+
+void b_zero(zt_backend *be, void *dst, size_t bytes) {
+    flush(be);
+    if (!bytes) return;
+#ifdef ZT_HOSTEXEC
+    (void)be;
+    memset(dev(dst), 0, bytes);
+#else
+    ZT_CUDA(cudaMemsetAsync(dst, 0, bytes, ctx_of(be)->stream));
+#endif
+}
+
+void b_sync(zt_backend *be) {
+    flush(be);
+#ifdef ZT_HOSTEXEC
+    (void)be; // every launch of the harness is synchronous
+#else
+    ZT_CUDA(cudaStreamSynchronize(ctx_of(be)->stream));
+#endif
+}
+
+// scratch of at least `bytes`, grown (never shrunk) the first time a larger need is seen
+void *scratch(zt_backend *be, size_t bytes) {
+    cu_ctx *x = ctx_of(be);
+    if (bytes > x->scratch_bytes) {
+        b_free(be, x->scratch);
+        x->scratch = b_alloc(be, bytes);
+        x->scratch_bytes = bytes;
+    }
+    return dev(x->scratch);
+}
+
+// the last-block reductions' tickets (zero between launches: each kernel puts back what it took)
+unsigned *tickets(zt_backend *be) {
+    cu_ctx *x = ctx_of(be);
+    if (!x->tickets) x->tickets = b_alloc(be, kCuTickets * sizeof(unsigned));
+    return static_cast<unsigned *>(dev(x->tickets));
+}
+
+
+} // namespace cub
+} // namespace ZT_CU_NS
