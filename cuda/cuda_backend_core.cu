@@ -65,12 +65,12 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
         zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,
                                      prec, d.in_round, out16);
         break;
-    case D_RMS_FWD: zt_cu_rmsnorm_fwd(s, d.o0, d.o1, d.i0, d.i1, d.B, d.C, d.f, prec); break;
+    case D_RMS_FWD: zt_cu_rmsnorm_fwd(s, d.o0, d.o1, d.i0, d.i1, d.B, d.C, d.f, prec, out16); break;
     case D_RMS_BWD:
-        zt_cu_rmsnorm_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.scratch, d.tickets, prec);
+        zt_cu_rmsnorm_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.scratch, d.tickets, prec, out16);
         break;
-    case D_SWIGLU_FWD: zt_cu_swiglu_fwd(s, d.o0, d.i0, d.B, d.C, prec); break;
-    case D_SWIGLU_BWD: zt_cu_swiglu_bwd(s, d.o0, d.i0, d.i1, d.B, d.C, prec); break;
+    case D_SWIGLU_FWD: zt_cu_swiglu_fwd(s, d.o0, d.i0, d.B, d.C, prec, out16); break;
+    case D_SWIGLU_BWD: zt_cu_swiglu_bwd(s, d.o0, d.i0, d.i1, d.B, d.C, prec, out16); break;
     case D_NONE: break;
     }
 }
@@ -121,16 +121,17 @@ const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n) {
 }
 
 
-// A LayerNorm (ln1, ln2, ln_f), GELU or fused attention output is the next product's input, and in the backward
-// their input gradients are the output gradient of the linear before them: the kernel that rounds such an output
-// also writes its 2-byte words into one of two backend buffers, taken in turn, and that is recorded as a mirror
+// A LayerNorm (ln1, ln2, ln_f), RMSNorm, GELU, SwiGLU or fused attention output is the next product's input, and in
+// the backward their input gradients are the output gradient of the linear before them: the kernel that rounds such
+// an output also writes its 2-byte words into one of two backend buffers, taken in turn, and that is recorded as a mirror
 // (a slot writing the output drops it; the next use of the same buffer drops it too). nullptr for other ops, without
 // mirrors, and in fp32 runs.
 uint16_t *words_for(zt_backend *be, const Deferred &d) {
     cu_ctx *x = ctx_of(be);
     if (!x->mir_on || x->prec == ZT_PREC_FP32 || !d.out_n ||
         !(d.kind == D_LN_FWD || d.kind == D_RLN_FWD || d.kind == D_GELU_FWD || d.kind == D_ATT_FWD ||
-          d.kind == D_LN_BWD || d.kind == D_GELU_BWD || d.kind == D_ATT_BWD))
+          d.kind == D_LN_BWD || d.kind == D_GELU_BWD || d.kind == D_ATT_BWD || d.kind == D_RMS_FWD ||
+          d.kind == D_RMS_BWD || d.kind == D_SWIGLU_FWD || d.kind == D_SWIGLU_BWD))
         return nullptr;
     const int k = x->ring_next;
     x->ring_next ^= 1;

@@ -122,6 +122,7 @@ void b_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache
     zt_cu_attention_decode(S, dev(out), dev(kcache), dev(vcache), dev(qkv), pos, maxT, C, NH, NKV);
 }
 void b_rmsnorm_fwd(zt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+    MirrorKeep keep(be, {{out, (size_t)N * C * sizeof(float)}, {rstd, N * sizeof(float)}});
     Deferred d = {};
     d.kind = D_RMS_FWD;
     d.o0 = dev(out); d.o1 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w);
@@ -131,6 +132,7 @@ void b_rmsnorm_fwd(zt_backend *be, float *out, float *rstd, const float *inp, co
 }
 void b_rmsnorm_bwd(zt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                    const float *rstd, int N, int C) {
+    MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, C * sizeof(float)}});
     Deferred d = {};
     d.scratch = scratch(be, zt_cu_rmsnorm_bwd_scratch(N, C));
     d.tickets = tickets(be);
@@ -141,9 +143,11 @@ void b_rmsnorm_bwd(zt_backend *be, float *dinp, float *dw, const float *dout, co
     defer(be, d);
 }
 void b_rope(zt_backend *be, float *qkv, const float *cs, int B, int T, int pos0, int NH, int NKV, int hs, int inverse) {
+    MirrorKeep keep(be, {{qkv, (size_t)B * T * (NH + 2 * (size_t)NKV) * hs * sizeof(float)}});
     zt_cu_rope(S, dev(qkv), dev(cs), B, T, pos0, NH, NKV, hs, inverse);
 }
 void b_swiglu_fwd(zt_backend *be, float *out, const float *inp, int N, int I) {
+    MirrorKeep keep(be, {{out, (size_t)N * I * sizeof(float)}});
     Deferred d = {};
     d.kind = D_SWIGLU_FWD;
     d.o0 = dev(out); d.i0 = dev(inp);
@@ -152,6 +156,7 @@ void b_swiglu_fwd(zt_backend *be, float *out, const float *inp, int N, int I) {
     defer(be, d);
 }
 void b_swiglu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, int N, int I) {
+    MirrorKeep keep(be, {{dinp, (size_t)N * 2 * I * sizeof(float)}});
     Deferred d = {};
     d.kind = D_SWIGLU_BWD;
     d.o0 = dev(dinp); d.i0 = dev(inp); d.i1 = dev(dout);

@@ -59,7 +59,8 @@ __device__ __forceinline__ bool zt_cu_last_block(unsigned *ticket, unsigned n) {
 // fused attention: the op's output as a buffer of that precision stores it (zt_round_prec), the model's round_to
 // after the op fused into it (cuda_backend.cu); the same bits as the op followed by zt_cu_round_to.
 // out16 / dinp16 / dqkv16 (may be NULL; GELU forward and backward, LayerNorm forward and backward, residual +
-// LayerNorm forward, the fused attention's forward and backward; prec bf16 / fp16): the rounded output also as
+// LayerNorm forward, the fused attention's forward and backward, RMSNorm and SwiGLU forward and backward; prec bf16
+// / fp16): the rounded output also as
 // 2-byte words, one per element at the same index, what packing the output would give (the backend's mirrors read
 // them for the product that takes the output next)
 // GELU: exact = 1 the encoders' erf form (gelu_erf_*), else the tanh approximation; dinp == dout allowed
@@ -180,18 +181,21 @@ void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float 
 
 // ---- kernels_llama.cu: the Llama family's ops (prec on rmsnorm fwd / bwd (dinp) and swiglu fwd / bwd, as above)
 void zt_cu_rmsnorm_fwd(cudaStream_t s, float *out, float *rstd, const float *inp, const float *w, int N, int C,
-                       float eps, int prec = 0);
+                       float eps, int prec = 0, uint16_t *out16 = nullptr);
 // dinp += ...; dw overwritten (fixed-order partial sums over row blocks, then over the partials), one launch
 // scratch: at least zt_cu_rmsnorm_bwd_scratch(N, C) bytes of device memory; tickets: see kCuTickets
 size_t zt_cu_rmsnorm_bwd_scratch(int N, int C);
 void zt_cu_rmsnorm_bwd(cudaStream_t s, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
-                       const float *rstd, int N, int C, void *scratch, unsigned *tickets, int prec = 0);
+                       const float *rstd, int N, int C, void *scratch, unsigned *tickets, int prec = 0,
+                       uint16_t *dinp16 = nullptr);
 // in place on the NH query and NKV key heads of qkv(B, T, (NH + 2 NKV) hs); cs(maxT, hs / 2, 2); inverse: the
 // backward's rotation by minus the angle
 void zt_cu_rope(cudaStream_t s, float *qkv, const float *cs, int B, int T, int pos0, int NH, int NKV, int hs,
                 int inverse);
-void zt_cu_swiglu_fwd(cudaStream_t s, float *out, const float *inp, int N, int I, int prec = 0);
-void zt_cu_swiglu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, int N, int I, int prec = 0);
+void zt_cu_swiglu_fwd(cudaStream_t s, float *out, const float *inp, int N, int I, int prec = 0,
+                      uint16_t *out16 = nullptr);
+void zt_cu_swiglu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, int N, int I, int prec = 0,
+                      uint16_t *dinp16 = nullptr);
 
 // ---- cuda_gemm.cu
 typedef struct zt_cu_gemm zt_cu_gemm;   // cuBLASLt handle + workspace + pinned algorithms (GPU); nothing (host)

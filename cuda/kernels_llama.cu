@@ -52,7 +52,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // one warp per row: rstd from the sum of squares, then out = x * rstd * w
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps, int prec) {
+    rmsnorm_fwd_kernel(float *out, uint16_t *out16, float *rstd, const float *inp, const float *w, int N, int C,
+                       float eps, int prec) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= N) return; // whole warps leave together
@@ -61,17 +62,23 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     for (int c = lane; c < C; c += 32) s += x[c] * x[c];
     const float r = zt_rms_rstd(warp_sum(s), C, eps);
     float *o = out + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) o[c] = zt_round_prec(zt_rms_out(x[c], r, w[c]), prec);
+    for (int c = lane; c < C; c += 32) {
+        o[c] = zt_round_prec(zt_rms_out(x[c], r, w[c]), prec);
+        if (out16) out16[(size_t)row * C + c] = zt_f32_to_bits16(o[c], prec);
+    }
     if (lane == 0) rstd[row] = r;
 }
 
 // one row's dinp += ... by one warp (lane = its lane), rounded to prec
-__device__ __forceinline__ void rmsnorm_bwd_row(float *dx, const float *dy, const float *x, const float *w, float r,
-                                                int C, int prec, int lane) {
+__device__ __forceinline__ void rmsnorm_bwd_row(float *dx, uint16_t *dx16, const float *dy, const float *x,
+                                                const float *w, float r, int C, int prec, int lane) {
     float s = 0.0f;
     for (int c = lane; c < C; c += 32) s += (w[c] * dy[c]) * (x[c] * r);
     const float mean_dnxn = warp_sum(s) / (float)C;
-    for (int c = lane; c < C; c += 32) dx[c] = zt_round_prec(dx[c] + zt_rms_dx(x[c], r, w[c], dy[c], mean_dnxn), prec);
+    for (int c = lane; c < C; c += 32) {
+        dx[c] = zt_round_prec(dx[c] + zt_rms_dx(x[c], r, w[c], dy[c], mean_dnxn), prec);
+        if (dx16) dx16[c] = zt_f32_to_bits16(dx[c], prec);
+    }
 }
 
 // RMSNorm backward in one launch, as the LayerNorm's (kernels_norm_attn.cu): block p writes the dinp of rows
@@ -79,13 +86,13 @@ __device__ __forceinline__ void rmsnorm_bwd_row(float *dx, const float *dy, cons
 // order into part (nparts, C); the grid's last block (zt_cu_last_block) sums the partials in order into dw
 constexpr int kRmsBwdThreads = 512;
 __global__ void __launch_bounds__(kRmsBwdThreads)
-    rmsnorm_bwd_kernel(float *dinp, float *dw, float *part, unsigned *ticket, const float *dout, const float *inp,
-                       const float *w, const float *rstd, int N, int C, int prec) {
+    rmsnorm_bwd_kernel(float *dinp, uint16_t *dinp16, float *dw, float *part, unsigned *ticket, const float *dout,
+                       const float *inp, const float *w, const float *rstd, int N, int C, int prec) {
     const int p = blockIdx.x, n0 = p * kRmsRows, n1 = min(n0 + kRmsRows, N);
     const int lane = threadIdx.x % 32;
     for (int row = n0 + (int)threadIdx.x / 32; row < n1; row += kRmsBwdThreads / 32)
-        rmsnorm_bwd_row(dinp + (size_t)row * C, dout + (size_t)row * C, inp + (size_t)row * C, w, rstd[row], C, prec,
-                        lane);
+        rmsnorm_bwd_row(dinp + (size_t)row * C, dinp16 ? dinp16 + (size_t)row * C : nullptr, dout + (size_t)row * C,
+                        inp + (size_t)row * C, w, rstd[row], C, prec, lane);
     for (int c = threadIdx.x; c < C; c += kRmsBwdThreads) {
         float aw = 0.0f;
         for (int n = n0; n < n1; n++) aw += zt_rms_dw(inp[(size_t)n * C + c], rstd[n], dout[(size_t)n * C + c]);
@@ -133,16 +140,18 @@ __global__ void rope_kernel(float *qkv, const float *cs, size_t npairs, int T, i
 // ------------------------------------------------------------------------------------ SwiGLU
 
 // one thread per output element (n, i): gate inp[n, i], up inp[n, I + i]
-__global__ void swiglu_fwd_kernel(float *out, const float *inp, size_t n, int I, int prec) {
+__global__ void swiglu_fwd_kernel(float *out, uint16_t *out16, const float *inp, size_t n, int I, int prec) {
     LL_GRID_STRIDE(idx, n) {
         const size_t row = idx / I;
         const int i = (int)(idx % I);
         const float *x = inp + row * 2 * I;
         out[idx] = zt_round_prec(zt_swiglu(x[i], x[I + i]), prec);
+        if (out16) out16[idx] = zt_f32_to_bits16(out[idx], prec);
     }
 }
 
-__global__ void swiglu_bwd_kernel(float *dinp, const float *inp, const float *dout, size_t n, int I, int prec) {
+__global__ void swiglu_bwd_kernel(float *dinp, uint16_t *dinp16, const float *inp, const float *dout, size_t n, int I,
+                                  int prec) {
     LL_GRID_STRIDE(idx, n) {
         const size_t row = idx / I;
         const int i = (int)(idx % I);
@@ -151,6 +160,10 @@ __global__ void swiglu_bwd_kernel(float *dinp, const float *inp, const float *do
         const float g = x[i], u = x[I + i], dy = dout[idx];
         dx[i] = zt_round_prec(zt_swiglu_dgate(g, u, dy), prec);
         dx[I + i] = zt_round_prec(zt_swiglu_dup(g, dy), prec);
+        if (dinp16) {
+            dinp16[row * 2 * I + i] = zt_f32_to_bits16(dx[i], prec);
+            dinp16[row * 2 * I + I + i] = zt_f32_to_bits16(dx[I + i], prec);
+        }
     }
 }
 
@@ -159,10 +172,11 @@ __global__ void swiglu_bwd_kernel(float *dinp, const float *inp, const float *do
 // ------------------------------------------------------------------------------------ launches
 
 void zt_cu_rmsnorm_fwd(cudaStream_t s, float *out, float *rstd, const float *inp, const float *w, int N, int C,
-                       float eps, int prec) {
+                       float eps, int prec, uint16_t *out16) {
     if (N <= 0 || C <= 0) return;
-    ZT_LAUNCH(rmsnorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, out, rstd, inp, w, N, C,
-              eps, prec);
+    ZT_ASSERT(!out16 || prec != 0);
+    ZT_LAUNCH(rmsnorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, out, out16, rstd, inp, w,
+              N, C, eps, prec);
     LL_LAUNCH_CHECK("rmsnorm_fwd_kernel");
 }
 
@@ -172,8 +186,10 @@ size_t zt_cu_rmsnorm_bwd_scratch(int N, int C) {
 }
 
 void zt_cu_rmsnorm_bwd(cudaStream_t s, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
-                       const float *rstd, int N, int C, void *scratch, unsigned *tickets, int prec) {
+                       const float *rstd, int N, int C, void *scratch, unsigned *tickets, int prec,
+                       uint16_t *dinp16) {
     if (C <= 0) return;
+    ZT_ASSERT(!dinp16 || prec != 0);
     if (N <= 0) { // nothing to sum
         ZT_ASSERT(N == 0);
         ZT_LAUNCH(rmsnorm_bwd_w_zero_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, C);
@@ -181,8 +197,8 @@ void zt_cu_rmsnorm_bwd(cudaStream_t s, float *dinp, float *dw, const float *dout
         return;
     }
     ZT_ASSERT(scratch != nullptr && tickets != nullptr);
-    ZT_LAUNCH(rmsnorm_bwd_kernel, rms_parts(N), kRmsBwdThreads, 0, s, dinp, dw, static_cast<float *>(scratch), tickets,
-              dout, inp, w, rstd, N, C, prec);
+    ZT_LAUNCH(rmsnorm_bwd_kernel, rms_parts(N), kRmsBwdThreads, 0, s, dinp, dinp16, dw, static_cast<float *>(scratch),
+              tickets, dout, inp, w, rstd, N, C, prec);
     LL_LAUNCH_CHECK("rmsnorm_bwd_kernel");
 }
 
@@ -196,17 +212,20 @@ void zt_cu_rope(cudaStream_t s, float *qkv, const float *cs, int B, int T, int p
     LL_LAUNCH_CHECK("rope_kernel");
 }
 
-void zt_cu_swiglu_fwd(cudaStream_t s, float *out, const float *inp, int N, int I, int prec) {
+void zt_cu_swiglu_fwd(cudaStream_t s, float *out, const float *inp, int N, int I, int prec, uint16_t *out16) {
     if (N <= 0 || I <= 0) return;
+    ZT_ASSERT(!out16 || prec != 0);
     const size_t n = (size_t)N * I;
-    ZT_LAUNCH(swiglu_fwd_kernel, elem_blocks(n), kElemThreads, 0, s, out, inp, n, I, prec);
+    ZT_LAUNCH(swiglu_fwd_kernel, elem_blocks(n), kElemThreads, 0, s, out, out16, inp, n, I, prec);
     LL_LAUNCH_CHECK("swiglu_fwd_kernel");
 }
 
-void zt_cu_swiglu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, int N, int I, int prec) {
+void zt_cu_swiglu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, int N, int I, int prec,
+                      uint16_t *dinp16) {
     if (N <= 0 || I <= 0) return;
+    ZT_ASSERT(!dinp16 || prec != 0);
     const size_t n = (size_t)N * I;
-    ZT_LAUNCH(swiglu_bwd_kernel, elem_blocks(n), kElemThreads, 0, s, dinp, inp, dout, n, I, prec);
+    ZT_LAUNCH(swiglu_bwd_kernel, elem_blocks(n), kElemThreads, 0, s, dinp, dinp16, inp, dout, n, I, prec);
     LL_LAUNCH_CHECK("swiglu_bwd_kernel");
 }
 

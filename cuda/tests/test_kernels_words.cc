@@ -2,7 +2,8 @@
 // backend records as mirrors so the next product reads the words instead of packing the output (cuda_backend.cu
 // words_for, src/iface/mirror16.h): GELU forward (its 4-word uint2 path when aligned, the scalar path one element
 // off, with and without in_round) and backward, LayerNorm forward and backward, residual + LayerNorm forward (out,
-// not res), the fused attention's forward and backward (fp32 kernels and tensor cores). In bf16 and fp16, under the host execution harness: the
+// not res), the fused attention's forward and backward (fp32 kernels and tensor cores), RMSNorm and SwiGLU forward and
+// backward. In bf16 and fp16, under the host execution harness: the
 // outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
 // written past the words. (A product reading the words is checked bitwise against packing in
 // test_kernels_norm_attn's linear_bwd rows and tests/unit/core/dist/test_mirrors.c.)
@@ -92,6 +93,34 @@ void test_backward_elem(int prec, int N, int C) {
     else check_fail("gelu_bwd, layernorm_bwd dinp16 %s [N%d,C%d]: %zu mismatches", prec_name(prec), N, C, bad);
 }
 
+// the Llama family's producers: RMSNorm forward and backward (dinp += ...), SwiGLU forward and backward
+void test_llama(int prec, int N, int C, int I) {
+    const size_t n = (size_t)N * C, ni = (size_t)N * I;
+    vec x = randv(n), w = randv(C), r0(N), r1(N), o0(n), o1(n), dy = randv(n), d0 = randv(n), d1 = d0, dw0(C), dw1(C);
+    std::vector<uint16_t> wo(n + 3, 0xdead), wd(n + 3, 0xdead);
+    zt_cu_rmsnorm_fwd(0, o0.data(), r0.data(), x.data(), w.data(), N, C, 1e-5f, prec);
+    zt_cu_rmsnorm_fwd(0, o1.data(), r1.data(), x.data(), w.data(), N, C, 1e-5f, prec, wo.data());
+    size_t bad = !same_bits(o0, o1) + !same_bits(r0, r1) + words_bad(o1.data(), wo, 0, n, prec);
+    std::vector<unsigned char> sc(zt_cu_rmsnorm_bwd_scratch(N, C));
+    zt_cu_rmsnorm_bwd(0, d0.data(), dw0.data(), dy.data(), x.data(), w.data(), r1.data(), N, C, sc.data(), tickets(),
+                      prec);
+    zt_cu_rmsnorm_bwd(0, d1.data(), dw1.data(), dy.data(), x.data(), w.data(), r1.data(), N, C, sc.data(), tickets(),
+                      prec, wd.data());
+    bad += !same_bits(d0, d1) + !same_bits(dw0, dw1) + words_bad(d1.data(), wd, 0, n, prec);
+    vec gu = randv(2 * ni), s0(ni), s1(ni), sy = randv(ni), g0(2 * ni), g1(2 * ni);
+    std::vector<uint16_t> ws(ni + 3, 0xdead), wg(2 * ni + 3, 0xdead);
+    zt_cu_swiglu_fwd(0, s0.data(), gu.data(), N, I, prec);
+    zt_cu_swiglu_fwd(0, s1.data(), gu.data(), N, I, prec, ws.data());
+    bad += !same_bits(s0, s1) + words_bad(s1.data(), ws, 0, ni, prec);
+    zt_cu_swiglu_bwd(0, g0.data(), gu.data(), sy.data(), N, I, prec);
+    zt_cu_swiglu_bwd(0, g1.data(), gu.data(), sy.data(), N, I, prec, wg.data());
+    bad += !same_bits(g0, g1) + words_bad(g1.data(), wg, 0, 2 * ni, prec);
+    if (bad == 0)
+        check_pass("rmsnorm fwd / bwd, swiglu fwd / bwd words %s [N%d,C%d,I%d]: words = the rounded outputs, outputs the "
+                   "same bits as without", prec_name(prec), N, C, I);
+    else check_fail("rmsnorm / swiglu words %s [N%d,C%d,I%d]: %zu mismatches", prec_name(prec), N, C, I, bad);
+}
+
 void test_attention(int prec, int B, int T, int C, int NH) {
     vec qkv = randv((size_t)B * T * 3 * C);
     for (float &f : qkv) f = zt_round_prec(f, prec);
@@ -131,6 +160,7 @@ int main(void) {
         test_norms(prec, 5, 768);
         test_backward_elem(prec, 37, 45);
         test_backward_elem(prec, 130, 768);
+        test_llama(prec, 37, 45, 29);
         test_attention(prec, 2, 70, 128, 2); // head size 64, two query tiles
         test_attention(prec, 1, 33, 128, 4); // head size 32
     }

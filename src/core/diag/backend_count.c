@@ -242,39 +242,51 @@ static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const floa
     mdone();
 }
 static void w_rms_fwd(zt_backend *be, float *o, float *r, const float *i, const float *w, int N, int C, float eps) {
+    mkeep(o, F4 * N * C);
+    mkeep(r, F4 * N);
     flush();
     g_calls[K_RMS_FWD]++;
     if (N > 0 && C > 0) add(K_RMS_FWD, 1, F4 * (2.0 * N * C + C + N));
     g_inner->rmsnorm_fwd(be, o, r, i, w, N, C, eps);
-    defer(o, (size_t)N * C);
+    defer_words(K_RMS_FWD, o, (size_t)N * C);
+    mdone();
 }
 static void w_rms_bwd(zt_backend *be, float *di, float *dw, const float *d, const float *i, const float *w,
                       const float *r, int N, int C) {
+    mkeep(di, F4 * N * C);
+    mkeep(dw, F4 * C);
     flush();
     g_calls[K_RMS_BWD]++;
     norm_bwd(K_RMS_BWD, N, C, 1, 1);
     g_inner->rmsnorm_bwd(be, di, dw, d, i, w, r, N, C);
-    defer(di, (size_t)N * C);
+    defer_words(K_RMS_BWD, di, (size_t)N * C);
+    mdone();
 }
 static void w_rope(zt_backend *be, float *q, const float *cs, int B, int T, int p0, int NH, int NKV, int hs, int inv) {
+    mkeep(q, F4 * B * T * (NH + 2.0 * NKV) * hs);
     flush();
     g_calls[K_ROPE]++;
     if (B > 0 && T > 0 && hs > 0) add(K_ROPE, 1, F4 * (2.0 * B * T * (NH + NKV) * hs + (double)T * hs));
     g_inner->rope(be, q, cs, B, T, p0, NH, NKV, hs, inv);
+    mdone();
 }
 static void w_swiglu_fwd(zt_backend *be, float *o, const float *i, int N, int I) {
+    mkeep(o, F4 * N * I);
     flush();
     g_calls[K_SWIGLU_FWD]++;
     if (N > 0 && I > 0) add(K_SWIGLU_FWD, 1, F4 * 3.0 * N * I);
     g_inner->swiglu_fwd(be, o, i, N, I);
-    defer(o, (size_t)N * I);
+    defer_words(K_SWIGLU_FWD, o, (size_t)N * I);
+    mdone();
 }
 static void w_swiglu_bwd(zt_backend *be, float *di, const float *i, const float *d, int N, int I) {
+    mkeep(di, F4 * N * 2.0 * I);
     flush();
     g_calls[K_SWIGLU_BWD]++;
     if (N > 0 && I > 0) add(K_SWIGLU_BWD, 1, F4 * 5.0 * N * I);
     g_inner->swiglu_bwd(be, di, i, d, N, I);
-    defer(di, (size_t)N * 2 * I);
+    defer_words(K_SWIGLU_BWD, di, (size_t)N * 2 * I);
+    mdone();
 }
 /* materialized attention: per sequence b and group member r one batched GEMM over the NKV heads for the scores,
    the softmax rows, one batched GEMM per (b, r) for the output (kernels_norm_attn.cu). Bidirectional attention
