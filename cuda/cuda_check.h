@@ -1,5 +1,5 @@
 // cuda_check.h — what every CUDA source of ztrain includes after zt_cuda_compat.cuh: the C utilities
-// (errors, zt_panic) with C linkage, and the check macros (STYLE: one family, printing rank, host,
+// (errors, zt_panic) with C linkage, the check macros and the shared-memory opt-in (STYLE: one family, printing rank, host,
 // file:line and the library's message through zt_panic). ZT_NCCL lives in comm_nccl.cu, its only user.
 #pragma once
 
@@ -22,3 +22,13 @@ extern "C" {
         cudaError_t e_ = cudaGetLastError();                                                                   \
         if (e_ != cudaSuccess) zt_panic(__FILE__, __LINE__, "%s: %s", what, cudaGetErrorString(e_));           \
     } while (0)
+
+// opts kernel k in to `bytes` of dynamic shared memory (above 48 KiB a GPU requires it), once per kernel (*done)
+template <typename K>
+void zt_cu_smem_optin(K *k, int bytes, bool *done, const char *what) {
+    if (*done) return;
+    const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess)
+        zt_panic(__FILE__, __LINE__, "%s: %d bytes of shared memory: %s", what, bytes, cudaGetErrorString(e));
+    *done = true;
+}

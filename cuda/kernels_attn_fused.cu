@@ -362,45 +362,32 @@ void check_shape(int B, int T, int C, int NH, int NKV) {
     ZT_ASSERT(NH <= 65535 && B <= 65535 && (size_t)B * NH * T <= 0x7fffffffu);
 }
 
-// opts kernel k in to `floats` of dynamic shared memory (above 48 KiB a GPU requires it), once per kernel
-template <typename K>
-void smem_optin(K *k, int floats, bool *done, const char *what) {
-    if (*done) return;
-    const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, floats * 4);
-    if (e != cudaSuccess)
-        zt_panic(__FILE__, __LINE__, "%s: %d bytes of shared memory: %s", what, floats * 4, cudaGetErrorString(e));
-    *done = true;
-}
 
 template <int HS>
 void launch_fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float *qkv, int B, int T, int C,
                 int NH, int NKV, float scale, int prec) {
     static bool optin = false;
-    smem_optin(attn_fused_fwd_kernel<HS>, fwd_smem_floats<HS>(), &optin, "attn_fused_fwd_kernel");
+    zt_cu_smem_optin(attn_fused_fwd_kernel<HS>, fwd_smem_floats<HS>() * (int)sizeof(float), &optin,
+                     "attn_fused_fwd_kernel");
     ZT_LAUNCH((attn_fused_fwd_kernel<HS>), dim3(blocks_for(T, kFwdRows), NH, B), kThreads,
               fwd_smem_floats<HS>() * sizeof(float), s, out, out16, stats, qkv, T, C, NH, NKV, scale, prec);
     AF_LAUNCH_CHECK("attn_fused_fwd_kernel");
 }
 
-void launch_dq_sum(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *dqp, int B, int T, int C, int NH,
-                   int NKV, int hs, int prec) {
-    const unsigned grid = blocks_for((size_t)B * T * NH * (hs / 4), kThreads);
-    const int W = C + 2 * NKV * hs;
-    if (hs == 64) ZT_LAUNCH((attn_fused_dq_sum_kernel<64>), grid, kThreads, 0, s, dqkv, dqkv16, dqp, B, T, NH, W, prec);
-    else ZT_LAUNCH((attn_fused_dq_sum_kernel<32>), grid, kThreads, 0, s, dqkv, dqkv16, dqp, B, T, NH, W, prec);
-    AF_LAUNCH_CHECK("attn_fused_dq_sum_kernel");
-}
 
 template <int HS>
 void launch_bwd(cudaStream_t s, float *dqkv, uint16_t *dqkv16, float *dqp, const float *D, const float *dout,
                 const float *qkv, const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
     static bool optin_kv = false;
-    smem_optin(attn_fused_dkdv_kernel<HS>, dkdv_smem_floats<HS>(), &optin_kv, "attn_fused_dkdv_kernel");
+    zt_cu_smem_optin(attn_fused_dkdv_kernel<HS>, dkdv_smem_floats<HS>() * (int)sizeof(float), &optin_kv,
+                     "attn_fused_dkdv_kernel");
     ZT_LAUNCH((attn_fused_dkdv_kernel<HS>), dim3(blocks_for(T, kKvKeys), NKV, B), kThreads,
               dkdv_smem_floats<HS>() * sizeof(float), s, dqkv, dqkv16, dqp, dout, qkv, stats, D, T, C, NH, NKV, scale,
               prec);
     AF_LAUNCH_CHECK("attn_fused_dkdv_kernel");
-    launch_dq_sum(s, dqkv, dqkv16, dqp, B, T, C, NH, NKV, HS, prec);
+    ZT_LAUNCH((attn_fused_dq_sum_kernel<HS>), blocks_for((size_t)B * T * NH * (HS / 4), kThreads), kThreads, 0, s,
+              dqkv, dqkv16, (const float *)dqp, B, T, NH, C + 2 * NKV * HS, prec);
+    AF_LAUNCH_CHECK("attn_fused_dq_sum_kernel");
 }
 
 } // namespace

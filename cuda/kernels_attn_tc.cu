@@ -82,6 +82,39 @@ __device__ __forceinline__ void frag_b(uint32_t b[2], const uint16_t *base, int 
     b[1] = word(base, ld, n0 + g, c0 + 8 + 2 * t);
 }
 
+// the A fragments of warp w's 16 rows (16 w ..) of a tile held natural in shared memory, KS 16-wide steps
+template <int KS>
+__device__ __forceinline__ void warp_frags(uint32_t (*a)[4], const uint16_t *tile, int ld) {
+    for (int ks = 0; ks < KS; ks++) frag_a(a[ks], tile, ld, 16 * (int)(threadIdx.x / 32), 16 * ks);
+}
+
+// The two products every kernel here is made of, for a warp's 16 rows:
+// a 16 x 8 block of A B^T: acc = the sum over KS 16-wide steps of A's fragments a[ks] times B's rows n0 .. n0 + 7
+// (Bs holds B as rows of k, ld words apart)
+template <int KS, bool FP16>
+__device__ __forceinline__ void tile_dot(float acc[4], const uint32_t (*a)[4], const uint16_t *Bs, int ld, int n0) {
+    for (int r = 0; r < 4; r++) acc[r] = 0.0f;
+    for (int ks = 0; ks < KS; ks++) {
+        uint32_t bf[2];
+        frag_b(bf, Bs, ld, n0, 16 * ks);
+        zt_mma16816<FP16>(acc, a[ks], bf, acc);
+    }
+}
+// out (16 x 8 NT) += X (16 x 64, the accumulators of 8 n-tiles, each rounded to the 2-byte type as an A fragment)
+// times a 64 x 8 NT matrix held transposed in Bt (row n, 64 columns k, lt words apart)
+template <int NT, bool FP16>
+__device__ __forceinline__ void acc_times(float (*out)[4], const float (*x)[4], const uint16_t *Bt, int lt) {
+    for (int ks = 0; ks < kTile / 16; ks++) {
+        uint32_t xa[4];
+        zt_mma_acc_to_a<FP16>(xa, x[2 * ks], x[2 * ks + 1]);
+        for (int n = 0; n < NT; n++) {
+            uint32_t bf[2];
+            frag_b(bf, Bt, lt, 8 * n, 16 * ks);
+            zt_mma16816<FP16>(out[n], xa, bf, out[n]);
+        }
+    }
+}
+
 // two adjacent outputs at dst[at], dst[at + 1] rounded to prec, and their words when dst16
 __device__ __forceinline__ void store2(float *dst, uint16_t *dst16, size_t at, float a, float b, int prec) {
     a = zt_round_prec(a, prec);
@@ -121,7 +154,7 @@ __global__ void __launch_bounds__(kTcThreads)
     load16<HS, false>(Qs, qb, W, q0, T, TY);
     __syncthreads();
     uint32_t qa[KS][4];
-    for (int ks = 0; ks < KS; ks++) frag_a(qa[ks], Qs, LD, 16 * warp, 16 * ks);
+    warp_frags<KS>(qa, Qs, LD);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[NT][4] = {};
     const int row0 = q0 + 16 * warp + g; // this lane's rows: row0 (c[0], c[1]) and row0 + 8 (c[2], c[3])
     const int last = min(q0 + kTile, T) - 1;
@@ -131,14 +164,7 @@ __global__ void __launch_bounds__(kTcThreads)
         load16<HS, true>(Vt, vb, W, k0, T, TY);
         __syncthreads();
         float s[8][4];
-        for (int j = 0; j < 8; j++) {
-            for (int r = 0; r < 4; r++) s[j][r] = 0.0f;
-            for (int ks = 0; ks < KS; ks++) {
-                uint32_t bf[2];
-                frag_b(bf, Ks, LD, 8 * j, 16 * ks);
-                zt_mma16816<FP16>(s[j], qa[ks], bf, s[j]);
-            }
-        }
+        for (int j = 0; j < 8; j++) tile_dot<KS, FP16>(s[j], qa, Ks, LD, 8 * j);
         float mx[2] = {-INFINITY, -INFINITY};
         for (int j = 0; j < 8; j++)
             for (int r = 0; r < 4; r++) {
@@ -161,15 +187,7 @@ __global__ void __launch_bounds__(kTcThreads)
         for (int i = 0; i < 2; i++) l[i] = l[i] * alpha[i] + quad_sum(ps[i]);
         for (int n = 0; n < NT; n++)
             for (int r = 0; r < 4; r++) o[n][r] *= alpha[r / 2];
-        for (int ks = 0; ks < kTile / 16; ks++) { // o += p v over keys 16 ks .. 16 ks + 15
-            uint32_t pa[4];
-            zt_mma_acc_to_a<FP16>(pa, s[2 * ks], s[2 * ks + 1]);
-            for (int n = 0; n < NT; n++) {
-                uint32_t bf[2];
-                frag_b(bf, Vt, LT, 8 * n, 16 * ks);
-                zt_mma16816<FP16>(o[n], pa, bf, o[n]);
-            }
-        }
+        acc_times<NT, FP16>(o, s, Vt, LT); // o += p v
     }
     for (int i = 0; i < 2; i++) {
         const int row = row0 + 8 * i;
@@ -209,10 +227,8 @@ __global__ void __launch_bounds__(kTcThreads)
     load16<HS, false>(Vs, vb, W, k0, T, TY);
     __syncthreads();
     uint32_t ka[KS][4], va[KS][4];
-    for (int ks = 0; ks < KS; ks++) {
-        frag_a(ka[ks], Ks, LD, 16 * warp, 16 * ks);
-        frag_a(va[ks], Vs, LD, 16 * warp, 16 * ks);
-    }
+    warp_frags<KS>(ka, Ks, LD);
+    warp_frags<KS>(va, Vs, LD);
     const int key0 = k0 + 16 * warp + g; // this lane's keys: key0 (c[0], c[1]) and key0 + 8 (c[2], c[3])
     float dk[NT][4] = {}, dv[NT][4] = {};
     for (int h = kh * G; h < (kh + 1) * G; h++) { // the group's query heads in order
@@ -235,14 +251,8 @@ __global__ void __launch_bounds__(kTcThreads)
             // p^T and ds^T of this warp's 16 keys x the tile's 64 query rows (n-tile j: rows 8j .. 8j + 7)
             float p[8][4], ds[8][4];
             for (int j = 0; j < 8; j++) {
-                for (int r = 0; r < 4; r++) p[j][r] = ds[j][r] = 0.0f;
-                for (int ks = 0; ks < KS; ks++) {
-                    uint32_t bf[2];
-                    frag_b(bf, Qs, LD, 8 * j, 16 * ks);
-                    zt_mma16816<FP16>(p[j], ka[ks], bf, p[j]);
-                    frag_b(bf, dOs, LD, 8 * j, 16 * ks);
-                    zt_mma16816<FP16>(ds[j], va[ks], bf, ds[j]);
-                }
+                tile_dot<KS, FP16>(p[j], ka, Qs, LD, 8 * j);   // s^T
+                tile_dot<KS, FP16>(ds[j], va, dOs, LD, 8 * j); // dp^T
                 for (int r = 0; r < 4; r++) {
                     const int rr = 8 * j + 2 * t + r % 2, row = q0 + rr, key = key0 + 8 * (r / 2);
                     const float pv = row < T && key <= row ? zt_expf(p[j][r] * scale - st[rr]) * st[kTile + rr] : 0.0f;
@@ -250,18 +260,8 @@ __global__ void __launch_bounds__(kTcThreads)
                     ds[j][r] = pv * (ds[j][r] - st[2 * kTile + rr]) * scale;
                 }
             }
-            for (int ks = 0; ks < kTile / 16; ks++) { // sums over query rows 16 ks .. 16 ks + 15
-                uint32_t pa[4], sa[4];
-                zt_mma_acc_to_a<FP16>(pa, p[2 * ks], p[2 * ks + 1]);
-                zt_mma_acc_to_a<FP16>(sa, ds[2 * ks], ds[2 * ks + 1]);
-                for (int n = 0; n < NT; n++) {
-                    uint32_t bf[2];
-                    frag_b(bf, dOt, LT, 8 * n, 16 * ks);
-                    zt_mma16816<FP16>(dv[n], pa, bf, dv[n]);
-                    frag_b(bf, Qt, LT, 8 * n, 16 * ks);
-                    zt_mma16816<FP16>(dk[n], sa, bf, dk[n]);
-                }
-            }
+            acc_times<NT, FP16>(dv, p, dOt, LT); // dv += p^T dout, over the tile's query rows
+            acc_times<NT, FP16>(dk, ds, Qt, LT); // dk += ds^T q
         }
     }
     for (int i = 0; i < 2; i++) {
@@ -302,10 +302,8 @@ __global__ void __launch_bounds__(kTcThreads)
     load16<HS, false>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, C, q0, T, TY);
     __syncthreads();
     uint32_t qa[KS][4], da[KS][4];
-    for (int ks = 0; ks < KS; ks++) {
-        frag_a(qa[ks], Qs, LD, 16 * warp, 16 * ks);
-        frag_a(da[ks], dOs, LD, 16 * warp, 16 * ks);
-    }
+    warp_frags<KS>(qa, Qs, LD);
+    warp_frags<KS>(da, dOs, LD);
     const int row0 = q0 + 16 * warp + g; // this lane's rows: row0 (c[0], c[1]) and row0 + 8 (c[2], c[3])
     float m[2], il[2], dd[2];
     for (int i = 0; i < 2; i++) {
@@ -325,29 +323,16 @@ __global__ void __launch_bounds__(kTcThreads)
         __syncthreads();
         float ds[8][4];
         for (int j = 0; j < 8; j++) {
-            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int ks = 0; ks < KS; ks++) {
-                uint32_t bf[2];
-                frag_b(bf, Ks, LD, 8 * j, 16 * ks);
-                zt_mma16816<FP16>(s, qa[ks], bf, s);
-                frag_b(bf, Vs, LD, 8 * j, 16 * ks);
-                zt_mma16816<FP16>(dp, da[ks], bf, dp);
-            }
+            float s[4], dp[4];
+            tile_dot<KS, FP16>(s, qa, Ks, LD, 8 * j);
+            tile_dot<KS, FP16>(dp, da, Vs, LD, 8 * j);
             for (int r = 0; r < 4; r++) {
                 const int i = r / 2, row = row0 + 8 * i, key = k0 + 8 * j + 2 * t + r % 2;
                 const float pv = row < T && key <= row ? zt_expf(s[r] * scale - m[i]) * il[i] : 0.0f;
                 ds[j][r] = pv * (dp[r] - dd[i]) * scale;
             }
         }
-        for (int ks = 0; ks < kTile / 16; ks++) { // dq += ds k over keys 16 ks .. 16 ks + 15
-            uint32_t sa[4];
-            zt_mma_acc_to_a<FP16>(sa, ds[2 * ks], ds[2 * ks + 1]);
-            for (int n = 0; n < NT; n++) {
-                uint32_t bf[2];
-                frag_b(bf, Kt, LT, 8 * n, 16 * ks);
-                zt_mma16816<FP16>(dq[n], sa, bf, dq[n]);
-            }
-        }
+        acc_times<NT, FP16>(dq, ds, Kt, LT); // dq += ds k
     }
     for (int i = 0; i < 2; i++) {
         const int row = row0 + 8 * i;
@@ -357,20 +342,12 @@ __global__ void __launch_bounds__(kTcThreads)
     }
 }
 
-template <typename K>
-void smem_optin(K *k, int bytes, bool *done, const char *what) {
-    if (*done) return;
-    const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (e != cudaSuccess)
-        zt_panic(__FILE__, __LINE__, "%s: %d bytes of shared memory: %s", what, bytes, cudaGetErrorString(e));
-    *done = true;
-}
 
 template <int HS, bool FP16>
 void fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float *qkv, int B, int T, int C, int NH,
          int NKV, float scale, int prec) {
     static bool optin = false;
-    smem_optin(attn_tc_fwd_kernel<HS, FP16>, fwd_smem_bytes<HS>(), &optin, "attn_tc_fwd_kernel");
+    zt_cu_smem_optin(attn_tc_fwd_kernel<HS, FP16>, fwd_smem_bytes<HS>(), &optin, "attn_tc_fwd_kernel");
     ZT_LAUNCH((attn_tc_fwd_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, fwd_smem_bytes<HS>(), s,
               out, out16, stats, qkv, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_fwd_kernel");
@@ -380,11 +357,11 @@ template <int HS, bool FP16>
 void bwd(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const float *dout, const float *qkv,
          const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
     static bool optin = false, optin_dq = false;
-    smem_optin(attn_tc_dkdv_kernel<HS, FP16>, bwd_smem_bytes<HS>(), &optin, "attn_tc_dkdv_kernel");
+    zt_cu_smem_optin(attn_tc_dkdv_kernel<HS, FP16>, bwd_smem_bytes<HS>(), &optin, "attn_tc_dkdv_kernel");
     ZT_LAUNCH((attn_tc_dkdv_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NKV, B), kTcThreads, bwd_smem_bytes<HS>(),
               s, dqkv, dqkv16, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_dkdv_kernel");
-    smem_optin(attn_tc_dq_kernel<HS, FP16>, dq_smem_bytes<HS>(), &optin_dq, "attn_tc_dq_kernel");
+    zt_cu_smem_optin(attn_tc_dq_kernel<HS, FP16>, dq_smem_bytes<HS>(), &optin_dq, "attn_tc_dq_kernel");
     ZT_LAUNCH((attn_tc_dq_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, dq_smem_bytes<HS>(), s,
               dqkv, dqkv16, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_dq_kernel");

@@ -27,22 +27,12 @@
    nvcc validity check of the kernels (no GPU needed; the GPU build's flags from cuda/backend.mk):
      nvcc -std=c++17 -O3 -arch=sm_80 --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror -Icuda -Isrc \
        $(mpicc -showme:compile) -c cuda/kernels_elem.cu -o /tmp/ke.o */
-#include "cuda_ops.h"
+#include "kernel_test.h"
 
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1 // no MPI C++ bindings (they warn under -Wextra)
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
 extern "C" {
-#include "core/dist/backend_factory.h"
 #include "core/lora/quant.h"
-#include "util/util.h"
 }
 #include "argmax_cases.h"
-#include "check.h"
 
 #include <chrono>
 #include <cmath>
@@ -51,11 +41,7 @@ extern "C" {
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <string>
 #include <time.h>
-#include <vector>
-
-using namespace ZT_CU_NS;
 
 namespace {
 
