@@ -40,10 +40,12 @@ namespace cub {
 void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
     cudaStream_t s = x->stream;
     switch (d.kind) {
-    case D_GELU_FWD: zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round, out16); break;
+    case D_GELU_FWD:
+        zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round, out16, d.w16 ? dev(d.w16) : nullptr);
+        break;
     case D_GELU_BWD: zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact, d.in_round, out16); break;
     case D_ROUND:
-        zt_cu_round_to(s, d.o0, d.n, d.in_round);
+        zt_cu_round_to(s, d.o0, d.n, d.in_round, d.w16 ? dev(d.w16) : nullptr);
         x->unfused++;
         break;
     case D_ADD: zt_cu_add(s, d.o0, d.i0, d.i1, d.n, prec, d.in_round); break;
@@ -63,7 +65,7 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
         break;
     case D_RLN_FWD:
         zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,
-                                     prec, d.in_round, out16);
+                                     prec, d.in_round, out16, d.w16 ? dev(d.w16) : nullptr);
         break;
     case D_RMS_FWD: zt_cu_rmsnorm_fwd(s, d.o0, d.o1, d.i0, d.i1, d.B, d.C, d.f, prec, out16); break;
     case D_RMS_BWD:
@@ -94,11 +96,15 @@ void defer(zt_backend *be, const Deferred &d) {
     else launch_deferred(x, d, 0);
 }
 
-// a kept round_to of exactly (in, n) done by the op d as it loads in (d->in_round) when ok: no launch of its own
+// a kept round_to of exactly (in, n) done by the op d as it loads in (d->in_round) when ok: no launch of its own.
+// The words the round_to was to write beside its buffer (w16) the GELU forward writes; any other op does not, and
+// their mirror goes
 void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok) {
     cu_ctx *c = ctx_of(be);
     if (!ok || c->pend.kind != D_ROUND || c->pend.out != in || c->pend.out_n != n) return;
     d->in_round = c->pend.in_round;
+    if (c->pend.w16 && d->kind == D_GELU_FWD) d->w16 = c->pend.w16;
+    else if (c->pend.w16) zt_mirror16_clobber(&c->mir, c->pend.w16, n * sizeof(uint16_t));
     c->pend.kind = D_NONE;
     c->fused++;
 }
@@ -133,6 +139,10 @@ uint16_t *words_for(zt_backend *be, const Deferred &d) {
           d.kind == D_LN_BWD || d.kind == D_GELU_BWD || d.kind == D_ATT_BWD || d.kind == D_RMS_FWD ||
           d.kind == D_RMS_BWD || d.kind == D_SWIGLU_FWD || d.kind == D_SWIGLU_BWD))
         return nullptr;
+    if (uint16_t *w = target_words(x, d.out, d.out_n)) { // the stash pack16_ahead reserved: written there instead
+        note_words(x, d.out, w, d.out_n);
+        return dev(w);
+    }
     const int k = x->ring_next;
     x->ring_next ^= 1;
     zt_mirror16_clobber(&x->mir, x->ring[k], x->ring_cap[k] * sizeof(uint16_t)); // its old words are replaced
@@ -143,6 +153,26 @@ uint16_t *words_for(zt_backend *be, const Deferred &d) {
     }
     zt_mirror16_add(&x->mir, static_cast<const float *>(d.out), x->ring[k], d.out_n);
     return static_cast<uint16_t *>(dev(x->ring[k]));
+}
+
+// the words pack16_ahead reserved for the n floats at p (inside one of its ranges), or nullptr
+uint16_t *target_words(cu_ctx *x, const void *p, size_t n) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    for (int i = 0; i < x->ntg; i++) {
+        const Target &t = x->tg[i];
+        const uintptr_t b = reinterpret_cast<uintptr_t>(t.x);
+        if (n && a >= b && (a - b) % sizeof(float) == 0 && (a - b) / sizeof(float) + n <= t.n)
+            return t.w + (a - b) / sizeof(float);
+    }
+    return nullptr;
+}
+
+// the n floats at p equal the words at w once the op writing both has run: a mirror, recorded when the op is
+// kept or launched (a slot that writes either range later drops it; a slot that keeps no mirrors drops all, as
+// it launches the kept op)
+void note_words(cu_ctx *x, const void *p, uint16_t *w, size_t n) {
+    zt_mirror16_clobber(&x->mir, w, n * sizeof(uint16_t));
+    zt_mirror16_add(&x->mir, static_cast<const float *>(p), w, n);
 }
 
 // ------------------------------------------------------------------------------------------ memory

@@ -50,7 +50,17 @@ struct Deferred {
                   // second term; LayerNorm backward's dout) is rounded to first; D_ROUND's precision
     const void *out;
     size_t out_n;
+    uint16_t *w16; // words a pack16_ahead reserved (model address): D_ROUND's buffer's, D_GELU_FWD's rounded input's
+                   // (in_round), D_RLN_FWD's res; written beside them (note_words), else nullptr
 };
+
+// pack16_ahead's advice: the n floats at x will be packed to w (model addresses)
+struct Target {
+    const float *x;
+    size_t n;
+    uint16_t *w;
+};
+constexpr int kTargets = 16;
 
 // adamw_multi's device copy of a segment table (cuda_ops.h zt_cu_adamw_multi_table), keyed by the host table it
 // was built from: the optimizer passes the same table every step for its shard [lo, hi), so it is built and
@@ -85,6 +95,9 @@ struct cu_ctx {
     void *ring[2];          // device memory: the 2-byte words producers write beside their rounded output (words_for)
     size_t ring_cap[2];     // words each holds
     int ring_next;
+    Target tg[kTargets];    // pack16_ahead's, until the next pack16
+    int ntg;
+    long packs_skipped;     // pack16 calls that found their words written already
 };
 
 inline cu_ctx *ctx_of(zt_backend *be) { return static_cast<cu_ctx *>(be->ctx); }
@@ -115,6 +128,8 @@ void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok);
 cudaStream_t stream_of(zt_backend *be);
 const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n);
 uint16_t *words_for(zt_backend *be, const Deferred &d);
+uint16_t *target_words(cu_ctx *x, const void *p, size_t n);
+void note_words(cu_ctx *x, const void *p, uint16_t *w, size_t n);
 void *b_alloc(zt_backend *be, size_t bytes);
 void b_free(zt_backend *be, void *p);
 void *b_host_alloc(zt_backend *be, size_t bytes);
@@ -191,6 +206,7 @@ void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n);
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk);
 void b_set_precision(zt_backend *be, int prec);
 void b_round_to(zt_backend *be, float *x, size_t n, int prec);
+int b_pack16_ahead(zt_backend *be, void *words, const float *x, size_t n);
 void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec);
 void b_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec);
 void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed);

@@ -62,6 +62,9 @@ void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mea
     d.B = N; d.C = C; d.res_prec = prec; d.f = eps;
     d.out = out; d.out_n = (size_t)N * C; // a round_to of the LayerNorm's output is fused, as after layernorm_fwd
     take_round(be, &d, b, (size_t)N * C, b != a && (const float *)b != res && (const float *)b != out);
+    cu_ctx *x = ctx_of(be);
+    if (prec == x->prec && x->prec != ZT_PREC_FP32 && (d.w16 = target_words(x, res, (size_t)N * C)))
+        note_words(x, res, d.w16, (size_t)N * C); // res's words where a pack16_ahead wants them
     defer(be, d);
 }
 void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -305,6 +308,7 @@ void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_
 void b_set_precision(zt_backend *be, int prec) {
     flush(be); // drops the mirrors
     ctx_of(be)->prec = prec;
+    ctx_of(be)->ntg = 0;
     zt_cu_gemm_set_precision(ctx_of(be)->gemm, prec);
 }
 void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
@@ -321,18 +325,41 @@ void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
     if (prec == ZT_PREC_FP32) return;
     if (c->pend.kind == D_ROUND && c->pend.out == x && c->pend.out_n == n && c->pend.in_round == prec) return;
     flush(be);
+    uint16_t *w16 = prec == c->prec ? target_words(c, x, n) : nullptr; // its words where a pack16_ahead wants them
+    if (w16) note_words(c, x, w16, n);
     if (c->prec != ZT_PREC_FP32 && c->fuse_round) { // kept: the GELU that reads x next rounds it (defer_gelu)
         Deferred d = {};
         d.kind = D_ROUND;
         d.o0 = dev(x); d.n = n; d.in_round = prec;
         d.out = x; d.out_n = n;
+        d.w16 = w16;
         c->pend = d;
         return;
     }
     c->unfused++;
-    zt_cu_round_to(S, dev(x), n, prec);
+    zt_cu_round_to(S, dev(x), n, prec, w16 ? dev(w16) : nullptr);
 }
+// advice (iface/backend.h): taken in bf16 / fp16 runs with mirrors, where the producers write the words the pack
+// would (words_for, b_round_to, b_residual_layernorm_fwd, take_round) and pack16 finds them
+int b_pack16_ahead(zt_backend *be, void *words, const float *x, size_t n) {
+    cu_ctx *c = ctx_of(be);
+    if (!c->mir_on || c->prec == ZT_PREC_FP32 || c->ntg == kTargets) return 0;
+    c->tg[c->ntg++] = Target{x, n, static_cast<uint16_t *>(words)};
+    return 1;
+}
+// packing x to dst where a mirror says dst holds x's words already writes nothing (a pack16_ahead's range, whose
+// producers wrote them); every pack16 ends pack16_ahead's advice
 void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {
+    cu_ctx *c = ctx_of(be);
+    {
+        MirrorKeep keep(be, {});
+        flush(be); // the kept op first: it may be the one writing the words
+    }
+    c->ntg = 0;
+    if (n && c->mir_on && prec == c->prec && zt_mirror16_find(&c->mir, x, n) == dst) {
+        c->packs_skipped++;
+        return;
+    }
     MirrorKeep keep(be, {{dst, n * sizeof(uint16_t)}});
     zt_cu_pack16(S, static_cast<uint16_t *>(dev(dst)), dev(x), n, prec);
 }

@@ -66,14 +66,16 @@ __device__ __forceinline__ bool zt_cu_last_block(unsigned *ticket, unsigned n) {
 // GELU: exact = 1 the encoders' erf form (gelu_erf_*), else the tanh approximation; dinp == dout allowed
 // in_round (a precision; 0: none): the input rounded to it first, the round_to before the op fused into it
 // (cuda_backend.cu): gelu_fwd then writes inp back rounded; gelu_bwd rounds dout and must run in place (dinp == dout)
+// in16 (gelu_fwd with in_round): the rounded input also as words (the words a later pack of it would write)
 void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec = 0, int exact = 0,
-                    int in_round = 0, uint16_t *out16 = nullptr);
+                    int in_round = 0, uint16_t *out16 = nullptr, uint16_t *in16 = nullptr);
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec = 0,
                     int exact = 0, int in_round = 0, uint16_t *dinp16 = nullptr);
 // in_round (a precision; 0: none): b rounded to it first and written back (the round_to of b fused here)
 void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec = 0, int in_round = 0);
 void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
-void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec);
+// x16 (may be null): the rounded values also as words
+void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec, uint16_t *x16 = nullptr);
 // out[i] = x[i] as bf16 / fp16 bits (round to nearest even: exact for values of the precision); unpack16
 // decodes exactly. The GEMMs' packed operands and the 2-byte activation storage
 void zt_cu_pack16(cudaStream_t s, uint16_t *out, const float *x, size_t n, int prec);
@@ -128,11 +130,12 @@ void zt_cu_argmax_rows(cudaStream_t s, int32_t *idx, const float *x, int N, int 
 void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, const float *inp, const float *w,
                          const float *b, int N, int C, float eps, int prec = 0, uint16_t *out16 = nullptr);
 // res = a + bb rounded to res_prec (zt_cu_add's arithmetic, in_round as zt_cu_add's), then zt_cu_layernorm_fwd of
-// res, out rounded to prec:
+// res, out rounded to prec; res16 (may be null): res also as words of res_prec:
 // one launch, the bits of the two launches in sequence
 void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
                                   const float *bb, const float *w, const float *b, int N, int C, float eps,
-                                  int res_prec, int prec = 0, int in_round = 0, uint16_t *out16 = nullptr);
+                                  int res_prec, int prec = 0, int in_round = 0, uint16_t *out16 = nullptr,
+                                  uint16_t *res16 = nullptr);
 // dinp += ...; dw, db overwritten (fixed-order partial sums over row blocks, then over the partials), one launch
 // scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory; tickets: see kCuTickets; in_round (a
 // precision; 0: none): dout rounded to it first and written back (the round_to of dout fused here)

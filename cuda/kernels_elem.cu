@@ -122,14 +122,16 @@ __device__ __forceinline__ uint2 words4(float4 y, int prec) {
 // (cuda_backend.cu): forward rounds inp on load and writes it back rounded (it is stored for backward), backward
 // rounds dout on load (in place: dinp == dout, so its rounded value is overwritten anyway)
 // out16 (prec bf16 / fp16): the output also as 2-byte words (4 a thread as one uint2 on the vector path)
-__global__ void k_gelu_fwd(float *out, float *inp, uint16_t *out16, size_t n, size_t n4, int prec, int exact,
-                           int in_round) {
+// in16 (with in_round): the rounded input also as words
+__global__ void k_gelu_fwd(float *out, float *inp, uint16_t *out16, uint16_t *in16, size_t n, size_t n4, int prec,
+                           int exact, int in_round) {
     ZT_GRID_STRIDE(k, n4) {
         float4 x = ld4(inp, k);
         if (in_round) {
             x = make_float4(zt_round_prec(x.x, in_round), zt_round_prec(x.y, in_round), zt_round_prec(x.z, in_round),
                             zt_round_prec(x.w, in_round));
             st4(inp, k, x);
+            if (in16) reinterpret_cast<uint2 *>(in16)[k] = words4(x, in_round);
         }
         const float4 y = make_float4(zt_round_prec(gelu_f(x.x, exact), prec), zt_round_prec(gelu_f(x.y, exact), prec),
                                      zt_round_prec(gelu_f(x.z, exact), prec), zt_round_prec(gelu_f(x.w, exact), prec));
@@ -139,6 +141,7 @@ __global__ void k_gelu_fwd(float *out, float *inp, uint16_t *out16, size_t n, si
     ZT_TAIL(i, n4, n) {
         float x = inp[i];
         if (in_round) inp[i] = x = zt_round_prec(x, in_round);
+        if (in16) in16[i] = zt_f32_to_bits16(x, in_round);
         out[i] = zt_round_prec(gelu_f(x, exact), prec);
         if (out16) out16[i] = zt_f32_to_bits16(out[i], prec);
     }
@@ -223,13 +226,19 @@ __global__ void k_accumulate(float *acc, const float *x, size_t n, size_t n4) {
     ZT_TAIL(i, n4, n) acc[i] += x[i];
 }
 
-__global__ void k_round(float *x, size_t n, size_t n4, int prec) {
+// x16 (may be null): the rounded values also as words
+__global__ void k_round(float *x, uint16_t *x16, size_t n, size_t n4, int prec) {
     ZT_GRID_STRIDE(k, n4) {
         const float4 v = ld4(x, k);
-        st4(x, k, make_float4(zt_round_prec(v.x, prec), zt_round_prec(v.y, prec), zt_round_prec(v.z, prec),
-                              zt_round_prec(v.w, prec)));
+        const float4 y = make_float4(zt_round_prec(v.x, prec), zt_round_prec(v.y, prec), zt_round_prec(v.z, prec),
+                                     zt_round_prec(v.w, prec));
+        st4(x, k, y);
+        if (x16) reinterpret_cast<uint2 *>(x16)[k] = words4(y, prec);
     }
-    ZT_TAIL(i, n4, n) x[i] = zt_round_prec(x[i], prec);
+    ZT_TAIL(i, n4, n) {
+        x[i] = zt_round_prec(x[i], prec);
+        if (x16) x16[i] = zt_f32_to_bits16(x[i], prec);
+    }
 }
 
 // 4 words a vector: out (uint2) 8-byte aligned, x 16-byte aligned
@@ -472,13 +481,14 @@ size_t embed_sort_len(int B, int T) {
 // Launch functions (cuda_ops.h).
 
 void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec, int exact, int in_round,
-                    uint16_t *out16) {
+                    uint16_t *out16, uint16_t *in16) {
     if (n == 0) return;
     ZT_ASSERT(!out16 || prec != ZT_PREC_FP32);
-    const size_t n4 = vec4_count(n, out, inp, out16, 8);
+    ZT_ASSERT(!in16 || in_round != ZT_PREC_FP32);
+    const size_t n4 = aligned(in16, 8) ? vec4_count(n, out, inp, out16, 8) : 0;
     // inp is written only when in_round (rounded in place, as the round_to fused here would have)
-    ZT_LAUNCH(k_gelu_fwd, vec4_blocks(n, n4), kElemThreads, 0, s, out, const_cast<float *>(inp), out16, n, n4, prec,
-              exact, in_round);
+    ZT_LAUNCH(k_gelu_fwd, vec4_blocks(n, n4), kElemThreads, 0, s, out, const_cast<float *>(inp), out16, in16, n, n4,
+              prec, exact, in_round);
     check_launch("gelu_fwd");
 }
 
@@ -619,10 +629,10 @@ void zt_cu_adamw_multi(cudaStream_t s, float *param, const float *grad, float *m
     check_launch("adamw_multi");
 }
 
-void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec) {
+void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec, uint16_t *x16) {
     if (n == 0 || prec == ZT_PREC_FP32) return;
-    const size_t n4 = vec4_count(n, x);
-    ZT_LAUNCH(k_round, vec4_blocks(n, n4), kElemThreads, 0, s, x, n, n4, prec);
+    const size_t n4 = vec4_count(n, x, nullptr, x16, 8);
+    ZT_LAUNCH(k_round, vec4_blocks(n, n4), kElemThreads, 0, s, x, x16, n, n4, prec);
     check_launch("round_to");
 }
 

@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 // the residual add (k_add's arithmetic, rounded to res_prec) and the LayerNorm of its result in one launch: one warp
 // per row writes its row of res, then reads it back (each lane its own columns) for layernorm_fwd_kernel's passes
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    residual_layernorm_fwd_kernel(float *res, float *out, uint16_t *out16, float *mean, float *rstd, const float *a,
-                                  float *bb,
+    residual_layernorm_fwd_kernel(float *res, float *out, uint16_t *out16, uint16_t *res16, float *mean, float *rstd,
+                                  const float *a, float *bb,
                                   const float *w, const float *b, int N, int C, float eps, int res_prec, int prec,
                                   int in_round) {
     const int lane = threadIdx.x % 32;
@@ -105,6 +105,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         float y = bb[off + c];
         if (in_round) bb[off + c] = y = zt_round_prec(y, in_round); // the round_to of bb fused here: written back
         x[c] = zt_round_prec(a[off + c] + y, res_prec);
+        if (res16) res16[off + c] = zt_f32_to_bits16(x[c], res_prec);
     }
     layernorm_row(out + off, out16 ? out16 + off : nullptr, mean, rstd, x, w, b, C, eps, prec, lane, row);
 }
@@ -309,12 +310,13 @@ void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, c
 
 void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
                                   const float *bb, const float *w, const float *b, int N, int C, float eps,
-                                  int res_prec, int prec, int in_round, uint16_t *out16) {
+                                  int res_prec, int prec, int in_round, uint16_t *out16, uint16_t *res16) {
     if (N <= 0 || C <= 0) return;
     ZT_ASSERT(!out16 || prec != 0); // words of a 2-byte precision
+    ZT_ASSERT(!res16 || res_prec != 0);
     // bb is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH(residual_layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, res, out,
-              out16, mean, rstd, a, const_cast<float *>(bb), w, b, N, C, eps, res_prec, prec, in_round);
+              out16, res16, mean, rstd, a, const_cast<float *>(bb), w, b, N, C, eps, res_prec, prec, in_round);
     NA_LAUNCH_CHECK("residual_layernorm_fwd_kernel");
 }
 

@@ -1,8 +1,9 @@
 // test_kernels_words.cc — the kernels that also write their rounded output as 2-byte words (out16), which the CUDA
 // backend records as mirrors so the next product reads the words instead of packing the output (cuda_backend.cu
 // words_for, src/iface/mirror16.h): GELU forward (its 4-word uint2 path when aligned, the scalar path one element
-// off, with and without in_round) and backward, LayerNorm forward and backward, residual + LayerNorm forward (out,
-// not res), the fused attention's forward and backward (fp32 kernels and tensor cores), RMSNorm and SwiGLU forward and
+// off, with and without in_round, and the rounded input's words in16) and backward, LayerNorm forward and backward,
+// residual + LayerNorm forward (out, and res as res16), round_to's x16 (the stash's words, pack16_ahead), the fused
+// attention's forward and backward (fp32 kernels and tensor cores), RMSNorm and SwiGLU forward and
 // backward. In bf16 and fp16, under the host execution harness: the
 // outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
 // written past the words. (A product reading the words is checked bitwise against packing in
@@ -36,13 +37,16 @@ void test_gelu(int prec, size_t n) {
                 harness_config(0);
                 zt_cu_gelu_fwd(0, oa.data() + off, a.data() + off, n, prec, exact, in_round);
                 harness_config(1); // another interleaving too
-                zt_cu_gelu_fwd(0, ob.data() + off, b.data() + off, n, prec, exact, in_round, w.data() + off);
+                std::vector<uint16_t> wi(n + 4, 0xdead); // with in_round: the rounded input's words (in16)
+                zt_cu_gelu_fwd(0, ob.data() + off, b.data() + off, n, prec, exact, in_round, w.data() + off,
+                               in_round ? wi.data() + off : nullptr);
                 bad += !same_bits(oa, ob) + !same_bits(a, b);
                 bad += words_bad(ob.data() + off, w, off, n, prec);
+                if (in_round) bad += words_bad(b.data() + off, wi, off, n, prec);
             }
     if (bad == 0)
-        check_pass("gelu_fwd out16 %s n=%zu: words = the rounded output, output the same bits as without (tanh and "
-                   "erf, aligned and one off, in_round or not)", prec_name(prec), n);
+        check_pass("gelu_fwd out16, in16 %s n=%zu: words = the rounded output (and input, with in_round), output the "
+                   "same bits as without (tanh and erf, aligned and one off, in_round or not)", prec_name(prec), n);
     else check_fail("gelu_fwd out16 %s n=%zu: %zu mismatches", prec_name(prec), n, bad);
 }
 
@@ -53,15 +57,24 @@ void test_norms(int prec, int N, int C) {
     zt_cu_layernorm_fwd(0, o0.data(), m0.data(), r0.data(), x.data(), w.data(), b.data(), N, C, 1e-5f, prec);
     zt_cu_layernorm_fwd(0, o1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C, 1e-5f, prec, wo.data());
     size_t bad = !same_bits(o0, o1) + !same_bits(m0, m1) + !same_bits(r0, r1) + words_bad(o1.data(), wo, 0, n, prec);
-    std::vector<uint16_t> wr(n + 3, 0xdead);
+    std::vector<uint16_t> wr(n + 3, 0xdead), ws(n + 3, 0xdead);
     zt_cu_residual_layernorm_fwd(0, s0.data(), o0.data(), m0.data(), r0.data(), a.data(), x.data(), w.data(), b.data(),
                                  N, C, 1e-5f, prec, prec);
     zt_cu_residual_layernorm_fwd(0, s1.data(), o1.data(), m1.data(), r1.data(), a.data(), x.data(), w.data(), b.data(),
-                                 N, C, 1e-5f, prec, prec, 0, wr.data());
+                                 N, C, 1e-5f, prec, prec, 0, wr.data(), ws.data());
     bad += !same_bits(s0, s1) + !same_bits(o0, o1) + words_bad(o1.data(), wr, 0, n, prec);
+    bad += words_bad(s1.data(), ws, 0, n, prec); // res16: the residual's words
+    // round_to with x16: the same rounding, and the words (aligned and one off)
+    for (int off = 0; off < 2; off++) {
+        vec y0 = randv(n + 1), y1 = y0;
+        std::vector<uint16_t> wx(n + 4, 0xdead);
+        zt_cu_round_to(0, y0.data() + off, n, prec);
+        zt_cu_round_to(0, y1.data() + off, n, prec, wx.data() + off);
+        bad += !same_bits(y0, y1) + words_bad(y1.data() + off, wx, off, n, prec);
+    }
     if (bad == 0)
-        check_pass("layernorm_fwd, residual_layernorm_fwd out16 %s [N%d,C%d]: words = the rounded output, outputs the "
-                   "same bits as without", prec_name(prec), N, C);
+        check_pass("layernorm_fwd, residual_layernorm_fwd out16 (and res16), round_to x16 %s [N%d,C%d]: words = the "
+                   "rounded output, outputs the same bits as without", prec_name(prec), N, C);
     else check_fail("layernorm_fwd, residual_layernorm_fwd out16 %s [N%d,C%d]: %zu mismatches", prec_name(prec), N, C,
                     bad);
 }

@@ -220,7 +220,8 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
     printf("  HBM traffic per step: %.2f GB (%.0f bytes; host transfers %.3f GB in %ld calls, not counted)\n",
            t.bytes / 1e9, t.bytes, t.host_bytes / 1e9, t.host_xfers);
     printf("  round_to fused into the op before it: %ld; product operands read from 2-byte words, not packed: %ld; "
-           "communicator calls: %ld (not in the launches)\n", t.fused_rounds, t.mirror_hits, t.comm_calls);
+           "stash packs whose words the ops wrote: %ld; communicator calls: %ld (not in the launches)\n",
+           t.fused_rounds, t.mirror_hits, t.packs_skipped, t.comm_calls);
     printf("  host waits per step: %ld (sync and to_host: after the backward, the gradient norm, after the update, the "
            "step's losses; none inside a micro-batch)\n", t.host_waits);
     printf("  %-22s %7s %9s %7s %10s %16s\n", "op kind (by bytes)", "calls", "launches", "copies", "GB", "bytes");

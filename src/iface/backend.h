@@ -190,6 +190,13 @@ typedef struct zt_backend_i {
        exactly. The 2-byte storage of the activations kept for backward (core/model/model.c, train.act_storage) */
     void (*pack16)(zt_backend *be, void *dst, const float *x, size_t n, int prec);
     void (*unpack16)(zt_backend *be, float *dst, const void *src, size_t n, int prec);
+    /* optional (NULL: none), advice for a bf16 / fp16 run: the caller will pack16(words, x, n, its precision) once
+       the slots it calls next have written [x, x + n) (a layer's activations into their stash, core/model/
+       model_acts.c). 1: taken; the slot that stores those values rounded (an op with the round_to after it fused,
+       or the round_to) also writes their words at words, and that pack16 then has nothing left to do (the CUDA
+       backend: cuda/cuda_backend_ops.cu); 0: not taken. Either way the words after the pack16 are the same; the
+       advice ends at the next pack16 */
+    int (*pack16_ahead)(zt_backend *be, void *words, const float *x, size_t n);
     /* out[i] = keep(seed, i) ? in[i] * (1 / (1 - p)) : 0 (out == in allowed); keep from a counter-based hash
        of (seed, i) (op_math.h), the same mask on every backend and thread count; p == 0 copies */
     void (*dropout)(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed);

@@ -48,6 +48,12 @@ static int g_mir_keep, g_mir_on = 1; /* ZT_CUDA_MIRROR */
    the two word buffers it takes in turn (fake addresses, only compared) */
 static int g_pend_k = -1, g_ring_next;
 static int g_attn_tc = 1; /* ZT_CUDA_ATTN_TC: the fused attention on tensor cores in bf16 / fp16 */
+/* pack16_ahead's ranges until the next pack16 (cuda_backend_ops.cu b_pack16_ahead): floats at x, words at w; the
+   words the kept round_to writes there (or NULL) */
+#define N_TARGETS 16
+static struct { const void *x, *w; size_t n; } g_tg[N_TARGETS];
+static int g_ntg;
+static const void *g_rpend_w;
 #define RING_ADDR(k) ((const void *)(((uintptr_t)1 << 62) + ((uintptr_t)(k) << 56)))
 
 #define F4 4.0 /* bytes of a float32 buffer element */
@@ -62,17 +68,37 @@ static void add(int k, long launches, double bytes) {
 static void flush(void) {
     if (!g_mir_keep) zt_mirror16_clear(&g_mir);
     g_pend = 0;
-    if (g_rpend) add(K_ROUND, 1, F4 * 2.0 * (double)g_rpend_n);
+    if (g_rpend) add(K_ROUND, 1, F4 * 2.0 * (double)g_rpend_n + (g_rpend_w ? 2.0 * (double)g_rpend_n : 0));
     g_rpend = 0;
 }
+/* the words pack16_ahead reserved for the n floats at p (cuda_backend_core.cu target_words), or NULL */
+static const void *tg_words(const void *p, size_t n) {
+    const uintptr_t a = (uintptr_t)p;
+    for (int i = 0; i < g_ntg; i++) {
+        const uintptr_t b = (uintptr_t)g_tg[i].x;
+        if (n && a >= b && (a - b) % 4 == 0 && (a - b) / 4 + n <= g_tg[i].n)
+            return (const char *)g_tg[i].w + (a - b) / 2;
+    }
+    return NULL;
+}
+/* the n floats at p equal the words at w once the op writing them has run (cuda_backend_core.cu note_words) */
+static void note_words(const void *p, const void *w, size_t n) {
+    zt_mirror16_clobber(&g_mir, w, 2 * n);
+    zt_mirror16_add(&g_mir, p, w, n);
+}
 /* a GELU whose input (forward: inp; backward in place: dout) is the kept round_to's buffer takes the rounding: no
-   launch for it (the forward's kernel writes its input back: 4 bytes an element more) */
-static int take_round(const void *in, size_t n, int in_place) {
+   launch for it (the forward's kernel writes its input back: 4 bytes an element more). The words the round_to was
+   to write beside it the GELU forward (words: 1, counted in kind k) writes; any other op does not, and their mirror
+   goes */
+static int take_round_w(const void *in, size_t n, int in_place, int words, int k) {
     if (!(g_rpend && g_rpend_x == in && g_rpend_n == n && in_place)) return 0;
     g_rpend = 0;
     g_tot.fused_rounds++;
+    if (g_rpend_w && words) g_bytes[k] += 2.0 * (double)n;
+    else if (g_rpend_w) zt_mirror16_clobber(&g_mir, g_rpend_w, 2 * n);
     return 1;
 }
+static int take_round(const void *in, size_t n, int in_place) { return take_round_w(in, n, in_place, 0, 0); }
 /* a slot that keeps the mirrors: each range it writes drops those it overlaps (before its flush); mdone at its end */
 static void mkeep(const void *p, double bytes) {
     zt_mirror16_clobber(&g_mir, p, (size_t)bytes);
@@ -103,11 +129,16 @@ static void defer_words(int k, const void *out, size_t n) {
    element more) into the next word buffer, recorded as out's mirror */
 static void words_for(int k, const void *out, size_t n) {
     if (!g_mir_on || g_prec == ZT_PREC_FP32 || !n) return;
+    g_bytes[k] += 2.0 * n;
+    const void *tw = tg_words(out, n);
+    if (tw) { /* into the stash pack16_ahead reserved, instead of a word buffer */
+        note_words(out, tw, n);
+        return;
+    }
     const void *ring = RING_ADDR(g_ring_next);
     g_ring_next ^= 1;
     zt_mirror16_clobber(&g_mir, ring, (size_t)1 << 55);
     zt_mirror16_add(&g_mir, out, ring, n);
-    g_bytes[k] += 2.0 * n;
 }
 /* one GEMM c(M, N) = op(a) @ op(b) (+ bias) (+ beta c) of cuda_gemm.cu's gemm(): bf16/fp16 pack the operands not
    packed already (a_pre, b_pre) in one launch (4 bytes read and 2 written per element) and multiply the 2-byte
@@ -211,9 +242,12 @@ static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, 
     mkeep(m, F4 * N);
     mkeep(r, F4 * N);
     const int took = take_round(b, (size_t)N * C, b != a && b != res && b != o);
+    const void *rw = p == g_prec && g_prec != ZT_PREC_FP32 ? tg_words(res, (size_t)N * C) : NULL;
+    if (rw) note_words(res, rw, (size_t)N * C); /* res's words too, where a pack16_ahead wants them */
     flush();
     g_calls[K_RLN_FWD]++;
-    if (N > 0 && C > 0) add(K_RLN_FWD, 1, F4 * (4.0 * N * C + 2.0 * C + 2.0 * N + (took ? (double)N * C : 0)));
+    if (N > 0 && C > 0)
+        add(K_RLN_FWD, 1, F4 * (4.0 * N * C + 2.0 * C + 2.0 * N + (took ? (double)N * C : 0)) + (rw ? 2.0 * N * C : 0));
     g_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p, eps);
     defer_words(K_RLN_FWD, o, (size_t)N * C);
     mdone();
@@ -401,7 +435,7 @@ static void gelu_count(int k, size_t n, int arrays) {
 }
 /* a GELU forward (in: its input) or backward (in: dout, in_place: dinp == dout), taking a kept round_to of in */
 static void gelu_count_in(int k, size_t n, int arrays, const void *in, int in_place, int fwd) {
-    const int took = take_round(in, n, in_place);
+    const int took = take_round_w(in, n, in_place, fwd, k);
     gelu_count(k, n, arrays);
     if (took && fwd && n) g_bytes[k] += F4 * (double)n; /* the input written back rounded */
 }
@@ -574,23 +608,43 @@ static void w_round(zt_backend *be, float *x, size_t n, int p) {
         if (g_pend_k >= 0 && p == g_prec) words_for(g_pend_k, x, n);
     } else if (p != ZT_PREC_FP32 && !(g_rpend && g_rpend_x == x && g_rpend_n == n && g_rpend_prec == p)) {
         flush();
+        const void *w = p == g_prec ? tg_words(x, n) : NULL; /* its words too, where a pack16_ahead wants them */
+        if (w) note_words(x, w, n);
         if (g_prec != ZT_PREC_FP32 && g_fuse) { /* kept (cuda_backend.cu D_ROUND) */
             g_rpend = 1;
             g_rpend_x = x;
             g_rpend_n = n;
             g_rpend_prec = p;
+            g_rpend_w = w;
         } else if (n) {
-            add(K_ROUND, 1, F4 * 2.0 * n);
+            add(K_ROUND, 1, F4 * 2.0 * n + (w ? 2.0 * n : 0));
         }
     }
     g_inner->round_to(be, x, n, p);
     mdone();
 }
+static int w_pack_ahead(zt_backend *be, void *w, const float *x, size_t n) {
+    const int take = g_mir_on && g_prec != ZT_PREC_FP32 && g_ntg < N_TARGETS;
+    if (take) {
+        g_tg[g_ntg].x = x;
+        g_tg[g_ntg].w = w;
+        g_tg[g_ntg++].n = n;
+    }
+    g_inner->pack16_ahead(be, w, x, n);
+    return take;
+}
+/* packing x to d where a mirror says d holds x's words already: no launch (cuda_backend_ops.cu b_pack16) */
 static void w_pack(zt_backend *be, void *d, const float *x, size_t n, int p) {
-    mkeep(d, 2.0 * n);
+    mkeep(NULL, 0);
     flush();
+    g_ntg = 0;
     g_calls[K_PACK]++;
-    if (n) add(K_PACK, 1, 6.0 * n);
+    if (n && g_mir_on && p == g_prec && (const void *)zt_mirror16_find(&g_mir, x, n) == d) {
+        g_tot.packs_skipped++;
+    } else {
+        mkeep(d, 2.0 * n);
+        if (n) add(K_PACK, 1, 6.0 * n);
+    }
     g_inner->pack16(be, d, x, n, p);
     mdone();
 }
@@ -619,6 +673,7 @@ static void w_dequant(zt_backend *be, float *o, const void *blob, int fmt, size_
 static void w_set_precision(zt_backend *be, int prec) {
     flush();
     g_prec = prec;
+    g_ntg = 0;
     if (g_inner->set_precision) g_inner->set_precision(be, prec);
 }
 /* the memory and host-transfer slots launch the kept op too */
@@ -653,6 +708,7 @@ void zt_backend_count_begin(zt_backend *be) {
     WRAP(embed_bwd, w_emb_bwd); WRAP(softmax_xent, w_xent); WRAP(adamw, w_adamw); WRAP(accumulate, w_acc);
     WRAP(adamw_multi, w_adamw_multi); WRAP(matmul16, w_matmul16); WRAP(softmax_xent16, w_xent16);
     WRAP(sumsq_chunks, w_sumsq); WRAP(round_to, w_round); WRAP(pack16, w_pack); WRAP(unpack16, w_unpack);
+    WRAP(pack16_ahead, w_pack_ahead);
     WRAP(dropout, w_dropout); WRAP(dequant, w_dequant); WRAP(set_precision, w_set_precision);
     WRAP(attention_fused_fwd, w_fatt_fwd); WRAP(attention_fused_bwd, w_fatt_bwd);
     WRAP(attention_bidir_fwd, w_batt_fwd); WRAP(attention_bidir_bwd, w_batt_bwd); WRAP(gelu_erf_fwd, w_gelu_erf_fwd);
@@ -671,6 +727,8 @@ void zt_backend_count_begin(zt_backend *be) {
     g_mir_keep = 0;
     g_pend_k = -1;
     g_ring_next = 0;
+    g_ntg = 0;
+    g_rpend_w = NULL;
     g_prec = ZT_PREC_FP32;
     g_pend = g_rpend = 0;
     be->i = &g_wrapped;

@@ -50,6 +50,7 @@ typedef struct zt_count_totals {
     long comm_calls;    /* collectives and grouped calls on the count device's communicator */
     long fused_rounds;  /* round_to calls done inside the op before them (no launch) */
     long mirror_hits;   /* product operands read from 2-byte words instead of packed (cuda_backend.cu mirrors) */
+    long packs_skipped; /* pack16 calls that found their words written by the ops (pack16_ahead: the stash) */
     double packed;      /* elements packed as product operands */
 } zt_count_totals;
 

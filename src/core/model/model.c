@@ -154,6 +154,7 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     /* a training forward keeps each layer's internals for backward: packed, or in their per-layer copies */
     m->stashed = m->opt.act16 && dscale != 0.0f;
     for (int l = 0; l < L; l++) {
+        if (m->stashed) zt_model_stash_ahead(m, l);
         layer_fwd(m, l, 1);
         if (m->stashed) zt_model_stash_layer(m, l, 1);
     }

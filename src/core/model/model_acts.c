@@ -184,26 +184,53 @@ float *zt_model_att_state(const zt_model *m, int l) {
                             : m->a.att + zt_model_lay(m, l) * B * NH * T * T;
 }
 
+/* calls fn(m, words, x, n) for each of layer l's internals in its stash (words, at the offsets of a full micro-batch)
+   and its fp32 working copy (x, n floats of this one) */
+typedef void (*stash_fn)(zt_model *m, void *words, float *x, size_t n, int pack);
+static void each_internal(zt_model *m, int l, stash_fn fn, int pack) {
+    zt_acts *a = &m->a;
+    float *src[ST_N] = {a->ln1, a->qkv, a->atty, a->att, a->residual2, a->ln2, a->fch, a->fch_gelu};
+    const zt_recompute rc = m->opt.recompute;
+    const int fused = m->opt.att_fused;
+    uint16_t *w = (uint16_t *)a->stash + (size_t)l * stash_layer_words(&m->s, m->max_B, m->max_T, rc, fused);
+    for (int k = 0; k < ST_N; k++) {
+        if (k == ST_FCHG && rc != ZT_RECOMPUTE_NONE) continue;
+        const size_t n = stash_words(&m->s, m->B, m->T, k, fused);
+        if (n) fn(m, w, src[k], n, pack); /* n 0: the fused attention's statistics, not stashed */
+        w += pad32(stash_words(&m->s, m->max_B, m->max_T, k, fused));
+    }
+}
+
+static void pack_one(zt_model *m, void *words, float *x, size_t n, int pack) {
+    if (pack) m->be->i->pack16(m->be, words, x, n, m->prec);
+    else m->be->i->unpack16(m->be, x, words, n, m->prec);
+}
+
+static void ahead_one(zt_model *m, void *words, float *x, size_t n, int pack) {
+    (void)pack;
+    if (!m->be->i->pack16_ahead(m->be, words, x, n)) m->stash_ahead = 0;
+}
+
+void zt_model_stash_ahead(zt_model *m, int l) {
+    m->stash_ahead = m->be->i->pack16_ahead != NULL;
+    if (m->stash_ahead) each_internal(m, l, ahead_one, 1);
+}
+
 void zt_model_stash_layer(zt_model *m, int l, int pack) {
     zt_backend *be = m->be;
     const zt_backend_i *f = be->i;
     zt_acts *a = &m->a;
     ZT_ASSERT(m->opt.act16 && m->prec != ZT_PREC_FP32);
-    float *src[ST_N] = {a->ln1, a->qkv, a->atty, a->att, a->residual2, a->ln2, a->fch, a->fch_gelu};
-    const zt_recompute rc = m->opt.recompute;
-    const int fused = m->opt.att_fused;
-    const size_t words = stash_layer_words(&m->s, m->max_B, m->max_T, rc, fused);
+    const size_t words = stash_layer_words(&m->s, m->max_B, m->max_T, m->opt.recompute, m->opt.att_fused);
     uint16_t *w = (uint16_t *)a->stash + (size_t)l * words;
-    if (m->B == m->max_B && m->T == m->max_T) { /* the working copy is laid out as the stash (act_slots): one call */
+    /* the working copy is laid out as the stash (act_slots): one call, unless the backend took pack16_ahead's advice
+       (then each internal's pack finds its words written already) */
+    const int whole = m->B == m->max_B && m->T == m->max_T && !(pack && m->stash_ahead);
+    if (pack) m->stash_ahead = 0;
+    if (whole) {
         if (pack) f->pack16(be, w, a->ln1, words, m->prec);
         else f->unpack16(be, a->ln1, w, words, m->prec);
         return;
     }
-    for (int k = 0; k < ST_N; k++) {
-        if (k == ST_FCHG && rc != ZT_RECOMPUTE_NONE) continue;
-        const size_t n = stash_words(&m->s, m->B, m->T, k, fused);
-        if (n && pack) f->pack16(be, w, src[k], n, m->prec); /* n 0: the fused attention's statistics, not stashed */
-        else if (n) f->unpack16(be, src[k], w, n, m->prec);
-        w += pad32(stash_words(&m->s, m->max_B, m->max_T, k, fused));
-    }
+    each_internal(m, l, pack_one, pack);
 }

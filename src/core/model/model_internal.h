@@ -43,6 +43,9 @@ typedef struct zt_layer_acts {
 zt_layer_acts zt_model_layer_slots(zt_model *m, int l);
 /* act16: layer l's internals from the fp32 working copy into its stash words (pack = 1), or back */
 void zt_model_stash_layer(zt_model *m, int l, int pack);
+/* act16, before a training forward of layer l: tells the backend where its internals will be packed
+   (pack16_ahead), so the ops that write them may write the words there too */
+void zt_model_stash_ahead(zt_model *m, int l);
 
 /* ---- parameter storage (model_params.c): with opt.params16, make the window hold what the next ops read
    (no-op when it does, or without params16) */

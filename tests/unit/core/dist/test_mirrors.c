@@ -13,6 +13,11 @@
  *   offset    a product on a sub-range of X (w = X + k): the words at the same offset;
  *   producer  inp = layernorm_fwd's output, rounded (the round_to fused into it: it writes the words too): not packed;
  *   producer_overwritten  the same, then the output changed by add + round_to: packed.
+ * And pack16_ahead (the activation stash): six ranges advised, written by a LayerNorm (its round_to fused), a
+ * round_to kept and launched by the next slot, a round_to taken by the GELU that reads its buffer, the GELU's output,
+ * and residual + LayerNorm (res and out); the stash after pack16 of each range must be the same words as without
+ * mirrors, where every pack launches, and with mirrors the packs launch nothing (stash: 6 launches fewer;
+ * stash_overwritten: one range changed by add + round_to after its producer, so its pack launches: 5 fewer).
  * Each scenario's values differ by order 1 between the stale and the right operand, so a stale read cannot pass.
  * Output: `PASS name` / `FAIL name: reason`; exit 1 if any failed. */
 #include <stdio.h>
@@ -142,6 +147,52 @@ static void producer(zt_backend *be, int overwrite, io *s)
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
 }
 
+/* the pack16_ahead scenario (file comment) on be: the stash's words into st (6 N C), the harness's launches */
+static long long stash(zt_backend *be, int overwrite, const io *s, uint16_t *st)
+{
+    const size_t n = (size_t)N * C, nb = n * sizeof(float);
+    float *X = be->i->alloc(be, nb), *Y = be->i->alloc(be, nb), *R = be->i->alloc(be, 6 * nb);
+    float *W = be->i->alloc(be, (size_t)C * C * sizeof(float)), *lw = be->i->alloc(be, C * sizeof(float));
+    float *lb = be->i->alloc(be, C * sizeof(float)), *stat = be->i->alloc(be, 2 * N * sizeof(float));
+    float *O = be->i->alloc(be, nb), *scratch = be->i->alloc(be, 2 * nb); /* not advised */
+    uint16_t *S = be->i->alloc(be, 6 * n * sizeof(uint16_t));
+    float hw[C], hb[C];
+    for (int i = 0; i < C; i++) hw[i] = zt_round_bf16(1.0f + 0.01f * i), hb[i] = zt_round_bf16(0.01f * (i % 7));
+    be->i->to_device(be, X, s->inp, nb);
+    be->i->to_device(be, Y, s->dout, nb); /* (N * OC >= N * C floats) */
+    be->i->to_device(be, W, s->w, (size_t)C * C * sizeof(float));
+    be->i->to_device(be, lw, hw, sizeof hw);
+    be->i->to_device(be, lb, hb, sizeof hb);
+    const long long l0 = zt_backend_harness_launches();
+    float *r[6];
+    for (int k = 0; k < 6; k++) {
+        r[k] = R + k * n;
+        if (be->i->pack16_ahead) be->i->pack16_ahead(be, S + k * n, r[k], n);
+    }
+    be->i->layernorm_fwd(be, r[0], stat, stat + N, X, lw, lb, N, C, 1e-5f); /* round_to fused: words */
+    be->i->round_to(be, r[0], n, ZT_PREC_BF16);
+    be->i->linear_fwd(be, r[1], r[0], W, NULL, N, C, C);
+    be->i->round_to(be, r[1], n, ZT_PREC_BF16); /* kept: the GELU takes it and writes r[1]'s words */
+    be->i->gelu_fwd(be, r[2], r[1], n);
+    be->i->round_to(be, r[2], n, ZT_PREC_BF16);
+    be->i->residual_layernorm_fwd(be, r[3], r[4], stat, stat + N, X, Y, lw, lb, N, C, ZT_PREC_BF16, 1e-5f);
+    be->i->round_to(be, r[4], n, ZT_PREC_BF16);
+    if (overwrite) {
+        be->i->add(be, r[4], r[4], X, n);
+        be->i->round_to(be, r[4], n, ZT_PREC_BF16);
+    }
+    be->i->linear_fwd(be, r[5], r[4], W, NULL, N, C, C);
+    be->i->round_to(be, r[5], n, ZT_PREC_BF16); /* kept: launched by the next slot, with r[5]'s words */
+    be->i->linear_fwd(be, O, r[2], scratch, NULL, N, C, C);
+    for (int k = 0; k < 6; k++) be->i->pack16(be, S + k * n, r[k], n, ZT_PREC_BF16);
+    be->i->sync(be);
+    const long long launches = zt_backend_harness_launches() - l0;
+    be->i->to_host(be, st, S, 6 * n * sizeof(uint16_t));
+    void *bufs[] = {X, Y, R, W, lw, lb, stat, O, scratch, S};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
+    return launches;
+}
+
 int main(void)
 {
     zt_rng_seed(&g_rng, 20261128);
@@ -179,6 +230,18 @@ int main(void)
             check_fail("mirrors_%s: %s; packed %lld with mirrors (expected %lld), %lld without (expected %lld)",
                        sc[k].what, same ? "same bits" : "outputs differ from the run without mirrors", a.packed, want,
                        b.packed, all);
+    }
+    for (int ow = 0; ow < 2; ow++) {
+        static uint16_t sa[6 * N * C], sb[6 * N * C];
+        const long long la = stash(on, ow, &base, sa), lb = stash(off, ow, &base, sb);
+        const int same = !memcmp(sa, sb, sizeof sa), want = ow ? 5 : 6;
+        const char *name = ow ? "stash_overwritten" : "stash";
+        if (same && lb - la == want)
+            check_pass("mirrors_%s (the stash's words the same as without mirrors; %lld launches against %lld)", name,
+                       la, lb);
+        else
+            check_fail("mirrors_%s: %s; %lld launches with mirrors, %lld without (expected %d fewer)", name,
+                       same ? "same words" : "the stash differs from the run without mirrors", la, lb, want);
     }
     zt_backend_destroy(on);
     zt_backend_destroy(off);
