@@ -15,8 +15,9 @@ void b_destroy(zt_backend *be) {
     const char *st = getenv("ZT_CUDA_FUSE_ROUND_STATS");
     if (st && strcmp(st, "1") == 0 && (x->fused || x->unfused))
         fprintf(stderr, "%s: %ld round_to fused into the op that wrote the values, %ld as their own pass; %ld product "
-                "operands read from 2-byte words without packing; %ld stash packs found their words written\n",
-                be->i->name, x->fused, x->unfused, x->mir.hits, x->packs_skipped);
+                "operands read from 2-byte words without packing; %ld stash packs found their words written; %ld lazy "
+                "unpacks, %ld of them run\n", be->i->name, x->fused, x->unfused, x->mir.hits, x->packs_skipped,
+                x->lazy_made, x->lazy_settled);
     b_free(be, x->scratch);
     if (x->tickets) b_free(be, x->tickets);
     for (void *r : x->ring) b_free(be, r);
@@ -89,6 +90,7 @@ zt_backend_i make_i(void) {
     i.round_to = b_round_to;
     i.pack16 = b_pack16;
     i.pack16_ahead = b_pack16_ahead;
+    i.unpack16_lazy = b_unpack16_lazy;
     i.unpack16 = b_unpack16;
     i.dropout = b_dropout;
     i.dequant = b_dequant;

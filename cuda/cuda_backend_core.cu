@@ -43,7 +43,9 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
     case D_GELU_FWD:
         zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round, out16, d.w16 ? dev(d.w16) : nullptr);
         break;
-    case D_GELU_BWD: zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact, d.in_round, out16); break;
+    case D_GELU_BWD:
+        zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact, d.in_round, out16, d.x16, x->prec);
+        break;
     case D_ROUND:
         zt_cu_round_to(s, d.o0, d.n, d.in_round, d.w16 ? dev(d.w16) : nullptr);
         x->unfused++;
@@ -54,7 +56,7 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
     case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, d.f, prec, out16); break;
     case D_LN_BWD:
         zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, d.tickets, prec,
-                            d.in_round, out16);
+                            d.in_round, out16, d.x16, x->prec);
         break;
     case D_ATT_FWD:
         zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc, out16);
@@ -81,7 +83,10 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
 // the mirrors drop them
 void flush(zt_backend *be) {
     cu_ctx *x = ctx_of(be);
-    if (!x->mir_keep) zt_mirror16_clear(&x->mir);
+    if (!x->mir_keep) {
+        settle_all(x);
+        zt_mirror16_clear(&x->mir);
+    }
     if (x->pend.kind == D_NONE) return;
     const Deferred d = x->pend;
     x->pend.kind = D_NONE;
@@ -104,7 +109,7 @@ void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok) 
     if (!ok || c->pend.kind != D_ROUND || c->pend.out != in || c->pend.out_n != n) return;
     d->in_round = c->pend.in_round;
     if (c->pend.w16 && d->kind == D_GELU_FWD) d->w16 = c->pend.w16;
-    else if (c->pend.w16) zt_mirror16_clobber(&c->mir, c->pend.w16, n * sizeof(uint16_t));
+    else if (c->pend.w16) drop(c, {{c->pend.w16, n * sizeof(uint16_t)}});
     c->pend.kind = D_NONE;
     c->fused++;
 }
@@ -116,16 +121,91 @@ cudaStream_t stream_of(zt_backend *be) {
 }
 
 
-// the words equal to the n floats at p (a model address), translated, or nullptr
+// the words equal to the n floats at p (a model address), translated, or nullptr: then the caller reads the floats,
+// written first where a lazy unpack holds them (need)
 const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n) {
     cu_ctx *x = ctx_of(be);
-    if (!x->mir_on || x->prec == ZT_PREC_FP32 || !p) return nullptr;
-    const uint16_t *w = zt_mirror16_find(&x->mir, p, n);
-    if (!w) return nullptr;
+    const uint16_t *w = x->mir_on && x->prec != ZT_PREC_FP32 && p ? zt_mirror16_find(&x->mir, p, n) : nullptr;
+    if (!w) {
+        need(x, {{p, n * sizeof(float)}});
+        return nullptr;
+    }
     x->mir.hits++;
     return dev(w);
 }
 
+// ------------------------------------------------------------------------------------------ lazy unpacks
+// unpack16_lazy records its output as a lazy mirror and launches nothing: the slots that can read the words take
+// them (the products, the GELU and LayerNorm backwards' inputs); the unpack runs (settle) only when a slot reads
+// the floats (need: the reads a MirrorKeep names, an operand without words), writes part of them or the words
+// (drop), or keeps no mirrors (flush: settle_all), or when the record is evicted (mirror_add). The lazy entries a
+// call settles run as one launch (zt_cu_unpack16_multi), on the stream at once, before the kept op: the kept op never
+// touches a lazy range (its slot settled or dropped what it reads and writes).
+static_assert(ZT_MIRROR16_MAX <= kCuUnpackMax, "every lazy entry fits one unpack16_multi launch");
+
+// the unpacks of the lazy entries marked for settling (lazy == 2), as one launch; they stay as plain mirrors
+static void settle_marked(cu_ctx *x) {
+    zt_cu_unpack_job job = {};
+    for (int i = 0; i < x->mir.n; i++) {
+        zt_mirror16_entry &e = x->mir.e[i];
+        if (e.lazy != 2) continue;
+        e.lazy = 0;
+        job.out[job.n] = dev(reinterpret_cast<float *>(e.dst));
+        job.x[job.n] = dev(reinterpret_cast<const uint16_t *>(e.src));
+        job.start[job.n + 1] = job.start[job.n] + e.n;
+        job.n++;
+    }
+    if (!job.n) return;
+    zt_cu_unpack16_multi(x->stream, job, x->prec);
+    x->lazy_settled += job.n;
+}
+
+// a slot reads these ranges as float32
+void need(cu_ctx *x, Ranges reads) {
+    for (int i = 0; i < x->mir.n; i++) {
+        zt_mirror16_entry &e = x->mir.e[i];
+        for (const auto &r : reads)
+            if (e.lazy && r.first && zt_mirror16_overlap(reinterpret_cast<uintptr_t>(r.first), r.second, e.dst,
+                                                         e.n * sizeof(float)))
+                e.lazy = 2;
+    }
+    settle_marked(x);
+}
+
+// these ranges are about to be written, in turn: the mirrors reading or naming one go, the lazy ones settled first
+// (one launch a range) unless the range covers all of their floats (and none of their words)
+void drop(cu_ctx *x, Ranges writes) {
+    for (const auto &w : writes) {
+        if (!w.first || !w.second) continue;
+        const uintptr_t a = reinterpret_cast<uintptr_t>(w.first);
+        for (int i = 0; i < x->mir.n; i++) {
+            zt_mirror16_entry &e = x->mir.e[i];
+            const size_t fb = e.n * sizeof(float);
+            const bool words = zt_mirror16_overlap(a, w.second, e.src, e.n * sizeof(uint16_t));
+            const bool part = zt_mirror16_overlap(a, w.second, e.dst, fb) && !(a <= e.dst && e.dst + fb <= a + w.second);
+            if (e.lazy && (words || part)) e.lazy = 2;
+        }
+        settle_marked(x);
+        zt_mirror16_clobber(&x->mir, w.first, w.second);
+    }
+}
+
+void settle_all(cu_ctx *x) {
+    for (int i = 0; i < x->mir.n; i++)
+        if (x->mir.e[i].lazy) x->mir.e[i].lazy = 2;
+    settle_marked(x);
+}
+
+// a mirror (lazy: an unpack16_lazy's), settling the oldest when it must make room
+void mirror_add(cu_ctx *x, const float *dst, const void *src, size_t n, int lazy) {
+    if (!n) return;
+    if (x->mir.n == ZT_MIRROR16_MAX && x->mir.e[0].lazy) {
+        x->mir.e[0].lazy = 2;
+        settle_marked(x);
+    }
+    zt_mirror16_add(&x->mir, dst, src, n);
+    x->mir.e[x->mir.n - 1].lazy = lazy;
+}
 
 // A LayerNorm (ln1, ln2, ln_f), RMSNorm, GELU, SwiGLU or fused attention output is the next product's input, and in
 // the backward their input gradients are the output gradient of the linear before them: the kernel that rounds such
@@ -145,13 +225,13 @@ uint16_t *words_for(zt_backend *be, const Deferred &d) {
     }
     const int k = x->ring_next;
     x->ring_next ^= 1;
-    zt_mirror16_clobber(&x->mir, x->ring[k], x->ring_cap[k] * sizeof(uint16_t)); // its old words are replaced
+    drop(x, {{x->ring[k], x->ring_cap[k] * sizeof(uint16_t)}}); // its old words are replaced
     if (d.out_n > x->ring_cap[k]) { // grown to the largest need (the first step), then kept
         b_free(be, x->ring[k]);
         x->ring[k] = b_alloc(be, d.out_n * sizeof(uint16_t));
         x->ring_cap[k] = d.out_n;
     }
-    zt_mirror16_add(&x->mir, static_cast<const float *>(d.out), x->ring[k], d.out_n);
+    mirror_add(x, static_cast<const float *>(d.out), x->ring[k], d.out_n, 0);
     return static_cast<uint16_t *>(dev(x->ring[k]));
 }
 
@@ -171,8 +251,8 @@ uint16_t *target_words(cu_ctx *x, const void *p, size_t n) {
 // kept or launched (a slot that writes either range later drops it; a slot that keeps no mirrors drops all, as
 // it launches the kept op)
 void note_words(cu_ctx *x, const void *p, uint16_t *w, size_t n) {
-    zt_mirror16_clobber(&x->mir, w, n * sizeof(uint16_t));
-    zt_mirror16_add(&x->mir, static_cast<const float *>(p), w, n);
+    drop(x, {{w, n * sizeof(uint16_t)}});
+    mirror_add(x, static_cast<const float *>(p), w, n, 0);
 }
 
 // ------------------------------------------------------------------------------------------ memory

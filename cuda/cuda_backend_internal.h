@@ -50,6 +50,7 @@ struct Deferred {
                   // second term; LayerNorm backward's dout) is rounded to first; D_ROUND's precision
     const void *out;
     size_t out_n;
+    const uint16_t *x16; // D_GELU_BWD, D_LN_BWD: inp read as these words (device) instead of its floats, else null
     uint16_t *w16; // words a pack16_ahead reserved (model address): D_ROUND's buffer's, D_GELU_FWD's rounded input's
                    // (in_round), D_RLN_FWD's res; written beside them (note_words), else nullptr
 };
@@ -98,6 +99,7 @@ struct cu_ctx {
     Target tg[kTargets];    // pack16_ahead's, until the next pack16
     int ntg;
     long packs_skipped;     // pack16 calls that found their words written already
+    long lazy_made, lazy_settled; // unpack16_lazy calls, and the unpacks of them that ran (settle)
 };
 
 inline cu_ctx *ctx_of(zt_backend *be) { return static_cast<cu_ctx *>(be->ctx); }
@@ -111,11 +113,17 @@ template <typename T> const T *dev(const T *p) { return static_cast<const T *>(z
 template <typename T> T *dev(T *p) { return p; }
 #endif
 
-// For the length of a slot that keeps the mirrors: drops those its outputs (up to 4 ranges: address, bytes) overlap
+using Ranges = std::initializer_list<std::pair<const void *, size_t>>; // (address, bytes)
+void need(cu_ctx *x, Ranges reads);
+void drop(cu_ctx *x, Ranges writes);
+
+// For the length of a slot that keeps the mirrors: the lazy unpacks of what it reads as float32 (reads) run first,
+// then the mirrors its outputs (writes) overlap go (drop)
 struct MirrorKeep {
     cu_ctx *x;
-    MirrorKeep(zt_backend *be, std::initializer_list<std::pair<const void *, size_t>> writes) : x(ctx_of(be)) {
-        for (const auto &w : writes) zt_mirror16_clobber(&x->mir, w.first, w.second);
+    MirrorKeep(zt_backend *be, Ranges writes, Ranges reads = {}) : x(ctx_of(be)) {
+        need(x, reads);
+        drop(x, writes);
         x->mir_keep = 1;
     }
     ~MirrorKeep() { x->mir_keep = 0; }
@@ -129,6 +137,8 @@ cudaStream_t stream_of(zt_backend *be);
 const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n);
 uint16_t *words_for(zt_backend *be, const Deferred &d);
 uint16_t *target_words(cu_ctx *x, const void *p, size_t n);
+void mirror_add(cu_ctx *x, const float *dst, const void *src, size_t n, int lazy);
+void settle_all(cu_ctx *x);
 void note_words(cu_ctx *x, const void *p, uint16_t *w, size_t n);
 void *b_alloc(zt_backend *be, size_t bytes);
 void b_free(zt_backend *be, void *p);
@@ -209,6 +219,7 @@ void b_round_to(zt_backend *be, float *x, size_t n, int prec);
 int b_pack16_ahead(zt_backend *be, void *words, const float *x, size_t n);
 void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec);
 void b_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec);
+int b_unpack16_lazy(zt_backend *be, float *dst, const void *src, size_t n, int prec);
 void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed);
 void b_dequant(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols);
 

@@ -22,7 +22,7 @@ void b_matmul_ld(zt_backend *be, float *c, const float *a, const float *b, int M
 }
 void b_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                   int OC) {
-    MirrorKeep keep(be, {{out, (size_t)N * OC * sizeof(float)}});
+    MirrorKeep keep(be, {{out, (size_t)N * OC * sizeof(float)}}, {{bias, (size_t)OC * sizeof(float)}});
     const bool look = N > 0 && C > 0 && OC > 0;
     const uint16_t *iw = look ? mirror_words(be, inp, (size_t)N * C) : nullptr;
     const uint16_t *ww = look ? mirror_words(be, w, (size_t)C * OC) : nullptr;
@@ -31,7 +31,8 @@ void b_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, 
 void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                   const float *w, int N, int C, int OC, int accumulate_dinp) {
     MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, (size_t)C * OC * sizeof(float)},
-                         {dbias, (size_t)OC * sizeof(float)}});
+                         {dbias, (size_t)OC * sizeof(float)}},
+                    {{accumulate_dinp ? dinp : nullptr, (size_t)N * C * sizeof(float)}});
     void *sc = scratch(be, zt_cu_linear_bwd_scratch(N, OC));
     unsigned *tk = tickets(be);
     const bool look = N > 0 && C > 0 && OC > 0; // the packing path (bf16 / fp16 checked in mirror_words)
@@ -43,7 +44,8 @@ void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const fl
 }
 void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
                      const float *b, int N, int C, float eps) {
-    MirrorKeep keep(be, {{out, (size_t)N * C * sizeof(float)}, {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}});
+    MirrorKeep keep(be, {{out, (size_t)N * C * sizeof(float)}, {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}},
+                    {{inp, (size_t)N * C * sizeof(float)}, {w, C * sizeof(float)}, {b, C * sizeof(float)}});
     Deferred d = {};
     d.kind = D_LN_FWD;
     d.o0 = dev(out); d.o1 = dev(mean); d.o2 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w); d.i2 = dev(b);
@@ -54,7 +56,9 @@ void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const
 void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mean, float *rstd, const float *a,
                               const float *b, const float *w, const float *bias, int N, int C, int prec, float eps) {
     MirrorKeep keep(be, {{res, (size_t)N * C * sizeof(float)}, {out, (size_t)N * C * sizeof(float)},
-                         {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}});
+                         {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}},
+                    {{a, (size_t)N * C * sizeof(float)}, {b, (size_t)N * C * sizeof(float)}, {w, C * sizeof(float)},
+                     {bias, C * sizeof(float)}});
     Deferred d = {};
     d.kind = D_RLN_FWD;
     d.o0 = dev(res); d.o1 = dev(out); d.o2 = dev(mean); d.o3 = dev(rstd);
@@ -69,8 +73,11 @@ void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mea
 }
 void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                      const float *w, const float *mean, const float *rstd, int N, int C) {
-    MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, C * sizeof(float)}, {db, C * sizeof(float)}});
+    MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, C * sizeof(float)}, {db, C * sizeof(float)}},
+                    {{dinp, (size_t)N * C * sizeof(float)}, {dout, (size_t)N * C * sizeof(float)},
+                     {w, C * sizeof(float)}, {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}});
     Deferred d = {};
+    d.x16 = N > 0 && C > 0 ? mirror_words(be, inp, (size_t)N * C) : nullptr; // inp's words where it has them
     d.scratch = scratch(be, zt_cu_layernorm_bwd_scratch(N, C));
     d.tickets = tickets(be);
     d.kind = D_LN_BWD;
@@ -82,10 +89,15 @@ void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const fl
     defer(be, d);
 }
 void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH, int NKV) {
+    const size_t nq = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)), na = (size_t)B * NH * T * T;
+    MirrorKeep keep(be, {{out, (size_t)B * T * C * sizeof(float)}, {att, na * sizeof(float)}}, {{qkv, nq * sizeof(float)}});
     zt_cu_attention_fwd(ctx_of(be)->gemm, S, dev(out), dev(att), dev(qkv), B, T, C, NH, NKV);
 }
 void b_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
                      int B, int T, int C, int NH, int NKV) {
+    const size_t nq = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)), na = (size_t)B * NH * T * T;
+    MirrorKeep keep(be, {{dqkv, nq * sizeof(float)}, {datt, na * sizeof(float)}},
+                    {{dout, (size_t)B * T * C * sizeof(float)}, {qkv, nq * sizeof(float)}, {att, na * sizeof(float)}});
     zt_cu_attention_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH, NKV);
 }
 void b_attention_bidir_fwd(zt_backend *be, float *out, float *att, const float *qkv, const int32_t *kvalid, int B,
@@ -99,7 +111,8 @@ void b_attention_bidir_bwd(zt_backend *be, float *dqkv, float *datt, const float
 }
 void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C, int NH,
                            int NKV) {
-    MirrorKeep keep(be, {{out, (size_t)B * T * C * sizeof(float)}, {stats, (size_t)B * NH * T * 2 * sizeof(float)}});
+    MirrorKeep keep(be, {{out, (size_t)B * T * C * sizeof(float)}, {stats, (size_t)B * NH * T * 2 * sizeof(float)}},
+                    {{qkv, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)) * sizeof(float)}});
     Deferred d = {};
     d.kind = D_ATT_FWD;
     d.o0 = dev(out); d.o1 = dev(stats); d.i0 = dev(qkv);
@@ -110,8 +123,10 @@ void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float
 }
 void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
                            const float *stats, int B, int T, int C, int NH, int NKV) {
-    MirrorKeep keep(be, {{dqkv, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)) * sizeof(float)},
-                         {scratch, zt_attention_fused_scratch(B, T, C, NH) * sizeof(float)}});
+    const size_t nq = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)), no = (size_t)B * T * C;
+    MirrorKeep keep(be, {{dqkv, nq * sizeof(float)}, {scratch, zt_attention_fused_scratch(B, T, C, NH) * sizeof(float)}},
+                    {{dout, no * sizeof(float)}, {qkv, nq * sizeof(float)}, {out, no * sizeof(float)},
+                     {stats, (size_t)B * NH * T * 2 * sizeof(float)}});
     Deferred d = {};
     d.kind = D_ATT_BWD;
     d.o0 = dev(dqkv); d.o1 = dev(scratch); d.i0 = dev(dout); d.i1 = dev(qkv); d.i2 = dev(out); d.i3 = dev(stats);
@@ -125,7 +140,8 @@ void b_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache
     zt_cu_attention_decode(S, dev(out), dev(kcache), dev(vcache), dev(qkv), pos, maxT, C, NH, NKV);
 }
 void b_rmsnorm_fwd(zt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
-    MirrorKeep keep(be, {{out, (size_t)N * C * sizeof(float)}, {rstd, N * sizeof(float)}});
+    MirrorKeep keep(be, {{out, (size_t)N * C * sizeof(float)}, {rstd, N * sizeof(float)}},
+                    {{inp, (size_t)N * C * sizeof(float)}, {w, C * sizeof(float)}});
     Deferred d = {};
     d.kind = D_RMS_FWD;
     d.o0 = dev(out); d.o1 = dev(rstd); d.i0 = dev(inp); d.i1 = dev(w);
@@ -135,7 +151,9 @@ void b_rmsnorm_fwd(zt_backend *be, float *out, float *rstd, const float *inp, co
 }
 void b_rmsnorm_bwd(zt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                    const float *rstd, int N, int C) {
-    MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, C * sizeof(float)}});
+    MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, C * sizeof(float)}},
+                    {{dinp, (size_t)N * C * sizeof(float)}, {dout, (size_t)N * C * sizeof(float)},
+                     {inp, (size_t)N * C * sizeof(float)}, {w, C * sizeof(float)}, {rstd, N * sizeof(float)}});
     Deferred d = {};
     d.scratch = scratch(be, zt_cu_rmsnorm_bwd_scratch(N, C));
     d.tickets = tickets(be);
@@ -146,11 +164,12 @@ void b_rmsnorm_bwd(zt_backend *be, float *dinp, float *dw, const float *dout, co
     defer(be, d);
 }
 void b_rope(zt_backend *be, float *qkv, const float *cs, int B, int T, int pos0, int NH, int NKV, int hs, int inverse) {
-    MirrorKeep keep(be, {{qkv, (size_t)B * T * (NH + 2 * (size_t)NKV) * hs * sizeof(float)}});
+    const size_t nq = (size_t)B * T * (NH + 2 * (size_t)NKV) * hs;
+    MirrorKeep keep(be, {{qkv, nq * sizeof(float)}}, {{qkv, nq * sizeof(float)}, {cs, (size_t)T * hs * sizeof(float)}});
     zt_cu_rope(S, dev(qkv), dev(cs), B, T, pos0, NH, NKV, hs, inverse);
 }
 void b_swiglu_fwd(zt_backend *be, float *out, const float *inp, int N, int I) {
-    MirrorKeep keep(be, {{out, (size_t)N * I * sizeof(float)}});
+    MirrorKeep keep(be, {{out, (size_t)N * I * sizeof(float)}}, {{inp, (size_t)N * 2 * I * sizeof(float)}});
     Deferred d = {};
     d.kind = D_SWIGLU_FWD;
     d.o0 = dev(out); d.i0 = dev(inp);
@@ -159,7 +178,8 @@ void b_swiglu_fwd(zt_backend *be, float *out, const float *inp, int N, int I) {
     defer(be, d);
 }
 void b_swiglu_bwd(zt_backend *be, float *dinp, const float *inp, const float *dout, int N, int I) {
-    MirrorKeep keep(be, {{dinp, (size_t)N * 2 * I * sizeof(float)}});
+    MirrorKeep keep(be, {{dinp, (size_t)N * 2 * I * sizeof(float)}},
+                    {{inp, (size_t)N * 2 * I * sizeof(float)}, {dout, (size_t)N * I * sizeof(float)}});
     Deferred d = {};
     d.kind = D_SWIGLU_BWD;
     d.o0 = dev(dinp); d.i0 = dev(inp); d.i1 = dev(dout);
@@ -172,8 +192,10 @@ void b_gemv(zt_backend *be, float *y, const float *x, const float *w, const floa
 }
 // GELU forward (dout nullptr) or backward into out, the tanh approximation or the exact (erf) one
 void defer_gelu(zt_backend *be, int exact, float *out, const float *inp, const float *dout, size_t n) {
-    MirrorKeep keep(be, {{out, n * sizeof(float)}});
+    // backward reads inp's words where it has them (forward: the floats), and dout
+    MirrorKeep keep(be, {{out, n * sizeof(float)}}, {{dout ? (const void *)dout : (const void *)inp, n * sizeof(float)}});
     Deferred d = {};
+    d.x16 = dout && n ? mirror_words(be, inp, n) : nullptr;
     d.kind = dout ? D_GELU_BWD : D_GELU_FWD;
     d.o0 = dev(out); d.i0 = dev(inp); d.i1 = dev(dout); d.n = n; d.exact = exact;
     d.out = out; d.out_n = n;
@@ -199,7 +221,7 @@ void b_argmax_rows(zt_backend *be, int32_t *idx, const float *x, int N, int V, i
     zt_cu_argmax_rows(S, dev(idx), dev(x), N, V, ld);
 }
 void b_add(zt_backend *be, float *out, const float *a, const float *b, size_t n) {
-    MirrorKeep keep(be, {{out, n * sizeof(float)}});
+    MirrorKeep keep(be, {{out, n * sizeof(float)}}, {{a, n * sizeof(float)}, {b, n * sizeof(float)}});
     Deferred d = {};
     d.kind = D_ADD;
     d.o0 = dev(out); d.i0 = dev(a); d.i1 = dev(b); d.n = n;
@@ -234,7 +256,8 @@ void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t 
 void b_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K, int ta,
                 int tb, int prec) {
     ZT_ASSERT(prec == ctx_of(be)->prec); // the GEMM's operand precision (set_precision)
-    MirrorKeep keep(be, {{c, (size_t)M * N * (c16 ? sizeof(uint16_t) : sizeof(float))}});
+    MirrorKeep keep(be, {{c, (size_t)M * N * (c16 ? sizeof(uint16_t) : sizeof(float))}},
+                    {{a16 ? nullptr : a, (size_t)M * K * sizeof(float)}});
     const uint16_t *bw = M > 0 && N > 0 && K > 0 ? mirror_words(be, b, (size_t)K * N) : nullptr; // the tied wte
     zt_cu_matmul16(ctx_of(be)->gemm, S, dev(c), c16, dev(a), a16, dev(b), M, N, K, ta, tb, bw);
 }
@@ -299,7 +322,7 @@ void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, fl
                       t.ntable, t.total, lr, beta1, beta2, eps, bias_corr1, bias_corr2, grad_scale);
 }
 void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
-    MirrorKeep keep(be, {{acc, n * sizeof(float)}});
+    MirrorKeep keep(be, {{acc, n * sizeof(float)}}, {{acc, n * sizeof(float)}, {x, n * sizeof(float)}});
     zt_cu_accumulate(S, dev(acc), dev(x), n);
 }
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
@@ -312,7 +335,7 @@ void b_set_precision(zt_backend *be, int prec) {
     zt_cu_gemm_set_precision(ctx_of(be)->gemm, prec);
 }
 void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
-    MirrorKeep keep(be, {{x, n * sizeof(float)}});
+    MirrorKeep keep(be, {{x, n * sizeof(float)}}, {{x, n * sizeof(float)}});
     cu_ctx *c = ctx_of(be);
     if (c->pend.kind != D_NONE && c->pend.kind != D_ROUND && prec != ZT_PREC_FP32 && c->pend.out == x &&
         c->pend.out_n == n) {
@@ -360,13 +383,23 @@ void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {
         c->packs_skipped++;
         return;
     }
-    MirrorKeep keep(be, {{dst, n * sizeof(uint16_t)}});
+    MirrorKeep keep(be, {{dst, n * sizeof(uint16_t)}}, {{x, n * sizeof(float)}});
     zt_cu_pack16(S, static_cast<uint16_t *>(dev(dst)), dev(x), n, prec);
 }
 void b_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec) {
     MirrorKeep keep(be, {{dst, n * sizeof(float)}});
     zt_cu_unpack16(S, dev(dst), static_cast<const uint16_t *>(dev(src)), n, prec);
-    if (prec == ctx_of(be)->prec) zt_mirror16_add(&ctx_of(be)->mir, dst, src, n); // dst now equals the words
+    if (prec == ctx_of(be)->prec) mirror_add(ctx_of(be), dst, src, n, 0); // dst now equals the words
+}
+// unpack16 deferred (lazy mirror, cuda_backend_core.cu) in a bf16 / fp16 run with mirrors, else unpack16
+int b_unpack16_lazy(zt_backend *be, float *dst, const void *src, size_t n, int prec) {
+    cu_ctx *c = ctx_of(be);
+    if (!c->mir_on || prec != c->prec || prec == ZT_PREC_FP32) return 0;
+    MirrorKeep keep(be, {{dst, n * sizeof(float)}});
+    flush(be);
+    mirror_add(c, dst, src, n, 1);
+    c->lazy_made++;
+    return 1;
 }
 void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
     zt_cu_dropout(S, dev(out), dev(in), n, p, seed);

@@ -69,8 +69,10 @@ __device__ __forceinline__ bool zt_cu_last_block(unsigned *ticket, unsigned n) {
 // in16 (gelu_fwd with in_round): the rounded input also as words (the words a later pack of it would write)
 void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec = 0, int exact = 0,
                     int in_round = 0, uint16_t *out16 = nullptr, uint16_t *in16 = nullptr);
+// inp16 (gelu_bwd; may be null): inp read as these 2-byte words of inp16_prec instead of its floats (a lazy unpack16)
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec = 0,
-                    int exact = 0, int in_round = 0, uint16_t *dinp16 = nullptr);
+                    int exact = 0, int in_round = 0, uint16_t *dinp16 = nullptr, const uint16_t *inp16 = nullptr,
+                    int inp16_prec = 0);
 // in_round (a precision; 0: none): b rounded to it first and written back (the round_to of b fused here)
 void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec = 0, int in_round = 0);
 void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
@@ -80,6 +82,16 @@ void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec, uint16_t *x16 
 // decodes exactly. The GEMMs' packed operands and the 2-byte activation storage
 void zt_cu_pack16(cudaStream_t s, uint16_t *out, const float *x, size_t n, int prec);
 void zt_cu_unpack16(cudaStream_t s, float *out, const uint16_t *x, size_t n, int prec);
+// up to kCuUnpackMax unpack16s in one launch: range k is cnt = start[k + 1] - start[k] words at x[k] into out[k]
+// (start[0] = 0; start[n]: the total). The CUDA backend's lazy unpacks, run together (cuda_backend_core.cu settle)
+constexpr int kCuUnpackMax = 32;
+struct zt_cu_unpack_job {
+    int n;
+    float *out[kCuUnpackMax];
+    const uint16_t *x[kCuUnpackMax];
+    size_t start[kCuUnpackMax + 1];
+};
+void zt_cu_unpack16_multi(cudaStream_t s, const zt_cu_unpack_job &job, int prec);
 void zt_cu_embed_fwd(cudaStream_t s, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
                      int T, int C, int prec = 0);
 // dwte += scatter of dout by token (deterministic: tokens are bucketed, each (token, column) summed
@@ -140,9 +152,11 @@ void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float 
 // scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory; tickets: see kCuTickets; in_round (a
 // precision; 0: none): dout rounded to it first and written back (the round_to of dout fused here)
 size_t zt_cu_layernorm_bwd_scratch(int N, int C);
+// inp16 (may be null): inp read as these 2-byte words of inp16_prec instead of its floats (a lazy unpack16)
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, const float *mean, const float *rstd, int N, int C, void *scratch,
-                         unsigned *tickets, int prec = 0, int in_round = 0, uint16_t *dinp16 = nullptr);
+                         unsigned *tickets, int prec = 0, int in_round = 0, uint16_t *dinp16 = nullptr,
+                         const uint16_t *inp16 = nullptr, int inp16_prec = 0);
 // attention forward / backward: the score and probability products are batched fp32 GEMMs over the heads
 // (zt_cu_gemm_strided: cuBLASLt on a GPU), the causal softmax and its backward are row kernels
 typedef struct zt_cu_gemm zt_cu_gemm;

@@ -112,6 +112,11 @@ __device__ __forceinline__ void st4(float *p, size_t k, float4 v) { reinterpret_
 __device__ __forceinline__ float gelu_f(float x, int exact) { return exact ? zt_gelu_erf(x) : zt_gelu(x); }
 __device__ __forceinline__ float gelu_g(float x, int exact) { return exact ? zt_gelu_erf_grad(x) : zt_gelu_grad(x); }
 
+// 4 words (one uint2) widened: the float4 they are the 2-byte form of
+__device__ __forceinline__ float4 unwords4(uint2 w, int prec) {
+    return make_float4(zt_bits16_to_f32((uint16_t)(w.x & 0xffffu), prec), zt_bits16_to_f32((uint16_t)(w.x >> 16), prec),
+                       zt_bits16_to_f32((uint16_t)(w.y & 0xffffu), prec), zt_bits16_to_f32((uint16_t)(w.y >> 16), prec));
+}
 // 4 values' 2-byte words as one uint2 (out16's vector store)
 __device__ __forceinline__ uint2 words4(float4 y, int prec) {
     return make_uint2((uint32_t)zt_f32_to_bits16(y.x, prec) | (uint32_t)zt_f32_to_bits16(y.y, prec) << 16,
@@ -147,10 +152,12 @@ __global__ void k_gelu_fwd(float *out, float *inp, uint16_t *out16, uint16_t *in
     }
 }
 
-__global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, uint16_t *dinp16, size_t n, size_t n4,
-                           int prec, int exact, int in_round) {
+// inp16 (may be null): inp read as these words (of precision wprec) instead of the floats
+__global__ void k_gelu_bwd(float *dinp, const float *inp, const uint16_t *inp16, const float *dout, uint16_t *dinp16,
+                           size_t n, size_t n4, int prec, int exact, int in_round, int wprec) {
     ZT_GRID_STRIDE(k, n4) {
-        const float4 x = ld4(inp, k), d0 = ld4(dout, k);
+        const float4 x = inp16 ? unwords4(reinterpret_cast<const uint2 *>(inp16)[k], wprec) : ld4(inp, k);
+        const float4 d0 = ld4(dout, k);
         const float4 d = in_round ? make_float4(zt_round_prec(d0.x, in_round), zt_round_prec(d0.y, in_round),
                                                 zt_round_prec(d0.z, in_round), zt_round_prec(d0.w, in_round))
                                   : d0;
@@ -161,7 +168,8 @@ __global__ void k_gelu_bwd(float *dinp, const float *inp, const float *dout, uin
     }
     ZT_TAIL(i, n4, n) {
         const float d = in_round ? zt_round_prec(dout[i], in_round) : dout[i];
-        dinp[i] = zt_round_prec(gelu_g(inp[i], exact) * d, prec);
+        const float x = inp16 ? zt_bits16_to_f32(inp16[i], wprec) : inp[i];
+        dinp[i] = zt_round_prec(gelu_g(x, exact) * d, prec);
         if (dinp16) dinp16[i] = zt_f32_to_bits16(dinp[i], prec);
     }
 }
@@ -260,6 +268,22 @@ __global__ void k_unpack16(float *out, const uint16_t *x, size_t n, size_t n4, i
                                 zt_bits16_to_f32((uint16_t)(w.y & 0xffffu), prec), zt_bits16_to_f32((uint16_t)(w.y >> 16), prec)));
     }
     ZT_TAIL(i, n4, n) out[i] = zt_bits16_to_f32(x[i], prec);
+}
+
+// several unpack16s in one launch: the grid strides over the ranges' elements end to end (range k's first element is
+// start[k]; binary search), each element k_unpack16's conversion
+__global__ void k_unpack16_multi(zt_cu_unpack_job job, int prec) {
+    const size_t total = job.start[job.n];
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int lo = 0, hi = job.n - 1; // the range k with start[k] <= i < start[k + 1]
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (job.start[mid] <= i) lo = mid;
+            else hi = mid - 1;
+        }
+        const size_t e = i - job.start[lo];
+        job.out[lo][e] = zt_bits16_to_f32(job.x[lo][e], prec);
+    }
 }
 
 __global__ void k_add_zero_copy(float *out, const float *in, size_t n) {
@@ -493,13 +517,14 @@ void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int 
 }
 
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec, int exact,
-                    int in_round, uint16_t *dinp16) {
+                    int in_round, uint16_t *dinp16, const uint16_t *inp16, int inp16_prec) {
     if (n == 0) return;
     ZT_ASSERT(!in_round || dinp == dout);
     ZT_ASSERT(!dinp16 || prec != ZT_PREC_FP32);
-    const size_t n4 = aligned(dinp16, 8) ? vec4_count(n, dinp, inp, dout) : 0;
-    ZT_LAUNCH(k_gelu_bwd, vec4_blocks(n, n4), kElemThreads, 0, s, dinp, inp, dout, dinp16, n, n4, prec, exact,
-              in_round);
+    ZT_ASSERT(!inp16 || inp16_prec != ZT_PREC_FP32);
+    const size_t n4 = aligned(dinp16, 8) && aligned(inp16, 8) ? vec4_count(n, dinp, inp16 ? nullptr : inp, dout) : 0;
+    ZT_LAUNCH(k_gelu_bwd, vec4_blocks(n, n4), kElemThreads, 0, s, dinp, inp, inp16, dout, dinp16, n, n4, prec, exact,
+              in_round, inp16_prec);
     check_launch("gelu_bwd");
 }
 
@@ -650,6 +675,14 @@ void zt_cu_unpack16(cudaStream_t s, float *out, const uint16_t *x, size_t n, int
     const size_t n4 = vec4_count(n, out, nullptr, x, 8);
     ZT_LAUNCH(k_unpack16, vec4_blocks(n, n4), kElemThreads, 0, s, out, x, n, n4, prec);
     check_launch("unpack16");
+}
+
+void zt_cu_unpack16_multi(cudaStream_t s, const zt_cu_unpack_job &job, int prec) {
+    ZT_ASSERT(job.n >= 0 && job.n <= kCuUnpackMax);
+    if (job.n == 0 || job.start[job.n] == 0) return;
+    ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
+    ZT_LAUNCH(k_unpack16_multi, elem_blocks(job.start[job.n]), kElemThreads, 0, s, job, prec);
+    check_launch("unpack16_multi");
 }
 
 void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed) {

@@ -110,8 +110,17 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     layernorm_row(out + off, out16 ? out16 + off : nullptr, mean, rstd, x, w, b, C, eps, prec, lane, row);
 }
 
+// a row's input to a backward: its floats, or the 2-byte words (of precision prec) they were unpacked from
+struct RowIn {
+    const float *f;
+    const uint16_t *w;
+    int prec;
+    __device__ __forceinline__ float operator[](size_t i) const { return w ? zt_bits16_to_f32(w[i], prec) : f[i]; }
+    __device__ __forceinline__ RowIn operator+(size_t o) const { return RowIn{f + o, w ? w + o : nullptr, prec}; }
+};
+
 // one row's dinp += ... by one warp (lane = its lane), rounded to prec
-__device__ __forceinline__ void layernorm_bwd_row(float *dx, uint16_t *dx16, float *dy, const float *x,
+__device__ __forceinline__ void layernorm_bwd_row(float *dx, uint16_t *dx16, float *dy, RowIn x,
                                                   const float *w, float m, float r, int C, int prec, int lane,
                                                   int in_round) {
     float sdn = 0.0f, sdnxn = 0.0f;
@@ -138,7 +147,7 @@ __device__ __forceinline__ void layernorm_bwd_row(float *dx, uint16_t *dx16, flo
 constexpr int kLnBwdThreads = 512;
 __global__ void __launch_bounds__(kLnBwdThreads)
     layernorm_bwd_kernel(float *dinp, uint16_t *dinp16, float *dw, float *db, float *part, unsigned *ticket,
-                         float *dout, const float *inp, const float *w, const float *mean, const float *rstd, int N,
+                         float *dout, RowIn inp, const float *w, const float *mean, const float *rstd, int N,
                          int C, int prec, int in_round) {
     const int p = blockIdx.x, n0 = p * kLnRows, n1 = min(n0 + kLnRows, N);
     const int lane = threadIdx.x % 32;
@@ -327,9 +336,11 @@ size_t zt_cu_layernorm_bwd_scratch(int N, int C) {
 
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, const float *mean, const float *rstd, int N, int C, void *scratch,
-                         unsigned *tickets, int prec, int in_round, uint16_t *dinp16) {
+                         unsigned *tickets, int prec, int in_round, uint16_t *dinp16, const uint16_t *inp16,
+                         int inp16_prec) {
     if (C <= 0) return;
     ZT_ASSERT(!dinp16 || prec != 0);
+    ZT_ASSERT(!inp16 || inp16_prec != 0);
     if (N <= 0) { // nothing to sum
         ZT_ASSERT(N == 0);
         ZT_LAUNCH(layernorm_bwd_wb_zero_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, db, C);
@@ -341,7 +352,7 @@ void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, cons
     ZT_ASSERT(!in_round || (dout != dinp && dout != inp));
     // dout is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH(layernorm_bwd_kernel, nparts, kLnBwdThreads, 0, s, dinp, dinp16, dw, db, static_cast<float *>(scratch),
-              tickets, const_cast<float *>(dout), inp, w, mean, rstd, N, C, prec, in_round);
+              tickets, const_cast<float *>(dout), RowIn{inp, inp16, inp16_prec}, w, mean, rstd, N, C, prec, in_round);
     NA_LAUNCH_CHECK("layernorm_bwd_kernel");
 }
 

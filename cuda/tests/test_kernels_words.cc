@@ -4,7 +4,8 @@
 // off, with and without in_round, and the rounded input's words in16) and backward, LayerNorm forward and backward,
 // residual + LayerNorm forward (out, and res as res16), round_to's x16 (the stash's words, pack16_ahead), the fused
 // attention's forward and backward (fp32 kernels and tensor cores), RMSNorm and SwiGLU forward and
-// backward. In bf16 and fp16, under the host execution harness: the
+// backward; and the kernels that read a lazy unpack's words instead of its floats (GELU and LayerNorm backward's inp16,
+// unpack16_multi). In bf16 and fp16, under the host execution harness: the
 // outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
 // written past the words. (A product reading the words is checked bitwise against packing in
 // test_kernels_norm_attn's linear_bwd rows and tests/unit/core/dist/test_mirrors.c.)
@@ -106,6 +107,55 @@ void test_backward_elem(int prec, int N, int C) {
     else check_fail("gelu_bwd, layernorm_bwd dinp16 %s [N%d,C%d]: %zu mismatches", prec_name(prec), N, C, bad);
 }
 
+// the readers of a lazy unpack's words (cuda_backend_core.cu): GELU backward and LayerNorm backward with inp given
+// as words must give the bits they give on the floats (aligned and one element off for the GELU); unpack16_multi
+// the bits of one unpack16 a range
+void test_word_readers(int prec, int N, int C) {
+    const size_t n = (size_t)N * C;
+    size_t bad = 0;
+    for (int off = 0; off < 2; off++) {
+        vec x = randv(n + 1, 3.0), d0 = randv(n + 1), a = d0, b = d0;
+        for (float &f : x) f = zt_round_prec(f, prec);
+        std::vector<uint16_t> xw(n + 1);
+        for (size_t i = 0; i <= n; i++) xw[i] = zt_f32_to_bits16(x[i], prec);
+        vec xg = nanv(n + 1); // the floats must not be read
+        zt_cu_gelu_bwd(0, a.data() + off, x.data() + off, a.data() + off, n, prec, 0, prec);
+        zt_cu_gelu_bwd(0, b.data() + off, xg.data() + off, b.data() + off, n, prec, 0, prec, nullptr,
+                       xw.data() + off, prec);
+        bad += !same_bits(a, b);
+    }
+    vec x = randv(n), dy = randv(n), lw = randv(C), mean(N), rstd(N), o(n), dx0 = randv(n), dx1 = dx0;
+    for (float &f : x) f = zt_round_prec(f, prec);
+    std::vector<uint16_t> xw(n);
+    for (size_t i = 0; i < n; i++) xw[i] = zt_f32_to_bits16(x[i], prec);
+    vec dwa(C), dba(C), dwb(C), dbb(C), xg = nanv(n);
+    zt_cu_layernorm_fwd(0, o.data(), mean.data(), rstd.data(), x.data(), lw.data(), lw.data(), N, C, 1e-5f);
+    std::vector<unsigned char> sc(zt_cu_layernorm_bwd_scratch(N, C));
+    zt_cu_layernorm_bwd(0, dx0.data(), dwa.data(), dba.data(), dy.data(), x.data(), lw.data(), mean.data(),
+                        rstd.data(), N, C, sc.data(), tickets(), prec);
+    zt_cu_layernorm_bwd(0, dx1.data(), dwb.data(), dbb.data(), dy.data(), xg.data(), lw.data(), mean.data(),
+                        rstd.data(), N, C, sc.data(), tickets(), prec, 0, nullptr, xw.data(), prec);
+    bad += !same_bits(dx0, dx1) + !same_bits(dwa, dwb) + !same_bits(dba, dbb);
+    // unpack16_multi: three ranges (one empty) against unpack16 each
+    zt_cu_unpack_job job = {};
+    vec u0 = nanv(2 * n + 3), u1 = nanv(2 * n + 3);
+    const size_t cnt[3] = {n, 0, n - 1}, at[3] = {0, n, n + 2};
+    for (int k = 0; k < 3; k++) {
+        zt_cu_unpack16(0, u0.data() + at[k], xw.data(), cnt[k], prec);
+        job.out[k] = u1.data() + at[k];
+        job.x[k] = xw.data();
+        job.start[k + 1] = job.start[k] + cnt[k];
+    }
+    job.n = 3;
+    zt_cu_unpack16_multi(0, job, prec);
+    bad += !same_bits(u0, u1);
+    if (bad == 0)
+        check_pass("gelu_bwd inp16, layernorm_bwd inp16, unpack16_multi %s [N%d,C%d]: the same bits as from the floats "
+                   "(the floats NaN when the words are given)", prec_name(prec), N, C);
+    else check_fail("gelu_bwd / layernorm_bwd inp16, unpack16_multi %s [N%d,C%d]: %zu mismatches", prec_name(prec), N,
+                    C, bad);
+}
+
 // the Llama family's producers: RMSNorm forward and backward (dinp += ...), SwiGLU forward and backward
 void test_llama(int prec, int N, int C, int I) {
     const size_t n = (size_t)N * C, ni = (size_t)N * I;
@@ -174,6 +224,8 @@ int main(void) {
         test_backward_elem(prec, 37, 45);
         test_backward_elem(prec, 130, 768);
         test_llama(prec, 37, 45, 29);
+        test_word_readers(prec, 37, 45);
+        test_word_readers(prec, 130, 768);
         test_attention(prec, 2, 70, 128, 2); // head size 64, two query tiles
         test_attention(prec, 1, 33, 128, 4); // head size 32
     }

@@ -197,6 +197,12 @@ typedef struct zt_backend_i {
        backend: cuda/cuda_backend_ops.cu); 0: not taken. Either way the words after the pack16 are the same; the
        advice ends at the next pack16 */
     int (*pack16_ahead)(zt_backend *be, void *words, const float *x, size_t n);
+    /* optional (NULL: the caller uses unpack16): unpack16, whose float32 output a backend may write later, when a
+       slot reads it as float32, or never where the slots that read it take the words (the CUDA backend: the
+       products, the GELU and LayerNorm backwards' inputs; cuda/cuda_backend_core.cu). Every slot sees unpack16's
+       values. For buffers read mostly by such slots (a layer's activations from the stash). Returns 1; 0 where the
+       backend declines (then it did nothing, and declines every call until set_precision: the caller unpacks) */
+    int (*unpack16_lazy)(zt_backend *be, float *dst, const void *src, size_t n, int prec);
     /* out[i] = keep(seed, i) ? in[i] * (1 / (1 - p)) : 0 (out == in allowed); keep from a counter-based hash
        of (seed, i) (op_math.h), the same mask on every backend and thread count; p == 0 copies */
     void (*dropout)(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed);

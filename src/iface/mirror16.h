@@ -6,7 +6,10 @@
  * An entry (dst, src, n) says: the n floats at dst are the words at src, widened; packing dst gives src. unpack16
  * makes one (the working parameters' window from the 2-byte parameters, a layer's activations from their stash).
  * It holds until either range is written: a slot that keeps entries names every range it writes
- * (zt_mirror16_clobber) before it runs; any other slot or memory call clears them all (zt_mirror16_clear). The
+ * (zt_mirror16_clobber) before it runs; any other slot or memory call clears them all (zt_mirror16_clear).
+ * A lazy entry (unpack16_lazy) has not written dst yet: its owner writes it (the unpack it deferred) before a
+ * slot reads dst as float32, before either range is written (but for a write of all of dst) and before a clear or
+ * the entry's eviction; every entry must go through the owner's checks first (cuda_backend_core.cu settle_*). The
  * communicator writes parameters only after the update, which clears them (docs/design.md section 9).
  * Addresses are the model's (device addresses as the slots receive them), compared as byte ranges. */
 #ifndef ZT_MIRROR16_H
@@ -20,6 +23,8 @@
 typedef struct zt_mirror16_entry {
     uintptr_t dst, src; /* dst: n floats; src: n 2-byte words */
     size_t n;
+    int lazy;           /* unpack16_lazy's: dst not written yet (the owner writes it before anything reads it as
+                           float32, or before the entry goes, unless what goes is all of dst, overwritten) */
 } zt_mirror16_entry;
 
 typedef struct zt_mirror16 {
@@ -58,6 +63,7 @@ static inline void zt_mirror16_add(zt_mirror16 *m, const float *dst, const void 
     e->dst = (uintptr_t)dst;
     e->src = (uintptr_t)src;
     e->n = n;
+    e->lazy = 0;
 }
 
 /* the words equal to the n floats at p, or NULL */

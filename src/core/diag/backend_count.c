@@ -63,10 +63,55 @@ static void add(int k, long launches, double bytes) {
     g_bytes[k] += bytes;
 }
 
+/* the lazy unpacks (cuda_backend_core.cu settle_marked, need, drop, mirror_add): the entries marked (lazy 2) run as
+   one launch when settled */
+static void msettle(void) {
+    double n = 0;
+    for (int i = 0; i < g_mir.n; i++)
+        if (g_mir.e[i].lazy == 2) g_mir.e[i].lazy = 0, n += (double)g_mir.e[i].n;
+    if (n > 0) add(K_PACK, 1, 6.0 * n);
+}
+/* [p, p + bytes) read as float32: marked, settled with the slot's other reads (mkeep, mfind) */
+static void mneed(const void *p, double bytes) {
+    if (!p || bytes <= 0) return;
+    for (int i = 0; i < g_mir.n; i++)
+        if (g_mir.e[i].lazy && zt_mirror16_overlap((uintptr_t)p, (size_t)bytes, g_mir.e[i].dst, g_mir.e[i].n * 4))
+            g_mir.e[i].lazy = 2;
+}
+/* [p, p + bytes) about to be written */
+static void mdrop(const void *p, size_t bytes) {
+    msettle();
+    if (!p || !bytes) return;
+    const uintptr_t a = (uintptr_t)p;
+    for (int i = 0; i < g_mir.n; i++) {
+        zt_mirror16_entry *e = &g_mir.e[i];
+        const size_t fb = e->n * 4;
+        const int words = zt_mirror16_overlap(a, bytes, e->src, e->n * 2);
+        const int part = zt_mirror16_overlap(a, bytes, e->dst, fb) && !(a <= e->dst && e->dst + fb <= a + bytes);
+        if (e->lazy && (words || part)) e->lazy = 2;
+    }
+    msettle();
+    zt_mirror16_clobber(&g_mir, p, bytes);
+}
+static void madd(const void *dst, const void *src, size_t n, int lazy) {
+    if (!n) return;
+    if (g_mir.n == ZT_MIRROR16_MAX && g_mir.e[0].lazy) {
+        g_mir.e[0].lazy = 2;
+        msettle();
+    }
+    zt_mirror16_add(&g_mir, dst, src, n);
+    g_mir.e[g_mir.n - 1].lazy = lazy;
+}
+
 /* every slot but a fused round_to launches the kept op first (cuda_backend.cu flush): a kept round_to is then its own
    launch, reading and writing its buffer */
 static void flush(void) {
-    if (!g_mir_keep) zt_mirror16_clear(&g_mir);
+    if (!g_mir_keep) {
+        for (int i = 0; i < g_mir.n; i++)
+            if (g_mir.e[i].lazy) g_mir.e[i].lazy = 2;
+        msettle();
+        zt_mirror16_clear(&g_mir);
+    }
     g_pend = 0;
     if (g_rpend) add(K_ROUND, 1, F4 * 2.0 * (double)g_rpend_n + (g_rpend_w ? 2.0 * (double)g_rpend_n : 0));
     g_rpend = 0;
@@ -83,8 +128,8 @@ static const void *tg_words(const void *p, size_t n) {
 }
 /* the n floats at p equal the words at w once the op writing them has run (cuda_backend_core.cu note_words) */
 static void note_words(const void *p, const void *w, size_t n) {
-    zt_mirror16_clobber(&g_mir, w, 2 * n);
-    zt_mirror16_add(&g_mir, p, w, n);
+    mdrop(w, 2 * n);
+    madd(p, w, n, 0);
 }
 /* a GELU whose input (forward: inp; backward in place: dout) is the kept round_to's buffer takes the rounding: no
    launch for it (the forward's kernel writes its input back: 4 bytes an element more). The words the round_to was
@@ -95,19 +140,23 @@ static int take_round_w(const void *in, size_t n, int in_place, int words, int k
     g_rpend = 0;
     g_tot.fused_rounds++;
     if (g_rpend_w && words) g_bytes[k] += 2.0 * (double)n;
-    else if (g_rpend_w) zt_mirror16_clobber(&g_mir, g_rpend_w, 2 * n);
+    else if (g_rpend_w) mdrop(g_rpend_w, 2 * n);
     return 1;
 }
 static int take_round(const void *in, size_t n, int in_place) { return take_round_w(in, n, in_place, 0, 0); }
 /* a slot that keeps the mirrors: each range it writes drops those it overlaps (before its flush); mdone at its end */
 static void mkeep(const void *p, double bytes) {
-    zt_mirror16_clobber(&g_mir, p, (size_t)bytes);
+    mdrop(p, (size_t)bytes); /* the reads marked before it settled first, as one launch */
     g_mir_keep = 1;
 }
 static void mdone(void) { g_mir_keep = 0; }
-/* a product's operand (n floats at p) read from words: 1 (not packed) */
+/* an operand (n floats at p) read from words: 1 (not packed); else its floats are read (mneed) */
 static int mfind(const float *p, double n) {
-    if (!g_mir_on || g_prec == ZT_PREC_FP32 || !zt_mirror16_find(&g_mir, p, (size_t)n)) return 0;
+    if (!g_mir_on || g_prec == ZT_PREC_FP32 || !zt_mirror16_find(&g_mir, p, (size_t)n)) {
+        mneed(p, F4 * n);
+        msettle();
+        return 0;
+    }
     g_tot.mirror_hits++;
     return 1;
 }
@@ -137,8 +186,8 @@ static void words_for(int k, const void *out, size_t n) {
     }
     const void *ring = RING_ADDR(g_ring_next);
     g_ring_next ^= 1;
-    zt_mirror16_clobber(&g_mir, ring, (size_t)1 << 55);
-    zt_mirror16_add(&g_mir, out, ring, n);
+    mdrop(ring, (size_t)1 << 55);
+    madd(out, ring, n, 0);
 }
 /* one GEMM c(M, N) = op(a) @ op(b) (+ bias) (+ beta c) of cuda_gemm.cu's gemm(): bf16/fp16 pack the operands not
    packed already (a_pre, b_pre) in one launch (4 bytes read and 2 written per element) and multiply the 2-byte
@@ -176,6 +225,7 @@ static void w_matmul_ld(zt_backend *be, float *c, const float *a, const float *b
     g_inner->matmul_ld(be, c, a, b, M, N, K, ta, tb, al, bt, lda, ldb, ldc);
 }
 static void w_linear_fwd(zt_backend *be, float *o, const float *i, const float *w, const float *b, int N, int C, int OC) {
+    mneed(b, F4 * OC);
     mkeep(o, F4 * N * OC);
     flush();
     g_calls[K_LIN_FWD]++;
@@ -189,6 +239,7 @@ static void w_linear_fwd(zt_backend *be, float *o, const float *i, const float *
 }
 static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
                          int N, int C, int OC, int acc) {
+    mneed(acc ? di : NULL, F4 * N * C);
     mkeep(di, F4 * N * C);
     mkeep(dw, F4 * C * OC);
     mkeep(db, F4 * OC);
@@ -222,6 +273,9 @@ static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const 
 }
 static void w_ln_fwd(zt_backend *be, float *o, float *m, float *r, const float *i, const float *w, const float *b, int N,
                      int C, float eps) {
+    mneed(i, F4 * N * C);
+    mneed(w, F4 * C);
+    mneed(b, F4 * C);
     mkeep(o, F4 * N * C);
     mkeep(m, F4 * N);
     mkeep(r, F4 * N);
@@ -237,6 +291,10 @@ static void w_ln_fwd(zt_backend *be, float *o, float *m, float *r, const float *
    layernorm_fwd */
 static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, const float *a, const float *b,
                       const float *w, const float *bi, int N, int C, int p, float eps) {
+    mneed(a, F4 * N * C);
+    mneed(b, F4 * N * C);
+    mneed(w, F4 * C);
+    mneed(bi, F4 * C);
     mkeep(res, F4 * N * C);
     mkeep(o, F4 * N * C);
     mkeep(m, F4 * N);
@@ -263,19 +321,28 @@ static void norm_bwd(int k, double N, double C, int nw, int nstat) {
 }
 static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
                      const float *m, const float *r, int N, int C) {
+    mneed(di, F4 * N * C);
+    mneed(d, F4 * N * C);
+    mneed(w, F4 * C);
+    mneed(m, F4 * N);
+    mneed(r, F4 * N);
     mkeep(di, F4 * N * C);
     mkeep(dw, F4 * C);
     mkeep(db, F4 * C);
+    const int iw = N > 0 && C > 0 && mfind(i, (double)N * C); /* inp read as its words where it has them */
     const int took = take_round(d, (size_t)N * C, d != di && d != i); /* dout written back rounded */
     flush();
     g_calls[K_LN_BWD]++;
     norm_bwd(K_LN_BWD, N, C, 2, 2);
+    if (iw) g_bytes[K_LN_BWD] -= 2.0 * N * C;
     if (took && N > 0 && C > 0) g_bytes[K_LN_BWD] += F4 * (double)N * C;
     g_inner->layernorm_bwd(be, di, dw, db, d, i, w, m, r, N, C);
     defer_words(K_LN_BWD, di, (size_t)N * C);
     mdone();
 }
 static void w_rms_fwd(zt_backend *be, float *o, float *r, const float *i, const float *w, int N, int C, float eps) {
+    mneed(i, F4 * N * C);
+    mneed(w, F4 * C);
     mkeep(o, F4 * N * C);
     mkeep(r, F4 * N);
     flush();
@@ -287,6 +354,11 @@ static void w_rms_fwd(zt_backend *be, float *o, float *r, const float *i, const 
 }
 static void w_rms_bwd(zt_backend *be, float *di, float *dw, const float *d, const float *i, const float *w,
                       const float *r, int N, int C) {
+    mneed(di, F4 * N * C);
+    mneed(d, F4 * N * C);
+    mneed(i, F4 * N * C);
+    mneed(w, F4 * C);
+    mneed(r, F4 * N);
     mkeep(di, F4 * N * C);
     mkeep(dw, F4 * C);
     flush();
@@ -297,6 +369,8 @@ static void w_rms_bwd(zt_backend *be, float *di, float *dw, const float *d, cons
     mdone();
 }
 static void w_rope(zt_backend *be, float *q, const float *cs, int B, int T, int p0, int NH, int NKV, int hs, int inv) {
+    mneed(q, F4 * B * T * (NH + 2.0 * NKV) * hs);
+    mneed(cs, F4 * T * hs);
     mkeep(q, F4 * B * T * (NH + 2.0 * NKV) * hs);
     flush();
     g_calls[K_ROPE]++;
@@ -305,6 +379,7 @@ static void w_rope(zt_backend *be, float *q, const float *cs, int B, int T, int 
     mdone();
 }
 static void w_swiglu_fwd(zt_backend *be, float *o, const float *i, int N, int I) {
+    mneed(i, F4 * N * 2.0 * I);
     mkeep(o, F4 * N * I);
     flush();
     g_calls[K_SWIGLU_FWD]++;
@@ -314,6 +389,8 @@ static void w_swiglu_fwd(zt_backend *be, float *o, const float *i, int N, int I)
     mdone();
 }
 static void w_swiglu_bwd(zt_backend *be, float *di, const float *i, const float *d, int N, int I) {
+    mneed(i, F4 * N * 2.0 * I);
+    mneed(d, F4 * N * I);
     mkeep(di, F4 * N * 2.0 * I);
     flush();
     g_calls[K_SWIGLU_BWD]++;
@@ -344,17 +421,29 @@ static void att_bwd_count(int k, int B, int T, int C, int NH, int NKV, int mask)
     }
 }
 static void w_att_fwd(zt_backend *be, float *o, float *a, const float *q, int B, int T, int C, int NH, int NKV) {
+    const double nq = (double)B * T * (C + 2.0 * NKV * (C / NH)), na = (double)B * NH * T * T;
+    mneed(q, F4 * nq);
+    mkeep(o, F4 * B * T * C);
+    mkeep(a, F4 * na);
     flush();
     g_calls[K_ATT_FWD]++;
     att_fwd_count(K_ATT_FWD, B, T, C, NH, NKV, 0);
     g_inner->attention_fwd(be, o, a, q, B, T, C, NH, NKV);
+    mdone();
 }
 static void w_att_bwd(zt_backend *be, float *dq, float *da, const float *d, const float *q, const float *a, int B, int T,
                       int C, int NH, int NKV) {
+    const double nq = (double)B * T * (C + 2.0 * NKV * (C / NH)), na = (double)B * NH * T * T;
+    mneed(d, F4 * B * T * C);
+    mneed(q, F4 * nq);
+    mneed(a, F4 * na);
+    mkeep(dq, F4 * nq);
+    mkeep(da, F4 * na);
     flush();
     g_calls[K_ATT_BWD]++;
     att_bwd_count(K_ATT_BWD, B, T, C, NH, NKV, 0);
     g_inner->attention_bwd(be, dq, da, d, q, a, B, T, C, NH, NKV);
+    mdone();
 }
 static void w_batt_fwd(zt_backend *be, float *o, float *a, const float *q, const int32_t *kv, int B, int T, int C,
                        int NH, int NKV) {
@@ -371,6 +460,7 @@ static void w_batt_bwd(zt_backend *be, float *dq, float *da, const float *d, con
     g_inner->attention_bidir_bwd(be, dq, da, d, q, a, kv, B, T, C, NH, NKV);
 }
 static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int B, int T, int C, int NH, int NKV) {
+    mneed(q, F4 * B * T * (C + 2.0 * NKV * (C / NH)));
     mkeep(o, F4 * B * T * C);
     mkeep(st, F4 * B * NH * T * 2);
     flush();
@@ -388,6 +478,10 @@ static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int 
    (bf16 / fp16 unless ZT_CUDA_ATTN_TC=0; kernels_attn_tc.cu) no parts: dk, dv, then dq per query tile */
 static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, const float *q, const float *o,
                        const float *st, int B, int T, int C, int NH, int NKV) {
+    mneed(d, F4 * B * T * C);
+    mneed(q, F4 * B * T * (C + 2.0 * NKV * (C / NH)));
+    mneed(o, F4 * B * T * C);
+    mneed(st, F4 * B * NH * T * 2);
     mkeep(dq, F4 * B * T * (C + 2.0 * NKV * (C / NH)));
     mkeep(D, F4 * (double)zt_attention_fused_scratch(B, T, C, NH));
     flush();
@@ -439,30 +533,34 @@ static void gelu_count_in(int k, size_t n, int arrays, const void *in, int in_pl
     gelu_count(k, n, arrays);
     if (took && fwd && n) g_bytes[k] += F4 * (double)n; /* the input written back rounded */
 }
-static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) {
+/* GELU forward (dout NULL: reads inp) or backward (reads dout, and inp as its words where it has them) into o */
+static void gelu_slot(int k, float *o, const float *i, const float *d, size_t n) {
+    mneed(d ? d : i, F4 * n);
     mkeep(o, F4 * n);
-    gelu_count_in(K_GELU_FWD, n, 2, i, 1, 1);
+    const int iw = d && n && mfind(i, (double)n);
+    gelu_count_in(k, n, d ? 3 : 2, d ? d : i, d ? o == d : 1, !d);
+    if (iw) g_bytes[k] -= 2.0 * n;
+}
+static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) {
+    gelu_slot(K_GELU_FWD, o, i, NULL, n);
     g_inner->gelu_fwd(be, o, i, n);
     defer_words(K_GELU_FWD, o, n);
     mdone();
 }
 static void w_gelu_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
-    mkeep(di, F4 * n);
-    gelu_count_in(K_GELU_BWD, n, 3, d, di == d, 0);
+    gelu_slot(K_GELU_BWD, di, i, d, n);
     g_inner->gelu_bwd(be, di, i, d, n);
     defer_words(K_GELU_BWD, di, n);
     mdone();
 }
 static void w_gelu_erf_fwd(zt_backend *be, float *o, const float *i, size_t n) {
-    mkeep(o, F4 * n);
-    gelu_count_in(K_GELU_ERF_FWD, n, 2, i, 1, 1);
+    gelu_slot(K_GELU_ERF_FWD, o, i, NULL, n);
     g_inner->gelu_erf_fwd(be, o, i, n);
     defer_words(K_GELU_ERF_FWD, o, n);
     mdone();
 }
 static void w_gelu_erf_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
-    mkeep(di, F4 * n);
-    gelu_count_in(K_GELU_ERF_BWD, n, 3, d, di == d, 0);
+    gelu_slot(K_GELU_ERF_BWD, di, i, d, n);
     g_inner->gelu_erf_bwd(be, di, i, d, n);
     defer_words(K_GELU_ERF_BWD, di, n);
     mdone();
@@ -488,6 +586,8 @@ static void w_argmax(zt_backend *be, int32_t *idx, const float *x, int N, int V,
     g_inner->argmax_rows(be, idx, x, N, V, ld);
 }
 static void w_add(zt_backend *be, float *o, const float *a, const float *b, size_t n) {
+    mneed(a, F4 * n);
+    mneed(b, F4 * n);
     mkeep(o, F4 * n);
     const int took = take_round(b, n, b != a); /* b written back rounded: 4 bytes an element more */
     flush();
@@ -538,6 +638,7 @@ static void w_xent(zt_backend *be, float *l, float *lg, const int32_t *t, int N,
    c is written as 2-byte words by the GEMM itself */
 static void w_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
                        int ta, int tb, int prec) {
+    mneed(a16 ? NULL : a, F4 * M * K);
     mkeep(c, (c16 ? 2.0 : F4) * M * N);
     flush();
     g_calls[K_MATMUL]++;
@@ -574,6 +675,8 @@ static void w_adamw_multi(zt_backend *be, float *p, const float *g, float *m, fl
     g_inner->adamw_multi(be, p, g, m, v, segs, nseg, lr, b1, b2, eps, c1, c2, gs);
 }
 static void w_acc(zt_backend *be, float *a, const float *x, size_t n) {
+    mneed(a, F4 * n);
+    mneed(x, F4 * n);
     mkeep(a, F4 * n);
     flush();
     g_calls[K_ACC]++;
@@ -600,6 +703,7 @@ static void w_zero(zt_backend *be, void *d, size_t n) {
     g_inner->zero(be, d, n);
 }
 static void w_round(zt_backend *be, float *x, size_t n, int p) {
+    mneed(x, F4 * n);
     mkeep(x, F4 * n);
     g_calls[K_ROUND]++;
     if (g_pend && p != ZT_PREC_FP32 && g_pend_out == x && g_pend_n == n) { /* inside the op */
@@ -642,6 +746,7 @@ static void w_pack(zt_backend *be, void *d, const float *x, size_t n, int p) {
     if (n && g_mir_on && p == g_prec && (const void *)zt_mirror16_find(&g_mir, x, n) == d) {
         g_tot.packs_skipped++;
     } else {
+        mneed(x, F4 * n);
         mkeep(d, 2.0 * n);
         if (n) add(K_PACK, 1, 6.0 * n);
     }
@@ -654,8 +759,19 @@ static void w_unpack(zt_backend *be, float *d, const void *x, size_t n, int p) {
     g_calls[K_PACK]++;
     if (n) add(K_PACK, 1, 6.0 * n);
     g_inner->unpack16(be, d, x, n, p);
-    if (p == g_prec) zt_mirror16_add(&g_mir, d, x, n); /* d now equals the words */
+    if (p == g_prec) madd(d, x, n, 0); /* d now equals the words */
     mdone();
+}
+/* unpack16_lazy (cuda_backend_ops.cu): a lazy mirror, no launch, in a bf16 / fp16 run with mirrors; else declined */
+static int w_unpack_lazy(zt_backend *be, float *d, const void *x, size_t n, int p) {
+    if (!g_mir_on || p != g_prec || p == ZT_PREC_FP32) return 0;
+    mkeep(d, F4 * n);
+    flush();
+    g_calls[K_PACK]++;
+    g_inner->unpack16_lazy(be, d, x, n, p);
+    madd(d, x, n, 1);
+    mdone();
+    return 1;
 }
 static void w_dropout(zt_backend *be, float *o, const float *i, size_t n, float p, uint64_t seed) {
     flush();
@@ -708,7 +824,7 @@ void zt_backend_count_begin(zt_backend *be) {
     WRAP(embed_bwd, w_emb_bwd); WRAP(softmax_xent, w_xent); WRAP(adamw, w_adamw); WRAP(accumulate, w_acc);
     WRAP(adamw_multi, w_adamw_multi); WRAP(matmul16, w_matmul16); WRAP(softmax_xent16, w_xent16);
     WRAP(sumsq_chunks, w_sumsq); WRAP(round_to, w_round); WRAP(pack16, w_pack); WRAP(unpack16, w_unpack);
-    WRAP(pack16_ahead, w_pack_ahead);
+    WRAP(pack16_ahead, w_pack_ahead); WRAP(unpack16_lazy, w_unpack_lazy);
     WRAP(dropout, w_dropout); WRAP(dequant, w_dequant); WRAP(set_precision, w_set_precision);
     WRAP(attention_fused_fwd, w_fatt_fwd); WRAP(attention_fused_bwd, w_fatt_bwd);
     WRAP(attention_bidir_fwd, w_batt_fwd); WRAP(attention_bidir_bwd, w_batt_bwd); WRAP(gelu_erf_fwd, w_gelu_erf_fwd);

@@ -98,6 +98,10 @@ static int n_pack_ahead(zt_backend *be, void *w, const float *x, size_t n) {
     (void)be; (void)w; (void)x; (void)n;
     return 0; /* the counting wrapper decides, as the CUDA backend would */
 }
+static int n_unpack_lazy(zt_backend *be, float *a, const void *b, size_t n, int p) {
+    (void)be; (void)a; (void)b; (void)n; (void)p;
+    return 1; /* the counting wrapper decides, as the CUDA backend would */
+}
 static void n_unpack(zt_backend *be, float *a, const void *b, size_t n, int p) {
     (void)be; (void)a; (void)b; (void)n; (void)p; }
 static void n_dropout(zt_backend *be, float *a, const float *b, size_t n, float p, uint64_t s) {
@@ -135,7 +139,8 @@ static const zt_backend_i g_null_i = {
     .swiglu_bwd = n_swb, .attention_fwd = n_attf, .attention_bwd = n_attb, .attention_decode = n_dec,
     .gemv = n_gemv, .gelu_fwd = n_e2, .gelu_bwd = n_e3, .add = n_e3, .embed_fwd = n_embf, .embed_bwd = n_embb,
     .softmax_xent = n_xent, .adamw = n_adamw, .accumulate = n_e2, .sumsq_chunks = n_sumsq, .round_to = n_round,
-    .pack16 = n_pack, .unpack16 = n_unpack, .pack16_ahead = n_pack_ahead, .dropout = n_dropout, .dequant = n_dequant, .set_precision = n_prec,
+    .pack16 = n_pack, .unpack16 = n_unpack, .pack16_ahead = n_pack_ahead, .unpack16_lazy = n_unpack_lazy,
+    .dropout = n_dropout, .dequant = n_dequant, .set_precision = n_prec,
     .attention_fused_fwd = n_attf, .attention_fused_bwd = n_fattb, .adamw_multi = n_adamw_multi,
     .attention_bidir_fwd = n_battf, .attention_bidir_bwd = n_battb, .gelu_erf_fwd = n_e2, .gelu_erf_bwd = n_e3,
     .bias_add = n_swf, .bias_grad = n_swf, .argmax_rows = n_argmax, .matmul16 = n_matmul16,

@@ -147,6 +147,7 @@ typedef struct zt_model {
     zt_model_opts opt;    /* as given, with att_fused cleared where the head size has no fused attention */
     int stashed;          /* act16: the last forward packed its layers (a training forward) */
     int stash_ahead;      /* act16: the backend took pack16_ahead's advice for the layer being computed */
+    int stash_lazy;       /* act16: the backend took unpack16_lazy for the layer being unpacked */
     int prec;             /* ZT_PREC_*: bf16/fp16 round every activation and gradient an op stores (the
                              statistics mean/rstd and the losses stay fp32); set after init */
     float *w[ZT_MAX_TENSORS]; /* base tensor i's data: params + its offset, or (QLoRA) NULL for a quantised linear

@@ -206,6 +206,12 @@ static void pack_one(zt_model *m, void *words, float *x, size_t n, int pack) {
     else m->be->i->unpack16(m->be, x, words, n, m->prec);
 }
 
+/* the first call tells whether the backend takes them (stash_lazy: 1 until it declines) */
+static void unpack_lazy(zt_model *m, void *words, float *x, size_t n, int pack) {
+    (void)pack;
+    if (m->stash_lazy && !m->be->i->unpack16_lazy(m->be, x, words, n, m->prec)) m->stash_lazy = 0;
+}
+
 static void ahead_one(zt_model *m, void *words, float *x, size_t n, int pack) {
     (void)pack;
     if (!m->be->i->pack16_ahead(m->be, words, x, n)) m->stash_ahead = 0;
@@ -227,6 +233,13 @@ void zt_model_stash_layer(zt_model *m, int l, int pack) {
        (then each internal's pack finds its words written already) */
     const int whole = m->B == m->max_B && m->T == m->max_T && !(pack && m->stash_ahead);
     if (pack) m->stash_ahead = 0;
+    /* backward: each internal unpacked lazily where the backend can (most are read only as words), but layer 0's,
+       which nothing reads after its backward (a lazy unpack would run later anyway, one launch an internal) */
+    if (!pack && f->unpack16_lazy && l > 0 && !m->s.encoder) {
+        m->stash_lazy = 1;
+        each_internal(m, l, unpack_lazy, 0);
+        if (m->stash_lazy) return;
+    }
     if (whole) {
         if (pack) f->pack16(be, w, a->ln1, words, m->prec);
         else f->unpack16(be, a->ln1, w, words, m->prec);

@@ -18,6 +18,16 @@
  * and residual + LayerNorm (res and out); the stash after pack16 of each range must be the same words as without
  * mirrors, where every pack launches, and with mirrors the packs launch nothing (stash: 6 launches fewer;
  * stash_overwritten: one range changed by add + round_to after its producer, so its pack launches: 5 fewer).
+ * And unpack16_lazy (the backward's stash): X unpacked lazily from words W, then
+ *   lazy_products        the products take X's words: the unpack never runs;
+ *   lazy_word_readers    GELU and LayerNorm backward with inp = X read the words: never runs;
+ *   lazy_overwritten     X unpacked lazily again, whole, from other words: neither runs;
+ *   lazy_read            add reads X as floats: it runs first;
+ *   lazy_memory_call     zero of part of X (a call that keeps no mirrors): it runs first, the rest of X kept;
+ *   lazy_words_rewritten pack16 into W: it runs first, X keeps the old values;
+ * each then overwrites X whole (unpack16 from other words, as the next layer's backward does). The outputs (add's
+ * capture X) must be the same bits as without mirrors (where the backend declines and the test unpacks);
+ * with mirrors one launch fewer where the unpack never runs, the same launches where it runs. 
  * Each scenario's values differ by order 1 between the stale and the right operand, so a stale read cannot pass.
  * Output: `PASS name` / `FAIL name: reason`; exit 1 if any failed. */
 #include <stdio.h>
@@ -158,8 +168,10 @@ static long long stash(zt_backend *be, int overwrite, const io *s, uint16_t *st)
     uint16_t *S = be->i->alloc(be, 6 * n * sizeof(uint16_t));
     float hw[C], hb[C];
     for (int i = 0; i < C; i++) hw[i] = zt_round_bf16(1.0f + 0.01f * i), hb[i] = zt_round_bf16(0.01f * (i % 7));
+    static float hy[N * C]; /* other values: dout's, cycled */
+    for (size_t i = 0; i < n; i++) hy[i] = s->dout[i % ((size_t)N * OC)];
     be->i->to_device(be, X, s->inp, nb);
-    be->i->to_device(be, Y, s->dout, nb); /* (N * OC >= N * C floats) */
+    be->i->to_device(be, Y, hy, nb);
     be->i->to_device(be, W, s->w, (size_t)C * C * sizeof(float));
     be->i->to_device(be, lw, hw, sizeof hw);
     be->i->to_device(be, lb, hb, sizeof hb);
@@ -190,6 +202,65 @@ static long long stash(zt_backend *be, int overwrite, const io *s, uint16_t *st)
     be->i->to_host(be, st, S, 6 * n * sizeof(uint16_t));
     void *bufs[] = {X, Y, R, W, lw, lb, stat, O, scratch, S};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
+    return launches;
+}
+
+/* the unpack16_lazy scenario `what` (file comment) on be: X's floats and the outputs into out (3 N C + C C floats); returns
+   the harness's launches */
+static long long lazy(zt_backend *be, const char *what, const io *s, float *out)
+{
+    const size_t n = (size_t)N * C, nb = n * sizeof(float);
+    float *X = be->i->alloc(be, nb), *Y = be->i->alloc(be, nb), *Z = be->i->alloc(be, 2 * nb);
+    float *W = be->i->alloc(be, (size_t)C * C * sizeof(float)), *lw = be->i->alloc(be, C * sizeof(float));
+    float *st = be->i->alloc(be, 2 * N * sizeof(float)), *dwb = be->i->alloc(be, (size_t)C * C * sizeof(float));
+    uint16_t *hw = zt_calloc(n, sizeof(uint16_t)), *hw2 = zt_calloc(n, sizeof(uint16_t));
+    static float hy[N * C]; /* other values: dout's, cycled */
+    for (size_t i = 0; i < n; i++) hy[i] = s->dout[i % ((size_t)N * OC)];
+    for (size_t i = 0; i < n; i++) hw[i] = zt_f32_to_bf16_bits(s->inp[i]), hw2[i] = zt_f32_to_bf16_bits(hy[i]);
+    uint16_t *WX = be->i->alloc(be, n * sizeof(uint16_t)), *W2 = be->i->alloc(be, n * sizeof(uint16_t));
+    float hst[2 * N], hl[C];
+    for (int i = 0; i < N; i++) hst[i] = 0.01f * (float)i, hst[N + i] = 1.0f + 0.001f * (float)i;
+    for (int i = 0; i < C; i++) hl[i] = zt_round_bf16(1.0f + 0.01f * (float)i);
+    be->i->to_device(be, WX, hw, n * sizeof(uint16_t));
+    be->i->to_device(be, W2, hw2, n * sizeof(uint16_t));
+    be->i->to_device(be, Y, hy, nb);
+    be->i->to_device(be, W, s->w, (size_t)C * C * sizeof(float));
+    be->i->to_device(be, st, hst, sizeof hst);
+    be->i->to_device(be, lw, hl, sizeof hl);
+    be->i->zero(be, Z, 2 * nb);
+    be->i->zero(be, dwb, (size_t)C * C * sizeof(float));
+    be->i->sync(be);
+    const long long l0 = zt_backend_harness_launches();
+    if (!be->i->unpack16_lazy(be, X, WX, n, ZT_PREC_BF16)) be->i->unpack16(be, X, WX, n, ZT_PREC_BF16);
+    if (!strcmp(what, "lazy_products")) {
+        be->i->linear_fwd(be, Z, X, W, NULL, N, C, C);
+        be->i->linear_bwd(be, Z + n, dwb, NULL, Y, X, W, N, C, C, 0);
+    } else if (!strcmp(what, "lazy_word_readers")) {
+        be->i->gelu_bwd(be, Z, X, Y, n);
+        be->i->layernorm_bwd(be, Z + n, dwb, dwb + C, Y, X, lw, st, st + N, N, C);
+    } else if (!strcmp(what, "lazy_overwritten")) {
+        if (!be->i->unpack16_lazy(be, X, W2, n, ZT_PREC_BF16)) be->i->unpack16(be, X, W2, n, ZT_PREC_BF16);
+        be->i->linear_fwd(be, Z, X, W, NULL, N, C, C);
+    } else if (!strcmp(what, "lazy_read")) {
+        be->i->add(be, Z, X, Y, n);
+    } else if (!strcmp(what, "lazy_memory_call")) {
+        be->i->zero(be, X + 5, 7 * sizeof(float));
+        be->i->add(be, Z, X, Y, n);
+    } else if (!strcmp(what, "lazy_words_rewritten")) {
+        be->i->pack16(be, WX, Y, n, ZT_PREC_BF16);
+        be->i->add(be, Z, X, Y, n);
+    }
+    /* X overwritten whole (as the next layer's unpack does): a lazy unpack not run by now never runs */
+    be->i->unpack16(be, X, W2, n, ZT_PREC_BF16);
+    be->i->sync(be);
+    const long long launches = zt_backend_harness_launches() - l0;
+    be->i->to_host(be, out, X, nb);
+    be->i->to_host(be, out + n, Z, 2 * nb);
+    be->i->to_host(be, out + 3 * n, dwb, (size_t)C * C * sizeof(float));
+    void *bufs[] = {X, Y, Z, W, lw, st, dwb, WX, W2};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
+    free(hw);
+    free(hw2);
     return launches;
 }
 
@@ -242,6 +313,21 @@ int main(void)
         else
             check_fail("mirrors_%s: %s; %lld launches with mirrors, %lld without (expected %d fewer)", name,
                        same ? "same words" : "the stash differs from the run without mirrors", la, lb, want);
+    }
+    /* launches saved: one per lazy unpack that never runs */
+    static const struct { const char *what; int fewer; } lz[] = {
+        {"lazy_products", 1}, {"lazy_word_readers", 1}, {"lazy_overwritten", 2},
+        {"lazy_read", 0},     {"lazy_memory_call", 0},  {"lazy_words_rewritten", 0}};
+    for (size_t k = 0; k < sizeof lz / sizeof *lz; k++) {
+        static float oa[3 * N * C + C * C], ob[3 * N * C + C * C];
+        const long long la = lazy(on, lz[k].what, &base, oa), lb = lazy(off, lz[k].what, &base, ob);
+        const int same = !memcmp(oa, ob, sizeof oa), fewer = lz[k].fewer;
+        if (same && lb - la == fewer)
+            check_pass("mirrors_%s (X and the outputs the same bits as without mirrors; %lld launches against %lld)",
+                       lz[k].what, la, lb);
+        else
+            check_fail("mirrors_%s: %s; %lld launches with mirrors, %lld without (expected %d fewer)", lz[k].what,
+                       same ? "same bits" : "X or an output differs from the run without mirrors", la, lb, fewer);
     }
     zt_backend_destroy(on);
     zt_backend_destroy(off);
