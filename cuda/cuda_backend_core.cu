@@ -63,7 +63,7 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
         break;
     case D_ATT_BWD:
         zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc,
-                                  out16);
+                                  out16, d.x16, d.o16);
         break;
     case D_RLN_FWD:
         zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,

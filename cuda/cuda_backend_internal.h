@@ -50,7 +50,9 @@ struct Deferred {
                   // second term; LayerNorm backward's dout) is rounded to first; D_ROUND's precision
     const void *out;
     size_t out_n;
-    const uint16_t *x16; // D_GELU_BWD, D_LN_BWD: inp read as these words (device) instead of its floats, else null
+    const uint16_t *x16; // D_GELU_BWD, D_LN_BWD: inp read as these words (device) instead of its floats, else null;
+                         // D_ATT_BWD: qkv's
+    const uint16_t *o16; // D_ATT_BWD: out's words, read instead of its floats, else null
     uint16_t *w16; // words a pack16_ahead reserved (model address): D_ROUND's buffer's, D_GELU_FWD's rounded input's
                    // (in_round), D_RLN_FWD's res; written beside them (note_words), else nullptr
 };

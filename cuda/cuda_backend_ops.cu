@@ -124,13 +124,17 @@ void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float
 void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
                            const float *stats, int B, int T, int C, int NH, int NKV) {
     const size_t nq = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)), no = (size_t)B * T * C;
+    const int tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
+    // the tensor-core kernels read qkv and out as their words where they have them; the fp32 kernels the floats
     MirrorKeep keep(be, {{dqkv, nq * sizeof(float)}, {scratch, zt_attention_fused_scratch(B, T, C, NH) * sizeof(float)}},
-                    {{dout, no * sizeof(float)}, {qkv, nq * sizeof(float)}, {out, no * sizeof(float)},
-                     {stats, (size_t)B * NH * T * 2 * sizeof(float)}});
+                    {{dout, no * sizeof(float)}, {tc ? nullptr : qkv, nq * sizeof(float)},
+                     {tc ? nullptr : out, no * sizeof(float)}, {stats, (size_t)B * NH * T * 2 * sizeof(float)}});
     Deferred d = {};
     d.kind = D_ATT_BWD;
     d.o0 = dev(dqkv); d.o1 = dev(scratch); d.i0 = dev(dout); d.i1 = dev(qkv); d.i2 = dev(out); d.i3 = dev(stats);
-    d.tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
+    d.tc = tc;
+    d.x16 = tc && B > 0 && T > 0 && C > 0 ? mirror_words(be, qkv, nq) : nullptr;
+    d.o16 = tc && B > 0 && T > 0 && C > 0 ? mirror_words(be, out, no) : nullptr;
     d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
     d.out = dqkv; d.out_n = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH));
     defer(be, d);

@@ -182,7 +182,10 @@ void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const f
                                int NH, int NKV, int prec = 0, int tc = 0, uint16_t *out16 = nullptr);
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                const float *out, const float *stats, int B, int T, int C, int NH, int NKV,
-                               int prec = 0, int tc = 0, uint16_t *dqkv16 = nullptr);
+                               int prec = 0, int tc = 0, uint16_t *dqkv16 = nullptr, const uint16_t *qkv16 = nullptr,
+                               const uint16_t *out16 = nullptr);
+// qkv16, out16 (backward with tc; may be null): qkv, out read as these words of the type tc instead of their floats
+// (a lazy unpack16)
 // tc: ZT_PREC_BF16 / ZT_PREC_FP16 runs the tensor-core kernels (kernels_attn_tc.cu) with inputs, p and ds in that
 // type (the run's precision: its q, k, v and dout are values of it), 0 the fp32 kernels; prec only rounds the
 // outputs, so the op then round_to gives the same bits as the op with prec. The backend passes its precision when
@@ -194,7 +197,7 @@ void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qk
                        float scale, int prec, int tc, uint16_t *out16);
 void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv,
                        const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc,
-                       uint16_t *dqkv16);
+                       uint16_t *dqkv16, const uint16_t *qkv16 = nullptr);
 
 // ---- kernels_llama.cu: the Llama family's ops (prec on rmsnorm fwd / bwd (dinp) and swiglu fwd / bwd, as above)
 void zt_cu_rmsnorm_fwd(cudaStream_t s, float *out, float *rstd, const float *inp, const float *w, int N, int C,

@@ -44,17 +44,28 @@ constexpr int kPad = 8;         // 2-byte words of padding per shared-memory row
 
 unsigned blocks_for(size_t n, unsigned per) { return (unsigned)((n + per - 1) / per); }
 
-// rows r0 .. r0 + kTile - 1 of one head's HS columns at src (rows `stride` floats apart, 16-byte aligned) into
-// shared memory as 2-byte words, rows at or past T as zeros: natural dst[r * (HS + kPad) + d] or transposed
-// dst[d * (kTile + kPad) + r]
-template <int HS, bool TR>
-__device__ void load16(uint16_t *dst, const float *src, size_t stride, int r0, int T, int ty) {
+// 4 elements of a row as 2-byte words of type ty: from floats (16-byte aligned), or words as they are (8-byte aligned)
+__device__ __forceinline__ void words4_at(uint16_t w[4], const float *src, int ty) {
+    const float4 v = *reinterpret_cast<const float4 *>(src);
+    w[0] = zt_f32_to_bits16(v.x, ty), w[1] = zt_f32_to_bits16(v.y, ty);
+    w[2] = zt_f32_to_bits16(v.z, ty), w[3] = zt_f32_to_bits16(v.w, ty);
+}
+__device__ __forceinline__ void words4_at(uint16_t w[4], const uint16_t *src, int ty) {
+    (void)ty;
+    const uint2 v = *reinterpret_cast<const uint2 *>(src);
+    w[0] = (uint16_t)(v.x & 0xffffu), w[1] = (uint16_t)(v.x >> 16), w[2] = (uint16_t)(v.y & 0xffffu);
+    w[3] = (uint16_t)(v.y >> 16);
+}
+
+// rows r0 .. r0 + kTile - 1 of one head's HS columns at src (rows `stride` elements apart: floats, or the 2-byte words
+// of type ty a lazy unpack left) into shared memory as 2-byte words, rows at or past T as zeros: natural
+// dst[r * (HS + kPad) + d] or transposed dst[d * (kTile + kPad) + r]
+template <int HS, bool TR, typename S>
+__device__ void load16(uint16_t *dst, const S *src, size_t stride, int r0, int T, int ty) {
     for (int idx = threadIdx.x; idx < kTile * (HS / 4); idx += kTcThreads) {
         const int r = TR ? idx % kTile : idx / (HS / 4), d4 = TR ? idx / kTile : idx % (HS / 4);
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r0 + r < T) v = *reinterpret_cast<const float4 *>(src + (size_t)(r0 + r) * stride + 4 * d4);
-        const uint16_t w[4] = {zt_f32_to_bits16(v.x, ty), zt_f32_to_bits16(v.y, ty), zt_f32_to_bits16(v.z, ty),
-                               zt_f32_to_bits16(v.w, ty)};
+        uint16_t w[4] = {0, 0, 0, 0};
+        if (r0 + r < T) words4_at(w, src + (size_t)(r0 + r) * stride + 4 * d4, ty);
         if constexpr (TR) {
             for (int i = 0; i < 4; i++) dst[(4 * d4 + i) * (kTile + kPad) + r] = w[i];
         } else {
@@ -206,9 +217,10 @@ __global__ void __launch_bounds__(kTcThreads)
 template <int HS>
 constexpr int bwd_smem_bytes() { return 2 * (4 * kTile * (HS + kPad) + 2 * HS * (kTile + kPad)) + 3 * kTile * 4; }
 
-template <int HS, bool FP16>
+// Q: qkv's element, float or (read from a lazy unpack's words) uint16_t
+template <int HS, bool FP16, typename Q>
 __global__ void __launch_bounds__(kTcThreads)
-    attn_tc_dkdv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qkv, const float *stats,
+    attn_tc_dkdv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Q *qkv, const float *stats,
                         const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
     constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16; // the inputs' 2-byte type (prec only rounds the outputs)
@@ -221,8 +233,8 @@ __global__ void __launch_bounds__(kTcThreads)
     float *st = reinterpret_cast<float *>(dOt + HS * LT); // m, 1 / l, D of the query tile's rows: [3][64]
     const int k0 = blockIdx.x * kTile, kh = blockIdx.y, b = blockIdx.z, G = NH / NKV, KV = NKV * HS;
     const int W = C + 2 * KV, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const float *seq = qkv + (size_t)b * T * W;
-    const float *kb = seq + C + (size_t)kh * HS, *vb = kb + KV;
+    const Q *seq = qkv + (size_t)b * T * W;
+    const Q *kb = seq + C + (size_t)kh * HS, *vb = kb + KV;
     load16<HS, false>(Ks, kb, W, k0, T, TY);
     load16<HS, false>(Vs, vb, W, k0, T, TY);
     __syncthreads();
@@ -232,7 +244,7 @@ __global__ void __launch_bounds__(kTcThreads)
     const int key0 = k0 + 16 * warp + g; // this lane's keys: key0 (c[0], c[1]) and key0 + 8 (c[2], c[3])
     float dk[NT][4] = {}, dv[NT][4] = {};
     for (int h = kh * G; h < (kh + 1) * G; h++) { // the group's query heads in order
-        const float *qb = seq + (size_t)h * HS;
+        const Q *qb = seq + (size_t)h * HS;
         const float *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
         const size_t srow = ((size_t)b * NH + h) * T;
         for (int q0 = k0; q0 < T; q0 += kTile) { // query tiles from the diagonal on
@@ -283,9 +295,9 @@ constexpr int dq_smem_bytes() { return 2 * (4 * kTile * (HS + kPad) + HS * (kTil
 // shared memory (k and v natural for s = q k^T and dp = dout v^T, k transposed for dq += ds k). p and ds are
 // recomputed as the dk / dv kernel computes them (the same products, the same formula), ds rounded to the 2-byte
 // type as it enters the product
-template <int HS, bool FP16>
+template <int HS, bool FP16, typename Q>
 __global__ void __launch_bounds__(kTcThreads)
-    attn_tc_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qkv, const float *stats,
+    attn_tc_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Q *qkv, const float *stats,
                       const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
     constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16;
@@ -296,8 +308,8 @@ __global__ void __launch_bounds__(kTcThreads)
     uint16_t *Kt = Vs + kTile * LD;           // [HS][LT keys]
     const int q0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z, KV = NKV * HS, W = C + 2 * KV;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const float *seq = qkv + (size_t)b * T * W;
-    const float *qb = seq + (size_t)h * HS, *kb = seq + C + (size_t)(h / (NH / NKV)) * HS, *vb = kb + KV;
+    const Q *seq = qkv + (size_t)b * T * W;
+    const Q *qb = seq + (size_t)h * HS, *kb = seq + C + (size_t)(h / (NH / NKV)) * HS, *vb = kb + KV;
     load16<HS, false>(Qs, qb, W, q0, T, TY);
     load16<HS, false>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, C, q0, T, TY);
     __syncthreads();
@@ -353,18 +365,26 @@ void fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float 
     ZT_CUDA_LAUNCH_CHECK("attn_tc_fwd_kernel");
 }
 
-template <int HS, bool FP16>
-void bwd(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const float *dout, const float *qkv,
-         const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
+template <int HS, bool FP16, typename Q>
+void bwd_on(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const float *dout, const Q *qkv,
+            const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
     static bool optin = false, optin_dq = false;
-    zt_cu_smem_optin(attn_tc_dkdv_kernel<HS, FP16>, bwd_smem_bytes<HS>(), &optin, "attn_tc_dkdv_kernel");
-    ZT_LAUNCH((attn_tc_dkdv_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NKV, B), kTcThreads, bwd_smem_bytes<HS>(),
+    zt_cu_smem_optin(attn_tc_dkdv_kernel<HS, FP16, Q>, bwd_smem_bytes<HS>(), &optin, "attn_tc_dkdv_kernel");
+    ZT_LAUNCH((attn_tc_dkdv_kernel<HS, FP16, Q>), dim3(blocks_for(T, kTile), NKV, B), kTcThreads, bwd_smem_bytes<HS>(),
               s, dqkv, dqkv16, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_dkdv_kernel");
-    zt_cu_smem_optin(attn_tc_dq_kernel<HS, FP16>, dq_smem_bytes<HS>(), &optin_dq, "attn_tc_dq_kernel");
-    ZT_LAUNCH((attn_tc_dq_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, dq_smem_bytes<HS>(), s,
+    zt_cu_smem_optin(attn_tc_dq_kernel<HS, FP16, Q>, dq_smem_bytes<HS>(), &optin_dq, "attn_tc_dq_kernel");
+    ZT_LAUNCH((attn_tc_dq_kernel<HS, FP16, Q>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, dq_smem_bytes<HS>(), s,
               dqkv, dqkv16, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_dq_kernel");
+}
+
+// qkv16: qkv's words, read instead of its floats when given
+template <int HS, bool FP16>
+void bwd(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const float *dout, const float *qkv,
+         const uint16_t *qkv16, const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
+    if (qkv16) bwd_on<HS, FP16>(s, dqkv, dqkv16, D, dout, qkv16, stats, B, T, C, NH, NKV, scale, prec);
+    else bwd_on<HS, FP16>(s, dqkv, dqkv16, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
 }
 
 } // namespace
@@ -380,13 +400,15 @@ void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qk
 
 void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv,
                        const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc,
-                       uint16_t *dqkv16) {
+                       uint16_t *dqkv16, const uint16_t *qkv16) {
     const int hs = C / NH;
     ZT_ASSERT((tc == ZT_PREC_BF16 || tc == ZT_PREC_FP16) && (hs == 32 || hs == 64));
     const bool h16 = tc == ZT_PREC_FP16;
     if (hs == 64)
-        (h16 ? bwd<64, true> : bwd<64, false>)(s, dqkv, dqkv16, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
-    else (h16 ? bwd<32, true> : bwd<32, false>)(s, dqkv, dqkv16, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+        (h16 ? bwd<64, true> : bwd<64, false>)(s, dqkv, dqkv16, D, dout, qkv, qkv16, stats, B, T, C, NH, NKV, scale,
+                                                prec);
+    else (h16 ? bwd<32, true> : bwd<32, false>)(s, dqkv, dqkv16, D, dout, qkv, qkv16, stats, B, T, C, NH, NKV, scale,
+                                                 prec);
 }
 
 } // namespace ZT_CU_NS

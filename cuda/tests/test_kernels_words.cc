@@ -5,7 +5,7 @@
 // residual + LayerNorm forward (out, and res as res16), round_to's x16 (the stash's words, pack16_ahead), the fused
 // attention's forward and backward (fp32 kernels and tensor cores), RMSNorm and SwiGLU forward and
 // backward; and the kernels that read a lazy unpack's words instead of its floats (GELU and LayerNorm backward's inp16,
-// unpack16_multi). In bf16 and fp16, under the host execution harness: the
+// the tensor-core attention backward's qkv16 and out16, unpack16_multi). In bf16 and fp16, under the host execution harness: the
 // outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
 // written past the words. (A product reading the words is checked bitwise against packing in
 // test_kernels_norm_attn's linear_bwd rows and tests/unit/core/dist/test_mirrors.c.)
@@ -203,10 +203,20 @@ void test_attention(int prec, int B, int T, int C, int NH) {
         zt_cu_attention_fused_bwd(0, g1.data(), sc.data(), dy.data(), qkv.data(), o1.data(), st1.data(), B, T, C, NH,
                                   NH, prec, tc, wg.data());
         bad += !same_bits(g0, g1) + words_bad(g1.data(), wg, 0, g1.size(), prec);
+        if (tc) { // qkv and out read as words (a lazy unpack's), their floats NaN: the same dqkv
+            std::vector<uint16_t> qw(qkv.size()), ow(o1.size());
+            for (size_t i = 0; i < qw.size(); i++) qw[i] = zt_f32_to_bits16(qkv[i], prec);
+            for (size_t i = 0; i < ow.size(); i++) ow[i] = zt_f32_to_bits16(o1[i], prec);
+            vec g2(qkv.size()), qn = nanv(qkv.size()), on = nanv(o1.size());
+            zt_cu_attention_fused_bwd(0, g2.data(), sc.data(), dy.data(), qn.data(), on.data(), st1.data(), B, T, C,
+                                      NH, NH, prec, tc, nullptr, qw.data(), ow.data());
+            bad += !same_bits(g0, g2);
+        }
     }
     if (bad == 0)
         check_pass("attention_fused_fwd out16, bwd dqkv16 %s [B%d,T%d,C%d,NH%d]: words = the rounded outputs, outputs "
-                   "and stats the same bits as without (fp32 and tensor-core kernels)", prec_name(prec), B, T, C, NH);
+                   "and stats the same bits as without (fp32 and tensor-core kernels); the tensor-core backward on qkv "
+                   "and out given as words the same dqkv", prec_name(prec), B, T, C, NH);
     else check_fail("attention_fused fwd / bwd words %s [B%d,T%d,C%d,NH%d]: %zu mismatches", prec_name(prec), B, T, C,
                     NH, bad);
 }

@@ -478,23 +478,27 @@ static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int 
    (bf16 / fp16 unless ZT_CUDA_ATTN_TC=0; kernels_attn_tc.cu) no parts: dk, dv, then dq per query tile */
 static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, const float *q, const float *o,
                        const float *st, int B, int T, int C, int NH, int NKV) {
-    mneed(d, F4 * B * T * C);
-    mneed(q, F4 * B * T * (C + 2.0 * NKV * (C / NH)));
-    mneed(o, F4 * B * T * C);
+    const int tc = g_attn_tc && g_prec != ZT_PREC_FP32;
+    const double nq = (double)B * T * (C + 2.0 * NKV * (C / NH)), no = (double)B * T * C;
+    mneed(d, F4 * no);
+    mneed(tc ? NULL : q, F4 * nq); /* on tensor cores qkv and out are read as their words where they have them */
+    mneed(tc ? NULL : o, F4 * no);
     mneed(st, F4 * B * NH * T * 2);
-    mkeep(dq, F4 * B * T * (C + 2.0 * NKV * (C / NH)));
+    mkeep(dq, F4 * nq);
     mkeep(D, F4 * (double)zt_attention_fused_scratch(B, T, C, NH));
+    const int live = B > 0 && T > 0 && C > 0;
+    const int qw = tc && live && mfind(q, nq), ow = tc && live && mfind(o, no);
     flush();
     g_calls[K_FATT_BWD]++;
-    if (B > 0 && T > 0 && C > 0) {
+    if (live) {
         const double BT = (double)B * T, hs = C / NH, KV = (double)NKV * hs, W = C + 2.0 * KV, rows = BT * NH;
         double part_rows = 0;
         for (int k0 = 0; k0 < T; k0 += 64) part_rows += T - k0;
         const double parts = (double)B * NH * part_rows * hs;
-        add(K_FATT_BWD, 1, F4 * (2.0 * BT * C + rows));
-        if (g_attn_tc && g_prec != ZT_PREC_FP32) {
-            add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * 2 * KV));
-            add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * C));
+        add(K_FATT_BWD, 1, F4 * (2.0 * BT * C + rows) - (ow ? 2.0 * BT * C : 0));
+        if (tc) { /* qkv read by both kernels: 2 bytes an element as words */
+            add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * 2 * KV) - (qw ? 2.0 * BT * W : 0));
+            add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * C) - (qw ? 2.0 * BT * W : 0));
         } else {
             add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * 2 * KV + parts));
             add(K_FATT_BWD, 1, F4 * (parts + BT * C));
