@@ -374,25 +374,33 @@ int b_pack16_ahead(zt_backend *be, void *words, const float *x, size_t n) {
     c->tg[c->ntg++] = Target{x, n, static_cast<uint16_t *>(words)};
     return 1;
 }
-// packing x to dst where a mirror says dst holds x's words already writes nothing (a pack16_ahead's range, whose
-// producers wrote them); every pack16 ends pack16_ahead's advice
+// the stream for a pack16 / unpack16 of floats f (n) and words w (n): a kept round_to of other memory stays kept (for
+// the op that reads its buffer next), the copy running before it in the stream; anything else kept is launched first
+static cudaStream_t stream_past_round(zt_backend *be, const void *f, const void *w, size_t n) {
+    cu_ctx *c = ctx_of(be);
+    const uintptr_t o = reinterpret_cast<uintptr_t>(c->pend.out);
+    const size_t ob = c->pend.out_n * sizeof(float);
+    if (c->pend.kind == D_ROUND && !zt_mirror16_overlap(o, ob, reinterpret_cast<uintptr_t>(f), n * sizeof(float)) &&
+        !zt_mirror16_overlap(o, ob, reinterpret_cast<uintptr_t>(w), n * sizeof(uint16_t)))
+        return c->stream;
+    return stream_of(be);
+}
+// packing x to dst where a mirror says dst holds x's words already writes nothing, and launches nothing (the kept op
+// stays kept: a pack16_ahead's range, whose producers wrote or will write the words); every pack16 ends
+// pack16_ahead's advice
 void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {
     cu_ctx *c = ctx_of(be);
-    {
-        MirrorKeep keep(be, {});
-        flush(be); // the kept op first: it may be the one writing the words
-    }
     c->ntg = 0;
     if (n && c->mir_on && prec == c->prec && zt_mirror16_find(&c->mir, x, n) == dst) {
         c->packs_skipped++;
         return;
     }
     MirrorKeep keep(be, {{dst, n * sizeof(uint16_t)}}, {{x, n * sizeof(float)}});
-    zt_cu_pack16(S, static_cast<uint16_t *>(dev(dst)), dev(x), n, prec);
+    zt_cu_pack16(stream_past_round(be, x, dst, n), static_cast<uint16_t *>(dev(dst)), dev(x), n, prec);
 }
 void b_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec) {
     MirrorKeep keep(be, {{dst, n * sizeof(float)}});
-    zt_cu_unpack16(S, dev(dst), static_cast<const uint16_t *>(dev(src)), n, prec);
+    zt_cu_unpack16(stream_past_round(be, dst, src, n), dev(dst), static_cast<const uint16_t *>(dev(src)), n, prec);
     if (prec == ctx_of(be)->prec) mirror_add(ctx_of(be), dst, src, n, 0); // dst now equals the words
 }
 // unpack16 deferred (lazy mirror, cuda_backend_core.cu) in a bf16 / fp16 run with mirrors, else unpack16

@@ -742,16 +742,24 @@ static int w_pack_ahead(zt_backend *be, void *w, const float *x, size_t n) {
     return take;
 }
 /* packing x to d where a mirror says d holds x's words already: no launch (cuda_backend_ops.cu b_pack16) */
-static void w_pack(zt_backend *be, void *d, const float *x, size_t n, int p) {
-    mkeep(NULL, 0);
+/* a pack16 / unpack16 of floats f and words w (n): launched before a kept round_to of other memory, which stays kept
+   (cuda_backend_ops.cu stream_past_round); anything else kept is launched first */
+static void flush_past_round(const void *f, const void *w, size_t n) {
+    const uintptr_t o = (uintptr_t)g_rpend_x;
+    const size_t ob = 4 * g_rpend_n;
+    if (!g_pend && g_rpend && !zt_mirror16_overlap(o, ob, (uintptr_t)f, 4 * n) && !zt_mirror16_overlap(o, ob, (uintptr_t)w, 2 * n))
+        return;
     flush();
+}
+static void w_pack(zt_backend *be, void *d, const float *x, size_t n, int p) {
     g_ntg = 0;
     g_calls[K_PACK]++;
     if (n && g_mir_on && p == g_prec && (const void *)zt_mirror16_find(&g_mir, x, n) == d) {
-        g_tot.packs_skipped++;
+        g_tot.packs_skipped++; /* nothing launched, the kept op stays kept */
     } else {
         mneed(x, F4 * n);
         mkeep(d, 2.0 * n);
+        flush_past_round(x, d, n);
         if (n) add(K_PACK, 1, 6.0 * n);
     }
     g_inner->pack16(be, d, x, n, p);
@@ -759,7 +767,7 @@ static void w_pack(zt_backend *be, void *d, const float *x, size_t n, int p) {
 }
 static void w_unpack(zt_backend *be, float *d, const void *x, size_t n, int p) {
     mkeep(d, F4 * n);
-    flush();
+    flush_past_round(d, x, n);
     g_calls[K_PACK]++;
     if (n) add(K_PACK, 1, 6.0 * n);
     g_inner->unpack16(be, d, x, n, p);

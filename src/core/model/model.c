@@ -33,6 +33,24 @@ static void act_fwd(zt_model *m, float *out, const float *fch, int N) {
     else m->be->i->gelu_fwd(m->be, out, fch, (size_t)N * m->s.ffn);
 }
 
+/* whether a forward leaves each layer's last residual add to the LayerNorm after it (ln1 of the next layer, ln_f):
+   one residual_layernorm_fwd, the same bits as add, round_to and layernorm_fwd */
+static int fuse_residual(const zt_model *m) {
+    return m->s.norm != ZT_NORM_RMS && m->be->i->residual_layernorm_fwd != NULL;
+}
+
+/* the LayerNorm (weight w_idx, bias b_idx) of layer l's output res3[l] into out: with fuse_residual, layer l's residual
+   add left to it (res3[l] = res2[l] + fcproj, rounded, written here) */
+static void norm_after_layer(zt_model *m, int l, float *out, float *mean, float *rstd, int w_idx, int b_idx, int N) {
+    const zt_layer_acts x = zt_model_layer_slots(m, l);
+    if (!fuse_residual(m)) {
+        norm_fwd(m, out, mean, rstd, x.res3, w_idx, b_idx, N);
+        return;
+    }
+    m->be->i->residual_layernorm_fwd(m->be, x.res3, out, mean, rstd, x.res2, m->a.fcproj, P(w_idx), P(b_idx), N,
+                                     m->s.n_embd, m->prec, m->s.norm_eps);
+}
+
 /* layer l's forward from its input (the embedding or layer l-1's output). out = 0: a recomputation in
    backward, which rebuilds the internals and leaves the stored output (identical bits) alone */
 static void layer_fwd(zt_model *m, int l, int out) {
@@ -45,7 +63,8 @@ static void layer_fwd(zt_model *m, int l, int out) {
     zt_acts *a = &m->a;
     const zt_layer_acts x = zt_model_layer_slots(m, l);
     zt_model_need_layer(m, l, out ? l + 1 : -1); /* a forward pass reaches layer l + 1 next */
-    norm_fwd(m, x.ln1, x.ln1_mean, x.ln1_rstd, x.res, T_(l, ZT_LN1W), T_(l, ZT_LN1B), N);
+    if (out && l > 0) norm_after_layer(m, l - 1, x.ln1, x.ln1_mean, x.ln1_rstd, T_(l, ZT_LN1W), T_(l, ZT_LN1B), N);
+    else norm_fwd(m, x.ln1, x.ln1_mean, x.ln1_rstd, x.res, T_(l, ZT_LN1W), T_(l, ZT_LN1B), N);
     RND(x.ln1, NC);
     f->linear_fwd(be, x.qkv, x.ln1, zt_model_base_w(m, l, 0), P(T_(l, ZT_QKVB)), N, C, Q);
     zt_model_lora_fwd(m, l, 0, x.ln1, x.qkv);
@@ -83,6 +102,7 @@ static void layer_fwd(zt_model *m, int l, int out) {
     f->linear_fwd(be, a->fcproj, x.fchg, zt_model_base_w(m, l, 3), P(T_(l, ZT_FCPB)), N, I, C);
     zt_model_lora_fwd(m, l, 3, x.fchg, a->fcproj);
     RND(a->fcproj, NC);
+    if (fuse_residual(m)) return; /* the residual add is the next LayerNorm's (norm_after_layer) */
     f->add(be, x.res3, x.res2, a->fcproj, NC);
     RND(x.res3, NC);
 }
@@ -158,8 +178,7 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
         layer_fwd(m, l, 1);
         if (m->stashed) zt_model_stash_layer(m, l, 1);
     }
-    const float *res = a->residual3 + (size_t)(L - 1) * NC;
-    norm_fwd(m, a->lnf, a->lnf_mean, a->lnf_rstd, res, T_(L, 0), T_(L, 1), N);
+    norm_after_layer(m, L - 1, a->lnf, a->lnf_mean, a->lnf_rstd, T_(L, 0), T_(L, 1), N);
     RND(a->lnf, NC);
     /* logits(N, Vp) = lnf(N, C) @ head(Vp, C)^T, stored in the working precision (2-byte words with logits16) */
     zt_model_need_wte(m);
