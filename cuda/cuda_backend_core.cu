@@ -59,11 +59,12 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
                             d.in_round, out16, d.x16, x->prec);
         break;
     case D_ATT_FWD:
-        zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc, out16);
+        zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc, out16, d.in_round,
+                                  d.w16 ? dev(d.w16) : nullptr);
         break;
     case D_ATT_BWD:
         zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc,
-                                  out16, d.x16, d.o16);
+                                  out16, d.x16, d.o16, d.in_round);
         break;
     case D_RLN_FWD:
         zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,
@@ -102,13 +103,13 @@ void defer(zt_backend *be, const Deferred &d) {
 }
 
 // a kept round_to of exactly (in, n) done by the op d as it loads in (d->in_round) when ok: no launch of its own.
-// The words the round_to was to write beside its buffer (w16) the GELU forward writes; any other op does not, and
-// their mirror goes
+// The words the round_to was to write beside its buffer (w16) the GELU and attention forwards write; any other op
+// does not, and their mirror goes
 void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok) {
     cu_ctx *c = ctx_of(be);
     if (!ok || c->pend.kind != D_ROUND || c->pend.out != in || c->pend.out_n != n) return;
     d->in_round = c->pend.in_round;
-    if (c->pend.w16 && d->kind == D_GELU_FWD) d->w16 = c->pend.w16;
+    if (c->pend.w16 && (d->kind == D_GELU_FWD || d->kind == D_ATT_FWD)) d->w16 = c->pend.w16;
     else if (c->pend.w16) drop(c, {{c->pend.w16, n * sizeof(uint16_t)}});
     c->pend.kind = D_NONE;
     c->fused++;

@@ -46,15 +46,16 @@ struct Deferred {
     int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
     int tc;       // D_ATT_FWD, D_ATT_BWD: the 2-byte type of the tensor-core kernels (0: the fp32 kernels)
     int exact;    // D_GELU_FWD, D_GELU_BWD: the encoders' erf GELU (gelu_erf_*)
-    int in_round; // D_GELU_*, D_ADD, D_RLN_FWD, D_LN_BWD: the precision its input (GELU fwd inp, bwd dout; the add's
-                  // second term; LayerNorm backward's dout) is rounded to first; D_ROUND's precision
+    int in_round; // D_GELU_*, D_ADD, D_RLN_FWD, D_LN_BWD, D_ATT_*: the precision its input (GELU fwd inp, bwd dout;
+                  // the add's second term; LayerNorm backward's dout; attention's qkv, its backward's dout) is rounded
+                  // to first; D_ROUND's precision
     const void *out;
     size_t out_n;
     const uint16_t *x16; // D_GELU_BWD, D_LN_BWD: inp read as these words (device) instead of its floats, else null;
                          // D_ATT_BWD: qkv's
     const uint16_t *o16; // D_ATT_BWD: out's words, read instead of its floats, else null
-    uint16_t *w16; // words a pack16_ahead reserved (model address): D_ROUND's buffer's, D_GELU_FWD's rounded input's
-                   // (in_round), D_RLN_FWD's res; written beside them (note_words), else nullptr
+    uint16_t *w16; // words a pack16_ahead reserved (model address): D_ROUND's buffer's, D_GELU_FWD's and D_ATT_FWD's
+                   // rounded input's (in_round), D_RLN_FWD's res; written beside them (note_words), else nullptr
 };
 
 // pack16_ahead's advice: the n floats at x will be packed to w (model addresses)

@@ -119,6 +119,8 @@ void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float
     d.tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
     d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
     d.out = out; d.out_n = (size_t)B * T * C;
+    // a kept round_to of qkv (after its product) done by the tensor-core kernel as it loads it
+    take_round(be, &d, qkv, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)), d.tc != 0 && (const float *)qkv != out);
     defer(be, d);
 }
 void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
@@ -135,6 +137,8 @@ void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const fl
     d.tc = tc;
     d.x16 = tc && B > 0 && T > 0 && C > 0 ? mirror_words(be, qkv, nq) : nullptr;
     d.o16 = tc && B > 0 && T > 0 && C > 0 ? mirror_words(be, out, no) : nullptr;
+    // a kept round_to of dout (after the projection's backward) done by the tensor-core kernels as they load it
+    take_round(be, &d, dout, no, tc != 0 && dout != out && dout != qkv && (const float *)dout != dqkv);
     d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
     d.out = dqkv; d.out_n = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH));
     defer(be, d);

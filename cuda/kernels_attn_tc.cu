@@ -76,6 +76,21 @@ __device__ void load16(uint16_t *dst, const S *src, size_t stride, int r0, int T
     }
 }
 
+// a tile load16 read from floats written back as its words' values (a round_to fused into the kernel: the rounding
+// to nearest even of the conversion), and the words themselves at the same element offsets of dst16 (may be null):
+// rows r0 .. below T, from natural sm[r * (HS + kPad) + d] or transposed sm[d * (kTile + kPad) + r]
+template <int HS, bool TR>
+__device__ void store_back(float *dst, uint16_t *dst16, const uint16_t *sm, size_t stride, int r0, int T, int ty) {
+    for (int idx = threadIdx.x; idx < kTile * HS; idx += kTcThreads) {
+        const int r = idx / HS, d = idx % HS;
+        if (r0 + r >= T) continue;
+        const uint16_t w = TR ? sm[d * (kTile + kPad) + r] : sm[r * (HS + kPad) + d];
+        const size_t at = (size_t)(r0 + r) * stride + d;
+        dst[at] = zt_bits16_to_f32(w, ty);
+        if (dst16) dst16[at] = w;
+    }
+}
+
 // the 32-bit word (two adjacent 2-byte values) at row r, column c (even) of a shared array with `ld` words per row
 __device__ __forceinline__ uint32_t word(const uint16_t *base, int ld, int r, int c) {
     return *reinterpret_cast<const uint32_t *>(base + r * ld + c);
@@ -149,10 +164,13 @@ __device__ __forceinline__ float quad_sum(float v) {
 template <int HS>
 constexpr int fwd_smem_bytes() { return 2 * (2 * kTile * (HS + kPad) + HS * (kTile + kPad)); }
 
+// in_round: qkv's round_to fused here (its values rounded as loaded): block (query tile i, head h) writes its q tile
+// back rounded, and for the first head of a group the k and v tile i (its diagonal); qkv16 (may be null) gets their
+// words too. Other blocks may read those tiles meanwhile: old or new values round to the same words
 template <int HS, bool FP16>
 __global__ void __launch_bounds__(kTcThreads)
-    attn_tc_fwd_kernel(float *out, uint16_t *out16, float *stats, const float *qkv, int T, int C, int NH, int NKV,
-                       float scale, int prec) {
+    attn_tc_fwd_kernel(float *out, uint16_t *out16, float *stats, float *qkv, uint16_t *qkv16, int in_round, int T,
+                       int C, int NH, int NKV, float scale, int prec) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
     constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16; // the inputs' 2-byte type (prec only rounds the outputs)
     uint16_t *Qs = ZT_DYNAMIC_SMEM(uint16_t); // [64][LD]
@@ -160,10 +178,13 @@ __global__ void __launch_bounds__(kTcThreads)
     uint16_t *Vt = Ks + kTile * LD;           // [HS][LT]
     const int q0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z, KV = NKV * HS, W = C + 2 * KV;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const float *seq = qkv + (size_t)b * T * W;
-    const float *qb = seq + (size_t)h * HS, *kb = seq + C + (size_t)(h / (NH / NKV)) * HS, *vb = kb + KV;
+    float *seq = qkv + (size_t)b * T * W;
+    const size_t qo = (size_t)h * HS, ko = C + (size_t)(h / (NH / NKV)) * HS; // q's and k's columns; v's: ko + KV
+    const float *qb = seq + qo, *kb = seq + ko, *vb = kb + KV;
+    uint16_t *seq16 = qkv16 ? qkv16 + (size_t)b * T * W : nullptr;
     load16<HS, false>(Qs, qb, W, q0, T, TY);
     __syncthreads();
+    if (in_round) store_back<HS, false>(seq + qo, seq16 ? seq16 + qo : nullptr, Qs, W, q0, T, TY);
     uint32_t qa[KS][4];
     warp_frags<KS>(qa, Qs, LD);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[NT][4] = {};
@@ -174,6 +195,10 @@ __global__ void __launch_bounds__(kTcThreads)
         load16<HS, false>(Ks, kb, W, k0, T, TY);
         load16<HS, true>(Vt, vb, W, k0, T, TY);
         __syncthreads();
+        if (in_round && k0 == q0 && h % (NH / NKV) == 0) {
+            store_back<HS, false>(seq + ko, seq16 ? seq16 + ko : nullptr, Ks, W, k0, T, TY);
+            store_back<HS, true>(seq + ko + KV, seq16 ? seq16 + ko + KV : nullptr, Vt, W, k0, T, TY);
+        }
         float s[8][4];
         for (int j = 0; j < 8; j++) tile_dot<KS, FP16>(s[j], qa, Ks, LD, 8 * j);
         float mx[2] = {-INFINITY, -INFINITY};
@@ -297,8 +322,8 @@ constexpr int dq_smem_bytes() { return 2 * (4 * kTile * (HS + kPad) + HS * (kTil
 // type as it enters the product
 template <int HS, bool FP16, typename Q>
 __global__ void __launch_bounds__(kTcThreads)
-    attn_tc_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Q *qkv, const float *stats,
-                      const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
+    attn_tc_dq_kernel(float *dqkv, uint16_t *dqkv16, float *dout, const Q *qkv, const float *stats,
+                      const float *D, int T, int C, int NH, int NKV, float scale, int prec, int in_round) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
     constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16;
     uint16_t *Qs = ZT_DYNAMIC_SMEM(uint16_t); // [64 rows][LD]
@@ -313,6 +338,9 @@ __global__ void __launch_bounds__(kTcThreads)
     load16<HS, false>(Qs, qb, W, q0, T, TY);
     load16<HS, false>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, C, q0, T, TY);
     __syncthreads();
+    // in_round: dout's round_to fused here (D and the dk / dv kernel, before, rounded it as they loaded it): this
+    // block's tile of it written back rounded; no other block of this launch reads it
+    if (in_round) store_back<HS, false>(dout + (size_t)b * T * C + (size_t)h * HS, nullptr, dOs, C, q0, T, TY);
     uint32_t qa[KS][4], da[KS][4];
     warp_frags<KS>(qa, Qs, LD);
     warp_frags<KS>(da, dOs, LD);
@@ -356,59 +384,67 @@ __global__ void __launch_bounds__(kTcThreads)
 
 
 template <int HS, bool FP16>
-void fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float *qkv, int B, int T, int C, int NH,
-         int NKV, float scale, int prec) {
+void fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float *qkv, uint16_t *qkv16, int in_round,
+         int B, int T, int C, int NH, int NKV, float scale, int prec) {
     static bool optin = false;
     zt_cu_smem_optin(attn_tc_fwd_kernel<HS, FP16>, fwd_smem_bytes<HS>(), &optin, "attn_tc_fwd_kernel");
+    // qkv is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH((attn_tc_fwd_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, fwd_smem_bytes<HS>(), s,
-              out, out16, stats, qkv, T, C, NH, NKV, scale, prec);
+              out, out16, stats, const_cast<float *>(qkv), qkv16, in_round, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_fwd_kernel");
 }
 
 template <int HS, bool FP16, typename Q>
 void bwd_on(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const float *dout, const Q *qkv,
-            const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
+            const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int in_round) {
     static bool optin = false, optin_dq = false;
     zt_cu_smem_optin(attn_tc_dkdv_kernel<HS, FP16, Q>, bwd_smem_bytes<HS>(), &optin, "attn_tc_dkdv_kernel");
     ZT_LAUNCH((attn_tc_dkdv_kernel<HS, FP16, Q>), dim3(blocks_for(T, kTile), NKV, B), kTcThreads, bwd_smem_bytes<HS>(),
               s, dqkv, dqkv16, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_dkdv_kernel");
     zt_cu_smem_optin(attn_tc_dq_kernel<HS, FP16, Q>, dq_smem_bytes<HS>(), &optin_dq, "attn_tc_dq_kernel");
+    // dout is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH((attn_tc_dq_kernel<HS, FP16, Q>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, dq_smem_bytes<HS>(), s,
-              dqkv, dqkv16, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
+              dqkv, dqkv16, const_cast<float *>(dout), qkv, stats, D, T, C, NH, NKV, scale, prec, in_round);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_dq_kernel");
 }
 
 // qkv16: qkv's words, read instead of its floats when given
 template <int HS, bool FP16>
 void bwd(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const float *dout, const float *qkv,
-         const uint16_t *qkv16, const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec) {
-    if (qkv16) bwd_on<HS, FP16>(s, dqkv, dqkv16, D, dout, qkv16, stats, B, T, C, NH, NKV, scale, prec);
-    else bwd_on<HS, FP16>(s, dqkv, dqkv16, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
+         const uint16_t *qkv16, const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec,
+         int in_round) {
+    if (qkv16) bwd_on<HS, FP16>(s, dqkv, dqkv16, D, dout, qkv16, stats, B, T, C, NH, NKV, scale, prec, in_round);
+    else bwd_on<HS, FP16>(s, dqkv, dqkv16, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec, in_round);
 }
 
 } // namespace
 
 void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV,
-                       float scale, int prec, int tc, uint16_t *out16) {
+                       float scale, int prec, int tc, uint16_t *out16, int in_round, uint16_t *qkv16) {
     const int hs = C / NH;
     ZT_ASSERT((tc == ZT_PREC_BF16 || tc == ZT_PREC_FP16) && (hs == 32 || hs == 64));
+    ZT_ASSERT((!in_round || in_round == tc) && (!qkv16 || in_round)); // rounded to the type of the conversion
     const bool h16 = tc == ZT_PREC_FP16;
-    if (hs == 64) (h16 ? fwd<64, true> : fwd<64, false>)(s, out, out16, stats, qkv, B, T, C, NH, NKV, scale, prec);
-    else (h16 ? fwd<32, true> : fwd<32, false>)(s, out, out16, stats, qkv, B, T, C, NH, NKV, scale, prec);
+    if (hs == 64)
+        (h16 ? fwd<64, true> : fwd<64, false>)(s, out, out16, stats, qkv, qkv16, in_round, B, T, C, NH, NKV, scale,
+                                                prec);
+    else (h16 ? fwd<32, true> : fwd<32, false>)(s, out, out16, stats, qkv, qkv16, in_round, B, T, C, NH, NKV, scale,
+                                                 prec);
 }
 
 void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv,
                        const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc,
-                       uint16_t *dqkv16, const uint16_t *qkv16) {
+                       uint16_t *dqkv16, const uint16_t *qkv16, int in_round) {
     const int hs = C / NH;
     ZT_ASSERT((tc == ZT_PREC_BF16 || tc == ZT_PREC_FP16) && (hs == 32 || hs == 64));
+    ZT_ASSERT(!in_round || in_round == tc); // rounded to the type of the conversion
     const bool h16 = tc == ZT_PREC_FP16;
     if (hs == 64)
         (h16 ? bwd<64, true> : bwd<64, false>)(s, dqkv, dqkv16, D, dout, qkv, qkv16, stats, B, T, C, NH, NKV, scale,
-                                                prec);
+                                                prec, in_round);
     else (h16 ? bwd<32, true> : bwd<32, false>)(s, dqkv, dqkv16, D, dout, qkv, qkv16, stats, B, T, C, NH, NKV, scale,
-                                                 prec);
+                                                 prec, in_round);
 }
 
 } // namespace ZT_CU_NS

@@ -5,7 +5,8 @@
 // residual + LayerNorm forward (out, and res as res16), round_to's x16 (the stash's words, pack16_ahead), the fused
 // attention's forward and backward (fp32 kernels and tensor cores), RMSNorm and SwiGLU forward and
 // backward; and the kernels that read a lazy unpack's words instead of its floats (GELU and LayerNorm backward's inp16,
-// the tensor-core attention backward's qkv16 and out16, unpack16_multi). In bf16 and fp16, under the host execution harness: the
+// the tensor-core attention backward's qkv16 and out16, unpack16_multi); and the tensor-core attention with the
+// round_to of its input fused (in_round: qkv forward, with its words; dout backward). In bf16 and fp16, under the host execution harness: the
 // outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
 // written past the words. (A product reading the words is checked bitwise against packing in
 // test_kernels_norm_attn's linear_bwd rows and tests/unit/core/dist/test_mirrors.c.)
@@ -184,24 +185,24 @@ void test_llama(int prec, int N, int C, int I) {
     else check_fail("rmsnorm / swiglu words %s [N%d,C%d,I%d]: %zu mismatches", prec_name(prec), N, C, I, bad);
 }
 
-void test_attention(int prec, int B, int T, int C, int NH) {
-    vec qkv = randv((size_t)B * T * 3 * C);
+void test_attention(int prec, int B, int T, int C, int NH, int NKV) {
+    vec qkv = randv((size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)));
     for (float &f : qkv) f = zt_round_prec(f, prec);
     size_t bad = 0;
     for (int tc = 0; tc <= prec; tc += prec) { // the fp32 kernels, then tensor cores
         vec o0((size_t)B * T * C), o1(o0.size()), st0((size_t)B * NH * T * 2), st1(st0.size());
         std::vector<uint16_t> w(o0.size() + 3, 0xdead);
-        zt_cu_attention_fused_fwd(0, o0.data(), st0.data(), qkv.data(), B, T, C, NH, NH, prec, tc);
-        zt_cu_attention_fused_fwd(0, o1.data(), st1.data(), qkv.data(), B, T, C, NH, NH, prec, tc, w.data());
+        zt_cu_attention_fused_fwd(0, o0.data(), st0.data(), qkv.data(), B, T, C, NH, NKV, prec, tc);
+        zt_cu_attention_fused_fwd(0, o1.data(), st1.data(), qkv.data(), B, T, C, NH, NKV, prec, tc, w.data());
         bad += !same_bits(o0, o1) + !same_bits(st0, st1) + words_bad(o1.data(), w, 0, o1.size(), prec);
         // the backward's dqkv (dk, dv and dq kernels) and its words
         vec dy = randv(o1.size()), g0(qkv.size()), g1(qkv.size()), sc(zt_attention_fused_scratch(B, T, C, NH));
         for (float &f : dy) f = zt_round_prec(f, prec);
         std::vector<uint16_t> wg(qkv.size() + 3, 0xdead);
         zt_cu_attention_fused_bwd(0, g0.data(), sc.data(), dy.data(), qkv.data(), o1.data(), st1.data(), B, T, C, NH,
-                                  NH, prec, tc);
+                                  NKV, prec, tc);
         zt_cu_attention_fused_bwd(0, g1.data(), sc.data(), dy.data(), qkv.data(), o1.data(), st1.data(), B, T, C, NH,
-                                  NH, prec, tc, wg.data());
+                                  NKV, prec, tc, wg.data());
         bad += !same_bits(g0, g1) + words_bad(g1.data(), wg, 0, g1.size(), prec);
         if (tc) { // qkv and out read as words (a lazy unpack's), their floats NaN: the same dqkv
             std::vector<uint16_t> qw(qkv.size()), ow(o1.size());
@@ -209,16 +210,35 @@ void test_attention(int prec, int B, int T, int C, int NH) {
             for (size_t i = 0; i < ow.size(); i++) ow[i] = zt_f32_to_bits16(o1[i], prec);
             vec g2(qkv.size()), qn = nanv(qkv.size()), on = nanv(o1.size());
             zt_cu_attention_fused_bwd(0, g2.data(), sc.data(), dy.data(), qn.data(), on.data(), st1.data(), B, T, C,
-                                      NH, NH, prec, tc, nullptr, qw.data(), ow.data());
+                                      NH, NKV, prec, tc, nullptr, qw.data(), ow.data());
             bad += !same_bits(g0, g2);
+            // the round_to before each op fused into it (in_round): unrounded qkv (forward) and dout (backward)
+            // give the bits of round_to then the op, are written back rounded, and qkv's words go to qkv16
+            vec qr = randv(qkv.size()), qf = qr, o3(o1.size()), o4(o1.size()), s3(st1.size()), s4(st1.size());
+            std::vector<uint16_t> q16(qkv.size() + 3, 0xdead);
+            zt_cu_round_to(0, qr.data(), qr.size(), prec);
+            zt_cu_attention_fused_fwd(0, o3.data(), s3.data(), qr.data(), B, T, C, NH, NKV, prec, tc);
+            harness_config(1); // another interleaving: blocks read tiles others write back
+            zt_cu_attention_fused_fwd(0, o4.data(), s4.data(), qf.data(), B, T, C, NH, NKV, prec, tc, nullptr, prec,
+                                      q16.data());
+            harness_config(0);
+            bad += !same_bits(o3, o4) + !same_bits(s3, s4) + !same_bits(qr, qf) + words_bad(qf.data(), q16, 0, qf.size(), prec);
+            vec dr = randv(o1.size()), df = dr, g3(qkv.size()), g4(qkv.size());
+            zt_cu_round_to(0, dr.data(), dr.size(), prec);
+            zt_cu_attention_fused_bwd(0, g3.data(), sc.data(), dr.data(), qr.data(), o3.data(), s3.data(), B, T, C, NH,
+                                      NKV, prec, tc);
+            zt_cu_attention_fused_bwd(0, g4.data(), sc.data(), df.data(), qr.data(), o3.data(), s3.data(), B, T, C, NH,
+                                      NKV, prec, tc, nullptr, nullptr, nullptr, prec);
+            bad += !same_bits(g3, g4) + !same_bits(dr, df);
         }
     }
     if (bad == 0)
-        check_pass("attention_fused_fwd out16, bwd dqkv16 %s [B%d,T%d,C%d,NH%d]: words = the rounded outputs, outputs "
+        check_pass("attention_fused_fwd out16, bwd dqkv16 %s [B%d,T%d,C%d,NH%d,NKV%d]: words = the rounded outputs, outputs "
                    "and stats the same bits as without (fp32 and tensor-core kernels); the tensor-core backward on qkv "
-                   "and out given as words the same dqkv", prec_name(prec), B, T, C, NH);
-    else check_fail("attention_fused fwd / bwd words %s [B%d,T%d,C%d,NH%d]: %zu mismatches", prec_name(prec), B, T, C,
-                    NH, bad);
+                   "and out given as words the same dqkv; in_round forward / backward = round_to then the op, inputs "
+                   "written back rounded, qkv's words", prec_name(prec), B, T, C, NH, NKV);
+    else check_fail("attention_fused fwd / bwd words %s [B%d,T%d,C%d,NH%d,NKV%d]: %zu mismatches", prec_name(prec), B, T, C,
+                    NH, NKV, bad);
 }
 
 } // namespace
@@ -236,8 +256,9 @@ int main(void) {
         test_llama(prec, 37, 45, 29);
         test_word_readers(prec, 37, 45);
         test_word_readers(prec, 130, 768);
-        test_attention(prec, 2, 70, 128, 2); // head size 64, two query tiles
-        test_attention(prec, 1, 33, 128, 4); // head size 32
+        test_attention(prec, 2, 70, 128, 2, 2); // head size 64, two query tiles
+        test_attention(prec, 1, 33, 128, 4, 4); // head size 32
+        test_attention(prec, 1, 130, 128, 4, 2); // grouped queries: k, v written back by a group's first head
     }
     if (!tickets_left().empty() || !tickets()) check_fail("tickets");
     (void)check_outs; // kernel_check.h's comparison against the cpu: not needed, every check here is bitwise

@@ -460,14 +460,17 @@ static void w_batt_bwd(zt_backend *be, float *dq, float *da, const float *d, con
     g_inner->attention_bidir_bwd(be, dq, da, d, q, a, kv, B, T, C, NH, NKV);
 }
 static void w_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int B, int T, int C, int NH, int NKV) {
-    mneed(q, F4 * B * T * (C + 2.0 * NKV * (C / NH)));
+    const double nq = (double)B * T * (C + 2.0 * NKV * (C / NH));
+    mneed(q, F4 * nq);
     mkeep(o, F4 * B * T * C);
     mkeep(st, F4 * B * NH * T * 2);
+    /* on tensor cores a kept round_to of qkv is done as it is loaded: qkv written back (and its words, counted there) */
+    const int took = take_round_w(q, (size_t)nq, g_attn_tc && g_prec != ZT_PREC_FP32 && q != o, 1, K_FATT_FWD);
     flush();
     g_calls[K_FATT_FWD]++;
     if (B > 0 && T > 0 && C > 0) {
         const double BT = (double)B * T, W = C + 2.0 * NKV * (C / NH);
-        add(K_FATT_FWD, 1, F4 * (BT * W + BT * C + BT * NH * 2));
+        add(K_FATT_FWD, 1, F4 * (BT * W + BT * C + BT * NH * 2) + (took ? F4 * nq : 0));
     }
     g_inner->attention_fused_fwd(be, o, st, q, B, T, C, NH, NKV);
     defer_words(K_FATT_FWD, o, (size_t)B * T * C);
@@ -488,6 +491,8 @@ static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, cons
     mkeep(D, F4 * (double)zt_attention_fused_scratch(B, T, C, NH));
     const int live = B > 0 && T > 0 && C > 0;
     const int qw = tc && live && mfind(q, nq), ow = tc && live && mfind(o, no);
+    /* on tensor cores a kept round_to of dout is done as it is loaded; the dq kernel writes it back */
+    const int took = take_round(d, (size_t)no, tc && d != o && d != q && d != dq);
     flush();
     g_calls[K_FATT_BWD]++;
     if (live) {
@@ -498,7 +503,7 @@ static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, cons
         add(K_FATT_BWD, 1, F4 * (2.0 * BT * C + rows) - (ow ? 2.0 * BT * C : 0));
         if (tc) { /* qkv read by both kernels: 2 bytes an element as words */
             add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * 2 * KV) - (qw ? 2.0 * BT * W : 0));
-            add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * C) - (qw ? 2.0 * BT * W : 0));
+            add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * C + (took ? BT * C : 0)) - (qw ? 2.0 * BT * W : 0));
         } else {
             add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * 2 * KV + parts));
             add(K_FATT_BWD, 1, F4 * (parts + BT * C));
