@@ -31,6 +31,9 @@
 // accumulate, round_to, pack16 / unpack16; cuda_backend_ops.cu) drop the ones their outputs overlap; every other slot
 // and memory call drops them all. The bits are those of packing (the words are what
 // packing gives); ZT_CUDA_MIRROR=0 turns it off and ZT_CUDA_FUSE_ROUND_STATS=1 prints the operands it saved.
+// The activation stash rides on the same records: pack16_ahead names where a layer's internals will be packed and
+// their producers write the words there (target_words), so the pack finds them; unpack16_lazy records the backward's
+// unpack without running it (lazy unpacks, below).
 #include "cuda_backend_internal.h"
 
 namespace ZT_CU_NS {
