@@ -128,7 +128,7 @@ void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const fl
     const size_t nq = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)), no = (size_t)B * T * C;
     const int tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
     // the tensor-core kernels read qkv and out as their words where they have them; the fp32 kernels the floats
-    MirrorKeep keep(be, {{dqkv, nq * sizeof(float)}, {scratch, zt_attention_fused_scratch(B, T, C, NH) * sizeof(float)}},
+    MirrorKeep keep(be, {{dqkv, nq * sizeof(float)}, {scratch, zt_attention_fused_scratch_for(B, T, C, NH, tc) * sizeof(float)}},
                     {{dout, no * sizeof(float)}, {tc ? nullptr : qkv, nq * sizeof(float)},
                      {tc ? nullptr : out, no * sizeof(float)}, {stats, (size_t)B * NH * T * 2 * sizeof(float)}});
     Deferred d = {};

@@ -403,10 +403,7 @@ int g_attention_tc = -1; // -1: not yet read from ZT_CUDA_ATTN_TC
 }
 
 bool zt_cu_attention_tc(int prec) {
-    if (g_attention_tc < 0) {
-        const char *e = getenv("ZT_CUDA_ATTN_TC");
-        g_attention_tc = !(e && e[0] == '0' && !e[1]);
-    }
+    if (g_attention_tc < 0) g_attention_tc = zt_attention_tc_on();
     return g_attention_tc && (prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
 }
 

@@ -16,6 +16,7 @@
 #define ZT_BACKEND_H
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdint.h>
 
 typedef struct zt_backend zt_backend;
@@ -219,7 +220,8 @@ typedef struct zt_backend_i {
        Forward: out as attention_fwd; stats(B, NH, T, 2) receives
        each row's softmax maximum m and 1 / sum (fp32 op state: never rounded or packed). Backward: dqkv
        overwritten as attention_bwd, recomputing each probability as zt_expf(s - m) * (1 / sum) from qkv and
-       stats; out is the forward's output (as stored), scratch zt_attention_fused_scratch(B, T, C, NH) floats.
+       stats; out is the forward's output (as stored), scratch zt_attention_fused_scratch(B, T, C, NH) floats
+       (zt_attention_fused_scratch_rows where the CUDA backend runs it on tensor cores: zt_attention_fused_scratch_for).
        The values of attention_fwd / _bwd up to fp32 rounding (the cpu backend has only those). */
     void (*attention_fused_fwd)(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C,
                                 int NH, int NKV);
@@ -276,6 +278,16 @@ static inline int zt_attention_fused_hs_ok(int hs) { return hs == 32 || hs == 64
 static inline size_t zt_attention_fused_scratch_rows(int B, int T, int NH) { return ((size_t)B * NH * T + 3) & ~(size_t)3; }
 static inline size_t zt_attention_fused_scratch(int B, int T, int C, int NH) {
     return zt_attention_fused_scratch_rows(B, T, NH) + (size_t)B * NH * T * (size_t)((T + 63) / 64) * (size_t)(C / NH);
+}
+/* whether the CUDA backend runs the fused attention on tensor cores in a bf16 / fp16 run (ZT_CUDA_ATTN_TC, default
+   on): its backward then takes only zt_attention_fused_scratch_rows of scratch (cuda/kernels_attn_tc.cu: no dq parts) */
+static inline int zt_attention_tc_on(void) {
+    const char *e = getenv("ZT_CUDA_ATTN_TC");
+    return !(e && e[0] == '0' && !e[1]);
+}
+/* the scratch floats attention_fused_bwd takes: rows only where it runs on tensor cores (tc), else with the parts */
+static inline size_t zt_attention_fused_scratch_for(int B, int T, int C, int NH, int tc) {
+    return tc ? zt_attention_fused_scratch_rows(B, T, NH) : zt_attention_fused_scratch(B, T, C, NH);
 }
 
 struct zt_backend {

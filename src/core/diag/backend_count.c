@@ -488,7 +488,7 @@ static void w_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, cons
     mneed(tc ? NULL : o, F4 * no);
     mneed(st, F4 * B * NH * T * 2);
     mkeep(dq, F4 * nq);
-    mkeep(D, F4 * (double)zt_attention_fused_scratch(B, T, C, NH));
+    mkeep(D, F4 * (double)zt_attention_fused_scratch_for(B, T, C, NH, tc));
     const int live = B > 0 && T > 0 && C > 0;
     const int qw = tc && live && mfind(q, nq), ow = tc && live && mfind(o, no);
     /* on tensor cores a kept round_to of dout is done as it is loaded; the dq kernel writes it back */
@@ -854,8 +854,7 @@ void zt_backend_count_begin(zt_backend *be) {
     g_fuse = !(fr && strcmp(fr, "0") == 0);
     const char *mr = getenv("ZT_CUDA_MIRROR");
     g_mir_on = !(mr && strcmp(mr, "0") == 0);
-    const char *at = getenv("ZT_CUDA_ATTN_TC");
-    g_attn_tc = !(at && strcmp(at, "0") == 0);
+    g_attn_tc = zt_attention_tc_on();
     zt_mirror16_clear(&g_mir);
     g_mir_keep = 0;
     g_pend_k = -1;

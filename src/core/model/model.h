@@ -91,6 +91,9 @@ typedef struct zt_model_opts {
        recomputes them (iface/backend.h). Applies where the head size is one the slots take
        (zt_attention_fused_hs_ok); the materialized attention runs elsewhere */
     int att_fused;
+    /* with att_fused in a bf16 / fp16 run on the CUDA backend: its kernels run on tensor cores (zt_attention_tc_on),
+       whose backward takes a value per row of scratch and no dq parts (zt_attention_fused_scratch_for) */
+    int att_tc;
     /* 2-byte working parameters (train.param_storage, a bf16/fp16 run without LoRA): params16 holds the words
        and forward / backward unpack each tensor (exact) into one fp32 window as they reach it: wte, then each
        layer, then wte again for the LM head; wpe and ln_f once per update. ZeRO publishes the parameters into

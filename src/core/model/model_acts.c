@@ -94,7 +94,7 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, const zt
     SLOT(dbtc, BT * C);
     SLOT(dbtc2, BT * C);
     SLOT(dqkv, BT * Q);
-    SLOT(datt, fused ? zt_attention_fused_scratch(B, T, (int)C, (int)NH) : B * NH * T * T);
+    SLOT(datt, fused ? zt_attention_fused_scratch_for(B, T, (int)C, (int)NH, o->att_tc) : B * NH * T * T);
     SLOT(tokens, BT);   /* int32: same size as float */
     SLOT(targets, BT);
     SLOT(rope_cs, s->pos == ZT_POS_ROPE ? (size_t)s->block_size * (C / NH) : 0); /* (maxT, hs/2, 2) */

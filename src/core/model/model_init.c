@@ -54,6 +54,7 @@ zt_model_opts zt_model_opts_from_config(const zt_config *c) {
                                                             : ZT_RECOMPUTE_NONE;
     o.act16 = o.recompute != ZT_RECOMPUTE_LAYER && strcmp(c->train.act_storage, "auto") == 0 && prec;
     o.att_fused = strcmp(c->train.attention, "auto") == 0 && gpu;
+    o.att_tc = o.att_fused && prec && zt_attention_tc_on();
     /* param_storage auto: where the words and the fp32 window (wte or one layer, whichever is larger, plus wpe and
        ln_f) take fewer bytes than float32 parameters, i.e. the window holds less than half of them (GPT-2 124M:
        32%; not d6, whose wte is 64% of its parameters) */

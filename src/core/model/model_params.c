@@ -13,6 +13,7 @@ static void init_shape(zt_model *m, zt_backend *be, const zt_model_shape *s, int
     memset(m, 0, sizeof *m);
     if (o) m->opt = *o;
     m->opt.att_fused = zt_model_att_fused_ok(s, &m->opt);
+    m->opt.att_tc = m->opt.att_tc && m->opt.att_fused;
     m->opt.logits16 = m->opt.logits16 && !s->encoder && be->i->matmul16 && be->i->softmax_xent16;
     ZT_ASSERT(!m->opt.att_fused || (be->i->attention_fused_fwd && be->i->attention_fused_bwd));
     ZT_ASSERT(!m->opt.act16 || m->opt.recompute != ZT_RECOMPUTE_LAYER);
