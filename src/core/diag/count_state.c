@@ -1,0 +1,189 @@
+/* count_state.c — the counting decorator's state and its model of the CUDA backend (see backend_count.h,
+ * count_internal.h): the table per op kind, the kept op and kept round_to (cuda_backend_core.cu Deferred, D_ROUND),
+ * the mirrors with the stash's words (pack16_ahead) and the lazy unpacks, and the GEMM's operand packing. The slots
+ * (backend_count.c, count_attention.c) call these in the order the backend's slots do, so they take its decisions. */
+#include "core/diag/count_internal.h"
+
+#include <stdint.h>
+
+long cnt_calls[K_N];
+long cnt_launches[K_N], cnt_memops[K_N];
+double cnt_bytes[K_N];
+zt_count_totals cnt_tot;
+const zt_backend_i *cnt_inner;
+int cnt_prec;        /* set_precision's */
+int cnt_fuse = 1;    /* ZT_CUDA_FUSE_ROUND */
+/* the op cuda_backend.cu keeps for a following round_to (Deferred): its output range, or none */
+const void *cnt_pend_out;
+size_t cnt_pend_n;
+int cnt_pend;
+/* a round_to cuda_backend.cu keeps for the GELU that may read its buffer next (D_ROUND), or none */
+const void *cnt_rpend_x;
+size_t cnt_rpend_n;
+int cnt_rpend, cnt_rpend_prec;
+/* cuda_backend.cu's mirrors (iface/mirror16.h): float32 buffers equal to 2-byte words, read by the products instead
+   of packing; kept across the slots that name what they write (mkeep ... mdone), dropped by any other */
+zt_mirror16 cnt_mir;
+int cnt_mir_keep, cnt_mir_on = 1; /* ZT_CUDA_MIRROR */
+/* the kept op's kind when it is one that writes its rounded output's words too (cuda_backend.cu words_for), else -1;
+   the two word buffers it takes in turn (fake addresses, only compared) */
+int cnt_pend_k = -1, cnt_ring_next;
+int cnt_attn_tc = 1; /* ZT_CUDA_ATTN_TC: the fused attention on tensor cores in bf16 / fp16 */
+/* pack16_ahead's ranges until the next pack16 (cuda_backend_ops.cu b_pack16_ahead): floats at x, words at w; the
+   words the kept round_to writes there (or NULL) */
+cnt_target cnt_tg[N_TARGETS];
+int cnt_ntg;
+const void *cnt_rpend_w;
+#define RING_ADDR(k) ((const void *)(((uintptr_t)1 << 62) + ((uintptr_t)(k) << 56)))
+
+
+void cnt_add(int k, long launches, double bytes) {
+    cnt_launches[k] += launches;
+    cnt_bytes[k] += bytes;
+}
+
+/* the lazy unpacks (cuda_backend_core.cu settle_marked, need, drop, mirror_add): the entries marked (lazy 2) run as
+   one launch when settled */
+void cnt_msettle(void) {
+    double n = 0;
+    for (int i = 0; i < cnt_mir.n; i++)
+        if (cnt_mir.e[i].lazy == 2) cnt_mir.e[i].lazy = 0, n += (double)cnt_mir.e[i].n;
+    if (n > 0) cnt_add(K_PACK, 1, 6.0 * n);
+}
+/* [p, p + bytes) read as float32: marked, settled with the slot's other reads (mkeep, mfind) */
+void cnt_mneed(const void *p, double bytes) {
+    if (!p || bytes <= 0) return;
+    for (int i = 0; i < cnt_mir.n; i++)
+        if (cnt_mir.e[i].lazy && zt_mirror16_overlap((uintptr_t)p, (size_t)bytes, cnt_mir.e[i].dst, cnt_mir.e[i].n * 4))
+            cnt_mir.e[i].lazy = 2;
+}
+/* [p, p + bytes) about to be written */
+void cnt_mdrop(const void *p, size_t bytes) {
+    cnt_msettle();
+    if (!p || !bytes) return;
+    const uintptr_t a = (uintptr_t)p;
+    for (int i = 0; i < cnt_mir.n; i++) {
+        zt_mirror16_entry *e = &cnt_mir.e[i];
+        const size_t fb = e->n * 4;
+        const int words = zt_mirror16_overlap(a, bytes, e->src, e->n * 2);
+        const int part = zt_mirror16_overlap(a, bytes, e->dst, fb) && !(a <= e->dst && e->dst + fb <= a + bytes);
+        if (e->lazy && (words || part)) e->lazy = 2;
+    }
+    cnt_msettle();
+    zt_mirror16_clobber(&cnt_mir, p, bytes);
+}
+void cnt_madd(const void *dst, const void *src, size_t n, int lazy) {
+    if (!n) return;
+    if (cnt_mir.n == ZT_MIRROR16_MAX && cnt_mir.e[0].lazy) {
+        cnt_mir.e[0].lazy = 2;
+        cnt_msettle();
+    }
+    zt_mirror16_add(&cnt_mir, dst, src, n);
+    cnt_mir.e[cnt_mir.n - 1].lazy = lazy;
+}
+
+/* every slot but a fused round_to launches the kept op first (cuda_backend.cu flush): a kept round_to is then its own
+   launch, reading and writing its buffer */
+void cnt_flush(void) {
+    if (!cnt_mir_keep) {
+        for (int i = 0; i < cnt_mir.n; i++)
+            if (cnt_mir.e[i].lazy) cnt_mir.e[i].lazy = 2;
+        cnt_msettle();
+        zt_mirror16_clear(&cnt_mir);
+    }
+    cnt_pend = 0;
+    if (cnt_rpend) cnt_add(K_ROUND, 1, F4 * 2.0 * (double)cnt_rpend_n + (cnt_rpend_w ? 2.0 * (double)cnt_rpend_n : 0));
+    cnt_rpend = 0;
+}
+/* the words pack16_ahead reserved for the n floats at p (cuda_backend_core.cu target_words), or NULL */
+const void *cnt_tg_words(const void *p, size_t n) {
+    const uintptr_t a = (uintptr_t)p;
+    for (int i = 0; i < cnt_ntg; i++) {
+        const uintptr_t b = (uintptr_t)cnt_tg[i].x;
+        if (n && a >= b && (a - b) % 4 == 0 && (a - b) / 4 + n <= cnt_tg[i].n)
+            return (const char *)cnt_tg[i].w + (a - b) / 2;
+    }
+    return NULL;
+}
+/* the n floats at p equal the words at w once the op writing them has run (cuda_backend_core.cu note_words) */
+void cnt_note_words(const void *p, const void *w, size_t n) {
+    cnt_mdrop(w, 2 * n);
+    cnt_madd(p, w, n, 0);
+}
+/* a GELU whose input (forward: inp; backward in place: dout) is the kept round_to's buffer takes the rounding: no
+   launch for it (the forward's kernel writes its input back: 4 bytes an element more). The words the round_to was
+   to write beside it the GELU forward (words: 1, counted in kind k) writes; any other op does not, and their mirror
+   goes */
+int cnt_take_round_w(const void *in, size_t n, int in_place, int words, int k) {
+    if (!(cnt_rpend && cnt_rpend_x == in && cnt_rpend_n == n && in_place)) return 0;
+    cnt_rpend = 0;
+    cnt_tot.fused_rounds++;
+    if (cnt_rpend_w && words) cnt_bytes[k] += 2.0 * (double)n;
+    else if (cnt_rpend_w) cnt_mdrop(cnt_rpend_w, 2 * n);
+    return 1;
+}
+int cnt_take_round(const void *in, size_t n, int in_place) { return cnt_take_round_w(in, n, in_place, 0, 0); }
+/* a slot that keeps the mirrors: each range it writes drops those it overlaps (before its flush); mdone at its end */
+void cnt_mkeep(const void *p, double bytes) {
+    cnt_mdrop(p, (size_t)bytes); /* the reads marked before it settled first, as one launch */
+    cnt_mir_keep = 1;
+}
+void cnt_mdone(void) { cnt_mir_keep = 0; }
+/* an operand (n floats at p) read from words: 1 (not packed); else its floats are read (mneed) */
+int cnt_mfind(const float *p, double n) {
+    if (!cnt_mir_on || cnt_prec == ZT_PREC_FP32 || !zt_mirror16_find(&cnt_mir, p, (size_t)n)) {
+        cnt_mneed(p, F4 * n);
+        cnt_msettle();
+        return 0;
+    }
+    cnt_tot.mirror_hits++;
+    return 1;
+}
+
+/* an op cuda_backend.cu defers in bf16/fp16: a round_to of exactly (out, n) next is done inside it */
+void cnt_defer(const void *out, size_t n) {
+    cnt_pend_k = -1;
+    cnt_pend = cnt_prec != ZT_PREC_FP32 && cnt_fuse;
+    cnt_pend_out = out;
+    cnt_pend_n = n;
+}
+
+/* cnt_defer() for an op whose rounded output is the next product's input (kind k): it writes the words too */
+void cnt_defer_words(int k, const void *out, size_t n) {
+    cnt_defer(out, n);
+    cnt_pend_k = k;
+}
+/* the kept op k rounds its output (out, n) inside: with mirrors its kernel also writes the 2-byte words (2 bytes an
+   element more) into the next word buffer, recorded as out's mirror */
+void cnt_words_for(int k, const void *out, size_t n) {
+    if (!cnt_mir_on || cnt_prec == ZT_PREC_FP32 || !n) return;
+    cnt_bytes[k] += 2.0 * n;
+    const void *tw = cnt_tg_words(out, n);
+    if (tw) { /* into the stash pack16_ahead reserved, instead of a word buffer */
+        cnt_note_words(out, tw, n);
+        return;
+    }
+    const void *ring = RING_ADDR(cnt_ring_next);
+    cnt_ring_next ^= 1;
+    cnt_mdrop(ring, (size_t)1 << 55);
+    cnt_madd(out, ring, n, 0);
+}
+/* one GEMM c(M, N) = op(a) @ op(b) (+ bias) (+ beta c) of cuda_gemm.cu's cnt_gemm(): bf16/fp16 pack the operands not
+   packed already (a_pre, b_pre) in one launch (4 bytes read and 2 written per element) and multiply the 2-byte
+   words; K == 0 runs the reference kernel on c alone */
+void cnt_gemm_pre(int k, double M, double N, double K, int beta, int bias, int a_pre, int b_pre) {
+    const int packed = cnt_prec != ZT_PREC_FP32 && K > 0;
+    double esz = F4;
+    if (packed) {
+        const double na = a_pre ? 0 : M * K, nb = b_pre ? 0 : K * N;
+        if (na + nb > 0) { /* the operands still to pack, in one launch */
+            cnt_add(K_GEMM_PACK, 1, 6.0 * (na + nb));
+            cnt_tot.packed += na + nb;
+            cnt_calls[K_GEMM_PACK]++;
+        }
+        esz = 2.0;
+    }
+    cnt_add(k, 1, esz * (M * K + K * N) + (beta ? F4 * M * N : 0) + (bias ? F4 * N : 0) + F4 * M * N);
+}
+void cnt_gemm(int k, double M, double N, double K, int beta, int bias) { cnt_gemm_pre(k, M, N, K, beta, bias, 0, 0); }
+
