@@ -322,7 +322,7 @@ const AdamwTable &adamw_table(zt_backend *be, const zt_adamw_seg *segs, int nseg
 void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v, const zt_adamw_seg *segs,
                    int nseg, float lr, float beta1, float beta2, float eps, float bias_corr1, float bias_corr2,
                    float grad_scale) {
-    flush(be); // as every slot (and the launch counter's model of it, core/diag/backend_count.c)
+    flush(be); // as every slot (and the launch counter's model of it, core/diag/count_state.c)
     if (nseg <= 0) return;
     const AdamwTable &t = adamw_table(be, segs, nseg);
     if (t.total == 0) return;

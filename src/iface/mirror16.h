@@ -1,6 +1,6 @@
 /* mirror16.h — which float32 device buffers currently equal 2-byte words elsewhere in device memory, so a bf16 /
  * fp16 product can read the words instead of packing the buffer again. Used by the CUDA backend
- * (cuda/cuda_backend.cu) and mirrored by the counting wrapper (core/diag/backend_count.c), which must take the same
+ * (cuda/cuda_backend_core.cu) and mirrored by the counting wrapper (core/diag/count_state.c), which must take the same
  * decisions to count the same bytes; header-only, C and C++.
  *
  * An entry (dst, src, n) says: the n floats at dst are the words at src, widened; packing dst gives src. unpack16
