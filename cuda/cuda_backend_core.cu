@@ -32,7 +32,7 @@
 // and memory call drops them all. The bits are those of packing (the words are what
 // packing gives); ZT_CUDA_MIRROR=0 turns it off and ZT_CUDA_FUSE_ROUND_STATS=1 prints the operands it saved.
 // The activation stash rides on the same records: pack16_ahead names where a layer's internals will be packed and
-// their producers write the words there (target_words), so the pack finds them; unpack16_lazy records the backward's
+// their producers write the words there (stash_words), so the pack finds them; unpack16_lazy records the backward's
 // unpack without running it (lazy unpacks, below).
 #include "cuda_backend_internal.h"
 
@@ -223,10 +223,7 @@ uint16_t *words_for(zt_backend *be, const Deferred &d) {
           d.kind == D_LN_BWD || d.kind == D_GELU_BWD || d.kind == D_ATT_BWD || d.kind == D_RMS_FWD ||
           d.kind == D_RMS_BWD || d.kind == D_SWIGLU_FWD || d.kind == D_SWIGLU_BWD))
         return nullptr;
-    if (uint16_t *w = target_words(x, d.out, d.out_n)) { // the stash pack16_ahead reserved: written there instead
-        note_words(x, d.out, w, d.out_n);
-        return dev(w);
-    }
+    if (uint16_t *w = stash_words(x, d.out, d.out_n)) return dev(w); // the stash pack16_ahead reserved, instead
     const int k = x->ring_next;
     x->ring_next ^= 1;
     drop(x, {{x->ring[k], x->ring_cap[k] * sizeof(uint16_t)}}); // its old words are replaced
@@ -239,24 +236,21 @@ uint16_t *words_for(zt_backend *be, const Deferred &d) {
     return static_cast<uint16_t *>(dev(x->ring[k]));
 }
 
-// the words pack16_ahead reserved for the n floats at p (inside one of its ranges), or nullptr
-uint16_t *target_words(cu_ctx *x, const void *p, size_t n) {
+// the words pack16_ahead reserved for the n floats at p (inside one of its ranges), or nullptr. Found, they are
+// recorded as p's mirror at once, for the op that is to write both (kept or launched now): a slot that writes
+// either range later drops it; a slot that keeps no mirrors drops all, as it launches the kept op
+uint16_t *stash_words(cu_ctx *x, const void *p, size_t n) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     for (int i = 0; i < x->ntg; i++) {
         const Target &t = x->tg[i];
         const uintptr_t b = reinterpret_cast<uintptr_t>(t.x);
-        if (n && a >= b && (a - b) % sizeof(float) == 0 && (a - b) / sizeof(float) + n <= t.n)
-            return t.w + (a - b) / sizeof(float);
+        if (!n || a < b || (a - b) % sizeof(float) != 0 || (a - b) / sizeof(float) + n > t.n) continue;
+        uint16_t *w = t.w + (a - b) / sizeof(float);
+        drop(x, {{w, n * sizeof(uint16_t)}});
+        mirror_add(x, static_cast<const float *>(p), w, n, 0);
+        return w;
     }
     return nullptr;
-}
-
-// the n floats at p equal the words at w once the op writing both has run: a mirror, recorded when the op is
-// kept or launched (a slot that writes either range later drops it; a slot that keeps no mirrors drops all, as
-// it launches the kept op)
-void note_words(cu_ctx *x, const void *p, uint16_t *w, size_t n) {
-    drop(x, {{w, n * sizeof(uint16_t)}});
-    mirror_add(x, static_cast<const float *>(p), w, n, 0);
 }
 
 // ------------------------------------------------------------------------------------------ memory

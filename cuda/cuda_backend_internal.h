@@ -55,7 +55,7 @@ struct Deferred {
                          // D_ATT_BWD: qkv's
     const uint16_t *o16; // D_ATT_BWD: out's words, read instead of its floats, else null
     uint16_t *w16; // words a pack16_ahead reserved (model address): D_ROUND's buffer's, D_GELU_FWD's and D_ATT_FWD's
-                   // rounded input's (in_round), D_RLN_FWD's res; written beside them (note_words), else nullptr
+                   // rounded input's (in_round), D_RLN_FWD's res; written beside them (stash_words), else nullptr
 };
 
 // pack16_ahead's advice: the n floats at x will be packed to w (model addresses)
@@ -139,10 +139,9 @@ void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok);
 cudaStream_t stream_of(zt_backend *be);
 const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n);
 uint16_t *words_for(zt_backend *be, const Deferred &d);
-uint16_t *target_words(cu_ctx *x, const void *p, size_t n);
+uint16_t *stash_words(cu_ctx *x, const void *p, size_t n);
 void mirror_add(cu_ctx *x, const float *dst, const void *src, size_t n, int lazy);
 void settle_all(cu_ctx *x);
-void note_words(cu_ctx *x, const void *p, uint16_t *w, size_t n);
 void *b_alloc(zt_backend *be, size_t bytes);
 void b_free(zt_backend *be, void *p);
 void *b_host_alloc(zt_backend *be, size_t bytes);

@@ -12,6 +12,14 @@ namespace cub {
 
 #define S stream_of(be)
 
+// floats of qkv (B, T, C + 2 NKV hs) and of the attention's probabilities (B, NH, T, T)
+static size_t qkv_floats(int B, int T, int C, int NH, int NKV) {
+    return (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH));
+}
+static size_t att_floats(int B, int T, int NH) { return (size_t)B * NH * T * T; }
+// the fused attention's tensor-core type (the run's 2-byte precision), or 0: the fp32 kernels
+static int attention_tc(zt_backend *be) { return zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0; }
+
 void b_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
               float alpha, float beta) {
     zt_cu_matmul(ctx_of(be)->gemm, S, dev(c), dev(a), dev(b), M, N, K, ta, tb, alpha, beta);
@@ -67,8 +75,7 @@ void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mea
     d.out = out; d.out_n = (size_t)N * C; // a round_to of the LayerNorm's output is fused, as after layernorm_fwd
     take_round(be, &d, b, (size_t)N * C, b != a && (const float *)b != res && (const float *)b != out);
     cu_ctx *x = ctx_of(be);
-    if (prec == x->prec && x->prec != ZT_PREC_FP32 && (d.w16 = target_words(x, res, (size_t)N * C)))
-        note_words(x, res, d.w16, (size_t)N * C); // res's words where a pack16_ahead wants them
+    if (prec == x->prec && x->prec != ZT_PREC_FP32) d.w16 = stash_words(x, res, (size_t)N * C); // res's words too
     defer(be, d);
 }
 void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -89,13 +96,13 @@ void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const fl
     defer(be, d);
 }
 void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH, int NKV) {
-    const size_t nq = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)), na = (size_t)B * NH * T * T;
+    const size_t nq = qkv_floats(B, T, C, NH, NKV), na = att_floats(B, T, NH);
     MirrorKeep keep(be, {{out, (size_t)B * T * C * sizeof(float)}, {att, na * sizeof(float)}}, {{qkv, nq * sizeof(float)}});
     zt_cu_attention_fwd(ctx_of(be)->gemm, S, dev(out), dev(att), dev(qkv), B, T, C, NH, NKV);
 }
 void b_attention_bwd(zt_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
                      int B, int T, int C, int NH, int NKV) {
-    const size_t nq = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)), na = (size_t)B * NH * T * T;
+    const size_t nq = qkv_floats(B, T, C, NH, NKV), na = att_floats(B, T, NH);
     MirrorKeep keep(be, {{dqkv, nq * sizeof(float)}, {datt, na * sizeof(float)}},
                     {{dout, (size_t)B * T * C * sizeof(float)}, {qkv, nq * sizeof(float)}, {att, na * sizeof(float)}});
     zt_cu_attention_bwd(ctx_of(be)->gemm, S, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH, NKV);
@@ -112,21 +119,21 @@ void b_attention_bidir_bwd(zt_backend *be, float *dqkv, float *datt, const float
 void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C, int NH,
                            int NKV) {
     MirrorKeep keep(be, {{out, (size_t)B * T * C * sizeof(float)}, {stats, (size_t)B * NH * T * 2 * sizeof(float)}},
-                    {{qkv, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)) * sizeof(float)}});
+                    {{qkv, qkv_floats(B, T, C, NH, NKV) * sizeof(float)}});
     Deferred d = {};
     d.kind = D_ATT_FWD;
     d.o0 = dev(out); d.o1 = dev(stats); d.i0 = dev(qkv);
-    d.tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
+    d.tc = attention_tc(be);
     d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
     d.out = out; d.out_n = (size_t)B * T * C;
     // a kept round_to of qkv (after its product) done by the tensor-core kernel as it loads it
-    take_round(be, &d, qkv, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)), d.tc != 0 && (const float *)qkv != out);
+    take_round(be, &d, qkv, qkv_floats(B, T, C, NH, NKV), d.tc != 0 && (const float *)qkv != out);
     defer(be, d);
 }
 void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
                            const float *stats, int B, int T, int C, int NH, int NKV) {
-    const size_t nq = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)), no = (size_t)B * T * C;
-    const int tc = zt_cu_attention_tc(ctx_of(be)->prec) ? ctx_of(be)->prec : 0;
+    const size_t nq = qkv_floats(B, T, C, NH, NKV), no = (size_t)B * T * C;
+    const int tc = attention_tc(be);
     // the tensor-core kernels read qkv and out as their words where they have them; the fp32 kernels the floats
     MirrorKeep keep(be, {{dqkv, nq * sizeof(float)}, {scratch, zt_attention_fused_scratch_for(B, T, C, NH, tc) * sizeof(float)}},
                     {{dout, no * sizeof(float)}, {tc ? nullptr : qkv, nq * sizeof(float)},
@@ -140,7 +147,7 @@ void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const fl
     // a kept round_to of dout (after the projection's backward) done by the tensor-core kernels as they load it
     take_round(be, &d, dout, no, tc != 0 && dout != out && dout != qkv && (const float *)dout != dqkv);
     d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
-    d.out = dqkv; d.out_n = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH));
+    d.out = dqkv; d.out_n = nq;
     defer(be, d);
 }
 void b_attention_decode(zt_backend *be, float *out, float *kcache, float *vcache, const float *qkv, int pos, int maxT,
@@ -356,8 +363,7 @@ void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
     if (prec == ZT_PREC_FP32) return;
     if (c->pend.kind == D_ROUND && c->pend.out == x && c->pend.out_n == n && c->pend.in_round == prec) return;
     flush(be);
-    uint16_t *w16 = prec == c->prec ? target_words(c, x, n) : nullptr; // its words where a pack16_ahead wants them
-    if (w16) note_words(c, x, w16, n);
+    uint16_t *w16 = prec == c->prec ? stash_words(c, x, n) : nullptr; // its words where a pack16_ahead wants them
     if (c->prec != ZT_PREC_FP32 && c->fuse_round) { // kept: the GELU that reads x next rounds it (defer_gelu)
         Deferred d = {};
         d.kind = D_ROUND;

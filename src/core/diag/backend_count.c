@@ -118,8 +118,8 @@ static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, 
     cnt_mkeep(m, F4 * N);
     cnt_mkeep(r, F4 * N);
     const int took = cnt_take_round(b, (size_t)N * C, b != a && b != res && b != o);
-    const void *rw = p == cnt_prec && cnt_prec != ZT_PREC_FP32 ? cnt_tg_words(res, (size_t)N * C) : NULL;
-    if (rw) cnt_note_words(res, rw, (size_t)N * C); /* res's words too, where a pack16_ahead wants them */
+    /* res's words too, where a pack16_ahead wants them */
+    const void *rw = p == cnt_prec && cnt_prec != ZT_PREC_FP32 ? cnt_stash_words(res, (size_t)N * C) : NULL;
     cnt_flush();
     cnt_calls[K_RLN_FWD]++;
     if (N > 0 && C > 0)
@@ -415,8 +415,7 @@ static void w_round(zt_backend *be, float *x, size_t n, int p) {
         if (cnt_pend_k >= 0 && p == cnt_prec) cnt_words_for(cnt_pend_k, x, n);
     } else if (p != ZT_PREC_FP32 && !(cnt_rpend && cnt_rpend_x == x && cnt_rpend_n == n && cnt_rpend_prec == p)) {
         cnt_flush();
-        const void *w = p == cnt_prec ? cnt_tg_words(x, n) : NULL; /* its words too, where a pack16_ahead wants them */
-        if (w) cnt_note_words(x, w, n);
+        const void *w = p == cnt_prec ? cnt_stash_words(x, n) : NULL; /* its words too, where a pack16_ahead wants them */
         if (cnt_prec != ZT_PREC_FP32 && cnt_fuse) { /* kept (cuda_backend.cu D_ROUND) */
             cnt_rpend = 1;
             cnt_rpend_x = x;

@@ -48,8 +48,8 @@ extern int cnt_ntg;
 
 /* a launch of kind k moving bytes; the kept op launched (every slot but a fused round_to); the mirrors a slot reads
    as floats (mneed, settled as one launch by msettle or the next mkeep), writes (mkeep ... mdone; mdrop) or reads as
-   words (mfind: 1); a record (madd; lazy: an unpack16_lazy's); the stash words reserved for a range (tg_words) and
-   recorded for it (note_words); a kept round_to taken by the op reading in (take_round; take_round_w: words 1 when it
+   words (mfind: 1); a record (madd; lazy: an unpack16_lazy's); the stash words reserved for a range, recorded as
+   its mirror (stash_words); a kept round_to taken by the op reading in (take_round; take_round_w: words 1 when it
    writes the round's stash words, counted in k); an op kept for a following round_to (defer; defer_words: its rounded
    output is a product's input, written as words by words_for); one GEMM (gemm_pre: operands given as words) */
 void cnt_add(int k, long launches, double bytes);
@@ -61,8 +61,7 @@ void cnt_madd(const void *dst, const void *src, size_t n, int lazy);
 void cnt_mkeep(const void *p, double bytes);
 void cnt_mdone(void);
 int cnt_mfind(const float *p, double n);
-const void *cnt_tg_words(const void *p, size_t n);
-void cnt_note_words(const void *p, const void *w, size_t n);
+const void *cnt_stash_words(const void *p, size_t n);
 int cnt_take_round(const void *in, size_t n, int in_place);
 int cnt_take_round_w(const void *in, size_t n, int in_place, int words, int k);
 void cnt_defer(const void *out, size_t n);

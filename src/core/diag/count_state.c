@@ -95,20 +95,19 @@ void cnt_flush(void) {
     if (cnt_rpend) cnt_add(K_ROUND, 1, F4 * 2.0 * (double)cnt_rpend_n + (cnt_rpend_w ? 2.0 * (double)cnt_rpend_n : 0));
     cnt_rpend = 0;
 }
-/* the words pack16_ahead reserved for the n floats at p (cuda_backend_core.cu target_words), or NULL */
-const void *cnt_tg_words(const void *p, size_t n) {
+/* the words pack16_ahead reserved for the n floats at p, recorded as its mirror (cuda_backend_core.cu stash_words),
+   or NULL */
+const void *cnt_stash_words(const void *p, size_t n) {
     const uintptr_t a = (uintptr_t)p;
     for (int i = 0; i < cnt_ntg; i++) {
         const uintptr_t b = (uintptr_t)cnt_tg[i].x;
-        if (n && a >= b && (a - b) % 4 == 0 && (a - b) / 4 + n <= cnt_tg[i].n)
-            return (const char *)cnt_tg[i].w + (a - b) / 2;
+        if (!n || a < b || (a - b) % 4 != 0 || (a - b) / 4 + n > cnt_tg[i].n) continue;
+        const void *w = (const char *)cnt_tg[i].w + (a - b) / 2;
+        cnt_mdrop(w, 2 * n);
+        cnt_madd(p, w, n, 0);
+        return w;
     }
     return NULL;
-}
-/* the n floats at p equal the words at w once the op writing them has run (cuda_backend_core.cu note_words) */
-void cnt_note_words(const void *p, const void *w, size_t n) {
-    cnt_mdrop(w, 2 * n);
-    cnt_madd(p, w, n, 0);
 }
 /* a GELU whose input (forward: inp; backward in place: dout) is the kept round_to's buffer takes the rounding: no
    launch for it (the forward's kernel writes its input back: 4 bytes an element more). The words the round_to was
@@ -158,11 +157,7 @@ void cnt_defer_words(int k, const void *out, size_t n) {
 void cnt_words_for(int k, const void *out, size_t n) {
     if (!cnt_mir_on || cnt_prec == ZT_PREC_FP32 || !n) return;
     cnt_bytes[k] += 2.0 * n;
-    const void *tw = cnt_tg_words(out, n);
-    if (tw) { /* into the stash pack16_ahead reserved, instead of a word buffer */
-        cnt_note_words(out, tw, n);
-        return;
-    }
+    if (cnt_stash_words(out, n)) return; /* into the stash pack16_ahead reserved, instead of a word buffer */
     const void *ring = RING_ADDR(cnt_ring_next);
     cnt_ring_next ^= 1;
     cnt_mdrop(ring, (size_t)1 << 55);
