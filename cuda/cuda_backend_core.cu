@@ -44,7 +44,11 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
     cudaStream_t s = x->stream;
     switch (d.kind) {
     case D_GELU_FWD:
-        zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round, out16, d.w16 ? dev(d.w16) : nullptr);
+        zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round, out16, d.w16 ? dev(d.w16) : nullptr, d.x16,
+                       x->prec);
+        break;
+    case D_LIN_FWD: // out16: the rounded output as words alone (take_product_words)
+        zt_cu_linear_fwd(x->gemm, s, d.o0, d.i0, d.i1, d.i2, d.B, d.C, d.V, d.x16, d.o16, out16);
         break;
     case D_GELU_BWD:
         zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact, d.in_round, out16, d.x16, x->prec);
@@ -91,6 +95,7 @@ void flush(zt_backend *be) {
         settle_all(x);
         zt_mirror16_clear(&x->mir);
     }
+    resolve_product(x);
     if (x->pend.kind == D_NONE) return;
     const Deferred d = x->pend;
     x->pend.kind = D_NONE;
@@ -110,12 +115,51 @@ void defer(zt_backend *be, const Deferred &d) {
 // does not, and their mirror goes
 void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok) {
     cu_ctx *c = ctx_of(be);
+    resolve_product(c);
     if (!ok || c->pend.kind != D_ROUND || c->pend.out != in || c->pend.out_n != n) return;
     d->in_round = c->pend.in_round;
     if (c->pend.w16 && (d->kind == D_GELU_FWD || d->kind == D_ATT_FWD)) d->w16 = c->pend.w16;
     else if (c->pend.w16) drop(c, {{c->pend.w16, n * sizeof(uint16_t)}});
     c->pend.kind = D_NONE;
     c->fused++;
+}
+
+// A linear forward is kept as well (bf16 / fp16 with mirrors). The round_to of its output that follows is taken
+// (in_round) without a launch, and the call after that decides how it runs: the reader of that output that can take
+// it as words (GELU forward) gets the product's output as 2-byte words alone (take_product_words: the GEMM rounds
+// its fp32 sums itself; the floats are a lazy mirror of the words, written only if some slot reads them); any other
+// call runs the product with float output and keeps the round_to (resolve_product: D_ROUND, as before).
+void resolve_product(cu_ctx *x) {
+    if (x->pend.kind != D_LIN_FWD || !x->pend.in_round) return;
+    const Deferred d = x->pend;
+    launch_deferred(x, d, 0); // the floats
+    Deferred r = {};
+    r.kind = D_ROUND;
+    r.o0 = d.o0; r.n = d.out_n; r.in_round = d.in_round;
+    r.out = d.out; r.out_n = d.out_n;
+    r.w16 = d.w16;
+    x->pend = r;
+}
+
+// the words of the kept, rounded linear forward's output when that is exactly (in, n): launched writing only them
+// (into the stash pack16_ahead reserved, else the next word buffer), recorded as a lazy mirror; else nullptr
+const uint16_t *take_product_words(zt_backend *be, const void *in, size_t n) {
+    cu_ctx *x = ctx_of(be);
+    if (x->pend.kind != D_LIN_FWD || !x->pend.in_round || x->pend.out != in || x->pend.out_n != n || !n)
+        return nullptr;
+    const Deferred d = x->pend;
+    x->pend.kind = D_NONE;
+    const float *f = static_cast<const float *>(d.out);
+    uint16_t *w = d.w16;
+    if (!w) { // (growing the buffer the first time passes flush: the mirrors stay, nothing is kept)
+        const int keep = x->mir_keep;
+        x->mir_keep = 1;
+        w = ring_words(be, f, n, 1);
+        x->mir_keep = keep;
+    } else if (!zt_mirror16_mark_lazy(&x->mir, f, w, n)) mirror_add(x, f, w, n, 1);
+    launch_deferred(x, d, d.in_round, dev(w));
+    x->fused++;
+    return dev(w);
 }
 
 // the stream, after the kept op (every launch goes through it)
@@ -224,16 +268,22 @@ uint16_t *words_for(zt_backend *be, const Deferred &d) {
           d.kind == D_RMS_BWD || d.kind == D_SWIGLU_FWD || d.kind == D_SWIGLU_BWD))
         return nullptr;
     if (uint16_t *w = stash_words(x, d.out, d.out_n)) return dev(w); // the stash pack16_ahead reserved, instead
+    return static_cast<uint16_t *>(dev(ring_words(be, static_cast<const float *>(d.out), d.out_n, 0)));
+}
+
+// the next of the two word buffers, for the n floats at f (recorded as their mirror; lazy: f not written)
+uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy) {
+    cu_ctx *x = ctx_of(be);
     const int k = x->ring_next;
     x->ring_next ^= 1;
     drop(x, {{x->ring[k], x->ring_cap[k] * sizeof(uint16_t)}}); // its old words are replaced
-    if (d.out_n > x->ring_cap[k]) { // grown to the largest need (the first step), then kept
+    if (n > x->ring_cap[k]) { // grown to the largest need (the first step), then kept
         b_free(be, x->ring[k]);
-        x->ring[k] = b_alloc(be, d.out_n * sizeof(uint16_t));
-        x->ring_cap[k] = d.out_n;
+        x->ring[k] = b_alloc(be, n * sizeof(uint16_t));
+        x->ring_cap[k] = n;
     }
-    mirror_add(x, static_cast<const float *>(d.out), x->ring[k], d.out_n, 0);
-    return static_cast<uint16_t *>(dev(x->ring[k]));
+    mirror_add(x, f, x->ring[k], n, lazy);
+    return static_cast<uint16_t *>(x->ring[k]);
 }
 
 // the words pack16_ahead reserved for the n floats at p (inside one of its ranges), or nullptr. Found, they are

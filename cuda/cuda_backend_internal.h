@@ -31,7 +31,8 @@ namespace cub {
 enum DKind {
     D_NONE, D_GELU_FWD, D_GELU_BWD, D_ADD, D_EMBED_FWD, D_XENT, D_LN_FWD, D_LN_BWD, D_ATT_FWD, D_ATT_BWD,
     D_RMS_FWD, D_RMS_BWD, D_SWIGLU_FWD, D_SWIGLU_BWD, D_RLN_FWD,
-    D_ROUND // a round_to no op before it could take: kept for the GELU / add that reads its buffer next (in_round)
+    D_ROUND,   // a round_to no op before it could take: kept for the GELU / add that reads its buffer next (in_round)
+    D_LIN_FWD  // a linear forward (with mirrors): its round_to taken (in_round), kept for the reader of its words
 };
 struct Deferred {
     DKind kind;
@@ -40,7 +41,7 @@ struct Deferred {
     const int32_t *tok;
     void *scratch;
     unsigned *tickets; // D_LN_BWD, D_RMS_BWD: the backend's tickets (cuda_ops.h kCuTickets)
-    int B, T, C, NH, NKV, V, Vp;
+    int B, T, C, NH, NKV, V, Vp; // D_LIN_FWD: N, C, OC as B, C, V
     size_t n;
     float f;      // D_XENT: dscale; D_LN_FWD, D_RLN_FWD, D_RMS_FWD: eps
     int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
@@ -51,11 +52,12 @@ struct Deferred {
                   // to first; D_ROUND's precision
     const void *out;
     size_t out_n;
-    const uint16_t *x16; // D_GELU_BWD, D_LN_BWD: inp read as these words (device) instead of its floats, else null;
-                         // D_ATT_BWD: qkv's
-    const uint16_t *o16; // D_ATT_BWD: out's words, read instead of its floats, else null
+    const uint16_t *x16; // D_GELU_*, D_LN_BWD: inp read as these words (device) instead of its floats, else null;
+                         // D_ATT_BWD: qkv's; D_LIN_FWD: inp's (a mirror's), multiplied instead of packing it
+    const uint16_t *o16; // D_ATT_BWD: out's words, read instead of its floats, else null; D_LIN_FWD: w's
     uint16_t *w16; // words a pack16_ahead reserved (model address): D_ROUND's buffer's, D_GELU_FWD's and D_ATT_FWD's
-                   // rounded input's (in_round), D_RLN_FWD's res; written beside them (stash_words), else nullptr
+                   // rounded input's (in_round), D_RLN_FWD's res, D_LIN_FWD's rounded output; written beside them
+                   // (stash_words), else nullptr
 };
 
 // pack16_ahead's advice: the n floats at x will be packed to w (model addresses)
@@ -136,10 +138,13 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16 = n
 void flush(zt_backend *be);
 void defer(zt_backend *be, const Deferred &d);
 void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok);
+const uint16_t *take_product_words(zt_backend *be, const void *in, size_t n);
+void resolve_product(cu_ctx *x);
 cudaStream_t stream_of(zt_backend *be);
 const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n);
 uint16_t *words_for(zt_backend *be, const Deferred &d);
 uint16_t *stash_words(cu_ctx *x, const void *p, size_t n);
+uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy);
 void mirror_add(cu_ctx *x, const float *dst, const void *src, size_t n, int lazy);
 void settle_all(cu_ctx *x);
 void *b_alloc(zt_backend *be, size_t bytes);

@@ -34,7 +34,17 @@ void b_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, 
     const bool look = N > 0 && C > 0 && OC > 0;
     const uint16_t *iw = look ? mirror_words(be, inp, (size_t)N * C) : nullptr;
     const uint16_t *ww = look ? mirror_words(be, w, (size_t)C * OC) : nullptr;
-    zt_cu_linear_fwd(ctx_of(be)->gemm, S, dev(out), dev(inp), dev(w), dev(bias), N, C, OC, iw, ww);
+    cu_ctx *x = ctx_of(be);
+    if (look && x->mir_on && x->fuse_round && x->prec != ZT_PREC_FP32) { // kept (cuda_backend_core.cu D_LIN_FWD)
+        Deferred d = {};
+        d.kind = D_LIN_FWD;
+        d.o0 = dev(out); d.i0 = dev(inp); d.i1 = dev(w); d.i2 = dev(bias); d.x16 = iw; d.o16 = ww;
+        d.B = N; d.C = C; d.V = OC;
+        d.out = out; d.out_n = (size_t)N * OC;
+        defer(be, d);
+        return;
+    }
+    zt_cu_linear_fwd(x->gemm, S, dev(out), dev(inp), dev(w), dev(bias), N, C, OC, iw, ww);
 }
 void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                   const float *w, int N, int C, int OC, int accumulate_dinp) {
@@ -207,10 +217,13 @@ void b_gemv(zt_backend *be, float *y, const float *x, const float *w, const floa
 }
 // GELU forward (dout nullptr) or backward into out, the tanh approximation or the exact (erf) one
 void defer_gelu(zt_backend *be, int exact, float *out, const float *inp, const float *dout, size_t n) {
-    // backward reads inp's words where it has them (forward: the floats), and dout
-    MirrorKeep keep(be, {{out, n * sizeof(float)}}, {{dout ? (const void *)dout : (const void *)inp, n * sizeof(float)}});
+    // backward reads inp's words where it has them, and dout; forward the words of the product before it where that
+    // hands them over (take_product_words), else the floats
+    const uint16_t *pw = dout ? nullptr : take_product_words(be, inp, n);
+    MirrorKeep keep(be, {{out, n * sizeof(float)}},
+                    {{dout ? (const void *)dout : pw ? nullptr : (const void *)inp, n * sizeof(float)}});
     Deferred d = {};
-    d.x16 = dout && n ? mirror_words(be, inp, n) : nullptr;
+    d.x16 = dout && n ? mirror_words(be, inp, n) : pw;
     d.kind = dout ? D_GELU_BWD : D_GELU_FWD;
     d.o0 = dev(out); d.i0 = dev(inp); d.i1 = dev(dout); d.n = n; d.exact = exact;
     d.out = out; d.out_n = n;
@@ -352,8 +365,13 @@ void b_set_precision(zt_backend *be, int prec) {
 void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
     MirrorKeep keep(be, {{x, n * sizeof(float)}}, {{x, n * sizeof(float)}});
     cu_ctx *c = ctx_of(be);
-    if (c->pend.kind != D_NONE && c->pend.kind != D_ROUND && prec != ZT_PREC_FP32 && c->pend.out == x &&
-        c->pend.out_n == n) {
+    if (c->pend.kind == D_LIN_FWD && c->pend.out == x && c->pend.out_n == n && prec == c->prec) {
+        c->pend.in_round = prec; // taken: the next call decides how (cuda_backend_core.cu resolve_product)
+        c->pend.w16 = stash_words(c, x, n);
+        return;
+    }
+    if (c->pend.kind != D_NONE && c->pend.kind != D_ROUND && c->pend.kind != D_LIN_FWD && prec != ZT_PREC_FP32 &&
+        c->pend.out == x && c->pend.out_n == n) {
         const Deferred d = c->pend; // the op that wrote x: launched rounding its output, which is all round_to does
         c->pend.kind = D_NONE;
         launch_deferred(c, d, prec, prec == c->prec ? words_for(be, d) : nullptr);
@@ -384,15 +402,35 @@ int b_pack16_ahead(zt_backend *be, void *words, const float *x, size_t n) {
     c->tg[c->ntg++] = Target{x, n, static_cast<uint16_t *>(words)};
     return 1;
 }
-// the stream for a pack16 / unpack16 of floats f (n) and words w (n): a kept round_to of other memory stays kept (for
-// the op that reads its buffer next), the copy running before it in the stream; anything else kept is launched first
+// the stream for a pack16 / unpack16 of floats f (n) and words w (n): a kept round_to or linear forward that reads and
+// writes none of that memory stays kept (for the op that reads its output next), the copy running before it in the
+// stream; a rounded linear forward that does is launched first, its round_to kept (resolve_product); anything else
+// kept is launched first. Compared as device addresses (the kept op holds them translated)
+static bool kept_apart(const Deferred &d, const void *f, const void *w, size_t n) {
+    const uintptr_t fa = reinterpret_cast<uintptr_t>(dev(f)), wa = reinterpret_cast<uintptr_t>(dev(w));
+    auto apart = [&](const void *p, size_t bytes) {
+        const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+        return !p || (!zt_mirror16_overlap(a, bytes, fa, n * sizeof(float)) &&
+                      !zt_mirror16_overlap(a, bytes, wa, n * sizeof(uint16_t)));
+    };
+    if (d.kind != D_ROUND && d.kind != D_LIN_FWD) return false;
+    if (!apart(d.out ? dev(d.out) : nullptr, d.out_n * sizeof(float)) ||
+        !apart(d.w16 ? dev(d.w16) : nullptr, d.out_n * sizeof(uint16_t)))
+        return false;
+    if (d.kind == D_ROUND) return true;
+    // the product's operands (one given as words: its floats are not read)
+    const size_t nin = (size_t)d.B * d.C, nw = (size_t)d.C * d.V;
+    return apart(d.x16 ? nullptr : d.i0, nin * sizeof(float)) && apart(d.o16 ? nullptr : d.i1, nw * sizeof(float)) &&
+           apart(d.i2, d.V * sizeof(float)) && apart(d.x16, nin * sizeof(uint16_t)) &&
+           apart(d.o16, nw * sizeof(uint16_t));
+}
 static cudaStream_t stream_past_round(zt_backend *be, const void *f, const void *w, size_t n) {
     cu_ctx *c = ctx_of(be);
-    const uintptr_t o = reinterpret_cast<uintptr_t>(c->pend.out);
-    const size_t ob = c->pend.out_n * sizeof(float);
-    if (c->pend.kind == D_ROUND && !zt_mirror16_overlap(o, ob, reinterpret_cast<uintptr_t>(f), n * sizeof(float)) &&
-        !zt_mirror16_overlap(o, ob, reinterpret_cast<uintptr_t>(w), n * sizeof(uint16_t)))
-        return c->stream;
+    if (kept_apart(c->pend, f, w, n)) return c->stream;
+    if (c->pend.kind == D_LIN_FWD && c->pend.in_round) {
+        resolve_product(c);
+        if (kept_apart(c->pend, f, w, n)) return c->stream;
+    }
     return stream_of(be);
 }
 // packing x to dst where a mirror says dst holds x's words already writes nothing, and launches nothing (the kept op

@@ -560,14 +560,23 @@ void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const floa
         a = a16;
         b = b16;
     }
-    if (c16) { // matmul16's 2-byte c: beta 0, no bias, 2-byte operands
-        ZT_ASSERT(g->prec != ZT_PREC_FP32 && beta == 0.0f && !bias);
-        const Plan &pc = get_plan(g, c16, a, b, nullptr, M, N, K, ta, tb, g->prec, dl, 1, 1);
+    if (c16) { // a 2-byte c (matmul16's, linear_fwd's out_words): beta 0, 2-byte operands
+        ZT_ASSERT(g->prec != ZT_PREC_FP32 && beta == 0.0f);
+        const Plan &pc = get_plan(g, c16, a, b, bias, M, N, K, ta, tb, g->prec, dl, 1, 1);
+        if (!pc.ok && bias) { // no algorithm with the bias epilogue and 2-byte d: the floats into c, then rounded
+            ZT_ASSERT(c != nullptr);
+            gemm(g, s, c, nullptr, nullptr, bias, M, N, K, ta, tb, alpha, 0.0f, dl, (const uint16_t *)a,
+                 (const uint16_t *)b);
+            zt_cu_round_to(s, c, (size_t)M * N, g->prec, c16);
+            return;
+        }
         if (!pc.ok) {
             gemm_ref_ld(s, c16, (const uint16_t *)a, (const uint16_t *)b, nullptr, M, N, K, ta, tb, alpha, 0.0f, g->prec,
                         dl, 1);
             return;
         }
+        if (bias)
+            GM_CUBLAS(cublasLtMatmulDescSetAttribute(pc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         GM_CUBLAS(cublasLtMatmul(g->lt, pc.desc, &alpha, b, pc.la, a, pc.lb, &beta, c16, pc.lc, c16, pc.lc, &pc.algo,
                                  g->workspace, kWorkspaceBytes, s));
         return;
@@ -670,10 +679,11 @@ void zt_cu_matmul16(zt_cu_gemm *g, cudaStream_t s, void *c, int c16, const void 
 }
 
 void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,
-                      int N, int C, int OC, const uint16_t *inp_words, const uint16_t *w_words) {
+                      int N, int C, int OC, const uint16_t *inp_words, const uint16_t *w_words, uint16_t *out_words) {
     if (N <= 0 || OC <= 0) return;
     if (g->prec == ZT_PREC_FP32 || C == 0) inp_words = w_words = nullptr;
-    gemm(g, s, out, inp, w, bias, N, OC, C, 0, 0, 1.0f, 0.0f, dense_ld(N, OC, C, 0, 0), inp_words, w_words);
+    ZT_ASSERT(!out_words || (g->prec != ZT_PREC_FP32 && C > 0));
+    gemm(g, s, out, inp, w, bias, N, OC, C, 0, 0, 1.0f, 0.0f, dense_ld(N, OC, C, 0, 0), inp_words, w_words, out_words);
 }
 
 size_t zt_cu_linear_bwd_scratch(int N, int OC) {

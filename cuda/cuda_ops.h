@@ -67,8 +67,11 @@ __device__ __forceinline__ bool zt_cu_last_block(unsigned *ticket, unsigned n) {
 // in_round (a precision; 0: none): the input rounded to it first, the round_to before the op fused into it
 // (cuda_backend.cu): gelu_fwd then writes inp back rounded; gelu_bwd rounds dout and must run in place (dinp == dout)
 // in16 (gelu_fwd with in_round): the rounded input also as words (the words a later pack of it would write)
+// inp16 (gelu_fwd without in_round; may be null): inp read as these 2-byte words of inp16_prec instead of its floats
+// (the product before it wrote only those: linear_fwd's out_words)
 void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec = 0, int exact = 0,
-                    int in_round = 0, uint16_t *out16 = nullptr, uint16_t *in16 = nullptr);
+                    int in_round = 0, uint16_t *out16 = nullptr, uint16_t *in16 = nullptr,
+                    const uint16_t *inp16 = nullptr, int inp16_prec = 0);
 // inp16 (gelu_bwd; may be null): inp read as these 2-byte words of inp16_prec instead of its floats (a lazy unpack16)
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec = 0,
                     int exact = 0, int in_round = 0, uint16_t *dinp16 = nullptr, const uint16_t *inp16 = nullptr,
@@ -235,8 +238,12 @@ void zt_cu_matmul_ld(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, co
                      int ta, int tb, float alpha, float beta, int lda, int ldb, int ldc);
 // inp_words / w_words / dout_words (bf16 / fp16 runs; may be NULL): the operand's 2-byte words as packing would make
 // them (the backend's mirrors, iface/mirror16.h), read instead of packing it
+// out_words (bf16 / fp16, C > 0; may be NULL): the output as 2-byte words instead of floats, the fp32 sums (bias added)
+// rounded to nearest even by the GEMM itself: the words of out followed by round_to, out's floats not written (on a
+// GPU where cuBLASLt has no such algorithm: the floats, then a rounding pass that writes the words too)
 void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *inp, const float *w, const float *bias,
-                      int N, int C, int OC, const uint16_t *inp_words = nullptr, const uint16_t *w_words = nullptr);
+                      int N, int C, int OC, const uint16_t *inp_words = nullptr, const uint16_t *w_words = nullptr,
+                      uint16_t *out_words = nullptr);
 // matmul16 (iface/backend.h; the precision is set_precision's, which must be bf16 / fp16; K > 0): a as 2-byte words
 // when a16 (the product's packed operand as it is), c as 2-byte words when c16: the fp32 sums rounded to nearest even
 // by the GEMM itself (cuBLASLt's output conversion on a GPU, the reference kernel's zt_f32_to_bf16_bits under the

@@ -128,10 +128,11 @@ __device__ __forceinline__ uint2 words4(float4 y, int prec) {
 // rounds dout on load (in place: dinp == dout, so its rounded value is overwritten anyway)
 // out16 (prec bf16 / fp16): the output also as 2-byte words (4 a thread as one uint2 on the vector path)
 // in16 (with in_round): the rounded input also as words
-__global__ void k_gelu_fwd(float *out, float *inp, uint16_t *out16, uint16_t *in16, size_t n, size_t n4, int prec,
-                           int exact, int in_round) {
+// inp16 (may be null; not with in_round): inp read as these words (of precision wprec) instead of the floats
+__global__ void k_gelu_fwd(float *out, float *inp, const uint16_t *inp16, uint16_t *out16, uint16_t *in16, size_t n,
+                           size_t n4, int prec, int exact, int in_round, int wprec) {
     ZT_GRID_STRIDE(k, n4) {
-        float4 x = ld4(inp, k);
+        float4 x = inp16 ? unwords4(reinterpret_cast<const uint2 *>(inp16)[k], wprec) : ld4(inp, k);
         if (in_round) {
             x = make_float4(zt_round_prec(x.x, in_round), zt_round_prec(x.y, in_round), zt_round_prec(x.z, in_round),
                             zt_round_prec(x.w, in_round));
@@ -144,7 +145,7 @@ __global__ void k_gelu_fwd(float *out, float *inp, uint16_t *out16, uint16_t *in
         if (out16) reinterpret_cast<uint2 *>(out16)[k] = words4(y, prec);
     }
     ZT_TAIL(i, n4, n) {
-        float x = inp[i];
+        float x = inp16 ? zt_bits16_to_f32(inp16[i], wprec) : inp[i];
         if (in_round) inp[i] = x = zt_round_prec(x, in_round);
         if (in16) in16[i] = zt_f32_to_bits16(x, in_round);
         out[i] = zt_round_prec(gelu_f(x, exact), prec);
@@ -505,14 +506,16 @@ size_t embed_sort_len(int B, int T) {
 // Launch functions (cuda_ops.h).
 
 void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec, int exact, int in_round,
-                    uint16_t *out16, uint16_t *in16) {
+                    uint16_t *out16, uint16_t *in16, const uint16_t *inp16, int inp16_prec) {
     if (n == 0) return;
     ZT_ASSERT(!out16 || prec != ZT_PREC_FP32);
     ZT_ASSERT(!in16 || in_round != ZT_PREC_FP32);
-    const size_t n4 = aligned(in16, 8) ? vec4_count(n, out, inp, out16, 8) : 0;
+    ZT_ASSERT(!inp16 || (inp16_prec != ZT_PREC_FP32 && !in_round));
+    const size_t n4 =
+        aligned(in16, 8) && aligned(inp16, 8) ? vec4_count(n, out, inp16 ? nullptr : inp, out16, 8) : 0;
     // inp is written only when in_round (rounded in place, as the round_to fused here would have)
-    ZT_LAUNCH(k_gelu_fwd, vec4_blocks(n, n4), kElemThreads, 0, s, out, const_cast<float *>(inp), out16, in16, n, n4,
-              prec, exact, in_round);
+    ZT_LAUNCH(k_gelu_fwd, vec4_blocks(n, n4), kElemThreads, 0, s, out, const_cast<float *>(inp), inp16, out16, in16, n,
+              n4, prec, exact, in_round, inp16_prec);
     check_launch("gelu_fwd");
 }
 

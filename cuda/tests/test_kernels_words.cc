@@ -4,11 +4,13 @@
 // off, with and without in_round, and the rounded input's words in16) and backward, LayerNorm forward and backward,
 // residual + LayerNorm forward (out, and res as res16), round_to's x16 (the stash's words, pack16_ahead), the fused
 // attention's forward and backward (fp32 kernels and tensor cores), RMSNorm and SwiGLU forward and
-// backward; and the kernels that read a lazy unpack's words instead of its floats (GELU and LayerNorm backward's inp16,
+// backward; and the kernels that read a lazy unpack's words instead of its floats (GELU forward's inp16, a product's
+// output handed over as words; GELU and LayerNorm backward's inp16,
 // the tensor-core attention backward's qkv16 and out16, unpack16_multi); and the tensor-core attention with the
 // round_to of its input fused (in_round: qkv forward, with its words; dout backward). In bf16 and fp16, under the host execution harness: the
 // outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
-// written past the words. (A product reading the words is checked bitwise against packing in
+// written past the words; linear_fwd's out_words (the GEMM's own rounding): round_to's words of its float output, the
+// floats not written. (A product reading the words is checked bitwise against packing in
 // test_kernels_norm_attn's linear_bwd rows and tests/unit/core/dist/test_mirrors.c.)
 //
 // Usage: [ZT_TEST_SEED=n] test_kernels_words    (built by cuda/backend.mk against build/libztrain.a)
@@ -124,6 +126,14 @@ void test_word_readers(int prec, int N, int C) {
         zt_cu_gelu_bwd(0, b.data() + off, xg.data() + off, b.data() + off, n, prec, 0, prec, nullptr,
                        xw.data() + off, prec);
         bad += !same_bits(a, b);
+        for (int exact = 0; exact < 2; exact++) { // forward: inp as a product's words (linear_fwd's out_words)
+            vec fa = nanv(n + 1), fb = nanv(n + 1);
+            std::vector<uint16_t> wa(n + 1, 0xdead), wb(n + 1, 0xdead);
+            zt_cu_gelu_fwd(0, fa.data() + off, x.data() + off, n, prec, exact, 0, wa.data() + off);
+            zt_cu_gelu_fwd(0, fb.data() + off, xg.data() + off, n, prec, exact, 0, wb.data() + off, nullptr,
+                           xw.data() + off, prec);
+            bad += !same_bits(fa, fb) + (wa != wb);
+        }
     }
     vec x = randv(n), dy = randv(n), lw = randv(C), mean(N), rstd(N), o(n), dx0 = randv(n), dx1 = dx0;
     for (float &f : x) f = zt_round_prec(f, prec);
@@ -151,10 +161,10 @@ void test_word_readers(int prec, int N, int C) {
     zt_cu_unpack16_multi(0, job, prec);
     bad += !same_bits(u0, u1);
     if (bad == 0)
-        check_pass("gelu_bwd inp16, layernorm_bwd inp16, unpack16_multi %s [N%d,C%d]: the same bits as from the floats "
-                   "(the floats NaN when the words are given)", prec_name(prec), N, C);
-    else check_fail("gelu_bwd / layernorm_bwd inp16, unpack16_multi %s [N%d,C%d]: %zu mismatches", prec_name(prec), N,
-                    C, bad);
+        check_pass("gelu_fwd / gelu_erf_fwd inp16, gelu_bwd inp16, layernorm_bwd inp16, unpack16_multi %s [N%d,C%d]: the "
+                   "same bits as from the floats (the floats NaN when the words are given)", prec_name(prec), N, C);
+    else check_fail("gelu_fwd / gelu_bwd / layernorm_bwd inp16, unpack16_multi %s [N%d,C%d]: %zu mismatches",
+                    prec_name(prec), N, C, bad);
 }
 
 // the Llama family's producers: RMSNorm forward and backward (dinp += ...), SwiGLU forward and backward
@@ -243,6 +253,30 @@ void test_attention(int prec, int B, int T, int C, int NH, int NKV) {
 
 } // namespace
 
+// linear_fwd's out_words (a product handed to the GELU as words): with and without a bias, from floats and from
+// words, the words equal round_to of the float output, and the floats are not written
+void test_product_words(int prec, int N, int C, int OC) {
+    zt_cu_gemm *g = zt_cu_gemm_create(0);
+    zt_cu_gemm_set_precision(g, prec);
+    size_t bad = 0;
+    for (int bias_on = 0; bias_on < 2; bias_on++) {
+        vec x = randv((size_t)N * C), w = randv((size_t)C * OC), bias = randv(OC), o = nanv((size_t)N * OC);
+        vec o2 = nanv((size_t)N * OC);
+        std::vector<uint16_t> ow((size_t)N * OC + 1, 0xdead), rw((size_t)N * OC, 0);
+        const float *b = bias_on ? bias.data() : nullptr;
+        zt_cu_linear_fwd(g, 0, o.data(), x.data(), w.data(), b, N, C, OC);
+        zt_cu_round_to(0, o.data(), o.size(), prec, rw.data());
+        zt_cu_linear_fwd(g, 0, o2.data(), x.data(), w.data(), b, N, C, OC, nullptr, nullptr, ow.data());
+        for (size_t i = 0; i < rw.size(); i++) bad += ow[i] != rw[i] || o2[i] == o2[i]; // o2 stays NaN
+        bad += ow.back() != 0xdead;
+    }
+    zt_cu_gemm_free(g);
+    if (bad == 0)
+        check_pass("linear_fwd out_words %s [N%d,C%d,OC%d], with and without a bias: the words of the float output "
+                   "rounded, the floats not written", prec_name(prec), N, C, OC);
+    else check_fail("linear_fwd out_words %s [N%d,C%d,OC%d]: %zu mismatches", prec_name(prec), N, C, OC, bad);
+}
+
 int main(void) {
     double t0 = zt_now();
     if (!test_setup(20261128)) return 1;
@@ -256,6 +290,7 @@ int main(void) {
         test_llama(prec, 37, 45, 29);
         test_word_readers(prec, 37, 45);
         test_word_readers(prec, 130, 768);
+        test_product_words(prec, 37, 45, 29);
         test_attention(prec, 2, 70, 128, 2, 2); // head size 64, two query tiles
         test_attention(prec, 1, 33, 128, 4, 4); // head size 32
         test_attention(prec, 1, 130, 128, 4, 2); // grouped queries: k, v written back by a group's first head

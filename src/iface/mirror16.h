@@ -7,7 +7,7 @@
  * makes one (the working parameters' window from the 2-byte parameters, a layer's activations from their stash).
  * It holds until either range is written: a slot that keeps entries names every range it writes
  * (zt_mirror16_clobber) before it runs; any other slot or memory call clears them all (zt_mirror16_clear).
- * A lazy entry (unpack16_lazy) has not written dst yet: its owner writes it (the unpack it deferred) before a
+ * A lazy entry (unpack16_lazy's, or a product that wrote only its rounded output's words) has not written dst yet: its owner writes it (the unpack it deferred) before a
  * slot reads dst as float32, before either range is written (but for a write of all of dst) and before a clear or
  * the entry's eviction; every entry must go through the owner's checks first (cuda_backend_core.cu settle_*). The
  * communicator writes parameters only after the update, which clears them (docs/design.md section 9).
@@ -64,6 +64,17 @@ static inline void zt_mirror16_add(zt_mirror16 *m, const float *dst, const void 
     e->src = (uintptr_t)src;
     e->n = n;
     e->lazy = 0;
+}
+
+/* the entry (dst, src, n) made lazy (dst's floats not written: only the words are): 1, or 0 when it is not there
+   (the caller adds it lazy, settling an evicted lazy one first) */
+static inline int zt_mirror16_mark_lazy(zt_mirror16 *m, const float *dst, const void *src, size_t n) {
+    for (int i = 0; i < m->n; i++)
+        if (m->e[i].dst == (uintptr_t)dst && m->e[i].src == (uintptr_t)src && m->e[i].n == n) {
+            m->e[i].lazy = 1;
+            return 1;
+        }
+    return 0;
 }
 
 /* the words equal to the n floats at p, or NULL */

@@ -50,7 +50,14 @@ static void w_linear_fwd(zt_backend *be, float *o, const float *i, const float *
     if (N > 0 && OC > 0) {
         const int look = C > 0; /* inp and w read from words where they mirror them */
         const int iw = look && cnt_mfind(i, (double)N * C), ww = look && cnt_mfind(w, (double)C * OC);
-        cnt_gemm_pre(K_LIN_FWD, N, OC, C, 0, b != NULL, iw, ww);
+        if (look && cnt_mir_on && cnt_fuse && cnt_prec != ZT_PREC_FP32) { /* kept (cnt_lin) */
+            const cnt_product p = {1, 0, b != NULL, iw, ww, N, OC, C, o, NULL, (size_t)N * OC, i, w, b,
+                                   iw ? zt_mirror16_find(&cnt_mir, i, (size_t)N * C) : NULL,
+                                   ww ? zt_mirror16_find(&cnt_mir, w, (size_t)C * OC) : NULL};
+            cnt_lin = p;
+        } else {
+            cnt_gemm_pre(K_LIN_FWD, N, OC, C, 0, b != NULL, iw, ww);
+        }
     }
     cnt_inner->linear_fwd(be, o, i, w, b, N, C, OC);
     cnt_mdone();
@@ -238,11 +245,12 @@ static void gelu_count_in(int k, size_t n, int arrays, const void *in, int in_pl
 }
 /* GELU forward (dout NULL: reads inp) or backward (reads dout, and inp as its words where it has them) into o */
 static void gelu_slot(int k, float *o, const float *i, const float *d, size_t n) {
-    cnt_mneed(d ? d : i, F4 * n);
+    const int pw = !d && cnt_take_product_words(i, n); /* forward: the product before it hands over its words */
+    cnt_mneed(d ? d : pw ? NULL : i, F4 * n);
     cnt_mkeep(o, F4 * n);
     const int iw = d && n && cnt_mfind(i, (double)n);
     gelu_count_in(k, n, d ? 3 : 2, d ? d : i, d ? o == d : 1, !d);
-    if (iw) cnt_bytes[k] -= 2.0 * n;
+    if (iw || pw) cnt_bytes[k] -= 2.0 * n;
 }
 static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) {
     gelu_slot(K_GELU_FWD, o, i, NULL, n);
@@ -409,7 +417,10 @@ static void w_round(zt_backend *be, float *x, size_t n, int p) {
     cnt_mneed(x, F4 * n);
     cnt_mkeep(x, F4 * n);
     cnt_calls[K_ROUND]++;
-    if (cnt_pend && p != ZT_PREC_FP32 && cnt_pend_out == x && cnt_pend_n == n) { /* inside the op */
+    if (cnt_lin.on && cnt_lin.out == x && cnt_lin.n == n && p == cnt_prec) { /* taken by the kept linear forward */
+        cnt_lin.rounded = 1;
+        cnt_lin.w = cnt_stash_words(x, n);
+    } else if (cnt_pend && p != ZT_PREC_FP32 && cnt_pend_out == x && cnt_pend_n == n) { /* inside the op */
         cnt_tot.fused_rounds++;
         cnt_pend = 0;
         if (cnt_pend_k >= 0 && p == cnt_prec) cnt_words_for(cnt_pend_k, x, n);
@@ -442,10 +453,25 @@ static int w_pack_ahead(zt_backend *be, void *w, const float *x, size_t n) {
 /* packing x to d where a mirror says d holds x's words already: no launch (cuda_backend_ops.cu b_pack16) */
 /* a pack16 / unpack16 of floats f and words w (n): launched before a kept round_to of other memory, which stays kept
    (cuda_backend_ops.cu stream_past_round); anything else kept is launched first */
+/* whether [p, p + bytes) misses the floats f (n) and the words w (n) */
+static int apart(const void *p, double bytes, const void *f, const void *w, size_t n) {
+    return !p || (!zt_mirror16_overlap((uintptr_t)p, (size_t)bytes, (uintptr_t)f, 4 * n) &&
+                  !zt_mirror16_overlap((uintptr_t)p, (size_t)bytes, (uintptr_t)w, 2 * n));
+}
+static int lin_apart(const void *f, const void *w, size_t n) {
+    const cnt_product *l = &cnt_lin;
+    const double ni = l->M * l->K, nw = l->K * l->N;
+    return apart(l->out, F4 * l->n, f, w, n) && apart(l->w, 2.0 * l->n, f, w, n) &&
+           apart(l->iw ? NULL : l->pi, F4 * ni, f, w, n) && apart(l->ww ? NULL : l->pw, F4 * nw, f, w, n) &&
+           apart(l->pb, F4 * l->N, f, w, n) && apart(l->pi16, 2.0 * ni, f, w, n) && apart(l->pw16, 2.0 * nw, f, w, n);
+}
+/* cuda_backend_ops.cu stream_past_round: a kept round_to or linear forward apart from the copy's memory stays kept; a
+   rounded linear forward that is not is launched first, its round_to kept */
 static void flush_past_round(const void *f, const void *w, size_t n) {
-    const uintptr_t o = (uintptr_t)cnt_rpend_x;
-    const size_t ob = 4 * cnt_rpend_n;
-    if (!cnt_pend && cnt_rpend && !zt_mirror16_overlap(o, ob, (uintptr_t)f, 4 * n) && !zt_mirror16_overlap(o, ob, (uintptr_t)w, 2 * n))
+    if (cnt_lin.on && lin_apart(f, w, n)) return;
+    if (cnt_lin.on && cnt_lin.rounded) cnt_lresolve();
+    if (!cnt_pend && cnt_rpend && apart(cnt_rpend_x, F4 * cnt_rpend_n, f, w, n) &&
+        apart(cnt_rpend_w, 2.0 * cnt_rpend_n, f, w, n))
         return;
     cnt_flush();
 }
@@ -551,6 +577,7 @@ void zt_backend_count_begin(zt_backend *be) {
     zt_mirror16_clear(&cnt_mir);
     cnt_mir_keep = 0;
     cnt_pend_k = -1;
+    memset(&cnt_lin, 0, sizeof cnt_lin);
     cnt_ring_next = 0;
     cnt_ntg = 0;
     cnt_rpend_w = NULL;

@@ -45,13 +45,26 @@ extern int cnt_ring_next;             /* the word buffer the next producer takes
 typedef struct cnt_target { const void *x, *w; size_t n; } cnt_target;
 extern cnt_target cnt_tg[N_TARGETS];
 extern int cnt_ntg;
+/* a linear forward kept (cuda_backend_core.cu D_LIN_FWD): the product c(M, N) = a(M, K) @ b(K, N) (+ bias), a / b
+   read from words (iw, ww), its output range, whether its round_to was taken, the stash words that reserved; the
+   memory it reads: a, b, bias, and a's and b's words where it reads those */
+typedef struct cnt_product {
+    int on, rounded, bias, iw, ww;
+    double M, N, K;
+    const void *out, *w;
+    size_t n;
+    const void *pi, *pw, *pb, *pi16, *pw16;
+} cnt_product;
+extern cnt_product cnt_lin;
 
 /* a launch of kind k moving bytes; the kept op launched (every slot but a fused round_to); the mirrors a slot reads
    as floats (mneed, settled as one launch by msettle or the next mkeep), writes (mkeep ... mdone; mdrop) or reads as
    words (mfind: 1); a record (madd; lazy: an unpack16_lazy's); the stash words reserved for a range, recorded as
    its mirror (stash_words); a kept round_to taken by the op reading in (take_round; take_round_w: words 1 when it
    writes the round's stash words, counted in k); an op kept for a following round_to (defer; defer_words: its rounded
-   output is a product's input, written as words by words_for); one GEMM (gemm_pre: operands given as words) */
+   output is a product's input, written as words by words_for); a word buffer (ring); the kept linear forward
+   resolved (lresolve: launched, its round_to kept) or its output handed over as words (take_product_words: 1); one
+   GEMM (gemm_pre: operands given as words) */
 void cnt_add(int k, long launches, double bytes);
 void cnt_flush(void);
 void cnt_msettle(void);
@@ -67,6 +80,9 @@ int cnt_take_round_w(const void *in, size_t n, int in_place, int words, int k);
 void cnt_defer(const void *out, size_t n);
 void cnt_defer_words(int k, const void *out, size_t n);
 void cnt_words_for(int k, const void *out, size_t n);
+const void *cnt_ring(const void *out, size_t n, int lazy);
+void cnt_lresolve(void);
+int cnt_take_product_words(const void *in, size_t n);
 void cnt_gemm_pre(int k, double M, double N, double K, int beta, int bias, int a_pre, int b_pre);
 void cnt_gemm(int k, double M, double N, double K, int beta, int bias);
 

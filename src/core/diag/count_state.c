@@ -34,6 +34,7 @@ int cnt_attn_tc = 1; /* ZT_CUDA_ATTN_TC: the fused attention on tensor cores in 
 cnt_target cnt_tg[N_TARGETS];
 int cnt_ntg;
 const void *cnt_rpend_w;
+cnt_product cnt_lin;
 #define RING_ADDR(k) ((const void *)(((uintptr_t)1 << 62) + ((uintptr_t)(k) << 56)))
 
 
@@ -82,6 +83,24 @@ void cnt_madd(const void *dst, const void *src, size_t n, int lazy) {
     cnt_mir.e[cnt_mir.n - 1].lazy = lazy;
 }
 
+/* the kept linear forward launched: its output as floats, or (words) as 2-byte words alone */
+static void lin_launch(int words) {
+    cnt_lin.on = 0;
+    cnt_gemm_pre(K_LIN_FWD, cnt_lin.M, cnt_lin.N, cnt_lin.K, 0, cnt_lin.bias, cnt_lin.iw, cnt_lin.ww);
+    if (words) cnt_bytes[K_LIN_FWD] -= 2.0 * cnt_lin.M * cnt_lin.N;
+}
+/* a kept linear forward whose round_to was taken, resolved (cuda_backend_core.cu resolve_product): launched with
+   float output, the round_to kept (D_ROUND) */
+void cnt_lresolve(void) {
+    if (!cnt_lin.on || !cnt_lin.rounded) return;
+    lin_launch(0);
+    cnt_rpend = 1;
+    cnt_rpend_x = cnt_lin.out;
+    cnt_rpend_n = cnt_lin.n;
+    cnt_rpend_prec = cnt_prec;
+    cnt_rpend_w = cnt_lin.w;
+}
+
 /* every slot but a fused round_to launches the kept op first (cuda_backend.cu flush): a kept round_to is then its own
    launch, reading and writing its buffer */
 void cnt_flush(void) {
@@ -91,6 +110,8 @@ void cnt_flush(void) {
         cnt_msettle();
         zt_mirror16_clear(&cnt_mir);
     }
+    cnt_lresolve();
+    if (cnt_lin.on) lin_launch(0);
     cnt_pend = 0;
     if (cnt_rpend) cnt_add(K_ROUND, 1, F4 * 2.0 * (double)cnt_rpend_n + (cnt_rpend_w ? 2.0 * (double)cnt_rpend_n : 0));
     cnt_rpend = 0;
@@ -114,6 +135,7 @@ const void *cnt_stash_words(const void *p, size_t n) {
    to write beside it the GELU forward (words: 1, counted in kind k) writes; any other op does not, and their mirror
    goes */
 int cnt_take_round_w(const void *in, size_t n, int in_place, int words, int k) {
+    cnt_lresolve();
     if (!(cnt_rpend && cnt_rpend_x == in && cnt_rpend_n == n && in_place)) return 0;
     cnt_rpend = 0;
     cnt_tot.fused_rounds++;
@@ -158,10 +180,25 @@ void cnt_words_for(int k, const void *out, size_t n) {
     if (!cnt_mir_on || cnt_prec == ZT_PREC_FP32 || !n) return;
     cnt_bytes[k] += 2.0 * n;
     if (cnt_stash_words(out, n)) return; /* into the stash pack16_ahead reserved, instead of a word buffer */
+    cnt_ring(out, n, 0);
+}
+/* the next of the two word buffers, recorded as the n floats at out's mirror (lazy: out not written) */
+const void *cnt_ring(const void *out, size_t n, int lazy) {
     const void *ring = RING_ADDR(cnt_ring_next);
     cnt_ring_next ^= 1;
     cnt_mdrop(ring, (size_t)1 << 55);
-    cnt_madd(out, ring, n, 0);
+    cnt_madd(out, ring, n, lazy);
+    return ring;
+}
+/* the kept, rounded linear forward's output (in, n) handed over as words alone (cuda_backend_core.cu
+   take_product_words): 1, the product written as words and recorded as a lazy mirror; else 0 */
+int cnt_take_product_words(const void *in, size_t n) {
+    if (!(cnt_lin.on && cnt_lin.rounded && cnt_lin.out == in && cnt_lin.n == n && n)) return 0;
+    if (!cnt_lin.w) cnt_ring(in, n, 1);
+    else if (!zt_mirror16_mark_lazy(&cnt_mir, (const float *)in, cnt_lin.w, n)) cnt_madd(in, cnt_lin.w, n, 1);
+    lin_launch(1);
+    cnt_tot.fused_rounds++;
+    return 1;
 }
 /* one GEMM c(M, N) = op(a) @ op(b) (+ bias) (+ beta c) of cuda_gemm.cu's cnt_gemm(): bf16/fp16 pack the operands not
    packed already (a_pre, b_pre) in one launch (4 bytes read and 2 written per element) and multiply the 2-byte
