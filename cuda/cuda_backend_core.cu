@@ -67,7 +67,7 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
         break;
     case D_ATT_FWD:
         zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc, out16, d.in_round,
-                                  d.w16 ? dev(d.w16) : nullptr);
+                                  d.w16 ? dev(d.w16) : nullptr, d.x16);
         break;
     case D_ATT_BWD:
         zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc,
@@ -126,7 +126,7 @@ void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok) 
 
 // A linear forward is kept as well (bf16 / fp16 with mirrors). The round_to of its output that follows is taken
 // (in_round) without a launch, and the call after that decides how it runs: the reader of that output that can take
-// it as words (GELU forward) gets the product's output as 2-byte words alone (take_product_words: the GEMM rounds
+// it as words (GELU forward, the tensor-core attention forward) gets the product's output as 2-byte words alone (take_product_words: the GEMM rounds
 // its fp32 sums itself; the floats are a lazy mirror of the words, written only if some slot reads them); any other
 // call runs the product with float output and keeps the round_to (resolve_product: D_ROUND, as before).
 void resolve_product(cu_ctx *x) {

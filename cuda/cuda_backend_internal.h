@@ -53,7 +53,7 @@ struct Deferred {
     const void *out;
     size_t out_n;
     const uint16_t *x16; // D_GELU_*, D_LN_BWD: inp read as these words (device) instead of its floats, else null;
-                         // D_ATT_BWD: qkv's; D_LIN_FWD: inp's (a mirror's), multiplied instead of packing it
+                         // D_ATT_FWD, D_ATT_BWD: qkv's; D_LIN_FWD: inp's (a mirror's), multiplied instead of packing
     const uint16_t *o16; // D_ATT_BWD: out's words, read instead of its floats, else null; D_LIN_FWD: w's
     uint16_t *w16; // words a pack16_ahead reserved (model address): D_ROUND's buffer's, D_GELU_FWD's and D_ATT_FWD's
                    // rounded input's (in_round), D_RLN_FWD's res, D_LIN_FWD's rounded output; written beside them

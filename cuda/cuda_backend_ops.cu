@@ -128,12 +128,15 @@ void b_attention_bidir_bwd(zt_backend *be, float *dqkv, float *datt, const float
 }
 void b_attention_fused_fwd(zt_backend *be, float *out, float *stats, const float *qkv, int B, int T, int C, int NH,
                            int NKV) {
+    const int tc = attention_tc(be);
+    // on tensor cores qkv as the words of the product before it, where that hands them over (take_product_words)
+    const uint16_t *pw = tc ? take_product_words(be, qkv, qkv_floats(B, T, C, NH, NKV)) : nullptr;
     MirrorKeep keep(be, {{out, (size_t)B * T * C * sizeof(float)}, {stats, (size_t)B * NH * T * 2 * sizeof(float)}},
-                    {{qkv, qkv_floats(B, T, C, NH, NKV) * sizeof(float)}});
+                    {{pw ? nullptr : qkv, qkv_floats(B, T, C, NH, NKV) * sizeof(float)}});
     Deferred d = {};
     d.kind = D_ATT_FWD;
-    d.o0 = dev(out); d.o1 = dev(stats); d.i0 = dev(qkv);
-    d.tc = attention_tc(be);
+    d.o0 = dev(out); d.o1 = dev(stats); d.i0 = dev(qkv); d.x16 = pw;
+    d.tc = tc;
     d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
     d.out = out; d.out_n = (size_t)B * T * C;
     // a kept round_to of qkv (after its product) done by the tensor-core kernel as it loads it

@@ -183,9 +183,11 @@ void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vc
 // zt_attention_fused_scratch(B, T, C, NH) floats
 // in_round (tc only; a precision, that of tc; 0: none): the round_to before the op fused into it: the forward rounds
 // qkv as it loads it and writes it back rounded (and its words into qkv16, when given), the backward dout
+// qkv_words (tc only, not with in_round; may be null): qkv read as these words of tc's type instead of its floats (the
+// product before it wrote only those: linear_fwd's out_words)
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
                                int NH, int NKV, int prec = 0, int tc = 0, uint16_t *out16 = nullptr, int in_round = 0,
-                               uint16_t *qkv16 = nullptr);
+                               uint16_t *qkv16 = nullptr, const uint16_t *qkv_words = nullptr);
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                const float *out, const float *stats, int B, int T, int C, int NH, int NKV,
                                int prec = 0, int tc = 0, uint16_t *dqkv16 = nullptr, const uint16_t *qkv16 = nullptr,
@@ -200,7 +202,8 @@ bool zt_cu_attention_tc(int prec);
 // ---- kernels_attn_tc.cu: the fused attention's forward and, after D = dout . out, its backward's dk / dv and dq
 // kernels on tensor cores (prec bf16 or fp16, head sizes 32 and 64; stats as kernels_attn_fused.cu's; no dq parts)
 void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV,
-                       float scale, int prec, int tc, uint16_t *out16, int in_round = 0, uint16_t *qkv16 = nullptr);
+                       float scale, int prec, int tc, uint16_t *out16, int in_round = 0, uint16_t *qkv16 = nullptr,
+                       const uint16_t *qkv_words = nullptr);
 void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv,
                        const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc,
                        uint16_t *dqkv16, const uint16_t *qkv16 = nullptr, int in_round = 0);

@@ -408,14 +408,16 @@ bool zt_cu_attention_tc(int prec) {
 }
 
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
-                               int NH, int NKV, int prec, int tc, uint16_t *out16, int in_round, uint16_t *qkv16) {
+                               int NH, int NKV, int prec, int tc, uint16_t *out16, int in_round, uint16_t *qkv16,
+                               const uint16_t *qkv_words) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     check_shape(B, T, C, NH, NKV);
     ZT_ASSERT(!out16 || prec != ZT_PREC_FP32);
-    ZT_ASSERT(!in_round || tc); // the tensor-core kernels only
+    ZT_ASSERT((!in_round && !qkv_words) || tc); // the tensor-core kernels only
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
-    if (tc) zt_cu_attn_tc_fwd(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec, tc, out16, in_round, qkv16);
+    if (tc)
+        zt_cu_attn_tc_fwd(s, out, stats, qkv, B, T, C, NH, NKV, scale, prec, tc, out16, in_round, qkv16, qkv_words);
     else if (hs == 64) launch_fwd<64>(s, out, out16, stats, qkv, B, T, C, NH, NKV, scale, prec);
     else launch_fwd<32>(s, out, out16, stats, qkv, B, T, C, NH, NKV, scale, prec);
 }

@@ -166,10 +166,11 @@ constexpr int fwd_smem_bytes() { return 2 * (2 * kTile * (HS + kPad) + HS * (kTi
 
 // in_round: qkv's round_to fused here (its values rounded as loaded): block (query tile i, head h) writes its q tile
 // back rounded, and for the first head of a group the k and v tile i (its diagonal); qkv16 (may be null) gets their
-// words too. Other blocks may read those tiles meanwhile: old or new values round to the same words
-template <int HS, bool FP16>
+// words too. Other blocks may read those tiles meanwhile: old or new values round to the same words.
+// Q: qkv's element, float or (the product before it handed over its words alone) uint16_t: then no in_round
+template <int HS, bool FP16, typename Q>
 __global__ void __launch_bounds__(kTcThreads)
-    attn_tc_fwd_kernel(float *out, uint16_t *out16, float *stats, float *qkv, uint16_t *qkv16, int in_round, int T,
+    attn_tc_fwd_kernel(float *out, uint16_t *out16, float *stats, const Q *qkv, uint16_t *qkv16, int in_round, int T,
                        int C, int NH, int NKV, float scale, int prec) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
     constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16; // the inputs' 2-byte type (prec only rounds the outputs)
@@ -178,13 +179,15 @@ __global__ void __launch_bounds__(kTcThreads)
     uint16_t *Vt = Ks + kTile * LD;           // [HS][LT]
     const int q0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z, KV = NKV * HS, W = C + 2 * KV;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    float *seq = qkv + (size_t)b * T * W;
+    const Q *seq = qkv + (size_t)b * T * W;
+    // in_round (float qkv only): the floats written back rounded
+    float *back = in_round ? const_cast<float *>(reinterpret_cast<const float *>(seq)) : nullptr;
     const size_t qo = (size_t)h * HS, ko = C + (size_t)(h / (NH / NKV)) * HS; // q's and k's columns; v's: ko + KV
-    const float *qb = seq + qo, *kb = seq + ko, *vb = kb + KV;
+    const Q *qb = seq + qo, *kb = seq + ko, *vb = kb + KV;
     uint16_t *seq16 = qkv16 ? qkv16 + (size_t)b * T * W : nullptr;
     load16<HS, false>(Qs, qb, W, q0, T, TY);
     __syncthreads();
-    if (in_round) store_back<HS, false>(seq + qo, seq16 ? seq16 + qo : nullptr, Qs, W, q0, T, TY);
+    if (back) store_back<HS, false>(back + qo, seq16 ? seq16 + qo : nullptr, Qs, W, q0, T, TY);
     uint32_t qa[KS][4];
     warp_frags<KS>(qa, Qs, LD);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[NT][4] = {};
@@ -195,9 +198,9 @@ __global__ void __launch_bounds__(kTcThreads)
         load16<HS, false>(Ks, kb, W, k0, T, TY);
         load16<HS, true>(Vt, vb, W, k0, T, TY);
         __syncthreads();
-        if (in_round && k0 == q0 && h % (NH / NKV) == 0) {
-            store_back<HS, false>(seq + ko, seq16 ? seq16 + ko : nullptr, Ks, W, k0, T, TY);
-            store_back<HS, true>(seq + ko + KV, seq16 ? seq16 + ko + KV : nullptr, Vt, W, k0, T, TY);
+        if (back && k0 == q0 && h % (NH / NKV) == 0) {
+            store_back<HS, false>(back + ko, seq16 ? seq16 + ko : nullptr, Ks, W, k0, T, TY);
+            store_back<HS, true>(back + ko + KV, seq16 ? seq16 + ko + KV : nullptr, Vt, W, k0, T, TY);
         }
         float s[8][4];
         for (int j = 0; j < 8; j++) tile_dot<KS, FP16>(s[j], qa, Ks, LD, 8 * j);
@@ -383,15 +386,22 @@ __global__ void __launch_bounds__(kTcThreads)
 }
 
 
-template <int HS, bool FP16>
-void fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float *qkv, uint16_t *qkv16, int in_round,
-         int B, int T, int C, int NH, int NKV, float scale, int prec) {
+template <int HS, bool FP16, typename Q>
+void fwd_on(cudaStream_t s, float *out, uint16_t *out16, float *stats, const Q *qkv, uint16_t *qkv16, int in_round,
+            int B, int T, int C, int NH, int NKV, float scale, int prec) {
     static bool optin = false;
-    zt_cu_smem_optin(attn_tc_fwd_kernel<HS, FP16>, fwd_smem_bytes<HS>(), &optin, "attn_tc_fwd_kernel");
+    zt_cu_smem_optin(attn_tc_fwd_kernel<HS, FP16, Q>, fwd_smem_bytes<HS>(), &optin, "attn_tc_fwd_kernel");
     // qkv is written only when in_round (rounded in place, as the round_to fused here would have)
-    ZT_LAUNCH((attn_tc_fwd_kernel<HS, FP16>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, fwd_smem_bytes<HS>(), s,
-              out, out16, stats, const_cast<float *>(qkv), qkv16, in_round, T, C, NH, NKV, scale, prec);
+    ZT_LAUNCH((attn_tc_fwd_kernel<HS, FP16, Q>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, fwd_smem_bytes<HS>(),
+              s, out, out16, stats, qkv, qkv16, in_round, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_fwd_kernel");
+}
+// qkv_words: qkv read as these words instead of its floats when given
+template <int HS, bool FP16>
+void fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float *qkv, const uint16_t *qkv_words,
+         uint16_t *qkv16, int in_round, int B, int T, int C, int NH, int NKV, float scale, int prec) {
+    if (qkv_words) fwd_on<HS, FP16>(s, out, out16, stats, qkv_words, qkv16, in_round, B, T, C, NH, NKV, scale, prec);
+    else fwd_on<HS, FP16>(s, out, out16, stats, qkv, qkv16, in_round, B, T, C, NH, NKV, scale, prec);
 }
 
 template <int HS, bool FP16, typename Q>
@@ -421,16 +431,18 @@ void bwd(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const fl
 } // namespace
 
 void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C, int NH, int NKV,
-                       float scale, int prec, int tc, uint16_t *out16, int in_round, uint16_t *qkv16) {
+                       float scale, int prec, int tc, uint16_t *out16, int in_round, uint16_t *qkv16,
+                       const uint16_t *qkv_words) {
     const int hs = C / NH;
     ZT_ASSERT((tc == ZT_PREC_BF16 || tc == ZT_PREC_FP16) && (hs == 32 || hs == 64));
     ZT_ASSERT((!in_round || in_round == tc) && (!qkv16 || in_round)); // rounded to the type of the conversion
+    ZT_ASSERT(!qkv_words || !in_round);                                // words are rounded already
     const bool h16 = tc == ZT_PREC_FP16;
     if (hs == 64)
-        (h16 ? fwd<64, true> : fwd<64, false>)(s, out, out16, stats, qkv, qkv16, in_round, B, T, C, NH, NKV, scale,
-                                                prec);
-    else (h16 ? fwd<32, true> : fwd<32, false>)(s, out, out16, stats, qkv, qkv16, in_round, B, T, C, NH, NKV, scale,
-                                                 prec);
+        (h16 ? fwd<64, true> : fwd<64, false>)(s, out, out16, stats, qkv, qkv_words, qkv16, in_round, B, T, C, NH,
+                                                NKV, scale, prec);
+    else (h16 ? fwd<32, true> : fwd<32, false>)(s, out, out16, stats, qkv, qkv_words, qkv16, in_round, B, T, C, NH,
+                                                 NKV, scale, prec);
 }
 
 void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv,

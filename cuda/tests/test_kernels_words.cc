@@ -4,10 +4,11 @@
 // off, with and without in_round, and the rounded input's words in16) and backward, LayerNorm forward and backward,
 // residual + LayerNorm forward (out, and res as res16), round_to's x16 (the stash's words, pack16_ahead), the fused
 // attention's forward and backward (fp32 kernels and tensor cores), RMSNorm and SwiGLU forward and
-// backward; and the kernels that read a lazy unpack's words instead of its floats (GELU forward's inp16, a product's
-// output handed over as words; GELU and LayerNorm backward's inp16,
-// the tensor-core attention backward's qkv16 and out16, unpack16_multi); and the tensor-core attention with the
-// round_to of its input fused (in_round: qkv forward, with its words; dout backward). In bf16 and fp16, under the host execution harness: the
+// backward; and the kernels that read words instead of floats: a product's output handed over as words (GELU
+// forward's inp16, the tensor-core attention forward's qkv_words), a lazy unpack's (GELU and LayerNorm backward's
+// inp16, the tensor-core attention backward's qkv16 and out16; unpack16_multi); and the tensor-core attention with
+// the round_to of its input fused (in_round: qkv forward, with its words; dout backward). In bf16 and fp16, under the
+// host execution harness: the
 // outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
 // written past the words; linear_fwd's out_words (the GEMM's own rounding): round_to's words of its float output, the
 // floats not written. (A product reading the words is checked bitwise against packing in
@@ -222,6 +223,12 @@ void test_attention(int prec, int B, int T, int C, int NH, int NKV) {
             zt_cu_attention_fused_bwd(0, g2.data(), sc.data(), dy.data(), qn.data(), on.data(), st1.data(), B, T, C,
                                       NH, NKV, prec, tc, nullptr, qw.data(), ow.data());
             bad += !same_bits(g0, g2);
+            // the forward on qkv given as words (a product's out_words), its floats NaN: the same out, stats, words
+            vec o5(o1.size()), s5(st1.size());
+            std::vector<uint16_t> w5(o1.size() + 3, 0xdead);
+            zt_cu_attention_fused_fwd(0, o5.data(), s5.data(), qn.data(), B, T, C, NH, NKV, prec, tc, w5.data(), 0,
+                                      nullptr, qw.data());
+            bad += !same_bits(o1, o5) + !same_bits(st1, s5) + (w5 != w);
             // the round_to before each op fused into it (in_round): unrounded qkv (forward) and dout (backward)
             // give the bits of round_to then the op, are written back rounded, and qkv's words go to qkv16
             vec qr = randv(qkv.size()), qf = qr, o3(o1.size()), o4(o1.size()), s3(st1.size()), s4(st1.size());
@@ -245,7 +252,7 @@ void test_attention(int prec, int B, int T, int C, int NH, int NKV) {
     if (bad == 0)
         check_pass("attention_fused_fwd out16, bwd dqkv16 %s [B%d,T%d,C%d,NH%d,NKV%d]: words = the rounded outputs, outputs "
                    "and stats the same bits as without (fp32 and tensor-core kernels); the tensor-core backward on qkv "
-                   "and out given as words the same dqkv; in_round forward / backward = round_to then the op, inputs "
+                   "and out given as words the same dqkv, the forward on qkv's words the same out; in_round forward / backward = round_to then the op, inputs "
                    "written back rounded, qkv's words", prec_name(prec), B, T, C, NH, NKV);
     else check_fail("attention_fused fwd / bwd words %s [B%d,T%d,C%d,NH%d,NKV%d]: %zu mismatches", prec_name(prec), B, T, C,
                     NH, NKV, bad);

@@ -65,7 +65,9 @@ void cnt_batt_bwd(zt_backend *be, float *dq, float *da, const float *d, const fl
 }
 void cnt_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int B, int T, int C, int NH, int NKV) {
     const double nq = (double)B * T * (C + 2.0 * NKV * (C / NH));
-    cnt_mneed(q, F4 * nq);
+    /* on tensor cores: qkv as the product's words where it hands them over (2 bytes an element read, not 4) */
+    const int pw = cnt_attn_tc && cnt_prec != ZT_PREC_FP32 && cnt_take_product_words(q, (size_t)nq);
+    cnt_mneed(pw ? NULL : q, F4 * nq);
     cnt_mkeep(o, F4 * B * T * C);
     cnt_mkeep(st, F4 * B * NH * T * 2);
     /* on tensor cores a kept round_to of qkv is done as it is loaded: qkv written back (and its words, counted there) */
@@ -74,7 +76,7 @@ void cnt_fatt_fwd(zt_backend *be, float *o, float *st, const float *q, int B, in
     cnt_calls[K_FATT_FWD]++;
     if (B > 0 && T > 0 && C > 0) {
         const double BT = (double)B * T, W = C + 2.0 * NKV * (C / NH);
-        cnt_add(K_FATT_FWD, 1, F4 * (BT * W + BT * C + BT * NH * 2) + (took ? F4 * nq : 0));
+        cnt_add(K_FATT_FWD, 1, (pw ? 2.0 : F4) * BT * W + F4 * (BT * C + BT * NH * 2) + (took ? F4 * nq : 0));
     }
     cnt_inner->attention_fused_fwd(be, o, st, q, B, T, C, NH, NKV);
     cnt_defer_words(K_FATT_FWD, o, (size_t)B * T * C);
