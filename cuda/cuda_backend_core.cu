@@ -75,7 +75,7 @@ void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
         break;
     case D_RLN_FWD:
         zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,
-                                     prec, d.in_round, out16, d.w16 ? dev(d.w16) : nullptr);
+                                     prec, d.in_round, out16, d.w16 ? dev(d.w16) : nullptr, d.x16, d.o16, x->prec);
         break;
     case D_RMS_FWD: zt_cu_rmsnorm_fwd(s, d.o0, d.o1, d.i0, d.i1, d.B, d.C, d.f, prec, out16); break;
     case D_RMS_BWD:
@@ -147,7 +147,15 @@ const uint16_t *take_product_words(zt_backend *be, const void *in, size_t n) {
     cu_ctx *x = ctx_of(be);
     if (x->pend.kind != D_LIN_FWD || !x->pend.in_round || x->pend.out != in || x->pend.out_n != n || !n)
         return nullptr;
+    return product_words_now(be);
+}
+
+// the kept, rounded linear forward launched writing its output's words alone (take_product_words), their device
+// address returned
+const uint16_t *product_words_now(zt_backend *be) {
+    cu_ctx *x = ctx_of(be);
     const Deferred d = x->pend;
+    const size_t n = d.out_n;
     x->pend.kind = D_NONE;
     const float *f = static_cast<const float *>(d.out);
     uint16_t *w = d.w16;
@@ -180,6 +188,23 @@ const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n) {
     }
     x->mir.hits++;
     return dev(w);
+}
+
+// the words a mirror says equal the n floats at p (translated; the floats may be a lazy mirror's, not written), or
+// nullptr; nothing settled either way (the caller names p among its reads when it reads the floats)
+const uint16_t *find_words(zt_backend *be, const float *p, size_t n) {
+    cu_ctx *x = ctx_of(be);
+    const uint16_t *w = x->mir_on && x->prec != ZT_PREC_FP32 && p && n ? zt_mirror16_find(&x->mir, p, n) : nullptr;
+    if (!w) return nullptr;
+    x->mir.hits++;
+    return dev(w);
+}
+
+// whether a round_to of exactly (p, n) is kept (D_ROUND, or taken by a kept linear forward): its words, where a
+// mirror names them, are not written yet
+bool kept_round_of(zt_backend *be, const void *p, size_t n) {
+    const Deferred &d = ctx_of(be)->pend;
+    return (d.kind == D_ROUND || (d.kind == D_LIN_FWD && d.in_round)) && d.out == p && d.out_n == n;
 }
 
 // ------------------------------------------------------------------------------------------ lazy unpacks

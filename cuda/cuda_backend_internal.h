@@ -54,7 +54,8 @@ struct Deferred {
     size_t out_n;
     const uint16_t *x16; // D_GELU_*, D_LN_BWD: inp read as these words (device) instead of its floats, else null;
                          // D_ATT_FWD, D_ATT_BWD: qkv's; D_LIN_FWD: inp's (a mirror's), multiplied instead of packing
-    const uint16_t *o16; // D_ATT_BWD: out's words, read instead of its floats, else null; D_LIN_FWD: w's
+    const uint16_t *o16; // D_ATT_BWD: out's words, read instead of its floats, else null; D_LIN_FWD: w's; D_RLN_FWD:
+                         // b's (x16: a's)
     uint16_t *w16; // words a pack16_ahead reserved (model address): D_ROUND's buffer's, D_GELU_FWD's and D_ATT_FWD's
                    // rounded input's (in_round), D_RLN_FWD's res, D_LIN_FWD's rounded output; written beside them
                    // (stash_words), else nullptr
@@ -139,9 +140,12 @@ void flush(zt_backend *be);
 void defer(zt_backend *be, const Deferred &d);
 void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok);
 const uint16_t *take_product_words(zt_backend *be, const void *in, size_t n);
+const uint16_t *product_words_now(zt_backend *be);
 void resolve_product(cu_ctx *x);
 cudaStream_t stream_of(zt_backend *be);
 const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n);
+const uint16_t *find_words(zt_backend *be, const float *p, size_t n);
+bool kept_round_of(zt_backend *be, const void *p, size_t n);
 uint16_t *words_for(zt_backend *be, const Deferred &d);
 uint16_t *stash_words(cu_ctx *x, const void *p, size_t n);
 uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy);

@@ -73,17 +73,25 @@ void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const
 }
 void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mean, float *rstd, const float *a,
                               const float *b, const float *w, const float *bias, int N, int C, int prec, float eps) {
-    MirrorKeep keep(be, {{res, (size_t)N * C * sizeof(float)}, {out, (size_t)N * C * sizeof(float)},
-                         {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}},
-                    {{a, (size_t)N * C * sizeof(float)}, {b, (size_t)N * C * sizeof(float)}, {w, C * sizeof(float)},
-                     {bias, C * sizeof(float)}});
+    const size_t n = (size_t)N * C;
+    const bool ab = b != a && (const float *)b != res && (const float *)b != out;
+    // a and b as words where there are some: b's from the product before it (take_product_words), else a mirror's
+    // (not while a round_to of b is kept: then the floats, rounded as loaded)
+    const uint16_t *bw = ab ? take_product_words(be, b, n) : nullptr;
+    if (!bw && ab && !kept_round_of(be, b, n)) bw = find_words(be, b, n);
+    const uint16_t *aw = (const float *)a != res && (const float *)a != out ? find_words(be, a, n) : nullptr;
+    MirrorKeep keep(be, {{res, n * sizeof(float)}, {out, n * sizeof(float)}, {mean, N * sizeof(float)},
+                         {rstd, N * sizeof(float)}},
+                    {{aw ? nullptr : a, n * sizeof(float)}, {bw ? nullptr : b, n * sizeof(float)},
+                     {w, C * sizeof(float)}, {bias, C * sizeof(float)}});
     Deferred d = {};
+    d.x16 = aw; d.o16 = bw;
     d.kind = D_RLN_FWD;
     d.o0 = dev(res); d.o1 = dev(out); d.o2 = dev(mean); d.o3 = dev(rstd);
     d.i0 = dev(a); d.i1 = dev(b); d.i2 = dev(w); d.i3 = dev(bias);
     d.B = N; d.C = C; d.res_prec = prec; d.f = eps;
     d.out = out; d.out_n = (size_t)N * C; // a round_to of the LayerNorm's output is fused, as after layernorm_fwd
-    take_round(be, &d, b, (size_t)N * C, b != a && (const float *)b != res && (const float *)b != out);
+    take_round(be, &d, b, (size_t)N * C, ab && !bw);
     cu_ctx *x = ctx_of(be);
     if (prec == x->prec && x->prec != ZT_PREC_FP32) d.w16 = stash_words(x, res, (size_t)N * C); // res's words too
     defer(be, d);
@@ -407,8 +415,9 @@ int b_pack16_ahead(zt_backend *be, void *words, const float *x, size_t n) {
 }
 // the stream for a pack16 / unpack16 of floats f (n) and words w (n): a kept round_to or linear forward that reads and
 // writes none of that memory stays kept (for the op that reads its output next), the copy running before it in the
-// stream; a rounded linear forward that does is launched first, its round_to kept (resolve_product); anything else
-// kept is launched first. Compared as device addresses (the kept op holds them translated)
+// stream; a rounded linear forward that does is launched first writing its output's words alone (product_words_now:
+// the reader after the copy finds them as a lazy mirror); anything else kept is launched first. Compared as device
+// addresses (the kept op holds them translated)
 static bool kept_apart(const Deferred &d, const void *f, const void *w, size_t n) {
     const uintptr_t fa = reinterpret_cast<uintptr_t>(dev(f)), wa = reinterpret_cast<uintptr_t>(dev(w));
     auto apart = [&](const void *p, size_t bytes) {
@@ -430,10 +439,7 @@ static bool kept_apart(const Deferred &d, const void *f, const void *w, size_t n
 static cudaStream_t stream_past_round(zt_backend *be, const void *f, const void *w, size_t n) {
     cu_ctx *c = ctx_of(be);
     if (kept_apart(c->pend, f, w, n)) return c->stream;
-    if (c->pend.kind == D_LIN_FWD && c->pend.in_round) {
-        resolve_product(c);
-        if (kept_apart(c->pend, f, w, n)) return c->stream;
-    }
+    if (c->pend.kind == D_LIN_FWD && c->pend.in_round) product_words_now(be);
     return stream_of(be);
 }
 // packing x to dst where a mirror says dst holds x's words already writes nothing, and launches nothing (the kept op

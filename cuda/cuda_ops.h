@@ -146,11 +146,13 @@ void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, c
                          const float *b, int N, int C, float eps, int prec = 0, uint16_t *out16 = nullptr);
 // res = a + bb rounded to res_prec (zt_cu_add's arithmetic, in_round as zt_cu_add's), then zt_cu_layernorm_fwd of
 // res, out rounded to prec; res16 (may be null): res also as words of res_prec:
-// one launch, the bits of the two launches in sequence
+// one launch, the bits of the two launches in sequence. a16, bb16 (may be null; bb16 not with in_round): a, bb read as
+// these 2-byte words of wprec instead of their floats (a mirror's, or the words alone of the product before it)
 void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
                                   const float *bb, const float *w, const float *b, int N, int C, float eps,
                                   int res_prec, int prec = 0, int in_round = 0, uint16_t *out16 = nullptr,
-                                  uint16_t *res16 = nullptr);
+                                  uint16_t *res16 = nullptr, const uint16_t *a16 = nullptr,
+                                  const uint16_t *bb16 = nullptr, int wprec = 0);
 // dinp += ...; dw, db overwritten (fixed-order partial sums over row blocks, then over the partials), one launch
 // scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory; tickets: see kCuTickets; in_round (a
 // precision; 0: none): dout rounded to it first and written back (the round_to of dout fused here)

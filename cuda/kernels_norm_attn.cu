@@ -90,10 +90,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 }
 
 // the residual add (k_add's arithmetic, rounded to res_prec) and the LayerNorm of its result in one launch: one warp
-// per row writes its row of res, then reads it back (each lane its own columns) for layernorm_fwd_kernel's passes
+// per row writes its row of res, then reads it back (each lane its own columns) for layernorm_fwd_kernel's passes.
+// a16, bb16 (may be null): a, bb read as these 2-byte words of wprec instead of their floats (bb16 not with in_round)
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     residual_layernorm_fwd_kernel(float *res, float *out, uint16_t *out16, uint16_t *res16, float *mean, float *rstd,
-                                  const float *a, float *bb,
+                                  const float *a, float *bb, const uint16_t *a16, const uint16_t *bb16, int wprec,
                                   const float *w, const float *b, int N, int C, float eps, int res_prec, int prec,
                                   int in_round) {
     const int lane = threadIdx.x % 32;
@@ -102,9 +103,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     const size_t off = (size_t)row * C;
     float *x = res + off;
     for (int c = lane; c < C; c += 32) {
-        float y = bb[off + c];
+        float y = bb16 ? zt_bits16_to_f32(bb16[off + c], wprec) : bb[off + c];
         if (in_round) bb[off + c] = y = zt_round_prec(y, in_round); // the round_to of bb fused here: written back
-        x[c] = zt_round_prec(a[off + c] + y, res_prec);
+        const float xa = a16 ? zt_bits16_to_f32(a16[off + c], wprec) : a[off + c];
+        x[c] = zt_round_prec(xa + y, res_prec);
         if (res16) res16[off + c] = zt_f32_to_bits16(x[c], res_prec);
     }
     layernorm_row(out + off, out16 ? out16 + off : nullptr, mean, rstd, x, w, b, C, eps, prec, lane, row);
@@ -319,13 +321,16 @@ void zt_cu_layernorm_fwd(cudaStream_t s, float *out, float *mean, float *rstd, c
 
 void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float *mean, float *rstd, const float *a,
                                   const float *bb, const float *w, const float *b, int N, int C, float eps,
-                                  int res_prec, int prec, int in_round, uint16_t *out16, uint16_t *res16) {
+                                  int res_prec, int prec, int in_round, uint16_t *out16, uint16_t *res16,
+                                  const uint16_t *a16, const uint16_t *bb16, int wprec) {
     if (N <= 0 || C <= 0) return;
     ZT_ASSERT(!out16 || prec != 0); // words of a 2-byte precision
     ZT_ASSERT(!res16 || res_prec != 0);
+    ZT_ASSERT((!a16 && !bb16) || (wprec != 0 && !(bb16 && in_round)));
     // bb is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH(residual_layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, res, out,
-              out16, res16, mean, rstd, a, const_cast<float *>(bb), w, b, N, C, eps, res_prec, prec, in_round);
+              out16, res16, mean, rstd, a, const_cast<float *>(bb), a16, bb16, wprec, w, b, N, C, eps, res_prec, prec,
+              in_round);
     NA_LAUNCH_CHECK("residual_layernorm_fwd_kernel");
 }
 

@@ -4,12 +4,11 @@
 // off, with and without in_round, and the rounded input's words in16) and backward, LayerNorm forward and backward,
 // residual + LayerNorm forward (out, and res as res16), round_to's x16 (the stash's words, pack16_ahead), the fused
 // attention's forward and backward (fp32 kernels and tensor cores), RMSNorm and SwiGLU forward and
-// backward; and the kernels that read words instead of floats: a product's output handed over as words (GELU
-// forward's inp16, the tensor-core attention forward's qkv_words), a lazy unpack's (GELU and LayerNorm backward's
-// inp16, the tensor-core attention backward's qkv16 and out16; unpack16_multi); and the tensor-core attention with
-// the round_to of its input fused (in_round: qkv forward, with its words; dout backward). In bf16 and fp16, under the
-// host execution harness: the
-// outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
+// backward; and the kernels that read words instead of floats: a product's output handed over as words or a
+// mirror's (GELU forward's inp16, the tensor-core attention forward's qkv_words, residual + LayerNorm's a16 / bb16), a
+// lazy unpack's (GELU and LayerNorm backward's inp16, the tensor-core attention backward's qkv16 and out16;
+// unpack16_multi); and the tensor-core attention with the round_to of its input fused (in_round: qkv forward, with its
+// words; dout backward). In bf16 and fp16, under the host execution harness: the outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
 // written past the words; linear_fwd's out_words (the GEMM's own rounding): round_to's words of its float output, the
 // floats not written. (A product reading the words is checked bitwise against packing in
 // test_kernels_norm_attn's linear_bwd rows and tests/unit/core/dist/test_mirrors.c.)
@@ -148,6 +147,22 @@ void test_word_readers(int prec, int N, int C) {
     zt_cu_layernorm_bwd(0, dx1.data(), dwb.data(), dbb.data(), dy.data(), xg.data(), lw.data(), mean.data(),
                         rstd.data(), N, C, sc.data(), tickets(), prec, 0, nullptr, xw.data(), prec);
     bad += !same_bits(dx0, dx1) + !same_bits(dwa, dwb) + !same_bits(dba, dbb);
+    // residual + LayerNorm forward with a and bb given as words (their floats NaN): the same res, out, stats, words
+    {
+        vec ra = randv(n), rb = randv(n);
+        for (float &f : ra) f = zt_round_prec(f, prec);
+        for (float &f : rb) f = zt_round_prec(f, prec);
+        std::vector<uint16_t> aw(n), bw(n), oa(n), ob(n), sa(n), sb(n);
+        for (size_t i = 0; i < n; i++) aw[i] = zt_f32_to_bits16(ra[i], prec), bw[i] = zt_f32_to_bits16(rb[i], prec);
+        vec res0(n), res1(n), out0(n), out1(n), m0(N), m1(N), r0(N), r1(N), an = nanv(n), bn = nanv(n);
+        zt_cu_residual_layernorm_fwd(0, res0.data(), out0.data(), m0.data(), r0.data(), ra.data(), rb.data(), lw.data(),
+                                     lw.data(), N, C, 1e-5f, prec, prec, 0, oa.data(), sa.data());
+        zt_cu_residual_layernorm_fwd(0, res1.data(), out1.data(), m1.data(), r1.data(), an.data(), bn.data(), lw.data(),
+                                     lw.data(), N, C, 1e-5f, prec, prec, 0, ob.data(), sb.data(), aw.data(), bw.data(),
+                                     prec);
+        bad += !same_bits(res0, res1) + !same_bits(out0, out1) + !same_bits(m0, m1) + !same_bits(r0, r1) +
+               (oa != ob) + (sa != sb);
+    }
     // unpack16_multi: three ranges (one empty) against unpack16 each
     zt_cu_unpack_job job = {};
     vec u0 = nanv(2 * n + 3), u1 = nanv(2 * n + 3);
@@ -162,8 +177,9 @@ void test_word_readers(int prec, int N, int C) {
     zt_cu_unpack16_multi(0, job, prec);
     bad += !same_bits(u0, u1);
     if (bad == 0)
-        check_pass("gelu_fwd / gelu_erf_fwd inp16, gelu_bwd inp16, layernorm_bwd inp16, unpack16_multi %s [N%d,C%d]: the "
-                   "same bits as from the floats (the floats NaN when the words are given)", prec_name(prec), N, C);
+        check_pass("gelu_fwd / gelu_erf_fwd inp16, gelu_bwd inp16, layernorm_bwd inp16, residual_layernorm_fwd a16 / "
+                   "bb16, unpack16_multi %s [N%d,C%d]: the same bits as from the floats (the floats NaN when the words "
+                   "are given)", prec_name(prec), N, C);
     else check_fail("gelu_fwd / gelu_bwd / layernorm_bwd inp16, unpack16_multi %s [N%d,C%d]: %zu mismatches",
                     prec_name(prec), N, C, bad);
 }

@@ -116,21 +116,29 @@ static void w_ln_fwd(zt_backend *be, float *o, float *m, float *r, const float *
    layernorm_fwd */
 static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, const float *a, const float *b,
                       const float *w, const float *bi, int N, int C, int p, float eps) {
-    cnt_mneed(a, F4 * N * C);
-    cnt_mneed(b, F4 * N * C);
+    /* a and b read as words where there are some (b's handed over by the product before it, else a mirror's, but
+       not while a round_to of b is kept): 2 bytes an element, not 4 */
+    const size_t n = (size_t)N * C;
+    const int ab = b != a && b != res && b != o;
+    int bw = ab && cnt_take_product_words(b, n);
+    if (!bw && ab && !cnt_kept_round_of(b, n)) bw = cnt_mwords(b, n);
+    const int aw = a != res && a != o && cnt_mwords(a, n);
+    cnt_mneed(aw ? NULL : a, F4 * N * C);
+    cnt_mneed(bw ? NULL : b, F4 * N * C);
     cnt_mneed(w, F4 * C);
     cnt_mneed(bi, F4 * C);
     cnt_mkeep(res, F4 * N * C);
     cnt_mkeep(o, F4 * N * C);
     cnt_mkeep(m, F4 * N);
     cnt_mkeep(r, F4 * N);
-    const int took = cnt_take_round(b, (size_t)N * C, b != a && b != res && b != o);
+    const int took = cnt_take_round(b, n, ab && !bw);
     /* res's words too, where a pack16_ahead wants them */
     const void *rw = p == cnt_prec && cnt_prec != ZT_PREC_FP32 ? cnt_stash_words(res, (size_t)N * C) : NULL;
     cnt_flush();
     cnt_calls[K_RLN_FWD]++;
     if (N > 0 && C > 0)
-        cnt_add(K_RLN_FWD, 1, F4 * (4.0 * N * C + 2.0 * C + 2.0 * N + (took ? (double)N * C : 0)) + (rw ? 2.0 * N * C : 0));
+        cnt_add(K_RLN_FWD, 1, F4 * (4.0 * N * C + 2.0 * C + 2.0 * N + (took ? (double)N * C : 0)) + (rw ? 2.0 * N * C : 0) -
+                                  2.0 * (aw + bw) * (double)N * C);
     cnt_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p, eps);
     cnt_defer_words(K_RLN_FWD, o, (size_t)N * C);
     cnt_mdone();
@@ -466,10 +474,10 @@ static int lin_apart(const void *f, const void *w, size_t n) {
            apart(l->pb, F4 * l->N, f, w, n) && apart(l->pi16, 2.0 * ni, f, w, n) && apart(l->pw16, 2.0 * nw, f, w, n);
 }
 /* cuda_backend_ops.cu stream_past_round: a kept round_to or linear forward apart from the copy's memory stays kept; a
-   rounded linear forward that is not is launched first, its round_to kept */
+   rounded linear forward that is not is launched first, writing its output's words alone */
 static void flush_past_round(const void *f, const void *w, size_t n) {
     if (cnt_lin.on && lin_apart(f, w, n)) return;
-    if (cnt_lin.on && cnt_lin.rounded) cnt_lresolve();
+    if (cnt_lin.on && cnt_lin.rounded) cnt_take_product_words(cnt_lin.out, cnt_lin.n); /* its words alone, now */
     if (!cnt_pend && cnt_rpend && apart(cnt_rpend_x, F4 * cnt_rpend_n, f, w, n) &&
         apart(cnt_rpend_w, 2.0 * cnt_rpend_n, f, w, n))
         return;

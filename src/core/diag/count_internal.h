@@ -59,7 +59,8 @@ extern cnt_product cnt_lin;
 
 /* a launch of kind k moving bytes; the kept op launched (every slot but a fused round_to); the mirrors a slot reads
    as floats (mneed, settled as one launch by msettle or the next mkeep), writes (mkeep ... mdone; mdrop) or reads as
-   words (mfind: 1); a record (madd; lazy: an unpack16_lazy's); the stash words reserved for a range, recorded as
+   words (mfind: 1; mwords: 1 where there are words, nothing settled otherwise); whether a round_to of a range is kept
+   (kept_round_of); a record (madd; lazy: an unpack16_lazy's); the stash words reserved for a range, recorded as
    its mirror (stash_words); a kept round_to taken by the op reading in (take_round; take_round_w: words 1 when it
    writes the round's stash words, counted in k); an op kept for a following round_to (defer; defer_words: its rounded
    output is a product's input, written as words by words_for); a word buffer (ring); the kept linear forward
@@ -74,6 +75,8 @@ void cnt_madd(const void *dst, const void *src, size_t n, int lazy);
 void cnt_mkeep(const void *p, double bytes);
 void cnt_mdone(void);
 int cnt_mfind(const float *p, double n);
+int cnt_mwords(const float *p, size_t n);
+int cnt_kept_round_of(const void *p, size_t n);
 const void *cnt_stash_words(const void *p, size_t n);
 int cnt_take_round(const void *in, size_t n, int in_place);
 int cnt_take_round_w(const void *in, size_t n, int in_place, int words, int k);

@@ -83,6 +83,17 @@ void cnt_madd(const void *dst, const void *src, size_t n, int lazy) {
     cnt_mir.e[cnt_mir.n - 1].lazy = lazy;
 }
 
+/* the words a mirror says equal the n floats at p (lazy or not): 1, read instead of the floats; nothing settled */
+int cnt_mwords(const float *p, size_t n) {
+    if (!cnt_mir_on || cnt_prec == ZT_PREC_FP32 || !p || !n || !zt_mirror16_find(&cnt_mir, p, n)) return 0;
+    cnt_tot.mirror_hits++;
+    return 1;
+}
+/* whether a round_to of exactly (p, n) is kept (D_ROUND, or taken by the kept linear forward) */
+int cnt_kept_round_of(const void *p, size_t n) {
+    return (cnt_rpend && cnt_rpend_x == p && cnt_rpend_n == n) ||
+           (cnt_lin.on && cnt_lin.rounded && cnt_lin.out == p && cnt_lin.n == n);
+}
 /* the kept linear forward launched: its output as floats, or (words) as 2-byte words alone */
 static void lin_launch(int words) {
     cnt_lin.on = 0;
