@@ -39,8 +39,15 @@
 namespace ZT_CU_NS {
 namespace cub {
 
-// out16: the rounded output also as 2-byte words (words_for's kinds), else nullptr
-void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16) {
+// out16: the rounded output also as 2-byte words (words_for's kinds), else nullptr; words_only: those words alone,
+// the output's floats not written (floats_optional's kinds)
+void launch_deferred(cu_ctx *x, const Deferred &d0, int prec, uint16_t *out16, bool words_only) {
+    Deferred d = d0;
+    if (words_only) {
+        ZT_ASSERT(out16 && floats_optional(d));
+        if (d.kind == D_RLN_FWD) d.o1 = nullptr; // out (res stays)
+        else d.o0 = nullptr;
+    }
     cudaStream_t s = x->stream;
     switch (d.kind) {
     case D_GELU_FWD:
@@ -284,16 +291,31 @@ void mirror_add(cu_ctx *x, const float *dst, const void *src, size_t n, int lazy
 // the backward their input gradients are the output gradient of the linear before them: the kernel that rounds such
 // an output also writes its 2-byte words into one of two backend buffers, taken in turn, and that is recorded as a mirror
 // (a slot writing the output drops it; the next use of the same buffer drops it too). nullptr for other ops, without
-// mirrors, and in fp32 runs.
-uint16_t *words_for(zt_backend *be, const Deferred &d) {
+// mirrors, and in fp32 runs. Where pack16_ahead reserved the stash for them, the words go there; with only given, an
+// op whose floats are optional (floats_optional) is then to write the words alone (*only: the mirror is lazy).
+uint16_t *words_for(zt_backend *be, const Deferred &d, bool *only) {
     cu_ctx *x = ctx_of(be);
+    if (only) *only = false;
     if (!x->mir_on || x->prec == ZT_PREC_FP32 || !d.out_n ||
         !(d.kind == D_LN_FWD || d.kind == D_RLN_FWD || d.kind == D_GELU_FWD || d.kind == D_ATT_FWD ||
           d.kind == D_LN_BWD || d.kind == D_GELU_BWD || d.kind == D_ATT_BWD || d.kind == D_RMS_FWD ||
           d.kind == D_RMS_BWD || d.kind == D_SWIGLU_FWD || d.kind == D_SWIGLU_BWD))
         return nullptr;
-    if (uint16_t *w = stash_words(x, d.out, d.out_n)) return dev(w); // the stash pack16_ahead reserved, instead
+    if (uint16_t *w = stash_words(x, d.out, d.out_n)) { // the stash pack16_ahead reserved, instead
+        if (only && floats_optional(d)) { // the words alone: the floats a lazy mirror of them
+            zt_mirror16_mark_lazy(&x->mir, static_cast<const float *>(d.out), w, d.out_n);
+            *only = true;
+        }
+        return dev(w);
+    }
     return static_cast<uint16_t *>(dev(ring_words(be, static_cast<const float *>(d.out), d.out_n, 0)));
+}
+
+// the kinds whose kernels can write their rounded output's words alone (a forward's output that goes to the stash:
+// the products read it as words, the backward from the stash): GELU, LayerNorm, residual + LayerNorm (out) and the
+// tensor-core attention forwards
+bool floats_optional(const Deferred &d) {
+    return d.kind == D_GELU_FWD || d.kind == D_LN_FWD || d.kind == D_RLN_FWD || (d.kind == D_ATT_FWD && d.tc);
 }
 
 // the next of the two word buffers, for the n floats at f (recorded as their mirror; lazy: f not written)

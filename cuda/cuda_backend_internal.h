@@ -135,7 +135,8 @@ struct MirrorKeep {
     ~MirrorKeep() { x->mir_keep = 0; }
 };
 // ---- cuda_backend_core.cu
-void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16 = nullptr);
+void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16 = nullptr, bool words_only = false);
+bool floats_optional(const Deferred &d);
 void flush(zt_backend *be);
 void defer(zt_backend *be, const Deferred &d);
 void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok);
@@ -146,7 +147,7 @@ cudaStream_t stream_of(zt_backend *be);
 const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n);
 const uint16_t *find_words(zt_backend *be, const float *p, size_t n);
 bool kept_round_of(zt_backend *be, const void *p, size_t n);
-uint16_t *words_for(zt_backend *be, const Deferred &d);
+uint16_t *words_for(zt_backend *be, const Deferred &d, bool *only = nullptr);
 uint16_t *stash_words(cu_ctx *x, const void *p, size_t n);
 uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy);
 void mirror_add(cu_ctx *x, const float *dst, const void *src, size_t n, int lazy);

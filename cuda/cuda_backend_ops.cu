@@ -385,7 +385,9 @@ void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
         c->pend.out == x && c->pend.out_n == n) {
         const Deferred d = c->pend; // the op that wrote x: launched rounding its output, which is all round_to does
         c->pend.kind = D_NONE;
-        launch_deferred(c, d, prec, prec == c->prec ? words_for(be, d) : nullptr);
+        bool only = false; // the words alone, where they go to the stash (words_for)
+        uint16_t *w = prec == c->prec ? words_for(be, d, &only) : nullptr;
+        launch_deferred(c, d, prec, w, only);
         c->fused++;
         return;
     }

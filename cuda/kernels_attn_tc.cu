@@ -145,7 +145,7 @@ __device__ __forceinline__ void acc_times(float (*out)[4], const float (*x)[4], 
 __device__ __forceinline__ void store2(float *dst, uint16_t *dst16, size_t at, float a, float b, int prec) {
     a = zt_round_prec(a, prec);
     b = zt_round_prec(b, prec);
-    *reinterpret_cast<float2 *>(dst + at) = make_float2(a, b);
+    if (dst) *reinterpret_cast<float2 *>(dst + at) = make_float2(a, b); // null: the words alone
     if (dst16)
         *reinterpret_cast<uint32_t *>(dst16 + at) =
             (uint32_t)zt_f32_to_bits16(a, prec) | (uint32_t)zt_f32_to_bits16(b, prec) << 16;

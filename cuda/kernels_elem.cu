@@ -141,15 +141,16 @@ __global__ void k_gelu_fwd(float *out, float *inp, const uint16_t *inp16, uint16
         }
         const float4 y = make_float4(zt_round_prec(gelu_f(x.x, exact), prec), zt_round_prec(gelu_f(x.y, exact), prec),
                                      zt_round_prec(gelu_f(x.z, exact), prec), zt_round_prec(gelu_f(x.w, exact), prec));
-        st4(out, k, y);
+        if (out) st4(out, k, y); // null: the words alone
         if (out16) reinterpret_cast<uint2 *>(out16)[k] = words4(y, prec);
     }
     ZT_TAIL(i, n4, n) {
         float x = inp16 ? zt_bits16_to_f32(inp16[i], wprec) : inp[i];
         if (in_round) inp[i] = x = zt_round_prec(x, in_round);
         if (in16) in16[i] = zt_f32_to_bits16(x, in_round);
-        out[i] = zt_round_prec(gelu_f(x, exact), prec);
-        if (out16) out16[i] = zt_f32_to_bits16(out[i], prec);
+        const float y = zt_round_prec(gelu_f(x, exact), prec);
+        if (out) out[i] = y;
+        if (out16) out16[i] = zt_f32_to_bits16(y, prec);
     }
 }
 
@@ -511,6 +512,7 @@ void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int 
     ZT_ASSERT(!out16 || prec != ZT_PREC_FP32);
     ZT_ASSERT(!in16 || in_round != ZT_PREC_FP32);
     ZT_ASSERT(!inp16 || (inp16_prec != ZT_PREC_FP32 && !in_round));
+    ZT_ASSERT(out || out16);
     const size_t n4 =
         aligned(in16, 8) && aligned(inp16, 8) ? vec4_count(n, out, inp16 ? nullptr : inp, out16, 8) : 0;
     // inp is written only when in_round (rounded in place, as the round_to fused here would have)

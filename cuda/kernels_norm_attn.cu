@@ -69,7 +69,7 @@ __device__ __forceinline__ void layernorm_row(float *o, uint16_t *o16, float *me
     const float r = zt_ln_rstd(warp_sum(v), C, eps);
     for (int c = lane; c < C; c += 32) {
         const float y = zt_round_prec(zt_ln_out(x[c], m, r, w[c], b[c]), prec);
-        o[c] = y;
+        if (o) o[c] = y; // null: the words alone
         if (o16) o16[c] = zt_f32_to_bits16(y, prec);
     }
     if (lane == 0) {
@@ -85,8 +85,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= N) return; // whole warps leave together
-    layernorm_row(out + (size_t)row * C, out16 ? out16 + (size_t)row * C : nullptr, mean, rstd, inp + (size_t)row * C,
-                  w, b, C, eps, prec, lane, row);
+    layernorm_row(out ? out + (size_t)row * C : nullptr, out16 ? out16 + (size_t)row * C : nullptr, mean, rstd,
+                  inp + (size_t)row * C, w, b, C, eps, prec, lane, row);
 }
 
 // the residual add (k_add's arithmetic, rounded to res_prec) and the LayerNorm of its result in one launch: one warp
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         x[c] = zt_round_prec(xa + y, res_prec);
         if (res16) res16[off + c] = zt_f32_to_bits16(x[c], res_prec);
     }
-    layernorm_row(out + off, out16 ? out16 + off : nullptr, mean, rstd, x, w, b, C, eps, prec, lane, row);
+    layernorm_row(out ? out + off : nullptr, out16 ? out16 + off : nullptr, mean, rstd, x, w, b, C, eps, prec, lane, row);
 }
 
 // a row's input to a backward: its floats, or the 2-byte words (of precision prec) they were unpacked from

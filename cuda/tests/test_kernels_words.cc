@@ -8,10 +8,11 @@
 // mirror's (GELU forward's inp16, the tensor-core attention forward's qkv_words, residual + LayerNorm's a16 / bb16), a
 // lazy unpack's (GELU and LayerNorm backward's inp16, the tensor-core attention backward's qkv16 and out16;
 // unpack16_multi); and the tensor-core attention with the round_to of its input fused (in_round: qkv forward, with its
-// words; dout backward). In bf16 and fp16, under the host execution harness: the outputs must be the same bits as without out16, every word zt_f32_to_bits16 of its output element, and nothing
-// written past the words; linear_fwd's out_words (the GEMM's own rounding): round_to's words of its float output, the
-// floats not written. (A product reading the words is checked bitwise against packing in
-// test_kernels_norm_attn's linear_bwd rows and tests/unit/core/dist/test_mirrors.c.)
+// words; dout backward). In bf16 and fp16, under the host execution harness: the outputs must be the same bits as
+// without out16, every word zt_f32_to_bits16 of its output element, and nothing written past the words; linear_fwd's
+// out_words (the GEMM's own rounding): round_to's words of its float output, the floats not written; and the forwards
+// asked for the words alone (no float output) write the same words. (A product reading the words is checked bitwise
+// against packing in test_kernels_norm_attn's linear_bwd rows and tests/unit/core/dist/test_mirrors.c.)
 //
 // Usage: [ZT_TEST_SEED=n] test_kernels_words    (built by cuda/backend.mk against build/libztrain.a)
 #include "kernel_test.h"
@@ -81,6 +82,42 @@ void test_norms(int prec, int N, int C) {
                    "rounded output, outputs the same bits as without", prec_name(prec), N, C);
     else check_fail("layernorm_fwd, residual_layernorm_fwd out16 %s [N%d,C%d]: %zu mismatches", prec_name(prec), N, C,
                     bad);
+}
+
+// the forwards asked for their words alone (the float output null, cuda_backend_core.cu floats_optional): GELU (the
+// vector path and the tail), LayerNorm, residual + LayerNorm (out; res still written) and the tensor-core attention
+// write the same words as with their floats, and the same statistics
+void test_words_alone(int prec, int N, int C) {
+    const size_t n = (size_t)N * C;
+    size_t bad = 0;
+    for (int exact = 0; exact < 2; exact++) {
+        vec x = randv(n + 1, 3.0), o(n + 1);
+        std::vector<uint16_t> w0(n + 1, 0xdead), w1(n + 1, 0xdead);
+        zt_cu_gelu_fwd(0, o.data(), x.data(), n + 1, prec, exact, 0, w0.data());
+        zt_cu_gelu_fwd(0, nullptr, x.data(), n + 1, prec, exact, 0, w1.data());
+        bad += w0 != w1;
+    }
+    vec x = randv(n), a = randv(n), w = randv(C), b = randv(C), m0(N), r0(N), m1(N), r1(N), o0(n), s0(n), s1(n);
+    std::vector<uint16_t> w0(n, 0xdead), w1(n, 0xdead), q0(n, 0xdead), q1(n, 0xdead);
+    zt_cu_layernorm_fwd(0, o0.data(), m0.data(), r0.data(), x.data(), w.data(), b.data(), N, C, 1e-5f, prec, w0.data());
+    zt_cu_layernorm_fwd(0, nullptr, m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C, 1e-5f, prec, w1.data());
+    bad += (w0 != w1) + !same_bits(m0, m1) + !same_bits(r0, r1);
+    zt_cu_residual_layernorm_fwd(0, s0.data(), o0.data(), m0.data(), r0.data(), a.data(), x.data(), w.data(), b.data(),
+                                 N, C, 1e-5f, prec, prec, 0, w0.data(), q0.data());
+    zt_cu_residual_layernorm_fwd(0, s1.data(), nullptr, m1.data(), r1.data(), a.data(), x.data(), w.data(), b.data(),
+                                 N, C, 1e-5f, prec, prec, 0, w1.data(), q1.data());
+    bad += (w0 != w1) + (q0 != q1) + !same_bits(s0, s1) + !same_bits(m0, m1) + !same_bits(r0, r1);
+    const int B = 1, T = 70, AC = 128, NH = 2;
+    vec qkv = randv((size_t)B * T * 3 * AC), ao((size_t)B * T * AC), st0((size_t)B * NH * T * 2), st1(st0.size());
+    std::vector<uint16_t> aw0(ao.size(), 0xdead), aw1(ao.size(), 0xdead);
+    for (float &f : qkv) f = zt_round_prec(f, prec);
+    zt_cu_attention_fused_fwd(0, ao.data(), st0.data(), qkv.data(), B, T, AC, NH, NH, prec, prec, aw0.data());
+    zt_cu_attention_fused_fwd(0, nullptr, st1.data(), qkv.data(), B, T, AC, NH, NH, prec, prec, aw1.data());
+    bad += (aw0 != aw1) + !same_bits(st0, st1);
+    if (bad == 0)
+        check_pass("gelu_fwd, layernorm_fwd, residual_layernorm_fwd, attention_fused_fwd (tensor cores) %s [N%d,C%d] with "
+                   "their float output null: the same words and statistics as with it", prec_name(prec), N, C);
+    else check_fail("words alone %s [N%d,C%d]: %zu mismatches", prec_name(prec), N, C, bad);
 }
 
 // GELU backward (in place, as the model runs it, with and without in_round) and LayerNorm backward (dinp += ...)
@@ -314,6 +351,7 @@ int main(void) {
         test_word_readers(prec, 37, 45);
         test_word_readers(prec, 130, 768);
         test_product_words(prec, 37, 45, 29);
+        test_words_alone(prec, 37, 45);
         test_attention(prec, 2, 70, 128, 2, 2); // head size 64, two query tiles
         test_attention(prec, 1, 33, 128, 4, 4); // head size 32
         test_attention(prec, 1, 130, 128, 4, 2); // grouped queries: k, v written back by a group's first head

@@ -190,8 +190,17 @@ void cnt_defer_words(int k, const void *out, size_t n) {
 void cnt_words_for(int k, const void *out, size_t n) {
     if (!cnt_mir_on || cnt_prec == ZT_PREC_FP32 || !n) return;
     cnt_bytes[k] += 2.0 * n;
-    if (cnt_stash_words(out, n)) return; /* into the stash pack16_ahead reserved, instead of a word buffer */
-    cnt_ring(out, n, 0);
+    const void *w = cnt_stash_words(out, n);
+    if (!w) { /* a word buffer, unless the stash pack16_ahead reserved */
+        cnt_ring(out, n, 0);
+        return;
+    }
+    /* into the stash: the forwards whose floats are optional write the words alone (cuda_backend_core.cu
+       floats_optional), their floats a lazy mirror */
+    if (k == K_GELU_FWD || k == K_GELU_ERF_FWD || k == K_LN_FWD || k == K_RLN_FWD || (k == K_FATT_FWD && cnt_attn_tc)) {
+        zt_mirror16_mark_lazy(&cnt_mir, (const float *)out, w, n);
+        cnt_bytes[k] -= F4 * n;
+    }
 }
 /* the next of the two word buffers, recorded as the n floats at out's mirror (lazy: out not written) */
 const void *cnt_ring(const void *out, size_t n, int lazy) {
