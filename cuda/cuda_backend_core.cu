@@ -54,11 +54,14 @@ void launch_deferred(cu_ctx *x, const Deferred &d0, int prec, uint16_t *out16, b
         zt_cu_gelu_fwd(s, d.o0, d.i0, d.n, prec, d.exact, d.in_round, out16, d.w16 ? dev(d.w16) : nullptr, d.x16,
                        x->prec);
         break;
-    case D_LIN_FWD: // out16: the rounded output as words alone (take_product_words)
-        zt_cu_linear_fwd(x->gemm, s, d.o0, d.i0, d.i1, d.i2, d.B, d.C, d.V, d.x16, d.o16, out16);
+    case D_PRODUCT: // out16: the rounded output as words alone (take_product_words)
+        if (!d.tb) zt_cu_linear_fwd(x->gemm, s, d.o0, d.i0, d.i1, d.i2, d.B, d.C, d.V, d.x16, d.o16, out16);
+        else // dinp = dout @ w^T, dout given as words
+            zt_cu_matmul16(x->gemm, s, out16 ? static_cast<void *>(out16) : static_cast<void *>(d.o0), out16 != nullptr,
+                           d.x16, 1, d.i1, d.B, d.V, d.C, 0, 1, d.o16);
         break;
     case D_GELU_BWD:
-        zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact, d.in_round, out16, d.x16, x->prec);
+        zt_cu_gelu_bwd(s, d.o0, d.i0, d.i1, d.n, prec, d.exact, d.in_round, out16, d.x16, x->prec, d.o16);
         break;
     case D_ROUND:
         zt_cu_round_to(s, d.o0, d.n, d.in_round, d.w16 ? dev(d.w16) : nullptr);
@@ -70,7 +73,7 @@ void launch_deferred(cu_ctx *x, const Deferred &d0, int prec, uint16_t *out16, b
     case D_LN_FWD: zt_cu_layernorm_fwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.B, d.C, d.f, prec, out16); break;
     case D_LN_BWD:
         zt_cu_layernorm_bwd(s, d.o0, d.o1, d.o2, d.i0, d.i1, d.i2, d.i3, d.i4, d.B, d.C, d.scratch, d.tickets, prec,
-                            d.in_round, out16, d.x16, x->prec);
+                            d.in_round, out16, d.x16, x->prec, d.o16);
         break;
     case D_ATT_FWD:
         zt_cu_attention_fused_fwd(s, d.o0, d.o1, d.i0, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc, out16, d.in_round,
@@ -137,7 +140,7 @@ void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok) 
 // its fp32 sums itself; the floats are a lazy mirror of the words, written only if some slot reads them); any other
 // call runs the product with float output and keeps the round_to (resolve_product: D_ROUND, as before).
 void resolve_product(cu_ctx *x) {
-    if (x->pend.kind != D_LIN_FWD || !x->pend.in_round) return;
+    if (x->pend.kind != D_PRODUCT || !x->pend.in_round) return;
     const Deferred d = x->pend;
     launch_deferred(x, d, 0); // the floats
     Deferred r = {};
@@ -152,7 +155,7 @@ void resolve_product(cu_ctx *x) {
 // (into the stash pack16_ahead reserved, else the next word buffer), recorded as a lazy mirror; else nullptr
 const uint16_t *take_product_words(zt_backend *be, const void *in, size_t n) {
     cu_ctx *x = ctx_of(be);
-    if (x->pend.kind != D_LIN_FWD || !x->pend.in_round || x->pend.out != in || x->pend.out_n != n || !n)
+    if (x->pend.kind != D_PRODUCT || !x->pend.in_round || x->pend.out != in || x->pend.out_n != n || !n)
         return nullptr;
     return product_words_now(be);
 }
@@ -169,7 +172,7 @@ const uint16_t *product_words_now(zt_backend *be) {
     if (!w) { // (growing the buffer the first time passes flush: the mirrors stay, nothing is kept)
         const int keep = x->mir_keep;
         x->mir_keep = 1;
-        w = ring_words(be, f, n, 1);
+        w = ring_words(be, f, n, 1, d.x16, d.o16); // not where its operands' words are
         x->mir_keep = keep;
     } else if (!zt_mirror16_mark_lazy(&x->mir, f, w, n)) mirror_add(x, f, w, n, 1);
     launch_deferred(x, d, d.in_round, dev(w));
@@ -211,7 +214,7 @@ const uint16_t *find_words(zt_backend *be, const float *p, size_t n) {
 // mirror names them, are not written yet
 bool kept_round_of(zt_backend *be, const void *p, size_t n) {
     const Deferred &d = ctx_of(be)->pend;
-    return (d.kind == D_ROUND || (d.kind == D_LIN_FWD && d.in_round)) && d.out == p && d.out_n == n;
+    return (d.kind == D_ROUND || (d.kind == D_PRODUCT && d.in_round)) && d.out == p && d.out_n == n;
 }
 
 // ------------------------------------------------------------------------------------------ lazy unpacks
@@ -289,7 +292,8 @@ void mirror_add(cu_ctx *x, const float *dst, const void *src, size_t n, int lazy
 
 // A LayerNorm (ln1, ln2, ln_f), RMSNorm, GELU, SwiGLU or fused attention output is the next product's input, and in
 // the backward their input gradients are the output gradient of the linear before them: the kernel that rounds such
-// an output also writes its 2-byte words into one of two backend buffers, taken in turn, and that is recorded as a mirror
+// an output also writes its 2-byte words into one of the backend's word buffers (ring_words), and that is recorded as a
+// mirror
 // (a slot writing the output drops it; the next use of the same buffer drops it too). nullptr for other ops, without
 // mirrors, and in fp32 runs. Where pack16_ahead reserved the stash for them, the words go there; with only given, an
 // op whose floats are optional (floats_optional) is then to write the words alone (*only: the mirror is lazy).
@@ -308,7 +312,9 @@ uint16_t *words_for(zt_backend *be, const Deferred &d, bool *only) {
         }
         return dev(w);
     }
-    return static_cast<uint16_t *>(dev(ring_words(be, static_cast<const float *>(d.out), d.out_n, 0)));
+    // (not where the op reads its input words: an op that reads them after writing some of its own, e.g. the
+    // LayerNorm backward's column sums, would read its output)
+    return static_cast<uint16_t *>(dev(ring_words(be, static_cast<const float *>(d.out), d.out_n, 0, d.x16, d.o16)));
 }
 
 // the kinds whose kernels can write their rounded output's words alone (a forward's output that goes to the stash:
@@ -318,11 +324,36 @@ bool floats_optional(const Deferred &d) {
     return d.kind == D_GELU_FWD || d.kind == D_LN_FWD || d.kind == D_RLN_FWD || (d.kind == D_ATT_FWD && d.tc);
 }
 
-// the next of the two word buffers, for the n floats at f (recorded as their mirror; lazy: f not written)
-uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy) {
+// whether word buffer k holds the words of a lazy mirror (floats not written)
+static bool ring_lazy(cu_ctx *x, int k) {
+    for (int i = 0; i < x->mir.n; i++)
+        if (x->mir.e[i].lazy && x->ring[k] &&
+            zt_mirror16_overlap(x->mir.e[i].src, x->mir.e[i].n * sizeof(uint16_t),
+                                reinterpret_cast<uintptr_t>(x->ring[k]), x->ring_cap[k] * sizeof(uint16_t)))
+            return true;
+    return false;
+}
+// whether word buffer k holds the device address p (a kept product's operand words)
+static bool ring_holds(cu_ctx *x, int k, const void *p) {
+    if (!p || !x->ring[k]) return false;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(dev(x->ring[k])), q = reinterpret_cast<uintptr_t>(p);
+    return q >= a && q < a + x->ring_cap[k] * sizeof(uint16_t);
+}
+
+// a word buffer for the n floats at f (recorded as their mirror; lazy: f not written): the next in turn that holds no
+// lazy mirror's words (replacing those would write their floats first), or the next in turn when all do, never one
+// that holds avoid0 / avoid1 (device addresses: the words the writer reads). Three: in a backward a product's words
+// wait for their floats to be overwritten (the qkv product's dinp until the next layer's) while the others take turns
+uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy, const void *avoid0, const void *avoid1) {
     cu_ctx *x = ctx_of(be);
-    const int k = x->ring_next;
-    x->ring_next ^= 1;
+    int k = -1;
+    for (int pass = 0; pass < 2 && k < 0; pass++)
+        for (int i = 0; i < kRing && k < 0; i++) {
+            const int j = (x->ring_next + i) % kRing;
+            if (!ring_holds(x, j, avoid0) && !ring_holds(x, j, avoid1) && (pass || !ring_lazy(x, j))) k = j;
+        }
+    ZT_ASSERT(k >= 0);
+    x->ring_next = (k + 1) % kRing;
     drop(x, {{x->ring[k], x->ring_cap[k] * sizeof(uint16_t)}}); // its old words are replaced
     if (n > x->ring_cap[k]) { // grown to the largest need (the first step), then kept
         b_free(be, x->ring[k]);

@@ -32,7 +32,8 @@ enum DKind {
     D_NONE, D_GELU_FWD, D_GELU_BWD, D_ADD, D_EMBED_FWD, D_XENT, D_LN_FWD, D_LN_BWD, D_ATT_FWD, D_ATT_BWD,
     D_RMS_FWD, D_RMS_BWD, D_SWIGLU_FWD, D_SWIGLU_BWD, D_RLN_FWD,
     D_ROUND,   // a round_to no op before it could take: kept for the GELU / add that reads its buffer next (in_round)
-    D_LIN_FWD  // a linear forward (with mirrors): its round_to taken (in_round), kept for the reader of its words
+    D_PRODUCT  // a product (with mirrors): a linear forward, or a linear backward's dinp (tb); its round_to taken
+               // (in_round), kept for the reader of its words
 };
 struct Deferred {
     DKind kind;
@@ -41,7 +42,8 @@ struct Deferred {
     const int32_t *tok;
     void *scratch;
     unsigned *tickets; // D_LN_BWD, D_RMS_BWD: the backend's tickets (cuda_ops.h kCuTickets)
-    int B, T, C, NH, NKV, V, Vp; // D_LIN_FWD: N, C, OC as B, C, V
+    int B, T, C, NH, NKV, V, Vp; // D_PRODUCT: c(M, N) = a(M, K) @ b(K, N) (+ bias): M, K, N as B, C, V
+    int tb;                      // D_PRODUCT: b stored (N, K) (the linear backward's dinp = dout @ w^T)
     size_t n;
     float f;      // D_XENT: dscale; D_LN_FWD, D_RLN_FWD, D_RMS_FWD: eps
     int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
@@ -53,11 +55,12 @@ struct Deferred {
     const void *out;
     size_t out_n;
     const uint16_t *x16; // D_GELU_*, D_LN_BWD: inp read as these words (device) instead of its floats, else null;
-                         // D_ATT_FWD, D_ATT_BWD: qkv's; D_LIN_FWD: inp's (a mirror's), multiplied instead of packing
-    const uint16_t *o16; // D_ATT_BWD: out's words, read instead of its floats, else null; D_LIN_FWD: w's; D_RLN_FWD:
-                         // b's (x16: a's)
+                         // D_ATT_FWD, D_ATT_BWD: qkv's; D_PRODUCT: a's (a mirror's, or packed), multiplied instead of
+                         // packing a
+    const uint16_t *o16; // D_ATT_BWD: out's words, read instead of its floats, else null; D_PRODUCT: b's; D_RLN_FWD:
+                         // b's (x16: a's); D_GELU_BWD, D_LN_BWD: dout's (a product's words alone)
     uint16_t *w16; // words a pack16_ahead reserved (model address): D_ROUND's buffer's, D_GELU_FWD's and D_ATT_FWD's
-                   // rounded input's (in_round), D_RLN_FWD's res, D_LIN_FWD's rounded output; written beside them
+                   // rounded input's (in_round), D_RLN_FWD's res, D_PRODUCT's rounded output; written beside them
                    // (stash_words), else nullptr
 };
 
@@ -68,6 +71,7 @@ struct Target {
     uint16_t *w;
 };
 constexpr int kTargets = 16;
+constexpr int kRing = 3; // word buffers (ring_words)
 
 // adamw_multi's device copy of a segment table (cuda_ops.h zt_cu_adamw_multi_table), keyed by the host table it
 // was built from: the optimizer passes the same table every step for its shard [lo, hi), so it is built and
@@ -99,8 +103,8 @@ struct cu_ctx {
     zt_mirror16 mir;        // float32 buffers equal to 2-byte words (file comment)
     int mir_on;             // ZT_CUDA_MIRROR (default 1), in bf16 / fp16 runs
     int mir_keep;           // inside a slot that names what it writes: flush() keeps the mirrors
-    void *ring[2];          // device memory: the 2-byte words producers write beside their rounded output (words_for)
-    size_t ring_cap[2];     // words each holds
+    void *ring[kRing];      // device memory: the 2-byte words producers write beside their rounded output (words_for)
+    size_t ring_cap[kRing]; // words each holds
     int ring_next;
     Target tg[kTargets];    // pack16_ahead's, until the next pack16
     int ntg;
@@ -149,7 +153,8 @@ const uint16_t *find_words(zt_backend *be, const float *p, size_t n);
 bool kept_round_of(zt_backend *be, const void *p, size_t n);
 uint16_t *words_for(zt_backend *be, const Deferred &d, bool *only = nullptr);
 uint16_t *stash_words(cu_ctx *x, const void *p, size_t n);
-uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy);
+uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy, const void *avoid0 = nullptr,
+                     const void *avoid1 = nullptr);
 void mirror_add(cu_ctx *x, const float *dst, const void *src, size_t n, int lazy);
 void settle_all(cu_ctx *x);
 void *b_alloc(zt_backend *be, size_t bytes);

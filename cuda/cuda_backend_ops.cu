@@ -35,9 +35,9 @@ void b_linear_fwd(zt_backend *be, float *out, const float *inp, const float *w, 
     const uint16_t *iw = look ? mirror_words(be, inp, (size_t)N * C) : nullptr;
     const uint16_t *ww = look ? mirror_words(be, w, (size_t)C * OC) : nullptr;
     cu_ctx *x = ctx_of(be);
-    if (look && x->mir_on && x->fuse_round && x->prec != ZT_PREC_FP32) { // kept (cuda_backend_core.cu D_LIN_FWD)
+    if (look && x->mir_on && x->fuse_round && x->prec != ZT_PREC_FP32) { // kept (cuda_backend_core.cu D_PRODUCT)
         Deferred d = {};
-        d.kind = D_LIN_FWD;
+        d.kind = D_PRODUCT;
         d.o0 = dev(out); d.i0 = dev(inp); d.i1 = dev(w); d.i2 = dev(bias); d.x16 = iw; d.o16 = ww;
         d.B = N; d.C = C; d.V = OC;
         d.out = out; d.out_n = (size_t)N * OC;
@@ -57,8 +57,19 @@ void b_linear_bwd(zt_backend *be, float *dinp, float *dw, float *dbias, const fl
     const uint16_t *iw = look ? mirror_words(be, inp, (size_t)N * C) : nullptr;
     const uint16_t *ww = look ? mirror_words(be, w, (size_t)C * OC) : nullptr;
     const uint16_t *dw16 = look ? mirror_words(be, dout, (size_t)N * OC) : nullptr;
-    zt_cu_linear_bwd(ctx_of(be)->gemm, S, dev(dinp), dev(dw), dev(dbias), dev(dout), dev(inp), dev(w), N, C, OC,
-                     accumulate_dinp, sc, tk, iw, ww, dw16);
+    cu_ctx *x = ctx_of(be);
+    // dinp's product kept (D_PRODUCT, tb) for the round_to that follows and the reader of its words
+    const bool kd = look && !accumulate_dinp && x->mir_on && x->fuse_round && x->prec != ZT_PREC_FP32;
+    const uint16_t *a16 = nullptr, *b16 = nullptr;
+    zt_cu_linear_bwd(x->gemm, S, dev(dinp), dev(dw), dev(dbias), dev(dout), dev(inp), dev(w), N, C, OC,
+                     accumulate_dinp, sc, tk, iw, ww, dw16, kd ? &a16 : nullptr, kd ? &b16 : nullptr);
+    if (!kd) return;
+    Deferred d = {};
+    d.kind = D_PRODUCT;
+    d.o0 = dev(dinp); d.i0 = dev(dout); d.i1 = dev(w); d.x16 = a16; d.o16 = b16; d.tb = 1;
+    d.B = N; d.C = OC; d.V = C;
+    d.out = dinp; d.out_n = (size_t)N * C;
+    defer(be, d);
 }
 void b_layernorm_fwd(zt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
                      const float *b, int N, int C, float eps) {
@@ -98,11 +109,14 @@ void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mea
 }
 void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                      const float *w, const float *mean, const float *rstd, int N, int C) {
+    // dout as the words of the product before it, where that hands them over (take_product_words)
+    const uint16_t *pw = dout != dinp && dout != inp ? take_product_words(be, dout, (size_t)N * C) : nullptr;
     MirrorKeep keep(be, {{dinp, (size_t)N * C * sizeof(float)}, {dw, C * sizeof(float)}, {db, C * sizeof(float)}},
-                    {{dinp, (size_t)N * C * sizeof(float)}, {dout, (size_t)N * C * sizeof(float)},
+                    {{dinp, (size_t)N * C * sizeof(float)}, {pw ? nullptr : dout, (size_t)N * C * sizeof(float)},
                      {w, C * sizeof(float)}, {mean, N * sizeof(float)}, {rstd, N * sizeof(float)}});
     Deferred d = {};
     d.x16 = N > 0 && C > 0 ? mirror_words(be, inp, (size_t)N * C) : nullptr; // inp's words where it has them
+    d.o16 = pw;
     d.scratch = scratch(be, zt_cu_layernorm_bwd_scratch(N, C));
     d.tickets = tickets(be);
     d.kind = D_LN_BWD;
@@ -110,7 +124,7 @@ void b_layernorm_bwd(zt_backend *be, float *dinp, float *dw, float *db, const fl
     d.i0 = dev(dout); d.i1 = dev(inp); d.i2 = dev(w); d.i3 = dev(mean); d.i4 = dev(rstd);
     d.B = N; d.C = C;
     d.out = dinp; d.out_n = (size_t)N * C;
-    take_round(be, &d, dout, (size_t)N * C, dout != dinp && dout != inp);
+    take_round(be, &d, dout, (size_t)N * C, dout != dinp && dout != inp && !pw);
     defer(be, d);
 }
 void b_attention_fwd(zt_backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH, int NKV) {
@@ -228,13 +242,14 @@ void b_gemv(zt_backend *be, float *y, const float *x, const float *w, const floa
 }
 // GELU forward (dout nullptr) or backward into out, the tanh approximation or the exact (erf) one
 void defer_gelu(zt_backend *be, int exact, float *out, const float *inp, const float *dout, size_t n) {
-    // backward reads inp's words where it has them, and dout; forward the words of the product before it where that
-    // hands them over (take_product_words), else the floats
-    const uint16_t *pw = dout ? nullptr : take_product_words(be, inp, n);
+    // backward reads inp's words where it has them; the input the product before it wrote (forward: inp; backward in
+    // place: dout) as its words where it hands them over (take_product_words), else the floats
+    const uint16_t *pw = dout ? (dout == out ? take_product_words(be, dout, n) : nullptr) : take_product_words(be, inp, n);
     MirrorKeep keep(be, {{out, n * sizeof(float)}},
-                    {{dout ? (const void *)dout : pw ? nullptr : (const void *)inp, n * sizeof(float)}});
+                    {{pw ? nullptr : dout ? (const void *)dout : (const void *)inp, n * sizeof(float)}});
     Deferred d = {};
     d.x16 = dout && n ? mirror_words(be, inp, n) : pw;
+    d.o16 = dout ? pw : nullptr;
     d.kind = dout ? D_GELU_BWD : D_GELU_FWD;
     d.o0 = dev(out); d.i0 = dev(inp); d.i1 = dev(dout); d.n = n; d.exact = exact;
     d.out = out; d.out_n = n;
@@ -376,12 +391,12 @@ void b_set_precision(zt_backend *be, int prec) {
 void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
     MirrorKeep keep(be, {{x, n * sizeof(float)}}, {{x, n * sizeof(float)}});
     cu_ctx *c = ctx_of(be);
-    if (c->pend.kind == D_LIN_FWD && c->pend.out == x && c->pend.out_n == n && prec == c->prec) {
+    if (c->pend.kind == D_PRODUCT && c->pend.out == x && c->pend.out_n == n && prec == c->prec) {
         c->pend.in_round = prec; // taken: the next call decides how (cuda_backend_core.cu resolve_product)
         c->pend.w16 = stash_words(c, x, n);
         return;
     }
-    if (c->pend.kind != D_NONE && c->pend.kind != D_ROUND && c->pend.kind != D_LIN_FWD && prec != ZT_PREC_FP32 &&
+    if (c->pend.kind != D_NONE && c->pend.kind != D_ROUND && c->pend.kind != D_PRODUCT && prec != ZT_PREC_FP32 &&
         c->pend.out == x && c->pend.out_n == n) {
         const Deferred d = c->pend; // the op that wrote x: launched rounding its output, which is all round_to does
         c->pend.kind = D_NONE;
@@ -427,7 +442,7 @@ static bool kept_apart(const Deferred &d, const void *f, const void *w, size_t n
         return !p || (!zt_mirror16_overlap(a, bytes, fa, n * sizeof(float)) &&
                       !zt_mirror16_overlap(a, bytes, wa, n * sizeof(uint16_t)));
     };
-    if (d.kind != D_ROUND && d.kind != D_LIN_FWD) return false;
+    if (d.kind != D_ROUND && d.kind != D_PRODUCT) return false;
     if (!apart(d.out ? dev(d.out) : nullptr, d.out_n * sizeof(float)) ||
         !apart(d.w16 ? dev(d.w16) : nullptr, d.out_n * sizeof(uint16_t)))
         return false;
@@ -441,7 +456,7 @@ static bool kept_apart(const Deferred &d, const void *f, const void *w, size_t n
 static cudaStream_t stream_past_round(zt_backend *be, const void *f, const void *w, size_t n) {
     cu_ctx *c = ctx_of(be);
     if (kept_apart(c->pend, f, w, n)) return c->stream;
-    if (c->pend.kind == D_LIN_FWD && c->pend.in_round) product_words_now(be);
+    if (c->pend.kind == D_PRODUCT && c->pend.in_round) product_words_now(be);
     return stream_of(be);
 }
 // packing x to dst where a mirror says dst holds x's words already writes nothing, and launches nothing (the kept op

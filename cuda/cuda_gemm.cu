@@ -694,8 +694,10 @@ size_t zt_cu_linear_bwd_scratch(int N, int OC) {
 void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
                       const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch,
                       unsigned *tickets, const uint16_t *inp_words, const uint16_t *w_words,
-                      const uint16_t *dout_words) {
+                      const uint16_t *dout_words, const uint16_t **keep_dout16, const uint16_t **keep_w16) {
     if (C <= 0 || OC <= 0) return;
+    const bool keep = keep_dout16 != nullptr;
+    ZT_ASSERT(!keep || (keep_w16 && N > 0 && g->prec != ZT_PREC_FP32 && !accumulate_dinp));
     // dinp(N, C) = dout(N, OC) @ w(C, OC)^T; dw(C, OC) = inp(N, C)^T @ dout(N, OC). bf16 / fp16: dout (dense (N, OC)
     // in both products), w and inp packed in one launch for the two
     // dbias: the column sums of dout (colsum_kernel), in the packing's launch when there is one
@@ -735,9 +737,13 @@ void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, flo
         }
         dout16 = pd, w16 = pw, inp16 = pi;
     }
-    if (N > 0)
+    if (keep) { // dinp's product is the caller's
+        *keep_dout16 = dout16;
+        *keep_w16 = w16;
+    } else if (N > 0) {
         gemm(g, s, dinp, dout, w, nullptr, N, C, OC, 0, 1, 1.0f, accumulate_dinp ? 1.0f : 0.0f,
              dense_ld(N, C, OC, 0, 1), dout16, w16);
+    }
     gemm(g, s, dw, inp, dout, nullptr, C, OC, N, 1, 0, 1.0f, 0.0f, dense_ld(C, OC, N, 1, 0), inp16, dout16);
     if (dbias_done) return;
     if (N <= 0) {

@@ -72,10 +72,11 @@ __device__ __forceinline__ bool zt_cu_last_block(unsigned *ticket, unsigned n) {
 void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int prec = 0, int exact = 0,
                     int in_round = 0, uint16_t *out16 = nullptr, uint16_t *in16 = nullptr,
                     const uint16_t *inp16 = nullptr, int inp16_prec = 0);
-// inp16 (gelu_bwd; may be null): inp read as these 2-byte words of inp16_prec instead of its floats (a lazy unpack16)
+// inp16 (gelu_bwd; may be null): inp read as these 2-byte words of inp16_prec instead of its floats (a lazy unpack16);
+// dout16 (may be null; not with in_round): dout read as words of inp16_prec (the product before it wrote only those)
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec = 0,
                     int exact = 0, int in_round = 0, uint16_t *dinp16 = nullptr, const uint16_t *inp16 = nullptr,
-                    int inp16_prec = 0);
+                    int inp16_prec = 0, const uint16_t *dout16 = nullptr);
 // in_round (a precision; 0: none): b rounded to it first and written back (the round_to of b fused here)
 void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec = 0, int in_round = 0);
 void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
@@ -157,11 +158,12 @@ void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float 
 // scratch: at least zt_cu_layernorm_bwd_scratch(N, C) bytes of device memory; tickets: see kCuTickets; in_round (a
 // precision; 0: none): dout rounded to it first and written back (the round_to of dout fused here)
 size_t zt_cu_layernorm_bwd_scratch(int N, int C);
-// inp16 (may be null): inp read as these 2-byte words of inp16_prec instead of its floats (a lazy unpack16)
+// inp16 (may be null): inp read as these 2-byte words of inp16_prec instead of its floats (a lazy unpack16); dout16
+// (may be null; not with in_round): dout read as words of inp16_prec (the product before it wrote only those)
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, const float *mean, const float *rstd, int N, int C, void *scratch,
                          unsigned *tickets, int prec = 0, int in_round = 0, uint16_t *dinp16 = nullptr,
-                         const uint16_t *inp16 = nullptr, int inp16_prec = 0);
+                         const uint16_t *inp16 = nullptr, int inp16_prec = 0, const uint16_t *dout16 = nullptr);
 // attention forward / backward: the score and probability products are batched fp32 GEMMs over the heads
 // (zt_cu_gemm_strided: cuBLASLt on a GPU), the causal softmax and its backward are row kernels
 typedef struct zt_cu_gemm zt_cu_gemm;
@@ -261,10 +263,13 @@ void zt_cu_matmul16(zt_cu_gemm *g, cudaStream_t s, void *c, int c16, const void 
 size_t zt_cu_linear_bwd_scratch(int N, int OC);
 // elements the bf16 / fp16 products have packed so far in this process (the operand packing's count, for its test)
 unsigned long long zt_cu_packed_elems(void);
+// keep_dout16, keep_w16 (bf16 / fp16, N > 0, not accumulate_dinp; may be null): dinp's product is left to the caller,
+// which gets the 2-byte words of dout and w it is to multiply (dinp = dout @ w^T: zt_cu_matmul16 with tb)
 void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,
                       const float *inp, const float *w, int N, int C, int OC, int accumulate_dinp, void *scratch,
                       unsigned *tickets, const uint16_t *inp_words = nullptr, const uint16_t *w_words = nullptr,
-                      const uint16_t *dout_words = nullptr);
+                      const uint16_t *dout_words = nullptr, const uint16_t **keep_dout16 = nullptr,
+                      const uint16_t **keep_w16 = nullptr);
 // c_z(M, N) = alpha * op(a_z) @ op(b_z) + beta * c_z for z < batch, row-major with leading dimensions (row
 // strides) lda, ldb, ldc and element strides sa, sb, sc between the batch's matrices; fp32 operands in every
 // precision (the set_precision packing does not apply)

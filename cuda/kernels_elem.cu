@@ -154,12 +154,14 @@ __global__ void k_gelu_fwd(float *out, float *inp, const uint16_t *inp16, uint16
     }
 }
 
-// inp16 (may be null): inp read as these words (of precision wprec) instead of the floats
-__global__ void k_gelu_bwd(float *dinp, const float *inp, const uint16_t *inp16, const float *dout, uint16_t *dinp16,
-                           size_t n, size_t n4, int prec, int exact, int in_round, int wprec) {
+// inp16, dout16 (may be null; dout16 not with in_round): inp, dout read as these words (of precision wprec) instead of
+// the floats
+__global__ void k_gelu_bwd(float *dinp, const float *inp, const uint16_t *inp16, const float *dout,
+                           const uint16_t *dout16, uint16_t *dinp16, size_t n, size_t n4, int prec, int exact,
+                           int in_round, int wprec) {
     ZT_GRID_STRIDE(k, n4) {
         const float4 x = inp16 ? unwords4(reinterpret_cast<const uint2 *>(inp16)[k], wprec) : ld4(inp, k);
-        const float4 d0 = ld4(dout, k);
+        const float4 d0 = dout16 ? unwords4(reinterpret_cast<const uint2 *>(dout16)[k], wprec) : ld4(dout, k);
         const float4 d = in_round ? make_float4(zt_round_prec(d0.x, in_round), zt_round_prec(d0.y, in_round),
                                                 zt_round_prec(d0.z, in_round), zt_round_prec(d0.w, in_round))
                                   : d0;
@@ -169,7 +171,8 @@ __global__ void k_gelu_bwd(float *dinp, const float *inp, const uint16_t *inp16,
         if (dinp16) reinterpret_cast<uint2 *>(dinp16)[k] = words4(y, prec);
     }
     ZT_TAIL(i, n4, n) {
-        const float d = in_round ? zt_round_prec(dout[i], in_round) : dout[i];
+        const float d0 = dout16 ? zt_bits16_to_f32(dout16[i], wprec) : dout[i];
+        const float d = in_round ? zt_round_prec(d0, in_round) : d0;
         const float x = inp16 ? zt_bits16_to_f32(inp16[i], wprec) : inp[i];
         dinp[i] = zt_round_prec(gelu_g(x, exact) * d, prec);
         if (dinp16) dinp16[i] = zt_f32_to_bits16(dinp[i], prec);
@@ -522,14 +525,17 @@ void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int 
 }
 
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec, int exact,
-                    int in_round, uint16_t *dinp16, const uint16_t *inp16, int inp16_prec) {
+                    int in_round, uint16_t *dinp16, const uint16_t *inp16, int inp16_prec, const uint16_t *dout16) {
     if (n == 0) return;
     ZT_ASSERT(!in_round || dinp == dout);
     ZT_ASSERT(!dinp16 || prec != ZT_PREC_FP32);
-    ZT_ASSERT(!inp16 || inp16_prec != ZT_PREC_FP32);
-    const size_t n4 = aligned(dinp16, 8) && aligned(inp16, 8) ? vec4_count(n, dinp, inp16 ? nullptr : inp, dout) : 0;
-    ZT_LAUNCH(k_gelu_bwd, vec4_blocks(n, n4), kElemThreads, 0, s, dinp, inp, inp16, dout, dinp16, n, n4, prec, exact,
-              in_round, inp16_prec);
+    ZT_ASSERT((!inp16 && !dout16) || inp16_prec != ZT_PREC_FP32);
+    ZT_ASSERT(!dout16 || !in_round);
+    const size_t n4 = aligned(dinp16, 8) && aligned(inp16, 8) && aligned(dout16, 8)
+                          ? vec4_count(n, dinp, inp16 ? nullptr : inp, dout16 ? nullptr : dout)
+                          : 0;
+    ZT_LAUNCH(k_gelu_bwd, vec4_blocks(n, n4), kElemThreads, 0, s, dinp, inp, inp16, dout, dout16, dinp16, n, n4, prec,
+              exact, in_round, inp16_prec);
     check_launch("gelu_bwd");
 }
 

@@ -122,20 +122,26 @@ struct RowIn {
 };
 
 // one row's dinp += ... by one warp (lane = its lane), rounded to prec
-__device__ __forceinline__ void layernorm_bwd_row(float *dx, uint16_t *dx16, float *dy, RowIn x,
+// dy: dout's row read (floats or words), rounded to in_round when that is set (and then written back to dyw)
+__device__ __forceinline__ float dy_at(RowIn dy, size_t c, int in_round) {
+    return in_round ? zt_round_prec(dy[c], in_round) : dy[c];
+}
+__device__ __forceinline__ void layernorm_bwd_row(float *dx, uint16_t *dx16, float *dyw, RowIn dy, RowIn x,
                                                   const float *w, float m, float r, int C, int prec, int lane,
                                                   int in_round) {
     float sdn = 0.0f, sdnxn = 0.0f;
     for (int c = lane; c < C; c += 32) {
-        if (in_round) dy[c] = zt_round_prec(dy[c], in_round); // the round_to of dout fused here: written back
+        const float d = dy_at(dy, c, in_round);
+        if (in_round) dyw[c] = d; // the round_to of dout fused here: written back
         float xn = (x[c] - m) * r;
-        float dn = w[c] * dy[c];
+        float dn = w[c] * d;
         sdn += dn;
         sdnxn += dn * xn;
     }
     const float mean_dn = warp_sum(sdn) / (float)C, mean_dnxn = warp_sum(sdnxn) / (float)C;
     for (int c = lane; c < C; c += 32) {
-        const float v = zt_round_prec(dx[c] + zt_ln_dx(x[c], m, r, w[c], dy[c], mean_dn, mean_dnxn), prec);
+        const float v = zt_round_prec(dx[c] + zt_ln_dx(x[c], m, r, w[c], dy_at(dy, c, in_round), mean_dn, mean_dnxn),
+                                      prec);
         dx[c] = v;
         if (dx16) dx16[c] = zt_f32_to_bits16(v, prec);
     }
@@ -149,20 +155,21 @@ __device__ __forceinline__ void layernorm_bwd_row(float *dx, uint16_t *dx16, flo
 constexpr int kLnBwdThreads = 512;
 __global__ void __launch_bounds__(kLnBwdThreads)
     layernorm_bwd_kernel(float *dinp, uint16_t *dinp16, float *dw, float *db, float *part, unsigned *ticket,
-                         float *dout, RowIn inp, const float *w, const float *mean, const float *rstd, int N,
-                         int C, int prec, int in_round) {
+                         float *dout, RowIn dy, RowIn inp, const float *w, const float *mean, const float *rstd,
+                         int N, int C, int prec, int in_round) {
     const int p = blockIdx.x, n0 = p * kLnRows, n1 = min(n0 + kLnRows, N);
     const int lane = threadIdx.x % 32;
     for (int row = n0 + (int)threadIdx.x / 32; row < n1; row += kLnBwdThreads / 32)
         layernorm_bwd_row(dinp + (size_t)row * C, dinp16 ? dinp16 + (size_t)row * C : nullptr, dout + (size_t)row * C,
-                          inp + (size_t)row * C, w, mean[row], rstd[row], C, prec, lane, in_round);
-    if (in_round) __syncthreads(); // the block's rows of dout, rounded by its warps, before the column sums read them
+                          dy + (size_t)row * C, inp + (size_t)row * C, w, mean[row], rstd[row], C, prec, lane,
+                          in_round);
+    if (in_round) __syncthreads(); // the block's rows of dout, written back by its warps, before the column sums
     for (int c = threadIdx.x; c < C; c += kLnBwdThreads) {
         float aw = 0.0f, ab = 0.0f;
         for (int n = n0; n < n1; n++) {
-            float dy = dout[(size_t)n * C + c];
-            aw += (inp[(size_t)n * C + c] - mean[n]) * rstd[n] * dy;
-            ab += dy;
+            const float dy_n = dy_at(dy, (size_t)n * C + c, in_round); // the rounded value either way
+            aw += (inp[(size_t)n * C + c] - mean[n]) * rstd[n] * dy_n;
+            ab += dy_n;
         }
         part[(size_t)p * 2 * C + c] = aw;
         part[(size_t)p * 2 * C + C + c] = ab;
@@ -342,10 +349,11 @@ size_t zt_cu_layernorm_bwd_scratch(int N, int C) {
 void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, const float *mean, const float *rstd, int N, int C, void *scratch,
                          unsigned *tickets, int prec, int in_round, uint16_t *dinp16, const uint16_t *inp16,
-                         int inp16_prec) {
+                         int inp16_prec, const uint16_t *dout16) {
     if (C <= 0) return;
     ZT_ASSERT(!dinp16 || prec != 0);
     ZT_ASSERT(!inp16 || inp16_prec != 0);
+    ZT_ASSERT(!dout16 || (inp16_prec != 0 && !in_round));
     if (N <= 0) { // nothing to sum
         ZT_ASSERT(N == 0);
         ZT_LAUNCH(layernorm_bwd_wb_zero_kernel, blocks_for(C, kColThreads), kColThreads, 0, s, dw, db, C);
@@ -357,7 +365,8 @@ void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, cons
     ZT_ASSERT(!in_round || (dout != dinp && dout != inp));
     // dout is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH(layernorm_bwd_kernel, nparts, kLnBwdThreads, 0, s, dinp, dinp16, dw, db, static_cast<float *>(scratch),
-              tickets, const_cast<float *>(dout), RowIn{inp, inp16, inp16_prec}, w, mean, rstd, N, C, prec, in_round);
+              tickets, const_cast<float *>(dout), RowIn{dout, dout16, inp16_prec}, RowIn{inp, inp16, inp16_prec}, w, mean,
+              rstd, N, C, prec, in_round);
     NA_LAUNCH_CHECK("layernorm_bwd_kernel");
 }
 

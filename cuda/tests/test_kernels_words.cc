@@ -5,7 +5,8 @@
 // residual + LayerNorm forward (out, and res as res16), round_to's x16 (the stash's words, pack16_ahead), the fused
 // attention's forward and backward (fp32 kernels and tensor cores), RMSNorm and SwiGLU forward and
 // backward; and the kernels that read words instead of floats: a product's output handed over as words or a
-// mirror's (GELU forward's inp16, the tensor-core attention forward's qkv_words, residual + LayerNorm's a16 / bb16), a
+// mirror's (GELU forward's inp16, the tensor-core attention forward's qkv_words, residual + LayerNorm's a16 / bb16,
+// GELU and LayerNorm backward's dout16), a
 // lazy unpack's (GELU and LayerNorm backward's inp16, the tensor-core attention backward's qkv16 and out16;
 // unpack16_multi); and the tensor-core attention with the round_to of its input fused (in_round: qkv forward, with its
 // words; dout backward). In bf16 and fp16, under the host execution harness: the outputs must be the same bits as
@@ -163,6 +164,17 @@ void test_word_readers(int prec, int N, int C) {
         zt_cu_gelu_bwd(0, b.data() + off, xg.data() + off, b.data() + off, n, prec, 0, prec, nullptr,
                        xw.data() + off, prec);
         bad += !same_bits(a, b);
+        { // dout given as words too (a product's), in place over NaN floats: the bits of the rounded floats
+            vec dr = d0, c = nanv(n + 1);
+            for (float &f : dr) f = zt_round_prec(f, prec);
+            std::vector<uint16_t> dw(n + 1);
+            for (size_t i = 0; i <= n; i++) dw[i] = zt_f32_to_bits16(dr[i], prec);
+            vec e = dr;
+            zt_cu_gelu_bwd(0, e.data() + off, x.data() + off, e.data() + off, n, prec, 0, 0);
+            zt_cu_gelu_bwd(0, c.data() + off, xg.data() + off, c.data() + off, n, prec, 0, 0, nullptr, xw.data() + off,
+                           prec, dw.data() + off);
+            for (size_t i = off; i < off + n; i++) bad += memcmp(&e[i], &c[i], sizeof(float)) != 0;
+        }
         for (int exact = 0; exact < 2; exact++) { // forward: inp as a product's words (linear_fwd's out_words)
             vec fa = nanv(n + 1), fb = nanv(n + 1);
             std::vector<uint16_t> wa(n + 1, 0xdead), wb(n + 1, 0xdead);
@@ -184,6 +196,17 @@ void test_word_readers(int prec, int N, int C) {
     zt_cu_layernorm_bwd(0, dx1.data(), dwb.data(), dbb.data(), dy.data(), xg.data(), lw.data(), mean.data(),
                         rstd.data(), N, C, sc.data(), tickets(), prec, 0, nullptr, xw.data(), prec);
     bad += !same_bits(dx0, dx1) + !same_bits(dwa, dwb) + !same_bits(dba, dbb);
+    { // dout given as words (a product's), its floats NaN: the bits of the floats rounded
+        vec dyr = dy, dyn = nanv(n), dx2 = dx0, dx3 = dx0, dwc(C), dbc(C), dwd(C), dbd(C);
+        for (float &f : dyr) f = zt_round_prec(f, prec);
+        std::vector<uint16_t> dyw(n);
+        for (size_t i = 0; i < n; i++) dyw[i] = zt_f32_to_bits16(dyr[i], prec);
+        zt_cu_layernorm_bwd(0, dx2.data(), dwc.data(), dbc.data(), dyr.data(), x.data(), lw.data(), mean.data(),
+                            rstd.data(), N, C, sc.data(), tickets(), prec);
+        zt_cu_layernorm_bwd(0, dx3.data(), dwd.data(), dbd.data(), dyn.data(), xg.data(), lw.data(), mean.data(),
+                            rstd.data(), N, C, sc.data(), tickets(), prec, 0, nullptr, xw.data(), prec, dyw.data());
+        bad += !same_bits(dx2, dx3) + !same_bits(dwc, dwd) + !same_bits(dbc, dbd);
+    }
     // residual + LayerNorm forward with a and bb given as words (their floats NaN): the same res, out, stats, words
     {
         vec ra = randv(n), rb = randv(n);
@@ -214,9 +237,9 @@ void test_word_readers(int prec, int N, int C) {
     zt_cu_unpack16_multi(0, job, prec);
     bad += !same_bits(u0, u1);
     if (bad == 0)
-        check_pass("gelu_fwd / gelu_erf_fwd inp16, gelu_bwd inp16, layernorm_bwd inp16, residual_layernorm_fwd a16 / "
-                   "bb16, unpack16_multi %s [N%d,C%d]: the same bits as from the floats (the floats NaN when the words "
-                   "are given)", prec_name(prec), N, C);
+        check_pass("gelu_fwd / gelu_erf_fwd inp16, gelu_bwd inp16 and dout16, layernorm_bwd inp16 and dout16, "
+                   "residual_layernorm_fwd a16 / bb16, unpack16_multi %s [N%d,C%d]: the same bits as from the floats "
+                   "(the floats NaN when the words are given)", prec_name(prec), N, C);
     else check_fail("gelu_fwd / gelu_bwd / layernorm_bwd inp16, unpack16_multi %s [N%d,C%d]: %zu mismatches",
                     prec_name(prec), N, C, bad);
 }

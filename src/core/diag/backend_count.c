@@ -28,6 +28,12 @@ static zt_backend_i g_wrapped;
 
 /* ------------------------------------------------------------------ the counting slots */
 
+/* the words (model addresses) the last slot's kernel reads, for cnt_defer_words_from: its input x16 and o16 */
+static const void *g_from[2];
+/* the words a mirror holds for the n floats at p, or NULL */
+static const void *words_at(const void *p, size_t n) {
+    return cnt_mir_on && cnt_prec != ZT_PREC_FP32 && p && n ? zt_mirror16_find(&cnt_mir, p, n) : NULL;
+}
 static void w_matmul(zt_backend *be, float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
                      float al, float bt) {
     cnt_flush();
@@ -53,7 +59,7 @@ static void w_linear_fwd(zt_backend *be, float *o, const float *i, const float *
         if (look && cnt_mir_on && cnt_fuse && cnt_prec != ZT_PREC_FP32) { /* kept (cnt_lin) */
             const cnt_product p = {1, 0, b != NULL, iw, ww, N, OC, C, o, NULL, (size_t)N * OC, i, w, b,
                                    iw ? zt_mirror16_find(&cnt_mir, i, (size_t)N * C) : NULL,
-                                   ww ? zt_mirror16_find(&cnt_mir, w, (size_t)C * OC) : NULL};
+                                   ww ? zt_mirror16_find(&cnt_mir, w, (size_t)C * OC) : NULL, K_LIN_FWD};
             cnt_lin = p;
         } else {
             cnt_gemm_pre(K_LIN_FWD, N, OC, C, 0, b != NULL, iw, ww);
@@ -76,6 +82,10 @@ static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const 
            read once: as it is packed, or as its words) */
         const int pre = N > 0 && cnt_prec != ZT_PREC_FP32;
         const double parts = N > 0 ? (N + 63) / 64 : 0;
+        /* dinp's product kept (cnt_lin, the backend's D_PRODUCT with tb), its operands' words where they mirror */
+        const int keep = N > 0 && !acc && cnt_mir_on && cnt_fuse && cnt_prec != ZT_PREC_FP32;
+        const void *dwd = keep ? zt_mirror16_find(&cnt_mir, d, (size_t)N * OC) : NULL;
+        const void *wwd = keep ? zt_mirror16_find(&cnt_mir, w, (size_t)C * OC) : NULL;
         if (pre) {
             const double nd = cnt_mfind(d, (double)N * OC) ? 0 : (double)N * OC;
             const double nw = cnt_mfind(w, (double)C * OC) ? 0 : (double)C * OC, ni = cnt_mfind(i, (double)N * C) ? 0 : (double)N * C;
@@ -90,8 +100,13 @@ static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const 
         } else if (db) {
             cnt_add(K_LIN_BWD, 1, F4 * ((double)N * OC + 2.0 * parts * OC + OC));
         }
-        if (N > 0) cnt_gemm_pre(K_LIN_BWD, N, C, OC, acc, 0, pre, pre); /* dinp = dout @ w^T */
-        cnt_gemm_pre(K_LIN_BWD, C, OC, N, 0, 0, pre, pre);               /* dw = inp^T @ dout */
+        cnt_gemm_pre(K_LIN_BWD, C, OC, N, 0, 0, pre, pre); /* dw = inp^T @ dout */
+        if (keep) {
+            const cnt_product p = {1, 0, 0, 1, 1, N, C, OC, di, NULL, (size_t)N * C, d, w, NULL, dwd, wwd, K_LIN_BWD};
+            cnt_lin = p;
+        } else if (N > 0) {
+            cnt_gemm_pre(K_LIN_BWD, N, C, OC, acc, 0, pre, pre); /* dinp = dout @ w^T */
+        }
     }
     cnt_inner->linear_bwd(be, di, dw, db, d, i, w, N, C, OC, acc);
     cnt_mdone();
@@ -123,6 +138,7 @@ static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, 
     int bw = ab && cnt_take_product_words(b, n);
     if (!bw && ab && !cnt_kept_round_of(b, n)) bw = cnt_mwords(b, n);
     const int aw = a != res && a != o && cnt_mwords(a, n);
+    const void *from_a = aw ? words_at(a, n) : NULL, *from_b = bw ? words_at(b, n) : NULL; /* x16, o16 */
     cnt_mneed(aw ? NULL : a, F4 * N * C);
     cnt_mneed(bw ? NULL : b, F4 * N * C);
     cnt_mneed(w, F4 * C);
@@ -140,7 +156,7 @@ static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, 
         cnt_add(K_RLN_FWD, 1, F4 * (4.0 * N * C + 2.0 * C + 2.0 * N + (took ? (double)N * C : 0)) + (rw ? 2.0 * N * C : 0) -
                                   2.0 * (aw + bw) * (double)N * C);
     cnt_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p, eps);
-    cnt_defer_words(K_RLN_FWD, o, (size_t)N * C);
+    cnt_defer_words_from(K_RLN_FWD, o, (size_t)N * C, from_a, from_b);
     cnt_mdone();
 }
 /* LayerNorm / RMSNorm backward, one launch (the last block sums the partials): dout, inp, w, the statistics and dinp
@@ -154,8 +170,11 @@ static void norm_bwd(int k, double N, double C, int nw, int nstat) {
 }
 static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w,
                      const float *m, const float *r, int N, int C) {
+    /* dout as the product's words where it hands them over (2 bytes an element, not 4) */
+    const int dw16 = d != di && d != i && cnt_take_product_words(d, (size_t)N * C);
+    g_from[1] = dw16 ? words_at(d, (size_t)N * C) : NULL; /* the backend's o16 */
     cnt_mneed(di, F4 * N * C);
-    cnt_mneed(d, F4 * N * C);
+    cnt_mneed(dw16 ? NULL : d, F4 * N * C);
     cnt_mneed(w, F4 * C);
     cnt_mneed(m, F4 * N);
     cnt_mneed(r, F4 * N);
@@ -163,14 +182,16 @@ static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const floa
     cnt_mkeep(dw, F4 * C);
     cnt_mkeep(db, F4 * C);
     const int iw = N > 0 && C > 0 && cnt_mfind(i, (double)N * C); /* inp read as its words where it has them */
-    const int took = cnt_take_round(d, (size_t)N * C, d != di && d != i); /* dout written back rounded */
+    g_from[0] = iw ? words_at(i, (size_t)N * C) : NULL;
+    const int took = cnt_take_round(d, (size_t)N * C, d != di && d != i && !dw16); /* dout written back rounded */
     cnt_flush();
     cnt_calls[K_LN_BWD]++;
     norm_bwd(K_LN_BWD, N, C, 2, 2);
     if (iw) cnt_bytes[K_LN_BWD] -= 2.0 * N * C;
+    if (dw16) cnt_bytes[K_LN_BWD] -= 2.0 * N * C;
     if (took && N > 0 && C > 0) cnt_bytes[K_LN_BWD] += F4 * (double)N * C;
     cnt_inner->layernorm_bwd(be, di, dw, db, d, i, w, m, r, N, C);
-    cnt_defer_words(K_LN_BWD, di, (size_t)N * C);
+    cnt_defer_words_from(K_LN_BWD, di, (size_t)N * C, g_from[0], g_from[1]);
     cnt_mdone();
 }
 static void w_rms_fwd(zt_backend *be, float *o, float *r, const float *i, const float *w, int N, int C, float eps) {
@@ -253,35 +274,39 @@ static void gelu_count_in(int k, size_t n, int arrays, const void *in, int in_pl
 }
 /* GELU forward (dout NULL: reads inp) or backward (reads dout, and inp as its words where it has them) into o */
 static void gelu_slot(int k, float *o, const float *i, const float *d, size_t n) {
-    const int pw = !d && cnt_take_product_words(i, n); /* forward: the product before it hands over its words */
-    cnt_mneed(d ? d : pw ? NULL : i, F4 * n);
+    /* the product before it hands over its words: the forward's inp, the backward's dout (in place) */
+    const int pw = d ? d == o && cnt_take_product_words(d, n) : cnt_take_product_words(i, n);
+    const void *pww = pw ? words_at(d ? d : i, n) : NULL;
+    cnt_mneed(pw ? NULL : d ? d : i, F4 * n);
     cnt_mkeep(o, F4 * n);
     const int iw = d && n && cnt_mfind(i, (double)n);
+    g_from[0] = d ? (iw ? words_at(i, n) : NULL) : pww; /* the backend's x16, o16 */
+    g_from[1] = d ? pww : NULL;
     gelu_count_in(k, n, d ? 3 : 2, d ? d : i, d ? o == d : 1, !d);
-    if (iw || pw) cnt_bytes[k] -= 2.0 * n;
+    cnt_bytes[k] -= 2.0 * n * (iw + pw); /* each input read as words: 2 bytes an element, not 4 */
 }
 static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) {
     gelu_slot(K_GELU_FWD, o, i, NULL, n);
     cnt_inner->gelu_fwd(be, o, i, n);
-    cnt_defer_words(K_GELU_FWD, o, n);
+    cnt_defer_words_from(K_GELU_FWD, o, n, g_from[0], g_from[1]);
     cnt_mdone();
 }
 static void w_gelu_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
     gelu_slot(K_GELU_BWD, di, i, d, n);
     cnt_inner->gelu_bwd(be, di, i, d, n);
-    cnt_defer_words(K_GELU_BWD, di, n);
+    cnt_defer_words_from(K_GELU_BWD, di, n, g_from[0], g_from[1]);
     cnt_mdone();
 }
 static void w_gelu_erf_fwd(zt_backend *be, float *o, const float *i, size_t n) {
     gelu_slot(K_GELU_ERF_FWD, o, i, NULL, n);
     cnt_inner->gelu_erf_fwd(be, o, i, n);
-    cnt_defer_words(K_GELU_ERF_FWD, o, n);
+    cnt_defer_words_from(K_GELU_ERF_FWD, o, n, g_from[0], g_from[1]);
     cnt_mdone();
 }
 static void w_gelu_erf_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
     gelu_slot(K_GELU_ERF_BWD, di, i, d, n);
     cnt_inner->gelu_erf_bwd(be, di, i, d, n);
-    cnt_defer_words(K_GELU_ERF_BWD, di, n);
+    cnt_defer_words_from(K_GELU_ERF_BWD, di, n, g_from[0], g_from[1]);
     cnt_mdone();
 }
 /* the encoders' MLM head (kernels_elem.cu): one launch each */
@@ -425,7 +450,7 @@ static void w_round(zt_backend *be, float *x, size_t n, int p) {
     cnt_mneed(x, F4 * n);
     cnt_mkeep(x, F4 * n);
     cnt_calls[K_ROUND]++;
-    if (cnt_lin.on && cnt_lin.out == x && cnt_lin.n == n && p == cnt_prec) { /* taken by the kept linear forward */
+    if (cnt_lin.on && cnt_lin.out == x && cnt_lin.n == n && p == cnt_prec) { /* taken by the kept product */
         cnt_lin.rounded = 1;
         cnt_lin.w = cnt_stash_words(x, n);
     } else if (cnt_pend && p != ZT_PREC_FP32 && cnt_pend_out == x && cnt_pend_n == n) { /* inside the op */

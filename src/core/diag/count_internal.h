@@ -45,7 +45,8 @@ extern int cnt_ring_next;             /* the word buffer the next producer takes
 typedef struct cnt_target { const void *x, *w; size_t n; } cnt_target;
 extern cnt_target cnt_tg[N_TARGETS];
 extern int cnt_ntg;
-/* a linear forward kept (cuda_backend_core.cu D_LIN_FWD): the product c(M, N) = a(M, K) @ b(K, N) (+ bias), a / b
+/* a product kept (cuda_backend_core.cu D_PRODUCT: a linear forward, or a linear backward's dinp): c(M, N) =
+   a(M, K) @ b(K, N) (+ bias), a / b
    read from words (iw, ww), its output range, whether its round_to was taken, the stash words that reserved; the
    memory it reads: a, b, bias, and a's and b's words where it reads those */
 typedef struct cnt_product {
@@ -54,6 +55,7 @@ typedef struct cnt_product {
     const void *out, *w;
     size_t n;
     const void *pi, *pw, *pb, *pi16, *pw16;
+    int k; /* the kind it is counted in: K_LIN_FWD, or K_LIN_BWD (dinp = dout @ w^T: a = dout, b = w, both words) */
 } cnt_product;
 extern cnt_product cnt_lin;
 
@@ -63,7 +65,7 @@ extern cnt_product cnt_lin;
    (kept_round_of); a record (madd; lazy: an unpack16_lazy's); the stash words reserved for a range, recorded as
    its mirror (stash_words); a kept round_to taken by the op reading in (take_round; take_round_w: words 1 when it
    writes the round's stash words, counted in k); an op kept for a following round_to (defer; defer_words: its rounded
-   output is a product's input, written as words by words_for); a word buffer (ring); the kept linear forward
+   output is a product's input, written as words by words_for); a word buffer (ring); the kept product
    resolved (lresolve: launched, its round_to kept) or its output handed over as words (take_product_words: 1); one
    GEMM (gemm_pre: operands given as words) */
 void cnt_add(int k, long launches, double bytes);
@@ -82,6 +84,7 @@ int cnt_take_round(const void *in, size_t n, int in_place);
 int cnt_take_round_w(const void *in, size_t n, int in_place, int words, int k);
 void cnt_defer(const void *out, size_t n);
 void cnt_defer_words(int k, const void *out, size_t n);
+void cnt_defer_words_from(int k, const void *out, size_t n, const void *a0, const void *a1);
 void cnt_words_for(int k, const void *out, size_t n);
 const void *cnt_ring(const void *out, size_t n, int lazy);
 void cnt_lresolve(void);

@@ -26,7 +26,7 @@ int cnt_rpend, cnt_rpend_prec;
 zt_mirror16 cnt_mir;
 int cnt_mir_keep, cnt_mir_on = 1; /* ZT_CUDA_MIRROR */
 /* the kept op's kind when it is one that writes its rounded output's words too (cuda_backend.cu words_for), else -1;
-   the two word buffers it takes in turn (fake addresses, only compared) */
+   the word buffers it takes in turn (fake addresses, only compared) */
 int cnt_pend_k = -1, cnt_ring_next;
 int cnt_attn_tc = 1; /* ZT_CUDA_ATTN_TC: the fused attention on tensor cores in bf16 / fp16 */
 /* pack16_ahead's ranges until the next pack16 (cuda_backend_ops.cu b_pack16_ahead): floats at x, words at w; the
@@ -35,9 +35,13 @@ cnt_target cnt_tg[N_TARGETS];
 int cnt_ntg;
 const void *cnt_rpend_w;
 cnt_product cnt_lin;
+#define N_RING 3 /* cuda_backend_internal.h kRing */
 #define RING_ADDR(k) ((const void *)(((uintptr_t)1 << 62) + ((uintptr_t)(k) << 56)))
 
 
+/* the words the op kept for a round_to reads that a word buffer may hold (cuda_backend_core.cu words_for: its
+   x16 / o16), set by cnt_defer_words_from; the kept product's operand words (take_product_words) */
+static const void *g_avoid[2], *g_pend_from[2]; /* avoided by cnt_ring; the kept op's input words */
 void cnt_add(int k, long launches, double bytes) {
     cnt_launches[k] += launches;
     cnt_bytes[k] += bytes;
@@ -89,18 +93,18 @@ int cnt_mwords(const float *p, size_t n) {
     cnt_tot.mirror_hits++;
     return 1;
 }
-/* whether a round_to of exactly (p, n) is kept (D_ROUND, or taken by the kept linear forward) */
+/* whether a round_to of exactly (p, n) is kept (D_ROUND, or taken by the kept product) */
 int cnt_kept_round_of(const void *p, size_t n) {
     return (cnt_rpend && cnt_rpend_x == p && cnt_rpend_n == n) ||
            (cnt_lin.on && cnt_lin.rounded && cnt_lin.out == p && cnt_lin.n == n);
 }
-/* the kept linear forward launched: its output as floats, or (words) as 2-byte words alone */
+/* the kept product launched: its output as floats, or (words) as 2-byte words alone */
 static void lin_launch(int words) {
     cnt_lin.on = 0;
-    cnt_gemm_pre(K_LIN_FWD, cnt_lin.M, cnt_lin.N, cnt_lin.K, 0, cnt_lin.bias, cnt_lin.iw, cnt_lin.ww);
-    if (words) cnt_bytes[K_LIN_FWD] -= 2.0 * cnt_lin.M * cnt_lin.N;
+    cnt_gemm_pre(cnt_lin.k, cnt_lin.M, cnt_lin.N, cnt_lin.K, 0, cnt_lin.bias, cnt_lin.iw, cnt_lin.ww);
+    if (words) cnt_bytes[cnt_lin.k] -= 2.0 * cnt_lin.M * cnt_lin.N;
 }
-/* a kept linear forward whose round_to was taken, resolved (cuda_backend_core.cu resolve_product): launched with
+/* a kept product whose round_to was taken, resolved (cuda_backend_core.cu resolve_product): launched with
    float output, the round_to kept (D_ROUND) */
 void cnt_lresolve(void) {
     if (!cnt_lin.on || !cnt_lin.rounded) return;
@@ -181,9 +185,12 @@ void cnt_defer(const void *out, size_t n) {
 }
 
 /* cnt_defer() for an op whose rounded output is the next product's input (kind k): it writes the words too */
-void cnt_defer_words(int k, const void *out, size_t n) {
+void cnt_defer_words(int k, const void *out, size_t n) { cnt_defer_words_from(k, out, n, NULL, NULL); }
+/* the same for an op that reads input words a0, a1 (a word buffer for its output is not one holding them) */
+void cnt_defer_words_from(int k, const void *out, size_t n, const void *a0, const void *a1) {
     cnt_defer(out, n);
     cnt_pend_k = k;
+    g_pend_from[0] = a0, g_pend_from[1] = a1;
 }
 /* the kept op k rounds its output (out, n) inside: with mirrors its kernel also writes the 2-byte words (2 bytes an
    element more) into the next word buffer, recorded as out's mirror */
@@ -192,7 +199,9 @@ void cnt_words_for(int k, const void *out, size_t n) {
     cnt_bytes[k] += 2.0 * n;
     const void *w = cnt_stash_words(out, n);
     if (!w) { /* a word buffer, unless the stash pack16_ahead reserved */
+        g_avoid[0] = g_pend_from[0], g_avoid[1] = g_pend_from[1];
         cnt_ring(out, n, 0);
+        g_avoid[0] = g_avoid[1] = NULL;
         return;
     }
     /* into the stash: the forwards whose floats are optional write the words alone (cuda_backend_core.cu
@@ -202,10 +211,29 @@ void cnt_words_for(int k, const void *out, size_t n) {
         cnt_bytes[k] -= F4 * n;
     }
 }
-/* the next of the two word buffers, recorded as the n floats at out's mirror (lazy: out not written) */
+static int ring_holds(int k, const void *p) {
+    return p && (uintptr_t)p >= (uintptr_t)RING_ADDR(k) && (uintptr_t)p < (uintptr_t)RING_ADDR(k) + ((uintptr_t)1 << 55);
+}
+/* whether word buffer k holds a lazy mirror's words */
+static int ring_lazy(int k) {
+    for (int i = 0; i < cnt_mir.n; i++)
+        if (cnt_mir.e[i].lazy &&
+            zt_mirror16_overlap(cnt_mir.e[i].src, cnt_mir.e[i].n * 2, (uintptr_t)RING_ADDR(k), (size_t)1 << 55))
+            return 1;
+    return 0;
+}
+/* a word buffer (cuda_backend_core.cu ring_words: the next in turn of N_RING holding no lazy mirror's words, else the
+   next in turn), recorded as the n floats at out's mirror (lazy: out not written) */
 const void *cnt_ring(const void *out, size_t n, int lazy) {
+    int k = -1;
+    for (int pass = 0; pass < 2 && k < 0; pass++)
+        for (int i = 0; i < N_RING && k < 0; i++) {
+            const int j = (cnt_ring_next + i) % N_RING;
+            if (!ring_holds(j, g_avoid[0]) && !ring_holds(j, g_avoid[1]) && (pass || !ring_lazy(j))) k = j;
+        }
+    cnt_ring_next = k;
     const void *ring = RING_ADDR(cnt_ring_next);
-    cnt_ring_next ^= 1;
+    cnt_ring_next = (cnt_ring_next + 1) % N_RING;
     cnt_mdrop(ring, (size_t)1 << 55);
     cnt_madd(out, ring, n, lazy);
     return ring;
@@ -214,8 +242,11 @@ const void *cnt_ring(const void *out, size_t n, int lazy) {
    take_product_words): 1, the product written as words and recorded as a lazy mirror; else 0 */
 int cnt_take_product_words(const void *in, size_t n) {
     if (!(cnt_lin.on && cnt_lin.rounded && cnt_lin.out == in && cnt_lin.n == n && n)) return 0;
-    if (!cnt_lin.w) cnt_ring(in, n, 1);
-    else if (!zt_mirror16_mark_lazy(&cnt_mir, (const float *)in, cnt_lin.w, n)) cnt_madd(in, cnt_lin.w, n, 1);
+    if (!cnt_lin.w) {
+        g_avoid[0] = cnt_lin.pi16, g_avoid[1] = cnt_lin.pw16; /* not where its operands' words are */
+        cnt_ring(in, n, 1);
+        g_avoid[0] = g_avoid[1] = NULL;
+    } else if (!zt_mirror16_mark_lazy(&cnt_mir, (const float *)in, cnt_lin.w, n)) cnt_madd(in, cnt_lin.w, n, 1);
     lin_launch(1);
     cnt_tot.fused_rounds++;
     return 1;
