@@ -306,22 +306,27 @@ uint16_t *words_for(zt_backend *be, const Deferred &d, bool *only) {
           d.kind == D_RMS_BWD || d.kind == D_SWIGLU_FWD || d.kind == D_SWIGLU_BWD))
         return nullptr;
     if (uint16_t *w = stash_words(x, d.out, d.out_n)) { // the stash pack16_ahead reserved, instead
-        if (only && floats_optional(d)) { // the words alone: the floats a lazy mirror of them
+        if (only && floats_optional(d) && d.kind != D_GELU_BWD) { // the words alone: the floats a lazy mirror
             zt_mirror16_mark_lazy(&x->mir, static_cast<const float *>(d.out), w, d.out_n);
             *only = true;
         }
         return dev(w);
     }
     // (not where the op reads its input words: an op that reads them after writing some of its own, e.g. the
-    // LayerNorm backward's column sums, would read its output)
-    return static_cast<uint16_t *>(dev(ring_words(be, static_cast<const float *>(d.out), d.out_n, 0, d.x16, d.o16)));
+    // LayerNorm backward's column sums, would read its output). The GELU backward's input gradient writes its words
+    // alone there: the product after it reads them (fc's dout), and its floats are overwritten by the next layer's
+    const bool lz = only && d.kind == D_GELU_BWD;
+    uint16_t *w = ring_words(be, static_cast<const float *>(d.out), d.out_n, lz, d.x16, d.o16);
+    if (lz) *only = true;
+    return static_cast<uint16_t *>(dev(w));
 }
 
 // the kinds whose kernels can write their rounded output's words alone (a forward's output that goes to the stash:
 // the products read it as words, the backward from the stash): GELU, LayerNorm, residual + LayerNorm (out) and the
-// tensor-core attention forwards
+// tensor-core attention forwards; and the GELU backward (words_for)
 bool floats_optional(const Deferred &d) {
-    return d.kind == D_GELU_FWD || d.kind == D_LN_FWD || d.kind == D_RLN_FWD || (d.kind == D_ATT_FWD && d.tc);
+    return d.kind == D_GELU_FWD || d.kind == D_LN_FWD || d.kind == D_RLN_FWD || (d.kind == D_ATT_FWD && d.tc) ||
+           d.kind == D_GELU_BWD;
 }
 
 // whether word buffer k holds the words of a lazy mirror (floats not written)
@@ -342,8 +347,10 @@ static bool ring_holds(cu_ctx *x, int k, const void *p) {
 
 // a word buffer for the n floats at f (recorded as their mirror; lazy: f not written): the next in turn that holds no
 // lazy mirror's words (replacing those would write their floats first), or the next in turn when all do, never one
-// that holds avoid0 / avoid1 (device addresses: the words the writer reads). Three: in a backward a product's words
-// wait for their floats to be overwritten (the qkv product's dinp until the next layer's) while the others take turns
+// that holds avoid0 / avoid1 (device addresses: the words the writer reads). Four (kRing): in a backward two outputs
+// given as words alone wait for their floats to be overwritten (the GELU backward's until the next layer's fc
+// projection backward, the qkv product's dinp until the next layer's) while the others take turns. They grow to the
+// largest output they serve and count against the memory kept for the CUDA context (docs/gpu-status.md)
 uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy, const void *avoid0, const void *avoid1) {
     cu_ctx *x = ctx_of(be);
     int k = -1;

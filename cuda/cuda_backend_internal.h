@@ -71,7 +71,7 @@ struct Target {
     uint16_t *w;
 };
 constexpr int kTargets = 16;
-constexpr int kRing = 3; // word buffers (ring_words)
+constexpr int kRing = 4; // word buffers (ring_words)
 
 // adamw_multi's device copy of a segment table (cuda_ops.h zt_cu_adamw_multi_table), keyed by the host table it
 // was built from: the optimizer passes the same table every step for its shard [lo, hi), so it is built and

@@ -167,15 +167,16 @@ __global__ void k_gelu_bwd(float *dinp, const float *inp, const uint16_t *inp16,
                                   : d0;
         const float4 y = make_float4(zt_round_prec(gelu_g(x.x, exact) * d.x, prec), zt_round_prec(gelu_g(x.y, exact) * d.y, prec),
                                      zt_round_prec(gelu_g(x.z, exact) * d.z, prec), zt_round_prec(gelu_g(x.w, exact) * d.w, prec));
-        st4(dinp, k, y);
+        if (dinp) st4(dinp, k, y); // null: the words alone
         if (dinp16) reinterpret_cast<uint2 *>(dinp16)[k] = words4(y, prec);
     }
     ZT_TAIL(i, n4, n) {
         const float d0 = dout16 ? zt_bits16_to_f32(dout16[i], wprec) : dout[i];
         const float d = in_round ? zt_round_prec(d0, in_round) : d0;
         const float x = inp16 ? zt_bits16_to_f32(inp16[i], wprec) : inp[i];
-        dinp[i] = zt_round_prec(gelu_g(x, exact) * d, prec);
-        if (dinp16) dinp16[i] = zt_f32_to_bits16(dinp[i], prec);
+        const float y = zt_round_prec(gelu_g(x, exact) * d, prec);
+        if (dinp) dinp[i] = y;
+        if (dinp16) dinp16[i] = zt_f32_to_bits16(y, prec);
     }
 }
 
@@ -527,8 +528,9 @@ void zt_cu_gelu_fwd(cudaStream_t s, float *out, const float *inp, size_t n, int 
 void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *dout, size_t n, int prec, int exact,
                     int in_round, uint16_t *dinp16, const uint16_t *inp16, int inp16_prec, const uint16_t *dout16) {
     if (n == 0) return;
-    ZT_ASSERT(!in_round || dinp == dout);
+    ZT_ASSERT(!in_round || dinp == dout || !dinp); // (null dinp: the words alone, in place of dout)
     ZT_ASSERT(!dinp16 || prec != ZT_PREC_FP32);
+    ZT_ASSERT(dinp || dinp16);
     ZT_ASSERT((!inp16 && !dout16) || inp16_prec != ZT_PREC_FP32);
     ZT_ASSERT(!dout16 || !in_round);
     const size_t n4 = aligned(dinp16, 8) && aligned(inp16, 8) && aligned(dout16, 8)

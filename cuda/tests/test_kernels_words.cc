@@ -85,8 +85,8 @@ void test_norms(int prec, int N, int C) {
                     bad);
 }
 
-// the forwards asked for their words alone (the float output null, cuda_backend_core.cu floats_optional): GELU (the
-// vector path and the tail), LayerNorm, residual + LayerNorm (out; res still written) and the tensor-core attention
+// the ops asked for their words alone (the float output null, cuda_backend_core.cu floats_optional): GELU forward and
+// backward (the vector path and the tail), LayerNorm, residual + LayerNorm (out; res still written) and the tensor-core attention
 // write the same words as with their floats, and the same statistics
 void test_words_alone(int prec, int N, int C) {
     const size_t n = (size_t)N * C;
@@ -97,6 +97,12 @@ void test_words_alone(int prec, int N, int C) {
         zt_cu_gelu_fwd(0, o.data(), x.data(), n + 1, prec, exact, 0, w0.data());
         zt_cu_gelu_fwd(0, nullptr, x.data(), n + 1, prec, exact, 0, w1.data());
         bad += w0 != w1;
+        // the backward, in place with in_round and out of place: the same words with dinp null
+        vec d0 = randv(n + 1), d1 = d0, d2 = d0;
+        std::vector<uint16_t> g0(n + 1, 0xdead), g1(n + 1, 0xdead);
+        zt_cu_gelu_bwd(0, d1.data(), x.data(), d1.data(), n + 1, prec, exact, prec, g0.data());
+        zt_cu_gelu_bwd(0, nullptr, x.data(), d2.data(), n + 1, prec, exact, prec, g1.data());
+        bad += (g0 != g1) + !same_bits(d0, d2); // dout not written
     }
     vec x = randv(n), a = randv(n), w = randv(C), b = randv(C), m0(N), r0(N), m1(N), r1(N), o0(n), s0(n), s1(n);
     std::vector<uint16_t> w0(n, 0xdead), w1(n, 0xdead), q0(n, 0xdead), q1(n, 0xdead);
@@ -116,8 +122,9 @@ void test_words_alone(int prec, int N, int C) {
     zt_cu_attention_fused_fwd(0, nullptr, st1.data(), qkv.data(), B, T, AC, NH, NH, prec, prec, aw1.data());
     bad += (aw0 != aw1) + !same_bits(st0, st1);
     if (bad == 0)
-        check_pass("gelu_fwd, layernorm_fwd, residual_layernorm_fwd, attention_fused_fwd (tensor cores) %s [N%d,C%d] with "
-                   "their float output null: the same words and statistics as with it", prec_name(prec), N, C);
+        check_pass("gelu_fwd, gelu_bwd, layernorm_fwd, residual_layernorm_fwd, attention_fused_fwd (tensor cores) %s "
+                   "[N%d,C%d] with their float output null: the same words and statistics as with it", prec_name(prec),
+                   N, C);
     else check_fail("words alone %s [N%d,C%d]: %zu mismatches", prec_name(prec), N, C, bad);
 }
 

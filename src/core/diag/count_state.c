@@ -35,7 +35,7 @@ cnt_target cnt_tg[N_TARGETS];
 int cnt_ntg;
 const void *cnt_rpend_w;
 cnt_product cnt_lin;
-#define N_RING 3 /* cuda_backend_internal.h kRing */
+#define N_RING 4 /* cuda_backend_internal.h kRing */
 #define RING_ADDR(k) ((const void *)(((uintptr_t)1 << 62) + ((uintptr_t)(k) << 56)))
 
 
@@ -200,7 +200,9 @@ void cnt_words_for(int k, const void *out, size_t n) {
     const void *w = cnt_stash_words(out, n);
     if (!w) { /* a word buffer, unless the stash pack16_ahead reserved */
         g_avoid[0] = g_pend_from[0], g_avoid[1] = g_pend_from[1];
-        cnt_ring(out, n, 0);
+        const int lz = k == K_GELU_BWD || k == K_GELU_ERF_BWD; /* the words alone (cuda_backend_core.cu words_for) */
+        cnt_ring(out, n, lz);
+        if (lz) cnt_bytes[k] -= F4 * n;
         g_avoid[0] = g_avoid[1] = NULL;
         return;
     }
