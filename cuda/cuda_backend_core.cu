@@ -345,6 +345,17 @@ static bool ring_holds(cu_ctx *x, int k, const void *p) {
     return q >= a && q < a + x->ring_cap[k] * sizeof(uint16_t);
 }
 
+// the lazy mirrors whose words are in the word buffers, settled (one launch)
+void settle_rings(cu_ctx *x) {
+    for (int i = 0; i < x->mir.n; i++)
+        for (int k = 0; k < kRing; k++)
+            if (x->mir.e[i].lazy && x->ring[k] &&
+                zt_mirror16_overlap(x->mir.e[i].src, x->mir.e[i].n * sizeof(uint16_t),
+                                    reinterpret_cast<uintptr_t>(x->ring[k]), x->ring_cap[k] * sizeof(uint16_t)))
+                x->mir.e[i].lazy = 2;
+    settle_marked(x);
+}
+
 // a word buffer for the n floats at f (recorded as their mirror; lazy: f not written): the next in turn that holds no
 // lazy mirror's words (replacing those would write their floats first), or the next in turn when all do, never one
 // that holds avoid0 / avoid1 (device addresses: the words the writer reads). Four (kRing): in a backward two outputs
@@ -477,7 +488,10 @@ void b_copy(zt_backend *be, void *dst, const void *src, size_t bytes) {
 #endif
 }
 
+// names what it writes: the mirrors it does not touch stay (the gradient accumulator zeroed as a backward begins
+// leaves the forward's lazy mirrors in the stash to be overwritten, not written)
 void b_zero(zt_backend *be, void *dst, size_t bytes) {
+    MirrorKeep keep(be, {{dst, bytes}});
     flush(be);
     if (!bytes) return;
 #ifdef ZT_HOSTEXEC

@@ -157,6 +157,7 @@ uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy, const v
                      const void *avoid1 = nullptr);
 void mirror_add(cu_ctx *x, const float *dst, const void *src, size_t n, int lazy);
 void settle_all(cu_ctx *x);
+void settle_rings(cu_ctx *x);
 void *b_alloc(zt_backend *be, size_t bytes);
 void b_free(zt_backend *be, void *p);
 void *b_host_alloc(zt_backend *be, size_t bytes);

@@ -317,6 +317,12 @@ void b_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const 
 }
 void b_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
                       float dscale, int prec) {
+    // names what it reads and writes (its logits are words, never mirrored), so the forward's lazy mirrors in the
+    // stash stay, to be overwritten by the backward's unpacks; those in the word buffers are written now (the loss
+    // ends a forward: the backward takes its turns in those buffers)
+    MirrorKeep keep(be, {{losses, (size_t)N * sizeof(float)}, {logits, (size_t)N * Vp * sizeof(uint16_t)}},
+                    {{targets, (size_t)N * sizeof(int32_t)}});
+    settle_rings(ctx_of(be));
     zt_cu_softmax_xent16(S, dev(losses), static_cast<uint16_t *>(dev(logits)), dev(targets), N, V, Vp, dscale, prec);
 }
 void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,

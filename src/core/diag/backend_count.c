@@ -395,10 +395,15 @@ static void w_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16,
 }
 /* softmax_xent16: 2-byte logits read, and (dscale != 0) 2-byte dlogits written in place */
 static void w_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s, int prec) {
+    cnt_mneed(t, 4.0 * N);
+    cnt_mkeep(l, F4 * N); /* keeps the mirrors but the word buffers' lazy ones (cuda_backend_ops.cu b_softmax_xent16) */
+    cnt_mkeep(lg, 2.0 * N * Vp);
+    cnt_settle_rings();
     cnt_flush();
     cnt_calls[K_XENT]++;
     if (N > 0) cnt_add(K_XENT, 1, 2.0 * (double)N * V + F4 * 2.0 * N + (s != 0.0f ? 2.0 * (double)N * Vp : 0));
     cnt_inner->softmax_xent16(be, l, lg, t, N, V, Vp, s, prec);
+    cnt_mdone();
 }
 static void w_adamw(zt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                     float eps, float wd, float c1, float c2, float gs) {
@@ -441,10 +446,12 @@ static void w_copy(zt_backend *be, void *d, const void *s, size_t n) {
     cnt_inner->copy(be, d, s, n);
 }
 static void w_zero(zt_backend *be, void *d, size_t n) {
+    cnt_mkeep(d, (double)n); /* keeps the mirrors it does not write (cuda_backend_core.cu b_zero) */
     cnt_flush();
     cnt_calls[K_ZERO]++;
     if (n) { cnt_memops[K_ZERO]++; cnt_bytes[K_ZERO] += (double)n; }
     cnt_inner->zero(be, d, n);
+    cnt_mdone();
 }
 static void w_round(zt_backend *be, float *x, size_t n, int p) {
     cnt_mneed(x, F4 * n);

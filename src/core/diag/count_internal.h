@@ -71,6 +71,7 @@ extern cnt_product cnt_lin;
 void cnt_add(int k, long launches, double bytes);
 void cnt_flush(void);
 void cnt_msettle(void);
+void cnt_settle_rings(void);
 void cnt_mneed(const void *p, double bytes);
 void cnt_mdrop(const void *p, size_t bytes);
 void cnt_madd(const void *dst, const void *src, size_t n, int lazy);

@@ -224,6 +224,13 @@ static int ring_lazy(int k) {
             return 1;
     return 0;
 }
+/* the lazy mirrors whose words are in the word buffers, settled (cuda_backend_core.cu settle_rings) */
+void cnt_settle_rings(void) {
+    for (int i = 0; i < cnt_mir.n; i++)
+        for (int k = 0; k < N_RING; k++)
+            if (cnt_mir.e[i].lazy && ring_holds(k, (const void *)cnt_mir.e[i].src)) cnt_mir.e[i].lazy = 2;
+    cnt_msettle();
+}
 /* a word buffer (cuda_backend_core.cu ring_words: the next in turn of N_RING holding no lazy mirror's words, else the
    next in turn), recorded as the n floats at out's mirror (lazy: out not written) */
 const void *cnt_ring(const void *out, size_t n, int lazy) {

@@ -23,7 +23,7 @@
  *   lazy_word_readers    GELU and LayerNorm backward with inp = X read the words: never runs;
  *   lazy_overwritten     X unpacked lazily again, whole, from other words: neither runs;
  *   lazy_read            add reads X as floats: it runs first;
- *   lazy_memory_call     zero of part of X (a call that keeps no mirrors): it runs first, the rest of X kept;
+ *   lazy_memory_call     zero of part of X (a memory call that writes part of it): it runs first, the rest of X kept;
  *   lazy_words_rewritten pack16 into W: it runs first, X keeps the old values;
  * each then overwrites X whole (unpack16 from other words, as the next layer's backward does). The outputs (add's
  * capture X) must be the same bits as without mirrors (where the backend declines and the test unpacks);
