@@ -81,7 +81,7 @@ void launch_deferred(cu_ctx *x, const Deferred &d0, int prec, uint16_t *out16, b
         break;
     case D_ATT_BWD:
         zt_cu_attention_fused_bwd(s, d.o0, d.o1, d.i0, d.i1, d.i2, d.i3, d.B, d.T, d.C, d.NH, d.NKV, prec, d.tc,
-                                  out16, d.x16, d.o16, d.in_round);
+                                  out16, d.x16, d.o16, d.in_round, d.d16);
         break;
     case D_RLN_FWD:
         zt_cu_residual_layernorm_fwd(s, d.o0, d.o1, d.o2, d.o3, d.i0, d.i1, d.i2, d.i3, d.B, d.C, d.f, d.res_prec,
@@ -172,7 +172,7 @@ const uint16_t *product_words_now(zt_backend *be) {
     if (!w) { // (growing the buffer the first time passes flush: the mirrors stay, nothing is kept)
         const int keep = x->mir_keep;
         x->mir_keep = 1;
-        w = ring_words(be, f, n, 1, d.x16, d.o16); // not where its operands' words are
+        w = ring_words(be, f, n, 1, {d.x16, d.o16}); // not where its operands' words are
         x->mir_keep = keep;
     } else if (!zt_mirror16_mark_lazy(&x->mir, f, w, n)) mirror_add(x, f, w, n, 1);
     launch_deferred(x, d, d.in_round, dev(w));
@@ -316,7 +316,7 @@ uint16_t *words_for(zt_backend *be, const Deferred &d, bool *only) {
     // LayerNorm backward's column sums, would read its output). The GELU backward's input gradient writes its words
     // alone there: the product after it reads them (fc's dout), and its floats are overwritten by the next layer's
     const bool lz = only && d.kind == D_GELU_BWD;
-    uint16_t *w = ring_words(be, static_cast<const float *>(d.out), d.out_n, lz, d.x16, d.o16);
+    uint16_t *w = ring_words(be, static_cast<const float *>(d.out), d.out_n, lz, {d.x16, d.o16, d.d16});
     if (lz) *only = true;
     return static_cast<uint16_t *>(dev(w));
 }
@@ -358,17 +358,19 @@ void settle_rings(cu_ctx *x) {
 
 // a word buffer for the n floats at f (recorded as their mirror; lazy: f not written): the next in turn that holds no
 // lazy mirror's words (replacing those would write their floats first), or the next in turn when all do, never one
-// that holds avoid0 / avoid1 (device addresses: the words the writer reads). Four (kRing): in a backward two outputs
+// that holds an address of avoid (device addresses: the words the writer reads). Four (kRing): in a backward two outputs
 // given as words alone wait for their floats to be overwritten (the GELU backward's until the next layer's fc
 // projection backward, the qkv product's dinp until the next layer's) while the others take turns. They grow to the
 // largest output they serve and count against the memory kept for the CUDA context (docs/gpu-status.md)
-uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy, const void *avoid0, const void *avoid1) {
+uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy, Ptrs avoid) {
     cu_ctx *x = ctx_of(be);
     int k = -1;
     for (int pass = 0; pass < 2 && k < 0; pass++)
         for (int i = 0; i < kRing && k < 0; i++) {
             const int j = (x->ring_next + i) % kRing;
-            if (!ring_holds(x, j, avoid0) && !ring_holds(x, j, avoid1) && (pass || !ring_lazy(x, j))) k = j;
+            bool held = false;
+            for (const void *p : avoid) held = held || ring_holds(x, j, p);
+            if (!held && (pass || !ring_lazy(x, j))) k = j;
         }
     ZT_ASSERT(k >= 0);
     x->ring_next = (k + 1) % kRing;

@@ -57,6 +57,7 @@ struct Deferred {
     const uint16_t *x16; // D_GELU_*, D_LN_BWD: inp read as these words (device) instead of its floats, else null;
                          // D_ATT_FWD, D_ATT_BWD: qkv's; D_PRODUCT: a's (a mirror's, or packed), multiplied instead of
                          // packing a
+    const uint16_t *d16; // D_ATT_BWD: dout's words (a product's alone), read instead of its floats, else null
     const uint16_t *o16; // D_ATT_BWD: out's words, read instead of its floats, else null; D_PRODUCT: b's; D_RLN_FWD:
                          // b's (x16: a's); D_GELU_BWD, D_LN_BWD: dout's (a product's words alone)
     uint16_t *w16; // words a pack16_ahead reserved (model address): D_ROUND's buffer's, D_GELU_FWD's and D_ATT_FWD's
@@ -124,6 +125,7 @@ template <typename T> T *dev(T *p) { return p; }
 #endif
 
 using Ranges = std::initializer_list<std::pair<const void *, size_t>>; // (address, bytes)
+using Ptrs = std::initializer_list<const void *>;
 void need(cu_ctx *x, Ranges reads);
 void drop(cu_ctx *x, Ranges writes);
 
@@ -153,8 +155,7 @@ const uint16_t *find_words(zt_backend *be, const float *p, size_t n);
 bool kept_round_of(zt_backend *be, const void *p, size_t n);
 uint16_t *words_for(zt_backend *be, const Deferred &d, bool *only = nullptr);
 uint16_t *stash_words(cu_ctx *x, const void *p, size_t n);
-uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy, const void *avoid0 = nullptr,
-                     const void *avoid1 = nullptr);
+uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy, Ptrs avoid = {});
 void mirror_add(cu_ctx *x, const float *dst, const void *src, size_t n, int lazy);
 void settle_all(cu_ctx *x);
 void settle_rings(cu_ctx *x);

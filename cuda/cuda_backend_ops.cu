@@ -169,9 +169,12 @@ void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const fl
                            const float *stats, int B, int T, int C, int NH, int NKV) {
     const size_t nq = qkv_floats(B, T, C, NH, NKV), no = (size_t)B * T * C;
     const int tc = attention_tc(be);
-    // the tensor-core kernels read qkv and out as their words where they have them; the fp32 kernels the floats
+    // the tensor-core kernels read qkv and out as their words where they have them, and dout as the words of the
+    // product before it where that hands them over; the fp32 kernels the floats
+    const uint16_t *pw = tc && dout != out && dout != qkv && (const float *)dout != dqkv
+                             ? take_product_words(be, dout, no) : nullptr;
     MirrorKeep keep(be, {{dqkv, nq * sizeof(float)}, {scratch, zt_attention_fused_scratch_for(B, T, C, NH, tc) * sizeof(float)}},
-                    {{dout, no * sizeof(float)}, {tc ? nullptr : qkv, nq * sizeof(float)},
+                    {{pw ? nullptr : dout, no * sizeof(float)}, {tc ? nullptr : qkv, nq * sizeof(float)},
                      {tc ? nullptr : out, no * sizeof(float)}, {stats, (size_t)B * NH * T * 2 * sizeof(float)}});
     Deferred d = {};
     d.kind = D_ATT_BWD;
@@ -180,7 +183,8 @@ void b_attention_fused_bwd(zt_backend *be, float *dqkv, float *scratch, const fl
     d.x16 = tc && B > 0 && T > 0 && C > 0 ? mirror_words(be, qkv, nq) : nullptr;
     d.o16 = tc && B > 0 && T > 0 && C > 0 ? mirror_words(be, out, no) : nullptr;
     // a kept round_to of dout (after the projection's backward) done by the tensor-core kernels as they load it
-    take_round(be, &d, dout, no, tc != 0 && dout != out && dout != qkv && (const float *)dout != dqkv);
+    take_round(be, &d, dout, no, tc != 0 && dout != out && dout != qkv && (const float *)dout != dqkv && !pw);
+    d.d16 = pw;
     d.B = B; d.T = T; d.C = C; d.NH = NH; d.NKV = NKV;
     d.out = dqkv; d.out_n = nq;
     defer(be, d);

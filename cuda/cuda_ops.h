@@ -192,10 +192,12 @@ void zt_cu_attention_decode(cudaStream_t s, float *out, float *kcache, float *vc
 void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const float *qkv, int B, int T, int C,
                                int NH, int NKV, int prec = 0, int tc = 0, uint16_t *out16 = nullptr, int in_round = 0,
                                uint16_t *qkv16 = nullptr, const uint16_t *qkv_words = nullptr);
+// dout16 (tc only, not with in_round; may be null): dout read as words of tc's type (the product before it wrote only
+// those: the attention projection's dinp)
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                const float *out, const float *stats, int B, int T, int C, int NH, int NKV,
                                int prec = 0, int tc = 0, uint16_t *dqkv16 = nullptr, const uint16_t *qkv16 = nullptr,
-                               const uint16_t *out16 = nullptr, int in_round = 0);
+                               const uint16_t *out16 = nullptr, int in_round = 0, const uint16_t *dout16 = nullptr);
 // qkv16, out16 (backward with tc; may be null): qkv, out read as these words of the type tc instead of their floats
 // (a lazy unpack16)
 // tc: ZT_PREC_BF16 / ZT_PREC_FP16 runs the tensor-core kernels (kernels_attn_tc.cu) with inputs, p and ds in that
@@ -210,7 +212,8 @@ void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qk
                        const uint16_t *qkv_words = nullptr);
 void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv,
                        const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc,
-                       uint16_t *dqkv16, const uint16_t *qkv16 = nullptr, int in_round = 0);
+                       uint16_t *dqkv16, const uint16_t *qkv16 = nullptr, int in_round = 0,
+                       const uint16_t *dout16 = nullptr);
 
 // ---- kernels_llama.cu: the Llama family's ops (prec on rmsnorm fwd / bwd (dinp) and swiglu fwd / bwd, as above)
 void zt_cu_rmsnorm_fwd(cudaStream_t s, float *out, float *rstd, const float *inp, const float *w, int N, int C,

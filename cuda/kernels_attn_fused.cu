@@ -198,10 +198,11 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// one warp per (b, h, t): D = dout . out over the head's hs columns (lane-strided, then a xor butterfly)
+// one warp per (b, h, t): D = dout . out over the head's hs columns (lane-strided, then a xor butterfly); dout16
+// (may be null): dout read as these words of prec
 __global__ void __launch_bounds__(32 * kDWarps)
-    attn_fused_d_kernel(float *D, const float *dout, const float *out, const uint16_t *out16, int prec, int B, int T,
-                        int C, int NH, int in_round) {
+    attn_fused_d_kernel(float *D, const float *dout, const uint16_t *dout16, const float *out, const uint16_t *out16,
+                        int prec, int B, int T, int C, int NH, int in_round) {
     const size_t row = (size_t)blockIdx.x * kDWarps + threadIdx.x / 32; // (b * NH + h) * T + t
     if (row >= (size_t)B * NH * T) return;                              // whole warps leave together
     const int lane = threadIdx.x % 32, hs = C / NH;
@@ -209,7 +210,8 @@ __global__ void __launch_bounds__(32 * kDWarps)
     const size_t off = ((size_t)b * T + t) * C + (size_t)h * hs;
     float s = 0.0f;
     for (int d = lane; d < hs; d += 32) {
-        const float dy = in_round ? zt_round_prec(dout[off + d], in_round) : dout[off + d];
+        const float d0 = dout16 ? zt_bits16_to_f32(dout16[off + d], prec) : dout[off + d];
+        const float dy = in_round ? zt_round_prec(d0, in_round) : d0;
         s += dy * (out16 ? zt_bits16_to_f32(out16[off + d], prec) : out[off + d]);
     }
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFull, s, o);
@@ -425,18 +427,21 @@ void zt_cu_attention_fused_fwd(cudaStream_t s, float *out, float *stats, const f
 void zt_cu_attention_fused_bwd(cudaStream_t s, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                const float *out, const float *stats, int B, int T, int C, int NH, int NKV,
                                int prec, int tc, uint16_t *dqkv16, const uint16_t *qkv16, const uint16_t *out16,
-                               int in_round) {
+                               int in_round, const uint16_t *dout16) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     ZT_ASSERT(!dqkv16 || prec != ZT_PREC_FP32);
-    ZT_ASSERT((!qkv16 && !out16 && !in_round) || tc); // words of the tensor-core kernels' type
+    ZT_ASSERT((!qkv16 && !out16 && !in_round && !dout16) || tc); // words of the tensor-core kernels' type
+    ZT_ASSERT(!dout16 || !in_round);
     check_shape(B, T, C, NH, NKV);
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
     float *D = scratch, *dqp = scratch + zt_attention_fused_scratch_rows(B, T, NH); // D, then the dq parts (16-byte aligned)
-    ZT_LAUNCH(attn_fused_d_kernel, blocks_for((size_t)B * NH * T, kDWarps), 32 * kDWarps, 0, s, D, dout, out, out16, tc,
-              B, T, C, NH, in_round);
+    ZT_LAUNCH(attn_fused_d_kernel, blocks_for((size_t)B * NH * T, kDWarps), 32 * kDWarps, 0, s, D, dout, dout16, out,
+              out16, tc, B, T, C, NH, in_round);
     AF_LAUNCH_CHECK("attn_fused_d_kernel");
-    if (tc) zt_cu_attn_tc_bwd(s, dqkv, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec, tc, dqkv16, qkv16, in_round);
+    if (tc)
+        zt_cu_attn_tc_bwd(s, dqkv, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec, tc, dqkv16, qkv16, in_round,
+                          dout16);
     else if (hs == 64) launch_bwd<64>(s, dqkv, dqkv16, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
     else launch_bwd<32>(s, dqkv, dqkv16, dqp, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec);
 }

@@ -248,8 +248,8 @@ constexpr int bwd_smem_bytes() { return 2 * (4 * kTile * (HS + kPad) + 2 * HS * 
 // Q: qkv's element, float or (read from a lazy unpack's words) uint16_t
 template <int HS, bool FP16, typename Q>
 __global__ void __launch_bounds__(kTcThreads)
-    attn_tc_dkdv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Q *qkv, const float *stats,
-                        const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
+    attn_tc_dkdv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *dout16, const Q *qkv,
+                        const float *stats, const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
     constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16; // the inputs' 2-byte type (prec only rounds the outputs)
     uint16_t *Ks = ZT_DYNAMIC_SMEM(uint16_t); // [64 keys][LD]
@@ -273,14 +273,19 @@ __global__ void __launch_bounds__(kTcThreads)
     float dk[NT][4] = {}, dv[NT][4] = {};
     for (int h = kh * G; h < (kh + 1) * G; h++) { // the group's query heads in order
         const Q *qb = seq + (size_t)h * HS;
-        const float *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
+        const size_t doff = (size_t)b * T * C + (size_t)h * HS; // dout's head h (floats, or words: dout16)
         const size_t srow = ((size_t)b * NH + h) * T;
         for (int q0 = k0; q0 < T; q0 += kTile) { // query tiles from the diagonal on
             __syncthreads();
             load16<HS, false>(Qs, qb, W, q0, T, TY);
             load16<HS, true>(Qt, qb, W, q0, T, TY);
-            load16<HS, false>(dOs, dbase, C, q0, T, TY);
-            load16<HS, true>(dOt, dbase, C, q0, T, TY);
+            if (dout16) {
+                load16<HS, false>(dOs, dout16 + doff, C, q0, T, TY);
+                load16<HS, true>(dOt, dout16 + doff, C, q0, T, TY);
+            } else {
+                load16<HS, false>(dOs, dout + doff, C, q0, T, TY);
+                load16<HS, true>(dOt, dout + doff, C, q0, T, TY);
+            }
             for (int r = threadIdx.x; r < kTile; r += kTcThreads) {
                 const bool ok = q0 + r < T;
                 st[r] = ok ? stats[(srow + q0 + r) * 2] : 0.0f;
@@ -325,8 +330,9 @@ constexpr int dq_smem_bytes() { return 2 * (4 * kTile * (HS + kPad) + HS * (kTil
 // type as it enters the product
 template <int HS, bool FP16, typename Q>
 __global__ void __launch_bounds__(kTcThreads)
-    attn_tc_dq_kernel(float *dqkv, uint16_t *dqkv16, float *dout, const Q *qkv, const float *stats,
-                      const float *D, int T, int C, int NH, int NKV, float scale, int prec, int in_round) {
+    attn_tc_dq_kernel(float *dqkv, uint16_t *dqkv16, float *dout, const uint16_t *dout16, const Q *qkv,
+                      const float *stats, const float *D, int T, int C, int NH, int NKV, float scale, int prec,
+                      int in_round) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
     constexpr int TY = FP16 ? ZT_PREC_FP16 : ZT_PREC_BF16;
     uint16_t *Qs = ZT_DYNAMIC_SMEM(uint16_t); // [64 rows][LD]
@@ -339,7 +345,8 @@ __global__ void __launch_bounds__(kTcThreads)
     const Q *seq = qkv + (size_t)b * T * W;
     const Q *qb = seq + (size_t)h * HS, *kb = seq + C + (size_t)(h / (NH / NKV)) * HS, *vb = kb + KV;
     load16<HS, false>(Qs, qb, W, q0, T, TY);
-    load16<HS, false>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, C, q0, T, TY);
+    if (dout16) load16<HS, false>(dOs, dout16 + (size_t)b * T * C + (size_t)h * HS, C, q0, T, TY);
+    else load16<HS, false>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, C, q0, T, TY);
     __syncthreads();
     // in_round: dout's round_to fused here (D and the dk / dv kernel, before, rounded it as they loaded it): this
     // block's tile of it written back rounded; no other block of this launch reads it
@@ -405,27 +412,29 @@ void fwd(cudaStream_t s, float *out, uint16_t *out16, float *stats, const float 
 }
 
 template <int HS, bool FP16, typename Q>
-void bwd_on(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const float *dout, const Q *qkv,
-            const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int in_round) {
+void bwd_on(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const float *dout, const uint16_t *dout16,
+            const Q *qkv, const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec,
+            int in_round) {
     static bool optin = false, optin_dq = false;
     zt_cu_smem_optin(attn_tc_dkdv_kernel<HS, FP16, Q>, bwd_smem_bytes<HS>(), &optin, "attn_tc_dkdv_kernel");
     ZT_LAUNCH((attn_tc_dkdv_kernel<HS, FP16, Q>), dim3(blocks_for(T, kTile), NKV, B), kTcThreads, bwd_smem_bytes<HS>(),
-              s, dqkv, dqkv16, dout, qkv, stats, D, T, C, NH, NKV, scale, prec);
+              s, dqkv, dqkv16, dout, dout16, qkv, stats, D, T, C, NH, NKV, scale, prec);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_dkdv_kernel");
     zt_cu_smem_optin(attn_tc_dq_kernel<HS, FP16, Q>, dq_smem_bytes<HS>(), &optin_dq, "attn_tc_dq_kernel");
     // dout is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH((attn_tc_dq_kernel<HS, FP16, Q>), dim3(blocks_for(T, kTile), NH, B), kTcThreads, dq_smem_bytes<HS>(), s,
-              dqkv, dqkv16, const_cast<float *>(dout), qkv, stats, D, T, C, NH, NKV, scale, prec, in_round);
+              dqkv, dqkv16, const_cast<float *>(dout), dout16, qkv, stats, D, T, C, NH, NKV, scale, prec, in_round);
     ZT_CUDA_LAUNCH_CHECK("attn_tc_dq_kernel");
 }
 
-// qkv16: qkv's words, read instead of its floats when given
+// qkv16: qkv's words, read instead of its floats when given; dout16: dout's
 template <int HS, bool FP16>
-void bwd(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const float *dout, const float *qkv,
-         const uint16_t *qkv16, const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec,
-         int in_round) {
-    if (qkv16) bwd_on<HS, FP16>(s, dqkv, dqkv16, D, dout, qkv16, stats, B, T, C, NH, NKV, scale, prec, in_round);
-    else bwd_on<HS, FP16>(s, dqkv, dqkv16, D, dout, qkv, stats, B, T, C, NH, NKV, scale, prec, in_round);
+void bwd(cudaStream_t s, float *dqkv, uint16_t *dqkv16, const float *D, const float *dout, const uint16_t *dout16,
+         const float *qkv, const uint16_t *qkv16, const float *stats, int B, int T, int C, int NH, int NKV, float scale,
+         int prec, int in_round) {
+    if (qkv16)
+        bwd_on<HS, FP16>(s, dqkv, dqkv16, D, dout, dout16, qkv16, stats, B, T, C, NH, NKV, scale, prec, in_round);
+    else bwd_on<HS, FP16>(s, dqkv, dqkv16, D, dout, dout16, qkv, stats, B, T, C, NH, NKV, scale, prec, in_round);
 }
 
 } // namespace
@@ -447,16 +456,17 @@ void zt_cu_attn_tc_fwd(cudaStream_t s, float *out, float *stats, const float *qk
 
 void zt_cu_attn_tc_bwd(cudaStream_t s, float *dqkv, const float *D, const float *dout, const float *qkv,
                        const float *stats, int B, int T, int C, int NH, int NKV, float scale, int prec, int tc,
-                       uint16_t *dqkv16, const uint16_t *qkv16, int in_round) {
+                       uint16_t *dqkv16, const uint16_t *qkv16, int in_round, const uint16_t *dout16) {
     const int hs = C / NH;
     ZT_ASSERT((tc == ZT_PREC_BF16 || tc == ZT_PREC_FP16) && (hs == 32 || hs == 64));
     ZT_ASSERT(!in_round || in_round == tc); // rounded to the type of the conversion
+    ZT_ASSERT(!dout16 || !in_round);
     const bool h16 = tc == ZT_PREC_FP16;
     if (hs == 64)
-        (h16 ? bwd<64, true> : bwd<64, false>)(s, dqkv, dqkv16, D, dout, qkv, qkv16, stats, B, T, C, NH, NKV, scale,
-                                                prec, in_round);
-    else (h16 ? bwd<32, true> : bwd<32, false>)(s, dqkv, dqkv16, D, dout, qkv, qkv16, stats, B, T, C, NH, NKV, scale,
-                                                 prec, in_round);
+        (h16 ? bwd<64, true> : bwd<64, false>)(s, dqkv, dqkv16, D, dout, dout16, qkv, qkv16, stats, B, T, C, NH, NKV,
+                                                scale, prec, in_round);
+    else (h16 ? bwd<32, true> : bwd<32, false>)(s, dqkv, dqkv16, D, dout, dout16, qkv, qkv16, stats, B, T, C, NH,
+                                                 NKV, scale, prec, in_round);
 }
 
 } // namespace ZT_CU_NS

@@ -6,7 +6,7 @@
 // attention's forward and backward (fp32 kernels and tensor cores), RMSNorm and SwiGLU forward and
 // backward; and the kernels that read words instead of floats: a product's output handed over as words or a
 // mirror's (GELU forward's inp16, the tensor-core attention forward's qkv_words, residual + LayerNorm's a16 / bb16,
-// GELU and LayerNorm backward's dout16), a
+// GELU and LayerNorm backward's dout16, the tensor-core attention backward's dout16), a
 // lazy unpack's (GELU and LayerNorm backward's inp16, the tensor-core attention backward's qkv16 and out16;
 // unpack16_multi); and the tensor-core attention with the round_to of its input fused (in_round: qkv forward, with its
 // words; dout backward). In bf16 and fp16, under the host execution harness: the outputs must be the same bits as
@@ -306,6 +306,14 @@ void test_attention(int prec, int B, int T, int C, int NH, int NKV) {
             zt_cu_attention_fused_bwd(0, g2.data(), sc.data(), dy.data(), qn.data(), on.data(), st1.data(), B, T, C,
                                       NH, NKV, prec, tc, nullptr, qw.data(), ow.data());
             bad += !same_bits(g0, g2);
+            { // and dout given as words too (the projection's dinp alone), its floats NaN: the same dqkv
+                std::vector<uint16_t> dw16(dy.size());
+                for (size_t i = 0; i < dy.size(); i++) dw16[i] = zt_f32_to_bits16(dy[i], prec);
+                vec g5(qkv.size()), dn = nanv(dy.size());
+                zt_cu_attention_fused_bwd(0, g5.data(), sc.data(), dn.data(), qn.data(), on.data(), st1.data(), B, T,
+                                          C, NH, NKV, prec, tc, nullptr, qw.data(), ow.data(), 0, dw16.data());
+                bad += !same_bits(g0, g5);
+            }
             // the forward on qkv given as words (a product's out_words), its floats NaN: the same out, stats, words
             vec o5(o1.size()), s5(st1.size());
             std::vector<uint16_t> w5(o1.size() + 3, 0xdead);
@@ -335,7 +343,7 @@ void test_attention(int prec, int B, int T, int C, int NH, int NKV) {
     if (bad == 0)
         check_pass("attention_fused_fwd out16, bwd dqkv16 %s [B%d,T%d,C%d,NH%d,NKV%d]: words = the rounded outputs, outputs "
                    "and stats the same bits as without (fp32 and tensor-core kernels); the tensor-core backward on qkv "
-                   "and out given as words the same dqkv, the forward on qkv's words the same out; in_round forward / backward = round_to then the op, inputs "
+                   "and out (and dout) given as words the same dqkv, the forward on qkv's words the same out; in_round forward / backward = round_to then the op, inputs "
                    "written back rounded, qkv's words", prec_name(prec), B, T, C, NH, NKV);
     else check_fail("attention_fused fwd / bwd words %s [B%d,T%d,C%d,NH%d,NKV%d]: %zu mismatches", prec_name(prec), B, T, C,
                     NH, NKV, bad);

@@ -156,7 +156,7 @@ static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, 
         cnt_add(K_RLN_FWD, 1, F4 * (4.0 * N * C + 2.0 * C + 2.0 * N + (took ? (double)N * C : 0)) + (rw ? 2.0 * N * C : 0) -
                                   2.0 * (aw + bw) * (double)N * C);
     cnt_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p, eps);
-    cnt_defer_words_from(K_RLN_FWD, o, (size_t)N * C, from_a, from_b);
+    cnt_defer_words_from(K_RLN_FWD, o, (size_t)N * C, from_a, from_b, NULL);
     cnt_mdone();
 }
 /* LayerNorm / RMSNorm backward, one launch (the last block sums the partials): dout, inp, w, the statistics and dinp
@@ -191,7 +191,7 @@ static void w_ln_bwd(zt_backend *be, float *di, float *dw, float *db, const floa
     if (dw16) cnt_bytes[K_LN_BWD] -= 2.0 * N * C;
     if (took && N > 0 && C > 0) cnt_bytes[K_LN_BWD] += F4 * (double)N * C;
     cnt_inner->layernorm_bwd(be, di, dw, db, d, i, w, m, r, N, C);
-    cnt_defer_words_from(K_LN_BWD, di, (size_t)N * C, g_from[0], g_from[1]);
+    cnt_defer_words_from(K_LN_BWD, di, (size_t)N * C, g_from[0], g_from[1], NULL);
     cnt_mdone();
 }
 static void w_rms_fwd(zt_backend *be, float *o, float *r, const float *i, const float *w, int N, int C, float eps) {
@@ -288,25 +288,25 @@ static void gelu_slot(int k, float *o, const float *i, const float *d, size_t n)
 static void w_gelu_fwd(zt_backend *be, float *o, const float *i, size_t n) {
     gelu_slot(K_GELU_FWD, o, i, NULL, n);
     cnt_inner->gelu_fwd(be, o, i, n);
-    cnt_defer_words_from(K_GELU_FWD, o, n, g_from[0], g_from[1]);
+    cnt_defer_words_from(K_GELU_FWD, o, n, g_from[0], g_from[1], NULL);
     cnt_mdone();
 }
 static void w_gelu_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
     gelu_slot(K_GELU_BWD, di, i, d, n);
     cnt_inner->gelu_bwd(be, di, i, d, n);
-    cnt_defer_words_from(K_GELU_BWD, di, n, g_from[0], g_from[1]);
+    cnt_defer_words_from(K_GELU_BWD, di, n, g_from[0], g_from[1], NULL);
     cnt_mdone();
 }
 static void w_gelu_erf_fwd(zt_backend *be, float *o, const float *i, size_t n) {
     gelu_slot(K_GELU_ERF_FWD, o, i, NULL, n);
     cnt_inner->gelu_erf_fwd(be, o, i, n);
-    cnt_defer_words_from(K_GELU_ERF_FWD, o, n, g_from[0], g_from[1]);
+    cnt_defer_words_from(K_GELU_ERF_FWD, o, n, g_from[0], g_from[1], NULL);
     cnt_mdone();
 }
 static void w_gelu_erf_bwd(zt_backend *be, float *di, const float *i, const float *d, size_t n) {
     gelu_slot(K_GELU_ERF_BWD, di, i, d, n);
     cnt_inner->gelu_erf_bwd(be, di, i, d, n);
-    cnt_defer_words_from(K_GELU_ERF_BWD, di, n, g_from[0], g_from[1]);
+    cnt_defer_words_from(K_GELU_ERF_BWD, di, n, g_from[0], g_from[1], NULL);
     cnt_mdone();
 }
 /* the encoders' MLM head (kernels_elem.cu): one launch each */

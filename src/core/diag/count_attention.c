@@ -89,7 +89,10 @@ void cnt_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, const flo
                        const float *st, int B, int T, int C, int NH, int NKV) {
     const int tc = cnt_attn_tc && cnt_prec != ZT_PREC_FP32;
     const double nq = (double)B * T * (C + 2.0 * NKV * (C / NH)), no = (double)B * T * C;
-    cnt_mneed(d, F4 * no);
+    /* on tensor cores dout as the product's words where it hands them over (each of the three kernels reads it) */
+    const int pw = tc && d != o && d != q && d != dq && cnt_take_product_words(d, (size_t)no);
+    const void *pwd = pw ? zt_mirror16_find(&cnt_mir, d, (size_t)no) : NULL;
+    cnt_mneed(pw ? NULL : d, F4 * no);
     cnt_mneed(tc ? NULL : q, F4 * nq); /* on tensor cores qkv and out are read as their words where they have them */
     cnt_mneed(tc ? NULL : o, F4 * no);
     cnt_mneed(st, F4 * B * NH * T * 2);
@@ -98,7 +101,7 @@ void cnt_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, const flo
     const int live = B > 0 && T > 0 && C > 0;
     const int qw = tc && live && cnt_mfind(q, nq), ow = tc && live && cnt_mfind(o, no);
     /* on tensor cores a kept round_to of dout is done as it is loaded; the dq kernel writes it back */
-    const int took = cnt_take_round(d, (size_t)no, tc && d != o && d != q && d != dq);
+    const int took = cnt_take_round(d, (size_t)no, tc && d != o && d != q && d != dq && !pw);
     cnt_flush();
     cnt_calls[K_FATT_BWD]++;
     if (live) {
@@ -106,7 +109,7 @@ void cnt_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, const flo
         double part_rows = 0;
         for (int k0 = 0; k0 < T; k0 += 64) part_rows += T - k0;
         const double parts = (double)B * NH * part_rows * hs;
-        cnt_add(K_FATT_BWD, 1, F4 * (2.0 * BT * C + rows) - (ow ? 2.0 * BT * C : 0));
+        cnt_add(K_FATT_BWD, 1, F4 * (2.0 * BT * C + rows) - (ow ? 2.0 * BT * C : 0) - (pw ? 3 * 2.0 * BT * C : 0));
         if (tc) { /* qkv read by both kernels: 2 bytes an element as words */
             cnt_add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * 2 * KV) - (qw ? 2.0 * BT * W : 0));
             cnt_add(K_FATT_BWD, 1, F4 * (BT * W + BT * C + 3.0 * rows + BT * C + (took ? BT * C : 0)) - (qw ? 2.0 * BT * W : 0));
@@ -116,7 +119,9 @@ void cnt_fatt_bwd(zt_backend *be, float *dq, float *D, const float *d, const flo
         }
     }
     cnt_inner->attention_fused_bwd(be, dq, D, d, q, o, st, B, T, C, NH, NKV);
-    cnt_defer_words(K_FATT_BWD, dq, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)));
+    cnt_defer_words_from(K_FATT_BWD, dq, (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH)),
+                         qw ? zt_mirror16_find(&cnt_mir, q, (size_t)nq) : NULL,
+                         ow ? zt_mirror16_find(&cnt_mir, o, (size_t)no) : NULL, pwd);
     cnt_mdone();
 }
 void cnt_att_dec(zt_backend *be, float *o, float *kc, float *vc, const float *q, int pos, int maxT, int C, int NH,

@@ -85,7 +85,7 @@ int cnt_take_round(const void *in, size_t n, int in_place);
 int cnt_take_round_w(const void *in, size_t n, int in_place, int words, int k);
 void cnt_defer(const void *out, size_t n);
 void cnt_defer_words(int k, const void *out, size_t n);
-void cnt_defer_words_from(int k, const void *out, size_t n, const void *a0, const void *a1);
+void cnt_defer_words_from(int k, const void *out, size_t n, const void *a0, const void *a1, const void *a2);
 void cnt_words_for(int k, const void *out, size_t n);
 const void *cnt_ring(const void *out, size_t n, int lazy);
 void cnt_lresolve(void);

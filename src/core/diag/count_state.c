@@ -41,7 +41,7 @@ cnt_product cnt_lin;
 
 /* the words the op kept for a round_to reads that a word buffer may hold (cuda_backend_core.cu words_for: its
    x16 / o16), set by cnt_defer_words_from; the kept product's operand words (take_product_words) */
-static const void *g_avoid[2], *g_pend_from[2]; /* avoided by cnt_ring; the kept op's input words */
+static const void *g_avoid[3], *g_pend_from[3]; /* avoided by cnt_ring; the kept op's input words */
 void cnt_add(int k, long launches, double bytes) {
     cnt_launches[k] += launches;
     cnt_bytes[k] += bytes;
@@ -185,12 +185,12 @@ void cnt_defer(const void *out, size_t n) {
 }
 
 /* cnt_defer() for an op whose rounded output is the next product's input (kind k): it writes the words too */
-void cnt_defer_words(int k, const void *out, size_t n) { cnt_defer_words_from(k, out, n, NULL, NULL); }
-/* the same for an op that reads input words a0, a1 (a word buffer for its output is not one holding them) */
-void cnt_defer_words_from(int k, const void *out, size_t n, const void *a0, const void *a1) {
+void cnt_defer_words(int k, const void *out, size_t n) { cnt_defer_words_from(k, out, n, NULL, NULL, NULL); }
+/* the same for an op that reads input words a0, a1, a2 (a word buffer for its output is not one holding them) */
+void cnt_defer_words_from(int k, const void *out, size_t n, const void *a0, const void *a1, const void *a2) {
     cnt_defer(out, n);
     cnt_pend_k = k;
-    g_pend_from[0] = a0, g_pend_from[1] = a1;
+    g_pend_from[0] = a0, g_pend_from[1] = a1, g_pend_from[2] = a2;
 }
 /* the kept op k rounds its output (out, n) inside: with mirrors its kernel also writes the 2-byte words (2 bytes an
    element more) into the next word buffer, recorded as out's mirror */
@@ -199,11 +199,11 @@ void cnt_words_for(int k, const void *out, size_t n) {
     cnt_bytes[k] += 2.0 * n;
     const void *w = cnt_stash_words(out, n);
     if (!w) { /* a word buffer, unless the stash pack16_ahead reserved */
-        g_avoid[0] = g_pend_from[0], g_avoid[1] = g_pend_from[1];
+        g_avoid[0] = g_pend_from[0], g_avoid[1] = g_pend_from[1], g_avoid[2] = g_pend_from[2];
         const int lz = k == K_GELU_BWD || k == K_GELU_ERF_BWD; /* the words alone (cuda_backend_core.cu words_for) */
         cnt_ring(out, n, lz);
         if (lz) cnt_bytes[k] -= F4 * n;
-        g_avoid[0] = g_avoid[1] = NULL;
+        g_avoid[0] = g_avoid[1] = g_avoid[2] = NULL;
         return;
     }
     /* into the stash: the forwards whose floats are optional write the words alone (cuda_backend_core.cu
@@ -238,7 +238,9 @@ const void *cnt_ring(const void *out, size_t n, int lazy) {
     for (int pass = 0; pass < 2 && k < 0; pass++)
         for (int i = 0; i < N_RING && k < 0; i++) {
             const int j = (cnt_ring_next + i) % N_RING;
-            if (!ring_holds(j, g_avoid[0]) && !ring_holds(j, g_avoid[1]) && (pass || !ring_lazy(j))) k = j;
+            if (!ring_holds(j, g_avoid[0]) && !ring_holds(j, g_avoid[1]) && !ring_holds(j, g_avoid[2]) &&
+                (pass || !ring_lazy(j)))
+                k = j;
         }
     cnt_ring_next = k;
     const void *ring = RING_ADDR(cnt_ring_next);
