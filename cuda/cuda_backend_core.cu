@@ -28,12 +28,14 @@
 // LayerNorm, GELU and fused attention forwards write their rounded output's words beside it (words_for); a linear
 // forward / backward (or the LM head's product) whose w or inp is such a buffer multiplies the words instead of
 // packing it again. The slots that keep the records (MirrorKeep: the products, LayerNorms, fused attention, GELU, add,
-// accumulate, round_to, pack16 / unpack16; cuda_backend_ops.cu) drop the ones their outputs overlap; every other slot
-// and memory call drops them all. The bits are those of packing (the words are what
+// accumulate, round_to, pack16 / unpack16, the 2-byte loss, zero; cuda_backend_ops.cu) drop the ones their outputs
+// overlap; every other slot and memory call drops them all. The bits are those of packing (the words are what
 // packing gives); ZT_CUDA_MIRROR=0 turns it off and ZT_CUDA_FUSE_ROUND_STATS=1 prints the operands it saved.
 // The activation stash rides on the same records: pack16_ahead names where a layer's internals will be packed and
 // their producers write the words there (stash_words), so the pack finds them; unpack16_lazy records the backward's
-// unpack without running it (lazy unpacks, below).
+// unpack without running it (lazy unpacks, below). A linear product is kept too (D_PRODUCT, resolve_product): the
+// reader after its round_to that takes words gets its output as words alone, the floats a lazy record; the forwards
+// writing into the stash and the GELU backward write words alone as well (words_for).
 #include "cuda_backend_internal.h"
 
 namespace ZT_CU_NS {
