@@ -136,11 +136,13 @@ void take_round(zt_backend *be, Deferred *d, const void *in, size_t n, bool ok) 
     c->fused++;
 }
 
-// A linear forward is kept as well (bf16 / fp16 with mirrors). The round_to of its output that follows is taken
-// (in_round) without a launch, and the call after that decides how it runs: the reader of that output that can take
-// it as words (GELU forward, the tensor-core attention forward) gets the product's output as 2-byte words alone (take_product_words: the GEMM rounds
-// its fp32 sums itself; the floats are a lazy mirror of the words, written only if some slot reads them); any other
-// call runs the product with float output and keeps the round_to (resolve_product: D_ROUND, as before).
+// A linear product is kept as well (D_PRODUCT, bf16 / fp16 with mirrors: the forward's output, the backward's input
+// gradient). The round_to of its output that follows is taken (in_round) without a launch, and the call after that
+// decides how it runs: a reader of that output that takes words (the GELU forward and backward, the tensor-core
+// attention forward and backward, residual + LayerNorm, the LayerNorm backward) gets it as 2-byte words alone
+// (take_product_words: the GEMM rounds its fp32 sums itself; the floats are a lazy mirror of the words, written only
+// if some slot reads them); any other call runs the product with float output and keeps the round_to
+// (resolve_product: D_ROUND, as before).
 void resolve_product(cu_ctx *x) {
     if (x->pend.kind != D_PRODUCT || !x->pend.in_round) return;
     const Deferred d = x->pend;
@@ -153,8 +155,8 @@ void resolve_product(cu_ctx *x) {
     x->pend = r;
 }
 
-// the words of the kept, rounded linear forward's output when that is exactly (in, n): launched writing only them
-// (into the stash pack16_ahead reserved, else the next word buffer), recorded as a lazy mirror; else nullptr
+// the words of the kept, rounded product's output when that is exactly (in, n): launched writing only them (into the
+// stash pack16_ahead reserved, else a word buffer), recorded as a lazy mirror; else nullptr
 const uint16_t *take_product_words(zt_backend *be, const void *in, size_t n) {
     cu_ctx *x = ctx_of(be);
     if (x->pend.kind != D_PRODUCT || !x->pend.in_round || x->pend.out != in || x->pend.out_n != n || !n)
@@ -162,8 +164,8 @@ const uint16_t *take_product_words(zt_backend *be, const void *in, size_t n) {
     return product_words_now(be);
 }
 
-// the kept, rounded linear forward launched writing its output's words alone (take_product_words), their device
-// address returned
+// the kept, rounded product launched writing its output's words alone (take_product_words), their device address
+// returned
 const uint16_t *product_words_now(zt_backend *be) {
     cu_ctx *x = ctx_of(be);
     const Deferred d = x->pend;
@@ -212,8 +214,8 @@ const uint16_t *find_words(zt_backend *be, const float *p, size_t n) {
     return dev(w);
 }
 
-// whether a round_to of exactly (p, n) is kept (D_ROUND, or taken by a kept linear forward): its words, where a
-// mirror names them, are not written yet
+// whether a round_to of exactly (p, n) is kept (D_ROUND, or taken by a kept product): its words, where a mirror
+// names them, are not written yet
 bool kept_round_of(zt_backend *be, const void *p, size_t n) {
     const Deferred &d = ctx_of(be)->pend;
     return (d.kind == D_ROUND || (d.kind == D_PRODUCT && d.in_round)) && d.out == p && d.out_n == n;
@@ -294,11 +296,11 @@ void mirror_add(cu_ctx *x, const float *dst, const void *src, size_t n, int lazy
 
 // A LayerNorm (ln1, ln2, ln_f), RMSNorm, GELU, SwiGLU or fused attention output is the next product's input, and in
 // the backward their input gradients are the output gradient of the linear before them: the kernel that rounds such
-// an output also writes its 2-byte words into one of the backend's word buffers (ring_words), and that is recorded as a
-// mirror
-// (a slot writing the output drops it; the next use of the same buffer drops it too). nullptr for other ops, without
-// mirrors, and in fp32 runs. Where pack16_ahead reserved the stash for them, the words go there; with only given, an
-// op whose floats are optional (floats_optional) is then to write the words alone (*only: the mirror is lazy).
+// an output also writes its 2-byte words into one of the backend's word buffers (ring_words), and that is recorded as
+// a mirror (a slot writing the output drops it; the next use of the same buffer drops it too). nullptr for other ops,
+// without mirrors, and in fp32 runs. Where pack16_ahead reserved the stash for them, the words go there; with only
+// given, an op whose floats are optional (floats_optional) is then to write the words alone (*only: the mirror is
+// lazy).
 uint16_t *words_for(zt_backend *be, const Deferred &d, bool *only) {
     cu_ctx *x = ctx_of(be);
     if (only) *only = false;
@@ -331,13 +333,16 @@ bool floats_optional(const Deferred &d) {
            d.kind == D_GELU_BWD;
 }
 
-// whether word buffer k holds the words of a lazy mirror (floats not written)
-static bool ring_lazy(cu_ctx *x, int k) {
+// whether mirror e is a lazy one (floats not written) whose words are in word buffer k
+static bool lazy_in_ring(const cu_ctx *x, const zt_mirror16_entry &e, int k) {
+    return e.lazy && x->ring[k] &&
+           zt_mirror16_overlap(e.src, e.n * sizeof(uint16_t), reinterpret_cast<uintptr_t>(x->ring[k]),
+                               x->ring_cap[k] * sizeof(uint16_t));
+}
+// whether word buffer k holds the words of a lazy mirror
+static bool ring_lazy(const cu_ctx *x, int k) {
     for (int i = 0; i < x->mir.n; i++)
-        if (x->mir.e[i].lazy && x->ring[k] &&
-            zt_mirror16_overlap(x->mir.e[i].src, x->mir.e[i].n * sizeof(uint16_t),
-                                reinterpret_cast<uintptr_t>(x->ring[k]), x->ring_cap[k] * sizeof(uint16_t)))
-            return true;
+        if (lazy_in_ring(x, x->mir.e[i], k)) return true;
     return false;
 }
 // whether word buffer k holds the device address p (a kept product's operand words)
@@ -351,17 +356,14 @@ static bool ring_holds(cu_ctx *x, int k, const void *p) {
 void settle_rings(cu_ctx *x) {
     for (int i = 0; i < x->mir.n; i++)
         for (int k = 0; k < kRing; k++)
-            if (x->mir.e[i].lazy && x->ring[k] &&
-                zt_mirror16_overlap(x->mir.e[i].src, x->mir.e[i].n * sizeof(uint16_t),
-                                    reinterpret_cast<uintptr_t>(x->ring[k]), x->ring_cap[k] * sizeof(uint16_t)))
-                x->mir.e[i].lazy = 2;
+            if (lazy_in_ring(x, x->mir.e[i], k)) x->mir.e[i].lazy = 2;
     settle_marked(x);
 }
 
 // a word buffer for the n floats at f (recorded as their mirror; lazy: f not written): the next in turn that holds no
 // lazy mirror's words (replacing those would write their floats first), or the next in turn when all do, never one
-// that holds an address of avoid (device addresses: the words the writer reads). Four (kRing): in a backward two outputs
-// given as words alone wait for their floats to be overwritten (the GELU backward's until the next layer's fc
+// that holds an address of avoid (device addresses: the words the writer reads). Four (kRing): in a backward two
+// outputs given as words alone wait for their floats to be overwritten (the GELU backward's until the next layer's fc
 // projection backward, the qkv product's dinp until the next layer's) while the others take turns. They grow to the
 // largest output they serve and count against the memory kept for the CUDA context (docs/gpu-status.md)
 uint16_t *ring_words(zt_backend *be, const float *f, size_t n, int lazy, Ptrs avoid) {

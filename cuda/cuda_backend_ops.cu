@@ -248,7 +248,8 @@ void b_gemv(zt_backend *be, float *y, const float *x, const float *w, const floa
 void defer_gelu(zt_backend *be, int exact, float *out, const float *inp, const float *dout, size_t n) {
     // backward reads inp's words where it has them; the input the product before it wrote (forward: inp; backward in
     // place: dout) as its words where it hands them over (take_product_words), else the floats
-    const uint16_t *pw = dout ? (dout == out ? take_product_words(be, dout, n) : nullptr) : take_product_words(be, inp, n);
+    const uint16_t *pw = dout ? (dout == out ? take_product_words(be, dout, n) : nullptr)
+                              : take_product_words(be, inp, n);
     MirrorKeep keep(be, {{out, n * sizeof(float)}},
                     {{pw ? nullptr : dout ? (const void *)dout : (const void *)inp, n * sizeof(float)}});
     Deferred d = {};
@@ -440,9 +441,9 @@ int b_pack16_ahead(zt_backend *be, void *words, const float *x, size_t n) {
     c->tg[c->ntg++] = Target{x, n, static_cast<uint16_t *>(words)};
     return 1;
 }
-// the stream for a pack16 / unpack16 of floats f (n) and words w (n): a kept round_to or linear forward that reads and
+// the stream for a pack16 / unpack16 of floats f (n) and words w (n): a kept round_to or product that reads and
 // writes none of that memory stays kept (for the op that reads its output next), the copy running before it in the
-// stream; a rounded linear forward that does is launched first writing its output's words alone (product_words_now:
+// stream; a rounded product that does is launched first writing its output's words alone (product_words_now:
 // the reader after the copy finds them as a lazy mirror); anything else kept is launched first. Compared as device
 // addresses (the kept op holds them translated)
 static bool kept_apart(const Deferred &d, const void *f, const void *w, size_t n) {

@@ -109,7 +109,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         x[c] = zt_round_prec(xa + y, res_prec);
         if (res16) res16[off + c] = zt_f32_to_bits16(x[c], res_prec);
     }
-    layernorm_row(out ? out + off : nullptr, out16 ? out16 + off : nullptr, mean, rstd, x, w, b, C, eps, prec, lane, row);
+    layernorm_row(out ? out + off : nullptr, out16 ? out16 + off : nullptr, mean, rstd, x, w, b, C, eps, prec, lane,
+                  row);
 }
 
 // a row's input to a backward: its floats, or the 2-byte words (of precision prec) they were unpacked from
@@ -365,8 +366,8 @@ void zt_cu_layernorm_bwd(cudaStream_t s, float *dinp, float *dw, float *db, cons
     ZT_ASSERT(!in_round || (dout != dinp && dout != inp));
     // dout is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH(layernorm_bwd_kernel, nparts, kLnBwdThreads, 0, s, dinp, dinp16, dw, db, static_cast<float *>(scratch),
-              tickets, const_cast<float *>(dout), RowIn{dout, dout16, inp16_prec}, RowIn{inp, inp16, inp16_prec}, w, mean,
-              rstd, N, C, prec, in_round);
+              tickets, const_cast<float *>(dout), RowIn{dout, dout16, inp16_prec}, RowIn{inp, inp16, inp16_prec}, w,
+              mean, rstd, N, C, prec, in_round);
     NA_LAUNCH_CHECK("layernorm_bwd_kernel");
 }
 

@@ -86,8 +86,8 @@ void test_norms(int prec, int N, int C) {
 }
 
 // the ops asked for their words alone (the float output null, cuda_backend_core.cu floats_optional): GELU forward and
-// backward (the vector path and the tail), LayerNorm, residual + LayerNorm (out; res still written) and the tensor-core attention
-// write the same words as with their floats, and the same statistics
+// backward (the vector path and the tail), LayerNorm, residual + LayerNorm (out; res still written) and the
+// tensor-core attention write the same words as with their floats, and the same statistics
 void test_words_alone(int prec, int N, int C) {
     const size_t n = (size_t)N * C;
     size_t bad = 0;
@@ -343,8 +343,9 @@ void test_attention(int prec, int B, int T, int C, int NH, int NKV) {
     if (bad == 0)
         check_pass("attention_fused_fwd out16, bwd dqkv16 %s [B%d,T%d,C%d,NH%d,NKV%d]: words = the rounded outputs, outputs "
                    "and stats the same bits as without (fp32 and tensor-core kernels); the tensor-core backward on qkv "
-                   "and out (and dout) given as words the same dqkv, the forward on qkv's words the same out; in_round forward / backward = round_to then the op, inputs "
-                   "written back rounded, qkv's words", prec_name(prec), B, T, C, NH, NKV);
+                   "and out (and dout) given as words the same dqkv, the forward on qkv's words the same out; in_round "
+                   "forward / backward = round_to then the op, inputs written back rounded, qkv's words", prec_name(prec),
+                   B, T, C, NH, NKV);
     else check_fail("attention_fused fwd / bwd words %s [B%d,T%d,C%d,NH%d,NKV%d]: %zu mismatches", prec_name(prec), B, T, C,
                     NH, NKV, bad);
 }

@@ -505,8 +505,8 @@ static int lin_apart(const void *f, const void *w, size_t n) {
            apart(l->iw ? NULL : l->pi, F4 * ni, f, w, n) && apart(l->ww ? NULL : l->pw, F4 * nw, f, w, n) &&
            apart(l->pb, F4 * l->N, f, w, n) && apart(l->pi16, 2.0 * ni, f, w, n) && apart(l->pw16, 2.0 * nw, f, w, n);
 }
-/* cuda_backend_ops.cu stream_past_round: a kept round_to or linear forward apart from the copy's memory stays kept; a
-   rounded linear forward that is not is launched first, writing its output's words alone */
+/* cuda_backend_ops.cu stream_past_round: a kept round_to or product apart from the copy's memory stays kept; a
+   rounded product that is not is launched first, writing its output's words alone */
 static void flush_past_round(const void *f, const void *w, size_t n) {
     if (cnt_lin.on && lin_apart(f, w, n)) return;
     if (cnt_lin.on && cnt_lin.rounded) cnt_take_product_words(cnt_lin.out, cnt_lin.n); /* its words alone, now */

@@ -249,7 +249,7 @@ const void *cnt_ring(const void *out, size_t n, int lazy) {
     cnt_madd(out, ring, n, lazy);
     return ring;
 }
-/* the kept, rounded linear forward's output (in, n) handed over as words alone (cuda_backend_core.cu
+/* the kept, rounded product's output (in, n) handed over as words alone (cuda_backend_core.cu
    take_product_words): 1, the product written as words and recorded as a lazy mirror; else 0 */
 int cnt_take_product_words(const void *in, size_t n) {
     if (!(cnt_lin.on && cnt_lin.rounded && cnt_lin.out == in && cnt_lin.n == n && n)) return 0;
