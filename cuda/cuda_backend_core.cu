@@ -42,13 +42,17 @@ namespace ZT_CU_NS {
 namespace cub {
 
 // out16: the rounded output also as 2-byte words (words_for's kinds), else nullptr; words_only: those words alone,
-// the output's floats not written (floats_optional's kinds)
-void launch_deferred(cu_ctx *x, const Deferred &d0, int prec, uint16_t *out16, bool words_only) {
+// the output's floats not written (floats_optional's kinds); res_alone (D_RLN_FWD): res's words (w16) alone too
+void launch_deferred(cu_ctx *x, const Deferred &d0, int prec, uint16_t *out16, bool words_only, bool res_alone) {
     Deferred d = d0;
     if (words_only) {
         ZT_ASSERT(out16 && floats_optional(d));
-        if (d.kind == D_RLN_FWD) d.o1 = nullptr; // out (res stays)
+        if (d.kind == D_RLN_FWD) d.o1 = nullptr; // out
         else d.o0 = nullptr;
+    }
+    if (res_alone) {
+        ZT_ASSERT(d.kind == D_RLN_FWD && d.w16);
+        d.o0 = nullptr;
     }
     cudaStream_t s = x->stream;
     switch (d.kind) {

@@ -47,6 +47,7 @@ struct Deferred {
     size_t n;
     float f;      // D_XENT: dscale; D_LN_FWD, D_RLN_FWD, D_RMS_FWD: eps
     int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
+    const void *res; // D_RLN_FWD: res (the caller's address)
     int tc;       // D_ATT_FWD, D_ATT_BWD: the 2-byte type of the tensor-core kernels (0: the fp32 kernels)
     int exact;    // D_GELU_FWD, D_GELU_BWD: the encoders' erf GELU (gelu_erf_*)
     int in_round; // D_GELU_*, D_ADD, D_RLN_FWD, D_LN_BWD, D_ATT_*: the precision its input (GELU fwd inp, bwd dout;
@@ -141,7 +142,8 @@ struct MirrorKeep {
     ~MirrorKeep() { x->mir_keep = 0; }
 };
 // ---- cuda_backend_core.cu
-void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16 = nullptr, bool words_only = false);
+void launch_deferred(cu_ctx *x, const Deferred &d, int prec, uint16_t *out16 = nullptr, bool words_only = false,
+                     bool res_alone = false);
 bool floats_optional(const Deferred &d);
 void flush(zt_backend *be);
 void defer(zt_backend *be, const Deferred &d);

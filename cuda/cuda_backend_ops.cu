@@ -100,7 +100,7 @@ void b_residual_layernorm_fwd(zt_backend *be, float *res, float *out, float *mea
     d.kind = D_RLN_FWD;
     d.o0 = dev(res); d.o1 = dev(out); d.o2 = dev(mean); d.o3 = dev(rstd);
     d.i0 = dev(a); d.i1 = dev(b); d.i2 = dev(w); d.i3 = dev(bias);
-    d.B = N; d.C = C; d.res_prec = prec; d.f = eps;
+    d.B = N; d.C = C; d.res_prec = prec; d.f = eps; d.res = res;
     d.out = out; d.out_n = (size_t)N * C; // a round_to of the LayerNorm's output is fused, as after layernorm_fwd
     take_round(be, &d, b, (size_t)N * C, ab && !bw);
     cu_ctx *x = ctx_of(be);
@@ -413,7 +413,11 @@ void b_round_to(zt_backend *be, float *x, size_t n, int prec) {
         c->pend.kind = D_NONE;
         bool only = false; // the words alone, where they go to the stash (words_for)
         uint16_t *w = prec == c->prec ? words_for(be, d, &only) : nullptr;
-        launch_deferred(c, d, prec, w, only);
+        // residual + LayerNorm's res too, where its words go to the stash (recorded then; now lazy): the next
+        // residual + LayerNorm reads it as words, the backward unpacks it
+        const bool res_alone = only && d.kind == D_RLN_FWD && d.w16 && d.res_prec == c->prec &&
+                               zt_mirror16_mark_lazy(&c->mir, static_cast<const float *>(d.res), d.w16, d.out_n);
+        launch_deferred(c, d, prec, w, only, res_alone);
         c->fused++;
         return;
     }

@@ -52,12 +52,22 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // ------------------------------------------------------------------------------------ LayerNorm
 
+// a row's input (a backward's, residual + LayerNorm's res read back): its floats, or the 2-byte words (of precision
+// prec) they were unpacked from or stored as
+struct RowIn {
+    const float *f;
+    const uint16_t *w;
+    int prec;
+    __device__ __forceinline__ float operator[](size_t i) const { return w ? zt_bits16_to_f32(w[i], prec) : f[i]; }
+    __device__ __forceinline__ RowIn operator+(size_t o) const { return RowIn{f + o, w ? w + o : nullptr, prec}; }
+};
+
 // one row's LayerNorm by one warp (lane = its lane): mean, variance about it, out = (x - mean) rstd w + b rounded to
 // prec (and, when o16, as 2-byte words); lane 0 writes the row's mean and rstd. Shared by layernorm_fwd_kernel and
-// residual_layernorm_fwd_kernel
-__device__ __forceinline__ void layernorm_row(float *o, uint16_t *o16, float *mean, float *rstd, const float *x,
-                                              const float *w, const float *b, int C, float eps, int prec, int lane,
-                                              int row) {
+// residual_layernorm_fwd_kernel; X: the row's floats (const float *) or a RowIn
+template <typename X>
+__device__ __forceinline__ void layernorm_row(float *o, uint16_t *o16, float *mean, float *rstd, X x, const float *w,
+                                              const float *b, int C, float eps, int prec, int lane, int row) {
     float s = 0.0f;
     for (int c = lane; c < C; c += 32) s += x[c];
     const float m = warp_sum(s) / (float)C;
@@ -101,26 +111,19 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= N) return; // whole warps leave together
     const size_t off = (size_t)row * C;
-    float *x = res + off;
     for (int c = lane; c < C; c += 32) {
         float y = bb16 ? zt_bits16_to_f32(bb16[off + c], wprec) : bb[off + c];
         if (in_round) bb[off + c] = y = zt_round_prec(y, in_round); // the round_to of bb fused here: written back
         const float xa = a16 ? zt_bits16_to_f32(a16[off + c], wprec) : a[off + c];
-        x[c] = zt_round_prec(xa + y, res_prec);
-        if (res16) res16[off + c] = zt_f32_to_bits16(x[c], res_prec);
+        const float r = zt_round_prec(xa + y, res_prec);
+        if (res) res[off + c] = r; // null: the words alone (read back from them below)
+        if (res16) res16[off + c] = zt_f32_to_bits16(r, res_prec);
     }
+    // res read back (each lane its own columns): its floats, or its words
+    const RowIn x = res ? RowIn{res + off, nullptr, 0} : RowIn{nullptr, res16 + off, res_prec};
     layernorm_row(out ? out + off : nullptr, out16 ? out16 + off : nullptr, mean, rstd, x, w, b, C, eps, prec, lane,
                   row);
 }
-
-// a row's input to a backward: its floats, or the 2-byte words (of precision prec) they were unpacked from
-struct RowIn {
-    const float *f;
-    const uint16_t *w;
-    int prec;
-    __device__ __forceinline__ float operator[](size_t i) const { return w ? zt_bits16_to_f32(w[i], prec) : f[i]; }
-    __device__ __forceinline__ RowIn operator+(size_t o) const { return RowIn{f + o, w ? w + o : nullptr, prec}; }
-};
 
 // one row's dinp += ... by one warp (lane = its lane), rounded to prec
 // dy: dout's row read (floats or words), rounded to in_round when that is set (and then written back to dyw)
@@ -335,6 +338,7 @@ void zt_cu_residual_layernorm_fwd(cudaStream_t s, float *res, float *out, float 
     ZT_ASSERT(!out16 || prec != 0); // words of a 2-byte precision
     ZT_ASSERT(!res16 || res_prec != 0);
     ZT_ASSERT((!a16 && !bb16) || (wprec != 0 && !(bb16 && in_round)));
+    ZT_ASSERT(res || res16); // res null: its words alone
     // bb is written only when in_round (rounded in place, as the round_to fused here would have)
     ZT_LAUNCH(residual_layernorm_fwd_kernel, blocks_for(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, s, res, out,
               out16, res16, mean, rstd, a, const_cast<float *>(bb), a16, bb16, wprec, w, b, N, C, eps, res_prec, prec,

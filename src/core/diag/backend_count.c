@@ -157,6 +157,7 @@ static void w_rln_fwd(zt_backend *be, float *res, float *o, float *m, float *r, 
                                   2.0 * (aw + bw) * (double)N * C);
     cnt_inner->residual_layernorm_fwd(be, res, o, m, r, a, b, w, bi, N, C, p, eps);
     cnt_defer_words_from(K_RLN_FWD, o, (size_t)N * C, from_a, from_b, NULL);
+    cnt_rln_res = res, cnt_rln_rw = rw;
     cnt_mdone();
 }
 /* LayerNorm / RMSNorm backward, one launch (the last block sums the partials): dout, inp, w, the statistics and dinp

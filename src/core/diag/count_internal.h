@@ -58,6 +58,8 @@ typedef struct cnt_product {
     int k; /* the kind it is counted in: K_LIN_FWD, or K_LIN_BWD (dinp = dout @ w^T: a = dout, b = w, both words) */
 } cnt_product;
 extern cnt_product cnt_lin;
+/* the kept residual + LayerNorm's res and the stash words it writes them into (or NULL) */
+extern const void *cnt_rln_res, *cnt_rln_rw;
 
 /* a launch of kind k moving bytes; the kept op launched (every slot but a fused round_to); the mirrors a slot reads
    as floats (mneed, settled as one launch by msettle or the next mkeep), writes (mkeep ... mdone; mdrop) or reads as

@@ -35,6 +35,7 @@ cnt_target cnt_tg[N_TARGETS];
 int cnt_ntg;
 const void *cnt_rpend_w;
 cnt_product cnt_lin;
+const void *cnt_rln_res, *cnt_rln_rw;
 #define N_RING 4 /* cuda_backend_internal.h kRing */
 #define RING_ADDR(k) ((const void *)(((uintptr_t)1 << 62) + ((uintptr_t)(k) << 56)))
 
@@ -178,6 +179,7 @@ int cnt_mfind(const float *p, double n) {
 
 /* an op cuda_backend.cu defers in bf16/fp16: a round_to of exactly (out, n) next is done inside it */
 void cnt_defer(const void *out, size_t n) {
+    cnt_rln_res = cnt_rln_rw = NULL;
     cnt_pend_k = -1;
     cnt_pend = cnt_prec != ZT_PREC_FP32 && cnt_fuse;
     cnt_pend_out = out;
@@ -211,6 +213,9 @@ void cnt_words_for(int k, const void *out, size_t n) {
     if (k == K_GELU_FWD || k == K_GELU_ERF_FWD || k == K_LN_FWD || k == K_RLN_FWD || (k == K_FATT_FWD && cnt_attn_tc)) {
         zt_mirror16_mark_lazy(&cnt_mir, (const float *)out, w, n);
         cnt_bytes[k] -= F4 * n;
+        /* residual + LayerNorm's res too, where its words went to the stash (cuda_backend_ops.cu b_round_to) */
+        if (k == K_RLN_FWD && cnt_rln_rw && zt_mirror16_mark_lazy(&cnt_mir, (const float *)cnt_rln_res, cnt_rln_rw, n))
+            cnt_bytes[k] -= F4 * n;
     }
 }
 static int ring_holds(int k, const void *p) {
