@@ -32,7 +32,9 @@
  * only the rounded words, the floats are a lazy mirror), the GELU's output then multiplied:
  *   product_words             add then reads the product's floats: they are written first, one launch more than
  *                             without mirrors (where the GELU rounds the floats it reads);
- *   product_words_overwritten the floats overwritten whole first (unpack16): never written, the same launches.
+ *   product_words_overwritten the floats overwritten whole first (unpack16): never written, the same launches;
+ *   product_bwd / product_bwd_overwritten the same for the linear backward's input gradient, read as words by the
+ *                             LayerNorm backward after its round_to.
  * In the stash scenario the GELU's input is such a product: the sync that ends it writes its floats (one launch); and
  * the LayerNorm, GELU and residual + LayerNorm write their stashed outputs' words alone (their floats lazy mirrors),
  * so stash_overwritten's add, which reads r[4]'s floats, writes them first (one launch).
@@ -310,6 +312,49 @@ static long long product(zt_backend *be, int overwrite, const io *s, float *out)
     return launches;
 }
 
+/* the backward product-words scenario on be: linear_bwd's dinp (N x C) rounded and read by layernorm_bwd as its
+   dout, then (overwrite) dinp overwritten by unpack16, then add reads it; dinp, dw, the LayerNorm's outputs and add's
+   into out (3 N C + C OC + 2 C floats); returns the harness's launches */
+static long long product_bwd(zt_backend *be, int overwrite, const io *s, float *out)
+{
+    const size_t n = (size_t)N * C;
+    float *X = be->i->alloc(be, n * sizeof(float)), *W = be->i->alloc(be, (size_t)C * OC * sizeof(float));
+    float *D = be->i->alloc(be, (size_t)N * OC * sizeof(float)), *DI = be->i->alloc(be, n * sizeof(float));
+    float *DW = be->i->alloc(be, (size_t)C * OC * sizeof(float)), *Z = be->i->alloc(be, n * sizeof(float));
+    float *lw = be->i->alloc(be, 2 * C * sizeof(float)), *st = be->i->alloc(be, 2 * N * sizeof(float));
+    float *Q = be->i->alloc(be, n * sizeof(float));
+    uint16_t *WY = be->i->alloc(be, n * sizeof(uint16_t)), *hy = zt_calloc(n, sizeof(uint16_t));
+    float hl[2 * C], hst[2 * N];
+    for (int i = 0; i < C; i++) hl[i] = zt_round_bf16(1.0f + 0.01f * (float)i), hl[C + i] = 0.0f;
+    for (int i = 0; i < N; i++) hst[i] = 0.01f * (float)i, hst[N + i] = 1.0f + 0.001f * (float)i;
+    for (size_t i = 0; i < n; i++) hy[i] = zt_f32_to_bf16_bits(s->dout[(i * 5) % ((size_t)N * OC)]);
+    be->i->to_device(be, X, s->inp, n * sizeof(float));
+    be->i->to_device(be, W, s->w, (size_t)C * OC * sizeof(float));
+    be->i->to_device(be, D, s->dout, (size_t)N * OC * sizeof(float));
+    be->i->to_device(be, lw, hl, sizeof hl);
+    be->i->to_device(be, st, hst, sizeof hst);
+    be->i->to_device(be, WY, hy, n * sizeof(uint16_t));
+    be->i->zero(be, Z, n * sizeof(float));
+    be->i->sync(be);
+    const long long l0 = zt_backend_harness_launches();
+    be->i->linear_bwd(be, DI, DW, NULL, D, X, W, N, C, OC, 0);
+    be->i->round_to(be, DI, n, ZT_PREC_BF16);
+    be->i->layernorm_bwd(be, Z, lw, lw + C, DI, X, lw, st, st + N, N, C);
+    if (overwrite) be->i->unpack16(be, DI, WY, n, ZT_PREC_BF16);
+    be->i->add(be, Q, DI, X, n);
+    be->i->sync(be);
+    const long long launches = zt_backend_harness_launches() - l0;
+    be->i->to_host(be, out, DI, n * sizeof(float));
+    be->i->to_host(be, out + n, Z, n * sizeof(float));
+    be->i->to_host(be, out + 2 * n, Q, n * sizeof(float));
+    be->i->to_host(be, out + 3 * n, DW, (size_t)C * OC * sizeof(float));
+    be->i->to_host(be, out + 3 * n + (size_t)C * OC, lw, 2 * C * sizeof(float));
+    void *bufs[] = {X, W, D, DI, DW, Z, lw, st, Q, WY};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->i->free(be, bufs[i]);
+    free(hy);
+    return launches;
+}
+
 int main(void)
 {
     zt_rng_seed(&g_rng, 20261128);
@@ -384,6 +429,18 @@ int main(void)
         if (same && la - lb == more)
             check_pass("mirrors_%s (the product's floats and the outputs the same bits as without mirrors; %lld "
                        "launches against %lld)", name, la, lb);
+        else
+            check_fail("mirrors_%s: %s; %lld launches with mirrors, %lld without (expected %d more)", name,
+                       same ? "same bits" : "an output differs from the run without mirrors", la, lb, more);
+    }
+    for (int ow = 0; ow < 2; ow++) {
+        static float oa[3 * N * C + C * OC + 2 * C], ob[3 * N * C + C * OC + 2 * C];
+        const long long la = product_bwd(on, ow, &base, oa), lb = product_bwd(off, ow, &base, ob);
+        const int same = !memcmp(oa, ob, sizeof oa), more = ow ? 0 : 1;
+        const char *name = ow ? "product_bwd_overwritten" : "product_bwd";
+        if (same && la - lb == more)
+            check_pass("mirrors_%s (dinp, dw and the outputs the same bits as without mirrors; %lld launches against "
+                       "%lld)", name, la, lb);
         else
             check_fail("mirrors_%s: %s; %lld launches with mirrors, %lld without (expected %d more)", name,
                        same ? "same bits" : "an output differs from the run without mirrors", la, lb, more);
