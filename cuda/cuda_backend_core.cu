@@ -198,14 +198,9 @@ cudaStream_t stream_of(zt_backend *be) {
 // the words equal to the n floats at p (a model address), translated, or nullptr: then the caller reads the floats,
 // written first where a lazy unpack holds them (need)
 const uint16_t *mirror_words(zt_backend *be, const float *p, size_t n) {
-    cu_ctx *x = ctx_of(be);
-    const uint16_t *w = x->mir_on && x->prec != ZT_PREC_FP32 && p ? zt_mirror16_find(&x->mir, p, n) : nullptr;
-    if (!w) {
-        need(x, {{p, n * sizeof(float)}});
-        return nullptr;
-    }
-    x->mir.hits++;
-    return dev(w);
+    const uint16_t *w = find_words(be, p, n);
+    if (!w) need(ctx_of(be), {{p, n * sizeof(float)}});
+    return w;
 }
 
 // the words a mirror says equal the n floats at p (translated; the floats may be a lazy mirror's, not written), or

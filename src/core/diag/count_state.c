@@ -38,6 +38,7 @@ cnt_product cnt_lin;
 const void *cnt_rln_res, *cnt_rln_rw;
 #define N_RING 4 /* cuda_backend_internal.h kRing */
 #define RING_ADDR(k) ((const void *)(((uintptr_t)1 << 62) + ((uintptr_t)(k) << 56)))
+#define RING_SPAN ((size_t)1 << 55) /* bytes a word buffer's fake addresses span */
 
 
 /* the words the op kept for a round_to reads that a word buffer may hold (cuda_backend_core.cu words_for: its
@@ -168,13 +169,10 @@ void cnt_mkeep(const void *p, double bytes) {
 void cnt_mdone(void) { cnt_mir_keep = 0; }
 /* an operand (n floats at p) read from words: 1 (not packed); else its floats are read (mneed) */
 int cnt_mfind(const float *p, double n) {
-    if (!cnt_mir_on || cnt_prec == ZT_PREC_FP32 || !zt_mirror16_find(&cnt_mir, p, (size_t)n)) {
-        cnt_mneed(p, F4 * n);
-        cnt_msettle();
-        return 0;
-    }
-    cnt_tot.mirror_hits++;
-    return 1;
+    if (cnt_mwords(p, (size_t)n)) return 1;
+    cnt_mneed(p, F4 * n);
+    cnt_msettle();
+    return 0;
 }
 
 /* an op cuda_backend.cu defers in bf16/fp16: a round_to of exactly (out, n) next is done inside it */
@@ -219,21 +217,23 @@ void cnt_words_for(int k, const void *out, size_t n) {
     }
 }
 static int ring_holds(int k, const void *p) {
-    return p && (uintptr_t)p >= (uintptr_t)RING_ADDR(k) && (uintptr_t)p < (uintptr_t)RING_ADDR(k) + ((uintptr_t)1 << 55);
+    return p && (uintptr_t)p >= (uintptr_t)RING_ADDR(k) && (uintptr_t)p < (uintptr_t)RING_ADDR(k) + RING_SPAN;
+}
+/* whether mirror e is a lazy one whose words are in word buffer k (cuda_backend_core.cu lazy_in_ring) */
+static int lazy_in_ring(const zt_mirror16_entry *e, int k) {
+    return e->lazy && zt_mirror16_overlap(e->src, e->n * 2, (uintptr_t)RING_ADDR(k), RING_SPAN);
 }
 /* whether word buffer k holds a lazy mirror's words */
 static int ring_lazy(int k) {
     for (int i = 0; i < cnt_mir.n; i++)
-        if (cnt_mir.e[i].lazy &&
-            zt_mirror16_overlap(cnt_mir.e[i].src, cnt_mir.e[i].n * 2, (uintptr_t)RING_ADDR(k), (size_t)1 << 55))
-            return 1;
+        if (lazy_in_ring(&cnt_mir.e[i], k)) return 1;
     return 0;
 }
 /* the lazy mirrors whose words are in the word buffers, settled (cuda_backend_core.cu settle_rings) */
 void cnt_settle_rings(void) {
     for (int i = 0; i < cnt_mir.n; i++)
         for (int k = 0; k < N_RING; k++)
-            if (cnt_mir.e[i].lazy && ring_holds(k, (const void *)cnt_mir.e[i].src)) cnt_mir.e[i].lazy = 2;
+            if (lazy_in_ring(&cnt_mir.e[i], k)) cnt_mir.e[i].lazy = 2;
     cnt_msettle();
 }
 /* a word buffer (cuda_backend_core.cu ring_words: the next in turn of N_RING holding no lazy mirror's words, else the
@@ -250,7 +250,7 @@ const void *cnt_ring(const void *out, size_t n, int lazy) {
     cnt_ring_next = k;
     const void *ring = RING_ADDR(cnt_ring_next);
     cnt_ring_next = (cnt_ring_next + 1) % N_RING;
-    cnt_mdrop(ring, (size_t)1 << 55);
+    cnt_mdrop(ring, RING_SPAN);
     cnt_madd(out, ring, n, lazy);
     return ring;
 }

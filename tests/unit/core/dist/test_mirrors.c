@@ -312,6 +312,18 @@ static long long product(zt_backend *be, int overwrite, const io *s, float *out)
     return launches;
 }
 
+/* a product-words scenario's verdict: the outputs (what) the same bits with mirrors (la launches) as without (lb),
+   and more launches with them */
+static void check_words_alone(const char *name, const char *what, int same, long long la, long long lb, int more)
+{
+    if (same && la - lb == more)
+        check_pass("mirrors_%s (%s and the outputs the same bits as without mirrors; %lld launches against %lld)", name,
+                   what, la, lb);
+    else
+        check_fail("mirrors_%s: %s; %lld launches with mirrors, %lld without (expected %d more)", name,
+                   same ? "same bits" : "an output differs from the run without mirrors", la, lb, more);
+}
+
 /* the backward product-words scenario on be: linear_bwd's dinp (N x C) rounded and read by layernorm_bwd as its
    dout, then (overwrite) dinp overwritten by unpack16, then add reads it; dinp, dw, the LayerNorm's outputs and add's
    into out (3 N C + C OC + 2 C floats); returns the harness's launches */
@@ -421,29 +433,18 @@ int main(void)
             check_fail("mirrors_%s: %s; %lld launches with mirrors, %lld without (expected %d fewer)", lz[k].what,
                        same ? "same bits" : "X or an output differs from the run without mirrors", la, lb, fewer);
     }
+    /* a product's words alone: the floats written (one launch more) when read, never when overwritten first */
     for (int ow = 0; ow < 2; ow++) {
         static float oa[4 * N * OC], ob[4 * N * OC];
         const long long la = product(on, ow, &base, oa), lb = product(off, ow, &base, ob);
-        const int same = !memcmp(oa, ob, sizeof oa), more = ow ? 0 : 1;
-        const char *name = ow ? "product_words_overwritten" : "product_words";
-        if (same && la - lb == more)
-            check_pass("mirrors_%s (the product's floats and the outputs the same bits as without mirrors; %lld "
-                       "launches against %lld)", name, la, lb);
-        else
-            check_fail("mirrors_%s: %s; %lld launches with mirrors, %lld without (expected %d more)", name,
-                       same ? "same bits" : "an output differs from the run without mirrors", la, lb, more);
+        check_words_alone(ow ? "product_words_overwritten" : "product_words", "the product's floats",
+                          !memcmp(oa, ob, sizeof oa), la, lb, ow ? 0 : 1);
     }
     for (int ow = 0; ow < 2; ow++) {
         static float oa[3 * N * C + C * OC + 2 * C], ob[3 * N * C + C * OC + 2 * C];
         const long long la = product_bwd(on, ow, &base, oa), lb = product_bwd(off, ow, &base, ob);
-        const int same = !memcmp(oa, ob, sizeof oa), more = ow ? 0 : 1;
-        const char *name = ow ? "product_bwd_overwritten" : "product_bwd";
-        if (same && la - lb == more)
-            check_pass("mirrors_%s (dinp, dw and the outputs the same bits as without mirrors; %lld launches against "
-                       "%lld)", name, la, lb);
-        else
-            check_fail("mirrors_%s: %s; %lld launches with mirrors, %lld without (expected %d more)", name,
-                       same ? "same bits" : "an output differs from the run without mirrors", la, lb, more);
+        check_words_alone(ow ? "product_bwd_overwritten" : "product_bwd", "dinp, dw", !memcmp(oa, ob, sizeof oa), la,
+                          lb, ow ? 0 : 1);
     }
     zt_backend_destroy(on);
     zt_backend_destroy(off);
