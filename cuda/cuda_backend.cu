@@ -87,6 +87,7 @@ zt_backend_i make_i(void) {
     i.adamw_multi = b_adamw_multi;
     i.accumulate = b_accumulate;
     i.sumsq_chunks = b_sumsq_chunks;
+    i.clip_scale = b_clip_scale;
     i.round_to = b_round_to;
     i.pack16 = b_pack16;
     i.pack16_ahead = b_pack16_ahead;

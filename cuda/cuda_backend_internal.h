@@ -231,10 +231,11 @@ void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v
 void free_adamw_tables(zt_backend *be);
 const AdamwTable &adamw_table(zt_backend *be, const zt_adamw_seg *segs, int nseg);
 void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v, const zt_adamw_seg *segs,
-                   int nseg, float lr, float beta1, float beta2, float eps, float bias_corr1, float bias_corr2,
-                   float grad_scale);
+                   int nseg, float beta1, float beta2, float eps, const float *hyper);
 void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n);
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk);
+void b_clip_scale(zt_backend *be, float *hyper, double *norm, const double *sums, size_t n, double clip,
+                  int skip_nonfinite);
 void b_set_precision(zt_backend *be, int prec);
 void b_round_to(zt_backend *be, float *x, size_t n, int prec);
 int b_pack16_ahead(zt_backend *be, void *words, const float *x, size_t n);

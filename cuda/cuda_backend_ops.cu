@@ -377,14 +377,13 @@ const AdamwTable &adamw_table(zt_backend *be, const zt_adamw_seg *segs, int nseg
     return t;
 }
 void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v, const zt_adamw_seg *segs,
-                   int nseg, float lr, float beta1, float beta2, float eps, float bias_corr1, float bias_corr2,
-                   float grad_scale) {
+                   int nseg, float beta1, float beta2, float eps, const float *hyper) {
     flush(be); // as every slot (and the launch counter's model of it, core/diag/count_state.c)
     if (nseg <= 0) return;
     const AdamwTable &t = adamw_table(be, segs, nseg);
     if (t.total == 0) return;
     zt_cu_adamw_multi(S, dev(param), dev(grad), dev(m), dev(v), static_cast<const zt_cu_adamw_seg *>(dev(t.table)),
-                      t.ntable, t.total, lr, beta1, beta2, eps, bias_corr1, bias_corr2, grad_scale);
+                      t.ntable, t.total, beta1, beta2, eps, dev(hyper));
 }
 void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
     MirrorKeep keep(be, {{acc, n * sizeof(float)}}, {{acc, n * sizeof(float)}, {x, n * sizeof(float)}});
@@ -392,6 +391,10 @@ void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
 }
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
     zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);
+}
+void b_clip_scale(zt_backend *be, float *hyper, double *norm, const double *sums, size_t n, double clip,
+                  int skip_nonfinite) {
+    zt_cu_clip_scale(S, dev(hyper), dev(norm), dev(sums), n, clip, skip_nonfinite);
 }
 void b_set_precision(zt_backend *be, int prec) {
     flush(be); // drops the mirrors

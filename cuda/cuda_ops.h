@@ -123,11 +123,15 @@ struct zt_cu_adamw_seg {
 int zt_cu_adamw_multi_table(const zt_adamw_seg *segs, int nseg, zt_cu_adamw_seg *out, size_t *total);
 // one grid over the total elements: element i of the concatenation belongs to the last table entry whose start
 // <= i (a binary search), shard index offset + (i - start); then exactly k_adamw's arithmetic (zt_adamw_elem with
-// that entry's weight_decay). table: device memory, ntable entries
+// that entry's weight_decay). table: device memory, ntable entries; hyper: device memory, the step's scalars
+// (iface/backend.h ZT_HYPER_*), read by the kernel; a NaN gradient scale leaves everything as it was
 void zt_cu_adamw_multi(cudaStream_t s, float *param, const float *grad, float *m, float *v,
-                       const zt_cu_adamw_seg *table, int ntable, size_t total, float lr, float beta1, float beta2,
-                       float eps, float bias_corr1, float bias_corr2, float grad_scale);
+                       const zt_cu_adamw_seg *table, int ntable, size_t total, float beta1, float beta2, float eps,
+                       const float *hyper);
 void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk);
+// clip_scale (iface/backend.h): one block; the n chunk sums (device memory) added in order, then zt_grad_scale
+void zt_cu_clip_scale(cudaStream_t s, float *hyper, double *norm, const double *sums, size_t n, double clip,
+                      int skip_nonfinite);
 // out[i] = zt_dropout_keep(seed, i, p) ? in[i] / (1 - p) : 0 (op_math.h; out == in allowed)
 void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed);
 // out = the decoding of a quantised matrix (core/lora/quant.h): fmt and the section offsets of its layout (the

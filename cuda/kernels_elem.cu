@@ -38,6 +38,8 @@ constexpr int kElemThreads = 256;        // elementwise ops: threads per block
 constexpr size_t kElemMaxBlocks = 16384; // grid-stride beyond this many blocks
 constexpr int kRowThreads = 512;         // softmax_xent: one block per row (fewer for short rows)
 constexpr int kChunkThreads = 512;       // sumsq_chunks: one block per chunk (fewer for short chunks)
+constexpr int kClipThreads = 256;        // clip_scale: one block, staging kClipTile chunk sums at a time
+constexpr int kClipTile = 2048;
 constexpr int kSortTile = 2048;          // embed_bwd: keys sorted in shared memory by one block of kSortTile / 2
 constexpr int kEmbedSeg = 32;            // embed_bwd: sorted positions whose tokens one dwte block starts
 constexpr unsigned kFull = 0xffffffffu;
@@ -329,10 +331,13 @@ __global__ void k_adamw(float *param, const float *grad, float *m, float *v, siz
 
 // all segments of a shard in one launch (zt_cu_adamw_multi): a grid-stride loop over the concatenation of the
 // segments; each element finds its table entry by a binary search over the starts (log2 of ~150 tensors: 8 steps
-// of a table that stays in cache), then the same expression as k_adamw, so the bits are those of k_adamw
+// of a table that stays in cache), then the same expression as k_adamw, so the bits are those of k_adamw. The
+// step's scalars come from hyper (device memory): a NaN gradient scale is a skipped step
 __global__ void k_adamw_multi(float *param, const float *grad, float *m, float *v, const zt_cu_adamw_seg *table,
-                              int ntable, size_t total, float lr, float beta1, float beta2, float eps,
-                              float bias_corr1, float bias_corr2, float grad_scale) {
+                              int ntable, size_t total, float beta1, float beta2, float eps, const float *hyper) {
+    const float grad_scale = hyper[ZT_HYPER_GRAD_SCALE];
+    if (isnan(grad_scale)) return;
+    const float lr = hyper[ZT_HYPER_LR], bias_corr1 = hyper[ZT_HYPER_BC1], bias_corr2 = hyper[ZT_HYPER_BC2];
     ZT_GRID_STRIDE(i, total) {
         int a = 0, b = ntable - 1; // the last entry with start <= i (entry 0 starts at 0)
         while (a < b) {
@@ -497,6 +502,24 @@ __global__ void __launch_bounds__(kChunkThreads) k_sumsq_chunks(double *out, con
     if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
 
+// The step's gradient scale (zt_cu_clip_scale): the chunk sums staged through shared memory a tile at a time and
+// added by thread 0 in order, so the sum is the host's sequential one bit for bit; then zt_grad_scale (op_math.h)
+__global__ void __launch_bounds__(kClipThreads) k_clip_scale(float *hyper, double *norm, const double *sums,
+                                                             size_t n, double clip, int skip_nonfinite) {
+    __shared__ double tile[kClipTile];
+    double s = 0.0;
+    for (size_t t0 = 0; t0 < n; t0 += kClipTile) {
+        const size_t m = n - t0 < (size_t)kClipTile ? n - t0 : (size_t)kClipTile;
+        for (size_t i = threadIdx.x; i < m; i += blockDim.x) tile[i] = sums[t0 + i];
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (size_t i = 0; i < m; i++) s += tile[i];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        hyper[ZT_HYPER_GRAD_SCALE] = zt_grad_scale(s, hyper[ZT_HYPER_LOSS_SCALE], clip, skip_nonfinite, norm);
+}
+
 #undef ZT_GRID_STRIDE
 
 size_t embed_sort_len(int B, int T) {
@@ -659,11 +682,11 @@ int zt_cu_adamw_multi_table(const zt_adamw_seg *segs, int nseg, zt_cu_adamw_seg 
 }
 
 void zt_cu_adamw_multi(cudaStream_t s, float *param, const float *grad, float *m, float *v,
-                       const zt_cu_adamw_seg *table, int ntable, size_t total, float lr, float beta1, float beta2,
-                       float eps, float bias_corr1, float bias_corr2, float grad_scale) {
+                       const zt_cu_adamw_seg *table, int ntable, size_t total, float beta1, float beta2, float eps,
+                       const float *hyper) {
     if (total == 0 || ntable <= 0) return;
-    ZT_LAUNCH(k_adamw_multi, elem_blocks(total), kElemThreads, 0, s, param, grad, m, v, table, ntable, total, lr,
-              beta1, beta2, eps, bias_corr1, bias_corr2, grad_scale);
+    ZT_LAUNCH(k_adamw_multi, elem_blocks(total), kElemThreads, 0, s, param, grad, m, v, table, ntable, total, beta1,
+              beta2, eps, hyper);
     check_launch("adamw_multi");
 }
 
@@ -724,6 +747,12 @@ void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, s
     if (nc > 0x7fffffffu) zt_panic(__FILE__, __LINE__, "sumsq_chunks: %zu chunks, at most 2^31 - 1", nc);
     ZT_LAUNCH(k_sumsq_chunks, (unsigned)nc, row_threads(chunk < n ? chunk : n, kChunkThreads), 0, s, out, x, n, chunk);
     check_launch("sumsq_chunks");
+}
+
+void zt_cu_clip_scale(cudaStream_t s, float *hyper, double *norm, const double *sums, size_t n, double clip,
+                      int skip_nonfinite) {
+    ZT_LAUNCH(k_clip_scale, 1, kClipThreads, 0, s, hyper, norm, sums, n, clip, skip_nonfinite);
+    check_launch("clip_scale");
 }
 
 } // namespace ZT_CU_NS

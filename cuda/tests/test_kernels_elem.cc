@@ -519,9 +519,10 @@ void test_adamw_multi(const char *what, const std::vector<zt_adamw_seg> &segs, R
     const float lr = 6e-4f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
     const float bc1 = 1.0f - powf(b1, 7.0f), bc2 = 1.0f - powf(b2, 7.0f), gs = 0.73f;
     const int ns = (int)segs.size();
+    std::vector<float> hyper = {lr, bc1, bc2, gs, 1.0f}, skip = {lr, bc1, bc2, NAN, 1.0f};
     std::vector<float> pr = p0, mr = m0, vr = v0;
-    g_cpu->i->adamw_multi(g_cpu, pr.data(), g.data(), mr.data(), vr.data(), segs.data(), ns, lr, b1, b2, eps, bc1,
-                          bc2, gs);
+    g_cpu->i->adamw_multi(g_cpu, pr.data(), g.data(), mr.data(), vr.data(), segs.data(), ns, b1, b2, eps,
+                          hyper.data());
     std::vector<zt_cu_adamw_seg> table(segs.size() + 1);
     size_t total = 0;
     const int nt = zt_cu_adamw_multi_table(segs.data(), ns, table.data(), &total);
@@ -529,10 +530,13 @@ void test_adamw_multi(const char *what, const std::vector<zt_adamw_seg> &segs, R
     double t0 = now_s();
     bool det = two_runs([&](int) {
         p = p0, m = m0, v = v0;
-        zt_cu_adamw_multi(kStream, p.data(), g.data(), m.data(), v.data(), table.data(), nt, total, lr, b1, b2, eps,
-                          bc1, bc2, gs);
+        zt_cu_adamw_multi(kStream, p.data(), g.data(), m.data(), v.data(), table.data(), nt, total, b1, b2, eps,
+                          hyper.data());
         return std::vector<Buf>{{p.data(), n * 4}, {m.data(), n * 4}, {v.data(), n * 4}};
     });
+    std::vector<float> ps = p, ms = m, vs = v; // a NaN gradient scale: a skipped step changes nothing
+    zt_cu_adamw_multi(kStream, ps.data(), g.data(), ms.data(), vs.data(), table.data(), nt, total, b1, b2, eps,
+                      skip.data());
     std::vector<float> pk = p0, mk = m0, vk = v0; // one k_adamw launch per segment
     for (const zt_adamw_seg &sg : segs)
         zt_cu_adamw(kStream, pk.data() + sg.offset, g.data() + sg.offset, mk.data() + sg.offset, vk.data() + sg.offset,
@@ -540,13 +544,15 @@ void test_adamw_multi(const char *what, const std::vector<zt_adamw_seg> &segs, R
     size_t diff = 0, changed = 0;
     for (size_t i = 0; i < n; i++) {
         diff += memcmp(&p[i], &pk[i], 4) != 0 || memcmp(&m[i], &mk[i], 4) != 0 || memcmp(&v[i], &vk[i], 4) != 0;
+        diff += memcmp(&p[i], &ps[i], 4) != 0 || memcmp(&m[i], &ms[i], 4) != 0 || memcmp(&v[i], &vs[i], 4) != 0;
         changed += memcmp(&p[i], &p0[i], 4) != 0;
     }
     Err e;
     compare(e, p.data(), pr.data(), n, 1.0);
     compare(e, m.data(), mr.data(), n, 1e-2);
     compare(e, v.data(), vr.data(), n, 1e-4);
-    report("adamw_multi", fmt("%s: %d segments, %zu of %zu elements, %zu changed, %zu differ from per-segment adamw",
+    report("adamw_multi", fmt("%s: %d segments, %zu of %zu elements, %zu changed, %zu differ from per-segment adamw "
+                              "or after a skipped step",
                               what, ns, total, n, changed, diff), e, kAdamwLimit, det, now_s() - t0, diff);
 }
 
@@ -719,6 +725,33 @@ void test_sumsq(size_t n, size_t chunk, Rng &r) {
     report("sumsq_chunks", fmt("n=%zu chunk=%zu", n, chunk), e, 2e-12, det, now_s() - t0);
 }
 
+// The step's gradient scale: bits (limit 0) against the cpu backend's clip_scale, the norm and hyper's gradient
+// scale, for a clipped step (loss scale 1024), clipping off, and an infinite chunk sum with and without the skip
+void test_clip_scale(size_t n, Rng &r) {
+    std::vector<double> sums(n);
+    for (double &x : sums) x = (double)r.uniform(0.0f, 2.0f) * 1e3;
+    const struct { const char *what; double clip; int skip, inf; } cases[] = {
+        {"clipped", 1.0, 1, 0}, {"clip off", 0.0, 0, 0}, {"inf, skip", 1.0, 1, 1}, {"inf, no skip", 1.0, 0, 1}};
+    for (const auto &c : cases) {
+        if (c.inf) sums[n / 2] = INFINITY;
+        std::vector<float> hr = {1e-3f, 0.1f, 0.2f, 1.0f, 1024.0f}, h = hr;
+        double nr = 0, nd = 0;
+        g_cpu->i->clip_scale(g_cpu, hr.data(), &nr, sums.data(), n, c.clip, c.skip);
+        double t0 = now_s();
+        bool det = two_runs([&](int) {
+            h = {1e-3f, 0.1f, 0.2f, 1.0f, 1024.0f};
+            zt_cu_clip_scale(kStream, h.data(), &nd, sums.data(), n, c.clip, c.skip);
+            return std::vector<Buf>{{h.data(), h.size() * 4}, {&nd, 8}};
+        });
+        const size_t differ = (size_t)(memcmp(h.data(), hr.data(), h.size() * 4) != 0) + (memcmp(&nd, &nr, 8) != 0);
+        const bool skipped = std::isnan(h[ZT_HYPER_GRAD_SCALE]);
+        Err e;
+        report("clip_scale", fmt("n=%zu %s: norm %.6g, grad scale %.6g%s", n, c.what, nd, (double)h[3],
+                                 skipped == (c.skip && c.inf) ? "" : " (skip wrong)"),
+               e, 0.0, det, now_s() - t0, differ + (skipped != (c.skip && c.inf)));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // --atomic-demo: the determinism check must catch a float atomicAdd reduction.
 constexpr int kDemoThreads = 256;
@@ -798,6 +831,7 @@ int main(int argc, char **argv) {
     test_adamw_multi("one element", {{2, 1, 0.1f}}, r);
     test_adamw_multi("odd lengths", {{0, 1, 0.1f}, {1, 0, 0.1f}, {4, 4099, 0.0f}, {4103, 257, 0.1f},
                                      {4365, 1, 0.0f}, {4366, 300001, 0.05f}, {304370, 33, 0.1f}}, r);
+    for (size_t n : {(size_t)1, (size_t)2048, (size_t)30011}) test_clip_scale(n, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_round_to(n, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_pack16(n, r);
     for (size_t n : {(size_t)3, (size_t)4, (size_t)1027, (size_t)70001}) test_vec4_paths(n, r);

@@ -222,8 +222,8 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
     printf("  round_to fused into the op before it: %ld; product operands read from 2-byte words, not packed: %ld; "
            "stash packs whose words the ops wrote: %ld; communicator calls: %ld (not in the launches)\n",
            t.fused_rounds, t.mirror_hits, t.packs_skipped, t.comm_calls);
-    printf("  host waits per step: %ld (sync and to_host: after the backward, the gradient norm, after the update, the "
-           "step's losses; none inside a micro-batch)\n", t.host_waits);
+    printf("  host waits per step: %ld (sync and to_host: the gradient norm and the step's losses, read once the update "
+           "is queued; none before)\n", t.host_waits);
     printf("  %-22s %7s %9s %7s %10s %16s\n", "op kind (by bytes)", "calls", "launches", "copies", "GB", "bytes");
     for (int i = 0; i < ne; i++)
         printf("  %-22s %7ld %9ld %7ld %10.3f %16.0f\n", e[i].name, e[i].calls, e[i].launches, e[i].memops,

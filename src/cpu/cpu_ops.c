@@ -208,14 +208,25 @@ static void cpu_adamw(zt_backend *be, float *param, const float *grad, float *m,
 /* the reference: each segment as cpu_adamw (the same OpenMP split of the segment), so the bits do not depend on
    the thread count and equal one adamw call per segment */
 static void cpu_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v,
-                            const zt_adamw_seg *segs, int nseg, float lr, float beta1, float beta2, float eps,
-                            float bias_corr1, float bias_corr2, float grad_scale) {
+                            const zt_adamw_seg *segs, int nseg, float beta1, float beta2, float eps,
+                            const float *hyper) {
+    const float gs = hyper[ZT_HYPER_GRAD_SCALE];
+    if (isnan(gs)) return; /* a skipped step */
     for (int s = 0; s < nseg; s++) {
         const size_t o = segs[s].offset;
         if (segs[s].n)
-            cpu_adamw(be, param + o, grad + o, m + o, v + o, segs[s].n, lr, beta1, beta2, eps, segs[s].weight_decay,
-                      bias_corr1, bias_corr2, grad_scale);
+            cpu_adamw(be, param + o, grad + o, m + o, v + o, segs[s].n, hyper[ZT_HYPER_LR], beta1, beta2, eps,
+                      segs[s].weight_decay, hyper[ZT_HYPER_BC1], hyper[ZT_HYPER_BC2], gs);
     }
+}
+
+/* the chunk sums added in order, one thread: the norm does not depend on threads or ranks */
+static void cpu_clip_scale(zt_backend *be, float *hyper, double *norm, const double *sums, size_t n, double clip,
+                           int skip_nonfinite) {
+    (void)be;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += sums[i];
+    hyper[ZT_HYPER_GRAD_SCALE] = zt_grad_scale(sum, hyper[ZT_HYPER_LOSS_SCALE], clip, skip_nonfinite, norm);
 }
 
 static void cpu_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
@@ -315,6 +326,7 @@ void zt_cpu_fill_ops(zt_backend_i *i) {
     i->adamw_multi = cpu_adamw_multi;
     i->accumulate = cpu_accumulate;
     i->sumsq_chunks = cpu_sumsq_chunks;
+    i->clip_scale = cpu_clip_scale;
     i->round_to = cpu_round_to;
     i->pack16 = cpu_pack16;
     i->unpack16 = cpu_unpack16;

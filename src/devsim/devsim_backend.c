@@ -229,11 +229,10 @@ static void ds_adamw(zt_backend *be, float *param, const float *grad, float *m, 
 
 /* the segment table is host data: only the shard's base pointers are translated */
 static void ds_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v,
-                           const zt_adamw_seg *segs, int nseg, float lr, float beta1, float beta2, float eps,
-                           float bias_corr1, float bias_corr2, float grad_scale) {
+                           const zt_adamw_seg *segs, int nseg, float beta1, float beta2, float eps,
+                           const float *hyper) {
     if (nseg <= 0) return;
-    CPU(be)->i->adamw_multi(CPU(be), D(param), D(grad), D(m), D(v), segs, nseg, lr, beta1, beta2, eps, bias_corr1,
-                            bias_corr2, grad_scale);
+    CPU(be)->i->adamw_multi(CPU(be), D(param), D(grad), D(m), D(v), segs, nseg, beta1, beta2, eps, D(hyper));
 }
 
 static void ds_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
@@ -242,6 +241,11 @@ static void ds_accumulate(zt_backend *be, float *acc, const float *x, size_t n) 
 
 static void ds_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
     CPU(be)->i->sumsq_chunks(CPU(be), D(out), D(x), n, chunk);
+}
+
+static void ds_clip_scale(zt_backend *be, float *hyper, double *norm, const double *sums, size_t n, double clip,
+                          int skip_nonfinite) {
+    CPU(be)->i->clip_scale(CPU(be), D(hyper), D(norm), D(sums), n, clip, skip_nonfinite);
 }
 
 static void ds_round_to(zt_backend *be, float *x, size_t n, int prec) { CPU(be)->i->round_to(CPU(be), D(x), n, prec); }
@@ -313,9 +317,10 @@ zt_backend *zt_devsim_backend_create(int threads) {
         i->matmul16 = ds_matmul16;
         i->softmax_xent16 = ds_softmax_xent16;
         i->adamw = ds_adamw;
-        i->adamw_multi = c->adamw_multi ? ds_adamw_multi : NULL;
+        i->adamw_multi = ds_adamw_multi;
         i->accumulate = ds_accumulate;
         i->sumsq_chunks = ds_sumsq_chunks;
+        i->clip_scale = ds_clip_scale;
         i->round_to = ds_round_to;
         i->pack16 = ds_pack16;
         i->unpack16 = ds_unpack16;

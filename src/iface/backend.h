@@ -29,6 +29,9 @@ typedef enum zt_prec { ZT_PREC_FP32 = 0, ZT_PREC_BF16 = 1, ZT_PREC_FP16 = 2 } zt
 /* the kind of memory a backend hands out, and a communicator accepts */
 typedef enum zt_mem_kind { ZT_MEM_HOST, ZT_MEM_DEVICE } zt_mem_kind;
 
+/* adamw_multi's and clip_scale's step scalars (backend memory, ZT_HYPER_N floats) */
+enum { ZT_HYPER_LR, ZT_HYPER_BC1, ZT_HYPER_BC2, ZT_HYPER_GRAD_SCALE, ZT_HYPER_LOSS_SCALE, ZT_HYPER_N };
+
 /* one segment of adamw_multi: elements [offset, offset + n) of a flat shard, updated with weight_decay */
 typedef struct zt_adamw_seg {
     size_t offset;
@@ -165,16 +168,17 @@ typedef struct zt_backend_i {
     void (*adamw)(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay,
                   float bias_corr1, float bias_corr2, float grad_scale);
-    /* optional (NULL: the caller loops over adamw): AdamW over nseg segments of one flat shard in one call.
-       param, grad, m, v are the shard's base pointers (backend memory); segs (nseg entries, host memory, nseg 0:
-       nothing to do) names each segment's elements [offset, offset + n) within the shard and its weight_decay;
-       segments do not overlap; an n of 0 is allowed. Hyper-parameters as adamw. Every element is exactly
-       zt_adamw_elem (op_math.h) with its segment's weight_decay, so the bits equal one adamw call per segment.
-       The optimizer (core/optim/optim.c) passes the same table every step: a backend may cache what it derives
-       from it (the CUDA backend: its device copy, cuda_backend.cu). */
+    /* AdamW over nseg segments of one flat shard in one call. param, grad, m, v are the shard's base pointers
+       (backend memory); segs (nseg entries, host memory, nseg 0: nothing to do) names each segment's elements
+       [offset, offset + n) within the shard and its weight_decay; segments do not overlap; an n of 0 is allowed.
+       hyper (backend memory, ZT_HYPER_N floats) holds the step's learning rate, bias corrections and gradient
+       scale: the update reads them when it runs, so a step's scalars need no host wait (a grad scale written by
+       clip_scale) and its launches are the same every step. A NaN gradient scale skips the update: no element
+       changes. Every element is exactly zt_adamw_elem (op_math.h) with its segment's weight_decay, so the bits
+       equal one adamw call per segment with the same values. The optimizer (core/optim/optim.c) passes the same
+       table every step: a backend may cache what it derives from it (the CUDA backend: its device copy) */
     void (*adamw_multi)(zt_backend *be, float *param, const float *grad, float *m, float *v,
-                        const zt_adamw_seg *segs, int nseg, float lr, float beta1, float beta2, float eps,
-                        float bias_corr1, float bias_corr2, float grad_scale);
+                        const zt_adamw_seg *segs, int nseg, float beta1, float beta2, float eps, const float *hyper);
 
     /* acc += x (elementwise), the one addition the ordered reduction makes */
     void (*accumulate)(zt_backend *be, float *acc, const float *x, size_t n);
@@ -182,6 +186,12 @@ typedef struct zt_backend_i {
        sequentially within a chunk: the norm does not depend on threads or shard bounds.
        out is backend memory (the caller copies the chunk sums to the host when it needs them) */
     void (*sumsq_chunks)(zt_backend *be, double *out, const float *x, size_t n, size_t chunk);
+    /* the step's gradient scale from n chunk sums (backend memory, sumsq_chunks' of every rank in flat order):
+       sum them in order (double), *norm (backend memory) = sqrt(sum) / hyper[ZT_HYPER_LOSS_SCALE] and
+       hyper[ZT_HYPER_GRAD_SCALE] = zt_grad_scale (op_math.h): the clip factor over the loss scale, NaN where
+       skip_nonfinite (fp16's loss scaler) and the norm is not finite. No host wait: the update reads it */
+    void (*clip_scale)(zt_backend *be, float *hyper, double *norm, const double *sums, size_t n, double clip,
+                       int skip_nonfinite);
     /* x[i] = the value a `prec` buffer stores for x[i]: round to nearest even to bf16 or fp16
        (fp16: |x| >= 65520 becomes Inf, its overflow); ZT_PREC_FP32 leaves x alone. Elementwise:
        the same bits on every backend (op_math.h's zt_round_bf16 / zt_round_fp16) */

@@ -177,6 +177,23 @@ ZT_HD void zt_adamw_elem(float *param, float *m, float *v, float g, float lr, fl
     *param = fmaf(-lr, step, *param);
 }
 
+/* clip factor as torch.nn.utils.clip_grad_norm_: min(1, clip / (norm + 1e-6)); 1 when clip <= 0 */
+ZT_HD float zt_clip_factor(double norm, double clip) {
+    if (clip <= 0.0) return 1.0f;
+    const double f = clip / (norm + 1e-6);
+    return f < 1.0 ? (float)f : 1.0f;
+}
+
+/* the update's gradient scale from the sum of squares of the (loss-scaled) gradients: *norm = sqrt(sum) /
+   loss_scale, then the clip factor over the loss scale; NaN (the update skips the step) where skip_nonfinite and
+   the norm is not finite. The host and every device compute it with this one expression (clip_scale) */
+ZT_HD float zt_grad_scale(double sum, float loss_scale, double clip, int skip_nonfinite, double *norm) {
+    const double nm = sqrt(sum) / (double)loss_scale;
+    *norm = nm;
+    if (skip_nonfinite && !isfinite(nm)) return zt_int_bits_to_float(0x7fc00000); /* a quiet NaN */
+    return zt_clip_factor(nm, clip) / loss_scale;
+}
+
 /* LayerNorm: 1/sqrt(var + eps) from the row's mean square deviation sum over C (eps: model.norm_eps; GPT-2's is
    ZT_LN_EPS) */
 ZT_HD float zt_ln_rstd(float sum_sq_dev, int C, float eps) { return 1.0f / sqrtf(sum_sq_dev / (float)C + eps); }

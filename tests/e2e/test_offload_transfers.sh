@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # zero.offload's host <-> device traffic, counted by devsim (results.json h2d_bytes / d2h_bytes: every to_device /
-# to_host of the process). Each update of an offloaded run copies the reduced gradient shard down (S fp32) and the
+# to_host of the process). Each update of an offloaded run copies the reduced gradient shard down (S fp32) with the
+# step's 5 scalars (ZT_HYPER_N floats: learning rate, bias corrections, gradient and loss scale) and the
 # published parameters up: S fp32 at stages 1-2 (rounded on the host in bf16), S fp32 (fp32) or S 2-byte words
-# (bf16) into the stage-3 shard. So between a 4-step and a 6-step run, offload adds exactly 2 S x 4 bytes down and
+# (bf16) into the stage-3 shard. So between a 4-step and a 6-step run, offload adds exactly 2 (S x 4 + 20) bytes down and
 # 2 S x (4 | 2) bytes up per rank compared with the same two runs without offload (S = this rank's shard).
 #  offload_traffic_*  the measured extra bytes equal that count, and the runs' params_hash equal the run without
 set -u
@@ -32,9 +33,9 @@ for spec in "1 2 fp32 optimizer 4" "2 2 bf16 optimizer 4" "2 3 fp32 optimizer 4"
   fi
   up_x=$($PY -c "print(int((${d[0]} - ${c[0]}) - (${b[0]} - ${a[0]})))")
   down_x=$($PY -c "print(int((${d[1]} - ${c[1]}) - (${b[1]} - ${a[1]})))")
-  want_up=$((2 * S * up)) want_down=$((2 * S * 4))
+  want_up=$((2 * S * up)) want_down=$((2 * (S * 4 + 20)))
   if [ "$up_x" = "$want_up" ] && [ "$down_x" = "$want_down" ] && [ "${b[2]}" = "${d[2]}" ]; then
-    pass "offload_traffic_$name (2 extra steps: +$down_x bytes down, +$up_x up = 2 x S x 4, 2 x S x $up; S = $S; params_hash equal)"
+    pass "offload_traffic_$name (2 extra steps: +$down_x bytes down, +$up_x up = 2 x (S x 4 + 20), 2 x S x $up; S = $S; params_hash equal)"
   else
     fail "offload_traffic_$name: down +$down_x (want $want_down), up +$up_x (want $want_up), hashes ${b[2]:0:16} ${d[2]:0:16}"
   fi

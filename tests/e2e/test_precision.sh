@@ -277,16 +277,20 @@ PYEOF
 ); then pass "act_storage_2_bytes_memory ($out)"; else fail "act_storage_2_bytes_memory: $out"; fi
 # the fused attention (device cuda, train.attention = auto): no att (B, NH, T, T) kept (2 bytes per layer in the
 # stash, 4 in the one fp32 working copy) and no datt scratch (4); instead per layer the softmax statistics (B, NH, T, 2)
-# fp32, and a scratch of D (B, NH, T) and the dq parts (B, NH, T / 64, T, hs). From the allocating code's plan of
-# GPT-2 124M (estimate)
+# fp32, and a scratch of D (B, NH, T), plus the dq parts (B, NH, T / 64, T, hs) where it runs on the CUDA cores
+# (ZT_CUDA_ATTN_TC=0; the tensor-core backward has none). From the allocating code's plan of GPT-2 124M (estimate)
 pz=$($ZT estimate -c inputs/gpt2-124m.cfg | awk '/^activations/ {print $4}')
-if out=$($PY - "$pa" "$pz" <<'PYEOF' 2>&1
+pc=$(ZT_CUDA_ATTN_TC=0 $ZT estimate -c inputs/gpt2-124m.cfg | awk '/^activations/ {print $4}')
+if out=$($PY - "$pa" "$pz" "$pc" <<'PYEOF' 2>&1
 import sys
-pa, pz = float(sys.argv[1]), float(sys.argv[2])
+pa, pz, pc = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 B, T, L, NH, hs = 16, 1024, 12, 12, 64
-want = (B * NH * T * T * (2 * L + 4 + 4) - B * NH * T * (8 * L + 4) - B * NH * (T // 64) * T * hs * 4) / 2**20
-assert abs((pa - pz) - want) < 0.005 * want, f"124M plan: {pa} - {pz} MiB vs {want:.1f} MiB"
-print(f"124M bf16 plan: activations {pa:.0f} -> {pz:.0f} MiB with the fused attention (-{want:.0f} predicted)")
+want = (B * NH * T * T * (2 * L + 4 + 4) - B * NH * T * (8 * L + 4)) / 2**20
+parts = B * NH * (T // 64) * T * hs * 4 / 2**20
+assert abs((pa - pz) - want) < 0.005 * want, f"124M plan (tensor cores): {pa} - {pz} MiB vs {want:.1f} MiB"
+assert abs((pa - pc) - (want - parts)) < 0.005 * want, f"124M plan (CUDA cores): {pa} - {pc} MiB vs {want - parts:.1f} MiB"
+print(f"124M bf16 plan: activations {pa:.0f} -> {pz:.0f} MiB with the fused attention on tensor cores (-{want:.0f} "
+      f"predicted), {pc:.0f} on CUDA cores (-{want - parts:.0f})")
 PYEOF
 ); then pass "fused_attention_memory ($out)"; else fail "fused_attention_memory: $out"; fi
 

@@ -416,13 +416,13 @@ static void w_adamw(zt_backend *be, float *p, const float *g, float *m, float *v
 /* cuda_backend.cu b_adamw_multi: one k_adamw_multi launch over all the segments' elements (its device copy of the
    segment table is cached, uploaded once: no copy per step); counted in the adamw row, the same bytes */
 static void w_adamw_multi(zt_backend *be, float *p, const float *g, float *m, float *v, const zt_adamw_seg *segs,
-                          int nseg, float lr, float b1, float b2, float eps, float c1, float c2, float gs) {
+                          int nseg, float b1, float b2, float eps, const float *h) {
     cnt_flush();
     cnt_calls[K_ADAMW]++;
     double n = 0;
     for (int s = 0; s < nseg; s++) n += (double)segs[s].n;
     if (n > 0) cnt_add(K_ADAMW, 1, F4 * 7.0 * n);
-    cnt_inner->adamw_multi(be, p, g, m, v, segs, nseg, lr, b1, b2, eps, c1, c2, gs);
+    cnt_inner->adamw_multi(be, p, g, m, v, segs, nseg, b1, b2, eps, h);
 }
 static void w_acc(zt_backend *be, float *a, const float *x, size_t n) {
     cnt_mneed(a, F4 * n);
@@ -439,6 +439,13 @@ static void w_sumsq(zt_backend *be, double *o, const float *x, size_t n, size_t 
     cnt_calls[K_SUMSQ]++;
     if (n && c) cnt_add(K_SUMSQ, 1, F4 * n + 8.0 * ((n + c - 1) / c));
     cnt_inner->sumsq_chunks(be, o, x, n, c);
+}
+/* cuda_backend_ops.cu b_clip_scale: one single-block launch reading the chunk sums and the step's scalars, writing
+   the norm and the gradient scale; counted in the norm's row */
+static void w_clip(zt_backend *be, float *h, double *nm, const double *s, size_t n, double c, int k) {
+    cnt_flush();
+    cnt_add(K_SUMSQ, 1, 8.0 * n + 8.0 + F4 * 3.0);
+    cnt_inner->clip_scale(be, h, nm, s, n, c, k);
 }
 static void w_copy(zt_backend *be, void *d, const void *s, size_t n) {
     cnt_flush();
@@ -600,7 +607,7 @@ void zt_backend_count_begin(zt_backend *be) {
     WRAP(gelu_fwd, w_gelu_fwd); WRAP(gelu_bwd, w_gelu_bwd); WRAP(add, w_add); WRAP(embed_fwd, w_emb_fwd);
     WRAP(embed_bwd, w_emb_bwd); WRAP(softmax_xent, w_xent); WRAP(adamw, w_adamw); WRAP(accumulate, w_acc);
     WRAP(adamw_multi, w_adamw_multi); WRAP(matmul16, w_matmul16); WRAP(softmax_xent16, w_xent16);
-    WRAP(sumsq_chunks, w_sumsq); WRAP(round_to, w_round); WRAP(pack16, w_pack); WRAP(unpack16, w_unpack);
+    WRAP(sumsq_chunks, w_sumsq); WRAP(clip_scale, w_clip); WRAP(round_to, w_round); WRAP(pack16, w_pack); WRAP(unpack16, w_unpack);
     WRAP(pack16_ahead, w_pack_ahead); WRAP(unpack16_lazy, w_unpack_lazy);
     WRAP(dropout, w_dropout); WRAP(dequant, w_dequant); WRAP(set_precision, w_set_precision);
     WRAP(attention_fused_fwd, cnt_fatt_fwd); WRAP(attention_fused_bwd, cnt_fatt_bwd);

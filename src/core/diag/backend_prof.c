@@ -102,11 +102,13 @@ static void w_adamw(zt_backend *be, float *p, const float *g, float *m, float *v
                     float eps, float wd, float c1, float c2, float gs) {
     T0(be); g_inner->adamw(be, p, g, m, v, n, lr, b1, b2, eps, wd, c1, c2, gs); T1(be, P_ADAMW); }
 static void w_adamw_multi(zt_backend *be, float *p, const float *g, float *m, float *v, const zt_adamw_seg *segs,
-                          int nseg, float lr, float b1, float b2, float eps, float c1, float c2, float gs) {
-    T0(be); g_inner->adamw_multi(be, p, g, m, v, segs, nseg, lr, b1, b2, eps, c1, c2, gs); T1(be, P_ADAMW); }
+                          int nseg, float b1, float b2, float eps, const float *h) {
+    T0(be); g_inner->adamw_multi(be, p, g, m, v, segs, nseg, b1, b2, eps, h); T1(be, P_ADAMW); }
 static void w_acc(zt_backend *be, float *a, const float *x, size_t n) { T0(be); g_inner->accumulate(be, a, x, n); T1(be, P_ACC); }
 static void w_sumsq(zt_backend *be, double *o, const float *x, size_t n, size_t c) {
     T0(be); g_inner->sumsq_chunks(be, o, x, n, c); T1(be, P_SUMSQ); }
+static void w_clip(zt_backend *be, float *h, double *nm, const double *s, size_t n, double c, int k) {
+    T0(be); g_inner->clip_scale(be, h, nm, s, n, c, k); T1(be, P_SUMSQ); }
 static void w_copy(zt_backend *be, void *d, const void *s, size_t n) { T0(be); g_inner->copy(be, d, s, n); T1(be, P_COPY); }
 static void w_zero(zt_backend *be, void *d, size_t n) { T0(be); g_inner->zero(be, d, n); T1(be, P_COPY); }
 static void w_round(zt_backend *be, float *x, size_t n, int p) { T0(be); g_inner->round_to(be, x, n, p); T1(be, P_ROUND); }
@@ -150,9 +152,10 @@ void zt_backend_prof_begin(zt_backend *be) {
     g_wrapped.embed_bwd = w_emb_bwd;
     g_wrapped.softmax_xent = w_xent;
     g_wrapped.adamw = w_adamw;
-    if (g_inner->adamw_multi) g_wrapped.adamw_multi = w_adamw_multi;
+    g_wrapped.adamw_multi = w_adamw_multi;
     g_wrapped.accumulate = w_acc;
     g_wrapped.sumsq_chunks = w_sumsq;
+    g_wrapped.clip_scale = w_clip;
     g_wrapped.copy = w_copy;
     g_wrapped.zero = w_zero;
     g_wrapped.round_to = w_round;

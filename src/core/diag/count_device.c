@@ -87,9 +87,10 @@ static void n_adamw(zt_backend *be, float *a, const float *b, float *c, float *d
                     float h, float i, float j, float k, float l) { (void)be; (void)a; (void)b; (void)c; (void)d;
                     (void)n; (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; (void)k; (void)l; }
 static void n_adamw_multi(zt_backend *be, float *a, const float *b, float *c, float *d, const zt_adamw_seg *s, int n,
-                          float e, float f, float g, float h, float j, float k, float l) { (void)be; (void)a; (void)b;
-                          (void)c; (void)d; (void)s; (void)n; (void)e; (void)f; (void)g; (void)h; (void)j; (void)k;
-                          (void)l; }
+                          float e, float f, float g, const float *h) { (void)be; (void)a; (void)b; (void)c; (void)d;
+                          (void)s; (void)n; (void)e; (void)f; (void)g; (void)h; }
+static void n_clip(zt_backend *be, float *h, double *nm, const double *s, size_t n, double c, int k) {
+    (void)be; (void)h; (void)nm; (void)s; (void)n; (void)c; (void)k; }
 static void n_sumsq(zt_backend *be, double *a, const float *b, size_t n, size_t c) {
     (void)be; (void)a; (void)b; (void)n; (void)c; }
 static void n_round(zt_backend *be, float *a, size_t n, int p) { (void)be; (void)a; (void)n; (void)p; }
@@ -138,7 +139,7 @@ static const zt_backend_i g_null_i = {
     .layernorm_bwd = n_lnb, .rmsnorm_fwd = n_rmsf, .rmsnorm_bwd = n_rmsb, .rope = n_rope, .swiglu_fwd = n_swf,
     .swiglu_bwd = n_swb, .attention_fwd = n_attf, .attention_bwd = n_attb, .attention_decode = n_dec,
     .gemv = n_gemv, .gelu_fwd = n_e2, .gelu_bwd = n_e3, .add = n_e3, .embed_fwd = n_embf, .embed_bwd = n_embb,
-    .softmax_xent = n_xent, .adamw = n_adamw, .accumulate = n_e2, .sumsq_chunks = n_sumsq, .round_to = n_round,
+    .softmax_xent = n_xent, .adamw = n_adamw, .accumulate = n_e2, .sumsq_chunks = n_sumsq, .clip_scale = n_clip, .round_to = n_round,
     .pack16 = n_pack, .unpack16 = n_unpack, .pack16_ahead = n_pack_ahead, .unpack16_lazy = n_unpack_lazy,
     .dropout = n_dropout, .dequant = n_dequant, .set_precision = n_prec,
     .attention_fused_fwd = n_attf, .attention_fused_bwd = n_fattb, .adamw_multi = n_adamw_multi,

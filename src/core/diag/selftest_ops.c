@@ -251,10 +251,34 @@ static const zt_adamw_seg st_adamw_segs[] = {
 static void op_adamw_multi(zt_backend *be, st_case *k, float **out) {
     float *p = st_up(be, k->in[0], k->in_n[0]), *g = st_up(be, k->in[1], k->in_n[1]), *m = st_up(be, k->in[2], k->in_n[2]);
     float *v = st_up(be, k->in[3], k->in_n[3]);
-    be->i->adamw_multi(be, p, g, m, v, st_adamw_segs, (int)(sizeof st_adamw_segs / sizeof st_adamw_segs[0]), 1e-3f,
-                       0.9f, 0.95f, 1e-8f, 0.19f, 0.0975f, 0.5f);
+    const int ns = (int)(sizeof st_adamw_segs / sizeof st_adamw_segs[0]);
+    float hyper[ZT_HYPER_N] = {1e-3f, 0.19f, 0.0975f, 0.5f, 1.0f};
+    float *h = st_up(be, hyper, ZT_HYPER_N);
+    be->i->adamw_multi(be, p, g, m, v, st_adamw_segs, ns, 0.9f, 0.95f, 1e-8f, h);
+    hyper[ZT_HYPER_GRAD_SCALE] = zt_int_bits_to_float(0x7fc00000); /* a skipped step changes nothing */
+    be->i->to_device(be, h, hyper, sizeof hyper);
+    be->i->adamw_multi(be, p, g, m, v, st_adamw_segs, ns, 0.9f, 0.95f, 1e-8f, h);
     st_down(be, out[0], p, k->out_n[0]); st_down(be, out[1], m, k->out_n[1]); st_down(be, out[2], v, k->out_n[2]);
-    be->i->free(be, p); be->i->free(be, g); be->i->free(be, m); be->i->free(be, v);
+    be->i->free(be, p); be->i->free(be, g); be->i->free(be, m); be->i->free(be, v); be->i->free(be, h);
+}
+/* clip_scale over the squares of the inputs as chunk sums (flag: 0 clipped, 1 clip off, 2 an infinite sum with
+   the skip: NaN); out: the norm, the gradient scale (either not finite: written as -1) */
+static void op_clip_scale(zt_backend *be, st_case *k, float **out) {
+    const size_t n = k->in_n[0];
+    double *hs = zt_malloc(n * sizeof(double)), norm;
+    for (size_t i = 0; i < n; i++) hs[i] = (double)k->in[0][i] * k->in[0][i];
+    if (k->flag == 2) hs[n / 2] = HUGE_VAL;
+    double *sums = be->i->alloc(be, n * sizeof(double)), *nd = be->i->alloc(be, sizeof(double));
+    be->i->to_device(be, sums, hs, n * sizeof(double));
+    float hyper[ZT_HYPER_N] = {0, 0, 0, 1.0f, 1024.0f};
+    float *h = st_up(be, hyper, ZT_HYPER_N);
+    be->i->clip_scale(be, h, nd, sums, n, k->flag == 1 ? 0.0 : 1e-3, 1);
+    be->i->to_host(be, hyper, h, sizeof hyper);
+    be->i->to_host(be, &norm, nd, sizeof norm);
+    out[0][0] = isfinite(norm) ? (float)norm : -1.0f;
+    out[1][0] = isnan(hyper[ZT_HYPER_GRAD_SCALE]) ? -1.0f : hyper[ZT_HYPER_GRAD_SCALE];
+    free(hs);
+    be->i->free(be, sums); be->i->free(be, nd); be->i->free(be, h);
 }
 static void op_sumsq(zt_backend *be, st_case *k, float **out) {
     const size_t chunk = 4096, nc = (k->in_n[0] + chunk - 1) / chunk;
@@ -612,6 +636,14 @@ static void b_dequant(st_case *k, int f) {
     st_add_in(k, blob, L.bytes / 4);
     st_add_out(k, "w", L.n);
 }
+static void b_clip_scale(st_case *k, int v) {
+    static const char *const nm[3] = {"clip_scale", "clip_scale[off]", "clip_scale[inf]"};
+    *k = (st_case){.name = nm[v], .nmse_max = 0, .rel_max = 0, .fp32_out = 1, .flag = v};
+    const size_t n = 30011;
+    st_add_in(k, st_rnd(n, 3), n);
+    st_add_out(k, "norm", 1);
+    st_add_out(k, "grad_scale", 1);
+}
 static void b_sumsq(st_case *k, int v) {
     (void)v;
     *k = (st_case){.name = "sumsq_chunks", .nmse_max = 1e-13f, .rel_max = 1e-6f, .fp32_out = 1};
@@ -683,6 +715,8 @@ static const st_row g_rows[] = {
     /* 2-byte logits (bf16 / fp16 only; selftest_store16.c): last, for the same reason */
     {st_b_matmul16, st_op_matmul16, 3, NEED_STORE16, "matmul16"},
     {st_b_xent16, st_op_xent16, 1, NEED_STORE16, "softmax_xent16"},
+    /* the step's gradient scale on the device: last, for the same reason */
+    {b_clip_scale, op_clip_scale, 3, NEED_NONE, NULL},
 };
 
 static int has_llama(const zt_backend *be) {

@@ -79,7 +79,8 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
         } else z->recv = be->i->alloc(be, z->plan.comm_bytes);
     }
     z->chunk_sums = be->i->alloc(be, z->plan.padded / ZT_NORM_CHUNK * sizeof(double));
-    z->chunk_sums_host = zt_calloc(z->plan.padded / ZT_NORM_CHUNK, sizeof(double));
+    z->norm = be->i->alloc(be, sizeof(double));
+    z->hyper = be->i->alloc(be, ZT_HYPER_N * sizeof(float));
 }
 
 void zt_zero_free(zt_zero *z, zt_model *m) {
@@ -97,7 +98,8 @@ void zt_zero_free(zt_zero *z, zt_model *m) {
     if (z->master) be->i->free(be, z->master);
     if (z->acc) be->i->free(be, z->acc);
     be->i->free(be, z->chunk_sums);
-    free(z->chunk_sums_host);
+    be->i->free(be, z->norm);
+    be->i->free(be, z->hyper);
     zt_model_free(m);
     memset(z, 0, sizeof *z);
 }
@@ -141,16 +143,25 @@ void zt_zero_reduce(zt_zero *z, zt_model *m, int mi) {
     z->comm_s += zt_now() - t0;
 }
 
-double zt_zero_grad_norm(zt_zero *z, zt_model *m) {
+void zt_zero_step_begin(zt_zero *z, const zt_adamw_hp *hp, long t, float lr, float loss_scale) {
+    float h[ZT_HYPER_N];
+    zt_adamw_hyper(hp, t, lr, loss_scale, h);
+    z->be->i->to_device(z->be, z->hyper, h, sizeof h);
+}
+
+void zt_zero_clip(zt_zero *z, zt_model *m, double clip, int skip_nonfinite) {
     const size_t S = z->plan.shard, nck = S / ZT_NORM_CHUNK;
     double *mine = z->chunk_sums + (size_t)z->rank * nck;
     z->be->i->sumsq_chunks(z->be, mine, shard_grad(z, m), S, ZT_NORM_CHUNK);
     if (z->N > 1) z->comm->i->all_gather(z->comm, mine, z->chunk_sums, nck, ZT_F64);
-    /* the chunk sums are combined on the host, in chunk order */
-    z->be->i->to_host(z->be, z->chunk_sums_host, z->chunk_sums, nck * (size_t)z->N * sizeof(double));
-    double sum = 0.0;
-    for (size_t i = 0; i < nck * (size_t)z->N; i++) sum += z->chunk_sums_host[i];
-    return sqrt(sum);
+    /* the chunk sums are combined in chunk order, on the device */
+    z->be->i->clip_scale(z->be, z->hyper, z->norm, z->chunk_sums, nck * (size_t)z->N, clip, skip_nonfinite);
+}
+
+double zt_zero_norm_read(zt_zero *z) {
+    double norm;
+    z->be->i->to_host(z->be, &norm, z->norm, sizeof norm);
+    return norm;
 }
 
 /* the flat range the master weights (and moments) cover: this rank's shard, or all of it at stage 0 */
@@ -224,17 +235,17 @@ void zt_zero_master_init(zt_zero *z, zt_model *m) {
     publish_params(z, m);
 }
 
-void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, float lr, float grad_scale) {
+void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp) {
     const size_t S = z->plan.shard;
     const zt_param_table *pt = zt_model_ttable(m);
     float *tp = zt_model_tparams(m);
     if (z->offload) {
-        zt_zero_offload_update(z, m, shard_grad(z, m), hp, t, lr, grad_scale);
+        zt_zero_offload_update(z, m, shard_grad(z, m), hp);
         return;
     }
     if (z->stage == 3) { /* the shard itself (fp32), or the master weights and then the words */
         zt_adamw_update(z->be, pt, z->lo, z->hi, z->master ? z->master : z->pshard, shard_grad(z, m), z->exp_avg,
-                        z->exp_avg_sq, hp, t, lr, grad_scale);
+                        z->exp_avg_sq, hp, z->hyper);
         publish_params(z, m);
         return;
     }
@@ -245,12 +256,12 @@ void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, floa
         }
         const float *g = z->alias_acc ? m->grads : z->acc;
         zt_adamw_update(z->be, pt, 0, z->plan.padded, z->master ? z->master : tp, g, z->exp_avg, z->exp_avg_sq,
-                        hp, t, lr, grad_scale);
+                        hp, z->hyper);
         if (z->master) publish_params(z, m);
         return;
     }
     zt_adamw_update(z->be, pt, z->lo, z->hi, z->master ? z->master : tp + z->lo, shard_grad(z, m), z->exp_avg,
-                    z->exp_avg_sq, hp, t, lr, grad_scale);
+                    z->exp_avg_sq, hp, z->hyper);
     if (z->master) publish_params(z, m);
     else if (z->N > 1) z->comm->i->all_gather(z->comm, tp + z->lo, tp, S, ZT_F32);
 }

@@ -76,7 +76,8 @@ typedef struct zt_zero {
     zt_model *g16_model;
     int g16_done;             /* tensors [g16_done, n) of this backward are packed */
     double *chunk_sums;       /* backend memory, (padded / 4096): every rank's grad-norm chunk sums */
-    double *chunk_sums_host;  /* host copy of them */
+    double *norm;             /* backend memory: the step's gradient norm (clip_scale) */
+    float *hyper;             /* backend memory: the step's scalars (ZT_HYPER_N, iface/backend.h) */
     int alias_acc;            /* N == 1, K == 1: the micro-batch gradient IS the reduced one */
     struct zt_bucket *buckets; /* stage 2: in backward order (bucket 0 = the last tensors) */
     int n_buckets;
@@ -121,9 +122,9 @@ void zt_zero_shard_publish(zt_zero *z, zt_model *m);
 void zt_zero_offload_init(zt_zero *z, const zt_config *c);
 void zt_zero_offload_free(zt_zero *z);
 /* the update on the host: the gradient shard copied down, AdamW on the host's master weights and moments, the
-   parameters published (copied up, all-gathered at stages 1-2, the shard at stage 3) */
-void zt_zero_offload_update(zt_zero *z, zt_model *m, const float *grad, const zt_adamw_hp *hp, long t, float lr,
-                            float grad_scale);
+   parameters published (copied up, all-gathered at stages 1-2, the shard at stage 3); the step's scalars (z->hyper)
+   copied down with the gradient, so a skipped step (a NaN gradient scale) changes nothing there either */
+void zt_zero_offload_update(zt_zero *z, zt_model *m, const float *grad, const zt_adamw_hp *hp);
 /* the host master weights made from the parameters a run starts from, then published */
 void zt_zero_offload_master_init(zt_zero *z, zt_model *m);
 void zt_zero_offload_publish(zt_zero *z, zt_model *m);
@@ -168,8 +169,14 @@ void zt_zero_init(zt_zero *z, const zt_config *c, zt_model *m, zt_backend *be, z
 void zt_zero_free(zt_zero *z, zt_model *m);
 /* after micro-step mi's backward (mi = 0..micro_steps-1): reduce m->grads into acc */
 void zt_zero_reduce(zt_zero *z, zt_model *m, int mi);
-/* after the last micro-step: global grad norm (chunked, same on every rank) */
-double zt_zero_grad_norm(zt_zero *z, zt_model *m);
+/* before the step's work is queued: its scalars (zt_adamw_hyper: update t, learning rate lr, loss scale) */
+void zt_zero_step_begin(zt_zero *z, const zt_adamw_hp *hp, long t, float lr, float loss_scale);
+/* after the last micro-step, queued without a host wait: the global gradient norm (chunked, the same on every
+   rank) and from it the update's gradient scale (clip_scale: clip factor for `clip`, NaN where skip_nonfinite and
+   the norm is not finite, which makes zt_zero_update skip the step) */
+void zt_zero_clip(zt_zero *z, zt_model *m, double clip, int skip_nonfinite);
+/* the norm zt_zero_clip computed, divided by the loss scale (waits for the device) */
+double zt_zero_norm_read(zt_zero *z);
 /* bf16/fp16, after the parameters were initialised (the same on every rank): the master weights
    take this rank's range of them, and the parameters become their rounding. No-op in fp32. */
 void zt_zero_master_init(zt_zero *z, zt_model *m);
@@ -178,9 +185,9 @@ void zt_zero_master_init(zt_zero *z, zt_model *m);
 float *zt_zero_init_target(zt_zero *z, zt_model *m, size_t *base, size_t *n);
 /* the view --init-from loads the weights through (into zt_zero_init_target's buffer), then zt_zero_master_init */
 zt_ckpt_view zt_zero_init_view(zt_zero *z, zt_model *m);
-/* AdamW on this rank's shard (of the master weights when there are some), then all-gather parameters
-   (rounded to the precision) (t = 1-based update number) */
-void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp, long t, float lr, float grad_scale);
+/* AdamW on this rank's shard (of the master weights when there are some) with the step's scalars
+   (zt_zero_step_begin, zt_zero_clip), then all-gather parameters (rounded to the precision) */
+void zt_zero_update(zt_zero *z, zt_model *m, const zt_adamw_hp *hp);
 
 /* checkpoints: the view of this rank's shard and moments (io/ckpt.h), and after a load of it, the
    all-gather of the parameters (and of stage 0's full moments) that makes every rank whole */

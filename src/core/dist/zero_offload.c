@@ -87,13 +87,13 @@ void zt_zero_offload_master_init(zt_zero *z, zt_model *m) {
     zt_zero_offload_publish(z, m);
 }
 
-void zt_zero_offload_update(zt_zero *z, zt_model *m, const float *grad, const zt_adamw_hp *hp, long t, float lr,
-                            float grad_scale) {
+void zt_zero_offload_update(zt_zero *z, zt_model *m, const float *grad, const zt_adamw_hp *hp) {
     const double t0 = zt_now();
+    float hyper[ZT_HYPER_N];
     z->be->i->to_host(z->be, z->h_grad, grad, z->plan.shard * sizeof(float));
+    z->be->i->to_host(z->be, hyper, z->hyper, sizeof hyper);
     z->be->i->sync(z->be);
-    zt_adamw_update(z->host_be, zt_model_ttable(m), z->lo, z->hi, z->h_master, z->h_grad, z->h_m, z->h_v, hp, t, lr,
-                    grad_scale);
+    zt_adamw_update(z->host_be, zt_model_ttable(m), z->lo, z->hi, z->h_master, z->h_grad, z->h_m, z->h_v, hp, hyper);
     zt_zero_offload_publish(z, m);
     z->offload_s += zt_now() - t0;
 }

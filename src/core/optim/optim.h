@@ -17,14 +17,15 @@ typedef struct zt_adamw_hp {
    cosine / linear / constant from lr to min_lr at the last step */
 double zt_lr_at(const zt_config *c, long step);
 
-/* One AdamW update (t = 1-based update count) of flat elements [lo, hi): param/grad/m/v point at
-   element lo. Weight decay applies to 2-D weights only, per the table; padding past the table is
-   skipped. grad_scale multiplies every gradient (the clip factor). */
-void zt_adamw_update(zt_backend *be, const zt_param_table *pt, size_t lo, size_t hi, float *param,
-                     const float *grad, float *m, float *v, const zt_adamw_hp *hp, long t, float lr,
-                     float grad_scale);
+/* the step's scalars for hyper (adamw_multi, iface/backend.h): learning rate lr and the bias corrections of update
+   t (1-based), a gradient scale of 1 (clip_scale writes the step's), the loss scale */
+void zt_adamw_hyper(const zt_adamw_hp *hp, long t, float lr, float loss_scale, float out[ZT_HYPER_N]);
 
-/* clip factor as torch.nn.utils.clip_grad_norm_: min(1, clip / (norm + 1e-6)); 1 when clip <= 0 */
-float zt_clip_factor(double norm, double clip);
+/* One AdamW update of flat elements [lo, hi): param/grad/m/v point at element lo; hyper (backend memory): the
+   step's scalars (zt_adamw_hyper, the gradient scale from clip_scale). Weight decay applies to 2-D weights only,
+   per the table; padding past the table is skipped. */
+void zt_adamw_update(zt_backend *be, const zt_param_table *pt, size_t lo, size_t hi, float *param,
+                     const float *grad, float *m, float *v, const zt_adamw_hp *hp, const float *hyper);
+
 
 #endif

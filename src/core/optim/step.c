@@ -1,5 +1,6 @@
 /* step.c — one optimizer step (step.h): micro-batches, reduction, norm, loss scaling, clipping, update. The
- * micro-batches' forward and backward never wait for the device: their losses are read once, after the update. */
+ * micro-batches' forward and backward, the norm, the clip factor and the update never wait for the device: the
+ * norm and the losses are read once, after the update. */
 #include "core/optim/step.h"
 
 #include <math.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 
 #include "core/optim/optim.h"
+#include "iface/op_math.h"
 #include "util/util.h"
 
 void zt_step_init(zt_step *st, zt_model *m, zt_zero *z, const zt_config *c, zt_step_batch_fn batch, void *ctx) {
@@ -84,10 +86,12 @@ static double step_loss(zt_step *st, uint64_t n) {
 
 zt_step_result zt_step_run(zt_step *st, long step) {
     const zt_config *c = st->c;
-    zt_backend *be = st->m->be;
     zt_step_result r = {.loss_scale = st->scaler.scale, .clip = 1.0f, .lr = zt_lr_at(c, step)};
+    const zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
+                            (float)c->train.weight_decay};
     r.counted = st->count ? st->count(st->batch_ctx, step)
                           : (uint64_t)c->train.global_batch * (uint64_t)c->train.seq_len;
+    zt_zero_step_begin(st->z, &hp, step + 1, (float)r.lr, st->scaler.scale);
     long long acc[2] = {0, 0};
     micro_batches(st, step, r.counted, acc);
     if (st->m->s.encoder) { /* the masked-LM accuracy's counts over the global batch */
@@ -95,26 +99,27 @@ zt_step_result zt_step_run(zt_step *st, long step) {
         r.mlm_counted = acc[0];
         r.mlm_correct = acc[1];
     }
-    be->i->sync(be); /* an asynchronous backend (cuda): the backward's queued work is not the update's */
+    /* the norm, the clip factor and the update are queued behind the backward: the device decides whether an fp16
+       step is skipped (a NaN gradient scale); the host reads the norm once the update is done */
     double t0 = zt_now();
-    double norm = zt_zero_grad_norm(st->z, st->m) / st->scaler.scale;
-    const double norm_s = zt_now() - t0;
+    zt_zero_clip(st->z, st->m, c->train.grad_clip, st->scaler.active);
     /* an asynchronous checkpoint's snapshot of the parameters and moments must be taken first */
-    if (st->saver) r.snapshot_wait_s = zt_ckpt_saver_wait_snapshot(st->saver);
-    t0 = zt_now();
+    if (st->saver) {
+        const double w0 = zt_now();
+        r.snapshot_wait_s = zt_ckpt_saver_wait_snapshot(st->saver);
+        t0 += zt_now() - w0;
+    }
+    zt_zero_update(st->z, st->m, &hp);
+    double norm = zt_zero_norm_read(st->z);
+    r.update_s = zt_now() - t0;
     if (st->scaler.active && !isfinite(norm)) {
         r.skipped = 1;
         scaler_overflow(&st->scaler, c);
         norm = NAN;
     } else {
-        const zt_adamw_hp hp = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
-                                (float)c->train.weight_decay};
         r.clip = zt_clip_factor(norm, c->train.grad_clip);
-        zt_zero_update(st->z, st->m, &hp, step + 1, (float)r.lr, r.clip / st->scaler.scale);
         scaler_finite(&st->scaler, c);
     }
-    be->i->sync(be);
-    r.update_s = norm_s + (zt_now() - t0);
     r.norm = norm;
     zt_model_loss_rows_read(st->m, st->z->micro_steps, st->my_losses);
     r.loss = step_loss(st, r.counted);
