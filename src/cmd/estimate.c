@@ -223,7 +223,8 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
            "stash packs whose words the ops wrote: %ld; communicator calls: %ld (not in the launches)\n",
            t.fused_rounds, t.mirror_hits, t.packs_skipped, t.comm_calls);
     printf("  host waits per step: %ld (sync and to_host: the gradient norm and the step's losses, read once the update "
-           "is queued; none before)\n", t.host_waits);
+           "is queued; none before); copies to the device between its launches: %ld (the inputs go first)\n",
+           t.host_waits, t.host_mid);
     printf("  %-22s %7s %9s %7s %10s %16s\n", "op kind (by bytes)", "calls", "launches", "copies", "GB", "bytes");
     for (int i = 0; i < ne; i++)
         printf("  %-22s %7ld %9ld %7ld %10.3f %16.0f\n", e[i].name, e[i].calls, e[i].launches, e[i].memops,

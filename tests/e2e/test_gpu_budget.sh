@@ -10,7 +10,8 @@
 #                        backward sorts in several stages;
 #  - count_device_same   the count device (no compute) counts the same launches and bytes as cudasim;
 #  - host_waits_per_step a step of 3 micro-batches waits for the device (sync, to_host) as often as a step of 1,
-#                        at most twice (the norm and the losses, once the update is queued);
+#                        at most twice (the norm and the losses, once the update is queued), and copies nothing to
+#                        the device once its first launch is queued (every micro-batch's inputs go first);
 #  - bytes_*             bytes of a few op kinds against formulas computed here from the shapes;
 #  - dry_run_gpt2_124m   one step of GPT-2 124M, micro-batch 16 x 1024, bf16 on the count device: launches and GB
 #                        per step, in seconds;
@@ -85,13 +86,16 @@ fi
 # twice, both after the update is queued (the losses and the norm stay on the device until then, the clip factor is
 # computed there: core/optim/step.c), while its launches grow
 waits() { sed -n 's/^  host waits per step: \([0-9]*\).*/\1/p' "$1"; }
+mid() { sed -n 's/^  host waits per step: .*copies to the device between its launches: \([0-9]*\).*/\1/p' "$1"; }
 if ZTRAIN_TEST_COUNT_MICRO=3 est count_tiny_k3 -c inputs/tiny.cfg --count-device count --set precision=bf16; then
   w1=$(waits $TMP/count_tiny.out); w3=$(waits $TMP/count_tiny_k3.out)
   l1=$(field $TMP/count_tiny.out launches); l3=$(field $TMP/count_tiny_k3.out launches)
-  if [ -n "$w1" ] && [ "$w1" = "$w3" ] && [ "$w1" -le 2 ] && [ "$l3" -gt $((2 * l1)) ] && grep -q "3 micro-batches" $TMP/count_tiny_k3.out; then
-    pass "host_waits_per_step (tiny bf16: $w1 waits for 1 micro-batch, $w3 for 3; launches $l1 -> $l3)"
+  m3=$(mid $TMP/count_tiny_k3.out)
+  if [ -n "$w1" ] && [ "$w1" = "$w3" ] && [ "$w1" -le 2 ] && [ "$m3" = 0 ] && [ "$l3" -gt $((2 * l1)) ] \
+     && grep -q "3 micro-batches" $TMP/count_tiny_k3.out; then
+    pass "host_waits_per_step (tiny bf16: $w1 waits for 1 micro-batch, $w3 for 3, $m3 copies to the device between launches; launches $l1 -> $l3)"
   else
-    fail "host_waits_per_step: waits $w1 (1 micro-batch) vs $w3 (3), launches $l1 vs $l3"
+    fail "host_waits_per_step: waits $w1 (1 micro-batch) vs $w3 (3), $m3 copies to the device between launches (want 0), launches $l1 vs $l3"
   fi
 fi
 

@@ -576,18 +576,32 @@ static void w_set_precision(zt_backend *be, int prec) {
     cnt_ntg = 0;
     if (cnt_inner->set_precision) cnt_inner->set_precision(be, prec);
 }
+/* launches and memory calls counted so far, and that number at the last wait (host_mid) */
+static long g_at_wait;
+static long queued_so_far(void) {
+    long n = 0;
+    for (int k = 0; k < K_N; k++) n += cnt_launches[k] + cnt_memops[k];
+    return n;
+}
 /* the memory and host-transfer slots launch the kept op too */
 static void *w_alloc(zt_backend *be, size_t n) { cnt_flush(); return cnt_inner->alloc(be, n); }
 static void w_free(zt_backend *be, void *p) { cnt_flush(); cnt_inner->free(be, p); }
-static void w_sync(zt_backend *be) { cnt_flush(); cnt_tot.host_waits++; cnt_inner->sync(be); }
+static void w_sync(zt_backend *be) {
+    cnt_flush();
+    cnt_tot.host_waits++;
+    g_at_wait = queued_so_far();
+    cnt_inner->sync(be);
+}
 static void w_to_device(zt_backend *be, void *d, const void *s, size_t n) {
     cnt_flush();
     if (n) { cnt_tot.host_xfers++; cnt_tot.host_bytes += (double)n; }
+    if (n && queued_so_far() != g_at_wait) cnt_tot.host_mid++;
     cnt_inner->to_device(be, d, s, n);
 }
 static void w_to_host(zt_backend *be, void *d, const void *s, size_t n) {
     cnt_flush();
     cnt_tot.host_waits++;
+    g_at_wait = queued_so_far();
     if (n) { cnt_tot.host_xfers++; cnt_tot.host_bytes += (double)n; }
     cnt_inner->to_host(be, d, s, n);
 }
@@ -641,6 +655,7 @@ void zt_backend_count_reset(void) {
     memset(cnt_memops, 0, sizeof cnt_memops);
     memset(cnt_bytes, 0, sizeof cnt_bytes);
     memset(&cnt_tot, 0, sizeof cnt_tot);
+    g_at_wait = 0;
 }
 
 static int by_bytes(const void *a, const void *b) {

@@ -46,6 +46,8 @@ typedef struct zt_count_totals {
     double bytes;       /* device memory read + written, all kinds */
     long host_xfers;    /* to_device / to_host calls */
     long host_waits;    /* calls that wait for the device: sync, to_host */
+    long host_mid;      /* to_device calls between a launch and the next wait: inside the queued work (a step
+                           captured as one CUDA graph can hold none) */
     double host_bytes;
     long comm_calls;    /* collectives and grouped calls on the count device's communicator */
     long fused_rounds;  /* round_to calls done inside the op before them (no launch) */

@@ -128,10 +128,10 @@ static void xent(zt_model *m, float *losses, int N, float dscale) {
     const int V = m->s.vocab_size, Vp = m->s.padded_vocab;
     zt_acts *a = &m->a;
     if (logits16(m)) {
-        f->softmax_xent16(be, losses, a->logits, a->targets, N, V, Vp, dscale, m->prec);
+        f->softmax_xent16(be, losses, a->logits, m->tgt, N, V, Vp, dscale, m->prec);
         return;
     }
-    f->softmax_xent(be, losses, a->logits, a->targets, N, V, Vp, dscale);
+    f->softmax_xent(be, losses, a->logits, m->tgt, N, V, Vp, dscale);
     if (dscale != 0.0f) RND(a->logits, (size_t)N * Vp);
 }
 
@@ -159,8 +159,17 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     m->B = B;  /* backward uses the shape of the last forward */
     if (m->lora) m->lora->training = dscale != 0.0f;
     m->T = T;
-    f->to_device(be, a->tokens, tokens, (size_t)N * sizeof(int32_t));
-    if (targets) f->to_device(be, a->targets, targets, (size_t)N * sizeof(int32_t));
+    if (tokens) {
+        f->to_device(be, a->tokens, tokens, (size_t)N * sizeof(int32_t));
+        if (targets) f->to_device(be, a->targets, targets, (size_t)N * sizeof(int32_t));
+        m->tok = a->tokens;
+        m->tgt = a->targets;
+    } else { /* a step's row, uploaded before its first launch */
+        ZT_ASSERT(row >= 0 && !targets && !m->s.encoder);
+        m->tok = m->row_ids + (size_t)row * N;
+        m->tgt = m->tok + (size_t)m->loss_nrows * m->max_B * m->max_T;
+        targets = m->tgt; /* (only tested against NULL below) */
+    }
     if (m->s.encoder) {
         const float loss = zt_model_encoder_forward(m, tokens, targets, B, T, dscale);
         if (row >= 0) m->loss_rows_host[(size_t)row * m->max_B * m->max_T] = loss, m->loss_row_n[row] = -1;
@@ -169,7 +178,7 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
 
     zt_model_need_fixed(m); /* 2-byte parameters: the weights into the window as the ops reach them */
     zt_model_need_wte(m);
-    f->embed_fwd(be, a->encoded, a->tokens, P(ZT_P_WTE), P(m->table.wpe), B, T, C); /* rotary: no wpe */
+    f->embed_fwd(be, a->encoded, m->tok, P(ZT_P_WTE), P(m->table.wpe), B, T, C); /* rotary: no wpe */
     RND(a->encoded, NC);
     /* a training forward keeps each layer's internals for backward: packed, or in their per-layer copies */
     m->stashed = m->opt.act16 && dscale != 0.0f;
@@ -221,14 +230,23 @@ void zt_model_loss_rows_alloc(zt_model *m, int n) {
     free(m->loss_rows_host);
     free(m->loss_row_n);
     m->loss_rows = be->i->alloc(be, (size_t)n * BT * sizeof(float));
+    if (m->row_ids) be->i->free(be, m->row_ids);
+    m->row_ids = be->i->alloc(be, 2 * (size_t)n * BT * sizeof(int32_t));
     m->loss_rows_host = zt_calloc((size_t)n * BT, sizeof(float));
     m->loss_row_n = zt_calloc((size_t)n, sizeof(int));
     m->loss_nrows = n;
 }
 
+void zt_model_rows_upload(zt_model *m, int n, int B, int T, const int32_t *tokens, const int32_t *targets) {
+    ZT_ASSERT(n <= m->loss_nrows && B <= m->max_B && T <= m->max_T);
+    const size_t cnt = (size_t)n * B * T * sizeof(int32_t);
+    m->be->i->to_device(m->be, m->row_ids, tokens, cnt);
+    m->be->i->to_device(m->be, m->row_ids + (size_t)m->loss_nrows * m->max_B * m->max_T, targets, cnt);
+}
+
 void zt_model_forward_train_row(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                                 float dloss_scale, int row) {
-    ZT_ASSERT(row >= 0 && row < m->loss_nrows && targets);
+    ZT_ASSERT(row >= 0 && row < m->loss_nrows && (targets || !tokens));
     forward(m, tokens, targets, B, T, dloss_scale, row);
 }
 
@@ -350,7 +368,7 @@ static void embed_bwd(zt_model *m) {
     /* rows of wpe past T get no gradient in this micro-batch */
     if (wpe >= 0 && T < m->s.block_size)
         f->zero(be, G(wpe) + (size_t)T * C, (size_t)(m->s.block_size - T) * C * sizeof(float));
-    f->embed_bwd(be, G(ZT_P_WTE), G(wpe), a->dres, a->tokens, B, T, C);
+    f->embed_bwd(be, G(ZT_P_WTE), G(wpe), a->dres, m->tok, B, T, C);
     zt_model_round_grads(m, &m->table, ZT_P_WTE, wpe == ZT_P_WTE + 1 ? wpe : ZT_P_WTE);
     if (wpe > ZT_P_WTE + 1) zt_model_round_grads(m, &m->table, wpe, wpe);
     AFTER(0);

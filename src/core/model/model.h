@@ -164,6 +164,9 @@ typedef struct zt_model {
     float *loss_rows;     /* zt_model_forward_train_row's per-position losses, (loss_nrows, max B*T) backend memory */
     float *loss_rows_host;
     int loss_nrows, *loss_row_n; /* rows allocated; each row's B*T */
+    int32_t *row_ids;     /* backend memory (2, loss_nrows, max B*T): the rows' tokens, then their targets, uploaded
+                             before a step's first launch (zt_model_rows_upload) */
+    const int32_t *tok, *tgt; /* backend memory: the last forward's tokens and targets (a->tokens or a row's) */
     int32_t *ids_host;    /* encoders: (3, B, T) host staging of pos_ids, types and kvalid; then the argmax */
     long correct, counted; /* encoders: the last forward with targets: positions with a target (>= 0), and those
                              whose logits' argmax is it (masked-LM accuracy) */
@@ -234,10 +237,15 @@ float zt_model_forward_train(zt_model *m, const int32_t *tokens, const int32_t *
 /* device rows for n micro-batches' per-position losses (n * max B*T floats of backend memory; again: a larger n
    replaces them) */
 void zt_model_loss_rows_alloc(zt_model *m, int n);
+/* a step's micro-batches' inputs into device rows 0..n-1 before any of its work: tokens and targets hold n rows of
+   B*T (host memory); two copies. Then zt_model_forward_train_row with tokens NULL reads them there, so nothing
+   reaches the device inside the step (decoders; an encoder's forward takes its tokens from the host) */
+void zt_model_rows_upload(zt_model *m, int n, int B, int T, const int32_t *tokens, const int32_t *targets);
 /* the training forward of a step's micro-batch `row` that does not wait for the device (decoders: no host sync):
    as zt_model_forward_train, but its per-position losses stay in the model's device row `row` (0 <= row <
-   loss_nrows) until zt_model_loss_rows_read. An encoder's forward reads its predictions back (the MLM accuracy) and
-   runs as zt_model_forward_train, its mean loss kept for the read */
+   loss_nrows) until zt_model_loss_rows_read; tokens NULL (and targets NULL): the row's uploaded inputs. An
+   encoder's forward reads its predictions back (the MLM accuracy) and runs as zt_model_forward_train, its mean loss
+   kept for the read */
 void zt_model_forward_train_row(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                                 float dloss_scale, int row);
 /* the mean losses of rows 0..n-1, each exactly as zt_model_forward_train returns it (the per-position losses summed

@@ -15,8 +15,8 @@ void zt_step_init(zt_step *st, zt_model *m, zt_zero *z, const zt_config *c, zt_s
     *st = (zt_step){.m = m, .z = z, .c = c, .batch = batch, .batch_ctx = ctx, .overflow_step = -1};
     const size_t BT = (size_t)c->train.micro_batch * c->train.seq_len;
     const int K = c->train.global_batch / c->train.micro_batch;
-    st->tokens = zt_malloc(BT * sizeof(int32_t));
-    st->targets = zt_malloc(BT * sizeof(int32_t));
+    st->tokens = zt_malloc((size_t)z->micro_steps * BT * sizeof(int32_t)); /* every micro-batch's, read first */
+    st->targets = zt_malloc((size_t)z->micro_steps * BT * sizeof(int32_t));
     st->my_losses = zt_calloc((size_t)z->micro_steps, sizeof(float));
     zt_model_loss_rows_alloc(m, z->micro_steps); /* the micro-batches' losses stay on the device until the step ends */
     st->all_losses = zt_calloc((size_t)K, sizeof(float));
@@ -44,13 +44,19 @@ static void micro_batches(zt_step *st, long step, uint64_t n, long long acc[2]) 
        (computed in double and rounded once: with n = K*B*T exactly scale / K). n = 0: every dlogits row is 0 */
     const float ds0 = st->count && n > 0 ? (float)((double)st->scaler.scale * ((double)B * T) / (double)n)
                                          : st->scaler.scale / (float)K;
-    for (int mi = 0; mi < st->z->micro_steps; mi++) {
+    const size_t BT = (size_t)B * T;
+    const int ms = st->z->micro_steps, enc = st->m->s.encoder;
+    for (int mi = 0; mi < ms; mi++)
+        st->batch(st->batch_ctx, step, mi * N + r, st->tokens + mi * BT, st->targets + mi * BT);
+    /* decoders: every micro-batch's inputs reach the device before the step's first launch */
+    if (!enc) zt_model_rows_upload(st->m, ms, B, T, st->tokens, st->targets);
+    for (int mi = 0; mi < ms; mi++) {
         const int j = mi * N + r;
         if (st->m->lora) st->m->lora->micro = step * K + j; /* dropout masks: by global micro-batch */
-        st->batch(st->batch_ctx, step, j, st->tokens, st->targets);
         float ds = ds0;
         if (step + 1 == st->overflow_step && r == 0 && mi == 0) ds *= 1099511627776.0f;
-        zt_model_forward_train_row(st->m, st->tokens, st->targets, B, T, ds, mi);
+        zt_model_forward_train_row(st->m, enc ? st->tokens + mi * BT : NULL, enc ? st->targets + mi * BT : NULL, B,
+                                   T, ds, mi);
         acc[0] += st->m->counted;
         acc[1] += st->m->correct;
         zt_model_backward(st->m, ds);

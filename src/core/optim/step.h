@@ -61,7 +61,7 @@ typedef struct zt_step {
     zt_loss_scaler scaler;
     long overflow_step;       /* fault injection (fp16 tests): at this step rank 0's first micro-batch gets its
                                  loss scaled by a further 2^40, so its gradients overflow as real ones do; -1 none */
-    int32_t *tokens, *targets; /* (B, T) host */
+    int32_t *tokens, *targets; /* (micro_steps, B, T) host: the step's micro-batches, all read before its first launch */
     float *my_losses;         /* (micro_steps) this rank's micro-batch losses */
     float *all_losses;        /* (K) every rank's, gathered */
 } zt_step;
