@@ -22,6 +22,7 @@ void b_destroy(zt_backend *be) {
     if (x->tickets) b_free(be, x->tickets);
     for (void *r : x->ring) b_free(be, r);
     free_adamw_tables(be);
+    graph_free(x);
     zt_cu_gemm_free(x->gemm);
 #ifndef ZT_HOSTEXEC
     cudaStreamDestroy(x->stream);
@@ -96,6 +97,7 @@ zt_backend_i make_i(void) {
     i.dropout = b_dropout;
     i.dequant = b_dequant;
     i.set_precision = b_set_precision;
+    i.graph = b_graph;
     return i;
 }
 

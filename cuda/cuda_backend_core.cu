@@ -407,6 +407,7 @@ uint16_t *stash_words(cu_ctx *x, const void *p, size_t n) {
 // ------------------------------------------------------------------------------------------ memory
 
 void *b_alloc(zt_backend *be, size_t bytes) {
+    graph_forbid(ctx_of(be), "alloc");
     flush(be);
 #ifdef ZT_HOSTEXEC
     return zt_devsim_mem_alloc(bytes);
@@ -422,6 +423,7 @@ void *b_alloc(zt_backend *be, size_t bytes) {
 }
 
 void b_free(zt_backend *be, void *p) {
+    graph_forbid(ctx_of(be), "free");
     flush(be);
     (void)be;
     if (!p) return;
@@ -457,6 +459,7 @@ void b_host_free(zt_backend *be, void *p) {
 }
 
 void b_to_device(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    graph_forbid(ctx_of(be), "to_device");
     flush(be);
     if (!bytes) return;
 #ifdef ZT_HOSTEXEC
@@ -470,6 +473,7 @@ void b_to_device(zt_backend *be, void *dst, const void *src, size_t bytes) {
 }
 
 void b_to_host(zt_backend *be, void *dst, const void *src, size_t bytes) {
+    graph_forbid(ctx_of(be), "to_host");
     flush(be);
     if (!bytes) return;
 #ifdef ZT_HOSTEXEC
@@ -485,9 +489,13 @@ void b_to_host(zt_backend *be, void *dst, const void *src, size_t bytes) {
 void b_copy(zt_backend *be, void *dst, const void *src, size_t bytes) {
     flush(be);
     if (!bytes || dst == src) return;
+    const void *tr[3] = {dst, src, reinterpret_cast<const void *>(bytes)};
+    zt_trace_bytes(tr, sizeof tr);
 #ifdef ZT_HOSTEXEC
     (void)be;
-    memmove(dev(dst), dev(src), bytes);
+    void *d = dev(dst);
+    const void *s = dev(src);
+    hx::run_or_record([d, s, bytes]() { memmove(d, s, bytes); });
 #else
     ZT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx_of(be)->stream));
 #endif
@@ -499,15 +507,19 @@ void b_zero(zt_backend *be, void *dst, size_t bytes) {
     MirrorKeep keep(be, {{dst, bytes}});
     flush(be);
     if (!bytes) return;
+    const void *tr[2] = {dst, reinterpret_cast<const void *>(bytes)};
+    zt_trace_bytes(tr, sizeof tr);
 #ifdef ZT_HOSTEXEC
     (void)be;
-    memset(dev(dst), 0, bytes);
+    void *d = dev(dst);
+    hx::run_or_record([d, bytes]() { memset(d, 0, bytes); });
 #else
     ZT_CUDA(cudaMemsetAsync(dst, 0, bytes, ctx_of(be)->stream));
 #endif
 }
 
 void b_sync(zt_backend *be) {
+    graph_forbid(ctx_of(be), "sync");
     flush(be);
 #ifdef ZT_HOSTEXEC
     (void)be; // every launch of the harness is synchronous

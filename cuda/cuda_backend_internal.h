@@ -112,6 +112,9 @@ struct cu_ctx {
     int ntg;
     long packs_skipped;     // pack16 calls that found their words written already
     long lazy_made, lazy_settled; // unpack16_lazy calls, and the unpacks of them that ran (settle)
+    void *graph;            // cuda_backend_graph.cu's GraphState, made at the first graph call
+    uint64_t trace;         // the launch trace while one is under way (zt_trace_sink points here)
+    int capturing;          // a step graph's capture is under way
 };
 
 inline cu_ctx *ctx_of(zt_backend *be) { return static_cast<cu_ctx *>(be->ctx); }
@@ -234,6 +237,14 @@ void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, fl
                    int nseg, float beta1, float beta2, float eps, const float *hyper);
 void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n);
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk);
+uint64_t b_graph(zt_backend *be, int op);
+void graph_free(cu_ctx *x);
+// the memory and host-transfer calls a step graph's capture cannot hold (cuda_backend_graph.cu) end the program
+inline void graph_forbid(const cu_ctx *x, const char *what) {
+    if (x->capturing)
+        zt_panic(__FILE__, __LINE__, "%s during a step graph's capture (a step graph holds no host transfer, wait or "
+                 "allocation)", what);
+}
 void b_clip_scale(zt_backend *be, float *hyper, double *norm, const double *sums, size_t n, double clip,
                   int skip_nonfinite);
 void b_set_precision(zt_backend *be, int prec);

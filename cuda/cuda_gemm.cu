@@ -86,6 +86,7 @@ __device__ __forceinline__ float ld_op(const uint16_t *p, size_t i, int prec) {
 // between the batch's matrices.
 struct GemmLd {
     int lda, ldb, ldc;
+    int pad; // 0: no padding bytes, so a launch trace (zt_launch_trace.h) hashes only values
     long long sa, sb, sc;
 };
 
@@ -167,7 +168,7 @@ void gemm_ref_ld(cudaStream_t s, TC *c, const T *a, const T *b, const float *bia
 }
 
 // dense operands: the leading dimensions their shapes give
-GemmLd dense_ld(int M, int N, int K, int ta, int tb) { return GemmLd{ta ? M : K, tb ? K : N, N, 0, 0, 0}; }
+GemmLd dense_ld(int M, int N, int K, int ta, int tb) { return GemmLd{ta ? M : K, tb ? K : N, N, 0, 0, 0, 0}; }
 
 // bf16 / fp16: op(a), op(b) packed dense into g's 2-byte scratch (a16, b16); an operand given packed already (a_pre,
 // b_pre non-null: its dense 2-byte words) is used as it is. Returns the leading dimensions of the packed problem
@@ -184,6 +185,7 @@ GemmLd pack_operands(zt_cu_gemm *g, cudaStream_t s, const float *a, const float 
 constexpr int kPackMax = 3;
 struct PackJob {
     int n; // matrices
+    int pad = 0; // no padding bytes: a launch trace (zt_launch_trace.h) hashes only values
     uint16_t *out[kPackMax];
     const float *x[kPackMax];
     int cols[kPackMax], ld[kPackMax];
@@ -249,6 +251,7 @@ struct ColsumJob {
     int N, OC, cblocks, nparts; // cblocks column blocks of kColThreads, nparts row blocks
     const uint16_t *x16;        // x as 2-byte words of precision prec (x's values exactly), read instead when given
     int prec;
+    int pad = 0;                // no padding bytes (zt_launch_trace.h)
 };
 __device__ __forceinline__ void colsum_block(const ColsumJob &c, int bx, int p) {
     const int j = bx * kColThreads + threadIdx.x;
@@ -398,6 +401,16 @@ void gemm_batched(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const
 namespace {
 
 constexpr size_t kWorkspaceBytes = (size_t)32 << 20; // cuBLAS's recommendation for Hopper
+
+// a cuBLASLt product into the launch trace (zt_launch_trace.h): its plan, operands, output, bias and scalars
+void trace_matmul(const void *plan, const void *a, const void *b, const void *c, const void *bias, float alpha,
+                  float beta) {
+    if (!zt_trace_sink) return;
+    const void *p[5] = {plan, a, b, c, bias};
+    const float f[2] = {alpha, beta};
+    zt_trace_bytes(p, sizeof p);
+    zt_trace_bytes(f, sizeof f);
+}
 
 // one problem: the row-major (ta, tb, M, N, K), whether the bias epilogue is on, the alignment class
 // (4, 8 or 16 bytes) of a, b, c and the bias, since the heuristic's choice depends on them, the operand
@@ -577,6 +590,7 @@ void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const floa
         }
         if (bias)
             GM_CUBLAS(cublasLtMatmulDescSetAttribute(pc.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        trace_matmul(&pc, a, b, c16, bias, alpha, beta);
         GM_CUBLAS(cublasLtMatmul(g->lt, pc.desc, &alpha, b, pc.la, a, pc.lb, &beta, c16, pc.lc, c16, pc.lc, &pc.algo,
                                  g->workspace, kWorkspaceBytes, s));
         return;
@@ -601,6 +615,7 @@ void gemm(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a_in, const floa
     }
     if (bias)
         GM_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    trace_matmul(p, a, b, c, bias, alpha, beta);
     GM_CUBLAS(cublasLtMatmul(g->lt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc, &p->algo,
                              g->workspace, kWorkspaceBytes, s));
 }
@@ -618,6 +633,7 @@ void gemm_batched(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const
         gemm_ref_ld(s, c, a, b, nullptr, M, N, K, ta, tb, alpha, beta, ZT_PREC_FP32, ld, batch);
         return;
     }
+    trace_matmul(&p, a, b, c, nullptr, alpha, beta);
     GM_CUBLAS(cublasLtMatmul(g->lt, p.desc, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo, g->workspace,
                              kWorkspaceBytes, s));
 }
@@ -666,7 +682,7 @@ void zt_cu_matmul_ld(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, co
                      int ta, int tb, float alpha, float beta, int lda, int ldb, int ldc) {
     if (M <= 0 || N <= 0) return;
     ZT_ASSERT(lda >= (ta ? M : K) && ldb >= (tb ? K : N) && ldc >= N);
-    gemm(g, s, c, a, b, nullptr, M, N, K, ta, tb, alpha, beta, GemmLd{lda, ldb, ldc, 0, 0, 0});
+    gemm(g, s, c, a, b, nullptr, M, N, K, ta, tb, alpha, beta, GemmLd{lda, ldb, ldc, 0, 0, 0, 0});
 }
 
 void zt_cu_matmul16(zt_cu_gemm *g, cudaStream_t s, void *c, int c16, const void *a, int a16, const float *b, int M,
@@ -759,7 +775,7 @@ void zt_cu_gemm_strided(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a,
                         int ta, int tb, int lda, int ldb, int ldc, long long sa, long long sb, long long sc, int batch,
                         float alpha, float beta) {
     if (M <= 0 || N <= 0 || batch <= 0) return;
-    gemm_batched(g, s, c, a, b, M, N, K, ta, tb, GemmLd{lda, ldb, ldc, sa, sb, sc}, batch, alpha, beta);
+    gemm_batched(g, s, c, a, b, M, N, K, ta, tb, GemmLd{lda, ldb, ldc, 0, sa, sb, sc}, batch, alpha, beta);
 }
 
 void zt_cu_gemv(cudaStream_t s, float *y, const float *x, const float *w, const float *bias, int C, int OC, int w_t) {

@@ -58,6 +58,7 @@ struct RowIn {
     const float *f;
     const uint16_t *w;
     int prec;
+    int pad = 0; // no padding bytes: a launch trace (zt_launch_trace.h) hashes only values
     __device__ __forceinline__ float operator[](size_t i) const { return w ? zt_bits16_to_f32(w[i], prec) : f[i]; }
     __device__ __forceinline__ RowIn operator+(size_t o) const { return RowIn{f + o, w ? w + o : nullptr, prec}; }
 };

@@ -29,7 +29,19 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#define ZT_LAUNCH(kernel, grid, block, shmem, stream, ...) kernel<<<grid, block, shmem, stream>>>(__VA_ARGS__)
+#include <utility>
+
+#include "zt_launch_trace.h"
+
+// <<<>>> through one function, so the launch trace (zt_launch_trace.h) sees every launch's arguments, converted to
+// the kernel's parameter types as the launch converts them
+template <typename... P, typename... A>
+inline void zt_launch_(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t stream, A &&...args) {
+    static_assert(sizeof...(A) == sizeof...(P), "ZT_LAUNCH: wrong number of kernel arguments");
+    if (zt_trace_sink) zt_trace_launch(reinterpret_cast<const void *>(kernel), grid, block, shmem, static_cast<P>(args)...);
+    kernel<<<grid, block, shmem, stream>>>(std::forward<A>(args)...);
+}
+#define ZT_LAUNCH(kernel, grid, block, shmem, stream, ...) zt_launch_(kernel, grid, block, shmem, stream, __VA_ARGS__)
 
 // All extern __shared__ arrays alias one another, so one name with one type serves every kernel.
 template <typename T>

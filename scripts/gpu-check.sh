@@ -11,12 +11,14 @@
 #   bench.txt     benchmarks/bench_gpu.sh: GPT-2 124M/350M tokens/s and MFU, bf16 and fp32, and each run's
 #                 op profile of its last step (ZTRAIN_OP_PROFILE); 12 steps per run (was 20 before the peers
 #                 below joined the check, to keep it within its 8 minutes); then 124M bf16 again with the fp32
-#                 attention kernels and no mirrors (ZT_CUDA_ATTN_TC=0 ZT_CUDA_MIRROR=0), the same GPU's before
+#                 attention kernels and no mirrors (ZT_CUDA_ATTN_TC=0 ZT_CUDA_MIRROR=0), the same GPU's before,
+#                 and with the step replayed as one CUDA graph (train.cuda_graph = true)
 #   peers.txt     benchmarks/bench_gpu_peers.sh --steps 20: GPT-2 124M bf16, ztrain against llm.c (LLMC=/path/to/
 #                 llm.c, or the train_gpt2cu the bundle carries; skipped without either) and PyTorch (torch.compile;
 #                 skipped without a Python that imports torch with CUDA), in what is left of the 8 minutes after
 #                 the resume check and memcheck are reserved for
-#   resume.txt    tiny model in bf16 on the GPU: 12 steps straight == 6 + --resume auto + 6 (params_hash),
+#   resume.txt    tiny model in bf16 on the GPU: 12 steps straight == 6 + --resume auto + 6 (params_hash) ==
+#                 12 steps with train.cuda_graph = true,
 #                 through the device checkpoint path (staged reads and writes); then the masked-LM preset
 #                 inputs/mlm-fast.cfg for 20 steps on synthetic tokens (tokens/s, MLM accuracy line)
 #   sanitizer.txt compute-sanitizer memcheck over the op checks in every precision (where the tool is there)
@@ -59,6 +61,12 @@ grep -E "FAIL|^selftest|rc=|GPU|max relative|two runs|^comm|^train" "$OUTDIR/sel
     benchmarks/bench_gpu.sh --models gpt2-124m --precisions bf16 --steps 12
   echo "bench before rc=$?"
   for f in /tmp/zt-gpucheck-runs/before/*.log; do echo "-- before/$(basename "$f")"; sed -n '/^op profile/,$p' "$f"; done
+  # the same step replayed as one CUDA graph (train.cuda_graph; its "step graph:" line says how many steps replayed)
+  step "bench with the step as a CUDA graph"
+  BENCH_EXTRA="--set train.cuda_graph=true" BENCH_ROOT=/tmp/zt-gpucheck-runs/graph timeout 40 \
+    benchmarks/bench_gpu.sh --models gpt2-124m --precisions bf16 --steps 12
+  echo "bench graph rc=$?"
+  grep -h "step graph:" /tmp/zt-gpucheck-runs/graph/*.log
 } > "$OUTDIR/bench.txt" 2>&1
 cat "$OUTDIR/bench.txt"
 {
@@ -84,6 +92,10 @@ cat "$OUTDIR/peers.txt"
   h1=$(grep -h params_hash /tmp/zt-gpucheck-runs/resume/straight/results.json)
   h2=$(grep -h params_hash /tmp/zt-gpucheck-runs/resume/split/results.json)
   [ -n "$h1" ] && [ "$h1" == "$h2" ] && echo "resume: PASS (identical params_hash)" || echo "resume: FAIL ($h1 / $h2)"
+  # the same 12 steps with the step replayed as a CUDA graph (train.cuda_graph): the same params_hash
+  timeout 20 "$ZTRAIN" train $common --set run.name=graph --set train.cuda_graph=true 2>&1 | grep -E "step graph|hash"
+  h3=$(grep -h params_hash /tmp/zt-gpucheck-runs/resume/graph/results.json)
+  [ -n "$h1" ] && [ "$h1" == "$h3" ] && echo "graph: PASS (identical params_hash)" || echo "graph: FAIL ($h1 / $h3)"
   # masked LM: inputs/mlm-fast.cfg (BERT 4 layers, C 256, 128 x 128 tokens per step) on synthetic tokens, 20 steps
   step mlm
   $PY tests/helpers/make_data.py /tmp/zt-gpucheck-mlm 30522 3000000 >/dev/null

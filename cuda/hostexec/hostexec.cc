@@ -164,6 +164,28 @@ void shutdown(void) {
 
 uint64_t launch_count(void) { return g_launches.load(); }
 
+namespace {
+bool g_capturing;
+Recorded g_recorded;
+} // namespace
+void capture_begin(void) {
+    if (g_capturing) fatal("capture_begin: a capture is already under way");
+    g_capturing = true;
+    g_recorded.clear();
+}
+Recorded capture_end(void) {
+    if (!g_capturing) fatal("capture_end: no capture under way");
+    g_capturing = false;
+    Recorded r;
+    r.swap(g_recorded);
+    return r;
+}
+bool capturing(void) { return g_capturing; }
+void run_or_record(std::function<void()> work) {
+    if (g_capturing) g_recorded.push_back(std::move(work));
+    else work();
+}
+
 cudaError_t launch(const LaunchSpec &s) {
     if (in_kernel()) fatal("kernel '%s' launched from device code (dynamic parallelism is not supported)", s.name);
     Config cfg = config_now();

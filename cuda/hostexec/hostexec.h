@@ -38,9 +38,14 @@
 #include <string.h>
 
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
+
+#include "zt_launch_trace.h"
 
 #define ZT_HOSTEXEC 1
 
@@ -103,6 +108,15 @@ struct LaunchSpec {
 };
 cudaError_t launch(const LaunchSpec &spec);
 
+// Graph capture, as cudaStreamBeginCapture / EndCapture: between capture_begin and capture_end the launches (and
+// the work handed to run_or_record: the backend's copies and memsets) are recorded in order instead of run;
+// capture_end returns them, and running each in order replays the capture (the arguments as they were at launch)
+using Recorded = std::vector<std::function<void()>>;
+void capture_begin(void);
+Recorded capture_end(void);
+bool capturing(void);
+void run_or_record(std::function<void()> work);
+
 template <typename... P>
 class Launcher {
   public:
@@ -117,13 +131,19 @@ class Launcher {
             void (*kernel)(P...);
             std::tuple<std::decay_t<P>...> args;
         };
-        Closure c{kernel_, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)};
+        auto c = std::make_shared<Closure>(Closure{kernel_, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)});
+        if (zt_trace_sink)
+            std::apply([this](const auto &...a) { zt_trace_launch(spec_.kernel, spec_.grid, spec_.block, spec_.shmem, a...); },
+                       c->args);
         spec_.thread_fn = [](const void *p) {
             const Closure *cl = static_cast<const Closure *>(p);
             std::apply(cl->kernel, cl->args);
         };
-        spec_.closure = &c;
-        launch(spec_);
+        LaunchSpec s = spec_;
+        run_or_record([s, c]() mutable {
+            s.closure = c.get();
+            launch(s);
+        });
     }
 
   private:

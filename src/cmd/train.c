@@ -704,13 +704,17 @@ static void report(trainer *t, run_state *rs) {
         .ckpt_stall_s = t->ck_stall_sum, .ckpt_stall_max_s = t->ck_stall_max, .peak_rss_bytes = rss_max,
         .mem_alloc_bytes = grown_max, .skipped_steps = sc->skipped, .loss_scale = sc->active ? sc->scale : 0.0,
         .grad_bytes_sent = t->z.grad_bytes_sent, .offload_s = t->z.offload_s, .gather_bytes = t->z.gather_bytes,
-        .gather_wait_s = t->z.gather_wait_s, .h2d_bytes = -1, .d2h_bytes = -1,
+        .gather_wait_s = t->z.gather_wait_s, .h2d_bytes = -1, .d2h_bytes = -1, .graph_on = t->st.graph.on,
+        .graph_captured_at = t->st.graph.captured_at, .graph_replays = t->st.graph.replays,
     };
     if (!strcmp(c->device, "devsim")) zt_devsim_transfers(&rr.h2d_bytes, &rr.d2h_bytes);
     zt_results_write(&t->mx, c, &rr);
     if (t->mx.active) {
         zt_metrics_note(&t->mx, "done: step %ld/%ld in %.1f s, loss %.4f, %.0f tokens/s (%.1f%% of sgemm peak %.0f GFLOP/s)\n",
                         rs->step, c->train.steps, dur, rs->last_loss, tok_s, 100 * frac, t->peak);
+        if (t->st.graph.on)
+            zt_log("step graph: %ld steps replayed as one CUDA graph (last captured at step %ld)\n",
+                   t->st.graph.replays, t->st.graph.captured_at + 1);
         if (rs->last_val >= 0 && rs->last_val_acc >= 0)
             zt_log("val loss %.4f, val MLM accuracy %.4f\n", rs->last_val, rs->last_val_acc);
         else if (rs->last_val >= 0)

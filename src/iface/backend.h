@@ -29,6 +29,9 @@ typedef enum zt_prec { ZT_PREC_FP32 = 0, ZT_PREC_BF16 = 1, ZT_PREC_FP16 = 2 } zt
 /* the kind of memory a backend hands out, and a communicator accepts */
 typedef enum zt_mem_kind { ZT_MEM_HOST, ZT_MEM_DEVICE } zt_mem_kind;
 
+/* graph's ops */
+enum { ZT_GRAPH_TRACE, ZT_GRAPH_CAPTURE, ZT_GRAPH_END, ZT_GRAPH_LAUNCH, ZT_GRAPH_STATE };
+
 /* adamw_multi's and clip_scale's step scalars (backend memory, ZT_HYPER_N floats) */
 enum { ZT_HYPER_LR, ZT_HYPER_BC1, ZT_HYPER_BC2, ZT_HYPER_GRAD_SCALE, ZT_HYPER_LOSS_SCALE, ZT_HYPER_N };
 
@@ -225,6 +228,16 @@ typedef struct zt_backend_i {
        matmul / linear_fwd / linear_bwd hold values of that precision, and a backend may multiply them as
        2-byte operands with fp32 accumulation and fp32 outputs (the CUDA backend: tensor-core GEMMs) */
     void (*set_precision)(zt_backend *be, int prec);
+
+    /* optional (NULL: a step always runs as its slot calls): a training step's device work recorded once and
+       replayed as a CUDA graph (cuda/cuda_backend_graph.cu; core/optim/step_graph.c decides when). op (ZT_GRAPH_*):
+       TRACE: from now on hash every launch the slots make (kernel, shape, arguments: cuda/zt_launch_trace.h);
+       CAPTURE: the same, and record the launches instead of running them (to_host, to_device, sync, alloc and free
+       end the program meanwhile: a step graph holds none); END: stop; returns the hash (the capture is kept for
+       LAUNCH); LAUNCH: run the kept capture, in order with the other work; STATE: a hash of the host-side state
+       that decides the launches the slots make (the kept op, the mirrors, the word buffers, the scratch). Other ops
+       return 0 */
+    uint64_t (*graph)(zt_backend *be, int op);
     /* optional (NULL: the backend has none): causal self-attention that keeps no (T, T) matrix, for head sizes
        C / NH that zt_attention_fused_hs_ok accepts; heads (NH, NKV) and qkv's layout as attention_fwd.
        Forward: out as attention_fwd; stats(B, NH, T, 2) receives

@@ -68,6 +68,7 @@ typedef struct zt_config {
         char act_storage[ZT_NAME_MAX]; /* auto | fp32: 2-byte activations in bf16/fp16 (zt_model_opts.act16) */
         char param_storage[ZT_NAME_MAX]; /* auto | precision | fp32: 2-byte working parameters (zt_model_opts.params16) */
         char attention[ZT_NAME_MAX];   /* auto | materialized: fused attention on cuda (zt_model_opts.att_fused) */
+        int cuda_graph;             /* 1: a step replayed as one CUDA graph where it can be (core/optim/step_graph.c) */
         char mem_limit[ZT_NAME_MAX]; /* per rank for micro_batch auto; "" = available / local ranks */
         int log_every;
     } train;

@@ -111,6 +111,9 @@ const key_def cfg_schema[] = {
          "each layer keeps its softmax statistics and backward recomputes the probabilities), materialized = "
          "scores and probabilities kept for backward (what the cpu backend always does)",
          "auto", "materialized"),
+    BOOL("train.cuda_graph", train.cuda_graph, 0,
+         "cuda / cudasim, 1 rank: once two steps made the same launches, record the next as one CUDA graph and replay "
+         "it for the steps after, while nothing changes what a step launches (bit-identical; not yet run on a GPU)"),
     INT("train.global_batch", train.global_batch, 4, 1, 1 << 30, "sequences per optimizer step, all ranks"),
     INT("train.seq_len", train.seq_len, 64, 1, 1 << 20, "tokens per training sequence (<= block_size)"),
     LONG("train.steps", train.steps, 100, 0, BIG, "optimizer steps"),

@@ -48,6 +48,8 @@ void zt_results_write(const zt_metrics *mx, const zt_config *c, const zt_run_res
             c->checkpoint.async ? "true" : "false", r->ckpt_saves, r->ckpt_stall_s, r->ckpt_stall_max_s);
     fprintf(f, "  \"mem_alloc_bytes\": %.0f,\n  \"grad_bytes_sent\": %.0f,\n", r->mem_alloc_bytes, r->grad_bytes_sent);
     if (r->loss_scale > 0) fprintf(f, "  \"loss_scale\": %.9g,\n  \"skipped_steps\": %ld,\n", r->loss_scale, r->skipped_steps);
+    if (r->graph_on)
+        fprintf(f, "  \"graph_captured_at\": %ld,\n  \"graph_replays\": %ld,\n", r->graph_captured_at, r->graph_replays);
     fprintf(f, "  \"zero_offload\": \"%s\",\n  \"offload_s\": %.6g,\n  \"gather_bytes\": %.0f,\n  \"gather_wait_s\": %.6g,\n",
             c->zero.offload, r->offload_s, r->gather_bytes, r->gather_wait_s);
     if (r->h2d_bytes >= 0) fprintf(f, "  \"h2d_bytes\": %.0f,\n  \"d2h_bytes\": %.0f,\n", r->h2d_bytes, r->d2h_bytes);

@@ -27,6 +27,8 @@ typedef struct zt_run_results {
     double mem_alloc_bytes;                      /* peak RSS - RSS before the plan's allocations, max over ranks */
     long skipped_steps;                          /* fp16: steps skipped for overflowing gradients (this process) */
     double loss_scale;                           /* fp16: the final loss scale; 0 otherwise */
+    int graph_on;                                /* train.cuda_graph took: the step could be a graph */
+    long graph_captured_at, graph_replays;       /* the step captured last (-1: none), steps run as the graph */
     double grad_bytes_sent;                      /* ordered: gradient bytes rank 0 sent to other ranks (2 per value
                                                     in bf16/fp16, 4 in fp32) */
     double offload_s;                            /* zero.offload: rank 0's time in the host update, copies included */

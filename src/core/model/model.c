@@ -157,6 +157,7 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     const size_t NC = (size_t)N * C;
     zt_acts *a = &m->a;
     m->B = B;  /* backward uses the shape of the last forward */
+    m->forwards++;
     if (m->lora) m->lora->training = dscale != 0.0f;
     m->T = T;
     if (tokens) {

@@ -167,6 +167,8 @@ typedef struct zt_model {
     int32_t *row_ids;     /* backend memory (2, loss_nrows, max B*T): the rows' tokens, then their targets, uploaded
                              before a step's first launch (zt_model_rows_upload) */
     const int32_t *tok, *tgt; /* backend memory: the last forward's tokens and targets (a->tokens or a row's) */
+    long forwards;        /* forwards run (any kind) and float32 parameter copies made (zt_model_params_f32): a step
+                             graph's replay needs none between steps (core/optim/step_graph.h) */
     int32_t *ids_host;    /* encoders: (3, B, T) host staging of pos_ids, types and kvalid; then the argmax */
     long correct, counted; /* encoders: the last forward with targets: positions with a target (>= 0), and those
                              whose logits' argmax is it (masked-LM accuracy) */

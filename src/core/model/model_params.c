@@ -230,6 +230,7 @@ void zt_model_tparams_to_host(zt_model *m, size_t off, size_t n, float *host) {
 }
 
 float *zt_model_params_f32(zt_model *m) {
+    m->forwards++; /* a use between steps (step_graph.h) */
     if (!m->params16 && !m->opt.sharded) return m->params;
     float *p = m->be->i->alloc(m->be, m->padded * sizeof(float));
     if (m->opt.sharded) fetch(m, p, 0, m->padded); /* collective */

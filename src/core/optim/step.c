@@ -6,6 +6,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/optim/optim.h"
 #include "iface/op_math.h"
@@ -22,6 +23,7 @@ void zt_step_init(zt_step *st, zt_model *m, zt_zero *z, const zt_config *c, zt_s
     st->all_losses = zt_calloc((size_t)K, sizeof(float));
     st->scaler.active = zt_config_prec(c) == ZT_PREC_FP16;
     st->scaler.scale = st->scaler.active ? (float)c->fp16.init_scale : 1.0f;
+    zt_step_graph_init(st);
 }
 
 void zt_step_free(zt_step *st) {
@@ -34,23 +36,39 @@ void zt_step_free(zt_step *st) {
     st->my_losses = st->all_losses = NULL;
 }
 
-/* forward, backward and reduction of this rank's micro-batches; n: the global batch's counted targets (count),
-   0 without count */
-static void micro_batches(zt_step *st, long step, uint64_t n, long long acc[2]) {
+static uint32_t float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* each micro-batch's d(loss) scale: 1/K of the mean, or (loss masks) B*T / n, so a counted token weighs 1/n (computed
+   in double and rounded once: with n = K*B*T exactly scale / K); n = 0 (count): every dlogits row is 0 */
+static float dloss_scale(const zt_step *st, uint64_t n) {
     const zt_config *c = st->c;
     const int B = c->train.micro_batch, T = c->train.seq_len, K = c->train.global_batch / B;
-    const int N = st->z->N, r = st->z->rank;
-    /* each micro-batch's d(loss) scale: 1/K of the mean, or (loss masks) B*T / n, so a counted token weighs 1/n
-       (computed in double and rounded once: with n = K*B*T exactly scale / K). n = 0: every dlogits row is 0 */
-    const float ds0 = st->count && n > 0 ? (float)((double)st->scaler.scale * ((double)B * T) / (double)n)
-                                         : st->scaler.scale / (float)K;
+    return st->count && n > 0 ? (float)((double)st->scaler.scale * ((double)B * T) / (double)n)
+                              : st->scaler.scale / (float)K;
+}
+
+/* the step's micro-batches read, and (decoders) their inputs uploaded before its first launch */
+static void read_inputs(zt_step *st, long step) {
+    const int B = st->c->train.micro_batch, T = st->c->train.seq_len, N = st->z->N, r = st->z->rank;
     const size_t BT = (size_t)B * T;
     const int ms = st->z->micro_steps, enc = st->m->s.encoder;
     for (int mi = 0; mi < ms; mi++)
         st->batch(st->batch_ctx, step, mi * N + r, st->tokens + mi * BT, st->targets + mi * BT);
-    /* decoders: every micro-batch's inputs reach the device before the step's first launch */
     if (!enc) zt_model_rows_upload(st->m, ms, B, T, st->tokens, st->targets);
-    for (int mi = 0; mi < ms; mi++) {
+}
+
+/* forward, backward and reduction of this rank's micro-batches, each with d(loss) scale ds0 */
+static void micro_batches(zt_step *st, long step, float ds0, long long acc[2]) {
+    const zt_config *c = st->c;
+    const int B = c->train.micro_batch, T = c->train.seq_len, K = c->train.global_batch / B;
+    const int N = st->z->N, r = st->z->rank;
+    const size_t BT = (size_t)B * T;
+    const int enc = st->m->s.encoder;
+    for (int mi = 0; mi < st->z->micro_steps; mi++) {
         const int j = mi * N + r;
         if (st->m->lora) st->m->lora->micro = step * K + j; /* dropout masks: by global micro-batch */
         float ds = ds0;
@@ -98,24 +116,34 @@ zt_step_result zt_step_run(zt_step *st, long step) {
     r.counted = st->count ? st->count(st->batch_ctx, step)
                           : (uint64_t)c->train.global_batch * (uint64_t)c->train.seq_len;
     zt_zero_step_begin(st->z, &hp, step + 1, (float)r.lr, st->scaler.scale);
+    read_inputs(st, step);
+    const float ds0 = dloss_scale(st, r.counted);
     long long acc[2] = {0, 0};
-    micro_batches(st, step, r.counted, acc);
-    if (st->m->s.encoder) { /* the masked-LM accuracy's counts over the global batch */
-        MPI_Allreduce(MPI_IN_PLACE, acc, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-        r.mlm_counted = acc[0];
-        r.mlm_correct = acc[1];
-    }
-    /* the norm, the clip factor and the update are queued behind the backward: the device decides whether an fp16
-       step is skipped (a NaN gradient scale); the host reads the norm once the update is done */
     double t0 = zt_now();
-    zt_zero_clip(st->z, st->m, c->train.grad_clip, st->scaler.active);
-    /* an asynchronous checkpoint's snapshot of the parameters and moments must be taken first */
-    if (st->saver) {
-        const double w0 = zt_now();
-        r.snapshot_wait_s = zt_ckpt_saver_wait_snapshot(st->saver);
-        t0 += zt_now() - w0;
+    /* an asynchronous checkpoint's snapshot of the parameters and moments must be taken before the update: with a
+       step graph before the step's work, else while the micro-batches run */
+    if (st->saver && st->graph.on) r.snapshot_wait_s = zt_ckpt_saver_wait_snapshot(st->saver);
+    /* the step key: what the step's slot calls take by value and may change from step to step */
+    const uint64_t key = ((uint64_t)float_bits(ds0) << 1 | (uint64_t)(step + 1 == st->overflow_step)) + 1;
+    if (!zt_step_graph_run(st, step, key)) {
+        micro_batches(st, step, ds0, acc);
+        if (st->m->s.encoder) { /* the masked-LM accuracy's counts over the global batch */
+            MPI_Allreduce(MPI_IN_PLACE, acc, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+            r.mlm_counted = acc[0];
+            r.mlm_correct = acc[1];
+        }
+        /* the norm, the clip factor and the update are queued behind the backward: the device decides whether an fp16
+           step is skipped (a NaN gradient scale); the host reads the norm once the update is done */
+        t0 = zt_now();
+        zt_zero_clip(st->z, st->m, c->train.grad_clip, st->scaler.active);
+        if (st->saver && !st->graph.on) {
+            const double w0 = zt_now();
+            r.snapshot_wait_s = zt_ckpt_saver_wait_snapshot(st->saver);
+            t0 += zt_now() - w0;
+        }
+        zt_zero_update(st->z, st->m, &hp);
+        zt_step_graph_end(st, step);
     }
-    zt_zero_update(st->z, st->m, &hp);
     double norm = zt_zero_norm_read(st->z);
     r.update_s = zt_now() - t0;
     if (st->scaler.active && !isfinite(norm)) {

@@ -27,6 +27,7 @@
 #ifndef ZT_STEP_H
 #define ZT_STEP_H
 
+#include "core/optim/step_graph.h"
 #include <stdint.h>
 
 #include "core/model/model.h"
@@ -64,6 +65,7 @@ typedef struct zt_step {
     int32_t *tokens, *targets; /* (micro_steps, B, T) host: the step's micro-batches, all read before its first launch */
     float *my_losses;         /* (micro_steps) this rank's micro-batch losses */
     float *all_losses;        /* (K) every rank's, gathered */
+    zt_step_graph graph;      /* train.cuda_graph (step_graph.h) */
 } zt_step;
 
 typedef struct zt_step_result {

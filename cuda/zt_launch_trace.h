@@ -1,0 +1,29 @@
+// zt_launch_trace.h — the launch trace and the recording behind a step's CUDA graph (cuda_backend_graph.cu).
+// While zt_trace_sink is set, every ZT_LAUNCH mixes its kernel, grid, block, dynamic shared memory and argument
+// values (converted to the kernel's parameter types) into *zt_trace_sink, as do the backend's copies, memsets and
+// cuBLASLt products: two steps with equal traces made the same launches with the same arguments. FNV-1a over the
+// bytes; an argument with padding bytes may hash differently each time, which only ever forbids a replay.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+inline uint64_t *zt_trace_sink = nullptr;
+
+inline void zt_trace_bytes(const void *p, size_t n) {
+    if (!zt_trace_sink) return;
+    uint64_t h = *zt_trace_sink;
+    const unsigned char *b = static_cast<const unsigned char *>(p);
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    *zt_trace_sink = h;
+}
+
+template <typename D, typename... A>
+inline void zt_trace_launch(const void *kernel, const D &grid, const D &block, size_t shmem, const A &...args) {
+    if (!zt_trace_sink) return;
+    zt_trace_bytes(&kernel, sizeof kernel);
+    zt_trace_bytes(&grid, sizeof grid);
+    zt_trace_bytes(&block, sizeof block);
+    zt_trace_bytes(&shmem, sizeof shmem);
+    (zt_trace_bytes(&args, sizeof args), ...);
+}

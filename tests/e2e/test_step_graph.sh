@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A training step replayed as one CUDA graph (train.cuda_graph, core/optim/step_graph.h) on cudasim, where the host
+# execution harness records a capture's launches, copies and memsets and replays them (cuda/hostexec):
+#  - graph_same_*          the run with train.cuda_graph = true gives the per-step losses and params_hash of the
+#                          same run without it (bf16, fp32, Llama, fp16 with an injected overflow: its step key
+#                          differs, so that step runs as calls and is skipped), and replayed most steps
+#                          (results.json graph_replays);
+#  - graph_eval_between    evaluation, sampling and checkpoints between steps (other forwards, the backend's state
+#                          touched) send a step back to tracing; the results stay those of the run without graphs;
+#  - graph_resume          8 steps with graphs, stopped, resumed with graphs: the straight run without them;
+#  - graph_not_on_2_ranks  2 ranks: no graph (the communicator is not captured), results unchanged;
+#  - graph_config          train.cuda_graph is a boolean.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/helpers/lib.sh
+need_tiny_data
+common="-c inputs/tiny.cfg --set device=cudasim --set run.root=$TMP --set run.session=g --set data.train=data/tiny/train.bin
+        --set data.val=data/tiny/val.bin --set sample.every=0 --set eval.every=0 --set train.steps=16
+        --set train.micro_batch=2 --set train.global_batch=4"
+# pair NAME NP ARGS...: the run with and without graphs; PASS when identical and (1 rank) at least MIN replays
+pair() {
+  local name=$1 np=$2 min=$3; shift 3
+  run_named $name-eager $np "$@" || { fail "$name: the run without graphs failed"; return; }
+  run_named $name-graph $np "$@" --set train.cuda_graph=true || { fail "$name: the run with graphs failed"; return; }
+  local a b rep
+  a=$(run_sig $TMP/g/$name-eager); b=$(run_sig $TMP/g/$name-graph)
+  rep=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1])).get("graph_replays", "none"))' \
+        $TMP/g/$name-graph/results.json)
+  local ok=0
+  if [ "$min" = none ]; then [ "$rep" = none ] && ok=1; else [ "$rep" != none ] && [ "$rep" -ge "$min" ] && ok=1; fi
+  if [ -n "$a" ] && [ "$a" == "$b" ] && [ $ok = 1 ]; then
+    pass "$name ($(echo "$a" | grep -c '^[0-9]') per-step losses and params_hash identical with and without graphs; steps replayed: $rep)"
+  else
+    fail "$name: replays $rep (want >= $min); $(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ')"
+  fi
+}
+pair graph_same_bf16 1 12 --set precision=bf16
+pair graph_same_fp32 1 12 --set precision=fp32
+pair graph_same_llama_bf16 1 12 -c inputs/llama-tiny.cfg --set precision=bf16
+ZTRAIN_TEST_OVERFLOW_STEP=9 pair graph_same_fp16_overflow 1 6 --set precision=fp16
+if grep -q "step 9: fp16 gradients overflowed" $TMP/graph_same_fp16_overflow-graph.log; then
+  pass "graph_fp16_overflow_skipped (the injected overflow at step 9 skipped with graphs on too)"
+else
+  fail "graph_fp16_overflow_skipped: $(grep -m1 overflow $TMP/graph_same_fp16_overflow-graph.log)"
+fi
+pair graph_eval_between 1 1 --set precision=bf16 --set eval.every=5 --set sample.every=7 --set train.steps=24 \
+  --set checkpoint.every=6
+# stopped after 8 steps and resumed with graphs: the run without graphs, straight
+run_named graph_resume 1 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=8 --stop-after 8 &&
+  run_named graph_resume 1 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=8 --resume auto &&
+  compare_runs $TMP/g/graph_resume $TMP/g/graph_same_bf16-eager graph_resume
+pair graph_not_on_2_ranks 2 none --set precision=bf16
+if grep -q "step graph:" $TMP/graph_not_on_2_ranks-graph.log; then fail "graph_not_on_2_ranks: a step graph line"; fi
+out=$($ZT train $common --set run.name=bad --set train.cuda_graph=maybe 2>&1); rc=$?
+if [ $rc -eq 2 ] && echo "$out" | grep -q "train.cuda_graph"; then
+  pass "graph_config (exit 2: $(echo "$out" | grep -m1 error))"
+else
+  fail "graph_config: exit $rc: $(echo "$out" | tail -1)"
+fi
+finish
