@@ -103,6 +103,10 @@ uint64_t b_graph(zt_backend *be, int op) {
 #endif
         return 0;
     case ZT_GRAPH_STATE:
+        // at a step's boundary: with nothing kept and no mirror, no word buffer holds live words, so the next is
+        // the first (a step that takes an odd number of them then starts each time from the same state)
+        flush(be);
+        if (x->mir.n == 0 && x->pend.kind == D_NONE) x->ring_next = 0;
         return state_hash(x);
     default:
         return 0;

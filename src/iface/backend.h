@@ -234,9 +234,9 @@ typedef struct zt_backend_i {
        TRACE: from now on hash every launch the slots make (kernel, shape, arguments: cuda/zt_launch_trace.h);
        CAPTURE: the same, and record the launches instead of running them (to_host, to_device, sync, alloc and free
        end the program meanwhile: a step graph holds none); END: stop; returns the hash (the capture is kept for
-       LAUNCH); LAUNCH: run the kept capture, in order with the other work; STATE: a hash of the host-side state
-       that decides the launches the slots make (the kept op, the mirrors, the word buffers, the scratch). Other ops
-       return 0 */
+       LAUNCH); LAUNCH: run the kept capture, in order with the other work; STATE (between steps): the host-side state
+       that decides the launches the slots make (the kept op, the mirrors, the word buffers, the scratch) brought to
+       its canonical form where nothing live depends on it, and its hash. Other ops return 0 */
     uint64_t (*graph)(zt_backend *be, int op);
     /* optional (NULL: the backend has none): causal self-attention that keeps no (T, T) matrix, for head sizes
        C / NH that zt_attention_fused_hs_ok accepts; heads (NH, NKV) and qkv's layout as attention_fwd.
