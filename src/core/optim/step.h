@@ -78,7 +78,8 @@ typedef struct zt_step_result {
     int skipped;              /* fp16: the gradients overflowed, no update was made */
     float loss_scale;         /* the scale this step's backward used (1 outside fp16) */
     double update_s;          /* norm + update + parameter all-gather, seconds (an asynchronous backend: from the
-                                 backward's end of queueing to the update's end, the backward's tail included) */
+                                 backward's end of queueing to the update's end, the backward's tail included; a step
+                                 replayed as a CUDA graph: the whole step's device time) */
     double snapshot_wait_s;   /* waiting for an asynchronous checkpoint's snapshot */
     /* encoders (masked LM): over the global batch, the positions with a target and those the logits' argmax
        predicted (summed over ranks; 0 0 for the decoders) */
