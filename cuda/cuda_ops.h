@@ -91,6 +91,7 @@ void zt_cu_unpack16(cudaStream_t s, float *out, const uint16_t *x, size_t n, int
 constexpr int kCuUnpackMax = 32;
 struct zt_cu_unpack_job {
     int n;
+    int pad = 0; // no padding bytes: the launch trace hashes a kernel's arguments (zt_launch_trace.h)
     float *out[kCuUnpackMax];
     const uint16_t *x[kCuUnpackMax];
     size_t start[kCuUnpackMax + 1];

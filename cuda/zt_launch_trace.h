@@ -8,6 +8,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <type_traits>
+
+// a struct passed to a kernel must hash as its values: no padding bytes (an explicit pad member where needed)
+template <typename T>
+constexpr bool zt_trace_hashable = !std::is_class_v<T> || std::has_unique_object_representations_v<T>;
+
 inline uint64_t *zt_trace_sink = nullptr;
 
 inline void zt_trace_bytes(const void *p, size_t n) {
@@ -20,6 +26,7 @@ inline void zt_trace_bytes(const void *p, size_t n) {
 
 template <typename D, typename... A>
 inline void zt_trace_launch(const void *kernel, const D &grid, const D &block, size_t shmem, const A &...args) {
+    static_assert((zt_trace_hashable<A> && ...), "a struct kernel argument with padding bytes: add a pad member");
     if (!zt_trace_sink) return;
     zt_trace_bytes(&kernel, sizeof kernel);
     zt_trace_bytes(&grid, sizeof grid);
