@@ -3,7 +3,8 @@
 # execution harness records a capture's launches, copies and memsets and replays them (cuda/hostexec):
 #  - graph_same_*          the run with train.cuda_graph = true gives the per-step losses and params_hash of the
 #                          same run without it (bf16, fp32, Llama, bf16 with the GELU recomputed, whose steps
-#                          take an odd number of word buffers, fp16 with an injected overflow: its step key
+#                          take an odd number of word buffers, ZeRO stage 0, LoRA and QLoRA (no dropout), fp16
+#                          with an injected overflow: its step key
 #                          differs, so that step runs as calls and is skipped), and replayed most steps
 #                          (results.json graph_replays);
 #  - graph_eval_between    evaluation, sampling and checkpoints between steps (other forwards, the backend's state
@@ -39,6 +40,14 @@ pair graph_same_bf16 1 12 --set precision=bf16
 pair graph_same_fp32 1 12 --set precision=fp32
 pair graph_same_llama_bf16 1 12 -c inputs/llama-tiny.cfg --set precision=bf16
 pair graph_same_recompute_gelu 1 12 --set precision=bf16 --set train.recompute=gelu
+pair graph_same_stage0 1 12 --set precision=bf16 --set zero.stage=0
+# LoRA (no dropout) and QLoRA on a base the cpu trained for 6 steps
+run_named lbase 1 --set device=cpu --set train.steps=6 --set checkpoint.every=6 ||
+  fail "graph_lora: the base run failed"
+lora="--set lora.enabled=true --set lora.rank=4 --set lora.alpha=8 --set lora.targets=all
+      --set lora.base=$TMP/g/lbase/checkpoints/step_00000006.h5"
+pair graph_same_lora 1 12 --set precision=bf16 $lora
+pair graph_same_qlora 1 12 --set precision=bf16 $lora --set lora.quant=nf4_dq
 ZTRAIN_TEST_OVERFLOW_STEP=9 pair graph_same_fp16_overflow 1 6 --set precision=fp16
 if grep -q "step 9: fp16 gradients overflowed" $TMP/graph_same_fp16_overflow-graph.log; then
   pass "graph_fp16_overflow_skipped (the injected overflow at step 9 skipped with graphs on too)"
