@@ -5,7 +5,7 @@
 # under ASan): the host execution harness's own tests, and 2-rank ZeRO-2 training runs of ./ztrain-asan
 # on the devsim and cudasim backends (devsim's translation and the CUDA kernels under the harness):
 # clean, leak check on (tests/helpers/asan.supp as in test_asan.sh), and finished with a checkpoint; and bf16 runs with 2-byte
-# working parameters on cpu and cudasim.
+# working parameters on cpu and cudasim; a step replayed as one CUDA graph on cudasim.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/helpers/lib.sh
@@ -42,6 +42,21 @@ for dev in cpu cudasim; do
     fail "asan_train_2_byte_params_$dev: exit $rc: $(grep -E 'ERROR|runtime error|error:' $TMP/asan-p16-$dev.log | head -2 | tr '\n' ' ')"
   else
     pass "asan_train_2_byte_params_$dev (bf16, clean, leak check on: 6 steps, eval, async checkpoints, samples)"
+  fi
+done
+# a step replayed as one CUDA graph on cudasim (1 rank: the harness's recorded closures run after the slots that
+# made them returned), tiny and llama-tiny in bf16, 8 steps of which 4 replayed
+for cfg in tiny llama-tiny; do
+  timeout 900 ./ztrain-asan train -c inputs/$cfg.cfg --set device=cudasim --set precision=bf16 --set train.steps=8 \
+    --set train.micro_batch=2 --set train.global_batch=4 --set train.cuda_graph=true --set eval.every=0 \
+    --set sample.every=0 --set run.root=$TMP --set run.session=long --set run.name=asan-graph-$cfg \
+    > $TMP/asan-graph-$cfg.log 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] || grep -qE "$SAN_RE" $TMP/asan-graph-$cfg.log || \
+     ! grep -q "step graph: 4 steps replayed" $TMP/asan-graph-$cfg.log; then
+    fail "asan_step_graph_$cfg: exit $rc: $(grep -E 'ERROR|runtime error|error:|step graph' $TMP/asan-graph-$cfg.log | head -2 | tr '\n' ' ')"
+  else
+    pass "asan_step_graph_$cfg (clean, leak check on: 8 steps, 4 replayed as one CUDA graph)"
   fi
 done
 finish
