@@ -18,17 +18,11 @@ struct GraphState {
 };
 
 namespace {
-uint64_t mix(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = static_cast<const unsigned char *>(p);
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-template <typename T> uint64_t mixv(uint64_t h, T v) { return mix(h, &v, sizeof v); }
+template <typename T> uint64_t mixv(uint64_t h, T v) { return zt_fnv(h, &v, sizeof v); }
 
 // what decides the launches the next slots make, field by field (no padding bytes)
 uint64_t state_hash(const cu_ctx *x) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    h = mixv(h, (int)x->pend.kind);
+    uint64_t h = mixv(zt_fnv_seed, (int)x->pend.kind);
     h = mixv(h, x->prec);
     h = mixv(h, x->mir.n);
     for (int i = 0; i < x->mir.n; i++) {
@@ -64,7 +58,7 @@ uint64_t b_graph(zt_backend *be, int op) {
     case ZT_GRAPH_TRACE:
     case ZT_GRAPH_CAPTURE:
         if (zt_trace_sink) zt_panic(__FILE__, __LINE__, "graph: a trace is already under way");
-        x->trace = 0xcbf29ce484222325ull;
+        x->trace = zt_fnv_seed;
         zt_trace_sink = &x->trace;
         if (op == ZT_GRAPH_CAPTURE) {
             flush(be); // nothing kept from before belongs to the graph

@@ -16,12 +16,16 @@ constexpr bool zt_trace_hashable = !std::is_class_v<T> || std::has_unique_object
 
 inline uint64_t *zt_trace_sink = nullptr;
 
-inline void zt_trace_bytes(const void *p, size_t n) {
-    if (!zt_trace_sink) return;
-    uint64_t h = *zt_trace_sink;
+constexpr uint64_t zt_fnv_seed = 0xcbf29ce484222325ull;
+// h with the n bytes at p mixed in (FNV-1a)
+inline uint64_t zt_fnv(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = static_cast<const unsigned char *>(p);
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    *zt_trace_sink = h;
+    return h;
+}
+
+inline void zt_trace_bytes(const void *p, size_t n) {
+    if (zt_trace_sink) *zt_trace_sink = zt_fnv(*zt_trace_sink, p, n);
 }
 
 template <typename D, typename... A>

@@ -131,17 +131,22 @@ class Launcher {
             void (*kernel)(P...);
             std::tuple<std::decay_t<P>...> args;
         };
-        auto c = std::make_shared<Closure>(Closure{kernel_, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)});
+        Closure c{kernel_, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)};
         if (zt_trace_sink)
             std::apply([this](const auto &...a) { zt_trace_launch(spec_.kernel, spec_.grid, spec_.block, spec_.shmem, a...); },
-                       c->args);
+                       c.args);
         spec_.thread_fn = [](const void *p) {
             const Closure *cl = static_cast<const Closure *>(p);
             std::apply(cl->kernel, cl->args);
         };
-        LaunchSpec s = spec_;
-        run_or_record([s, c]() mutable {
-            s.closure = c.get();
+        if (!capturing()) { // the launch now, its closure on this stack
+            spec_.closure = &c;
+            launch(spec_);
+            return;
+        }
+        auto kept = std::make_shared<Closure>(std::move(c)); // recorded: the closure lives as long as the capture
+        run_or_record([s = spec_, kept]() mutable {
+            s.closure = kept.get();
             launch(s);
         });
     }

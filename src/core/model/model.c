@@ -169,8 +169,8 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
         ZT_ASSERT(row >= 0 && !targets && !m->s.encoder);
         m->tok = m->row_ids + (size_t)row * N;
         m->tgt = m->tok + (size_t)m->loss_nrows * m->max_B * m->max_T;
-        targets = m->tgt; /* (only tested against NULL below) */
     }
+    const int scored = targets || !tokens; /* targets given, or the row's */
     if (m->s.encoder) {
         const float loss = zt_model_encoder_forward(m, tokens, targets, B, T, dscale);
         if (row >= 0) m->loss_rows_host[(size_t)row * m->max_B * m->max_T] = loss, m->loss_row_n[row] = -1;
@@ -199,7 +199,7 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
         RND(a->logits, (size_t)N * Vp);
     }
     m->dlogits_ready = 0;
-    if (!targets) return -1.0f;
+    if (!scored) return -1.0f;
     /* the loss is fp32 arithmetic on the stored logits; the dlogits it leaves are stored (rounded) */
     float *losses = row >= 0 ? m->loss_rows + (size_t)row * m->max_B * m->max_T : a->losses;
     xent(m, losses, N, dscale / (float)N);

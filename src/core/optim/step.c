@@ -6,7 +6,6 @@
 #include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/optim/optim.h"
 #include "iface/op_math.h"
@@ -34,12 +33,6 @@ void zt_step_free(zt_step *st) {
     free(st->all_losses);
     st->tokens = st->targets = NULL;
     st->my_losses = st->all_losses = NULL;
-}
-
-static uint32_t float_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
 }
 
 /* each micro-batch's d(loss) scale: 1/K of the mean, or (loss masks) B*T / n, so a counted token weighs 1/n (computed
@@ -124,8 +117,8 @@ zt_step_result zt_step_run(zt_step *st, long step) {
        step graph before the step's work, else while the micro-batches run */
     if (st->saver && st->graph.on) r.snapshot_wait_s = zt_ckpt_saver_wait_snapshot(st->saver);
     /* the step key: what the step's slot calls take by value and may change from step to step */
-    const uint64_t key = ((uint64_t)float_bits(ds0) << 1 | (uint64_t)(step + 1 == st->overflow_step)) + 1;
-    if (!zt_step_graph_run(st, step, key)) {
+    const uint64_t key = ((uint64_t)zt_float_to_bits(ds0) << 1 | (uint64_t)(step + 1 == st->overflow_step)) + 1;
+    if (!zt_step_graph_run(st, key)) {
         micro_batches(st, step, ds0, acc);
         if (st->m->s.encoder) { /* the masked-LM accuracy's counts over the global batch */
             MPI_Allreduce(MPI_IN_PLACE, acc, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);

@@ -12,10 +12,9 @@ void zt_step_graph_init(zt_step *st) {
                    !(m->lora && m->lora->cfg.dropout > 0.0f) && !z->offload && z->stage != 3;
 }
 
-int zt_step_graph_run(zt_step *st, long step, uint64_t key) {
+int zt_step_graph_run(zt_step *st, uint64_t key) {
     zt_step_graph *g = &st->graph;
     zt_backend *be = st->m->be;
-    (void)step;
     if (!g->on) return 0;
     g->start = be->i->graph(be, ZT_GRAPH_STATE);
     if (g->have && key == g->key && st->m->forwards == g->forwards && g->start == g->state) {

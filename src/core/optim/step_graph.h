@@ -34,7 +34,7 @@ typedef struct zt_step_graph {
 void zt_step_graph_init(zt_step *st);
 /* before the step's device work, its key given: 1 when the step ran as the graph (launched: the caller issues
    nothing but reads the norm and the losses), else 0, with the trace (and perhaps the capture) begun */
-int zt_step_graph_run(zt_step *st, long step, uint64_t key);
+int zt_step_graph_run(zt_step *st, uint64_t key);
 /* after the device work of a step zt_step_graph_run returned 0 for: the trace ended (a capture launched) */
 void zt_step_graph_end(zt_step *st, long step);
 
