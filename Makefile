@@ -113,11 +113,15 @@ all: build-all
 deps:
 	@ZT_PKG_MODULES="$(PKGS)" ZT_BLAS="$(BLAS)" ZT_BLAS_CFLAGS="$(BLAS_CFLAGS)" MPICC="$(MPICC)" scripts/install-deps.sh build
 
-build-all: ztrain $(TEST_BIN) $(BENCH_BIN) build/tests/test_hostexec $(CU_TEST_BIN) data/tiny/train.bin
+build-all: ztrain $(TEST_BIN) $(BENCH_BIN) build/tests/test_hostexec $(CU_TEST_BIN) data/tiny/train.bin \
+  data/d6/train.bin
 
 # the tiny model's synthetic data (inputs/tiny.cfg), so `./ztrain train -c inputs/tiny.cfg` works after make
 data/tiny/train.bin: tests/helpers/make_data.py
 	/usr/bin/python3 tests/helpers/make_data.py data/tiny 256 40000 > /dev/null
+# the d6 model's (GPT-2 vocabulary), read by several tests at once: made here, before tests/run.sh starts them
+data/d6/train.bin: tests/helpers/make_data.py
+	/usr/bin/python3 tests/helpers/make_data.py data/d6 50257 60000 > /dev/null
 
 build/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)

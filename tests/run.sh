@@ -17,6 +17,11 @@
 #   ZT_LONG=1 tests/run.sh       also the long tests (make test-long)
 # Long tests: an end-to-end test with the line `# test: long` among its first 20 lines (test_long.sh,
 # test_perf_model.sh, test_soak.sh). They run only with ZT_LONG=1 or when named.
+# Tests run ZT_TEST_JOBS at a time (default 2 on 2 cores or more; 1 runs them one by one), each with its own
+# TMPDIR; a test's lines are printed when it ends. `# test: heavy` among the first 20 lines starts a test
+# before the others (the longest ones, so the run does not end on one); `# test: alone` runs it with no other
+# test (one real Slurm on the machine, or a measurement that another test's load would spoil). Shared inputs
+# (data/tiny, data/d6) are made by `make build-all`, before any test runs.
 # Adding a test: a new tests/unit/<module>/test_*.c (built by make), cuda/tests/test_*.cc, or an executable
 # tests/e2e/test_*.sh / test_*.py is picked up as it is; helpers that are not tests live in tests/helpers/.
 set -u
@@ -86,26 +91,80 @@ fi
 
 logdir=build/test-logs
 mkdir -p "$logdir"
-passed=0; failed=0
-for t in "${tests[@]}"; do
-  name=$(basename "$t")
-  if [ ! -e "$t" ]; then echo "FAIL $name: missing ($t: run make)"; failed=$((failed+1)); continue; fi
+# test jobs at once: ZT_TEST_JOBS, else 2 where the machine has 2 cores or more (more would oversubscribe the
+# 2- and 4-rank runs many tests make)
+jobs=${ZT_TEST_JOBS:-$(( $(nproc 2>/dev/null || echo 1) >= 2 ? 2 : 1 ))}
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "tests/run.sh: ZT_TEST_JOBS=$jobs: expected a positive integer" >&2; exit 2; }
+is_alone() { head -n 20 "$1" 2>/dev/null | grep -qx '# test: alone'; }
+is_heavy() { head -n 20 "$1" 2>/dev/null | grep -qx '# test: heavy'; }
+# heavy tests start first, so that the last test to start is a short one
+ordered=()
+for t in "${tests[@]}"; do is_heavy "$t" && ordered+=("$t"); done
+for t in "${tests[@]}"; do is_heavy "$t" || ordered+=("$t"); done
+
+# run_one TEST: runs it with its own TMPDIR (Open MPI keeps its session files there: two singleton runs at once
+# would share them) and writes its report ($logdir/NAME.report: its PASS/FAIL lines and a summary line) and its
+# counts ($logdir/NAME.counts: "passed failed")
+run_one() {
+  local t=$1 name; name=$(basename "$1")
+  local rep="$logdir/$name.report" cmd start rc p f tmpd
+  rm -f "$rep" "$logdir/$name.counts"
   case "$t" in
     *.py) cmd=("$ZT_PY" "$t") ;;
     *) cmd=("$t") ;;
   esac
-  echo "== $name"
   start=$(date +%s)
-  timeout 900 "${cmd[@]}" > "$logdir/$name.log" 2>&1
+  tmpd=$(mktemp -d /tmp/zt-run.XXXXXX)
+  TMPDIR=$tmpd timeout 900 "${cmd[@]}" > "$logdir/$name.log" 2>&1
   rc=$?
+  rm -rf "$tmpd"
   p=$(grep -c '^PASS ' "$logdir/$name.log")
   f=$(grep -c '^FAIL ' "$logdir/$name.log")
-  grep -E '^(PASS|FAIL) ' "$logdir/$name.log"
-  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-    echo "FAIL $name: exited $rc without a FAIL line (log: $logdir/$name.log)"; tail -5 "$logdir/$name.log"; f=1
-  fi
-  echo "   ($name: $p passed, $f failed, $(( $(date +%s) - start )) s)"
-  passed=$((passed+p)); failed=$((failed+f))
+  {
+    echo "== $name"
+    grep -E '^(PASS|FAIL) ' "$logdir/$name.log"
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+      echo "FAIL $name: exited $rc without a FAIL line (log: $logdir/$name.log)"; tail -5 "$logdir/$name.log"; f=1
+    fi
+    echo "   ($name: $p passed, $f failed, $(( $(date +%s) - start )) s)"
+  } > "$rep.tmp"
+  echo "$p $f" > "$logdir/$name.counts"
+  mv "$rep.tmp" "$rep"
+}
+
+passed=0; failed=0
+running=()
+# report(): prints the reports of the finished tests among those running and keeps the others running
+report() {
+  local t name still=() p f
+  for t in "${running[@]}"; do
+    name=$(basename "$t")
+    if [ -e "$logdir/$name.report" ]; then
+      cat "$logdir/$name.report"
+      read -r p f < "$logdir/$name.counts"
+      passed=$((passed+p)); failed=$((failed+f))
+    else still+=("$t"); fi
+  done
+  running=("${still[@]}")
+}
+# wait_below N: waits until fewer than N tests run
+wait_below() {
+  report
+  while [ ${#running[@]} -ge "$1" ]; do
+    wait -n 2>/dev/null; [ $? -eq 127 ] && sleep 0.2   # 127: no child left to wait for (its report is there)
+    report
+  done
+}
+for t in "${ordered[@]}"; do
+  name=$(basename "$t")
+  if [ ! -e "$t" ]; then echo "FAIL $name: missing ($t: run make)"; failed=$((failed+1)); continue; fi
+  if is_alone "$t"; then wait_below 1; fi
+  wait_below "$jobs"
+  rm -f "$logdir/$name.report"
+  run_one "$t" &
+  running+=("$t")
+  if is_alone "$t"; then wait_below 1; fi
 done
+wait_below 1
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

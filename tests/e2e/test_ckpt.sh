@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: heavy
 # Checkpoints end to end on the tiny model with real mpirun (1-4 ranks, 4 oversubscribed):
 #  resume_exact          40 steps straight == 20 (--stop-after) + --resume auto + 20: every per-step loss and
 #                        params_hash; keep=2 prunes the oldest; `ztrain eval` of the final file == the run's val

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # test: long
+# test: alone
 # Asynchronous checkpoints (checkpoint.async = true) on the tiny model with real mpirun:
 #  async_same_files      1 and 2 ranks, checkpoints at 10/20/30: every dataset of every async file equals the
 #                        synchronous run's file bit for bit (h5py), and the params_hash is the same

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: heavy
 # test_config.sh — `ztrain config` / `ztrain help config`: every error class of the config
 # schema (message text and exit code 2), --set overrides, int/float handling, big integers,
 # and that the printed config parses back to the identical text.

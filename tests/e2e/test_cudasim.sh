@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: heavy
 # The CUDA backend's own kernels, executed on the CPU by the host execution harness (device
 # "cudasim": cuda/*.cu compiled by g++ against cuda/hostexec/, memory from devsim's discipline):
 #  - `ztrain selftest --device cudasim` on 1 rank (fp32, bf16 and fp16) and 2 ranks (fp32): every op

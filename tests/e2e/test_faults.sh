@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: heavy
 # test_faults.sh — bad input gets a clear error and nothing is lost (docs/design.md section 7). Every case runs
 # one command on bad input and asserts:
 #   - exit code 2 (not 0, not a signal: no abort, no core dump, no timeout),

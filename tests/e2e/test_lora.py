@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# test: heavy
 """test_lora.py — LoRA fine-tuning end to end: a GPT-2-shaped model saved by transformers, imported,
 (after 40 steps of full training on
 the tiny corpus, exported and saved again by transformers: a "pretrained" base) fine-tuned with LoRA on it at 1, 2 and 3 ranks, exported merged (transformers) and as

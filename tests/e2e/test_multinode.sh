@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # test: long
+# test: alone
 # Two "nodes" on this machine: two network namespaces joined by a veth pair, each with its own
 # hostname (unshare --uts), Open MPI over TCP between them (/work/shared/RECIPES.md: 'Two "nodes"
 # on one machine'). mpirun runs inside the first namespace; an rsh agent starts the second node's

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # test: long
+# test: alone
 # The performance model (src/core/diag/perf_model.h, `ztrain estimate --hw cpu`) against measured step times
 # on this machine (make test-long: 12-13 min; run it alone, the two cores are what is measured). Every
 # constant the model uses is measured here, in this run, by something other than the runs it predicts:

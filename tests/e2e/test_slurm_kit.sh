@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: alone
 # The slurm/ kit on a real Slurm (tests/helpers/slurm_lib.sh: slurmctld + slurmd on this machine), with tiny data:
 #  1. slurm/gen_sbatch.sh: a GPU and a CPU script carry the expected #SBATCH and srun lines and parse
 #     (bash -n); the generated CPU script, submitted, runs to completion on 2 ranks.

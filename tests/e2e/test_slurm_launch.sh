@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: alone
 # `ztrain launch` inside a real Slurm allocation (tests/helpers/slurm_lib.sh starts slurmctld + slurmd on this
 # machine): sbatch jobs of 2 and 4 tasks whose script is just `ztrain launch -- train ...`; launch must
 # see the allocation, run `srun --mpi=pmix` with its layout, and the run must record world_size and the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: heavy
 # A training step replayed as one CUDA graph (train.cuda_graph, core/optim/step_graph.h) on cudasim, where the host
 # execution harness records a capture's launches, copies and memsets and replays them (cuda/hostexec):
 #  - graph_same_*          the run with train.cuda_graph = true gives the per-step losses and params_hash of the

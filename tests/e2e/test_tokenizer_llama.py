@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 # test: long
+# test: alone
 """Tests of ztrain's Llama-family tokenizers (src/io/tokenizer*.c, util/unicode.c) against Hugging Face
 `tokenizers`, through `ztrain prepare`.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: heavy
 # ZeRO stage 3 (each rank keeps its shard of the parameters; every layer all-gathered before its forward and its
 # backward, the next one's gather in flight) and zero.offload (optimizer state, and with optimizer+params the
 # parameter shard, in host memory; the update on the host), with real mpirun. Every check compares two runs made
