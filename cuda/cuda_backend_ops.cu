@@ -385,9 +385,20 @@ void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, fl
     zt_cu_adamw_multi(S, dev(param), dev(grad), dev(m), dev(v), static_cast<const zt_cu_adamw_seg *>(dev(t.table)),
                       t.ntable, t.total, beta1, beta2, eps, dev(hyper));
 }
+// a kept round_to of exactly x (a layer's gradients as the backward stores them, a bucket's alone at stage 2 on one
+// rank) is done as x is loaded, x written back rounded: zt_cu_add's acc + round(x), the same additions as
+// round_to then accumulate in one launch
 void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
     MirrorKeep keep(be, {{acc, n * sizeof(float)}}, {{acc, n * sizeof(float)}, {x, n * sizeof(float)}});
-    zt_cu_accumulate(S, dev(acc), dev(x), n);
+    Deferred d = {};
+    d.kind = D_ADD;
+    d.o0 = dev(acc); d.i0 = dev(acc); d.i1 = dev(x); d.n = n;
+    take_round(be, &d, x, n, x != acc);
+    if (!d.in_round) {
+        zt_cu_accumulate(S, dev(acc), dev(x), n);
+        return;
+    }
+    zt_cu_add(S, d.o0, d.i0, d.i1, n, ZT_PREC_FP32, d.in_round);
 }
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
     zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);

@@ -428,9 +428,10 @@ static void w_acc(zt_backend *be, float *a, const float *x, size_t n) {
     cnt_mneed(a, F4 * n);
     cnt_mneed(x, F4 * n);
     cnt_mkeep(a, F4 * n);
+    const int took = cnt_take_round(x, n, x != a); /* x written back rounded: 4 bytes an element more */
     cnt_flush();
     cnt_calls[K_ACC]++;
-    if (n) cnt_add(K_ACC, 1, F4 * 3.0 * n);
+    if (n) cnt_add(K_ACC, 1, F4 * (3.0 + took) * n);
     cnt_inner->accumulate(be, a, x, n);
     cnt_mdone();
 }
