@@ -226,7 +226,7 @@ void b_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *dout, co
 void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
                     float dscale);
 void b_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K, int ta,
-                int tb, int prec);
+                int tb, int prec, float beta);
 void b_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
                       float dscale, int prec);
 void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,

@@ -313,12 +313,14 @@ void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t 
     defer(be, d);
 }
 void b_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K, int ta,
-                int tb, int prec) {
+                int tb, int prec, float beta) {
     ZT_ASSERT(prec == ctx_of(be)->prec); // the GEMM's operand precision (set_precision)
+    ZT_ASSERT(beta == 0.0f || (beta == 1.0f && !c16));
     MirrorKeep keep(be, {{c, (size_t)M * N * (c16 ? sizeof(uint16_t) : sizeof(float))}},
-                    {{a16 ? nullptr : a, (size_t)M * K * sizeof(float)}});
+                    {{a16 ? nullptr : a, (size_t)M * K * sizeof(float)},
+                     {beta != 0.0f ? c : nullptr, (size_t)M * N * sizeof(float)}});
     const uint16_t *bw = M > 0 && N > 0 && K > 0 ? mirror_words(be, b, (size_t)K * N) : nullptr; // the tied wte
-    zt_cu_matmul16(ctx_of(be)->gemm, S, dev(c), c16, dev(a), a16, dev(b), M, N, K, ta, tb, bw);
+    zt_cu_matmul16(ctx_of(be)->gemm, S, dev(c), c16, dev(a), a16, dev(b), M, N, K, ta, tb, bw, beta);
 }
 void b_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
                       float dscale, int prec) {

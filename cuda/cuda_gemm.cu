@@ -686,11 +686,12 @@ void zt_cu_matmul_ld(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, co
 }
 
 void zt_cu_matmul16(zt_cu_gemm *g, cudaStream_t s, void *c, int c16, const void *a, int a16, const float *b, int M,
-                    int N, int K, int ta, int tb, const uint16_t *b_words) {
+                    int N, int K, int ta, int tb, const uint16_t *b_words, float beta) {
     if (M <= 0 || N <= 0) return;
     ZT_ASSERT((g->prec == ZT_PREC_BF16 || g->prec == ZT_PREC_FP16) && K > 0);
+    ZT_ASSERT(beta == 0.0f || (beta == 1.0f && !c16));
     gemm(g, s, c16 ? nullptr : static_cast<float *>(c), a16 ? nullptr : static_cast<const float *>(a), b, nullptr, M,
-         N, K, ta, tb, 1.0f, 0.0f, dense_ld(M, N, K, ta, tb), a16 ? static_cast<const uint16_t *>(a) : nullptr, b_words,
+         N, K, ta, tb, 1.0f, beta, dense_ld(M, N, K, ta, tb), a16 ? static_cast<const uint16_t *>(a) : nullptr, b_words,
          c16 ? static_cast<uint16_t *>(c) : nullptr);
 }
 

@@ -262,9 +262,9 @@ void zt_cu_linear_fwd(zt_cu_gemm *g, cudaStream_t s, float *out, const float *in
 // matmul16 (iface/backend.h; the precision is set_precision's, which must be bf16 / fp16; K > 0): a as 2-byte words
 // when a16 (the product's packed operand as it is), c as 2-byte words when c16: the fp32 sums rounded to nearest even
 // by the GEMM itself (cuBLASLt's output conversion on a GPU, the reference kernel's zt_f32_to_bf16_bits under the
-// harness), one launch and no fp32 copy of c
+// harness), one launch and no fp32 copy of c; beta 1 (a float32 c only): c += the product (cuBLASLt's beta)
 void zt_cu_matmul16(zt_cu_gemm *g, cudaStream_t s, void *c, int c16, const void *a, int a16, const float *b, int M,
-                    int N, int K, int ta, int tb, const uint16_t *b_words = nullptr);
+                    int N, int K, int ta, int tb, const uint16_t *b_words = nullptr, float beta = 0.0f);
 // dbias (may be NULL) = column sums of dout without float atomics: partial sums per row block, then a
 // fixed-order sum of the partials by the grid's last block (one launch); scratch: at least
 // zt_cu_linear_bwd_scratch(N, OC) bytes; tickets: see kCuTickets

@@ -424,8 +424,9 @@ void test_linear_bwd16(zt_cu_gemm *g, int prec, int N, int C, int OC, int with_b
 // matmul16 (iface/backend.h; the LM head on 2-byte logits): a as 2-byte words (a16) and / or c written as 2-byte
 // words (c16), inputs of the precision. Under the harness bitwise zt_cu_matmul on the widened operands, its c rounded
 // to the precision (the same reference kernel and packing); the cpu backend's slot bitwise its matmul + round_to;
-// the two backends within K_TOL_GEMM, or one unit of the precision for a 2-byte c; run twice (determinism)
-void test_matmul16(zt_cu_gemm *g, int prec, int M, int N, int K, int ta, int tb, int a16, int c16) {
+// the two backends within K_TOL_GEMM, or one unit of the precision for a 2-byte c; run twice (determinism). beta 1
+// (a float32 c: the chunked head's weight gradient): c starts as the same random values, added to on every side
+void test_matmul16(zt_cu_gemm *g, int prec, int M, int N, int K, int ta, int tb, int a16, int c16, float beta = 0.0f) {
     const bool bf = prec == ZT_PREC_BF16;
     auto rnd = [&](float f) { return bf ? zt_round_bf16(f) : zt_round_fp16(f); };
     auto narrow = [&](float f) { return bf ? zt_f32_to_bf16_bits(f) : zt_f32_to_fp16_bits(f); };
@@ -436,27 +437,28 @@ void test_matmul16(zt_cu_gemm *g, int prec, int M, int N, int K, int ta, int tb,
     std::vector<uint16_t> ah(a.size());
     for (size_t i = 0; i < a.size(); i++) ah[i] = narrow(a[i]);
     const size_t nc = (size_t)M * N;
+    const vec c0 = beta != 0.0f ? randv(nc) : nanv(nc);
     // c as floats from either storage
     auto run16 = [&](zt_backend *be, vec &out) {
         std::vector<uint16_t> ch(nc, 0xffff);
-        vec cf = nanv(nc);
+        vec cf = c0;
         void *c = c16 ? (void *)ch.data() : (void *)cf.data();
         const void *ap = a16 ? (const void *)ah.data() : (const void *)a.data();
-        if (be) be->i->matmul16(be, c, c16, ap, a16, b.data(), M, N, K, ta, tb, prec);
-        else zt_cu_matmul16(g, 0, c, c16, ap, a16, b.data(), M, N, K, ta, tb);
+        if (be) be->i->matmul16(be, c, c16, ap, a16, b.data(), M, N, K, ta, tb, prec, beta);
+        else zt_cu_matmul16(g, 0, c, c16, ap, a16, b.data(), M, N, K, ta, tb, nullptr, beta);
         out = cf;
         if (c16)
             for (size_t i = 0; i < nc; i++) out[i] = widen(ch[i]);
     };
     zt_cu_gemm_set_precision(g, prec);
-    vec ref = nanv(nc), got[2], cpu16, cpuref = nanv(nc);
-    zt_cu_matmul(g, 0, ref.data(), a.data(), b.data(), M, N, K, ta, tb, 1.0f, 0.0f);
+    vec ref = c0, got[2], cpu16, cpuref = c0;
+    zt_cu_matmul(g, 0, ref.data(), a.data(), b.data(), M, N, K, ta, tb, 1.0f, beta);
     for (int run = 0; run < 2; run++) {
         harness_config(run);
         run16(nullptr, got[run]);
     }
     zt_cu_gemm_set_precision(g, ZT_PREC_FP32);
-    g_cpu->i->matmul(g_cpu, cpuref.data(), a.data(), b.data(), M, N, K, ta, tb, 1.0f, 0.0f);
+    g_cpu->i->matmul(g_cpu, cpuref.data(), a.data(), b.data(), M, N, K, ta, tb, 1.0f, beta);
     if (c16)
         for (size_t i = 0; i < nc; i++) ref[i] = rnd(ref[i]), cpuref[i] = rnd(cpuref[i]);
     run16(g_cpu, cpu16);
@@ -464,8 +466,8 @@ void test_matmul16(zt_cu_gemm *g, int prec, int M, int N, int K, int ta, int tb,
     for (size_t i = 0; i < nc; i++)
         differ += (memcmp(&got[0][i], &ref[i], 4) != 0) + (memcmp(&cpu16[i], &cpuref[i], 4) != 0);
     char name[160];
-    snprintf(name, sizeof name, "matmul16_%s[M%d,N%d,K%d,ta%d,tb%d,a16 %d,c16 %d]", bf ? "bf16" : "fp16", M, N, K, ta, tb,
-             a16, c16);
+    snprintf(name, sizeof name, "matmul16_%s[M%d,N%d,K%d,ta%d,tb%d,a16 %d,c16 %d,beta %g]", bf ? "bf16" : "fp16", M, N,
+             K, ta, tb, a16, c16, beta);
     std::string extra;
     if (differ) extra = std::to_string(differ) + " words differ from the float slot's product (+ rounding)";
     check_outs(name, {{"c", &got[0], &got[1], &cpu16}}, c16 ? (bf ? 0x1p-8 : 0x1p-11) : K_TOL_GEMM, extra);
@@ -719,6 +721,7 @@ int main(int argc, char **argv) {
         // the LM head's three products on 2-byte logits: logits (c16), dhead (a16, ta), dlnf (a16)
         test_matmul16(g, prec, 37, 301, 29, 0, 1, 0, 1);
         test_matmul16(g, prec, 301, 29, 37, 1, 0, 1, 0);
+        test_matmul16(g, prec, 301, 29, 37, 1, 0, 1, 0, 1.0f); // the chunked head's dhead, added to
         test_matmul16(g, prec, 37, 29, 301, 0, 0, 1, 0);
         test_matmul16(g, prec, 5, 7, 3, 1, 1, 1, 1);
     }

@@ -11,8 +11,9 @@
 
 
 static void cpu_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N,
-                         int K, int ta, int tb, int prec) {
+                         int K, int ta, int tb, int prec, float beta) {
     ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
+    ZT_ASSERT(beta == 0.0f || (beta == 1.0f && !c16));
     const size_t na = (size_t)M * K, nc = (size_t)M * N;
     float *aw = a16 ? zt_malloc((na ? na : 1) * sizeof(float)) : (float *)a;
     float *cw = c16 ? zt_malloc((nc ? nc : 1) * sizeof(float)) : (float *)c;
@@ -21,7 +22,7 @@ static void cpu_matmul16(zt_backend *be, void *c, int c16, const void *a, int a1
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < na; i++) aw[i] = zt_bits16_to_f32(h[i], prec);
     }
-    be->i->matmul(be, cw, aw, b, M, N, K, ta, tb, 1.0f, 0.0f);
+    be->i->matmul(be, cw, aw, b, M, N, K, ta, tb, 1.0f, beta);
     if (c16) {
         uint16_t *h = c;
 #pragma omp parallel for schedule(static)

@@ -211,8 +211,8 @@ static void ds_softmax_xent(zt_backend *be, float *losses, float *logits, const 
 }
 
 static void ds_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
-                        int ta, int tb, int prec) {
-    CPU(be)->i->matmul16(CPU(be), D(c), c16, D(a), a16, D(b), M, N, K, ta, tb, prec);
+                        int ta, int tb, int prec, float beta) {
+    CPU(be)->i->matmul16(CPU(be), D(c), c16, D(a), a16, D(b), M, N, K, ta, tb, prec, beta);
 }
 
 static void ds_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V,

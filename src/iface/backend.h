@@ -254,12 +254,13 @@ typedef struct zt_backend_i {
     /* 2-byte storage of the run's precision prec (ZT_PREC_BF16 / FP16; the value set_precision was given), optional as
        a pair (NULL: the model keeps float32 logits). A 2-byte buffer holds one uint16_t word per element (the bits of
        a bf16 / fp16 value, as pack16 writes them).
-       matmul16: c(M, N) = op(a) @ op(b) (alpha 1, beta 0) as matmul, where a holds 2-byte words when a16 (else
-       float32), b is float32, and c receives 2-byte words rounded to nearest even when c16 (else float32). The bits
-       equal matmul on the widened operands followed by round_to (c16): the language model head's logits and its
-       backward's products on them */
+       matmul16: c(M, N) = op(a) @ op(b) + beta c (alpha 1, beta 0 or 1) as matmul, where a holds 2-byte words when
+       a16 (else float32), b is float32, and c receives 2-byte words rounded to nearest even when c16 (else float32;
+       beta 1 only with a float32 c). The bits equal matmul on the widened operands (with that beta) followed by
+       round_to (c16): the language model head's logits and its backward's products on them (beta 1: the head's
+       weight gradient summed over chunks of rows, train.head_chunks) */
     void (*matmul16)(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
-                     int ta, int tb, int prec);
+                     int ta, int tb, int prec, float beta);
     /* softmax_xent on 2-byte logits (N, Vp): the same arithmetic on the widened values; losses(N) float32; unless
        dscale == 0 the logits are overwritten with dlogits rounded to 2-byte words (softmax_xent then round_to) */
     void (*softmax_xent16)(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,

@@ -69,6 +69,7 @@ typedef struct zt_config {
         char param_storage[ZT_NAME_MAX]; /* auto | precision | fp32: 2-byte working parameters (zt_model_opts.params16) */
         char attention[ZT_NAME_MAX];   /* auto | materialized: fused attention on cuda (zt_model_opts.att_fused) */
         int cuda_graph;             /* 1: a step replayed as one CUDA graph where it can be (core/optim/step_graph.c) */
+        int head_chunks;            /* the LM head in this many chunks of rows (zt_model_opts.head_chunks) */
         char mem_limit[ZT_NAME_MAX]; /* per rank for micro_batch auto; "" = available / local ranks */
         int log_every;
     } train;

@@ -132,6 +132,10 @@ int zt_config_shape(const zt_config *c, zt_model_shape *s, char *err, size_t err
         if (s->pad_id >= s->vocab_size || s->sep_id >= s->vocab_size)
             return zt_errf(err, errlen, "model.pad_id = %d, model.sep_id = %d: must be below model.vocab_size = %d",
                            s->pad_id, s->sep_id, s->vocab_size);
+        if (c->train.head_chunks > 1)
+            return zt_errf(err, errlen, "train.head_chunks = %d: model.family = %s scores only its masked positions in "
+                           "one pass; chunks are for the decoder families (set train.head_chunks = 1)",
+                           c->train.head_chunks, m->family);
     } else if (m->type_vocab_size > 0 || m->pad_id >= 0 || m->sep_id >= 0 || m->position_offset >= 0) {
         return zt_errf(err, errlen, "model.type_vocab_size, pad_id, sep_id and position_offset are for the encoder "
                        "families (bert, roberta), not model.family = %s", m->family);

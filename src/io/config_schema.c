@@ -111,6 +111,10 @@ const key_def cfg_schema[] = {
          "each layer keeps its softmax statistics and backward recomputes the probabilities), materialized = "
          "scores and probabilities kept for backward (what the cpu backend always does)",
          "auto", "materialized"),
+    INT("train.head_chunks", train.head_chunks, 1, 1, 1 << 16,
+        "decoders: the LM head, its loss and its backward in this many chunks of a micro-batch's rows, one after "
+        "the other, so the logits buffer holds a chunk's rows, not the micro-batch's (1 = all at once; more: the "
+        "head's weight gradient is summed chunk by chunk, a different order of additions)"),
     BOOL("train.cuda_graph", train.cuda_graph, 0,
          "cuda / cudasim, 1 rank: once two steps made the same launches, record the next as one CUDA graph and replay "
          "it for the steps after, while nothing changes what a step launches (bit-identical; not yet run on a GPU)"),

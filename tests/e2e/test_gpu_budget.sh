@@ -6,8 +6,8 @@
 #                        in one training step of the tiny models on cudasim: fp32, bf16 (fused rounding, packed GEMM
 #                        operands, operands read from the words they mirror), bf16 without the fused rounding or
 #                        without the mirrors,
-#                        the materialized attention, Llama (RMSNorm, rotary, SwiGLU, GQA), a batch whose embedding
-#                        backward sorts in several stages;
+#                        the materialized attention, Llama (RMSNorm, rotary, SwiGLU, GQA), the LM head in 3 chunks
+#                        (train.head_chunks), a batch whose embedding backward sorts in several stages;
 #  - count_device_same   the count device (no compute) counts the same launches and bytes as cudasim;
 #  - host_waits_per_step a step of 3 micro-batches waits for the device (sync, to_host) as often as a step of 1,
 #                        at most twice (the norm and the losses, once the update is queued), and copies nothing to
@@ -71,6 +71,7 @@ ZT_CUDA_FUSE_ROUND=0 check_launches launches_cudasim_bf16_unfused $tiny --set pr
 ZT_CUDA_MIRROR=0 check_launches launches_cudasim_bf16_no_mirrors $tiny --set precision=bf16
 check_launches launches_cudasim_fp16_materialized $tiny --set precision=fp16 --set train.attention=materialized
 check_launches launches_cudasim_llama_bf16 -c inputs/llama-tiny.cfg --count-device cudasim --set precision=bf16
+check_launches launches_cudasim_head_chunks $tiny --set precision=bf16 --set train.head_chunks=3
 check_launches launches_cudasim_sort_stages $tiny --set precision=bf16 --set train.micro_batch=64 \
   --set train.global_batch=64 --set train.seq_len=64
 

@@ -382,16 +382,18 @@ static void w_xent(zt_backend *be, float *l, float *lg, const int32_t *t, int N,
 /* matmul16: the LM head's products on 2-byte logits (cuda_gemm.cu zt_cu_matmul16): a 2-byte a is not packed, a 2-byte
    c is written as 2-byte words by the GEMM itself */
 static void w_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
-                       int ta, int tb, int prec) {
+                       int ta, int tb, int prec, float beta) {
     cnt_mneed(a16 ? NULL : a, F4 * M * K);
+    if (beta != 0.0f) cnt_mneed(c, F4 * M * N);
     cnt_mkeep(c, (c16 ? 2.0 : F4) * M * N);
     cnt_flush();
     cnt_calls[K_MATMUL]++;
     if (M > 0 && N > 0) {
         cnt_gemm_pre(K_MATMUL, M, N, K, 0, 0, a16, K > 0 && cnt_mfind(b, (double)K * N)); /* b: the tied wte's words */
         if (c16) cnt_bytes[K_MATMUL] -= 2.0 * M * N; /* counted as a float32 c: 2 bytes an element less */
+        if (beta != 0.0f) cnt_bytes[K_MATMUL] += F4 * M * N; /* c read too */
     }
-    cnt_inner->matmul16(be, c, c16, a, a16, b, M, N, K, ta, tb, prec);
+    cnt_inner->matmul16(be, c, c16, a, a16, b, M, N, K, ta, tb, prec, beta);
     cnt_mdone();
 }
 /* softmax_xent16: 2-byte logits read, and (dscale != 0) 2-byte dlogits written in place */

@@ -94,8 +94,8 @@ static void w_emb_bwd(zt_backend *be, float *dwte, float *dwpe, const float *d, 
 static void w_xent(zt_backend *be, float *l, float *lg, const int32_t *t, int N, int V, int Vp, float s) {
     T0(be); g_inner->softmax_xent(be, l, lg, t, N, V, Vp, s); T1(be, P_XENT); }
 static void w_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
-                       int ta, int tb, int prec) {
-    T0(be); g_inner->matmul16(be, c, c16, a, a16, b, M, N, K, ta, tb, prec); T1(be, P_MATMUL); }
+                       int ta, int tb, int prec, float beta) {
+    T0(be); g_inner->matmul16(be, c, c16, a, a16, b, M, N, K, ta, tb, prec, beta); T1(be, P_MATMUL); }
 static void w_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s, int prec) {
     T0(be); g_inner->softmax_xent16(be, l, lg, t, N, V, Vp, s, prec); T1(be, P_XENT); }
 static void w_adamw(zt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,

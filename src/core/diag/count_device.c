@@ -123,8 +123,8 @@ static void n_battb(zt_backend *be, float *a, float *b, const float *c, const fl
 static void n_argmax(zt_backend *be, int32_t *a, const float *b, int c, int d, int e) {
     (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; }
 static void n_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
-                       int ta, int tb, int prec) { (void)be; (void)c; (void)c16; (void)a; (void)a16; (void)b; (void)M;
-                       (void)N; (void)K; (void)ta; (void)tb; (void)prec; }
+                       int ta, int tb, int prec, float beta) { (void)be; (void)c; (void)c16; (void)a; (void)a16;
+                       (void)b; (void)M; (void)N; (void)K; (void)ta; (void)tb; (void)prec; (void)beta; }
 static void n_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s, int prec) {
     (void)be; (void)l; (void)lg; (void)t; (void)N; (void)V; (void)Vp; (void)s; (void)prec; }
 static void n_fattb(zt_backend *be, float *a, float *b, const float *c, const float *d, const float *e, const float *f,

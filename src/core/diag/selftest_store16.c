@@ -55,7 +55,7 @@ void st_op_matmul16(zt_backend *be, st_case *k, float **out) {
     void *a = p[5] ? up16(be, k->in[0], k->in_n[0], prec) : st_up(be, k->in[0], k->in_n[0]);
     float *b = st_up(be, k->in[1], k->in_n[1]);
     void *c = be->i->alloc(be, nc * (p[6] ? sizeof(uint16_t) : sizeof(float)));
-    be->i->matmul16(be, c, p[6], a, p[5], b, k->M, k->N, k->K, p[3], p[4], prec);
+    be->i->matmul16(be, c, p[6], a, p[5], b, k->M, k->N, k->K, p[3], p[4], prec, 0.0f);
     if (p[6]) down16(be, out[0], c, nc, prec);
     else st_down(be, out[0], c, nc);
     be->i->free(be, a); be->i->free(be, b); be->i->free(be, c);

@@ -120,23 +120,43 @@ static float mean_loss(const float *losses, int N) {
 /* whether the logits are 2-byte words (opt.logits16 in a bf16/fp16 run) */
 static int logits16(const zt_model *m) { return m->opt.logits16 && m->prec != ZT_PREC_FP32; }
 
-/* softmax + cross-entropy of the stored logits into losses (N); unless dscale == 0 the dlogits left in their place,
-   stored in the working precision */
-static void xent(zt_model *m, float *losses, int N, float dscale) {
+/* softmax + cross-entropy of the stored logits (N rows, targets tgt) into losses (N); unless dscale == 0 the dlogits
+   left in their place, stored in the working precision */
+static void xent_rows(zt_model *m, float *losses, const int32_t *tgt, int N, float dscale) {
     zt_backend *be = m->be;
     const zt_backend_i *f = be->i;
     const int V = m->s.vocab_size, Vp = m->s.padded_vocab;
     zt_acts *a = &m->a;
     if (logits16(m)) {
-        f->softmax_xent16(be, losses, a->logits, m->tgt, N, V, Vp, dscale, m->prec);
+        f->softmax_xent16(be, losses, a->logits, tgt, N, V, Vp, dscale, m->prec);
         return;
     }
-    f->softmax_xent(be, losses, a->logits, m->tgt, N, V, Vp, dscale);
+    f->softmax_xent(be, losses, a->logits, tgt, N, V, Vp, dscale);
     if (dscale != 0.0f) RND(a->logits, (size_t)N * Vp);
 }
+static void xent(zt_model *m, float *losses, int N, float dscale) { xent_rows(m, losses, m->tgt, N, dscale); }
+
+/* logits(n, Vp) = lnf's rows [r0, r0 + n) @ head(Vp, C)^T, stored in the working precision (2-byte words with
+   logits16) */
+static void head_logits(zt_model *m, int r0, int n) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int C = m->s.n_embd, Vp = m->s.padded_vocab;
+    const float *x = m->a.lnf + (size_t)r0 * C;
+    if (logits16(m)) {
+        f->matmul16(be, m->a.logits, 1, x, 0, P(head_idx(m)), n, Vp, C, 0, 1, m->prec, 0.0f);
+    } else {
+        f->matmul(be, m->a.logits, x, P(head_idx(m)), n, Vp, C, 0, 1, 1.0f, 0.0f);
+        RND(m->a.logits, (size_t)n * Vp);
+    }
+}
+
+/* whether N rows go through the LM head in chunks (train.head_chunks) */
+static int head_chunked(const zt_model *m, int N) { return zt_model_head_rows(&m->s, &m->opt, N) < N; }
 
 void zt_model_logits_to_host(zt_model *m, float *out, size_t n) {
     zt_backend *be = m->be;
+    ZT_ASSERT(!head_chunked(m, m->B * m->T)); /* a chunked head never holds the micro-batch's logits */
     if (!logits16(m)) {
         be->i->to_host(be, out, m->a.logits, n * sizeof(float));
         return;
@@ -151,7 +171,7 @@ void zt_model_logits_to_host(zt_model *m, float *out, size_t n) {
 static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float dscale, int row) {
     zt_backend *be = m->be;
     const zt_backend_i *f = be->i;
-    const int L = m->s.n_layer, C = m->s.n_embd, Vp = m->s.padded_vocab;
+    const int L = m->s.n_layer, C = m->s.n_embd;
     ZT_ASSERT(B <= m->max_B && T <= m->max_T);
     const int N = B * T;
     const size_t NC = (size_t)N * C;
@@ -190,21 +210,31 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     }
     norm_after_layer(m, L - 1, a->lnf, a->lnf_mean, a->lnf_rstd, T_(L, 0), T_(L, 1), N);
     RND(a->lnf, NC);
-    /* logits(N, Vp) = lnf(N, C) @ head(Vp, C)^T, stored in the working precision (2-byte words with logits16) */
     zt_model_need_wte(m);
-    if (logits16(m)) {
-        f->matmul16(be, a->logits, 1, a->lnf, 0, P(head_idx(m)), N, Vp, C, 0, 1, m->prec);
-    } else {
-        f->matmul(be, a->logits, a->lnf, P(head_idx(m)), N, Vp, C, 0, 1, 1.0f, 0.0f);
-        RND(a->logits, (size_t)N * Vp);
-    }
     m->dlogits_ready = 0;
-    if (!scored) return -1.0f;
-    /* the loss is fp32 arithmetic on the stored logits; the dlogits it leaves are stored (rounded) */
     float *losses = row >= 0 ? m->loss_rows + (size_t)row * m->max_B * m->max_T : a->losses;
-    xent(m, losses, N, dscale / (float)N);
-    m->dlogits_ready = dscale != 0.0f;
-    m->dlogits_scale = dscale;
+    m->head_losses = losses;
+    if (head_chunked(m, N)) {
+        ZT_ASSERT(scored); /* the micro-batch's logits are never whole */
+        if (dscale != 0.0f && row >= 0) { /* a step's micro-batch: its backward runs the head (losses included) */
+            m->loss_row_n[row] = N;
+            return 0.0f;
+        }
+        /* the losses alone, chunk by chunk (a backward after this runs the head again, with its gradients) */
+        const int R = zt_model_head_rows(&m->s, &m->opt, N);
+        for (int r0 = 0; r0 < N; r0 += R) {
+            const int n = N - r0 < R ? N - r0 : R;
+            head_logits(m, r0, n);
+            xent_rows(m, losses + r0, m->tgt + r0, n, 0.0f);
+        }
+    } else {
+        head_logits(m, 0, N); /* logits(N, Vp) = lnf(N, C) @ head(Vp, C)^T */
+        if (!scored) return -1.0f;
+        /* the loss is fp32 arithmetic on the stored logits; the dlogits it leaves are stored (rounded) */
+        xent(m, losses, N, dscale / (float)N);
+        m->dlogits_ready = dscale != 0.0f;
+        m->dlogits_scale = dscale;
+    }
     if (row >= 0) {
         m->loss_row_n[row] = N;
         return 0.0f;
@@ -282,15 +312,44 @@ static void head_bwd(zt_model *m, int N) {
         BEFORE(h, h);
         /* dhead(Vp, C) = dlogits^T @ lnf (a tied wte: the embedding backward adds to it later; rounded once, after
            it) */
-        if (logits16(m)) f->matmul16(be, G(h), 0, a->logits, 1, a->lnf, Vp, C, N, 1, 0, m->prec);
+        if (logits16(m)) f->matmul16(be, G(h), 0, a->logits, 1, a->lnf, Vp, C, N, 1, 0, m->prec, 0.0f);
         else f->matmul(be, G(h), a->logits, a->lnf, Vp, C, N, 1, 0, 1.0f, 0.0f);
         if (h != ZT_P_WTE) RND(G(h), m->table.t[h].numel);
     }
     /* dlnf(N, C) = dlogits(N, Vp) @ head(Vp, C) */
     zt_model_need_fixed(m);
     zt_model_need_wte(m);
-    if (logits16(m)) f->matmul16(be, a->dbtc, 0, a->logits, 1, P(h), N, C, Vp, 0, 0, m->prec);
+    if (logits16(m)) f->matmul16(be, a->dbtc, 0, a->logits, 1, P(h), N, C, Vp, 0, 0, m->prec, 0.0f);
     else f->matmul(be, a->dbtc, a->logits, P(h), N, C, Vp, 0, 0, 1.0f, 0.0f);
+    RND(a->dbtc, (size_t)N * C);
+}
+
+/* head_bwd on chunks of rows (train.head_chunks): per chunk the logits, the loss into head_losses with the dlogits in
+   their place (d(mean loss) = dscale per row), the head's weight gradient added (beta 1 after the first chunk) and
+   the chunk's rows of dlnf; the gradient is rounded once, after the last chunk */
+static void head_bwd_chunks(zt_model *m, int N, float dscale) {
+    zt_backend *be = m->be;
+    const zt_backend_i *f = be->i;
+    const int C = m->s.n_embd, Vp = m->s.padded_vocab, h = head_idx(m), R = zt_model_head_rows(&m->s, &m->opt, N);
+    zt_acts *a = &m->a;
+    if (!m->lora) BEFORE(h, h);
+    zt_model_need_fixed(m);
+    zt_model_need_wte(m);
+    for (int r0 = 0; r0 < N; r0 += R) {
+        const int n = N - r0 < R ? N - r0 : R;
+        const float *x = a->lnf + (size_t)r0 * C, beta = r0 > 0 ? 1.0f : 0.0f;
+        float *dx = a->dbtc + (size_t)r0 * C;
+        head_logits(m, r0, n);
+        xent_rows(m, m->head_losses + r0, m->tgt + r0, n, dscale);
+        if (!m->lora) { /* dhead(Vp, C) += dlogits^T @ lnf rows */
+            if (logits16(m)) f->matmul16(be, G(h), 0, a->logits, 1, x, Vp, C, n, 1, 0, m->prec, beta);
+            else f->matmul(be, G(h), a->logits, x, Vp, C, n, 1, 0, 1.0f, beta);
+        }
+        /* dlnf rows(n, C) = dlogits(n, Vp) @ head(Vp, C) */
+        if (logits16(m)) f->matmul16(be, dx, 0, a->logits, 1, P(h), n, C, Vp, 0, 0, m->prec, 0.0f);
+        else f->matmul(be, dx, a->logits, P(h), n, C, Vp, 0, 0, 1.0f, 0.0f);
+    }
+    if (!m->lora && h != ZT_P_WTE) RND(G(h), m->table.t[h].numel);
     RND(a->dbtc, (size_t)N * C);
 }
 
@@ -390,9 +449,13 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     }
     const int lnf = T_(L, 0), lnf_b = T_(L, 1);
     /* dlogits in place of the logits; d(mean loss) = dloss_scale / N per position */
-    if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) xent(m, a->losses, N, dloss_scale / (float)N);
+    if (head_chunked(m, N)) {
+        head_bwd_chunks(m, N, dloss_scale / (float)N);
+    } else {
+        if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) xent(m, a->losses, N, dloss_scale / (float)N);
+        head_bwd(m, N);
+    }
     m->dlogits_ready = 0;
-    head_bwd(m, N);
     f->zero(be, a->dres, NC * sizeof(float));
     if (!m->lora) BEFORE(lnf, lnf_b >= 0 ? lnf_b : lnf);
     norm_bwd(m, a->dres, gnorm(m, lnf, 0), gnorm(m, lnf_b, 1), a->dbtc, a->residual3 + (size_t)(L - 1) * NC, lnf,

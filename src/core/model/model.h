@@ -77,7 +77,8 @@ typedef struct zt_bwd_hooks {
    backward reruns the layer's forward first. Same kernels on the same inputs: bit-identical to NONE. */
 typedef enum zt_recompute { ZT_RECOMPUTE_NONE = 0, ZT_RECOMPUTE_GELU = 1, ZT_RECOMPUTE_LAYER = 2 } zt_recompute;
 
-/* How a model stores what training keeps; none of them changes a result bit (zt_model_opts_from_config) */
+/* How a model stores what training keeps; none of them changes a result bit but head_chunks
+   (zt_model_opts_from_config) */
 typedef struct zt_model_opts {
     zt_recompute recompute;
     /* 2-byte activations (train.act_storage auto in a bf16/fp16 run, not with LAYER): each layer's internals
@@ -108,6 +109,12 @@ typedef struct zt_model_opts {
        words of the precision (the same values the float32 buffer held after its round_to), made, read and
        overwritten by the matmul16 / softmax_xent16 slots; zt_model_logits_to_host widens them */
     int logits16;
+    /* train.head_chunks (decoders): the LM head, the loss and the head's backward run on chunks of
+       zt_model_head_rows(max_B * max_T) rows, one after the other, and the logits buffer holds one chunk. The
+       only option here that changes bits when set (> 1): the head's weight gradient is the sum over the chunks, in
+       chunk order, of each chunk's product (matmul16 / matmul with beta 1), not one product over all rows; the
+       logits, losses and dlnf of each row are the ones computed alone (model.c head_chunked) */
+    int head_chunks;
 } zt_model_opts;
 
 /* where a sharded model's parameters come from: start() begins bringing flat elements [off, off + n) as fp32 into
@@ -174,6 +181,8 @@ typedef struct zt_model {
                              whose logits' argmax is it (masked-LM accuracy) */
     int dlogits_ready;    /* the last forward left dlogits for dlogits_scale in a.logits */
     float dlogits_scale;
+    float *head_losses;   /* where the last decoder forward's per-row losses go (a loss row, or a.losses): a chunked
+                             head's backward writes them there */
 } zt_model;
 
 /* activation bytes for a micro-batch (B, T), with the same layout zt_model_init allocates (model_acts.c) */

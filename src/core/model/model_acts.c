@@ -18,6 +18,11 @@ static size_t pad32(size_t words) { return (words + 31) & ~(size_t)31; }
 
 size_t zt_model_round_up64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
+int zt_model_head_rows(const zt_model_shape *s, const zt_model_opts *o, int N) {
+    const int k = s->encoder || o->head_chunks < 1 ? 1 : o->head_chunks;
+    return (N + k - 1) / k;
+}
+
 int zt_model_att_fused_ok(const zt_model_shape *s, const zt_model_opts *o) {
     return o->att_fused && !s->encoder && zt_attention_fused_hs_ok(s->n_embd / s->n_head); /* no bidirectional one */
 }
@@ -86,7 +91,8 @@ static int act_slots(zt_acts *a, const zt_model_shape *s, int B, int T, const zt
     SLOT(lnf, BT * C);
     SLOT(lnf_mean, BT);
     SLOT(lnf_rstd, BT);
-    SLOT(logits, o->logits16 && !s->encoder ? (BT * Vp + 1) / 2 : BT * Vp); /* 2-byte words, or float32 */
+    const size_t HR = zt_model_head_rows(s, o, (int)BT); /* the logits' rows: a chunk's (train.head_chunks) */
+    SLOT(logits, o->logits16 && !s->encoder ? (HR * Vp + 1) / 2 : HR * Vp); /* 2-byte words, or float32 */
     SLOT(losses, BT);
     SLOT(dres, BT * C);
     SLOT(dbt4c, BT * I);

@@ -65,6 +65,7 @@ zt_model_opts zt_model_opts_from_config(const zt_config *c) {
     zt_model_shape_from_config(c, &s);
     o.sharded = c->zero.stage == 3; /* the parameters live in shards (2-byte words in bf16/fp16): no params16 */
     o.logits16 = prec && !s.encoder;
+    o.head_chunks = s.encoder ? 1 : c->train.head_chunks;
     o.params16 = prec && !c->lora.enabled && !o.sharded && zt_shape_gpt2_layout(&s) &&
                  (strcmp(c->train.param_storage, "precision") == 0 ||
                   (strcmp(c->train.param_storage, "auto") == 0 && gpu && 2.0 * window < total));

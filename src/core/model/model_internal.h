@@ -22,6 +22,8 @@
 void zt_model_acts_init(zt_model *m, zt_backend *be, const zt_model_shape *s, int B, int T);
 /* whether the fused attention applies: asked for, and the head size is one the fused slots take */
 int zt_model_att_fused_ok(const zt_model_shape *s, const zt_model_opts *o);
+/* the rows of one chunk of the LM head for N rows (train.head_chunks; N when unchunked) */
+int zt_model_head_rows(const zt_model_shape *s, const zt_model_opts *o, int N);
 size_t zt_model_round_up64(size_t bytes);
 /* layer l's slot in the per-layer buffers: its own, or the one shared copy when recomputed or 2-byte stashed */
 size_t zt_model_lay(const zt_model *m, int l);
