@@ -16,8 +16,8 @@ void b_destroy(zt_backend *be) {
     if (st && strcmp(st, "1") == 0 && (x->fused || x->unfused))
         fprintf(stderr, "%s: %ld round_to fused into the op that wrote the values, %ld as their own pass; %ld product "
                 "operands read from 2-byte words without packing; %ld stash packs found their words written; %ld lazy "
-                "unpacks, %ld of them run\n", be->i->name, x->fused, x->unfused, x->mir.hits, x->packs_skipped,
-                x->lazy_made, x->lazy_settled);
+                "unpacks, %ld of them run; %ld parameter packs done by the update\n", be->i->name, x->fused, x->unfused,
+                x->mir.hits, x->packs_skipped, x->lazy_made, x->lazy_settled, x->adamw_words);
     b_free(be, x->scratch);
     if (x->tickets) b_free(be, x->tickets);
     for (void *r : x->ring) b_free(be, r);

@@ -103,10 +103,21 @@ void launch_deferred(cu_ctx *x, const Deferred &d0, int prec, uint16_t *out16, b
     }
 }
 
+// the kept update launched, then (words given) the pack16 of nwords >= its total parameters in the same launch
+void launch_kept_adamw(cu_ctx *x, uint16_t *words, size_t nwords) {
+    if (!x->adamw_kept.on) return;
+    const KeptAdamw k = x->adamw_kept;
+    x->adamw_kept.on = false;
+    zt_cu_adamw_multi(x->stream, dev(k.param), dev(k.grad), dev(k.m), dev(k.v),
+                      static_cast<const zt_cu_adamw_seg *>(dev(k.table)), k.ntable, k.total, k.beta1, k.beta2, k.eps,
+                      dev(k.hyper), words ? dev(words) : nullptr, nwords, x->prec);
+}
+
 // launches the kept op, if any, unrounded; every slot and memory call passes here first, and all but those that keep
 // the mirrors drop them
 void flush(zt_backend *be) {
     cu_ctx *x = ctx_of(be);
+    launch_kept_adamw(x, nullptr, 0); // (nothing else is kept with it: it was kept after a flush)
     if (!x->mir_keep) {
         settle_all(x);
         zt_mirror16_clear(&x->mir);

@@ -85,8 +85,22 @@ struct AdamwTable {
     void *table;       // device memory: ntable zt_cu_adamw_seg
     int ntable;
     size_t total;
+    bool dense;        // the segments tile [0, total) of the shard in order (offset == start): no gaps
 };
 constexpr int kAdamwTables = 4;
+
+// an adamw_multi kept for the pack16 of its parameters that may follow (b_adamw_multi: a bf16 / fp16 run, a dense
+// table): that pack16 is done by the update's own launch, which writes the 2-byte words as it writes each
+// parameter (b_pack16); any other call launches it as it was (flush). Model addresses, translated at the launch
+struct KeptAdamw {
+    bool on;
+    float *param, *m, *v;
+    const float *grad, *hyper;
+    const void *table; // device memory (the cached AdamwTable's)
+    int ntable;
+    size_t total;
+    float beta1, beta2, eps;
+};
 
 struct cu_ctx {
     cudaStream_t stream;
@@ -102,6 +116,8 @@ struct cu_ctx {
     char desc[512];
     AdamwTable adamw[kAdamwTables]; // adamw_multi's tables, adamw_n of them
     int adamw_n;
+    KeptAdamw adamw_kept;   // adamw_kept.on: an update kept for its parameters' pack16
+    long adamw_words;       // pack16 calls done by the update that wrote their floats
     zt_mirror16 mir;        // float32 buffers equal to 2-byte words (file comment)
     int mir_on;             // ZT_CUDA_MIRROR (default 1), in bf16 / fp16 runs
     int mir_keep;           // inside a slot that names what it writes: flush() keeps the mirrors
@@ -232,6 +248,7 @@ void b_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t
 void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
              float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale);
 void free_adamw_tables(zt_backend *be);
+void launch_kept_adamw(cu_ctx *x, uint16_t *words, size_t nwords);
 const AdamwTable &adamw_table(zt_backend *be, const zt_adamw_seg *segs, int nseg);
 void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v, const zt_adamw_seg *segs,
                    int nseg, float beta1, float beta2, float eps, const float *hyper);

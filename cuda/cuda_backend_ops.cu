@@ -363,6 +363,8 @@ const AdamwTable &adamw_table(zt_backend *be, const zt_adamw_seg *segs, int nseg
     t.nkey = nseg;
     zt_cu_adamw_seg *host = static_cast<zt_cu_adamw_seg *>(zt_malloc((size_t)nseg * sizeof(zt_cu_adamw_seg)));
     t.ntable = zt_cu_adamw_multi_table(segs, nseg, host, &t.total);
+    t.dense = true;
+    for (int k = 0; k < t.ntable; k++) t.dense = t.dense && host[k].offset == host[k].start;
     const size_t bytes = (size_t)t.ntable * sizeof(zt_cu_adamw_seg);
     t.table = nullptr;
     if (bytes) {
@@ -384,8 +386,11 @@ void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, fl
     if (nseg <= 0) return;
     const AdamwTable &t = adamw_table(be, segs, nseg);
     if (t.total == 0) return;
-    zt_cu_adamw_multi(S, dev(param), dev(grad), dev(m), dev(v), static_cast<const zt_cu_adamw_seg *>(dev(t.table)),
-                      t.ntable, t.total, beta1, beta2, eps, dev(hyper));
+    cu_ctx *x = ctx_of(be);
+    x->adamw_kept = KeptAdamw{true, param, m, v, grad, hyper, t.table, t.ntable, t.total, beta1, beta2, eps};
+    // kept for the pack16 of exactly its parameters (ZeRO's publish, core/dist/zero.c): a bf16 / fp16 run with the
+    // fused rounding, whose table leaves no parameter of the range out
+    if (!(x->prec != ZT_PREC_FP32 && x->fuse_round && t.dense)) launch_kept_adamw(x, nullptr, 0);
 }
 // a kept round_to of exactly x (a layer's gradients as the backward stores them, a bucket's alone at stage 2 on one
 // rank) is done as x is loaded, x written back rounded: zt_cu_add's acc + round(x), the same additions as
@@ -501,6 +506,12 @@ void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec) {
         return;
     }
     MirrorKeep keep(be, {{dst, n * sizeof(uint16_t)}}, {{x, n * sizeof(float)}});
+    const KeptAdamw &k = c->adamw_kept; // the update that wrote exactly x: its launch writes the words too
+    if (k.on && k.param == x && k.total <= n && prec == c->prec) { // (past total: the shard's tail, packed as it is)
+        launch_kept_adamw(c, static_cast<uint16_t *>(dst), n);
+        c->adamw_words++;
+        return;
+    }
     zt_cu_pack16(stream_past_round(be, x, dst, n), static_cast<uint16_t *>(dev(dst)), dev(x), n, prec);
 }
 void b_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec) {

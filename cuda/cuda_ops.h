@@ -125,10 +125,13 @@ int zt_cu_adamw_multi_table(const zt_adamw_seg *segs, int nseg, zt_cu_adamw_seg 
 // one grid over the total elements: element i of the concatenation belongs to the last table entry whose start
 // <= i (a binary search), shard index offset + (i - start); then exactly k_adamw's arithmetic (zt_adamw_elem with
 // that entry's weight_decay). table: device memory, ntable entries; hyper: device memory, the step's scalars
-// (iface/backend.h ZT_HYPER_*), read by the kernel; a NaN gradient scale leaves everything as it was
+// (iface/backend.h ZT_HYPER_*), read by the kernel; a NaN gradient scale leaves everything as it was. words (may
+// be null; a dense table only: offset == start in every entry; nwords >= total): then the kernel is also
+// zt_cu_pack16(words, param, nwords, wprec) after the update, each parameter's word written as it is updated, those
+// past total (a shard's tail) and in a skipped step packed as they are
 void zt_cu_adamw_multi(cudaStream_t s, float *param, const float *grad, float *m, float *v,
                        const zt_cu_adamw_seg *table, int ntable, size_t total, float beta1, float beta2, float eps,
-                       const float *hyper);
+                       const float *hyper, uint16_t *words = nullptr, size_t nwords = 0, int wprec = 0);
 void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk);
 // clip_scale (iface/backend.h): one block; the n chunk sums (device memory) added in order, then zt_grad_scale
 void zt_cu_clip_scale(cudaStream_t s, float *hyper, double *norm, const double *sums, size_t n, double clip,

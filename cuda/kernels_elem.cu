@@ -334,11 +334,17 @@ __global__ void k_adamw(float *param, const float *grad, float *m, float *v, siz
 // of a table that stays in cache), then the same expression as k_adamw, so the bits are those of k_adamw. The
 // step's scalars come from hyper (device memory): a NaN gradient scale is a skipped step
 __global__ void k_adamw_multi(float *param, const float *grad, float *m, float *v, const zt_cu_adamw_seg *table,
-                              int ntable, size_t total, float beta1, float beta2, float eps, const float *hyper) {
+                              int ntable, size_t total, float beta1, float beta2, float eps, const float *hyper,
+                              uint16_t *words, size_t nwords, int wprec) {
     const float grad_scale = hyper[ZT_HYPER_GRAD_SCALE];
-    if (isnan(grad_scale)) return;
+    const bool skip = isnan(grad_scale);
+    if (skip && !words) return;
     const float lr = hyper[ZT_HYPER_LR], bias_corr1 = hyper[ZT_HYPER_BC1], bias_corr2 = hyper[ZT_HYPER_BC2];
-    ZT_GRID_STRIDE(i, total) {
+    ZT_GRID_STRIDE(i, words ? nwords : total) {
+        if (words && (skip || i >= total)) { // packed as it is (the shard's tail; a skipped step)
+            words[i] = zt_f32_to_bits16(param[i], wprec);
+            continue;
+        }
         int a = 0, b = ntable - 1; // the last entry with start <= i (entry 0 starts at 0)
         while (a < b) {
             const int mid = (a + b + 1) / 2;
@@ -348,6 +354,7 @@ __global__ void k_adamw_multi(float *param, const float *grad, float *m, float *
         const size_t j = table[a].offset + (i - table[a].start);
         zt_adamw_elem(&param[j], &m[j], &v[j], grad[j] * grad_scale, lr, beta1, beta2, eps, table[a].weight_decay,
                       bias_corr1, bias_corr2);
+        if (words) words[j] = zt_f32_to_bits16(param[j], wprec); // as k_pack16 (a dense table: j == i)
     }
 }
 
@@ -683,10 +690,11 @@ int zt_cu_adamw_multi_table(const zt_adamw_seg *segs, int nseg, zt_cu_adamw_seg 
 
 void zt_cu_adamw_multi(cudaStream_t s, float *param, const float *grad, float *m, float *v,
                        const zt_cu_adamw_seg *table, int ntable, size_t total, float beta1, float beta2, float eps,
-                       const float *hyper) {
+                       const float *hyper, uint16_t *words, size_t nwords, int wprec) {
     if (total == 0 || ntable <= 0) return;
-    ZT_LAUNCH(k_adamw_multi, elem_blocks(total), kElemThreads, 0, s, param, grad, m, v, table, ntable, total, beta1,
-              beta2, eps, hyper);
+    ZT_ASSERT(!words || ((wprec == ZT_PREC_BF16 || wprec == ZT_PREC_FP16) && nwords >= total));
+    ZT_LAUNCH(k_adamw_multi, elem_blocks(words ? nwords : total), kElemThreads, 0, s, param, grad, m, v, table, ntable,
+              total, beta1, beta2, eps, hyper, words, words ? nwords : 0, wprec);
     check_launch("adamw_multi");
 }
 

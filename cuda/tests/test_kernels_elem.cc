@@ -510,7 +510,9 @@ void test_adamw(size_t n, Rng &r) {
 // segment, what it replaces, on param, m, v over the whole shard (the gaps between segments stay untouched); the
 // cpu backend's adamw_multi (its adamw per segment) within adamw's limit: the cpu build contracts to fused
 // multiply-adds (-march=native) where the harness build does not, as for adamw above.
-// segs: (offset, n, weight_decay); the shard ends after the last segment plus a gap of 3
+// segs: (offset, n, weight_decay); the shard ends after the last segment plus a gap of 3. A dense table (the
+// segments tile [0, total)) also runs writing the shard's 2-byte words (bf16, fp16): the floats as without them and
+// every word bitwise zt_cu_pack16's of the shard after the update (the gap's too), in a skipped step too
 void test_adamw_multi(const char *what, const std::vector<zt_adamw_seg> &segs, Rng &r) {
     size_t n = 3;
     for (const zt_adamw_seg &sg : segs) n = sg.offset + sg.n + 3 > n ? sg.offset + sg.n + 3 : n;
@@ -541,7 +543,25 @@ void test_adamw_multi(const char *what, const std::vector<zt_adamw_seg> &segs, R
     for (const zt_adamw_seg &sg : segs)
         zt_cu_adamw(kStream, pk.data() + sg.offset, g.data() + sg.offset, mk.data() + sg.offset, vk.data() + sg.offset,
                     sg.n, lr, b1, b2, eps, sg.weight_decay, bc1, bc2, gs);
-    size_t diff = 0, changed = 0;
+    size_t diff = 0, changed = 0, words = 0;
+    bool dense = nt > 0;
+    for (int k = 0; k < nt; k++) dense = dense && table[k].offset == table[k].start;
+    for (int prec : {ZT_PREC_BF16, ZT_PREC_FP16}) {
+        if (!dense) break;
+        std::vector<float> pw = p0, mw = m0, vw = v0, px = p0, mx = m0, vx = v0;
+        std::vector<uint16_t> w(n, 0x7e5a), wr(n, 0x7e5a), ws(n, 0x7e5a), wsr(n, 0x7e5a);
+        zt_cu_adamw_multi(kStream, pw.data(), g.data(), mw.data(), vw.data(), table.data(), nt, total, b1, b2, eps,
+                          hyper.data(), w.data(), n, prec);
+        zt_cu_pack16(kStream, wr.data(), p.data(), n, prec);
+        zt_cu_adamw_multi(kStream, px.data(), g.data(), mx.data(), vx.data(), table.data(), nt, total, b1, b2, eps,
+                          skip.data(), ws.data(), n, prec);
+        zt_cu_pack16(kStream, wsr.data(), p0.data(), n, prec);
+        for (size_t i = 0; i < n; i++) {
+            diff += memcmp(&pw[i], &p[i], 4) != 0 || memcmp(&mw[i], &m[i], 4) != 0 || memcmp(&vw[i], &v[i], 4) != 0;
+            diff += w[i] != wr[i] || ws[i] != wsr[i] || memcmp(&px[i], &p0[i], 4) != 0;
+        }
+        words += n;
+    }
     for (size_t i = 0; i < n; i++) {
         diff += memcmp(&p[i], &pk[i], 4) != 0 || memcmp(&m[i], &mk[i], 4) != 0 || memcmp(&v[i], &vk[i], 4) != 0;
         diff += memcmp(&p[i], &ps[i], 4) != 0 || memcmp(&m[i], &ms[i], 4) != 0 || memcmp(&v[i], &vs[i], 4) != 0;
@@ -551,9 +571,9 @@ void test_adamw_multi(const char *what, const std::vector<zt_adamw_seg> &segs, R
     compare(e, p.data(), pr.data(), n, 1.0);
     compare(e, m.data(), mr.data(), n, 1e-2);
     compare(e, v.data(), vr.data(), n, 1e-4);
-    report("adamw_multi", fmt("%s: %d segments, %zu of %zu elements, %zu changed, %zu differ from per-segment adamw "
-                              "or after a skipped step",
-                              what, ns, total, n, changed, diff), e, kAdamwLimit, det, now_s() - t0, diff);
+    report("adamw_multi", fmt("%s: %d segments, %zu of %zu elements, %zu changed, %zu words written beside them (bf16 "
+                              "and fp16); %zu differ from per-segment adamw, pack16 or after a skipped step",
+                              what, ns, total, n, changed, words, diff), e, kAdamwLimit, det, now_s() - t0, diff);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -831,6 +851,7 @@ int main(int argc, char **argv) {
     test_adamw_multi("one element", {{2, 1, 0.1f}}, r);
     test_adamw_multi("odd lengths", {{0, 1, 0.1f}, {1, 0, 0.1f}, {4, 4099, 0.0f}, {4103, 257, 0.1f},
                                      {4365, 1, 0.0f}, {4366, 300001, 0.05f}, {304370, 33, 0.1f}}, r);
+    test_adamw_multi("dense", {{0, 5, 0.1f}, {5, 0, 0.1f}, {5, 4099, 0.0f}, {4104, 70001, 0.05f}}, r);
     for (size_t n : {(size_t)1, (size_t)2048, (size_t)30011}) test_clip_scale(n, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_round_to(n, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_pack16(n, r);

@@ -220,8 +220,9 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
     printf("  HBM traffic per step: %.2f GB (%.0f bytes; host transfers %.3f GB in %ld calls, not counted)\n",
            t.bytes / 1e9, t.bytes, t.host_bytes / 1e9, t.host_xfers);
     printf("  round_to fused into the op before it: %ld; product operands read from 2-byte words, not packed: %ld; "
-           "stash packs whose words the ops wrote: %ld; communicator calls: %ld (not in the launches)\n",
-           t.fused_rounds, t.mirror_hits, t.packs_skipped, t.comm_calls);
+           "stash packs whose words the ops wrote: %ld; parameter packs the update did: %ld; communicator calls: %ld (not "
+           "in the launches)\n",
+           t.fused_rounds, t.mirror_hits, t.packs_skipped, t.adamw_words, t.comm_calls);
     printf("  host waits per step: %ld (sync and to_host: the gradient norm and the step's losses, read once the update "
            "is queued; none before); copies to the device between its launches: %ld (the inputs go first)\n",
            t.host_waits, t.host_mid);

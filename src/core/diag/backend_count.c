@@ -416,14 +416,24 @@ static void w_adamw(zt_backend *be, float *p, const float *g, float *m, float *v
     cnt_inner->adamw(be, p, g, m, v, n, lr, b1, b2, eps, wd, c1, c2, gs);
 }
 /* cuda_backend.cu b_adamw_multi: one k_adamw_multi launch over all the segments' elements (its device copy of the
-   segment table is cached, uploaded once: no copy per step); counted in the adamw row, the same bytes */
+   segment table is cached, uploaded once: no copy per step); counted in the adamw row, the same bytes. Kept (bf16 /
+   fp16 with the fused rounding, segments that tile the range from its start in order) for the pack16 of its
+   parameters, which it then does itself (w_pack) */
 static void w_adamw_multi(zt_backend *be, float *p, const float *g, float *m, float *v, const zt_adamw_seg *segs,
                           int nseg, float b1, float b2, float eps, const float *h) {
     cnt_flush();
     cnt_calls[K_ADAMW]++;
     double n = 0;
-    for (int s = 0; s < nseg; s++) n += (double)segs[s].n;
-    if (n > 0) cnt_add(K_ADAMW, 1, F4 * 7.0 * n);
+    int dense = 1;
+    for (int s = 0; s < nseg; s++) {
+        if (!segs[s].n) continue;
+        dense = dense && (double)segs[s].offset == n;
+        n += (double)segs[s].n;
+    }
+    if (n > 0) {
+        cnt_adamw = 1, cnt_adamw_p = p, cnt_adamw_n = n, cnt_adamw_bytes = F4 * 7.0 * n;
+        if (!(cnt_prec != ZT_PREC_FP32 && cnt_fuse && dense)) cnt_flush();
+    }
     cnt_inner->adamw_multi(be, p, g, m, v, segs, nseg, b1, b2, eps, h);
 }
 static void w_acc(zt_backend *be, float *a, const float *x, size_t n) {
@@ -531,6 +541,13 @@ static void w_pack(zt_backend *be, void *d, const float *x, size_t n, int p) {
     cnt_calls[K_PACK]++;
     if (n && cnt_mir_on && p == cnt_prec && (const void *)zt_mirror16_find(&cnt_mir, x, n) == d) {
         cnt_tot.packs_skipped++; /* nothing launched, the kept op stays kept */
+    } else if (cnt_adamw && cnt_adamw_p == (const void *)x && cnt_adamw_n <= (double)n && p == cnt_prec) {
+        /* the update writes the words too, and packs the floats past its parameters (a shard's tail): no launch */
+        cnt_mneed(x, F4 * n);
+        cnt_mkeep(d, 2.0 * n);
+        cnt_add(K_ADAMW, 1, cnt_adamw_bytes + 2.0 * n + 4.0 * ((double)n - cnt_adamw_n));
+        cnt_adamw = 0;
+        cnt_tot.adamw_words++;
     } else {
         cnt_mneed(x, F4 * n);
         cnt_mkeep(d, 2.0 * n);
@@ -647,7 +664,7 @@ void zt_backend_count_begin(zt_backend *be) {
     cnt_ntg = 0;
     cnt_rpend_w = NULL;
     cnt_prec = ZT_PREC_FP32;
-    cnt_pend = cnt_rpend = 0;
+    cnt_pend = cnt_rpend = cnt_adamw = 0;
     be->i = &g_wrapped;
     zt_backend_count_reset();
 }

@@ -53,6 +53,7 @@ typedef struct zt_count_totals {
     long fused_rounds;  /* round_to calls done inside the op before them (no launch) */
     long mirror_hits;   /* product operands read from 2-byte words instead of packed (cuda_backend.cu mirrors) */
     long packs_skipped; /* pack16 calls that found their words written by the ops (pack16_ahead: the stash) */
+    long adamw_words;   /* pack16 calls of the parameters done by the update that wrote them (no launch) */
     double packed;      /* elements packed as product operands */
 } zt_count_totals;
 

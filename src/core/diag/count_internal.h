@@ -72,6 +72,9 @@ extern const void *cnt_rln_res, *cnt_rln_rw;
    GEMM (gemm_pre: operands given as words) */
 void cnt_add(int k, long launches, double bytes);
 void cnt_flush(void);
+extern const void *cnt_adamw_p;
+extern double cnt_adamw_n, cnt_adamw_bytes;
+extern int cnt_adamw;
 void cnt_msettle(void);
 void cnt_settle_rings(void);
 void cnt_mneed(const void *p, double bytes);

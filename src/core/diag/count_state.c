@@ -36,6 +36,11 @@ int cnt_ntg;
 const void *cnt_rpend_w;
 cnt_product cnt_lin;
 const void *cnt_rln_res, *cnt_rln_rw;
+/* an adamw_multi cuda_backend.cu keeps for the pack16 of its parameters (KeptAdamw): its parameters (n floats at p)
+   and the bytes it moves, or none */
+const void *cnt_adamw_p;
+double cnt_adamw_n, cnt_adamw_bytes;
+int cnt_adamw;
 #define N_RING 4 /* cuda_backend_internal.h kRing */
 #define RING_ADDR(k) ((const void *)(((uintptr_t)1 << 62) + ((uintptr_t)(k) << 56)))
 #define RING_SPAN ((size_t)1 << 55) /* bytes a word buffer's fake addresses span */
@@ -121,6 +126,8 @@ void cnt_lresolve(void) {
 /* every slot but a fused round_to launches the kept op first (cuda_backend.cu flush): a kept round_to is then its own
    launch, reading and writing its buffer */
 void cnt_flush(void) {
+    if (cnt_adamw) cnt_add(K_ADAMW, 1, cnt_adamw_bytes); /* the kept update, as it was */
+    cnt_adamw = 0;
     if (!cnt_mir_keep) {
         for (int i = 0; i < cnt_mir.n; i++)
             if (cnt_mir.e[i].lazy) cnt_mir.e[i].lazy = 2;
