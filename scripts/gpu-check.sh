@@ -18,7 +18,7 @@
 #                 skipped without a Python that imports torch with CUDA), in what is left of the 8 minutes after
 #                 the resume check and memcheck are reserved for
 #   resume.txt    tiny model in bf16 on the GPU: 12 steps straight == 6 + --resume auto + 6 (params_hash) ==
-#                 12 steps with train.cuda_graph = true,
+#                 12 steps with train.cuda_graph = true; the LM head in 3 chunks within 1e-3 of the straight losses,
 #                 through the device checkpoint path (staged reads and writes); then the masked-LM preset
 #                 inputs/mlm-fast.cfg for 20 steps on synthetic tokens (tokens/s, MLM accuracy line)
 #   sanitizer.txt compute-sanitizer memcheck over the op checks in every precision (where the tool is there)
@@ -96,6 +96,18 @@ cat "$OUTDIR/peers.txt"
   timeout 20 "$ZTRAIN" train $common --set run.name=graph --set train.cuda_graph=true 2>&1 | grep -E "step graph|hash"
   h3=$(grep -h params_hash /tmp/zt-gpucheck-runs/resume/graph/results.json)
   [ -n "$h1" ] && [ "$h1" == "$h3" ] && echo "graph: PASS (identical params_hash)" || echo "graph: FAIL ($h1 / $h3)"
+  # the LM head in 3 chunks (train.head_chunks: cuBLASLt's beta 1 into the head's gradient): the same losses as the
+  # straight run within 1e-3 (only the head's gradient is summed in another order)
+  timeout 20 "$ZTRAIN" train $common --set run.name=chunks --set train.head_chunks=3 --set checkpoint.every=0 2>&1 | tail -1
+  $PY - /tmp/zt-gpucheck-runs/resume/straight/metrics.jsonl /tmp/zt-gpucheck-runs/resume/chunks/metrics.jsonl <<'PYEOF'
+import json, sys
+try:
+    a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:3])
+    d = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if len(a) == len(b) == 12 else None
+except Exception as e:
+    d = None
+print(f"head_chunks: {'PASS' if d is not None and d <= 1e-3 else 'FAIL'} (max rel loss diff {d} over 12 steps)")
+PYEOF
   # masked LM: inputs/mlm-fast.cfg (BERT 4 layers, C 256, 128 x 128 tokens per step) on synthetic tokens, 20 steps
   step mlm
   $PY tests/helpers/make_data.py /tmp/zt-gpucheck-mlm 30522 3000000 >/dev/null
