@@ -8,6 +8,8 @@
 #  - chunks_1_vs_2_ranks            bf16, 3 chunks: 1 and 2 ranks give the same losses and params_hash;
 #  - chunks_cudasim_vs_cpu          the CUDA backend's kernels under the host execution harness (matmul16 with beta
 #                                   1 into the head's gradient) against the cpu backend, both chunked;
+#  - chunks_step_graph              the chunked cudasim run with train.cuda_graph: the same losses and params_hash,
+#                                   most steps replayed as one graph;
 #  - chunks_eval_same               `ztrain eval` of a checkpoint prints the same val loss with 1 and 5 chunks;
 #  - chunks_memory                  `ztrain estimate` (GPT-2 124M, 16 x 1024, bf16, cuda): 8 chunks keep 1/8 of the
 #                                   logits: the activations shrink by exactly 7/8 of 16 x 1024 x 50304 2-byte words;
@@ -47,6 +49,13 @@ d=$(loss_rel_diff $TMP/h/bf16_3 $TMP/h/sim_3 12)
 if [ -n "$d" ] && $PY -c "import sys; sys.exit(0 if $d <= 1e-3 else 1)"; then
   pass "chunks_cudasim_vs_cpu (bf16, 3 chunks, 12 steps: max rel loss diff $d <= 1e-3)"
 else fail "chunks_cudasim_vs_cpu: max rel loss diff ${d:-none}"; fi
+
+run_named sim_3g 1 --set precision=bf16 --set train.head_chunks=3 --set device=cudasim --set train.cuda_graph=true \
+  || fail "chunks_step_graph: the run failed"
+a=$(run_sig $TMP/h/sim_3 2>/dev/null); b=$(run_sig $TMP/h/sim_3g 2>/dev/null); rep=$(result $TMP/h/sim_3g graph_replays)
+if [ -n "$a" ] && [ "$a" == "$b" ] && [ "${rep:-0}" -ge 6 ]; then
+  pass "chunks_step_graph (12 losses and params_hash identical with train.cuda_graph; $rep steps replayed)"
+else fail "chunks_step_graph: replays ${rep:-none}; $(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ')"; fi
 
 ck=$TMP/h/fp32_1/checkpoints/step_00000012.h5
 v1=$($ZT eval --checkpoint $ck 2>&1 | grep "^val loss"); v5=$($ZT eval --checkpoint $ck --set train.head_chunks=5 2>&1 | grep "^val loss")
