@@ -5,7 +5,9 @@
 #                                   logits and loss are the ones computed alone;
 #  - chunks_curve_{fp32,bf16}       12 steps stay within 1e-6 (fp32) / 1e-4 (bf16) of the unchunked run: only the
 #                                   head's weight gradient changes, summed chunk by chunk (a different order);
-#  - chunks_1_vs_2_ranks            bf16, 3 chunks: 1 and 2 ranks give the same losses and params_hash;
+#  - chunks_1_vs_2_ranks            bf16, 3 chunks: 1 and 2 ranks give the same losses and params_hash, and 2 ranks
+#                                   at ZeRO stage 3 (the head's weight gathered) too;
+#  - chunks_lora_same               LoRA (the head frozen: no weight gradient to sum) gives bitwise the unchunked run;
 #  - chunks_cudasim_vs_cpu          the CUDA backend's kernels under the host execution harness (matmul16 with beta
 #                                   1 into the head's gradient) against the cpu backend, both chunked;
 #  - chunks_step_graph              the chunked cudasim run with train.cuda_graph: the same losses and params_hash,
@@ -38,9 +40,19 @@ for p in fp32 bf16; do
 done
 
 run_named bf16_3r2 2 --set precision=bf16 --set train.head_chunks=3 || fail "chunks_1_vs_2_ranks: the 2-rank run failed"
-a=$(run_sig $TMP/h/bf16_3 2>/dev/null); b=$(run_sig $TMP/h/bf16_3r2 2>/dev/null)
-if [ -n "$a" ] && [ "$a" == "$b" ]; then pass "chunks_1_vs_2_ranks (12 losses and params_hash identical)"
-else fail "chunks_1_vs_2_ranks: $(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ')"; fi
+run_named bf16_3z3 2 --set precision=bf16 --set train.head_chunks=3 --set zero.stage=3 \
+  || fail "chunks_1_vs_2_ranks: the stage-3 run failed"
+a=$(run_sig $TMP/h/bf16_3 2>/dev/null); b=$(run_sig $TMP/h/bf16_3r2 2>/dev/null); c=$(run_sig $TMP/h/bf16_3z3 2>/dev/null)
+if [ -n "$a" ] && [ "$a" == "$b" ] && [ "$a" == "$c" ]; then
+  pass "chunks_1_vs_2_ranks (12 losses and params_hash identical on 1 rank, 2 ranks, 2 ranks at stage 3)"
+else fail "chunks_1_vs_2_ranks: $(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ') / $(diff <(echo "$a") <(echo "$c") | head -4 | tr '\n' ' ')"; fi
+
+lora="--set lora.enabled=true --set lora.rank=4 --set lora.alpha=8 --set lora.targets=all --set precision=bf16
+      --set lora.base=$TMP/h/fp32_1/checkpoints/step_00000012.h5 --set checkpoint.every=0"
+run_named lora_1 1 $lora && run_named lora_3 1 $lora --set train.head_chunks=3 || fail "chunks_lora_same: a run failed"
+a=$(run_sig $TMP/h/lora_1 2>/dev/null); b=$(run_sig $TMP/h/lora_3 2>/dev/null)
+if [ -n "$a" ] && [ "$a" == "$b" ]; then pass "chunks_lora_same (LoRA bf16: 12 losses and params_hash identical with 1 and 3 chunks)"
+else fail "chunks_lora_same: $(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ')"; fi
 
 run_named sim_3 1 --set precision=bf16 --set train.head_chunks=3 --set device=cudasim \
   || fail "chunks_cudasim_vs_cpu: the cudasim run failed"
