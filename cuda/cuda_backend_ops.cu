@@ -392,20 +392,25 @@ void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, fl
     // fused rounding, whose table leaves no parameter of the range out
     if (!(x->prec != ZT_PREC_FP32 && x->fuse_round && t.dense)) launch_kept_adamw(x, nullptr, 0);
 }
-// a kept round_to of exactly x (a layer's gradients as the backward stores them, a bucket's alone at stage 2 on one
-// rank) is done as x is loaded, x written back rounded: zt_cu_add's acc + round(x), the same additions as
-// round_to then accumulate in one launch
+// a kept round_to of a range within x (a layer's gradients as the backward stores them: all of a bucket at stage 2 on
+// one rank, or its part when the bucket holds ln_f's too) is done as x is loaded, that range written back rounded:
+// the same values as round_to then accumulate, in one launch
 void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
     MirrorKeep keep(be, {{acc, n * sizeof(float)}}, {{acc, n * sizeof(float)}, {x, n * sizeof(float)}});
-    Deferred d = {};
-    d.kind = D_ADD;
-    d.o0 = dev(acc); d.i0 = dev(acc); d.i1 = dev(x); d.n = n;
-    take_round(be, &d, x, n, x != acc);
-    if (!d.in_round) {
-        zt_cu_accumulate(S, dev(acc), dev(x), n);
+    cu_ctx *c = ctx_of(be);
+    resolve_product(c);
+    const Deferred &p = c->pend;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(x), r = reinterpret_cast<uintptr_t>(p.out);
+    if (p.kind == D_ROUND && !p.w16 && x != acc && r >= a && (r - a) % sizeof(float) == 0 &&
+        (r - a) / sizeof(float) + p.out_n <= n) {
+        const size_t r0 = (r - a) / sizeof(float), r1 = r0 + p.out_n;
+        const int prec = p.in_round;
+        c->pend.kind = D_NONE;
+        c->fused++;
+        zt_cu_accumulate(S, dev(acc), dev(x), n, prec, r0, r1);
         return;
     }
-    zt_cu_add(S, d.o0, d.i0, d.i1, n, ZT_PREC_FP32, d.in_round);
+    zt_cu_accumulate(S, dev(acc), dev(x), n);
 }
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
     zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);

@@ -79,7 +79,10 @@ void zt_cu_gelu_bwd(cudaStream_t s, float *dinp, const float *inp, const float *
                     int inp16_prec = 0, const uint16_t *dout16 = nullptr);
 // in_round (a precision; 0: none): b rounded to it first and written back (the round_to of b fused here)
 void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_t n, int prec = 0, int in_round = 0);
-void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n);
+// acc += x; with prec (bf16 / fp16) x's elements [r0, r1) are first rounded to it and written back (the round_to of
+// that range the backend fuses here)
+void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n, int prec = 0, size_t r0 = 0,
+                      size_t r1 = 0);
 // x16 (may be null): the rounded values also as words
 void zt_cu_round_to(cudaStream_t s, float *x, size_t n, int prec, uint16_t *x16 = nullptr);
 // out[i] = x[i] as bf16 / fp16 bits (round to nearest even: exact for values of the precision); unpack16

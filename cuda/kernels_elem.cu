@@ -234,12 +234,25 @@ __global__ void k_add(float *out, const float *a, float *b, size_t n, size_t n4,
     }
 }
 
-__global__ void k_accumulate(float *acc, const float *x, size_t n, size_t n4) {
+// x's elements [r0, r1) rounded to prec (0: none) as they are loaded and written back rounded (a round_to of that
+// range fused here); acc += x
+__global__ void k_accumulate(float *acc, float *x, size_t n, size_t n4, int prec, size_t r0, size_t r1) {
     ZT_GRID_STRIDE(k, n4) {
-        const float4 a = ld4(acc, k), y = ld4(x, k);
+        const float4 a = ld4(acc, k);
+        float4 y = ld4(x, k);
+        if (prec && 4 * k + 4 > r0 && 4 * k < r1) {
+            float *e = &y.x;
+            for (int l = 0; l < 4; l++)
+                if (4 * k + l >= r0 && 4 * k + l < r1) e[l] = zt_round_prec(e[l], prec);
+            st4(x, k, y);
+        }
         st4(acc, k, make_float4(a.x + y.x, a.y + y.y, a.z + y.z, a.w + y.w));
     }
-    ZT_TAIL(i, n4, n) acc[i] += x[i];
+    ZT_TAIL(i, n4, n) {
+        float y = x[i];
+        if (prec && i >= r0 && i < r1) x[i] = y = zt_round_prec(y, prec);
+        acc[i] += y;
+    }
 }
 
 // x16 (may be null): the rounded values also as words
@@ -600,10 +613,13 @@ void zt_cu_add(cudaStream_t s, float *out, const float *a, const float *b, size_
     check_launch("add");
 }
 
-void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n) {
+void zt_cu_accumulate(cudaStream_t s, float *acc, const float *x, size_t n, int prec, size_t r0, size_t r1) {
     if (n == 0) return;
+    ZT_ASSERT(!prec || (r0 <= r1 && r1 <= n));
+    if (!prec) r0 = r1 = 0;
     const size_t n4 = vec4_count(n, acc, x);
-    ZT_LAUNCH(k_accumulate, vec4_blocks(n, n4), kElemThreads, 0, s, acc, x, n, n4);
+    // x is written only within [r0, r1) with prec (rounded in place, as the round_to fused here would have)
+    ZT_LAUNCH(k_accumulate, vec4_blocks(n, n4), kElemThreads, 0, s, acc, const_cast<float *>(x), n, n4, prec, r0, r1);
     check_launch("accumulate");
 }
 

@@ -300,6 +300,28 @@ void test_add_acc(size_t n, Rng &r) {
     Err e2;
     compare(e2, acc.data(), acc_ref.data(), n, 0.0);
     report("accumulate", fmt("n=%zu", n), e2, 0.0, det, now_s() - t0);
+
+    // with a round_to of x's range [r0, r1) fused in (bf16, fp16; a range that starts and ends off the 4-element
+    // groups): bitwise the cpu backend's round_to of that range then accumulate, on acc and on x (written back
+    // rounded there, untouched elsewhere)
+    for (int prec : {ZT_PREC_BF16, ZT_PREC_FP16}) {
+        const size_t r0 = n / 3 + (n > 8), r1 = n - n / 5 - (n > 8 ? 1 : 0);
+        std::vector<float> xr = b, ar = a;
+        g_cpu->i->round_to(g_cpu, xr.data() + r0, r1 - r0, prec);
+        g_cpu->i->accumulate(g_cpu, ar.data(), xr.data(), n);
+        std::vector<float> xg, ag;
+        t0 = now_s();
+        det = two_runs([&](int) {
+            xg = b, ag = a;
+            zt_cu_accumulate(kStream, ag.data(), xg.data(), n, prec, r0, r1);
+            return std::vector<Buf>{{ag.data(), n * 4}, {xg.data(), n * 4}};
+        });
+        Err e3;
+        compare(e3, ag.data(), ar.data(), n, 0.0);
+        compare(e3, xg.data(), xr.data(), n, 0.0);
+        report("accumulate_round", fmt("n=%zu, %s, rounded [%zu, %zu)", n, prec == ZT_PREC_BF16 ? "bf16" : "fp16", r0, r1),
+               e3, 0.0, det, now_s() - t0);
+    }
 }
 
 // round_to: bf16 and fp16 storage rounding, one op_math.h formula each: limit 0 (bits). The input

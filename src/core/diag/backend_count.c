@@ -440,10 +440,19 @@ static void w_acc(zt_backend *be, float *a, const float *x, size_t n) {
     cnt_mneed(a, F4 * n);
     cnt_mneed(x, F4 * n);
     cnt_mkeep(a, F4 * n);
-    const int took = cnt_take_round(x, n, x != a); /* x written back rounded: 4 bytes an element more */
+    /* a kept round_to of a range within x (cuda_backend_ops.cu b_accumulate): done inside, that range written back
+       rounded (4 bytes an element of it more) */
+    cnt_lresolve();
+    const uintptr_t xa = (uintptr_t)x, ra = (uintptr_t)cnt_rpend_x;
+    double took = 0;
+    if (cnt_rpend && !cnt_rpend_w && x != a && ra >= xa && (ra - xa) % 4 == 0 && (ra - xa) / 4 + cnt_rpend_n <= n) {
+        cnt_rpend = 0;
+        cnt_tot.fused_rounds++;
+        took = (double)cnt_rpend_n;
+    }
     cnt_flush();
     cnt_calls[K_ACC]++;
-    if (n) cnt_add(K_ACC, 1, F4 * (3.0 + took) * n);
+    if (n) cnt_add(K_ACC, 1, F4 * (3.0 * n + took));
     cnt_inner->accumulate(be, a, x, n);
     cnt_mdone();
 }
