@@ -113,11 +113,20 @@ void launch_kept_adamw(cu_ctx *x, uint16_t *words, size_t nwords) {
                       dev(k.hyper), words ? dev(words) : nullptr, nwords, x->prec);
 }
 
+// the kept chunk sums launched as they were
+void launch_kept_sumsq(cu_ctx *x) {
+    if (!x->sumsq_kept.on) return;
+    const KeptSumsq k = x->sumsq_kept;
+    x->sumsq_kept.on = false;
+    zt_cu_sumsq_chunks(x->stream, dev(k.out), dev(k.x), k.n, k.chunk);
+}
+
 // launches the kept op, if any, unrounded; every slot and memory call passes here first, and all but those that keep
 // the mirrors drop them
 void flush(zt_backend *be) {
     cu_ctx *x = ctx_of(be);
-    launch_kept_adamw(x, nullptr, 0); // (nothing else is kept with it: it was kept after a flush)
+    launch_kept_adamw(x, nullptr, 0); // (nothing else is kept with either: each was kept after a flush)
+    launch_kept_sumsq(x);
     if (!x->mir_keep) {
         settle_all(x);
         zt_mirror16_clear(&x->mir);

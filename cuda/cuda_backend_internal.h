@@ -89,6 +89,15 @@ struct AdamwTable {
 };
 constexpr int kAdamwTables = 4;
 
+// a sumsq_chunks kept for the clip_scale of its sums that may follow (one rank: nothing gathers them between), which
+// its launch then does (b_clip_scale); any other call launches it as it was (flush). Model addresses
+struct KeptSumsq {
+    bool on;
+    double *out;
+    const float *x;
+    size_t n, chunk;
+};
+
 // an adamw_multi kept for the pack16 of its parameters that may follow (b_adamw_multi: a bf16 / fp16 run, a dense
 // table): that pack16 is done by the update's own launch, which writes the 2-byte words as it writes each
 // parameter (b_pack16); any other call launches it as it was (flush). Model addresses, translated at the launch
@@ -117,6 +126,7 @@ struct cu_ctx {
     AdamwTable adamw[kAdamwTables]; // adamw_multi's tables, adamw_n of them
     int adamw_n;
     KeptAdamw adamw_kept;   // adamw_kept.on: an update kept for its parameters' pack16
+    KeptSumsq sumsq_kept;   // sumsq_kept.on: chunk sums kept for the clip_scale of exactly them
     long adamw_words;       // pack16 calls done by the update that wrote their floats
     zt_mirror16 mir;        // float32 buffers equal to 2-byte words (file comment)
     int mir_on;             // ZT_CUDA_MIRROR (default 1), in bf16 / fp16 runs
@@ -249,6 +259,7 @@ void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v
              float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale);
 void free_adamw_tables(zt_backend *be);
 void launch_kept_adamw(cu_ctx *x, uint16_t *words, size_t nwords);
+void launch_kept_sumsq(cu_ctx *x);
 const AdamwTable &adamw_table(zt_backend *be, const zt_adamw_seg *segs, int nseg);
 void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, float *v, const zt_adamw_seg *segs,
                    int nseg, float beta1, float beta2, float eps, const float *hyper);

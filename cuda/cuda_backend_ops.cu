@@ -412,11 +412,22 @@ void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
     }
     zt_cu_accumulate(S, dev(acc), dev(x), n);
 }
+// kept for the clip_scale of exactly its sums (core/dist/zero.c zt_zero_clip on one rank), done in its launch
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk) {
-    zt_cu_sumsq_chunks(S, dev(out), dev(x), n, chunk);
+    flush(be);
+    if (n == 0) return;
+    ctx_of(be)->sumsq_kept = KeptSumsq{true, out, x, n, chunk};
 }
 void b_clip_scale(zt_backend *be, float *hyper, double *norm, const double *sums, size_t n, double clip,
                   int skip_nonfinite) {
+    cu_ctx *c = ctx_of(be);
+    const KeptSumsq k = c->sumsq_kept;
+    if (k.on && k.out == sums && k.chunk && (k.n + k.chunk - 1) / k.chunk == n) {
+        c->sumsq_kept.on = false;
+        zt_cu_sumsq_clip(S, dev(k.out), dev(k.x), k.n, k.chunk, tickets(be), dev(hyper), dev(norm), clip,
+                         skip_nonfinite);
+        return;
+    }
     zt_cu_clip_scale(S, dev(hyper), dev(norm), dev(sums), n, clip, skip_nonfinite);
 }
 void b_set_precision(zt_backend *be, int prec) {

@@ -139,6 +139,10 @@ void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, s
 // clip_scale (iface/backend.h): one block; the n chunk sums (device memory) added in order, then zt_grad_scale
 void zt_cu_clip_scale(cudaStream_t s, float *hyper, double *norm, const double *sums, size_t n, double clip,
                       int skip_nonfinite);
+// zt_cu_sumsq_chunks(out, x, n, chunk) then zt_cu_clip_scale of its ceil(n / chunk) sums, in one launch: the grid's
+// last block adds them (ticket: a zero word, put back to 0), the same bits
+void zt_cu_sumsq_clip(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk, unsigned *ticket,
+                      float *hyper, double *norm, double clip, int skip_nonfinite);
 // out[i] = zt_dropout_keep(seed, i, p) ? in[i] / (1 - p) : 0 (op_math.h; out == in allowed)
 void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed);
 // out = the decoding of a quantised matrix (core/lora/quant.h): fmt and the section offsets of its layout (the

@@ -510,7 +510,8 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // ---------------------------------------------------------------------------------------------
 // Sums of squares in double: one block per chunk.
-__global__ void __launch_bounds__(kChunkThreads) k_sumsq_chunks(double *out, const float *x, size_t n, size_t chunk) {
+// this block's chunk's sum of squares into out[blockIdx.x]
+__device__ void chunk_sumsq(double *out, const float *x, size_t n, size_t chunk) {
     __shared__ double sh[32];
     const size_t i0 = (size_t)blockIdx.x * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
     double s = 0.0;
@@ -520,6 +521,22 @@ __global__ void __launch_bounds__(kChunkThreads) k_sumsq_chunks(double *out, con
     }
     s = block_reduce(s, sh, 0.0, SumOp());
     if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+__global__ void __launch_bounds__(kChunkThreads) k_sumsq_chunks(double *out, const float *x, size_t n, size_t chunk) {
+    chunk_sumsq(out, x, n, chunk);
+}
+// sumsq_chunks then clip_scale of its sums in one launch (zt_cu_sumsq_clip): the grid's last block (its ticket) has
+// thread 0 add the chunk sums in order, the sum k_clip_scale makes, then zt_grad_scale
+__global__ void __launch_bounds__(kChunkThreads)
+    k_sumsq_clip(double *out, const float *x, size_t n, size_t chunk, unsigned *ticket, float *hyper, double *norm,
+                 double clip, int skip_nonfinite) {
+    chunk_sumsq(out, x, n, chunk);
+    if (!zt_cu_last_block(ticket, gridDim.x)) return;
+    if (threadIdx.x == 0) {
+        double s = 0.0;
+        for (unsigned b = 0; b < gridDim.x; b++) s += static_cast<volatile double *>(out)[b];
+        hyper[ZT_HYPER_GRAD_SCALE] = zt_grad_scale(s, hyper[ZT_HYPER_LOSS_SCALE], clip, skip_nonfinite, norm);
+    }
 }
 
 // The step's gradient scale (zt_cu_clip_scale): the chunk sums staged through shared memory a tile at a time and
@@ -771,6 +788,16 @@ void zt_cu_sumsq_chunks(cudaStream_t s, double *out, const float *x, size_t n, s
     if (nc > 0x7fffffffu) zt_panic(__FILE__, __LINE__, "sumsq_chunks: %zu chunks, at most 2^31 - 1", nc);
     ZT_LAUNCH(k_sumsq_chunks, (unsigned)nc, row_threads(chunk < n ? chunk : n, kChunkThreads), 0, s, out, x, n, chunk);
     check_launch("sumsq_chunks");
+}
+
+void zt_cu_sumsq_clip(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk, unsigned *ticket,
+                      float *hyper, double *norm, double clip, int skip_nonfinite) {
+    if (n == 0 || chunk == 0) zt_panic(__FILE__, __LINE__, "sumsq_clip: n = %zu, chunk = %zu", n, chunk);
+    const size_t nc = (n + chunk - 1) / chunk;
+    if (nc > 0x7fffffffu) zt_panic(__FILE__, __LINE__, "sumsq_clip: %zu chunks, at most 2^31 - 1", nc);
+    ZT_LAUNCH(k_sumsq_clip, (unsigned)nc, row_threads(chunk < n ? chunk : n, kChunkThreads), 0, s, out, x, n, chunk,
+              ticket, hyper, norm, clip, skip_nonfinite);
+    check_launch("sumsq_clip");
 }
 
 void zt_cu_clip_scale(cudaStream_t s, float *hyper, double *norm, const double *sums, size_t n, double clip,

@@ -794,6 +794,39 @@ void test_clip_scale(size_t n, Rng &r) {
     }
 }
 
+// sumsq_clip: sumsq_chunks and clip_scale in one launch (the grid's last block adds the chunk sums): bitwise the two
+// launches on the chunk sums, the norm and the step's scalars (clipped, clipping off, an Inf with the fp16 skip), and
+// the ticket back at 0
+void test_sumsq_clip(size_t n, size_t chunk, Rng &r) {
+    std::vector<float> x0 = rand_vec(r, n, -2.0f, 2.0f);
+    const size_t nc = (n + chunk - 1) / chunk;
+    const struct { const char *what; double clip; int skip, inf; } cases[] = {
+        {"clipped", 1.0, 1, 0}, {"clip off", 0.0, 0, 0}, {"inf, skip", 1.0, 1, 1}};
+    for (const auto &c : cases) {
+        std::vector<float> x = x0;
+        if (c.inf) x[n / 2] = INFINITY;
+        const std::vector<float> h0 = {1e-3f, 0.1f, 0.2f, 1.0f, 1024.0f};
+        std::vector<float> hr = h0, h;
+        std::vector<double> sr(nc), s(nc);
+        double nr = 0, nd = 0;
+        unsigned ticket = 0;
+        zt_cu_sumsq_chunks(kStream, sr.data(), x.data(), n, chunk);
+        zt_cu_clip_scale(kStream, hr.data(), &nr, sr.data(), nc, c.clip, c.skip);
+        double t0 = now_s();
+        bool det = two_runs([&](int) {
+            h = h0;
+            zt_cu_sumsq_clip(kStream, s.data(), x.data(), n, chunk, &ticket, h.data(), &nd, c.clip, c.skip);
+            return std::vector<Buf>{{h.data(), h.size() * 4}, {&nd, 8}, {s.data(), nc * 8}};
+        });
+        const size_t differ = (size_t)(memcmp(h.data(), hr.data(), h.size() * 4) != 0) + (memcmp(&nd, &nr, 8) != 0) +
+                              (memcmp(s.data(), sr.data(), nc * 8) != 0) + (ticket != 0);
+        Err e;
+        report("sumsq_clip", fmt("n=%zu, %zu chunks, %s: norm %.6g, grad scale %.6g, ticket %u", n, nc, c.what, nd,
+                                 (double)h[ZT_HYPER_GRAD_SCALE], ticket),
+               e, 0.0, det, now_s() - t0, differ);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // --atomic-demo: the determinism check must catch a float atomicAdd reduction.
 constexpr int kDemoThreads = 256;
@@ -875,6 +908,8 @@ int main(int argc, char **argv) {
                                      {4365, 1, 0.0f}, {4366, 300001, 0.05f}, {304370, 33, 0.1f}}, r);
     test_adamw_multi("dense", {{0, 5, 0.1f}, {5, 0, 0.1f}, {5, 4099, 0.0f}, {4104, 70001, 0.05f}}, r);
     for (size_t n : {(size_t)1, (size_t)2048, (size_t)30011}) test_clip_scale(n, r);
+    test_sumsq_clip(1, 1, r);
+    test_sumsq_clip(100003, 4096, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_round_to(n, r);
     for (size_t n : {(size_t)14, (size_t)70001}) test_pack16(n, r);
     for (size_t n : {(size_t)3, (size_t)4, (size_t)1027, (size_t)70001}) test_vec4_paths(n, r);

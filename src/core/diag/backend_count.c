@@ -456,15 +456,19 @@ static void w_acc(zt_backend *be, float *a, const float *x, size_t n) {
     cnt_inner->accumulate(be, a, x, n);
     cnt_mdone();
 }
+/* cuda_backend_ops.cu b_sumsq_chunks: kept (cnt_sumsq) for the clip_scale of exactly its sums, which its launch then
+   does; any other slot launches it as it was (cnt_flush) */
 static void w_sumsq(zt_backend *be, double *o, const float *x, size_t n, size_t c) {
     cnt_flush();
     cnt_calls[K_SUMSQ]++;
-    if (n && c) cnt_add(K_SUMSQ, 1, F4 * n + 8.0 * ((n + c - 1) / c));
+    if (n && c) cnt_sumsq = 1, cnt_sumsq_out = o, cnt_sumsq_nc = (n + c - 1) / c, cnt_sumsq_bytes = F4 * n + 8.0 * ((n + c - 1) / c);
     cnt_inner->sumsq_chunks(be, o, x, n, c);
 }
 /* cuda_backend_ops.cu b_clip_scale: one single-block launch reading the chunk sums and the step's scalars, writing
-   the norm and the gradient scale; counted in the norm's row */
+   the norm and the gradient scale (in the kept sumsq_chunks' launch when they are its sums); the norm's row */
 static void w_clip(zt_backend *be, float *h, double *nm, const double *s, size_t n, double c, int k) {
+    const int fused = cnt_sumsq && cnt_sumsq_out == (const void *)s && cnt_sumsq_nc == n;
+    if (fused) cnt_add(K_SUMSQ, 0, cnt_sumsq_bytes), cnt_sumsq = 0;
     cnt_flush();
     cnt_add(K_SUMSQ, 1, 8.0 * n + 8.0 + F4 * 3.0);
     cnt_inner->clip_scale(be, h, nm, s, n, c, k);
@@ -673,7 +677,7 @@ void zt_backend_count_begin(zt_backend *be) {
     cnt_ntg = 0;
     cnt_rpend_w = NULL;
     cnt_prec = ZT_PREC_FP32;
-    cnt_pend = cnt_rpend = cnt_adamw = 0;
+    cnt_pend = cnt_rpend = cnt_adamw = cnt_sumsq = 0;
     be->i = &g_wrapped;
     zt_backend_count_reset();
 }

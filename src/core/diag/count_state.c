@@ -41,6 +41,11 @@ const void *cnt_rln_res, *cnt_rln_rw;
 const void *cnt_adamw_p;
 double cnt_adamw_n, cnt_adamw_bytes;
 int cnt_adamw;
+/* a sumsq_chunks cuda_backend.cu keeps for the clip_scale of its sums (KeptSumsq): its sums (nc at out), its bytes */
+const void *cnt_sumsq_out;
+size_t cnt_sumsq_nc;
+double cnt_sumsq_bytes;
+int cnt_sumsq;
 #define N_RING 4 /* cuda_backend_internal.h kRing */
 #define RING_ADDR(k) ((const void *)(((uintptr_t)1 << 62) + ((uintptr_t)(k) << 56)))
 #define RING_SPAN ((size_t)1 << 55) /* bytes a word buffer's fake addresses span */
@@ -127,7 +132,8 @@ void cnt_lresolve(void) {
    launch, reading and writing its buffer */
 void cnt_flush(void) {
     if (cnt_adamw) cnt_add(K_ADAMW, 1, cnt_adamw_bytes); /* the kept update, as it was */
-    cnt_adamw = 0;
+    if (cnt_sumsq) cnt_add(K_SUMSQ, 1, cnt_sumsq_bytes); /* the kept chunk sums, as they were */
+    cnt_adamw = cnt_sumsq = 0;
     if (!cnt_mir_keep) {
         for (int i = 0; i < cnt_mir.n; i++)
             if (cnt_mir.e[i].lazy) cnt_mir.e[i].lazy = 2;
