@@ -448,6 +448,9 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         return;
     }
     const int lnf = T_(L, 0), lnf_b = T_(L, 1);
+    /* (zeroed before the head, so that the round_to of dlnf the head leaves kept goes to ln_f's backward, which reads
+       dlnf next) */
+    f->zero(be, a->dres, NC * sizeof(float));
     /* dlogits in place of the logits; d(mean loss) = dloss_scale / N per position */
     if (head_chunked(m, N)) {
         head_bwd_chunks(m, N, dloss_scale / (float)N);
@@ -456,7 +459,6 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
         head_bwd(m, N);
     }
     m->dlogits_ready = 0;
-    f->zero(be, a->dres, NC * sizeof(float));
     if (!m->lora) BEFORE(lnf, lnf_b >= 0 ? lnf_b : lnf);
     norm_bwd(m, a->dres, gnorm(m, lnf, 0), gnorm(m, lnf_b, 1), a->dbtc, a->residual3 + (size_t)(L - 1) * NC, lnf,
              a->lnf_mean, a->lnf_rstd, N);
