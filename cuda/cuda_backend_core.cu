@@ -19,9 +19,12 @@
 // (tests/e2e/test_cudasim.sh compares both). Saves one read and write of each such output (on an H200,
 // docs/gpu-status.md). A round_to that no op before it can take (after a cuBLASLt product) is kept as well (D_ROUND):
 // when the next call is the GELU that reads that buffer (forward: its input, backward in place: its dout), the add /
-// residual add + LayerNorm whose second term it is, or the LayerNorm backward whose dout it is, that kernel rounds the
-// values as it loads them and (but for the in-place GELU backward) writes them back rounded; any other call launches
-// it.
+// residual add + LayerNorm whose second term it is, the LayerNorm backward whose dout it is, or the accumulation that
+// adds a range holding it (a layer's gradients), that kernel rounds the values as it loads them and (but for the
+// in-place GELU backward) writes them back rounded; any other call launches it. Two more calls are kept for the one
+// that may follow them (KeptAdamw, KeptSumsq, launched by flush otherwise): the multi-tensor AdamW for the pack16 of
+// its parameters, which its launch then writes, and the gradient norm's chunk sums for the clip_scale of exactly them,
+// which their launch's last block then computes.
 //
 // Mirrors (bf16 / fp16 runs; iface/mirror16.h): unpack16 records that its float32 output equals the 2-byte words it
 // read (the parameters' window, a layer's activations unpacked from the stash), and the LayerNorm, residual +

@@ -1,5 +1,6 @@
 /* count_state.c — the counting decorator's state and its model of the CUDA backend (see backend_count.h,
  * count_internal.h): the table per op kind, the kept op and kept round_to (cuda_backend_core.cu Deferred, D_ROUND),
+ * the kept AdamW and chunk sums (KeptAdamw, KeptSumsq),
  * the mirrors with the stash's words (pack16_ahead) and the lazy unpacks, and the GEMM's operand packing. The slots
  * (backend_count.c, count_attention.c) call these in the order the backend's slots do, so they take its decisions. */
 #include "core/diag/count_internal.h"
