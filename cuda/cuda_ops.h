@@ -114,6 +114,7 @@ void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int3
 // the same on 2-byte logits of precision prec (iface/backend.h softmax_xent16): widened on load, dlogits rounded
 void zt_cu_softmax_xent16(cudaStream_t s, float *losses, uint16_t *logits, const int32_t *targets, int N, int V,
                           int Vp, float dscale, int prec);
+// ---- kernels_optim.cu: AdamW, adamw_multi, the gradient norm's sums and clip_scale (down to zt_cu_sumsq_clip)
 void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                  float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale);
 // adamw_multi (iface/backend.h) as one launch: a device table of the non-empty segments, each with start (the sum

@@ -114,7 +114,7 @@ run_one() {
     *) cmd=("$t") ;;
   esac
   start=$(date +%s)
-  tmpd=$(mktemp -d /tmp/zt-run.XXXXXX)
+  tmpd=$(mktemp -d -p /tmp)
   TMPDIR=$tmpd timeout 900 "${cmd[@]}" > "$logdir/$name.log" 2>&1
   rc=$?
   rm -rf "$tmpd"
