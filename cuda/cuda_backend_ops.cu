@@ -363,8 +363,7 @@ const AdamwTable &adamw_table(zt_backend *be, const zt_adamw_seg *segs, int nseg
     t.nkey = nseg;
     zt_cu_adamw_seg *host = static_cast<zt_cu_adamw_seg *>(zt_malloc((size_t)nseg * sizeof(zt_cu_adamw_seg)));
     t.ntable = zt_cu_adamw_multi_table(segs, nseg, host, &t.total);
-    t.dense = true;
-    for (int k = 0; k < t.ntable; k++) t.dense = t.dense && host[k].offset == host[k].start;
+    t.dense = zt_adamw_segs_dense(segs, nseg);
     const size_t bytes = (size_t)t.ntable * sizeof(zt_cu_adamw_seg);
     t.table = nullptr;
     if (bytes) {
@@ -400,10 +399,9 @@ void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n) {
     cu_ctx *c = ctx_of(be);
     resolve_product(c);
     const Deferred &p = c->pend;
-    const uintptr_t a = reinterpret_cast<uintptr_t>(x), r = reinterpret_cast<uintptr_t>(p.out);
-    if (p.kind == D_ROUND && !p.w16 && x != acc && r >= a && (r - a) % sizeof(float) == 0 &&
-        (r - a) / sizeof(float) + p.out_n <= n) {
-        const size_t r0 = (r - a) / sizeof(float), r1 = r0 + p.out_n;
+    size_t r0;
+    if (p.kind == D_ROUND && !p.w16 && x != acc && zt_mirror16_within(x, n, p.out, p.out_n, &r0)) {
+        const size_t r1 = r0 + p.out_n;
         const int prec = p.in_round;
         c->pend.kind = D_NONE;
         c->fused++;

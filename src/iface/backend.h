@@ -42,6 +42,18 @@ typedef struct zt_adamw_seg {
     float weight_decay;
 } zt_adamw_seg;
 
+/* whether the non-empty segments tile [0, their total) in order (no gap before or between them): then an update of
+   them covers every element of that range (a backend may write the range's 2-byte words in the same pass) */
+static inline int zt_adamw_segs_dense(const zt_adamw_seg *segs, int nseg) {
+    size_t start = 0;
+    for (int i = 0; i < nseg; i++) {
+        if (!segs[i].n) continue;
+        if (segs[i].offset != start) return 0;
+        start += segs[i].n;
+    }
+    return 1;
+}
+
 typedef struct zt_backend_i {
     const char *name;
     zt_mem_kind mem;

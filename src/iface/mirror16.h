@@ -39,6 +39,14 @@ static inline int zt_mirror16_overlap(uintptr_t a, size_t abytes, uintptr_t b, s
     return a < b + bbytes && b < a + abytes;
 }
 
+/* whether the pn floats at p lie within the n floats at base, at a whole float's offset (*off, in floats) */
+static inline int zt_mirror16_within(const void *base, size_t n, const void *p, size_t pn, size_t *off) {
+    const uintptr_t a = (uintptr_t)base, b = (uintptr_t)p;
+    if (!p || b < a || (b - a) % 4 != 0 || (b - a) / 4 + pn > n) return 0;
+    *off = (b - a) / 4;
+    return 1;
+}
+
 /* [p, p + bytes) is about to be written: the entries that read or name it go */
 static inline void zt_mirror16_clobber(zt_mirror16 *m, const void *p, size_t bytes) {
     if (!p || !bytes) return;

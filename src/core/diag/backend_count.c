@@ -424,15 +424,10 @@ static void w_adamw_multi(zt_backend *be, float *p, const float *g, float *m, fl
     cnt_flush();
     cnt_calls[K_ADAMW]++;
     double n = 0;
-    int dense = 1;
-    for (int s = 0; s < nseg; s++) {
-        if (!segs[s].n) continue;
-        dense = dense && (double)segs[s].offset == n;
-        n += (double)segs[s].n;
-    }
+    for (int s = 0; s < nseg; s++) n += (double)segs[s].n;
     if (n > 0) {
         cnt_adamw = 1, cnt_adamw_p = p, cnt_adamw_n = n, cnt_adamw_bytes = F4 * 7.0 * n;
-        if (!(cnt_prec != ZT_PREC_FP32 && cnt_fuse && dense)) cnt_flush();
+        if (!(cnt_prec != ZT_PREC_FP32 && cnt_fuse && zt_adamw_segs_dense(segs, nseg))) cnt_flush();
     }
     cnt_inner->adamw_multi(be, p, g, m, v, segs, nseg, b1, b2, eps, h);
 }
@@ -443,9 +438,9 @@ static void w_acc(zt_backend *be, float *a, const float *x, size_t n) {
     /* a kept round_to of a range within x (cuda_backend_ops.cu b_accumulate): done inside, that range written back
        rounded (4 bytes an element of it more) */
     cnt_lresolve();
-    const uintptr_t xa = (uintptr_t)x, ra = (uintptr_t)cnt_rpend_x;
     double took = 0;
-    if (cnt_rpend && !cnt_rpend_w && x != a && ra >= xa && (ra - xa) % 4 == 0 && (ra - xa) / 4 + cnt_rpend_n <= n) {
+    size_t off;
+    if (cnt_rpend && !cnt_rpend_w && x != a && zt_mirror16_within(x, n, cnt_rpend_x, cnt_rpend_n, &off)) {
         cnt_rpend = 0;
         cnt_tot.fused_rounds++;
         took = (double)cnt_rpend_n;
