@@ -98,6 +98,7 @@ zt_backend_i make_i(void) {
     i.dequant = b_dequant;
     i.set_precision = b_set_precision;
     i.graph = b_graph;
+    i.host_call = b_host_call;
     return i;
 }
 

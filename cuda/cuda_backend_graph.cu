@@ -3,8 +3,12 @@
 // every launch, copy, memset and cuBLASLt product the slots make; a capture is cudaStreamBeginCapture on the
 // backend's one stream (under the host execution harness: hx::capture_begin, which records the launches and the
 // backend's copies and memsets as closures). While a capture is under way nothing may wait for the device or
-// allocate: to_host, to_device, sync, alloc and free end the program with a message (cuda_backend_core.cu).
+// allocate: to_host, to_device, sync, alloc and free end the program with a message (cuda_backend_core.cu). Host
+// calls (the host_call slot: the devsim communicator's operations) are recorded with the capture under the harness.
 #include "cuda_backend_internal.h"
+
+#include <memory>
+#include <vector>
 
 namespace ZT_CU_NS {
 namespace cub {
@@ -105,6 +109,26 @@ uint64_t b_graph(zt_backend *be, int op) {
     default:
         return 0;
     }
+}
+
+void b_host_call(zt_backend *be, void (*fn)(void *), const void *arg, size_t argbytes) {
+    cu_ctx *x = ctx_of(be);
+    zt_trace_bytes(&fn, sizeof fn);
+    zt_trace_bytes(arg, argbytes);
+    if (!x->capturing) {
+        b_sync(be);
+        fn(const_cast<void *>(arg));
+        return;
+    }
+#ifdef ZT_HOSTEXEC
+    flush(be); // what was issued before comes first in the capture
+    auto kept = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char *>(arg),
+                                                             static_cast<const unsigned char *>(arg) + argbytes);
+    hx::run_or_record([fn, kept]() { fn(kept->data()); });
+#else
+    zt_panic(__FILE__, __LINE__, "a host call during a step graph's capture (on a GPU only NCCL's operations are "
+                                 "captured)");
+#endif
 }
 
 void graph_free(cu_ctx *x) {

@@ -266,6 +266,7 @@ void b_adamw_multi(zt_backend *be, float *param, const float *grad, float *m, fl
 void b_accumulate(zt_backend *be, float *acc, const float *x, size_t n);
 void b_sumsq_chunks(zt_backend *be, double *out, const float *x, size_t n, size_t chunk);
 uint64_t b_graph(zt_backend *be, int op);
+void b_host_call(zt_backend *be, void (*fn)(void *), const void *arg, size_t argbytes);
 void graph_free(cu_ctx *x);
 // the memory and host-transfer calls a step graph's capture cannot hold (cuda_backend_graph.cu) end the program
 inline void graph_forbid(const cu_ctx *x, const char *what) {

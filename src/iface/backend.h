@@ -250,6 +250,14 @@ typedef struct zt_backend_i {
        that decides the launches the slots make (the kept op, the mirrors, the word buffers, the scratch) brought to
        its canonical form where nothing live depends on it, and its hash. Other ops return 0 */
     uint64_t (*graph)(zt_backend *be, int op);
+    /* optional (NULL: sync, then fn(arg) at once): fn(arg) in order with the backend's work, after everything issued
+       so far, as cudaLaunchHostFunc is to a stream. While a step graph is captured the call is recorded in its place
+       and made again at every replay, with the argbytes bytes at arg copied when it was issued; while a trace is
+       under way those bytes (which must hold no padding) are part of the trace. The communicator that reads backend
+       memory directly (the devsim one, core/dist/comm_mpi.c) issues its operations this way, so that a step's
+       communication is captured with its kernels. The CUDA backend on a GPU has no capture of host calls (NCCL's
+       operations are captured as stream work): there a call during a capture ends the program. */
+    void (*host_call)(zt_backend *be, void (*fn)(void *arg), const void *arg, size_t argbytes);
     /* optional (NULL: the backend has none): causal self-attention that keeps no (T, T) matrix, for head sizes
        C / NH that zt_attention_fused_hs_ok accepts; heads (NH, NKV) and qkv's layout as attention_fwd.
        Forward: out as attention_fwd; stats(B, NH, T, 2) receives

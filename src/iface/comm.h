@@ -8,8 +8,10 @@
  *    everything issued so far, query() progresses it and says whether it is done, wait() makes
  *    the results visible to the host and to backend work issued afterwards.
  * Ordering with the backend: every operation is ordered after the backend work issued before it
- * (an implementation on host memory syncs the backend; NCCL waits on an event of the compute
- * stream). Blocking collectives return with their results visible to later backend work.
+ * (the MPI implementation makes each operation through the backend's host_call slot, after its work;
+ * NCCL waits on an event of the compute stream). Blocking collectives return with their results
+ * visible to later backend work. While a step graph is captured (core/optim/step_graph.h) the
+ * operations are captured with the kernels and made again at each replay; query() is not called then.
  * Buffers are memory of the kind `mem` (host for MPI, device for NCCL and devsim); the factory
  * (core/dist/backend_factory.h) refuses a communicator whose kind differs from the backend's.
  * Counts are elements of dtype. Implementations: core/dist/comm_mpi.c (MPI; with a pointer translation

@@ -116,7 +116,7 @@ const key_def cfg_schema[] = {
         "the other, so the logits buffer holds a chunk's rows, not the micro-batch's (1 = all at once; more: the "
         "head's weight gradient is summed chunk by chunk, a different order of additions)"),
     BOOL("train.cuda_graph", train.cuda_graph, 0,
-         "cuda / cudasim, 1 rank: once two steps made the same launches, record the next as one CUDA graph and replay "
+         "cuda / cudasim: once two steps made the same launches, record the next as one CUDA graph and replay "
          "it for the steps after, while nothing changes what a step launches (bit-identical; not yet run on a GPU)"),
     INT("train.global_batch", train.global_batch, 4, 1, 1 << 30, "sequences per optimizer step, all ranks"),
     INT("train.seq_len", train.seq_len, 64, 1, 1 << 20, "tokens per training sequence (<= block_size)"),

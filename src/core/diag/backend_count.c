@@ -620,6 +620,13 @@ static void w_sync(zt_backend *be) {
     g_at_wait = queued_so_far();
     cnt_inner->sync(be);
 }
+/* the host call waits for the device as a sync does (the count device captures nothing) */
+static void w_host_call(zt_backend *be, void (*fn)(void *), const void *arg, size_t argbytes) {
+    cnt_flush();
+    cnt_tot.host_waits++;
+    g_at_wait = queued_so_far();
+    cnt_inner->host_call(be, fn, arg, argbytes);
+}
 static void w_to_device(zt_backend *be, void *d, const void *s, size_t n) {
     cnt_flush();
     if (n) { cnt_tot.host_xfers++; cnt_tot.host_bytes += (double)n; }
@@ -639,7 +646,7 @@ void zt_backend_count_begin(zt_backend *be) {
     g_wrapped = *be->i;
     zt_backend_i *w = &g_wrapped;
 #define WRAP(slot, fn) if (cnt_inner->slot) w->slot = fn
-    WRAP(alloc, w_alloc); WRAP(free, w_free); WRAP(sync, w_sync); WRAP(to_device, w_to_device);
+    WRAP(alloc, w_alloc); WRAP(free, w_free); WRAP(sync, w_sync); WRAP(host_call, w_host_call); WRAP(to_device, w_to_device);
     WRAP(to_host, w_to_host); WRAP(copy, w_copy); WRAP(zero, w_zero);
     WRAP(matmul, w_matmul); WRAP(matmul_ld, w_matmul_ld); WRAP(linear_fwd, w_linear_fwd);
     WRAP(linear_bwd, w_linear_bwd); WRAP(layernorm_fwd, w_ln_fwd); WRAP(layernorm_bwd, w_ln_bwd); WRAP(residual_layernorm_fwd, w_rln_fwd);

@@ -85,6 +85,9 @@ typedef struct zt_zero {
     float *recv_mem[ZT_ZERO_RING + 1];
     uint16_t *send16_mem[ZT_ZERO_RING + 1], *recv16_mem[ZT_ZERO_RING + 1]; /* wire16: the packed bucket, its parts */
     int next_mi, in_micro;
+    int no_poll;              /* stage 2: a bucket is absorbed only when it must be (its ring slot wanted, the
+                                 micro-step's end), never as soon as a poll finds it done: every step then makes the
+                                 same launches in the same order, as a step graph needs (core/optim/step_graph.c) */
     double comm_wait_s;       /* time blocked waiting for bucket communication (exposed) */
     double comm_flight_s;     /* time buckets spent in flight (post -> seen complete) */
     int micro_steps;          /* K / N */

@@ -117,6 +117,7 @@ static void complete(zt_zero *z, zt_bucket *b, int block) {
         /* MPI may do the reduction's work inside the query: that time is exposed too */
         double t0 = zt_now();
         int done = 1;
+        if (!block && z->no_poll) return;
         if (block) z->comm->i->wait(z->comm, b->ev);
         else if ((done = z->comm->i->query(z->comm, b->ev))) z->comm->i->wait(z->comm, b->ev);
         z->comm_wait_s += zt_now() - t0;

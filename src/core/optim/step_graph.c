@@ -6,10 +6,11 @@
 
 void zt_step_graph_init(zt_step *st) {
     const zt_model *m = st->m;
-    const zt_zero *z = st->z;
+    zt_zero *z = st->z;
     st->graph = (zt_step_graph){.captured_at = -1};
-    st->graph.on = st->c->train.cuda_graph && m->be->i->graph && z->N == 1 && !m->s.encoder &&
+    st->graph.on = st->c->train.cuda_graph && m->be->i->graph && !m->s.encoder &&
                    !(m->lora && m->lora->cfg.dropout > 0.0f) && !z->offload && z->stage != 3;
+    z->no_poll = st->graph.on; /* the buckets' reductions complete at fixed points: the same launches every step */
 }
 
 int zt_step_graph_run(zt_step *st, uint64_t key) {
