@@ -12,11 +12,13 @@
 #                          touched) send a step back to tracing; the results stay those of the run without graphs;
 #  - graph_resume          8 steps with graphs, stopped, resumed with graphs: the straight run without them;
 #  - graph_ranks_*         several ranks (the communicator's operations recorded with the capture, iface/backend.h's
-#                          host_call): 2 ranks bf16 (ZeRO-2, 2-byte wire; also equal to the 1-rank run), 4 ranks fp32,
-#                          native reduction with many small buckets, stage 0 with accumulation, stage 1 fp16 with an
+#                          host_call): 2 ranks bf16 (ZeRO-2, 2-byte wire; also equal to the 1-rank run), fp32 with the
+#                          native reduction and many small buckets, stage 0 with accumulation, stage 1 fp16 with an
 #                          injected overflow: the results of the run without graphs, most steps replayed;
 #  - graph_resume_2_to_1_rank  8 steps on 2 ranks with graphs, resumed on 1 rank with graphs: the straight run;
-#  - graph_not_on_stage3   stage 3 (gathers in the forward): no graph, results unchanged;
+#  - graph_stage3_*        stage 3 (the layers' gathers captured too): Llama on 4 ranks, 2 ranks with evaluation,
+#                          sampling and checkpoints between steps, 2 ranks equal to the 1-rank stage 2 run;
+#  - graph_not_on_offload  the optimizer offloaded (a host update inside the step): no graph, results unchanged;
 #  - graph_config          train.cuda_graph is a boolean.
 set -u
 cd "$(dirname "$0")/../.."
@@ -69,7 +71,6 @@ run_named graph_resume 1 --set precision=bf16 --set train.cuda_graph=true --set 
 # several ranks: the communicator's operations are recorded with the capture and made at each replay
 pair graph_ranks_2_bf16 2 12 --set precision=bf16
 compare_runs $TMP/g/graph_ranks_2_bf16-graph $TMP/g/graph_same_bf16-eager graph_ranks_2_equal_1_rank
-pair graph_ranks_4_fp32 4 12 --set precision=fp32 --set train.global_batch=8
 pair graph_ranks_2_native_buckets 2 12 --set precision=fp32 --set zero.reduce=native --set zero.bucket_mb=0.01
 pair graph_ranks_2_stage0_accum 2 12 --set precision=bf16 --set zero.stage=0 --set train.global_batch=8
 ZTRAIN_TEST_OVERFLOW_STEP=9 pair graph_ranks_2_stage1_fp16_overflow 2 6 --set precision=fp16 --set zero.stage=1
@@ -77,8 +78,15 @@ ZTRAIN_TEST_OVERFLOW_STEP=9 pair graph_ranks_2_stage1_fp16_overflow 2 6 --set pr
 run_named graph_resume_ranks 2 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=8 --stop-after 8 &&
   run_named graph_resume_ranks 1 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=8 --resume auto &&
   compare_runs $TMP/g/graph_resume_ranks $TMP/g/graph_same_bf16-eager graph_resume_2_to_1_rank
-pair graph_not_on_stage3 2 none --set precision=bf16 --set zero.stage=3
-if grep -q "step graph:" $TMP/graph_not_on_stage3-graph.log; then fail "graph_not_on_stage3: a step graph line"; fi
+# stage 3: the layers' gathers (grouped point-to-point, one layer ahead) are captured with the step
+pair graph_stage3_llama_4_ranks 4 12 -c inputs/llama-tiny.cfg --set precision=bf16 --set zero.stage=3 \
+  --set train.global_batch=8
+pair graph_stage3_2_ranks_eval_between 2 1 --set precision=bf16 --set zero.stage=3 --set eval.every=5 \
+  --set sample.every=7 --set train.steps=24 --set checkpoint.every=6
+pair graph_stage3_2_ranks 2 12 --set precision=bf16 --set zero.stage=3
+compare_runs $TMP/g/graph_stage3_2_ranks-graph $TMP/g/graph_same_bf16-eager graph_stage3_2_ranks_equal_stage2_1_rank
+pair graph_not_on_offload 2 none --set precision=bf16 --set zero.offload=optimizer
+if grep -q "step graph:" $TMP/graph_not_on_offload-graph.log; then fail "graph_not_on_offload: a step graph line"; fi
 out=$($ZT train $common --set run.name=bad --set train.cuda_graph=maybe 2>&1); rc=$?
 if [ $rc -eq 2 ] && echo "$out" | grep -q "train.cuda_graph"; then
   pass "graph_config (exit 2: $(echo "$out" | grep -m1 error))"
