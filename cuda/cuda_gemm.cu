@@ -216,6 +216,9 @@ unsigned pack_blocks(size_t n) {
 // elements packed for products in this process (host side; the count wrapper's operand packing is checked against
 // it under the harness: zt_cu_packed_elems)
 unsigned long long g_packed_elems;
+// the largest each of the three packed-operand buffers (h16_buf) has grown to in this process, in elements (checked
+// against the count wrapper's model of them under the harness: zt_cu_gemm16_elems)
+size_t g_h16_max[3];
 
 // the operands of one or two products packed dense in one launch: add() each (one of no elements is left out), then
 // launch()
@@ -351,6 +354,7 @@ uint16_t *h16_buf(zt_cu_gemm *g, int k, size_t n) {
         free(g->h16[k]);
         g->h16[k] = static_cast<uint16_t *>(zt_malloc(n * sizeof(uint16_t)));
         g->h16_n[k] = n;
+        if (n > g_h16_max[k]) g_h16_max[k] = n;
     }
     return g->h16[k];
 }
@@ -551,6 +555,7 @@ uint16_t *h16_buf(zt_cu_gemm *g, int k, size_t n) {
         GM_CUDA(cudaFree(g->h16[k])); // stream-ordered: cudaFree waits for work using it
         GM_CUDA(cudaMalloc(&g->h16[k], n * sizeof(uint16_t)));
         g->h16_n[k] = n;
+        if (n > g_h16_max[k]) g_h16_max[k] = n;
     }
     return g->h16[k];
 }
@@ -671,6 +676,7 @@ GemmLd pack_operands(zt_cu_gemm *g, cudaStream_t s, const float *a, const float 
 void zt_cu_gemm_set_precision(zt_cu_gemm *g, int prec) { g->prec = prec; }
 
 unsigned long long zt_cu_packed_elems(void) { return g_packed_elems; }
+unsigned long long zt_cu_gemm16_elems(void) { return g_h16_max[0] + g_h16_max[1] + g_h16_max[2]; }
 
 void zt_cu_matmul(zt_cu_gemm *g, cudaStream_t s, float *c, const float *a, const float *b, int M, int N, int K, int ta,
                   int tb, float alpha, float beta) {

@@ -282,6 +282,9 @@ void zt_cu_matmul16(zt_cu_gemm *g, cudaStream_t s, void *c, int c16, const void 
 size_t zt_cu_linear_bwd_scratch(int N, int OC);
 // elements the bf16 / fp16 products have packed so far in this process (the operand packing's count, for its test)
 unsigned long long zt_cu_packed_elems(void);
+// the elements of the three packed-operand buffers (a, b, linear_bwd's dout), each at the largest it has grown to in
+// this process: the products' own device memory beside the backend's allocations (2 bytes an element)
+unsigned long long zt_cu_gemm16_elems(void);
 // keep_dout16, keep_w16 (bf16 / fp16, N > 0, not accumulate_dinp; may be null): dinp's product is left to the caller,
 // which gets the 2-byte words of dout and w it is to multiply (dinp = dout @ w^T: zt_cu_matmul16 with tb)
 void zt_cu_linear_bwd(zt_cu_gemm *g, cudaStream_t s, float *dinp, float *dw, float *dbias, const float *dout,

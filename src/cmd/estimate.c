@@ -152,6 +152,8 @@ static void count_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *t
     for (int i = 0; i < *n; i++) tokens[i] = targets[i] = i % 256;
 }
 
+static const double MiB = 1.0 / (1 << 20);
+
 /* Runs two training steps of one micro-batch (global_batch = micro_batch, 1 rank) on `device` under the counting
    wrapper (core/diag/backend_count.h) and prints the second's kernel launches and device-memory bytes per op kind,
    with the step time they predict on `hw` (h100 / h200, perf_model.h). device "count": no compute at all; "cudasim":
@@ -194,6 +196,7 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
     const long long h0 = zt_backend_harness_launches(), p0 = zt_backend_harness_packed();
     zt_step_run(&st, 1);
     const long long h1 = zt_backend_harness_launches(), p1 = zt_backend_harness_packed();
+    const long long g16 = zt_backend_harness_gemm16();
     const double wall = zt_now() - t0;
     const zt_count_totals t = zt_backend_count_totals();
     zt_count_entry e[ZT_COUNT_MAX_KINDS];
@@ -223,6 +226,13 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
            "stash packs whose words the ops wrote: %ld; parameter packs the update did: %ld; communicator calls: %ld (not "
            "in the launches)\n",
            t.fused_rounds, t.mirror_hits, t.packs_skipped, t.adamw_words, t.comm_calls);
+    if (zt_config_prec(&c) != ZT_PREC_FP32) {
+        printf("  GEMM operand buffers: %.1f MiB (%.0f 2-byte elements packed for the products: three buffers, each as "
+               "large as the largest operand packed into it; the memory plan bounds them at %.1f MiB)",
+               2.0 * t.gemm16 * MiB, t.gemm16, (double)zt_model_gemm16_bytes(&s, c.train.micro_batch, c.train.seq_len) * MiB);
+        if (wrapped && g16 >= 0) printf("; the harness's buffers: %lld elements", g16);
+        printf("\n");
+    }
     printf("  host waits per step: %ld (sync and to_host: the gradient norm and the step's losses, read once the update "
            "is queued; none before); copies to the device between its launches: %ld (the inputs go first)\n",
            t.host_waits, t.host_mid);
@@ -247,8 +257,6 @@ static void gpu_kernels(const zt_config *c0, const char *device, const char *hw,
 }
 
 /* ---------------------------------------------------------------- ZeRO-3, offload: device and host memory */
-
-static const double MiB = 1.0 / (1 << 20);
 
 /* stage 3's parameter lines: the window and its staging, and the shard (core/dist/zero_plan.c) */
 static void print_stage3_params(const zt_config *c, const zt_model_shape *s, const zt_zero_plan *p) {

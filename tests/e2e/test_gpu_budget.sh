@@ -2,8 +2,8 @@
 # GPU kernel launches and device-memory traffic per training step, counted without a GPU
 # (src/core/diag/backend_count.h, `ztrain estimate --hw h100|h200` / `--count-device`):
 #  - launches_cudasim_*  the wrapper's launch table against the host execution harness's own count of the
-#                        launches it executed and the elements it packed as product operands (cuda/cudasim_count.cu)
-#                        in one training step of the tiny models on cudasim: fp32, bf16 (fused rounding, packed GEMM
+#                        launches it executed, the elements it packed as product operands and the sizes its three
+#                        packed-operand buffers grew to (cuda/cudasim_count.cu) in one training step of the tiny models on cudasim: fp32, bf16 (fused rounding, packed GEMM
 #                        operands, operands read from the words they mirror), bf16 without the fused rounding or
 #                        without the mirrors,
 #                        the materialized attention, Llama (RMSNorm, rotary, SwiGLU, GQA), the LM head in 3 chunks
@@ -40,6 +40,8 @@ if what == "executed": m = re.search(r"executed by the host execution harness: (
 elif what == "counted": m = re.search(r"the wrapper counted (\d+) kernels", txt)
 elif what == "packed": m = re.search(r"elements it packed as product operands: (\d+)", txt)
 elif what == "packed_counted": m = re.search(r"as product operands: \d+ \(the wrapper counted (\d+)\)", txt)
+elif what == "g16": m = re.search(r"GEMM operand buffers: [\d.]+ MiB \((\d+) 2-byte elements", txt)
+elif what == "g16_harness": m = re.search(r"the harness's buffers: (\d+) elements", txt)
 elif what == "words": m = re.search(r"product operands read from 2-byte words, not packed: (\d+)", txt)
 elif what == "launches": m = re.search(r"kernel launches per step: (\d+)", txt)
 elif what == "bytes": m = re.search(r"HBM traffic per step: [\d.]+ GB \((\d+) bytes", txt)
@@ -59,10 +61,12 @@ check_launches() {
   local e c
   e=$(field $TMP/$name.out executed); c=$(field $TMP/$name.out counted)
   pe=$(field $TMP/$name.out packed); pc=$(field $TMP/$name.out packed_counted); w=$(field $TMP/$name.out words)
-  if [ "$e" != none ] && [ "$e" -gt 0 ] && [ "$e" = "$c" ] && [ "$pe" != none ] && [ "$pe" = "$pc" ]; then
-    pass "$name (one step: the harness executed $e launches and packed $pe product operand elements, the wrapper counted $c and $pc; $w operands read from 2-byte words)"
+  # bf16 / fp16: the packed-operand buffers' sizes, as the wrapper models them and as the harness grew them
+  gc=$(field $TMP/$name.out g16); gh=$(field $TMP/$name.out g16_harness)
+  if [ "$e" != none ] && [ "$e" -gt 0 ] && [ "$e" = "$c" ] && [ "$pe" != none ] && [ "$pe" = "$pc" ] && [ "$gc" = "$gh" ]; then
+    pass "$name (one step: the harness executed $e launches and packed $pe product operand elements, the wrapper counted $c and $pc; $w operands read from 2-byte words; packed-operand buffers: $gh elements, the wrapper's $gc)"
   else
-    fail "$name: the harness executed $e launches and packed $pe elements, the wrapper counted $c and $pc"
+    fail "$name: the harness executed $e launches and packed $pe elements, the wrapper counted $c and $pc; packed-operand buffers: the harness's $gh elements, the wrapper's $gc"
   fi
 }
 check_launches launches_cudasim_fp32 $tiny

@@ -89,6 +89,9 @@ static void w_linear_bwd(zt_backend *be, float *di, float *dw, float *db, const 
         if (pre) {
             const double nd = cnt_mfind(d, (double)N * OC) ? 0 : (double)N * OC;
             const double nw = cnt_mfind(w, (double)C * OC) ? 0 : (double)C * OC, ni = cnt_mfind(i, (double)N * C) ? 0 : (double)N * C;
+            cnt_h16_need(2, nd);
+            cnt_h16_need(1, nw);
+            cnt_h16_need(0, ni);
             if (nd + nw + ni > 0) {
                 cnt_add(K_GEMM_PACK, 1, 6.0 * (nd + nw + ni));
                 cnt_tot.packed += nd + nw + ni;
@@ -680,6 +683,7 @@ void zt_backend_count_begin(zt_backend *be) {
     cnt_rpend_w = NULL;
     cnt_prec = ZT_PREC_FP32;
     cnt_pend = cnt_rpend = cnt_adamw = cnt_sumsq = 0;
+    memset(cnt_h16, 0, sizeof cnt_h16);
     be->i = &g_wrapped;
     zt_backend_count_reset();
 }
@@ -708,6 +712,7 @@ int zt_backend_count_report(zt_count_entry *out, int max) {
 
 zt_count_totals zt_backend_count_totals(void) {
     zt_count_totals t = cnt_tot;
+    t.gemm16 = cnt_h16[0] + cnt_h16[1] + cnt_h16[2];
     for (int k = 0; k < K_N; k++) {
         t.launches += cnt_launches[k];
         t.memops += cnt_memops[k];

@@ -55,6 +55,9 @@ typedef struct zt_count_totals {
     long packs_skipped; /* pack16 calls that found their words written by the ops (pack16_ahead: the stash) */
     long adamw_words;   /* pack16 calls of the parameters done by the update that wrote them (no launch) */
     double packed;      /* elements packed as product operands */
+    double gemm16;      /* elements of the CUDA backend's three packed-operand buffers (a, b, linear_bwd's dout), each
+                           grown to the largest operand packed into it since zt_backend_count_begin (not reset by
+                           zt_backend_count_reset): device memory beside the planned allocations, 2 bytes an element */
 } zt_count_totals;
 
 /* wraps be->i with the counting table (the counts start at zero); zt_backend_count_end restores it */
@@ -77,5 +80,8 @@ void zt_backend_count_comm_call(void);
 long long zt_backend_harness_launches(void);
 /* elements the harness's bf16 / fp16 products have packed as operands in this process; -1 as above */
 long long zt_backend_harness_packed(void);
+/* elements of the harness's packed-operand buffers (a, b, linear_bwd's dout), each at the largest it grew to in this
+   process; -1 as above */
+long long zt_backend_harness_gemm16(void);
 
 #endif

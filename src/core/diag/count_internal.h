@@ -23,6 +23,10 @@ enum { K_MATMUL, K_LIN_FWD, K_LIN_BWD, K_GEMM_PACK, K_LN_FWD, K_LN_BWD, K_ATT_FW
 extern long cnt_calls[K_N], cnt_launches[K_N], cnt_memops[K_N]; /* per op kind: slot calls, launches, memory calls */
 extern double cnt_bytes[K_N];
 extern zt_count_totals cnt_tot;
+/* the CUDA backend's packed-operand buffers (cuda_gemm.cu h16_buf: 0 a / linear_bwd's inp, 1 b / its w, 2 its dout),
+   each the largest operand packed into it since zt_backend_count_begin, in elements */
+extern double cnt_h16[3];
+void cnt_h16_need(int k, double n);
 extern const zt_backend_i *cnt_inner; /* the wrapped backend's slots */
 extern int cnt_prec;                  /* set_precision's */
 extern int cnt_fuse;                  /* ZT_CUDA_FUSE_ROUND */

@@ -284,11 +284,17 @@ int cnt_take_product_words(const void *in, size_t n) {
 /* one GEMM c(M, N) = op(a) @ op(b) (+ bias) (+ beta c) of cuda_gemm.cu's cnt_gemm(): bf16/fp16 pack the operands not
    packed already (a_pre, b_pre) in one launch (4 bytes read and 2 written per element) and multiply the 2-byte
    words; K == 0 runs the reference kernel on c alone */
+double cnt_h16[3];
+void cnt_h16_need(int k, double n) {
+    if (n > cnt_h16[k]) cnt_h16[k] = n;
+}
 void cnt_gemm_pre(int k, double M, double N, double K, int beta, int bias, int a_pre, int b_pre) {
     const int packed = cnt_prec != ZT_PREC_FP32 && K > 0;
     double esz = F4;
     if (packed) {
         const double na = a_pre ? 0 : M * K, nb = b_pre ? 0 : K * N;
+        cnt_h16_need(0, na);
+        cnt_h16_need(1, nb);
         if (na + nb > 0) { /* the operands still to pack, in one launch */
             cnt_add(K_GEMM_PACK, 1, 6.0 * (na + nb));
             cnt_tot.packed += na + nb;

@@ -96,7 +96,16 @@ void zt_comm_destroy(zt_comm *c) {
 #if !defined(ZT_NO_CUDASIM)
 unsigned long long zt_cudasim_launch_count(void); /* cuda/cudasim_count.cu */
 unsigned long long zt_cudasim_packed_elems(void);
+unsigned long long zt_cudasim_gemm16_elems(void);
 #endif
+
+long long zt_backend_harness_gemm16(void) {
+#ifdef ZT_NO_CUDASIM
+    return -1;
+#else
+    return (long long)zt_cudasim_gemm16_elems();
+#endif
+}
 
 long long zt_backend_harness_packed(void) {
 #ifdef ZT_NO_CUDASIM
