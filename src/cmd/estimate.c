@@ -154,105 +154,147 @@ static void count_batch(void *ctx, long step, int j, int32_t *tokens, int32_t *t
 
 static const double MiB = 1.0 / (1 << 20);
 
+/* one GPU's step as counted (gpu_count) */
+typedef struct gpu_counted {
+    int ok;                     /* counted (1 process) */
+    zt_config c;                /* the config counted: one GPU's (1 rank, no offload, the device's storage options) */
+    zt_model_shape s;
+    const char *device;
+    int K;                      /* micro-batches in the step */
+    double wall;
+    zt_count_totals t;
+    zt_count_entry e[ZT_COUNT_MAX_KINDS];
+    int ne;
+    long long h0, h1, p0, p1, g16; /* the harness's launches and packed elements around the step, its buffers */
+} gpu_counted;
+
 /* Runs two training steps of one micro-batch (global_batch = micro_batch, 1 rank) on `device` under the counting
-   wrapper (core/diag/backend_count.h) and prints the second's kernel launches and device-memory bytes per op kind,
-   with the step time they predict on `hw` (h100 / h200, perf_model.h). device "count": no compute at all; "cudasim":
-   the real kernels under the host execution harness, whose own count of executed launches is printed beside the
-   wrapper's (tests/e2e/test_gpu_budget.sh compares them). */
-static void gpu_kernels(const zt_config *c0, const char *device, const char *hw, const zt_dist *d) {
+   wrapper (core/diag/backend_count.h): the second's kernel launches and device-memory bytes per op kind, and the
+   packed-operand buffers both grew. device "count": no compute at all; "cudasim": the real kernels under the host
+   execution harness, whose own count of executed launches is kept beside the wrapper's
+   (tests/e2e/test_gpu_budget.sh compares them). */
+static void gpu_count(const zt_config *c0, const char *device, const zt_dist *d, gpu_counted *r) {
     char err[ZT_ERR_BUF];
-    if (d->size != 1) {
-        if (d->rank == 0) printf("GPU kernels per step: not counted (run `ztrain estimate` as 1 process)\n");
-        return;
-    }
-    zt_config c = *c0;
+    memset(r, 0, sizeof *r);
+    if (d->size != 1) return;
+    r->device = device;
+    zt_config *c = &r->c;
+    *c = *c0;
     /* ZTRAIN_TEST_COUNT_MICRO=K (tests): K micro-batches a step, to see what grows with them */
     const char *km = getenv("ZTRAIN_TEST_COUNT_MICRO");
-    const int K = km && atoi(km) > 0 ? atoi(km) : 1;
-    c.train.global_batch = K * c.train.micro_batch;
+    r->K = km && atoi(km) > 0 ? atoi(km) : 1;
+    c->train.global_batch = r->K * c->train.micro_batch;
     /* the kernels of one GPU's step: an offloaded update runs on the host (and on 1 rank would hold the whole model's
        optimizer state in the memory of the host running the estimate) */
-    snprintf(c.zero.offload, sizeof c.zero.offload, "none");
+    snprintf(c->zero.offload, sizeof c->zero.offload, "none");
     /* the model's storage options as on a GPU (train.attention, act_storage and param_storage auto) */
-    snprintf(c.device, sizeof c.device, "%s", strcmp(device, "count") == 0 ? "cuda" : device);
-    if (zt_config_validate(&c, 1, err, sizeof err)) zt_user_error_all("counting the GPU step: %s", err);
+    snprintf(c->device, sizeof c->device, "%s", strcmp(device, "count") == 0 ? "cuda" : device);
+    if (zt_config_validate(c, 1, err, sizeof err)) zt_user_error_all("counting the GPU step: %s", err);
     zt_backend *be = zt_backend_create(device, 0, err, sizeof err);
     if (!be) zt_user_error_all("--count-device %s: %s", device, err);
     const int wrapped = strcmp(device, "count") != 0; /* the count device counts from its creation */
     if (wrapped) zt_backend_count_begin(be);
     zt_comm *comm = zt_comm_create("auto", be, err, sizeof err);
     if (!comm) zt_user_error_all("--count-device %s: %s", device, err);
-    zt_model_shape s;
-    zt_model_shape_from_config(&c, &s);
+    zt_model_shape_from_config(c, &r->s);
     zt_model m;
     zt_zero z;
-    zt_zero_init(&z, &c, &m, be, comm, &s);
-    int n = c.train.micro_batch * c.train.seq_len;
+    zt_zero_init(&z, c, &m, be, comm, &r->s);
+    int n = c->train.micro_batch * c->train.seq_len;
     zt_step st;
-    zt_step_init(&st, &m, &z, &c, count_batch, &n);
+    zt_step_init(&st, &m, &z, c, count_batch, &n);
     const double t0 = zt_now();
     zt_step_run(&st, 0); /* the first step grows scratch buffers; the second is the steady state counted */
     zt_backend_count_reset();
-    const long long h0 = zt_backend_harness_launches(), p0 = zt_backend_harness_packed();
+    r->h0 = zt_backend_harness_launches();
+    r->p0 = zt_backend_harness_packed();
     zt_step_run(&st, 1);
-    const long long h1 = zt_backend_harness_launches(), p1 = zt_backend_harness_packed();
-    const long long g16 = zt_backend_harness_gemm16();
-    const double wall = zt_now() - t0;
-    const zt_count_totals t = zt_backend_count_totals();
-    zt_count_entry e[ZT_COUNT_MAX_KINDS];
-    const int ne = zt_backend_count_report(e, ZT_COUNT_MAX_KINDS);
+    r->h1 = zt_backend_harness_launches();
+    r->p1 = zt_backend_harness_packed();
+    r->g16 = wrapped ? zt_backend_harness_gemm16() : -1;
+    r->wall = zt_now() - t0;
+    r->t = zt_backend_count_totals();
+    r->ne = zt_backend_count_report(r->e, ZT_COUNT_MAX_KINDS);
     zt_step_free(&st);
     zt_zero_free(&z, &m);
     zt_comm_destroy(comm);
     if (wrapped) zt_backend_count_end(be);
     zt_backend_destroy(be);
+    r->ok = 1;
+}
+
+/* prints what gpu_count counted, with the step time it predicts on `hw` (h100 / h200, perf_model.h) */
+static void gpu_kernels(const gpu_counted *r, const char *hw, const zt_dist *d) {
     if (d->rank != 0) return;
+    if (!r->ok) {
+        printf("GPU kernels per step: not counted (run `ztrain estimate` as 1 process)\n");
+        return;
+    }
+    const zt_config *c = &r->c;
+    const zt_count_totals t = r->t;
+    const int wrapped = strcmp(r->device, "count") != 0;
     const long all = t.launches + t.memops;
-    if (K == 1)
+    if (r->K == 1)
         printf("GPU kernels per step (1 GPU, one micro-batch of %d x %d, %s, device \"%s\" in %.2f s for 2 steps; "
-               "core/diag/backend_count.h):\n", c.train.micro_batch, c.train.seq_len, c.precision, device, wall);
+               "core/diag/backend_count.h):\n", c->train.micro_batch, c->train.seq_len, c->precision, r->device,
+               r->wall);
     else
         printf("GPU kernels per step (1 GPU, %d micro-batches of %d x %d, %s, device \"%s\" in %.2f s for 2 steps; "
-               "core/diag/backend_count.h):\n", K, c.train.micro_batch, c.train.seq_len, c.precision, device, wall);
+               "core/diag/backend_count.h):\n", r->K, c->train.micro_batch, c->train.seq_len, c->precision, r->device,
+               r->wall);
     printf("  kernel launches per step: %ld (%ld kernels and GEMMs + %ld copies and memsets)\n", all, t.launches,
            t.memops);
-    if (wrapped && h1 >= 0)
+    if (wrapped && r->h1 >= 0)
         printf("  launches executed by the host execution harness: %lld (the wrapper counted %ld kernels and GEMMs); "
-               "elements it packed as product operands: %lld (the wrapper counted %.0f)\n", h1 - h0, t.launches,
-               p1 - p0, t.packed);
+               "elements it packed as product operands: %lld (the wrapper counted %.0f)\n", r->h1 - r->h0, t.launches,
+               r->p1 - r->p0, t.packed);
     printf("  HBM traffic per step: %.2f GB (%.0f bytes; host transfers %.3f GB in %ld calls, not counted)\n",
            t.bytes / 1e9, t.bytes, t.host_bytes / 1e9, t.host_xfers);
     printf("  round_to fused into the op before it: %ld; product operands read from 2-byte words, not packed: %ld; "
            "stash packs whose words the ops wrote: %ld; parameter packs the update did: %ld; communicator calls: %ld (not "
            "in the launches)\n",
            t.fused_rounds, t.mirror_hits, t.packs_skipped, t.adamw_words, t.comm_calls);
-    if (zt_config_prec(&c) != ZT_PREC_FP32) {
+    if (zt_config_prec(c) != ZT_PREC_FP32) {
         printf("  GEMM operand buffers: %.1f MiB (%.0f 2-byte elements packed for the products: three buffers, each as "
                "large as the largest operand packed into it; the memory plan bounds them at %.1f MiB)",
-               2.0 * t.gemm16 * MiB, t.gemm16, (double)zt_model_gemm16_bytes(&s, c.train.micro_batch, c.train.seq_len) * MiB);
-        if (wrapped && g16 >= 0) printf("; the harness's buffers: %lld elements", g16);
+               2.0 * t.gemm16 * MiB, t.gemm16,
+               (double)zt_model_gemm16_bytes(&r->s, c->train.micro_batch, c->train.seq_len) * MiB);
+        if (r->g16 >= 0) printf("; the harness's buffers: %lld elements", r->g16);
         printf("\n");
     }
     printf("  host waits per step: %ld (sync and to_host: the gradient norm and the step's losses, read once the update "
            "is queued; none before); copies to the device between its launches: %ld (the inputs go first)\n",
            t.host_waits, t.host_mid);
     printf("  %-22s %7s %9s %7s %10s %16s\n", "op kind (by bytes)", "calls", "launches", "copies", "GB", "bytes");
-    for (int i = 0; i < ne; i++)
-        printf("  %-22s %7ld %9ld %7ld %10.3f %16.0f\n", e[i].name, e[i].calls, e[i].launches, e[i].memops,
-               e[i].bytes / 1e9, e[i].bytes);
+    for (int i = 0; i < r->ne; i++)
+        printf("  %-22s %7ld %9ld %7ld %10.3f %16.0f\n", r->e[i].name, r->e[i].calls, r->e[i].launches,
+               r->e[i].memops, r->e[i].bytes / 1e9, r->e[i].bytes);
     zt_gpu_spec g;
     if (hw && zt_gpu_spec_of(hw, &g) == 0) {
         zt_lora_cfg lc;
-        zt_lora_cfg_from_config(&c, &lc);
-        const double flops = zt_model_train_flops_per_token(&s, c.train.seq_len,
-                                                            c.lora.enabled ? zt_lora_param_count(&s, &lc) : 0) *
-                             c.train.micro_batch * c.train.seq_len;
+        zt_lora_cfg_from_config(c, &lc);
+        const double flops = zt_model_train_flops_per_token(&r->s, c->train.seq_len,
+                                                            c->lora.enabled ? zt_lora_param_count(&r->s, &lc) : 0) *
+                             c->train.micro_batch * c->train.seq_len;
         zt_gpu_step p;
         zt_gpu_step_predict(&g, flops, t.bytes, all, &p);
         printf("  predicted step on %s: %.1f ms = max(compute %.1f ms: %.4g FLOP at %.0f%% of %.0f TFLOP/s bf16, "
                "traffic %.1f ms at %.0f%% of %.2f TB/s) + launches %.1f ms (%ld x %.0f us); docs/perf-model.md\n",
                hw, p.step_s * 1e3, p.compute_s * 1e3, flops, 100 * ZT_GPU_COMPUTE_FRAC, g.bf16_flops / 1e12,
                p.traffic_s * 1e3, 100 * ZT_GPU_BW_FRAC, g.hbm_bw / 1e12, p.launch_s * 1e3, all, ZT_GPU_LAUNCH_S * 1e6);
+    }
+}
+
+/* the packed GEMM operands as counted for this run's GPU step (bytes; < 0: not counted). The plan's bound on them
+   (zt_zero_plan.gemm16_bytes) gives way to it wherever estimate prints memory */
+static double g_gemm16_counted = -1;
+
+/* the memory plan, with the counted packed-operand buffers in place of the bound where they were counted */
+static void plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_zero_plan *p) {
+    zt_zero_plan_memory(c, s, N, p);
+    if (g_gemm16_counted >= 0 && p->gemm16_bytes) {
+        p->act_bytes = p->act_bytes - p->gemm16_bytes + (size_t)g_gemm16_counted;
+        p->gemm16_bytes = (size_t)g_gemm16_counted;
     }
 }
 
@@ -318,7 +360,7 @@ static void zero_table(const zt_config *c, const zt_model_shape *s, int N, int M
             snprintf(t.zero.offload, sizeof t.zero.offload, "%s", offs[o]);
             if (zt_config_check_zero(&t, err, sizeof err)) continue;
             zt_zero_plan p;
-            zt_zero_plan_memory(&t, s, N, &p);
+            plan_memory(&t, s, N, &p);
             plan_split(&p, &dev[n], &host[n]);
             step[n] = 0;
             if (hw) {
@@ -393,8 +435,20 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     const int want_perf = hw_s || nodes_s || net_s || flops_s || json_s || membw_s || comm_s || host_s;
     zt_hw hw;
     if (want_perf) hw_from_options(&hw, N, M, hw_s ? hw_s : "cpu", net_s, flops_s, membw_s, comm_s, host_s, d);
+    /* one GPU's kernels: --hw h100 / h200 on the count device, or --count-device count|cudasim; counted first, so
+       that the memory below holds the packed-operand buffers the step grew, not their bound */
+    if (count_s && strcmp(count_s, "count") != 0 && strcmp(count_s, "cudasim") != 0)
+        zt_user_error_all("--count-device %s: expected count (no compute) or cudasim (the kernels under the harness)",
+                          count_s);
+    const int gpu_hw = hw_s && (strcmp(hw_s, "h100") == 0 || strcmp(hw_s, "h200") == 0);
+    const int count_gpu = count_s || (gpu_hw && !json_s);
+    gpu_counted *gc = count_gpu ? zt_calloc(1, sizeof *gc) : NULL;
+    if (gc) {
+        gpu_count(&c, count_s ? count_s : "count", d, gc);
+        if (gc->ok && zt_config_prec(&gc->c) != ZT_PREC_FP32) g_gemm16_counted = 2.0 * gc->t.gemm16;
+    }
     zt_zero_plan p;
-    zt_zero_plan_memory(&c, &s, N, &p);
+    plan_memory(&c, &s, N, &p);
     const double MB = 1.0 / (1 << 20);
     size_t total = zt_zero_plan_total(&p);
     if (d->rank == 0) {
@@ -423,10 +477,12 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
                    mo.params16 ? "gradients in float32 buffers"
                                                              : "parameters and gradients in float32 buffers");
         printf("%-24s %12.1f\n", "communication buffers", p.comm_bytes * MB);
-        if (mo.act16)
-            printf("%-24s %12.1f   (kept for backward in 2 bytes: train.act_storage = \"auto\")\n",
-                   "activations + scratch", p.act_bytes * MB);
-        else printf("%-24s %12.1f\n", "activations + scratch", p.act_bytes * MB);
+        printf("%-24s %12.1f", "activations + scratch", p.act_bytes * MB);
+        if (mo.act16) printf("   (kept for backward in 2 bytes: train.act_storage = \"auto\")");
+        if (p.gemm16_bytes)
+            printf("%s   (with the GEMM operand buffers: %.1f MiB, %s)", mo.act16 ? "\n" : "", p.gemm16_bytes * MB,
+                   g_gemm16_counted >= 0 ? "as one step grew them on the count device" : "bounded: --hw h100|h200 counts them");
+        printf("\n");
         printf("%-24s %12.1f\n", "sampling in training", p.sample_bytes * MB);
         printf("%-24s %12.1f   (host; checkpoint.async = %s)\n", "checkpoint staging", p.ckpt_bytes * MB,
                c.checkpoint.async ? "true: the whole shard" : "false: two 32 MiB halves");
@@ -472,12 +528,8 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         }
     }
     if (want_perf) performance(&c, &s, N, M, &hw, comm_s, json_s != NULL, d);
-    /* one GPU's kernels: --hw h100 / h200 on the count device, or --count-device count|cudasim */
-    if (count_s && strcmp(count_s, "count") != 0 && strcmp(count_s, "cudasim") != 0)
-        zt_user_error_all("--count-device %s: expected count (no compute) or cudasim (the kernels under the harness)",
-                          count_s);
-    const int gpu_hw = hw_s && (strcmp(hw_s, "h100") == 0 || strcmp(hw_s, "h200") == 0);
-    if (count_s || (gpu_hw && !json_s)) gpu_kernels(&c, count_s ? count_s : "count", gpu_hw ? hw_s : NULL, d);
+    if (gc) gpu_kernels(gc, gpu_hw ? hw_s : NULL, d);
+    free(gc);
     return 0;
 }
 

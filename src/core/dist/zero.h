@@ -26,6 +26,8 @@ typedef struct zt_zero_plan {
     int n_buckets;                    /* stage 2 */
     size_t max_bucket;                /* elements, largest bucket other than wte's */
     size_t param_bytes, grad_bytes, acc_bytes, optim_bytes, comm_bytes, act_bytes;
+    size_t gemm16_bytes;              /* within act_bytes (cuda / cudasim, bf16/fp16): the bound on the CUDA backend's
+                                         packed GEMM operands (zt_model_gemm16_bytes); ztrain estimate counts them */
     size_t master_bytes;              /* bf16/fp16: fp32 master weights (shard; stage 0: padded) */
     size_t sample_bytes;              /* sampling during training (sample.every > 0): KV caches, buffers */
     size_t ckpt_bytes;                /* checkpoint staging (host memory; whole shard with checkpoint.async) */

@@ -111,8 +111,10 @@ void zt_zero_plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_
         zt_lora_cfg_from_config(c, &lc);
         p->act_bytes += zt_lora_act_bytes(s, &lc, c->train.micro_batch, c->train.seq_len);
     }
+    p->gemm16_bytes = 0;
     if (zt_config_prec(c) != ZT_PREC_FP32 && (!strcmp(c->device, "cuda") || !strcmp(c->device, "cudasim")))
-        p->act_bytes += zt_model_gemm16_bytes(s, c->train.micro_batch, c->train.seq_len); /* packed GEMM operands */
+        p->gemm16_bytes = zt_model_gemm16_bytes(s, c->train.micro_batch, c->train.seq_len); /* packed GEMM operands */
+    p->act_bytes += p->gemm16_bytes;
     p->sample_bytes = c->sample.every > 0 ? zt_sampler_bytes(s) : 0; /* decoding during training */
     if (c->sample.every > 0 && (params16 || stage == 3)) p->sample_bytes += p->padded * f; /* the parameters unpacked for it */
     /* host memory; the saver stages master weights as a fourth group when there are some (offloaded ones too; an
