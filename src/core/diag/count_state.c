@@ -1,7 +1,8 @@
 /* count_state.c — the counting decorator's state and its model of the CUDA backend (see backend_count.h,
  * count_internal.h): the table per op kind, the kept op and kept round_to (cuda_backend_core.cu Deferred, D_ROUND),
  * the kept AdamW and chunk sums (KeptAdamw, KeptSumsq),
- * the mirrors with the stash's words (pack16_ahead) and the lazy unpacks, and the GEMM's operand packing. The slots
+ * the mirrors with the stash's words (pack16_ahead) and the lazy unpacks, and the GEMM's operand packing and its
+ * buffers. The slots
  * (backend_count.c, count_attention.c) call these in the order the backend's slots do, so they take its decisions. */
 #include "core/diag/count_internal.h"
 
@@ -281,13 +282,14 @@ int cnt_take_product_words(const void *in, size_t n) {
     cnt_tot.fused_rounds++;
     return 1;
 }
-/* one GEMM c(M, N) = op(a) @ op(b) (+ bias) (+ beta c) of cuda_gemm.cu's cnt_gemm(): bf16/fp16 pack the operands not
-   packed already (a_pre, b_pre) in one launch (4 bytes read and 2 written per element) and multiply the 2-byte
-   words; K == 0 runs the reference kernel on c alone */
+/* a packed-operand buffer (count_internal.h) grows to hold n elements */
 double cnt_h16[3];
 void cnt_h16_need(int k, double n) {
     if (n > cnt_h16[k]) cnt_h16[k] = n;
 }
+/* one GEMM c(M, N) = op(a) @ op(b) (+ bias) (+ beta c) of cuda_gemm.cu's cnt_gemm(): bf16/fp16 pack the operands not
+   packed already (a_pre, b_pre) in one launch (4 bytes read and 2 written per element) and multiply the 2-byte
+   words; K == 0 runs the reference kernel on c alone */
 void cnt_gemm_pre(int k, double M, double N, double K, int beta, int bias, int a_pre, int b_pre) {
     const int packed = cnt_prec != ZT_PREC_FP32 && K > 0;
     double esz = F4;
