@@ -2,8 +2,8 @@
  * count_internal.h): the table per op kind, the kept op and kept round_to (cuda_backend_core.cu Deferred, D_ROUND),
  * the kept AdamW and chunk sums (KeptAdamw, KeptSumsq),
  * the mirrors with the stash's words (pack16_ahead) and the lazy unpacks, and the GEMM's operand packing and its
- * buffers. The slots
- * (backend_count.c, count_attention.c) call these in the order the backend's slots do, so they take its decisions. */
+ * buffers. The slots (backend_count.c, count_attention.c) call these in the order the backend's slots do, so they
+ * take its decisions. */
 #include "core/diag/count_internal.h"
 
 #include <stdint.h>
