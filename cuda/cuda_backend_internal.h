@@ -282,7 +282,7 @@ int b_pack16_ahead(zt_backend *be, void *words, const float *x, size_t n);
 void b_pack16(zt_backend *be, void *dst, const float *x, size_t n, int prec);
 void b_unpack16(zt_backend *be, float *dst, const void *src, size_t n, int prec);
 int b_unpack16_lazy(zt_backend *be, float *dst, const void *src, size_t n, int prec);
-void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed);
+void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed, const uint64_t *micro);
 void b_dequant(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols);
 
 } // namespace cub

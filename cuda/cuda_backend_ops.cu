@@ -543,8 +543,8 @@ int b_unpack16_lazy(zt_backend *be, float *dst, const void *src, size_t n, int p
     c->lazy_made++;
     return 1;
 }
-void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
-    zt_cu_dropout(S, dev(out), dev(in), n, p, seed);
+void b_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed, const uint64_t *micro) {
+    zt_cu_dropout(S, dev(out), dev(in), n, p, seed, micro ? dev(micro) : nullptr);
 }
 void b_dequant(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols) {
     const zt_quant_layout L = zt_quant_plan((zt_quant_fmt)fmt, rows, cols);

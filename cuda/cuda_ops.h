@@ -145,7 +145,9 @@ void zt_cu_clip_scale(cudaStream_t s, float *hyper, double *norm, const double *
 void zt_cu_sumsq_clip(cudaStream_t s, double *out, const float *x, size_t n, size_t chunk, unsigned *ticket,
                       float *hyper, double *norm, double clip, int skip_nonfinite);
 // out[i] = zt_dropout_keep(seed, i, p) ? in[i] / (1 - p) : 0 (op_math.h; out == in allowed)
-void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed);
+// micro: null, or a device uint64 read as the kernel runs: the seed is then zt_dropout_seed(seed, *micro)
+void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed,
+                   const uint64_t *micro = nullptr);
 // out = the decoding of a quantised matrix (core/lora/quant.h): fmt and the section offsets of its layout (the
 // host computes them with zt_quant_plan), one thread per element with quant.h's inline decode math
 void zt_cu_dequant(cudaStream_t s, float *out, const uint8_t *blob, int fmt, size_t n, size_t cols, size_t codes,

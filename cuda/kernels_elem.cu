@@ -265,8 +265,10 @@ __global__ void k_add_zero_copy(float *out, const float *in, size_t n) {
     ZT_GRID_STRIDE(i, n) out[i] = in[i];
 }
 
-__global__ void k_dropout(float *out, const float *in, size_t n, float p, float scale, uint64_t seed) {
-    ZT_GRID_STRIDE(i, n) out[i] = zt_dropout_keep(seed, i, p) ? in[i] * scale : 0.0f;
+__global__ void k_dropout(float *out, const float *in, size_t n, float p, float scale, uint64_t seed,
+                          const uint64_t *micro) {
+    const uint64_t sd = micro ? zt_dropout_seed(seed, *micro) : seed;
+    ZT_GRID_STRIDE(i, n) out[i] = zt_dropout_keep(sd, i, p) ? in[i] * scale : 0.0f;
 }
 
 // element i of a quantised matrix: the formulas of zt_quant_decode (core/lora/quant.c) per element
@@ -599,13 +601,14 @@ void zt_cu_unpack16_multi(cudaStream_t s, const zt_cu_unpack_job &job, int prec)
     check_launch("unpack16_multi");
 }
 
-void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed) {
+void zt_cu_dropout(cudaStream_t s, float *out, const float *in, size_t n, float p, uint64_t seed,
+                   const uint64_t *micro) {
     if (n == 0) return;
     const float scale = 1.0f / (1.0f - p);
     if (p == 0.0f) {
         if (out != in) ZT_LAUNCH(k_add_zero_copy, elem_blocks(n), kElemThreads, 0, s, out, in, n);
     } else {
-        ZT_LAUNCH(k_dropout, elem_blocks(n), kElemThreads, 0, s, out, in, n, p, scale, seed);
+        ZT_LAUNCH(k_dropout, elem_blocks(n), kElemThreads, 0, s, out, in, n, p, scale, seed, micro);
     }
     check_launch("dropout");
 }

@@ -460,7 +460,7 @@ void test_dropout(size_t n, Rng &r) {
     for (float p : {0.0f, 0.1f, 0.5f}) {
         const uint64_t seed = 0x1234567ull + (uint64_t)(p * 1000);
         std::vector<float> ref(n), out(n), inplace = x0;
-        g_cpu->i->dropout(g_cpu, ref.data(), x0.data(), n, p, seed);
+        g_cpu->i->dropout(g_cpu, ref.data(), x0.data(), n, p, seed, nullptr);
         double t0 = now_s();
         bool det = two_runs([&](int) {
             zt_cu_dropout(kStream, out.data(), x0.data(), n, p, seed);
@@ -477,6 +477,25 @@ void test_dropout(size_t n, Rng &r) {
         report(fmt("dropout[p=%.1f]", p).c_str(), fmt("n=%zu, kept %.4f, %zu words differ", n, (double)kept / (double)n, diff), e,
                0.0, det, now_s() - t0, diff);
     }
+    // the seed made on the device from a micro-batch index in device memory: the mask of zt_dropout_seed(base, micro)
+    // given by value (the cpu backend's), for several indices, and different indices differ
+    const uint64_t base = 0xABCDEF12345ull;
+    std::vector<float> prev;
+    size_t diff = 0, same_as_prev = 0;
+    for (uint64_t micro : {0ull, 1ull, 977ull}) {
+        const uint64_t m1 = micro;
+        std::vector<float> ref(n), out(n);
+        g_cpu->i->dropout(g_cpu, ref.data(), x0.data(), n, 0.25f, zt_dropout_seed(base, micro), nullptr);
+        zt_cu_dropout(kStream, out.data(), x0.data(), n, 0.25f, base, &m1);
+        diff += memcmp(out.data(), ref.data(), n * 4) != 0;
+        if (n >= 64 && !prev.empty()) same_as_prev += memcmp(prev.data(), out.data(), n * 4) == 0;
+        prev = out;
+    }
+    if (diff == 0 && same_as_prev == 0)
+        check_pass("dropout_micro_on_device n=%zu: the seed from a device index gives the masks of the seed given by "
+                   "value (3 indices), and each index its own mask", n);
+    else check_fail("dropout_micro_on_device n=%zu: %zu of 3 masks differ from the cpu's, %zu equal the previous index's",
+                    n, diff, same_as_prev);
 }
 
 // dequant: the three quantised formats of core/lora/quant.h, limit 0 (bits) against the cpu backend's decode

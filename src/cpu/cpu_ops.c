@@ -284,8 +284,10 @@ static void cpu_unpack16(zt_backend *be, float *dst, const void *src, size_t n, 
     }
 }
 
-static void cpu_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
+static void cpu_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed,
+                        const uint64_t *micro) {
     (void)be;
+    if (micro) seed = zt_dropout_seed(seed, *micro);
     const float scale = 1.0f / (1.0f - p);
     if (p == 0.0f) {
         if (out != in) memcpy(out, in, n * sizeof(float));

@@ -256,8 +256,9 @@ static void ds_unpack16(zt_backend *be, float *dst, const void *src, size_t n, i
     CPU(be)->i->unpack16(CPU(be), D(dst), D(src), n, prec);
 }
 
-static void ds_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed) {
-    CPU(be)->i->dropout(CPU(be), D(out), D(in), n, p, seed);
+static void ds_dropout(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed,
+                       const uint64_t *micro) {
+    CPU(be)->i->dropout(CPU(be), D(out), D(in), n, p, seed, micro ? D(micro) : NULL);
 }
 
 static void ds_dequant(zt_backend *be, float *out, const void *blob, int fmt, size_t rows, size_t cols) {

@@ -230,8 +230,12 @@ typedef struct zt_backend_i {
        backend declines (then it did nothing, and declines every call until set_precision: the caller unpacks) */
     int (*unpack16_lazy)(zt_backend *be, float *dst, const void *src, size_t n, int prec);
     /* out[i] = keep(seed, i) ? in[i] * (1 / (1 - p)) : 0 (out == in allowed); keep from a counter-based hash
-       of (seed, i) (op_math.h), the same mask on every backend and thread count; p == 0 copies */
-    void (*dropout)(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed);
+       of (seed, i) (op_math.h), the same mask on every backend and thread count; p == 0 copies. micro: NULL, or
+       backend memory holding a uint64 the slot reads as it runs: then the mask's seed is zt_dropout_seed(seed,
+       *micro) (the model's LoRA dropout in a step: the micro-batch index uploaded with the step's inputs, so the
+       slot's arguments are the same every step and a step graph can hold it) */
+    void (*dropout)(zt_backend *be, float *out, const float *in, size_t n, float p, uint64_t seed,
+                    const uint64_t *micro);
     /* out(rows, cols) = the decoding of a whole matrix quantised by core/lora/quant.c in format fmt
        (zt_quant_fmt; layout zt_quant_plan(fmt, rows, cols)); blob is backend memory holding the
        encoded bytes. Bit-exact zt_quant_decode on every backend. */

@@ -309,6 +309,12 @@ ZT_HD uint64_t zt_mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/* LoRA dropout's seed: base (train.seed and the site, mixed by the model) in global micro-batch `micro` */
+ZT_HD uint64_t zt_dropout_seed(uint64_t base, uint64_t micro) {
+    const uint64_t x = base + micro * 0xBF58476D1CE4E5B9ull;
+    return x ^ (x >> 31);
+}
+
 ZT_HD int zt_dropout_keep(uint64_t seed, uint64_t i, float p) {
     const uint32_t b = (uint32_t)(zt_mix64(seed ^ (i * 0xD1B54A32D192ED03ull)) >> 40);
     return (float)b * 5.9604644775390625e-08f >= p;

@@ -4,7 +4,9 @@
 # execution harness records a capture's launches, copies and memsets and replays them (cuda/hostexec):
 #  - graph_same_*          the run with train.cuda_graph = true gives the per-step losses and params_hash of the
 #                          same run without it (bf16, fp32, Llama, bf16 with the GELU recomputed, whose steps
-#                          take an odd number of word buffers, ZeRO stage 0, LoRA and QLoRA (no dropout), fp16
+#                          take an odd number of word buffers, ZeRO stage 0, LoRA, QLoRA, QLoRA with dropout (its
+#                          masks' micro-batch index read on the device; graph_dropout_applies: it changes the
+#                          result), fp16
 #                          with an injected overflow: its step key
 #                          differs, so that step runs as calls and is skipped), and replayed most steps
 #                          (results.json graph_replays);
@@ -12,7 +14,8 @@
 #                          touched) send a step back to tracing; the results stay those of the run without graphs;
 #  - graph_resume          8 steps with graphs, stopped, resumed with graphs: the straight run without them;
 #  - graph_ranks_*         several ranks (the communicator's operations recorded with the capture, iface/backend.h's
-#                          host_call): 2 ranks bf16 (ZeRO-2, 2-byte wire) and stage 1 fp16 with an injected overflow
+#                          host_call): 2 ranks bf16 (ZeRO-2, 2-byte wire), QLoRA with dropout (the same masks as on
+#                          1 rank) and stage 1 fp16 with an injected overflow
 #                          give the bits of the 1-rank run without graphs, fp32 with the native reduction and many
 #                          small buckets and stage 0 with accumulation those of the same run without graphs; most
 #                          steps replayed;
@@ -58,6 +61,12 @@ lora="--set lora.enabled=true --set lora.rank=4 --set lora.alpha=8 --set lora.ta
       --set lora.base=$TMP/g/lbase/checkpoints/step_00000006.h5"
 pair graph_same_lora 1 12 --set precision=bf16 $lora
 pair graph_same_qlora 1 12 --set precision=bf16 $lora --set lora.quant=nf4_dq
+# LoRA dropout: the masks' micro-batch index is uploaded with the step's rows, so the slot calls repeat
+qdrop="$lora --set lora.quant=nf4_dq --set lora.dropout=0.1"
+pair graph_same_qlora_dropout 1 12 --set precision=bf16 $qdrop
+if [ "$(run_sig $TMP/g/graph_same_qlora_dropout-eager | tail -1)" != "$(run_sig $TMP/g/graph_same_qlora-eager | tail -1)" ]; then
+  pass "graph_dropout_applies (the dropout run's params_hash differs from the run without dropout)"
+else fail "graph_dropout_applies: lora.dropout = 0.1 gave the params_hash of no dropout"; fi
 ZTRAIN_TEST_OVERFLOW_STEP=9 pair graph_same_fp16_overflow 1 6 --set precision=fp16
 if grep -q "step 9: fp16 gradients overflowed" $TMP/graph_same_fp16_overflow-graph.log; then
   pass "graph_fp16_overflow_skipped (the injected overflow at step 9 skipped with graphs on too)"
@@ -88,6 +97,7 @@ graphed() {
 graphed graph_ranks_2_bf16 2 12 graph_same_bf16 --set precision=bf16
 ZTRAIN_TEST_OVERFLOW_STEP=9 graphed graph_ranks_2_stage1_fp16_overflow 2 6 graph_same_fp16_overflow \
   --set precision=fp16 --set zero.stage=1
+graphed graph_ranks_2_qlora_dropout 2 12 graph_same_qlora_dropout --set precision=bf16 $qdrop
 pair graph_ranks_2_native_buckets 2 12 --set precision=fp32 --set zero.reduce=native --set zero.bucket_mb=0.01
 pair graph_ranks_2_stage0_accum 2 12 --set precision=bf16 --set zero.stage=0 --set train.global_batch=8
 # 8 steps on 2 ranks with graphs, resumed on 1 rank with graphs: the straight 1-rank run without them

@@ -588,11 +588,12 @@ static int w_unpack_lazy(zt_backend *be, float *d, const void *x, size_t n, int 
     cnt_mdone();
     return 1;
 }
-static void w_dropout(zt_backend *be, float *o, const float *i, size_t n, float p, uint64_t seed) {
+static void w_dropout(zt_backend *be, float *o, const float *i, size_t n, float p, uint64_t seed,
+                      const uint64_t *micro) {
     cnt_flush();
     cnt_calls[K_DROPOUT]++;
-    if (n && !(p == 0.0f && o == i)) cnt_add(K_DROPOUT, 1, F4 * 2.0 * n);
-    cnt_inner->dropout(be, o, i, n, p, seed);
+    if (n && !(p == 0.0f && o == i)) cnt_add(K_DROPOUT, 1, F4 * 2.0 * n + (p != 0.0f && micro ? 8.0 : 0.0));
+    cnt_inner->dropout(be, o, i, n, p, seed, micro);
 }
 /* the encoded blob's bytes are not counted (a QLoRA base: at most a byte per element), only the decoded matrix */
 static void w_dequant(zt_backend *be, float *o, const void *blob, int fmt, size_t rows, size_t cols) {

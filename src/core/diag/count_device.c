@@ -105,8 +105,8 @@ static int n_unpack_lazy(zt_backend *be, float *a, const void *b, size_t n, int 
 }
 static void n_unpack(zt_backend *be, float *a, const void *b, size_t n, int p) {
     (void)be; (void)a; (void)b; (void)n; (void)p; }
-static void n_dropout(zt_backend *be, float *a, const float *b, size_t n, float p, uint64_t s) {
-    (void)be; (void)a; (void)b; (void)n; (void)p; (void)s; }
+static void n_dropout(zt_backend *be, float *a, const float *b, size_t n, float p, uint64_t s, const uint64_t *m) {
+    (void)be; (void)a; (void)b; (void)n; (void)p; (void)s; (void)m; }
 static void n_dequant(zt_backend *be, float *a, const void *b, int f, size_t r, size_t c) {
     (void)be; (void)a; (void)b; (void)f; (void)r; (void)c; }
 static void n_prec(zt_backend *be, int p) { (void)be; (void)p; }

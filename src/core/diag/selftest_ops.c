@@ -294,8 +294,8 @@ static void op_sumsq(zt_backend *be, st_case *k, float **out) {
 
 static void op_dropout(zt_backend *be, st_case *k, float **out) {
     float *x = st_up(be, k->in[0], k->in_n[0]), *y = st_up(be, NULL, k->in_n[0]);
-    be->i->dropout(be, y, x, k->in_n[0], 0.25f, 0x5eedull);
-    be->i->dropout(be, x, x, k->in_n[0], 0.5f, 77); /* in place */
+    be->i->dropout(be, y, x, k->in_n[0], 0.25f, 0x5eedull, NULL);
+    be->i->dropout(be, x, x, k->in_n[0], 0.5f, 77, NULL); /* in place */
     st_down(be, out[0], y, k->out_n[0]); st_down(be, out[1], x, k->out_n[1]);
     be->i->free(be, x); be->i->free(be, y);
 }

@@ -79,6 +79,9 @@ typedef struct zt_lora_model {
     uint64_t seed;           /* dropout: train.seed ... */
     long micro;              /* ... and the global micro-batch index of the next forward (set by the trainer) */
     int training;            /* the last forward was a training one (dropout applies) */
+    int row;                 /* the last forward's step row (zt_model_forward_train_row of a row uploaded with its
+                                micro-batch index: the masks' index is read on the device, zt_model.row_micro);
+                                -1: micro, by value */
 } zt_lora_model;
 
 void zt_lora_cfg_from_config(const zt_config *c, zt_lora_cfg *lc);

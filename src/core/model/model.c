@@ -178,7 +178,10 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
     zt_acts *a = &m->a;
     m->B = B;  /* backward uses the shape of the last forward */
     m->forwards++;
-    if (m->lora) m->lora->training = dscale != 0.0f;
+    if (m->lora) {
+        m->lora->training = dscale != 0.0f;
+        m->lora->row = !tokens && m->rows_micro ? row : -1; /* a step's row whose micro-batch index is uploaded */
+    }
     m->T = T;
     if (tokens) {
         f->to_device(be, a->tokens, tokens, (size_t)N * sizeof(int32_t));
@@ -263,16 +266,21 @@ void zt_model_loss_rows_alloc(zt_model *m, int n) {
     m->loss_rows = be->i->alloc(be, (size_t)n * BT * sizeof(float));
     if (m->row_ids) be->i->free(be, m->row_ids);
     m->row_ids = be->i->alloc(be, 2 * (size_t)n * BT * sizeof(int32_t));
+    if (m->row_micro) be->i->free(be, m->row_micro);
+    m->row_micro = be->i->alloc(be, (size_t)n * sizeof(uint64_t));
     m->loss_rows_host = zt_calloc((size_t)n * BT, sizeof(float));
     m->loss_row_n = zt_calloc((size_t)n, sizeof(int));
     m->loss_nrows = n;
 }
 
-void zt_model_rows_upload(zt_model *m, int n, int B, int T, const int32_t *tokens, const int32_t *targets) {
+void zt_model_rows_upload(zt_model *m, int n, int B, int T, const int32_t *tokens, const int32_t *targets,
+                          const uint64_t *micro) {
     ZT_ASSERT(n <= m->loss_nrows && B <= m->max_B && T <= m->max_T);
     const size_t cnt = (size_t)n * B * T * sizeof(int32_t);
     m->be->i->to_device(m->be, m->row_ids, tokens, cnt);
     m->be->i->to_device(m->be, m->row_ids + (size_t)m->loss_nrows * m->max_B * m->max_T, targets, cnt);
+    m->rows_micro = micro != NULL;
+    if (micro) m->be->i->to_device(m->be, m->row_micro, micro, (size_t)n * sizeof(uint64_t));
 }
 
 void zt_model_forward_train_row(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,

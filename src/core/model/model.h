@@ -171,6 +171,9 @@ typedef struct zt_model {
     float *loss_rows;     /* zt_model_forward_train_row's per-position losses, (loss_nrows, max B*T) backend memory */
     float *loss_rows_host;
     int loss_nrows, *loss_row_n; /* rows allocated; each row's B*T */
+    uint64_t *row_micro;  /* backend memory (loss_nrows): the rows' global micro-batch indices (LoRA dropout's masks),
+                             uploaded with them when given (rows_micro) */
+    int rows_micro;
     int32_t *row_ids;     /* backend memory (2, loss_nrows, max B*T): the rows' tokens, then their targets, uploaded
                              before a step's first launch (zt_model_rows_upload) */
     const int32_t *tok, *tgt; /* backend memory: the last forward's tokens and targets (a->tokens or a row's) */
@@ -250,8 +253,10 @@ float zt_model_forward_train(zt_model *m, const int32_t *tokens, const int32_t *
 void zt_model_loss_rows_alloc(zt_model *m, int n);
 /* a step's micro-batches' inputs into device rows 0..n-1 before any of its work: tokens and targets hold n rows of
    B*T (host memory); two copies. Then zt_model_forward_train_row with tokens NULL reads them there, so nothing
-   reaches the device inside the step (decoders; an encoder's forward takes its tokens from the host) */
-void zt_model_rows_upload(zt_model *m, int n, int B, int T, const int32_t *tokens, const int32_t *targets);
+   reaches the device inside the step (decoders; an encoder's forward takes its tokens from the host). micro (may be
+   NULL): the rows' global micro-batch indices, a third copy, from which LoRA dropout's masks are made on the device */
+void zt_model_rows_upload(zt_model *m, int n, int B, int T, const int32_t *tokens, const int32_t *targets,
+                          const uint64_t *micro);
 /* the training forward of a step's micro-batch `row` that does not wait for the device (decoders: no host sync):
    as zt_model_forward_train, but its per-position losses stay in the model's device row `row` (0 <= row <
    loss_nrows) until zt_model_loss_rows_read; tokens NULL (and targets NULL): the row's uploaded inputs. An

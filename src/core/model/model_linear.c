@@ -3,6 +3,7 @@
  * the global micro-batch, so every rank count draws the same). */
 #include "core/model/model_internal.h"
 
+#include "iface/op_math.h"
 #include "util/util.h"
 
 /* layer l's target-k linear weight (in, out): its fp32 tensor, or (QLoRA) its dequantisation into m->wdq */
@@ -15,19 +16,21 @@ const float *zt_model_base_w(zt_model *m, int l, int k) {
     return m->wdq;
 }
 
-/* the dropout stream of layer l's site j in the current global micro-batch */
-static uint64_t drop_seed(const zt_lora_model *lp, int l, int j) {
-    uint64_t x = lp->seed * 0x9E3779B97F4A7C15ull + (uint64_t)lp->micro * 0xBF58476D1CE4E5B9ull +
-                 (uint64_t)(l * lp->n_sites + j) * 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    return x;
+/* the dropout stream of layer l's site j in the current global micro-batch: zt_dropout_seed of the site's base and
+   the micro-batch index, the index read on the device where the forward's row has it there (zt_model.row_micro: a
+   step's slot calls are then the same every step), else given by value */
+static void dropout_site(zt_model *m, float *out, const float *in, size_t n, int l, int j) {
+    const zt_lora_model *lp = m->lora;
+    const uint64_t base = lp->seed * 0x9E3779B97F4A7C15ull + (uint64_t)(l * lp->n_sites + j) * 0x94D049BB133111EBull;
+    if (lp->row >= 0) m->be->i->dropout(m->be, out, in, n, lp->cfg.dropout, base, m->row_micro + lp->row);
+    else m->be->i->dropout(m->be, out, in, n, lp->cfg.dropout, zt_dropout_seed(base, (uint64_t)lp->micro), NULL);
 }
 
 /* the adapter's input: x, or dropout(x) in lp->xd */
 static const float *lora_input(zt_model *m, int l, int j, const float *x, size_t n) {
     zt_lora_model *lp = m->lora;
     if (lp->cfg.dropout <= 0.0f || !lp->training) return x;
-    m->be->i->dropout(m->be, lp->xd, x, n, lp->cfg.dropout, drop_seed(lp, l, j));
+    dropout_site(m, lp->xd, x, n, l, j);
     if (m->prec) m->be->i->round_to(m->be, lp->xd, n, m->prec);
     return lp->xd;
 }
@@ -98,7 +101,7 @@ void zt_model_linear_bwd(zt_model *m, int l, int k, float *dx, const float *dy, 
             f->matmul(be, dx, lp->du, A, N, in, r, 0, 0, 1.0f, 1.0f);
         } else {
             f->matmul(be, lp->xd, lp->du, A, N, in, r, 0, 0, 1.0f, 0.0f);
-            f->dropout(be, lp->xd, lp->xd, (size_t)N * in, lp->cfg.dropout, drop_seed(lp, l, j));
+            dropout_site(m, lp->xd, lp->xd, (size_t)N * in, l, j);
             f->add(be, dx, dx, lp->xd, (size_t)N * in);
         }
     }

@@ -340,6 +340,7 @@ void zt_model_free(zt_model *m) {
     free(m->loss_row_n);
     if (m->loss_rows) be->i->free(be, m->loss_rows);
     if (m->row_ids) be->i->free(be, m->row_ids);
+    if (m->row_micro) be->i->free(be, m->row_micro);
     if (m->a.encoded) be->i->free(be, m->a.encoded);
     for (int l = 0; l < m->s.n_layer; l++)
         for (int k = 0; k < ZT_LORA_N_TARGETS; k++)

@@ -18,6 +18,7 @@ void zt_step_init(zt_step *st, zt_model *m, zt_zero *z, const zt_config *c, zt_s
     st->tokens = zt_malloc((size_t)z->micro_steps * BT * sizeof(int32_t)); /* every micro-batch's, read first */
     st->targets = zt_malloc((size_t)z->micro_steps * BT * sizeof(int32_t));
     st->my_losses = zt_calloc((size_t)z->micro_steps, sizeof(float));
+    st->micro = zt_calloc((size_t)z->micro_steps, sizeof(uint64_t));
     zt_model_loss_rows_alloc(m, z->micro_steps); /* the micro-batches' losses stay on the device until the step ends */
     st->all_losses = zt_calloc((size_t)K, sizeof(float));
     st->scaler.active = zt_config_prec(c) == ZT_PREC_FP16;
@@ -31,6 +32,8 @@ void zt_step_free(zt_step *st) {
     free(st->targets);
     free(st->my_losses);
     free(st->all_losses);
+    free(st->micro);
+    st->micro = NULL;
     st->tokens = st->targets = NULL;
     st->my_losses = st->all_losses = NULL;
 }
@@ -51,7 +54,10 @@ static void read_inputs(zt_step *st, long step) {
     const int ms = st->z->micro_steps, enc = st->m->s.encoder;
     for (int mi = 0; mi < ms; mi++)
         st->batch(st->batch_ctx, step, mi * N + r, st->tokens + mi * BT, st->targets + mi * BT);
-    if (!enc) zt_model_rows_upload(st->m, ms, B, T, st->tokens, st->targets);
+    /* LoRA dropout: the masks' global micro-batch indices go with the rows (the same slot calls every step) */
+    const int K = st->c->train.global_batch / B, drop = st->m->lora && st->m->lora->cfg.dropout > 0.0f;
+    for (int mi = 0; drop && mi < ms; mi++) st->micro[mi] = (uint64_t)step * (uint64_t)K + (uint64_t)(mi * N + r);
+    if (!enc) zt_model_rows_upload(st->m, ms, B, T, st->tokens, st->targets, drop ? st->micro : NULL);
 }
 
 /* forward, backward and reduction of this rank's micro-batches, each with d(loss) scale ds0 */

@@ -64,6 +64,7 @@ typedef struct zt_step {
                                  loss scaled by a further 2^40, so its gradients overflow as real ones do; -1 none */
     int32_t *tokens, *targets; /* (micro_steps, B, T) host: the step's micro-batches, all read before its first launch */
     float *my_losses;         /* (micro_steps) this rank's micro-batch losses */
+    uint64_t *micro;          /* (micro_steps) their global micro-batch indices (LoRA dropout), uploaded with the rows */
     float *all_losses;        /* (K) every rank's, gathered */
     zt_step_graph graph;      /* train.cuda_graph (step_graph.h) */
 } zt_step;

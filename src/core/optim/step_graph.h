@@ -1,9 +1,8 @@
 /* step_graph.h — a training step replayed as one CUDA graph (train.cuda_graph; the backend's graph slot,
- * iface/backend.h). A step is eligible on a backend with the slot, a decoder, no LoRA dropout, no offloaded
- * update, on any number of ranks and at any ZeRO stage (the communicator's operations, stage 3's gathers among them,
- * are captured with the kernels: the backend's host_call slot, cuda/comm_nccl.cu; stage 2 then absorbs buckets at
- * fixed points, zt_zero.no_poll).
- * Its device work (forwards, backwards, reduction, norm, clip, update) is traced: once
+ * iface/backend.h). A step is eligible on a backend with the slot, a decoder (LoRA dropout too: its masks' index is
+ * on the device, zt_model.row_micro), no offloaded update, on any number of ranks and at any ZeRO stage (the
+ * communicator's operations, stage 3's gathers among them, are captured with the kernels: the backend's host_call
+ * slot, cuda/comm_nccl.cu; stage 2 then absorbs buckets at fixed points, zt_zero.no_poll). Its device work (forwards, backwards, reduction, norm, clip, update) is traced: once
  * two steps in a row made the same launches (kernel, shape and argument values, cuda/zt_launch_trace.h) with the
  * same step key (the loss scale per micro-batch, the fault injection), the next is captured, launched, and
  * traced as it is captured; when that trace is the same again and the backend's host-side state after it is the

@@ -85,7 +85,7 @@ static void run_dropout(zt_backend *be, float *out, const float *in, size_t n, f
         be->i->to_device(be, dout, nan, n * sizeof(float));
         free(nan);
     }
-    be->i->dropout(be, dout, din, n, p, seed);
+    be->i->dropout(be, dout, din, n, p, seed, NULL);
     be->i->sync(be);
     be->i->to_host(be, out, dout, n * sizeof(float));
     if (!inplace) be->i->free(be, dout);
