@@ -18,7 +18,8 @@
 #                 skipped without a Python that imports torch with CUDA), in what is left of the 8 minutes after
 #                 the resume check and memcheck are reserved for
 #   resume.txt    tiny model in bf16 on the GPU: 12 steps straight == 6 + --resume auto + 6 (params_hash) ==
-#                 12 steps with train.cuda_graph = true; the LM head in 3 chunks within 1e-3 of the straight losses,
+#                 12 steps with train.cuda_graph = true; the LM head in 3 chunks within 1e-3 of the straight losses;
+#                 QLoRA with dropout on its step-6 checkpoint, the same params_hash with and without the graph,
 #                 through the device checkpoint path (staged reads and writes); then the masked-LM preset
 #                 inputs/mlm-fast.cfg for 20 steps on synthetic tokens (tokens/s, MLM accuracy line)
 #   sanitizer.txt compute-sanitizer memcheck over the op checks in every precision (where the tool is there)
@@ -72,7 +73,7 @@ cat "$OUTDIR/bench.txt"
 {
   # what is left of 8 minutes once the resume and masked-LM checks (110 s) and memcheck (60 s) are set aside, and a
   # few seconds
-  P=$((480 - ($(date +%s) - T0) - 180)); [ "$P" -lt 60 ] && P=60
+  P=$((480 - ($(date +%s) - T0) - 200)); [ "$P" -lt 60 ] && P=60
   step "peers (budget $P s)"
   PEERS_BUDGET_S=$P BENCH_ROOT=/tmp/zt-gpucheck-runs/peers timeout $((P + 20)) benchmarks/bench_gpu_peers.sh \
     --steps 20 ${LLMC:+--llmc "$LLMC"}
@@ -108,6 +109,17 @@ except Exception as e:
     d = None
 print(f"head_chunks: {'PASS' if d is not None and d <= 1e-3 else 'FAIL'} (max rel loss diff {d} over 12 steps)")
 PYEOF
+  # QLoRA with dropout on the straight run's step-6 checkpoint, with and without the step as a CUDA graph (its masks'
+  # micro-batch index read on the device): the same params_hash
+  lq="--set lora.enabled=true --set lora.rank=4 --set lora.alpha=8 --set lora.targets=all --set lora.quant=nf4_dq
+    --set lora.dropout=0.1 --set lora.base=/tmp/zt-gpucheck-runs/resume/straight/checkpoints/step_00000006.h5
+    --set checkpoint.every=0 --set eval.every=0"
+  timeout 20 "$ZTRAIN" train $common $lq --set run.name=qlora 2>&1 | tail -1
+  timeout 20 "$ZTRAIN" train $common $lq --set run.name=qlora-graph --set train.cuda_graph=true 2>&1 | grep -E "step graph|hash"
+  h4=$(grep -h params_hash /tmp/zt-gpucheck-runs/resume/qlora/results.json)
+  h5=$(grep -h params_hash /tmp/zt-gpucheck-runs/resume/qlora-graph/results.json)
+  [ -n "$h4" ] && [ "$h4" == "$h5" ] && echo "qlora_dropout_graph: PASS (identical params_hash)" ||
+    echo "qlora_dropout_graph: FAIL ($h4 / $h5)"
   # masked LM: inputs/mlm-fast.cfg (BERT 4 layers, C 256, 128 x 128 tokens per step) on synthetic tokens, 20 steps
   step mlm
   $PY tests/helpers/make_data.py /tmp/zt-gpucheck-mlm 30522 3000000 >/dev/null
