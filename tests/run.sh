@@ -16,7 +16,7 @@
 #   tests/run.sh --list          the names, in order (with -k PATTERN: those matching)
 #   ZT_LONG=1 tests/run.sh       also the long tests (make test-long)
 # Long tests: an end-to-end test with the line `# test: long` among its first 20 lines (test_long.sh,
-# test_perf_model.sh, test_soak.sh). They run only with ZT_LONG=1 or when named.
+# test_perf_model.sh, test_soak.sh, test_step_graph_ranks.sh). They run only with ZT_LONG=1 or when named.
 # Tests run ZT_TEST_JOBS at a time (default 2 on 2 cores or more; 1 runs them one by one), each with its own
 # TMPDIR; a test's lines are printed when it ends. `# test: heavy` among the first 20 lines starts a test
 # before the others (the longest ones, so the run does not end on one); `# test: alone` runs it with no other

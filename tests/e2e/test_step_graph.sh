@@ -14,41 +14,18 @@
 #                          touched) send a step back to tracing; the results stay those of the run without graphs;
 #  - graph_resume          8 steps with graphs, stopped, resumed with graphs: the straight run without them;
 #  - graph_ranks_*         several ranks (the communicator's operations recorded with the capture, iface/backend.h's
-#                          host_call): 2 ranks bf16 (ZeRO-2, 2-byte wire), QLoRA with dropout (the same masks as on
-#                          1 rank) and stage 1 fp16 with an injected overflow
-#                          give the bits of the 1-rank run without graphs, fp32 with the native reduction and many
-#                          small buckets and stage 0 with accumulation those of the same run without graphs; most
-#                          steps replayed;
+#                          host_call): 2 ranks bf16 (ZeRO-2, 2-byte wire) and QLoRA with dropout (the same masks as on
+#                          1 rank) give the bits of the 1-rank run without graphs, most steps replayed;
 #  - graph_resume_2_to_1_rank  8 steps on 2 ranks with graphs, resumed on 1 rank with graphs: the straight run;
-#  - graph_stage3_*        stage 3 (the layers' gathers captured too): Llama on 4 ranks (= without graphs), 2 ranks,
-#                          and 2 ranks with evaluation, sampling and checkpoints between steps (= the 1-rank stage-2
-#                          runs without graphs);
+#  - graph_stage3_2_ranks  stage 3 (the layers' gathers captured too) on 2 ranks: the 1-rank stage-2 run;
+#  (more rank counts, stages and reductions: test_step_graph_ranks.sh, make test-long)
 #  - graph_not_on_offload  the optimizer offloaded (a host update inside the step): no graph, results unchanged;
 #  - graph_config          train.cuda_graph is a boolean.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/helpers/lib.sh
 need_tiny_data
-common="-c inputs/tiny.cfg --set device=cudasim --set run.root=$TMP --set run.session=g --set data.train=data/tiny/train.bin
-        --set data.val=data/tiny/val.bin --set sample.every=0 --set eval.every=0 --set train.steps=16
-        --set train.micro_batch=2 --set train.global_batch=4"
-# pair NAME NP ARGS...: the run with and without graphs; PASS when identical and (1 rank) at least MIN replays
-pair() {
-  local name=$1 np=$2 min=$3; shift 3
-  run_named $name-eager $np "$@" || { fail "$name: the run without graphs failed"; return; }
-  run_named $name-graph $np "$@" --set train.cuda_graph=true || { fail "$name: the run with graphs failed"; return; }
-  local a b rep
-  a=$(run_sig $TMP/g/$name-eager); b=$(run_sig $TMP/g/$name-graph)
-  rep=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1])).get("graph_replays", "none"))' \
-        $TMP/g/$name-graph/results.json)
-  local ok=0
-  if [ "$min" = none ]; then [ "$rep" = none ] && ok=1; else [ "$rep" != none ] && [ "$rep" -ge "$min" ] && ok=1; fi
-  if [ -n "$a" ] && [ "$a" == "$b" ] && [ $ok = 1 ]; then
-    pass "$name ($(echo "$a" | grep -c '^[0-9]') per-step losses and params_hash identical with and without graphs; steps replayed: $rep)"
-  else
-    fail "$name: replays $rep (want >= $min); $(diff <(echo "$a") <(echo "$b") | head -4 | tr '\n' ' ')"
-  fi
-}
+. tests/helpers/graph_pair.sh
 pair graph_same_bf16 1 12 --set precision=bf16
 pair graph_same_fp32 1 12 --set precision=fp32
 pair graph_same_llama_bf16 1 12 -c inputs/llama-tiny.cfg --set precision=bf16
@@ -95,21 +72,13 @@ graphed() {
 }
 # several ranks: the communicator's operations are recorded with the capture and made at each replay
 graphed graph_ranks_2_bf16 2 12 graph_same_bf16 --set precision=bf16
-ZTRAIN_TEST_OVERFLOW_STEP=9 graphed graph_ranks_2_stage1_fp16_overflow 2 6 graph_same_fp16_overflow \
-  --set precision=fp16 --set zero.stage=1
 graphed graph_ranks_2_qlora_dropout 2 12 graph_same_qlora_dropout --set precision=bf16 $qdrop
-pair graph_ranks_2_native_buckets 2 12 --set precision=fp32 --set zero.reduce=native --set zero.bucket_mb=0.01
-pair graph_ranks_2_stage0_accum 2 12 --set precision=bf16 --set zero.stage=0 --set train.global_batch=8
 # 8 steps on 2 ranks with graphs, resumed on 1 rank with graphs: the straight 1-rank run without them
 run_named graph_resume_ranks 2 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=8 --stop-after 8 &&
   run_named graph_resume_ranks 1 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=8 --resume auto &&
   compare_runs $TMP/g/graph_resume_ranks $TMP/g/graph_same_bf16-eager graph_resume_2_to_1_rank
 # stage 3: the layers' gathers (grouped point-to-point, one layer ahead) are captured with the step
-pair graph_stage3_llama_4_ranks 4 12 -c inputs/llama-tiny.cfg --set precision=bf16 --set zero.stage=3 \
-  --set train.global_batch=8
 graphed graph_stage3_2_ranks 2 12 graph_same_bf16 --set precision=bf16 --set zero.stage=3
-graphed graph_stage3_2_ranks_eval_between 2 1 graph_eval_between --set precision=bf16 --set zero.stage=3 \
-  --set eval.every=5 --set sample.every=7 --set train.steps=24 --set checkpoint.every=6
 pair graph_not_on_offload 2 none --set precision=bf16 --set zero.offload=optimizer
 if grep -q "step graph:" $TMP/graph_not_on_offload-graph.log; then fail "graph_not_on_offload: a step graph line"; fi
 out=$($ZT train $common --set run.name=bad --set train.cuda_graph=maybe 2>&1); rc=$?
