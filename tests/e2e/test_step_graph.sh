@@ -12,11 +12,11 @@
 #                          (results.json graph_replays);
 #  - graph_eval_between    evaluation, sampling and checkpoints between steps (other forwards, the backend's state
 #                          touched) send a step back to tracing; the results stay those of the run without graphs;
-#  - graph_resume          8 steps with graphs, stopped, resumed with graphs: the straight run without them;
+#  - graph_resume          6 of 12 steps with graphs, stopped, resumed with graphs: the straight run without them;
 #  - graph_ranks_*         several ranks (the communicator's operations recorded with the capture, iface/backend.h's
 #                          host_call): 2 ranks bf16 (ZeRO-2, 2-byte wire) and QLoRA with dropout (the same masks as on
 #                          1 rank) give the bits of the 1-rank run without graphs, most steps replayed;
-#  - graph_resume_2_to_1_rank  8 steps on 2 ranks with graphs, resumed on 1 rank with graphs: the straight run;
+#  - graph_resume_2_to_1_rank  6 steps on 2 ranks with graphs, resumed on 1 rank with graphs: the straight run;
 #  - graph_stage3_2_ranks  stage 3 (the layers' gathers captured too) on 2 ranks: the 1-rank stage-2 run;
 #  (more rank counts, stages and reductions: test_step_graph_ranks.sh, make test-long)
 #  - graph_not_on_offload  the optimizer offloaded (a host update inside the step): no graph, results unchanged;
@@ -26,25 +26,25 @@ cd "$(dirname "$0")/../.."
 . tests/helpers/lib.sh
 need_tiny_data
 . tests/helpers/graph_pair.sh
-pair graph_same_bf16 1 12 --set precision=bf16
-pair graph_same_fp32 1 12 --set precision=fp32
-pair graph_same_llama_bf16 1 12 -c inputs/llama-tiny.cfg --set precision=bf16
-pair graph_same_recompute_gelu 1 12 --set precision=bf16 --set train.recompute=gelu
-pair graph_same_stage0 1 12 --set precision=bf16 --set zero.stage=0
+pair graph_same_bf16 1 8 --set precision=bf16
+pair graph_same_fp32 1 8 --set precision=fp32
+pair graph_same_llama_bf16 1 8 -c inputs/llama-tiny.cfg --set precision=bf16
+pair graph_same_recompute_gelu 1 8 --set precision=bf16 --set train.recompute=gelu
+pair graph_same_stage0 1 8 --set precision=bf16 --set zero.stage=0
 # LoRA (no dropout) and QLoRA on a base the cpu trained for 6 steps
 run_named lbase 1 --set device=cpu --set train.steps=6 --set checkpoint.every=6 ||
   fail "graph_lora: the base run failed"
 lora="--set lora.enabled=true --set lora.rank=4 --set lora.alpha=8 --set lora.targets=all
       --set lora.base=$TMP/g/lbase/checkpoints/step_00000006.h5"
-pair graph_same_lora 1 12 --set precision=bf16 $lora
-pair graph_same_qlora 1 12 --set precision=bf16 $lora --set lora.quant=nf4_dq
+pair graph_same_lora 1 8 --set precision=bf16 $lora
+pair graph_same_qlora 1 8 --set precision=bf16 $lora --set lora.quant=nf4_dq
 # LoRA dropout: the masks' micro-batch index is uploaded with the step's rows, so the slot calls repeat
 qdrop="$lora --set lora.quant=nf4_dq --set lora.dropout=0.1"
-pair graph_same_qlora_dropout 1 12 --set precision=bf16 $qdrop
+pair graph_same_qlora_dropout 1 8 --set precision=bf16 $qdrop
 if [ "$(run_sig $TMP/g/graph_same_qlora_dropout-eager | tail -1)" != "$(run_sig $TMP/g/graph_same_qlora-eager | tail -1)" ]; then
   pass "graph_dropout_applies (the dropout run's params_hash differs from the run without dropout)"
 else fail "graph_dropout_applies: lora.dropout = 0.1 gave the params_hash of no dropout"; fi
-ZTRAIN_TEST_OVERFLOW_STEP=9 pair graph_same_fp16_overflow 1 6 --set precision=fp16
+ZTRAIN_TEST_OVERFLOW_STEP=9 pair graph_same_fp16_overflow 1 6 --set train.steps=16 --set precision=fp16
 if grep -q "step 9: fp16 gradients overflowed" $TMP/graph_same_fp16_overflow-graph.log; then
   pass "graph_fp16_overflow_skipped (the injected overflow at step 9 skipped with graphs on too)"
 else
@@ -52,9 +52,9 @@ else
 fi
 pair graph_eval_between 1 1 --set precision=bf16 --set eval.every=5 --set sample.every=7 --set train.steps=24 \
   --set checkpoint.every=6
-# stopped after 8 steps and resumed with graphs: the run without graphs, straight
-run_named graph_resume 1 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=8 --stop-after 8 &&
-  run_named graph_resume 1 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=8 --resume auto &&
+# stopped after 6 steps and resumed with graphs: the run without graphs, straight
+run_named graph_resume 1 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=6 --stop-after 6 &&
+  run_named graph_resume 1 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=6 --resume auto &&
   compare_runs $TMP/g/graph_resume $TMP/g/graph_same_bf16-eager graph_resume
 # graphed NAME NP MIN REF ARGS...: the run with graphs on NP ranks against the run REF without them (1 rank, the same
 # batches: the ordered reduction and every stage give the same bits); PASS when identical and at least MIN replays
@@ -71,14 +71,14 @@ graphed() {
   fi
 }
 # several ranks: the communicator's operations are recorded with the capture and made at each replay
-graphed graph_ranks_2_bf16 2 12 graph_same_bf16 --set precision=bf16
-graphed graph_ranks_2_qlora_dropout 2 12 graph_same_qlora_dropout --set precision=bf16 $qdrop
-# 8 steps on 2 ranks with graphs, resumed on 1 rank with graphs: the straight 1-rank run without them
-run_named graph_resume_ranks 2 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=8 --stop-after 8 &&
-  run_named graph_resume_ranks 1 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=8 --resume auto &&
+graphed graph_ranks_2_bf16 2 8 graph_same_bf16 --set precision=bf16
+graphed graph_ranks_2_qlora_dropout 2 8 graph_same_qlora_dropout --set precision=bf16 $qdrop
+# 6 steps on 2 ranks with graphs, resumed on 1 rank with graphs: the straight 1-rank run without them
+run_named graph_resume_ranks 2 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=6 --stop-after 6 &&
+  run_named graph_resume_ranks 1 --set precision=bf16 --set train.cuda_graph=true --set checkpoint.every=6 --resume auto &&
   compare_runs $TMP/g/graph_resume_ranks $TMP/g/graph_same_bf16-eager graph_resume_2_to_1_rank
 # stage 3: the layers' gathers (grouped point-to-point, one layer ahead) are captured with the step
-graphed graph_stage3_2_ranks 2 12 graph_same_bf16 --set precision=bf16 --set zero.stage=3
+graphed graph_stage3_2_ranks 2 8 graph_same_bf16 --set precision=bf16 --set zero.stage=3
 pair graph_not_on_offload 2 none --set precision=bf16 --set zero.offload=optimizer
 if grep -q "step graph:" $TMP/graph_not_on_offload-graph.log; then fail "graph_not_on_offload: a step graph line"; fi
 out=$($ZT train $common --set run.name=bad --set train.cuda_graph=maybe 2>&1); rc=$?

@@ -13,10 +13,10 @@ cd "$(dirname "$0")/../.."
 . tests/helpers/lib.sh
 need_tiny_data
 . tests/helpers/graph_pair.sh
-ZTRAIN_TEST_OVERFLOW_STEP=9 pair graph_ranks_2_stage1_fp16_overflow 2 6 --set precision=fp16 --set zero.stage=1
-pair graph_ranks_2_native_buckets 2 12 --set precision=fp32 --set zero.reduce=native --set zero.bucket_mb=0.01
-pair graph_ranks_2_stage0_accum 2 12 --set precision=bf16 --set zero.stage=0 --set train.global_batch=8
-pair graph_stage3_llama_4_ranks 4 12 -c inputs/llama-tiny.cfg --set precision=bf16 --set zero.stage=3 \
+ZTRAIN_TEST_OVERFLOW_STEP=9 pair graph_ranks_2_stage1_fp16_overflow 2 6 --set train.steps=16 --set precision=fp16 --set zero.stage=1
+pair graph_ranks_2_native_buckets 2 8 --set precision=fp32 --set zero.reduce=native --set zero.bucket_mb=0.01
+pair graph_ranks_2_stage0_accum 2 8 --set precision=bf16 --set zero.stage=0 --set train.global_batch=8
+pair graph_stage3_llama_4_ranks 4 8 -c inputs/llama-tiny.cfg --set precision=bf16 --set zero.stage=3 \
   --set train.global_batch=8
 pair graph_stage3_2_ranks_eval_between 2 1 --set precision=bf16 --set zero.stage=3 --set eval.every=5 \
   --set sample.every=7 --set train.steps=24 --set checkpoint.every=6

@@ -1,7 +1,7 @@
 # graph_pair.sh — sourced by the step-graph tests (tests/e2e/test_step_graph*.sh) after lib.sh: the tiny cudasim run
 # they share ($common) and pair, a run with and without train.cuda_graph compared.
 common="-c inputs/tiny.cfg --set device=cudasim --set run.root=$TMP --set run.session=g --set data.train=data/tiny/train.bin
-        --set data.val=data/tiny/val.bin --set sample.every=0 --set eval.every=0 --set train.steps=16
+        --set data.val=data/tiny/val.bin --set sample.every=0 --set eval.every=0 --set train.steps=12
         --set train.micro_batch=2 --set train.global_batch=4"
 # pair NAME NP ARGS...: the run with and without graphs; PASS when identical and (1 rank) at least MIN replays
 pair() {
