@@ -60,14 +60,18 @@ ncclDataType_t nccl_type(zt_dtype t) {
     }
 }
 
+// the operations as the launch trace names them
+enum TraceOp { T_ALL_REDUCE, T_REDUCE_SCATTER, T_ALL_GATHER, T_ALL_TO_ALL, T_BROADCAST, T_SEND, T_RECV, T_REDUCE, T_RECORD,
+               T_WAIT };
+
 // an operation's arguments in the launch trace (no padding bytes)
-void trace_op(int kind, const void *send, const void *recv, size_t n, zt_dtype t, int peer) {
+void trace_op(TraceOp kind, const void *send, const void *recv, size_t n, zt_dtype t, int peer) {
     if (!zt_trace_sink) return;
     struct {
         const void *send, *recv;
         uint64_t n;
         int32_t kind, t, peer, pad;
-    } o = {send, recv, n, kind, (int32_t)t, peer, 0};
+    } o = {send, recv, n, (int32_t)kind, (int32_t)t, peer, 0};
     zt_trace_bytes(&o, sizeof o);
 }
 
@@ -85,7 +89,7 @@ void before_compute(nccl_ctx *x) {
 
 void n_all_reduce(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
     nccl_ctx *x = X(c);
-    trace_op(0, send, recv, n, t, -1);
+    trace_op(T_ALL_REDUCE, send, recv, n, t, -1);
     after_compute(x);
     // ZT_U8 is a bitwise or (flags): max over 0/1 bytes
     ZT_NCCL(ncclAllReduce(send, recv, n, nccl_type(t), t == ZT_U8 ? ncclMax : ncclSum, x->comm, x->stream));
@@ -93,21 +97,21 @@ void n_all_reduce(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t
 }
 void n_reduce_scatter(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
     nccl_ctx *x = X(c);
-    trace_op(1, send, recv, n, t, -1);
+    trace_op(T_REDUCE_SCATTER, send, recv, n, t, -1);
     after_compute(x);
     ZT_NCCL(ncclReduceScatter(send, recv, n, nccl_type(t), ncclSum, x->comm, x->stream));
     before_compute(x);
 }
 void n_all_gather(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
     nccl_ctx *x = X(c);
-    trace_op(2, send, recv, n, t, -1);
+    trace_op(T_ALL_GATHER, send, recv, n, t, -1);
     after_compute(x);
     ZT_NCCL(ncclAllGather(send, recv, n, nccl_type(t), x->comm, x->stream));
     before_compute(x);
 }
 void n_all_to_all(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t) {
     nccl_ctx *x = X(c);
-    trace_op(3, send, recv, n, t, -1);
+    trace_op(T_ALL_TO_ALL, send, recv, n, t, -1);
     after_compute(x);
     const size_t es = zt_dtype_size(t);
     ZT_NCCL(ncclGroupStart());
@@ -120,7 +124,7 @@ void n_all_to_all(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t
 }
 void n_broadcast(zt_comm *c, void *buf, size_t n, zt_dtype t, int root) {
     nccl_ctx *x = X(c);
-    trace_op(4, buf, buf, n, t, root);
+    trace_op(T_BROADCAST, buf, buf, n, t, root);
     after_compute(x);
     ZT_NCCL(ncclBroadcast(buf, buf, n, nccl_type(t), root, x->comm, x->stream));
     before_compute(x);
@@ -145,19 +149,19 @@ void in_group(nccl_ctx *x) {
 void n_send(zt_comm *c, const void *buf, size_t n, zt_dtype t, int peer) {
     nccl_ctx *x = X(c);
     in_group(x);
-    trace_op(5, buf, nullptr, n, t, peer);
+    trace_op(T_SEND, buf, nullptr, n, t, peer);
     ZT_NCCL(ncclSend(buf, n, nccl_type(t), peer, x->comm, x->stream));
 }
 void n_recv(zt_comm *c, void *buf, size_t n, zt_dtype t, int peer) {
     nccl_ctx *x = X(c);
     in_group(x);
-    trace_op(6, nullptr, buf, n, t, peer);
+    trace_op(T_RECV, nullptr, buf, n, t, peer);
     ZT_NCCL(ncclRecv(buf, n, nccl_type(t), peer, x->comm, x->stream));
 }
 void n_reduce(zt_comm *c, const void *send, void *recv, size_t n, zt_dtype t, int root) {
     nccl_ctx *x = X(c);
     in_group(x);
-    trace_op(7, send, recv, n, t, root);
+    trace_op(T_REDUCE, send, recv, n, t, root);
     ZT_NCCL(ncclReduce(send, recv, n, nccl_type(t), ncclSum, root, x->comm, x->stream));
 }
 void n_group_end(zt_comm *c) {
@@ -170,7 +174,7 @@ void n_group_end(zt_comm *c) {
 zt_comm_event n_record(zt_comm *c) {
     nccl_ctx *x = X(c);
     zt_comm_event e = ++x->issued;
-    trace_op(8, nullptr, nullptr, 0, ZT_U8, -1); // not the ring slot: a captured event is an edge of the graph
+    trace_op(T_RECORD, nullptr, nullptr, 0, ZT_U8, -1); // not the ring slot: a captured event is an edge of the graph
     ZT_CUDA(cudaEventRecord(x->ring[e % kEvents], x->stream));
     return e;
 }
@@ -187,7 +191,7 @@ int n_query(zt_comm *c, zt_comm_event e) {
 void n_wait(zt_comm *c, zt_comm_event e) {
     nccl_ctx *x = X(c);
     if (e == 0) return;
-    trace_op(9, nullptr, nullptr, 0, ZT_U8, -1);
+    trace_op(T_WAIT, nullptr, nullptr, 0, ZT_U8, -1);
     ZT_CUDA(cudaStreamWaitEvent(zt_cuda_backend_stream(x->be), x->ring[e % kEvents], 0));
 }
 

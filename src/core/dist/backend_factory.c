@@ -93,35 +93,19 @@ void zt_comm_destroy(zt_comm *c) {
     if (c) c->i->destroy(c);
 }
 
-#if !defined(ZT_NO_CUDASIM)
-unsigned long long zt_cudasim_launch_count(void); /* cuda/cudasim_count.cu */
+/* the harness's own counts (cuda/cudasim_count.cu); -1 in a build without cudasim */
+#ifdef ZT_NO_CUDASIM
+long long zt_backend_harness_launches(void) { return -1; }
+long long zt_backend_harness_packed(void) { return -1; }
+long long zt_backend_harness_gemm16(void) { return -1; }
+#else
+unsigned long long zt_cudasim_launch_count(void);
 unsigned long long zt_cudasim_packed_elems(void);
 unsigned long long zt_cudasim_gemm16_elems(void);
+long long zt_backend_harness_launches(void) { return (long long)zt_cudasim_launch_count(); }
+long long zt_backend_harness_packed(void) { return (long long)zt_cudasim_packed_elems(); }
+long long zt_backend_harness_gemm16(void) { return (long long)zt_cudasim_gemm16_elems(); }
 #endif
-
-long long zt_backend_harness_gemm16(void) {
-#ifdef ZT_NO_CUDASIM
-    return -1;
-#else
-    return (long long)zt_cudasim_gemm16_elems();
-#endif
-}
-
-long long zt_backend_harness_packed(void) {
-#ifdef ZT_NO_CUDASIM
-    return -1;
-#else
-    return (long long)zt_cudasim_packed_elems();
-#endif
-}
-
-long long zt_backend_harness_launches(void) {
-#ifdef ZT_NO_CUDASIM
-    return -1;
-#else
-    return (long long)zt_cudasim_launch_count();
-#endif
-}
 
 int zt_backend_list_gpus(char *buf, size_t n) {
 #ifdef ZT_HAVE_CUDA
