@@ -31,9 +31,11 @@ NVCC_BUILD_FLAGS := -std=c++17 -O3 $(NVCC_GENCODE) --Werror all-warnings -Xcompi
   -Icuda -Isrc -I. $(MPI_CFLAGS)
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
 CUGPU_OBJ := $(patsubst cuda/%.cu,build/cuda/%.o,$(CU_SRC) cuda/comm_nccl.cu)
+# ptxas's report of each kernel (registers, stack frame, spills, shared memory) per architecture goes to
+# build/cuda/NAME.ptxas (tests/e2e/test_cuda_resources.sh reads it: no kernel may use local memory)
 build/cuda/%.o: cuda/%.cu $(CU_HDRS_ALL)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_BUILD_FLAGS) -c $< -o $@
+	$(NVCC) $(NVCC_BUILD_FLAGS) -Xptxas -v -c $< -o $@ 2> build/cuda/$*.ptxas || { cat build/cuda/$*.ptxas >&2; exit 1; }
 # The factory with the GPU backend compiled in, and without cudasim: the harness answers a few CUDA
 # runtime calls under their real names (cudaGetLastError, cudaStreamSynchronize, ...), which must never
 # shadow libcudart's in a binary that runs on a GPU. cudasim lives in the cpu build (./ztrain, make test).

@@ -67,6 +67,7 @@ __device__ void load16(uint16_t *dst, const S *src, size_t stride, int r0, int T
         uint16_t w[4] = {0, 0, 0, 0};
         if (r0 + r < T) words4_at(w, src + (size_t)(r0 + r) * stride + 4 * d4, ty);
         if constexpr (TR) {
+            ZT_UNROLL
             for (int i = 0; i < 4; i++) dst[(4 * d4 + i) * (kTile + kPad) + r] = w[i];
         } else {
             uint32_t *d = reinterpret_cast<uint32_t *>(dst + r * (HS + kPad) + 4 * d4);
@@ -99,6 +100,7 @@ __device__ __forceinline__ uint32_t word(const uint16_t *base, int ld, int r, in
 // A fragment of rows r0 .. r0 + 15, columns c0 .. c0 + 15 (zt_mma.cuh's layout)
 __device__ __forceinline__ void frag_a(uint32_t a[4], const uint16_t *base, int ld, int r0, int c0) {
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    ZT_UNROLL
     for (int r = 0; r < 4; r++) a[r] = word(base, ld, r0 + g + 8 * (r % 2), c0 + 2 * t + 8 * (r / 2));
 }
 // B fragment (k = c0 .. c0 + 15, n = n0 .. n0 + 7) from an array holding B transposed: row n, columns k
@@ -111,6 +113,7 @@ __device__ __forceinline__ void frag_b(uint32_t b[2], const uint16_t *base, int 
 // the A fragments of warp w's 16 rows (16 w ..) of a tile held natural in shared memory, KS 16-wide steps
 template <int KS>
 __device__ __forceinline__ void warp_frags(uint32_t (*a)[4], const uint16_t *tile, int ld) {
+    ZT_UNROLL
     for (int ks = 0; ks < KS; ks++) frag_a(a[ks], tile, ld, 16 * (int)(threadIdx.x / 32), 16 * ks);
 }
 
@@ -119,7 +122,9 @@ __device__ __forceinline__ void warp_frags(uint32_t (*a)[4], const uint16_t *til
 // (Bs holds B as rows of k, ld words apart)
 template <int KS, bool FP16>
 __device__ __forceinline__ void tile_dot(float acc[4], const uint32_t (*a)[4], const uint16_t *Bs, int ld, int n0) {
+    ZT_UNROLL
     for (int r = 0; r < 4; r++) acc[r] = 0.0f;
+    ZT_UNROLL
     for (int ks = 0; ks < KS; ks++) {
         uint32_t bf[2];
         frag_b(bf, Bs, ld, n0, 16 * ks);
@@ -130,9 +135,11 @@ __device__ __forceinline__ void tile_dot(float acc[4], const uint32_t (*a)[4], c
 // times a 64 x 8 NT matrix held transposed in Bt (row n, 64 columns k, lt words apart)
 template <int NT, bool FP16>
 __device__ __forceinline__ void acc_times(float (*out)[4], const float (*x)[4], const uint16_t *Bt, int lt) {
+    ZT_UNROLL
     for (int ks = 0; ks < kTile / 16; ks++) {
         uint32_t xa[4];
         zt_mma_acc_to_a<FP16>(xa, x[2 * ks], x[2 * ks + 1]);
+        ZT_UNROLL
         for (int n = 0; n < NT; n++) {
             uint32_t bf[2];
             frag_b(bf, Bt, lt, 8 * n, 16 * ks);
@@ -169,7 +176,7 @@ constexpr int fwd_smem_bytes() { return 2 * (2 * kTile * (HS + kPad) + HS * (kTi
 // words too. Other blocks may read those tiles meanwhile: old or new values round to the same words.
 // Q: qkv's element, float or (the product before it handed over its words alone) uint16_t: then no in_round
 template <int HS, bool FP16, typename Q>
-__global__ void __launch_bounds__(kTcThreads)
+__global__ void __launch_bounds__(kTcThreads, 1)
     attn_tc_fwd_kernel(float *out, uint16_t *out16, float *stats, const Q *qkv, uint16_t *qkv16, int in_round, int T,
                        int C, int NH, int NKV, float scale, int prec) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
@@ -203,36 +210,47 @@ __global__ void __launch_bounds__(kTcThreads)
             store_back<HS, true>(back + ko + KV, seq16 ? seq16 + ko + KV : nullptr, Vt, W, k0, T, TY);
         }
         float s[8][4];
+        ZT_UNROLL
         for (int j = 0; j < 8; j++) tile_dot<KS, FP16>(s[j], qa, Ks, LD, 8 * j);
         float mx[2] = {-INFINITY, -INFINITY};
+        ZT_UNROLL
         for (int j = 0; j < 8; j++)
+            ZT_UNROLL
             for (int r = 0; r < 4; r++) {
                 const int row = row0 + 8 * (r / 2), key = k0 + 8 * j + 2 * t + r % 2;
                 s[j][r] = key <= row ? s[j][r] * scale : -INFINITY;
                 mx[r / 2] = fmaxf(mx[r / 2], s[j][r]);
             }
         float alpha[2], ps[2] = {0.0f, 0.0f};
+        ZT_UNROLL
         for (int i = 0; i < 2; i++) {
             const float mnew = fmaxf(m[i], quad_max(mx[i])); // finite: key 0 is in every row's first tile
             alpha[i] = m[i] == -INFINITY ? 0.0f : zt_expf(m[i] - mnew);
             m[i] = mnew;
         }
+        ZT_UNROLL
         for (int j = 0; j < 8; j++)
+            ZT_UNROLL
             for (int r = 0; r < 4; r++) {
                 const int i = r / 2;
                 s[j][r] = s[j][r] == -INFINITY ? 0.0f : zt_expf(s[j][r] - m[i]); // now p
                 ps[i] += s[j][r];
             }
+        ZT_UNROLL
         for (int i = 0; i < 2; i++) l[i] = l[i] * alpha[i] + quad_sum(ps[i]);
+        ZT_UNROLL
         for (int n = 0; n < NT; n++)
+            ZT_UNROLL
             for (int r = 0; r < 4; r++) o[n][r] *= alpha[r / 2];
         acc_times<NT, FP16>(o, s, Vt, LT); // o += p v
     }
+    ZT_UNROLL
     for (int i = 0; i < 2; i++) {
         const int row = row0 + 8 * i;
         if (row >= T) continue;
         const float inv = 1.0f / l[i];
         const size_t at = ((size_t)b * T + row) * C + (size_t)h * HS + 2 * t;
+        ZT_UNROLL
         for (int n = 0; n < NT; n++) store2(out, out16, at + 8 * n, o[n][2 * i] * inv, o[n][2 * i + 1] * inv, prec);
         if (t == 0) {
             float *st = stats + (((size_t)b * NH + h) * T + row) * 2;
@@ -247,7 +265,7 @@ constexpr int bwd_smem_bytes() { return 2 * (4 * kTile * (HS + kPad) + 2 * HS * 
 
 // Q: qkv's element, float or (read from a lazy unpack's words) uint16_t
 template <int HS, bool FP16, typename Q>
-__global__ void __launch_bounds__(kTcThreads)
+__global__ void __launch_bounds__(kTcThreads, 1)
     attn_tc_dkdv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *dout16, const Q *qkv,
                         const float *stats, const float *D, int T, int C, int NH, int NKV, float scale, int prec) {
     constexpr int LD = HS + kPad, LT = kTile + kPad, NT = HS / 8, KS = HS / 16;
@@ -295,9 +313,11 @@ __global__ void __launch_bounds__(kTcThreads)
             __syncthreads();
             // p^T and ds^T of this warp's 16 keys x the tile's 64 query rows (n-tile j: rows 8j .. 8j + 7)
             float p[8][4], ds[8][4];
+            ZT_UNROLL
             for (int j = 0; j < 8; j++) {
                 tile_dot<KS, FP16>(p[j], ka, Qs, LD, 8 * j);   // s^T
                 tile_dot<KS, FP16>(ds[j], va, dOs, LD, 8 * j); // dp^T
+                ZT_UNROLL
                 for (int r = 0; r < 4; r++) {
                     const int rr = 8 * j + 2 * t + r % 2, row = q0 + rr, key = key0 + 8 * (r / 2);
                     const float pv = row < T && key <= row ? zt_expf(p[j][r] * scale - st[rr]) * st[kTile + rr] : 0.0f;
@@ -309,10 +329,12 @@ __global__ void __launch_bounds__(kTcThreads)
             acc_times<NT, FP16>(dk, ds, Qt, LT); // dk += ds^T q
         }
     }
+    ZT_UNROLL
     for (int i = 0; i < 2; i++) {
         const int key = key0 + 8 * i;
         if (key >= T) continue;
         const size_t at = ((size_t)b * T + key) * W + C + (size_t)kh * HS + 2 * t;
+        ZT_UNROLL
         for (int n = 0; n < NT; n++) {
             store2(dqkv, dqkv16, at + 8 * n, dk[n][2 * i], dk[n][2 * i + 1], prec);
             store2(dqkv, dqkv16, at + KV + 8 * n, dv[n][2 * i], dv[n][2 * i + 1], prec);
@@ -329,7 +351,7 @@ constexpr int dq_smem_bytes() { return 2 * (4 * kTile * (HS + kPad) + HS * (kTil
 // recomputed as the dk / dv kernel computes them (the same products, the same formula), ds rounded to the 2-byte
 // type as it enters the product
 template <int HS, bool FP16, typename Q>
-__global__ void __launch_bounds__(kTcThreads)
+__global__ void __launch_bounds__(kTcThreads, 1)
     attn_tc_dq_kernel(float *dqkv, uint16_t *dqkv16, float *dout, const uint16_t *dout16, const Q *qkv,
                       const float *stats, const float *D, int T, int C, int NH, int NKV, float scale, int prec,
                       int in_round) {
@@ -356,6 +378,7 @@ __global__ void __launch_bounds__(kTcThreads)
     warp_frags<KS>(da, dOs, LD);
     const int row0 = q0 + 16 * warp + g; // this lane's rows: row0 (c[0], c[1]) and row0 + 8 (c[2], c[3])
     float m[2], il[2], dd[2];
+    ZT_UNROLL
     for (int i = 0; i < 2; i++) {
         const int row = row0 + 8 * i;
         const size_t sr = ((size_t)b * NH + h) * T + row;
@@ -372,10 +395,12 @@ __global__ void __launch_bounds__(kTcThreads)
         load16<HS, true>(Kt, kb, W, k0, T, TY);
         __syncthreads();
         float ds[8][4];
+        ZT_UNROLL
         for (int j = 0; j < 8; j++) {
             float s[4], dp[4];
             tile_dot<KS, FP16>(s, qa, Ks, LD, 8 * j);
             tile_dot<KS, FP16>(dp, da, Vs, LD, 8 * j);
+            ZT_UNROLL
             for (int r = 0; r < 4; r++) {
                 const int i = r / 2, row = row0 + 8 * i, key = k0 + 8 * j + 2 * t + r % 2;
                 const float pv = row < T && key <= row ? zt_expf(s[r] * scale - m[i]) * il[i] : 0.0f;
@@ -384,10 +409,12 @@ __global__ void __launch_bounds__(kTcThreads)
         }
         acc_times<NT, FP16>(dq, ds, Kt, LT); // dq += ds k
     }
+    ZT_UNROLL
     for (int i = 0; i < 2; i++) {
         const int row = row0 + 8 * i;
         if (row >= T) continue;
         const size_t at = ((size_t)b * T + row) * W + (size_t)h * HS + 2 * t;
+        ZT_UNROLL
         for (int n = 0; n < NT; n++) store2(dqkv, dqkv16, at + 8 * n, dq[n][2 * i], dq[n][2 * i + 1], prec);
     }
 }

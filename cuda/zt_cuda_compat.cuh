@@ -21,6 +21,8 @@
 //     order blocks run in; float atomicAdd sums are order-dependent (deterministic on the host
 //     only with ZT_HOSTEXEC_THREADS=1).
 //   - `#ifdef ZT_HOSTEXEC` marks the host build; do not test __CUDA_ARCH__ to tell them apart.
+//   - A loop over a register array (mma fragments, accumulators) takes ZT_UNROLL: indexed by a loop nvcc did not
+//     unroll, the array lives in local memory (ptxas's "stack frame"; tests/e2e/test_cuda_resources.sh fails on it).
 #pragma once
 
 #ifdef __CUDACC__
@@ -42,6 +44,7 @@ inline void zt_launch_(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem
     kernel<<<grid, block, shmem, stream>>>(std::forward<A>(args)...);
 }
 #define ZT_LAUNCH(kernel, grid, block, shmem, stream, ...) zt_launch_(kernel, grid, block, shmem, stream, __VA_ARGS__)
+#define ZT_UNROLL _Pragma("unroll")
 
 // All extern __shared__ arrays alias one another, so one name with one type serves every kernel.
 template <typename T>
@@ -56,5 +59,6 @@ __device__ __forceinline__ T *zt_dynamic_smem_() {
 #include "hostexec/hostexec.h"
 
 #define ZT_LAUNCH(kernel, grid, block, shmem, stream, ...) ZT_HX_LAUNCH(kernel, grid, block, shmem, stream, __VA_ARGS__)
+#define ZT_UNROLL
 
 #endif
