@@ -46,6 +46,7 @@ struct Deferred {
     int tb;                      // D_PRODUCT: b stored (N, K) (the linear backward's dinp = dout @ w^T)
     size_t n;
     float f;      // D_XENT: dscale; D_LN_FWD, D_RLN_FWD, D_RMS_FWD: eps
+    const float *fp; // D_XENT: the scale read in dscale's place (device), else null
     int res_prec; // D_RLN_FWD: the residual's rounding (its own argument, not round_to's)
     const void *res; // D_RLN_FWD: res (the caller's address)
     int tc;       // D_ATT_FWD, D_ATT_BWD: the 2-byte type of the tensor-core kernels (0: the fp32 kernels)
@@ -250,11 +251,11 @@ void b_embed_fwd(zt_backend *be, float *out, const int32_t *tokens, const float 
 void b_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T,
                  int C);
 void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
-                    float dscale);
+                    float dscale, const float *dscale_at);
 void b_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K, int ta,
                 int tb, int prec, float beta);
 void b_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
-                      float dscale, int prec);
+                      float dscale, const float *dscale_at, int prec);
 void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
              float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale);
 void free_adamw_tables(zt_backend *be);

@@ -303,11 +303,14 @@ void b_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *dout, co
     zt_cu_embed_bwd(S, dev(dwte), dev(dwpe), dev(dout), dev(tokens), B, T, C, sc);
 }
 void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
-                    float dscale) {
+                    float dscale, const float *dscale_at) {
     Deferred d = {};
     d.kind = D_XENT;
     d.o0 = dev(losses); d.o1 = dev(logits); d.tok = dev(targets);
-    d.B = N; d.V = V; d.Vp = Vp; d.f = dscale;
+    d.B = N; d.V = V; d.Vp = Vp;
+    // with the scale on the device the launch takes 1 for dscale (a flag), so it repeats while the scale changes
+    d.f = dscale != 0.0f && dscale_at ? 1.0f : dscale;
+    d.fp = dscale != 0.0f && dscale_at ? dev(dscale_at) : nullptr;
     d.out = dscale != 0.0f ? logits : nullptr; // dlogits; with dscale 0 the logits are left as they were
     d.out_n = (size_t)N * Vp;
     defer(be, d);
@@ -323,14 +326,16 @@ void b_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const 
     zt_cu_matmul16(ctx_of(be)->gemm, S, dev(c), c16, dev(a), a16, dev(b), M, N, K, ta, tb, bw, beta);
 }
 void b_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
-                      float dscale, int prec) {
+                      float dscale, const float *dscale_at, int prec) {
     // names what it reads and writes (its logits are words, never mirrored), so the forward's lazy mirrors in the
     // stash stay, to be overwritten by the backward's unpacks; those in the word buffers are written now (the loss
     // ends a forward: the backward takes its turns in those buffers)
     MirrorKeep keep(be, {{losses, (size_t)N * sizeof(float)}, {logits, (size_t)N * Vp * sizeof(uint16_t)}},
                     {{targets, (size_t)N * sizeof(int32_t)}});
     settle_rings(ctx_of(be));
-    zt_cu_softmax_xent16(S, dev(losses), static_cast<uint16_t *>(dev(logits)), dev(targets), N, V, Vp, dscale, prec);
+    const bool at = dscale != 0.0f && dscale_at; // the launch takes 1 for dscale (a flag), as b_softmax_xent's
+    zt_cu_softmax_xent16(S, dev(losses), static_cast<uint16_t *>(dev(logits)), dev(targets), N, V, Vp,
+                         at ? 1.0f : dscale, prec, at ? dev(dscale_at) : nullptr);
 }
 void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
              float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale) {

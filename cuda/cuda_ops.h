@@ -109,11 +109,12 @@ size_t zt_cu_embed_bwd_scratch(int B, int T);
 void zt_cu_embed_bwd(cudaStream_t s, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
                      int T, int C, void *scratch);
 // a target < 0 is an ignored position: loss 0 and a zero dlogits row (iface/backend.h)
+// dscale_at (device memory, may be null): the scale read in a non-zero dscale's place
 void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
-                        float dscale, int prec = 0);
+                        float dscale, int prec = 0, const float *dscale_at = nullptr);
 // the same on 2-byte logits of precision prec (iface/backend.h softmax_xent16): widened on load, dlogits rounded
 void zt_cu_softmax_xent16(cudaStream_t s, float *losses, uint16_t *logits, const int32_t *targets, int N, int V,
-                          int Vp, float dscale, int prec);
+                          int Vp, float dscale, int prec, const float *dscale_at = nullptr);
 // ---- kernels_optim.cu: AdamW, adamw_multi, the gradient norm's sums and clip_scale (down to zt_cu_sumsq_clip)
 void zt_cu_adamw(cudaStream_t s, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                  float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale);

@@ -395,8 +395,10 @@ __device__ __forceinline__ void xent_st(uint16_t *x, int v, float d, int prec) {
 }
 template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    k_softmax_xent(float *losses, S *logits, const int32_t *targets, int V, int Vp, float dscale, int prec) {
+    k_softmax_xent(float *losses, S *logits, const int32_t *targets, int V, int Vp, float dscale,
+                   const float *dscale_at, int prec) {
     __shared__ float sh[32];
+    if (dscale != 0.0f && dscale_at) dscale = *dscale_at; // the scale on the device (a flag was passed)
     const size_t row = blockIdx.x;
     S *x = logits + row * (size_t)Vp;
     const int tgt = targets[row];
@@ -553,19 +555,19 @@ void zt_cu_embed_bwd(cudaStream_t s, float *dwte, float *dwpe, const float *dout
 }
 
 void zt_cu_softmax_xent(cudaStream_t s, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
-                        float dscale, int prec) {
+                        float dscale, int prec, const float *dscale_at) {
     if (N <= 0) return;
     ZT_LAUNCH((k_softmax_xent<float>), (unsigned)N, row_threads((size_t)(V > Vp ? V : Vp), kRowThreads), 0, s, losses,
-              logits, targets, V, Vp, dscale, prec);
+              logits, targets, V, Vp, dscale, dscale_at, prec);
     check_launch("softmax_xent");
 }
 
 void zt_cu_softmax_xent16(cudaStream_t s, float *losses, uint16_t *logits, const int32_t *targets, int N, int V,
-                          int Vp, float dscale, int prec) {
+                          int Vp, float dscale, int prec, const float *dscale_at) {
     if (N <= 0) return;
     ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
     ZT_LAUNCH((k_softmax_xent<uint16_t>), (unsigned)N, row_threads((size_t)(V > Vp ? V : Vp), kRowThreads), 0, s,
-              losses, logits, targets, V, Vp, dscale, prec);
+              losses, logits, targets, V, Vp, dscale, dscale_at, prec);
     check_launch("softmax_xent16");
 }
 

@@ -498,6 +498,39 @@ void test_dropout(size_t n, Rng &r) {
                     n, diff, same_as_prev);
 }
 
+// softmax_xent / softmax_xent16 with the scale read from device memory (dscale_at; a flag of 1 passed by value):
+// the bits of the scale given by value, on float and 2-byte logits; with dscale 0 the logits left as they were
+void test_xent_scale_on_device(Rng &r) {
+    const int N = 37, V = 1000, Vp = 1024;
+    const float ds = 0.7f / 37.0f;
+    const std::vector<float> logits0 = rand_vec(r, (size_t)N * Vp, -8.0f, 8.0f);
+    std::vector<int32_t> tgt(N);
+    for (int n = 0; n < N; n++) tgt[n] = n % 5 == 0 ? -100 : r.below(V);
+    const float *at = &ds; // the harness's device memory is host memory
+    std::vector<float> l0(N), l1(N), x0 = logits0, x1 = logits0, x2 = logits0, l2(N);
+    zt_cu_softmax_xent(kStream, l0.data(), x0.data(), tgt.data(), N, V, Vp, ds, ZT_PREC_BF16);
+    zt_cu_softmax_xent(kStream, l1.data(), x1.data(), tgt.data(), N, V, Vp, 1.0f, ZT_PREC_BF16, at);
+    zt_cu_softmax_xent(kStream, l2.data(), x2.data(), tgt.data(), N, V, Vp, 0.0f, ZT_PREC_BF16, at);
+    size_t diff = memcmp(l0.data(), l1.data(), N * 4) != 0 || memcmp(x0.data(), x1.data(), x0.size() * 4) != 0;
+    diff += memcmp(x2.data(), logits0.data(), x2.size() * 4) != 0 || memcmp(l2.data(), l0.data(), N * 4) != 0;
+    std::vector<uint16_t> w0((size_t)N * Vp), w1;
+    for (size_t i = 0; i < w0.size(); i++) w0[i] = zt_f32_to_bits16(logits0[i], ZT_PREC_BF16);
+    w1 = w0;
+    zt_cu_softmax_xent16(kStream, l0.data(), w0.data(), tgt.data(), N, V, Vp, ds, ZT_PREC_BF16);
+    zt_cu_softmax_xent16(kStream, l1.data(), w1.data(), tgt.data(), N, V, Vp, 1.0f, ZT_PREC_BF16, at);
+    diff += memcmp(l0.data(), l1.data(), N * 4) != 0 || memcmp(w0.data(), w1.data(), w0.size() * 2) != 0;
+    // the cpu backend's slot reads it the same way
+    std::vector<float> lc(N), xc = logits0;
+    g_cpu->i->softmax_xent(g_cpu, lc.data(), xc.data(), tgt.data(), N, V, Vp, 1.0f, at);
+    std::vector<float> lr(N), xr = logits0;
+    g_cpu->i->softmax_xent(g_cpu, lr.data(), xr.data(), tgt.data(), N, V, Vp, ds, nullptr);
+    diff += memcmp(lc.data(), lr.data(), N * 4) != 0 || memcmp(xc.data(), xr.data(), xc.size() * 4) != 0;
+    if (diff == 0)
+        check_pass("xent_scale_on_device N=%d V=%d: the scale read from device memory gives the bits of the scale "
+                   "passed by value (float and bf16 logits, cpu and CUDA); dscale 0 leaves the logits", N, V);
+    else check_fail("xent_scale_on_device: %zu of 4 comparisons differ", diff);
+}
+
 // dequant: the three quantised formats of core/lora/quant.h, limit 0 (bits) against the cpu backend's decode
 void test_dequant(size_t rows, size_t cols, Rng &r) {
     std::vector<float> w = rand_vec(r, rows * cols, -0.5f, 0.5f);
@@ -682,7 +715,7 @@ void test_xent(int N, int V, int Vp, float dscale, float spread, Rng &r, double 
                 n_masked++;
             }
     std::vector<float> lref(N), xref = logits0;
-    g_cpu->i->softmax_xent(g_cpu, lref.data(), xref.data(), tgt.data(), N, V, Vp, dscale);
+    g_cpu->i->softmax_xent(g_cpu, lref.data(), xref.data(), tgt.data(), N, V, Vp, dscale, nullptr);
     std::vector<float> loss(N), x;
     double t0 = now_s();
     bool det = two_runs([&](int) {
@@ -743,9 +776,9 @@ void test_xent16(int N, int V, int Vp, float dscale, int prec, Rng &r) {
         return std::vector<Buf>{{loss.data(), loss.size() * 4}, {x16.data(), x16.size() * 2}};
     });
     const double secs = now_s() - t0;
-    g_cpu->i->softmax_xent(g_cpu, lref.data(), xref.data(), tgt.data(), N, V, Vp, dscale);
+    g_cpu->i->softmax_xent(g_cpu, lref.data(), xref.data(), tgt.data(), N, V, Vp, dscale, nullptr);
     if (dscale != 0.0f) g_cpu->i->round_to(g_cpu, xref.data(), xref.size(), prec);
-    g_cpu->i->softmax_xent16(g_cpu, lref16.data(), xref16.data(), tgt.data(), N, V, Vp, dscale, prec);
+    g_cpu->i->softmax_xent16(g_cpu, lref16.data(), xref16.data(), tgt.data(), N, V, Vp, dscale, nullptr, prec);
     size_t differ = 0; // words that must equal their float-slot counterpart
     std::vector<float> got(x16.size()), ref16(x16.size());
     for (size_t i = 0; i < x16.size(); i++) {
@@ -979,6 +1012,7 @@ int main(int argc, char **argv) {
             test_xent16(37, 1000, 1024, dscale, prec, r);
             test_xent16(5, 300, 301, dscale, prec, r);
         }
+    test_xent_scale_on_device(r);
 
     // the encoders' ops, last for the same reason: the exact GELU, the MLM head's bias add / gradient, argmax
     for (size_t n : {(size_t)1, (size_t)1000, (size_t)65537}) test_gelu(n, r, 1);

@@ -33,8 +33,9 @@ static void cpu_matmul16(zt_backend *be, void *c, int c16, const void *a, int a1
 }
 
 static void cpu_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V,
-                               int Vp, float dscale, int prec) {
+                               int Vp, float dscale, const float *dscale_at, int prec) {
     (void)be;
+    const float ds = dscale != 0.0f && dscale_at ? *dscale_at : dscale;
     ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
     uint16_t *lg = logits;
 #pragma omp parallel
@@ -45,7 +46,7 @@ static void cpu_softmax_xent16(zt_backend *be, float *losses, void *logits, cons
             uint16_t *h = lg + (size_t)n * Vp;
             if (targets[n] >= 0) /* an ignored row's logits are never read */
                 for (int v = 0; v < Vp; v++) x[v] = zt_bits16_to_f32(h[v], prec);
-            losses[n] = zt_cpu_xent_row(x, targets[n], V, Vp, dscale);
+            losses[n] = zt_cpu_xent_row(x, targets[n], V, Vp, ds);
             if (dscale != 0.0f)
                 for (int v = 0; v < Vp; v++) h[v] = zt_f32_to_bits16(x[v], prec);
         }

@@ -206,8 +206,8 @@ static void ds_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *
 }
 
 static void ds_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets, int N, int V,
-                            int Vp, float dscale) {
-    CPU(be)->i->softmax_xent(CPU(be), D(losses), D(logits), D(targets), N, V, Vp, dscale);
+                            int Vp, float dscale, const float *dscale_at) {
+    CPU(be)->i->softmax_xent(CPU(be), D(losses), D(logits), D(targets), N, V, Vp, dscale, dscale_at ? D(dscale_at) : NULL);
 }
 
 static void ds_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
@@ -216,8 +216,9 @@ static void ds_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16
 }
 
 static void ds_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V,
-                              int Vp, float dscale, int prec) {
-    CPU(be)->i->softmax_xent16(CPU(be), D(losses), D(logits), D(targets), N, V, Vp, dscale, prec);
+                              int Vp, float dscale, const float *dscale_at, int prec) {
+    CPU(be)->i->softmax_xent16(CPU(be), D(losses), D(logits), D(targets), N, V, Vp, dscale,
+                               dscale_at ? D(dscale_at) : NULL, prec);
 }
 
 static void ds_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr,

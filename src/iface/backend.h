@@ -174,9 +174,12 @@ typedef struct zt_backend_i {
        (padded columns get 0). losses(N) receives the per-position loss.
        A target < 0 marks an ignored position (a loss mask: prompt or padding): its loss is 0 and
        its dlogits row is all 0; its logits are never read.
-       If dscale == 0 only the losses are computed and logits are left as they were. */
+       If dscale == 0 only the losses are computed and logits are left as they were.
+       dscale_at: NULL, or backend memory holding the scale that replaces a non-zero dscale (then only a flag): a
+       step's per-micro-batch scale, uploaded before its work, so the slot calls repeat while it changes (a loss
+       mask's count changes it every step; core/optim/step_graph.h). */
     void (*softmax_xent)(zt_backend *be, float *losses, float *logits, const int32_t *targets,
-                         int N, int V, int Vp, float dscale);
+                         int N, int V, int Vp, float dscale, const float *dscale_at);
 
     /* AdamW on n elements (one tensor's part of a shard).
        param, m, v updated in place; grad read with scale grad_scale (e.g. clip factor). */
@@ -288,7 +291,7 @@ typedef struct zt_backend_i {
     /* softmax_xent on 2-byte logits (N, Vp): the same arithmetic on the widened values; losses(N) float32; unless
        dscale == 0 the logits are overwritten with dlogits rounded to 2-byte words (softmax_xent then round_to) */
     void (*softmax_xent16)(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
-                           float dscale, int prec);
+                           float dscale, const float *dscale_at, int prec);
 
     /* The encoder family's ops (BERT, RoBERTa: masked-LM training, core/model/model_encoder.c), each optional: NULL
        where a backend lacks it (such a backend trains decoder models only).

@@ -6,8 +6,9 @@
 #                          same run without it (bf16, fp32, Llama, bf16 with the GELU recomputed, whose steps
 #                          take an odd number of word buffers, ZeRO stage 0, LoRA, QLoRA, QLoRA with dropout (its
 #                          masks' micro-batch index read on the device; graph_dropout_applies: it changes the
-#                          result), fp16
-#                          with an injected overflow: its step key
+#                          result), loss masks (a fine-tuning shard of prompts and responses; the masked LM, an
+#                          encoder: the d(loss) scale, which follows each step's count of targets, is read from the
+#                          device), fp16 with an injected overflow: its step key
 #                          differs, so that step runs as calls and is skipped), and replayed most steps
 #                          (results.json graph_replays);
 #  - graph_eval_between    evaluation, sampling and checkpoints between steps (other forwards, the backend's state
@@ -44,6 +45,35 @@ pair graph_same_qlora_dropout 1 8 --set precision=bf16 $qdrop
 if [ "$(run_sig $TMP/g/graph_same_qlora_dropout-eager | tail -1)" != "$(run_sig $TMP/g/graph_same_qlora-eager | tail -1)" ]; then
   pass "graph_dropout_applies (the dropout run's params_hash differs from the run without dropout)"
 else fail "graph_dropout_applies: lora.dropout = 0.1 gave the params_hash of no dropout"; fi
+# loss masks: a step's d(loss) scale follows its count of targets (fine-tuning's prompts and padding, the masked
+# LM's masks); read from the device, uploaded with the step's rows, so the slot calls repeat all the same
+mkdir -p $TMP/sft
+$PY - $TMP/sft <<'EOF'
+import json, random, sys
+d, rng = sys.argv[1], random.Random(5)
+words = "alpha beta gamma delta river stone light tree cloud north south quiet swift green small".split()
+lines = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 12))) for _ in range(1500)]
+open(d + "/corpus.txt", "w").write("\n".join(lines + [l.upper() for l in lines[:300]]) + "\n")
+with open(d + "/train.jsonl", "w") as f:
+    for l in lines[:96]:  # responses of different lengths: every step counts its own number of targets
+        f.write(json.dumps({"prompt": "Upper: " + l, "response": l.upper()[: rng.randint(3, 40)]}) + "\n")
+EOF
+if $ZT prepare --input $TMP/sft/corpus.txt --vocab-size 300 --out-dir $TMP/sft/bpe > $TMP/sft_bpe.log 2>&1 &&
+   $ZT prepare --sft --input $TMP/sft/train.jsonl --tokenizer $TMP/sft/bpe/tokenizer.zttok --seq-len 32 \
+     --val-fraction 0.125 --out-dir $TMP/sft/data > $TMP/sft_prep.log 2>&1; then
+  V=$($PY -c 'import struct,sys; print(struct.unpack("<III", open(sys.argv[1], "rb").read(20)[8:20])[2])' \
+      $TMP/sft/data/train.bin)
+  pair graph_same_loss_mask 1 8 --set precision=bf16 --set data.train=$TMP/sft/data/train.bin \
+    --set data.val=$TMP/sft/data/val.bin --set model.vocab_size=$V
+else fail "graph_same_loss_mask: prepare failed: $(tail -n1 $TMP/sft_bpe.log $TMP/sft_prep.log | tr '\n' ' ')"; fi
+# the masked LM (an encoder; the masks' count changes the scale every step)
+if "${ZT_PY:-.venv-ref/bin/python}" tests/helpers/make_mlm_corpus.py $TMP/mlmc > $TMP/mlm_vocab.txt 2>&1 &&
+   $ZT prepare --mlm --seq-len 32 --input $TMP/mlmc/corpus.jsonl --tokenizer $TMP/mlmc/tokenizer.json \
+     --out-dir $TMP/mlmc/data > $TMP/mlm_prep.log 2>&1; then
+  pair graph_same_mlm 1 8 --set precision=bf16 --set model.family=bert --set model.vocab_size=$(tail -n1 $TMP/mlm_vocab.txt) \
+    --set model.sep_id=3 --set mlm.mask_id=4 --set mlm.cls_id=2 --set data.train=$TMP/mlmc/data/train.bin \
+    --set data.val=$TMP/mlmc/data/val.bin
+else fail "graph_same_mlm: the corpus or prepare failed: $(tail -n1 $TMP/mlm_vocab.txt $TMP/mlm_prep.log | tr '\n' ' ')"; fi
 ZTRAIN_TEST_OVERFLOW_STEP=9 pair graph_same_fp16_overflow 1 6 --set train.steps=16 --set precision=fp16
 if grep -q "step 9: fp16 gradients overflowed" $TMP/graph_same_fp16_overflow-graph.log; then
   pass "graph_fp16_overflow_skipped (the injected overflow at step 9 skipped with graphs on too)"

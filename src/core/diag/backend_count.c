@@ -374,11 +374,11 @@ static void w_emb_bwd(zt_backend *be, float *dwte, float *dwpe, const float *d, 
     }
     cnt_inner->embed_bwd(be, dwte, dwpe, d, t, B, T, C);
 }
-static void w_xent(zt_backend *be, float *l, float *lg, const int32_t *t, int N, int V, int Vp, float s) {
+static void w_xent(zt_backend *be, float *l, float *lg, const int32_t *t, int N, int V, int Vp, float s, const float *sa) {
     cnt_flush();
     cnt_calls[K_XENT]++;
     if (N > 0) cnt_add(K_XENT, 1, F4 * ((double)N * V + N + N) + (s != 0.0f ? F4 * (double)N * Vp : 0));
-    cnt_inner->softmax_xent(be, l, lg, t, N, V, Vp, s);
+    cnt_inner->softmax_xent(be, l, lg, t, N, V, Vp, s, sa);
     if (s != 0.0f) cnt_defer(lg, (size_t)N * Vp);
     else cnt_defer(NULL, (size_t)N * Vp); /* kept, but no round_to can name it */
 }
@@ -400,7 +400,8 @@ static void w_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16,
     cnt_mdone();
 }
 /* softmax_xent16: 2-byte logits read, and (dscale != 0) 2-byte dlogits written in place */
-static void w_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s, int prec) {
+static void w_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s,
+                     const float *sa, int prec) {
     cnt_mneed(t, 4.0 * N);
     cnt_mkeep(l, F4 * N); /* keeps the mirrors but the word buffers' lazy ones (cuda_backend_ops.cu b_softmax_xent16) */
     cnt_mkeep(lg, 2.0 * N * Vp);
@@ -408,7 +409,7 @@ static void w_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N
     cnt_flush();
     cnt_calls[K_XENT]++;
     if (N > 0) cnt_add(K_XENT, 1, 2.0 * (double)N * V + F4 * 2.0 * N + (s != 0.0f ? 2.0 * (double)N * Vp : 0));
-    cnt_inner->softmax_xent16(be, l, lg, t, N, V, Vp, s, prec);
+    cnt_inner->softmax_xent16(be, l, lg, t, N, V, Vp, s, sa, prec);
     cnt_mdone();
 }
 static void w_adamw(zt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,

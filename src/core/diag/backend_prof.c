@@ -91,13 +91,15 @@ static void w_emb_fwd(zt_backend *be, float *o, const int32_t *t, const float *w
     T0(be); g_inner->embed_fwd(be, o, t, wte, wpe, B, T, C); T1(be, P_EMB_FWD); }
 static void w_emb_bwd(zt_backend *be, float *dwte, float *dwpe, const float *d, const int32_t *t, int B, int T, int C) {
     T0(be); g_inner->embed_bwd(be, dwte, dwpe, d, t, B, T, C); T1(be, P_EMB_BWD); }
-static void w_xent(zt_backend *be, float *l, float *lg, const int32_t *t, int N, int V, int Vp, float s) {
-    T0(be); g_inner->softmax_xent(be, l, lg, t, N, V, Vp, s); T1(be, P_XENT); }
+static void w_xent(zt_backend *be, float *l, float *lg, const int32_t *t, int N, int V, int Vp, float s,
+                   const float *sa) {
+    T0(be); g_inner->softmax_xent(be, l, lg, t, N, V, Vp, s, sa); T1(be, P_XENT); }
 static void w_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
                        int ta, int tb, int prec, float beta) {
     T0(be); g_inner->matmul16(be, c, c16, a, a16, b, M, N, K, ta, tb, prec, beta); T1(be, P_MATMUL); }
-static void w_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s, int prec) {
-    T0(be); g_inner->softmax_xent16(be, l, lg, t, N, V, Vp, s, prec); T1(be, P_XENT); }
+static void w_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s,
+                     const float *sa, int prec) {
+    T0(be); g_inner->softmax_xent16(be, l, lg, t, N, V, Vp, s, sa, prec); T1(be, P_XENT); }
 static void w_adamw(zt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                     float eps, float wd, float c1, float c2, float gs) {
     T0(be); g_inner->adamw(be, p, g, m, v, n, lr, b1, b2, eps, wd, c1, c2, gs); T1(be, P_ADAMW); }

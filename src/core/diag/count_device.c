@@ -81,8 +81,9 @@ static void n_embf(zt_backend *be, float *a, const int32_t *b, const float *c, c
     (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; }
 static void n_embb(zt_backend *be, float *a, float *b, const float *c, const int32_t *d, int e, int f, int g) {
     (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; }
-static void n_xent(zt_backend *be, float *a, float *b, const int32_t *c, int d, int e, int f, float g) {
-    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; }
+static void n_xent(zt_backend *be, float *a, float *b, const int32_t *c, int d, int e, int f, float g,
+                   const float *h) {
+    (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)g; (void)h; }
 static void n_adamw(zt_backend *be, float *a, const float *b, float *c, float *d, size_t n, float e, float f, float g,
                     float h, float i, float j, float k, float l) { (void)be; (void)a; (void)b; (void)c; (void)d;
                     (void)n; (void)e; (void)f; (void)g; (void)h; (void)i; (void)j; (void)k; (void)l; }
@@ -125,8 +126,9 @@ static void n_argmax(zt_backend *be, int32_t *a, const float *b, int c, int d, i
 static void n_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,
                        int ta, int tb, int prec, float beta) { (void)be; (void)c; (void)c16; (void)a; (void)a16;
                        (void)b; (void)M; (void)N; (void)K; (void)ta; (void)tb; (void)prec; (void)beta; }
-static void n_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s, int prec) {
-    (void)be; (void)l; (void)lg; (void)t; (void)N; (void)V; (void)Vp; (void)s; (void)prec; }
+static void n_xent16(zt_backend *be, float *l, void *lg, const int32_t *t, int N, int V, int Vp, float s,
+                     const float *sa, int prec) {
+    (void)be; (void)l; (void)lg; (void)t; (void)N; (void)V; (void)Vp; (void)s; (void)sa; (void)prec; }
 static void n_fattb(zt_backend *be, float *a, float *b, const float *c, const float *d, const float *e, const float *f,
                     int g, int h, int i, int j, int k) { (void)be; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f;
                     (void)g; (void)h; (void)i; (void)j; (void)k; }

@@ -234,7 +234,7 @@ static void op_softmax_xent(zt_backend *be, st_case *k, float **out) {
     /* in: logits (N, Vp), targets; out: losses, dlogits */
     float *lg = st_up(be, k->in[0], k->in_n[0]), *losses = st_up(be, NULL, (size_t)k->N);
     int32_t *tg = (int32_t *)st_up(be, k->in[1], k->in_n[1]);
-    be->i->softmax_xent(be, losses, lg, tg, k->N, k->V, k->Vp, 1.0f / (float)k->N);
+    be->i->softmax_xent(be, losses, lg, tg, k->N, k->V, k->Vp, 1.0f / (float)k->N, NULL);
     st_down(be, out[0], losses, k->out_n[0]); st_down(be, out[1], lg, k->out_n[1]);
     be->i->free(be, lg); be->i->free(be, losses); be->i->free(be, (float *)tg);
 }

@@ -78,7 +78,7 @@ void st_op_xent16(zt_backend *be, st_case *k, float **out) {
     void *lg = up16(be, k->in[0], k->in_n[0], prec);
     int32_t *tg = (int32_t *)st_up(be, k->in[1], k->in_n[1]);
     float *losses = st_up(be, NULL, (size_t)k->N);
-    be->i->softmax_xent16(be, losses, lg, tg, k->N, k->V, k->Vp, 1.0f / (float)k->N, prec);
+    be->i->softmax_xent16(be, losses, lg, tg, k->N, k->V, k->Vp, 1.0f / (float)k->N, NULL, prec);
     st_down(be, out[0], losses, k->out_n[0]);
     down16(be, out[1], lg, k->out_n[1], prec);
     be->i->free(be, lg); be->i->free(be, (float *)tg); be->i->free(be, losses);

@@ -128,10 +128,10 @@ static void xent_rows(zt_model *m, float *losses, const int32_t *tgt, int N, flo
     const int V = m->s.vocab_size, Vp = m->s.padded_vocab;
     zt_acts *a = &m->a;
     if (logits16(m)) {
-        f->softmax_xent16(be, losses, a->logits, tgt, N, V, Vp, dscale, m->prec);
+        f->softmax_xent16(be, losses, a->logits, tgt, N, V, Vp, dscale, m->xent_at, m->prec);
         return;
     }
-    f->softmax_xent(be, losses, a->logits, tgt, N, V, Vp, dscale);
+    f->softmax_xent(be, losses, a->logits, tgt, N, V, Vp, dscale, m->xent_at);
     if (dscale != 0.0f) RND(a->logits, (size_t)N * Vp);
 }
 static void xent(zt_model *m, float *losses, int N, float dscale) { xent_rows(m, losses, m->tgt, N, dscale); }
@@ -189,14 +189,17 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
         m->tok = a->tokens;
         m->tgt = a->targets;
     } else { /* a step's row, uploaded before its first launch */
-        ZT_ASSERT(row >= 0 && !targets && !m->s.encoder);
+        ZT_ASSERT(row >= 0 && !targets);
         m->tok = m->row_ids + (size_t)row * N;
         m->tgt = m->tok + (size_t)m->loss_nrows * m->max_B * m->max_T;
     }
+    /* a step's row with its scale uploaded: softmax_xent reads it there (the same float as dscale / N) */
+    m->xent_at = !tokens && m->rows_dscale && dscale != 0.0f ? m->row_dscale + row : NULL;
     const int scored = targets || !tokens; /* targets given, or the row's */
     if (m->s.encoder) {
-        const float loss = zt_model_encoder_forward(m, tokens, targets, B, T, dscale);
-        if (row >= 0) m->loss_rows_host[(size_t)row * m->max_B * m->max_T] = loss, m->loss_row_n[row] = -1;
+        const float loss = zt_model_encoder_forward(m, tokens, targets, B, T, dscale, row);
+        if (row >= 0 && tokens) m->loss_rows_host[(size_t)row * m->max_B * m->max_T] = loss, m->loss_row_n[row] = -1;
+        else if (row >= 0) m->loss_row_n[row] = N;
         return loss;
     }
 
@@ -268,19 +271,37 @@ void zt_model_loss_rows_alloc(zt_model *m, int n) {
     m->row_ids = be->i->alloc(be, 2 * (size_t)n * BT * sizeof(int32_t));
     if (m->row_micro) be->i->free(be, m->row_micro);
     m->row_micro = be->i->alloc(be, (size_t)n * sizeof(uint64_t));
+    if (m->row_dscale) be->i->free(be, m->row_dscale);
+    m->row_dscale = be->i->alloc(be, (size_t)n * sizeof(float));
+    free(m->row_dscale_host);
+    m->row_dscale_host = zt_calloc((size_t)n, sizeof(float));
     m->loss_rows_host = zt_calloc((size_t)n * BT, sizeof(float));
+    if (m->s.encoder) {
+        if (m->row_enc) be->i->free(be, m->row_enc);
+        if (m->row_argmax) be->i->free(be, m->row_argmax);
+        free(m->row_enc_host);
+        m->row_enc = be->i->alloc(be, 3 * (size_t)n * BT * sizeof(int32_t));
+        m->row_argmax = be->i->alloc(be, (size_t)n * BT * sizeof(int32_t));
+        m->row_enc_host = zt_calloc(3 * (size_t)n * BT, sizeof(int32_t));
+    }
     m->loss_row_n = zt_calloc((size_t)n, sizeof(int));
     m->loss_nrows = n;
 }
 
 void zt_model_rows_upload(zt_model *m, int n, int B, int T, const int32_t *tokens, const int32_t *targets,
-                          const uint64_t *micro) {
+                          const uint64_t *micro, const float *dscale) {
     ZT_ASSERT(n <= m->loss_nrows && B <= m->max_B && T <= m->max_T);
     const size_t cnt = (size_t)n * B * T * sizeof(int32_t);
     m->be->i->to_device(m->be, m->row_ids, tokens, cnt);
     m->be->i->to_device(m->be, m->row_ids + (size_t)m->loss_nrows * m->max_B * m->max_T, targets, cnt);
+    if (m->s.encoder) zt_model_encoder_rows_upload(m, n, B, T, tokens);
     m->rows_micro = micro != NULL;
     if (micro) m->be->i->to_device(m->be, m->row_micro, micro, (size_t)n * sizeof(uint64_t));
+    m->rows_dscale = dscale != NULL;
+    if (dscale) { /* divided as forward and backward divide it */
+        for (int r = 0; r < n; r++) m->row_dscale_host[r] = dscale[r] / (float)(B * T);
+        m->be->i->to_device(m->be, m->row_dscale, m->row_dscale_host, (size_t)n * sizeof(float));
+    }
 }
 
 void zt_model_forward_train_row(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,

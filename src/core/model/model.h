@@ -176,7 +176,17 @@ typedef struct zt_model {
     int rows_micro;
     int32_t *row_ids;     /* backend memory (2, loss_nrows, max B*T): the rows' tokens, then their targets, uploaded
                              before a step's first launch (zt_model_rows_upload) */
+    float *row_dscale;    /* backend memory (loss_nrows): each row's d(loss) scale / (B*T), the softmax_xent scale of
+                             its forward and backward, uploaded with the rows when given (rows_dscale) */
+    float *row_dscale_host;
+    int rows_dscale;
+    const float *xent_at; /* the current forward's scale in backend memory (a row's in row_dscale), or NULL */
     const int32_t *tok, *tgt; /* backend memory: the last forward's tokens and targets (a->tokens or a row's) */
+    const int32_t *e_pos, *e_type, *e_key; /* encoders, backend memory: the last forward's position ids, token types
+                             and keys (a->pos_ids, a->types, a->kvalid, or a row's in row_enc) */
+    int32_t *row_enc;     /* encoders, backend memory (loss_nrows, 3, max B*T): the rows' ids, uploaded with them */
+    int32_t *row_argmax;  /* encoders, backend memory (loss_nrows, max B*T): the rows' logits' argmax */
+    int32_t *row_enc_host; /* encoders: host staging of row_enc, then of row_argmax */
     long forwards;        /* forwards run (any kind) and float32 parameter copies made (zt_model_params_f32): a step
                              graph's replay needs none between steps (core/optim/step_graph.h) */
     int32_t *ids_host;    /* encoders: (3, B, T) host staging of pos_ids, types and kvalid; then the argmax */
@@ -252,21 +262,28 @@ float zt_model_forward_train(zt_model *m, const int32_t *tokens, const int32_t *
    replaces them) */
 void zt_model_loss_rows_alloc(zt_model *m, int n);
 /* a step's micro-batches' inputs into device rows 0..n-1 before any of its work: tokens and targets hold n rows of
-   B*T (host memory); two copies. Then zt_model_forward_train_row with tokens NULL reads them there, so nothing
-   reaches the device inside the step (decoders; an encoder's forward takes its tokens from the host). micro (may be
-   NULL): the rows' global micro-batch indices, a third copy, from which LoRA dropout's masks are made on the device */
+   B*T (host memory); two copies (an encoder: a third, the ids made from the tokens). Then zt_model_forward_train_row
+   with tokens NULL reads them there, so nothing reaches the device inside the step. micro (may be NULL): the rows'
+   global micro-batch indices, one more copy, from which LoRA dropout's masks are made on the device. dscale (may be
+   NULL): each row's d(loss) scale, exactly the dloss_scale its zt_model_forward_train_row and zt_model_backward
+   will be given; their softmax_xent then reads dscale / (B*T) from the device, so a step whose scale changes (a
+   loss mask's count) still repeats its slot calls (a step graph) */
 void zt_model_rows_upload(zt_model *m, int n, int B, int T, const int32_t *tokens, const int32_t *targets,
-                          const uint64_t *micro);
-/* the training forward of a step's micro-batch `row` that does not wait for the device (decoders: no host sync):
-   as zt_model_forward_train, but its per-position losses stay in the model's device row `row` (0 <= row <
-   loss_nrows) until zt_model_loss_rows_read; tokens NULL (and targets NULL): the row's uploaded inputs. An
-   encoder's forward reads its predictions back (the MLM accuracy) and runs as zt_model_forward_train, its mean loss
-   kept for the read */
+                          const uint64_t *micro, const float *dscale);
+/* the training forward of a step's micro-batch `row` that does not wait for the device (no host sync): as
+   zt_model_forward_train, but its per-position losses stay in the model's device row `row` (0 <= row <
+   loss_nrows) until zt_model_loss_rows_read, and an encoder's predictions (the MLM accuracy) in its argmax row
+   until zt_model_rows_accuracy; tokens NULL (and targets NULL): the row's uploaded inputs. With tokens given an
+   encoder's forward reads its predictions back and runs as zt_model_forward_train, its mean loss kept for the read */
 void zt_model_forward_train_row(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                                 float dloss_scale, int row);
 /* the mean losses of rows 0..n-1, each exactly as zt_model_forward_train returns it (the per-position losses summed
    in order in double, divided by B*T), into out: one copy from the device (it waits for the work issued so far) */
 void zt_model_loss_rows_read(zt_model *m, int n, float *out);
+/* encoders: over rows 0..n-1 (forwards of uploaded rows), the positions whose target (targets: the n rows of B*T
+   uploaded, host memory) is >= 0 added to acc[0], those whose logits' argmax is the target to acc[1]; one copy from
+   the device */
+void zt_model_rows_accuracy(zt_model *m, int n, int B, int T, const int32_t *targets, long long acc[2]);
 /* backward of the last forward with targets; writes m->grads (overwritten, not accumulated).
    dloss_scale multiplies d(mean loss), the returned loss: 1/K for K accumulated micro-batches; each position's
    gradient is scaled by dloss_scale / (B*T), and an ignored position has none. */

@@ -7,7 +7,9 @@
  * Per position, made on the host from the tokens: whether it is a key (not model.pad_id), its token type (the
  * number of sep_id tokens before it, at most type_vocab - 1; 0 without sep_id) and its position id: t + pos_offset
  * (BERT), or with pos_offset > 0 transformers' RoBERTa rule, pad_id + (the non-padding tokens up to and including
- * it) for a token and pad_id for padding. Nothing a padding position computes reaches a loss: it is never a key
+ * it) for a token and pad_id for padding. A training step makes them for all its micro-batches and uploads them with
+ * their tokens (zt_model_rows_upload); its forwards keep their argmax and losses in device rows, counted after the
+ * step (zt_model_rows_accuracy), so nothing in a step waits for the device. Nothing a padding position computes reaches a loss: it is never a key
  * (probability exactly 0) and never a target, so its gradients are exactly 0, as transformers' padding_idx rows.
  * Dropout is not applied (a run without dropout, transformers' model.eval() arithmetic).
  *
@@ -36,11 +38,9 @@ static void add_norm(zt_model *m, float *res, float *out, float *mean, float *rs
     }
 }
 
-/* the host-made ids of a micro-batch (see the file comment) into the device */
-static void put_ids(zt_model *m, const int32_t *tokens, int B, int T) {
-    const zt_model_shape *s = &m->s;
-    const size_t N = (size_t)B * T;
-    int32_t *pos = m->ids_host, *type = pos + N, *key = type + N;
+/* the host-made ids of a micro-batch's B x T tokens (see the file comment): position ids, token types, keys */
+static void make_ids(const zt_model_shape *s, const int32_t *tokens, int B, int T, int32_t *pos, int32_t *type,
+                     int32_t *key) {
     for (int b = 0; b < B; b++) {
         int seps = 0, real = 0;
         for (int t = 0; t < T; t++) {
@@ -53,10 +53,45 @@ static void put_ids(zt_model *m, const int32_t *tokens, int B, int T) {
             pos[i] = s->pos_offset > 0 ? (pad ? s->pad_id : s->pad_id + real) : t + s->pos_offset;
         }
     }
+}
+
+/* a micro-batch's ids into the device (the activations' buffers), for the forward that follows */
+static void put_ids(zt_model *m, const int32_t *tokens, int B, int T) {
+    const size_t N = (size_t)B * T;
+    int32_t *pos = m->ids_host, *type = pos + N, *key = type + N;
+    make_ids(&m->s, tokens, B, T, pos, type, key);
     const zt_backend_i *f = m->be->i;
     f->to_device(m->be, m->a.pos_ids, pos, N * sizeof(int32_t));
     f->to_device(m->be, m->a.types, type, N * sizeof(int32_t));
     f->to_device(m->be, m->a.kvalid, key, N * sizeof(int32_t));
+    m->e_pos = m->a.pos_ids, m->e_type = m->a.types, m->e_key = m->a.kvalid;
+}
+
+/* row r's ids in row_enc (host staging or device): (3, max B*T) a row, position ids, types and keys N apart */
+static int32_t *row_ids_at(const zt_model *m, int32_t *base, int r) {
+    return base + (size_t)r * 3 * m->max_B * m->max_T;
+}
+
+void zt_model_encoder_rows_upload(zt_model *m, int n, int B, int T, const int32_t *tokens) {
+    const size_t N = (size_t)B * T;
+    for (int r = 0; r < n; r++) {
+        int32_t *pos = row_ids_at(m, m->row_enc_host, r);
+        make_ids(&m->s, tokens + r * N, B, T, pos, pos + N, pos + 2 * N);
+    }
+    m->be->i->to_device(m->be, m->row_enc, m->row_enc_host, (size_t)n * 3 * m->max_B * m->max_T * sizeof(int32_t));
+}
+
+void zt_model_rows_accuracy(zt_model *m, int n, int B, int T, const int32_t *targets, long long acc[2]) {
+    const size_t N = (size_t)B * T, BT = (size_t)m->max_B * m->max_T;
+    ZT_ASSERT(m->s.encoder && n <= m->loss_nrows);
+    if (n <= 0) return;
+    m->be->i->to_host(m->be, m->row_enc_host, m->row_argmax, ((size_t)(n - 1) * BT + N) * sizeof(int32_t));
+    for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < N; i++) {
+            const int32_t t = targets[r * N + i];
+            acc[0] += t >= 0;
+            acc[1] += t >= 0 && m->row_enc_host[r * BT + i] == t;
+        }
 }
 
 /* layer l's forward (post-LN). out = 0: a recomputation in backward (the output is rewritten with the same bits) */
@@ -72,7 +107,7 @@ static void layer_fwd(zt_model *m, int l, int out) {
     zt_model_need_layer(m, l, out ? l + 1 : -1);
     f->linear_fwd(be, x.qkv, x.res, zt_model_base_w(m, l, 0), P(T_(l, ZT_QKVB)), N, C, Q);
     RND(x.qkv, (size_t)N * Q);
-    f->attention_bidir_fwd(be, x.atty, x.att, x.qkv, a->kvalid, B, T, C, NH, NKV);
+    f->attention_bidir_fwd(be, x.atty, x.att, x.qkv, m->e_key, B, T, C, NH, NKV);
     RND(x.atty, NC);
     RND(x.att, (size_t)B * NH * T * T);
     f->linear_fwd(be, a->attproj, x.atty, zt_model_base_w(m, l, 1), P(T_(l, ZT_ATTPB)), N, C, C);
@@ -90,7 +125,7 @@ static void layer_fwd(zt_model *m, int l, int out) {
 }
 
 float zt_model_encoder_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
-                               float dscale) {
+                               float dscale, int row) {
     zt_backend *be = m->be;
     const zt_backend_i *f = be->i;
     const zt_model_shape *s = &m->s;
@@ -98,16 +133,20 @@ float zt_model_encoder_forward(zt_model *m, const int32_t *tokens, const int32_t
     const int L = s->n_layer, C = s->n_embd, V = s->vocab_size, Vp = s->padded_vocab, N = B * T;
     const size_t NC = (size_t)N * C;
     zt_acts *a = &m->a;
-    put_ids(m, tokens, B, T);
+    if (tokens) put_ids(m, tokens, B, T);
+    else { /* a step's row: its ids uploaded before the step's first launch */
+        const int32_t *ids = row_ids_at(m, m->row_enc, row);
+        m->e_pos = ids, m->e_type = ids + N, m->e_key = ids + 2 * (size_t)N;
+    }
     zt_model_need_fixed(m);
     zt_model_need_wte(m);
     /* transformers' order: word + token type, then + position; stored once, then its LayerNorm */
-    f->embed_fwd(be, a->emb_sum, a->tokens, P(ZT_P_WTE), NULL, B, T, C);
+    f->embed_fwd(be, a->emb_sum, m->tok, P(ZT_P_WTE), NULL, B, T, C);
     if (pt->tte >= 0) {
-        f->embed_fwd(be, a->hd, a->types, P(pt->tte), NULL, B, T, C);
+        f->embed_fwd(be, a->hd, m->e_type, P(pt->tte), NULL, B, T, C);
         f->add(be, a->emb_sum, a->emb_sum, a->hd, NC);
     }
-    f->embed_fwd(be, a->hd, a->pos_ids, P(pt->wpe), NULL, B, T, C);
+    f->embed_fwd(be, a->hd, m->e_pos, P(pt->wpe), NULL, B, T, C);
     f->add(be, a->emb_sum, a->emb_sum, a->hd, NC);
     RND(a->emb_sum, NC);
     f->layernorm_fwd(be, a->encoded, a->emb_mean, a->emb_rstd, a->emb_sum, P(pt->emb_ln), P(pt->emb_ln + 1), N, C,
@@ -133,13 +172,18 @@ float zt_model_encoder_forward(zt_model *m, const int32_t *tokens, const int32_t
     RND(a->logits, (size_t)N * Vp);
     m->dlogits_ready = 0;
     m->correct = m->counted = 0;
-    if (!targets) return -1.0f;
-    /* accuracy: the argmax of the stored logits against the targets, before the loss overwrites them */
-    f->argmax_rows(be, a->argmax, a->logits, N, V, Vp);
-    f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dscale / (float)N);
+    if (tokens && !targets) return -1.0f;
+    /* accuracy: the argmax of the stored logits against the targets, before the loss overwrites them; a step's row
+       keeps its argmax and losses on the device (zt_model_encoder_rows_accuracy, zt_model_loss_rows_read) */
+    const size_t BT = (size_t)m->max_B * m->max_T;
+    int32_t *argmax = tokens ? a->argmax : m->row_argmax + (size_t)row * BT;
+    float *losses = tokens ? a->losses : m->loss_rows + (size_t)row * BT;
+    f->argmax_rows(be, argmax, a->logits, N, V, Vp);
+    f->softmax_xent(be, losses, a->logits, m->tgt, N, V, Vp, dscale / (float)N, m->xent_at);
     if (dscale != 0.0f) RND(a->logits, (size_t)N * Vp);
     m->dlogits_ready = dscale != 0.0f;
     m->dlogits_scale = dscale;
+    if (!tokens) return 0.0f;
     f->to_host(be, m->ids_host, a->argmax, (size_t)N * sizeof(int32_t));
     f->to_host(be, m->losses_host, a->losses, (size_t)N * sizeof(float));
     f->sync(be);
@@ -192,7 +236,7 @@ static void layer_bwd(zt_model *m, int l) {
     RND(a->dres, NC);
     zt_model_linear_bwd(m, l, 1, a->dbtc, a->dres, x.atty, T_(l, ZT_ATTPW), T_(l, ZT_ATTPB));
     RND(a->dbtc, NC);
-    f->attention_bidir_bwd(be, a->dqkv, a->datt, a->dbtc, x.qkv, x.att, a->kvalid, B, T, C, NH, NKV);
+    f->attention_bidir_bwd(be, a->dqkv, a->datt, a->dbtc, x.qkv, x.att, m->e_key, B, T, C, NH, NKV);
     RND(a->dqkv, (size_t)N * Q);
     zt_model_linear_bwd(m, l, 0, a->dbtc2, a->dqkv, x.res, T_(l, ZT_QKVW), T_(l, ZT_QKVB));
     RND(a->dbtc2, NC);
@@ -213,7 +257,7 @@ void zt_model_encoder_backward(zt_model *m, float dloss_scale) {
     zt_acts *a = &m->a;
     ZT_ASSERT(!m->lora);
     if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) {
-        f->softmax_xent(be, a->losses, a->logits, a->targets, N, V, Vp, dloss_scale / (float)N);
+        f->softmax_xent(be, a->losses, a->logits, m->tgt, N, V, Vp, dloss_scale / (float)N, m->xent_at);
         RND(a->logits, (size_t)N * Vp);
     }
     m->dlogits_ready = 0;
@@ -244,12 +288,12 @@ void zt_model_encoder_backward(zt_model *m, float dloss_scale) {
     f->layernorm_bwd(be, a->dbtc, G(pt->emb_ln), G(pt->emb_ln + 1), a->dres, a->emb_sum, P(pt->emb_ln), a->emb_mean,
                      a->emb_rstd, N, C);
     RND(a->dbtc, NC);
-    f->embed_bwd(be, G(ZT_P_WTE), NULL, a->dbtc, a->tokens, B, T, C);
+    f->embed_bwd(be, G(ZT_P_WTE), NULL, a->dbtc, m->tok, B, T, C);
     f->zero(be, G(pt->wpe), pt->t[pt->wpe].numel * sizeof(float));
-    f->embed_bwd(be, G(pt->wpe), NULL, a->dbtc, a->pos_ids, B, T, C);
+    f->embed_bwd(be, G(pt->wpe), NULL, a->dbtc, m->e_pos, B, T, C);
     if (pt->tte >= 0) {
         f->zero(be, G(pt->tte), pt->t[pt->tte].numel * sizeof(float));
-        f->embed_bwd(be, G(pt->tte), NULL, a->dbtc, a->types, B, T, C);
+        f->embed_bwd(be, G(pt->tte), NULL, a->dbtc, m->e_type, B, T, C);
     }
     zt_model_round_grads(m, pt, 0, first_layer - 1);
     AFTER(0);

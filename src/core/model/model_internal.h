@@ -74,8 +74,11 @@ void zt_model_linear_bwd(zt_model *m, int l, int k, float *dx, const float *dy, 
 void zt_model_layer_tensors(const zt_model *m, int l, int *first, int *last);
 
 /* ---- the encoders (model_encoder.c): forward (after the tokens and targets are on the device) and backward */
+/* tokens NULL: a step's row `row` (its ids, tokens and targets uploaded; its argmax and losses left in the rows) */
 float zt_model_encoder_forward(zt_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
-                               float dscale);
+                               float dscale, int row);
+/* the ids of n rows of B x T tokens (host memory) into row_enc (zt_model_rows_upload) */
+void zt_model_encoder_rows_upload(zt_model *m, int n, int B, int T, const int32_t *tokens);
 void zt_model_encoder_backward(zt_model *m, float dloss_scale);
 
 #endif

@@ -341,6 +341,11 @@ void zt_model_free(zt_model *m) {
     if (m->loss_rows) be->i->free(be, m->loss_rows);
     if (m->row_ids) be->i->free(be, m->row_ids);
     if (m->row_micro) be->i->free(be, m->row_micro);
+    if (m->row_dscale) be->i->free(be, m->row_dscale);
+    free(m->row_dscale_host);
+    if (m->row_enc) be->i->free(be, m->row_enc);
+    if (m->row_argmax) be->i->free(be, m->row_argmax);
+    free(m->row_enc_host);
     if (m->a.encoded) be->i->free(be, m->a.encoded);
     for (int l = 0; l < m->s.n_layer; l++)
         for (int k = 0; k < ZT_LORA_N_TARGETS; k++)

@@ -19,6 +19,7 @@ void zt_step_init(zt_step *st, zt_model *m, zt_zero *z, const zt_config *c, zt_s
     st->targets = zt_malloc((size_t)z->micro_steps * BT * sizeof(int32_t));
     st->my_losses = zt_calloc((size_t)z->micro_steps, sizeof(float));
     st->micro = zt_calloc((size_t)z->micro_steps, sizeof(uint64_t));
+    st->dscale = zt_calloc((size_t)z->micro_steps, sizeof(float));
     zt_model_loss_rows_alloc(m, z->micro_steps); /* the micro-batches' losses stay on the device until the step ends */
     st->all_losses = zt_calloc((size_t)K, sizeof(float));
     st->scaler.active = zt_config_prec(c) == ZT_PREC_FP16;
@@ -33,7 +34,9 @@ void zt_step_free(zt_step *st) {
     free(st->my_losses);
     free(st->all_losses);
     free(st->micro);
+    free(st->dscale);
     st->micro = NULL;
+    st->dscale = NULL;
     st->tokens = st->targets = NULL;
     st->my_losses = st->all_losses = NULL;
 }
@@ -47,36 +50,35 @@ static float dloss_scale(const zt_step *st, uint64_t n) {
                               : st->scaler.scale / (float)K;
 }
 
-/* the step's micro-batches read, and (decoders) their inputs uploaded before its first launch */
-static void read_inputs(zt_step *st, long step) {
+/* this rank's micro-batch mi's d(loss) scale: ds0, or (fault injection) an overflow at the step's first */
+static float micro_dscale(const zt_step *st, long step, int mi, float ds0) {
+    return step + 1 == st->overflow_step && st->z->rank == 0 && mi == 0 ? ds0 * 1099511627776.0f : ds0;
+}
+
+/* the step's micro-batches read, and their inputs (with their d(loss) scales) uploaded before its first launch */
+static void read_inputs(zt_step *st, long step, float ds0) {
     const int B = st->c->train.micro_batch, T = st->c->train.seq_len, N = st->z->N, r = st->z->rank;
     const size_t BT = (size_t)B * T;
-    const int ms = st->z->micro_steps, enc = st->m->s.encoder;
+    const int ms = st->z->micro_steps;
     for (int mi = 0; mi < ms; mi++)
         st->batch(st->batch_ctx, step, mi * N + r, st->tokens + mi * BT, st->targets + mi * BT);
     /* LoRA dropout: the masks' global micro-batch indices go with the rows (the same slot calls every step) */
     const int K = st->c->train.global_batch / B, drop = st->m->lora && st->m->lora->cfg.dropout > 0.0f;
     for (int mi = 0; drop && mi < ms; mi++) st->micro[mi] = (uint64_t)step * (uint64_t)K + (uint64_t)(mi * N + r);
-    if (!enc) zt_model_rows_upload(st->m, ms, B, T, st->tokens, st->targets, drop ? st->micro : NULL);
+    for (int mi = 0; mi < ms; mi++) st->dscale[mi] = micro_dscale(st, step, mi, ds0);
+    zt_model_rows_upload(st->m, ms, B, T, st->tokens, st->targets, drop ? st->micro : NULL, st->dscale);
 }
 
-/* forward, backward and reduction of this rank's micro-batches, each with d(loss) scale ds0 */
-static void micro_batches(zt_step *st, long step, float ds0, long long acc[2]) {
+/* forward, backward and reduction of this rank's micro-batches, each with its d(loss) scale (read_inputs) */
+static void micro_batches(zt_step *st, long step) {
     const zt_config *c = st->c;
     const int B = c->train.micro_batch, T = c->train.seq_len, K = c->train.global_batch / B;
     const int N = st->z->N, r = st->z->rank;
-    const size_t BT = (size_t)B * T;
-    const int enc = st->m->s.encoder;
     for (int mi = 0; mi < st->z->micro_steps; mi++) {
         const int j = mi * N + r;
         if (st->m->lora) st->m->lora->micro = step * K + j; /* dropout masks: by global micro-batch */
-        float ds = ds0;
-        if (step + 1 == st->overflow_step && r == 0 && mi == 0) ds *= 1099511627776.0f;
-        zt_model_forward_train_row(st->m, enc ? st->tokens + mi * BT : NULL, enc ? st->targets + mi * BT : NULL, B,
-                                   T, ds, mi);
-        acc[0] += st->m->counted;
-        acc[1] += st->m->correct;
-        zt_model_backward(st->m, ds);
+        zt_model_forward_train_row(st->m, NULL, NULL, B, T, st->dscale[mi], mi);
+        zt_model_backward(st->m, st->dscale[mi]);
         zt_zero_reduce(st->z, st->m, mi);
     }
 }
@@ -115,22 +117,18 @@ zt_step_result zt_step_run(zt_step *st, long step) {
     r.counted = st->count ? st->count(st->batch_ctx, step)
                           : (uint64_t)c->train.global_batch * (uint64_t)c->train.seq_len;
     zt_zero_step_begin(st->z, &hp, step + 1, (float)r.lr, st->scaler.scale);
-    read_inputs(st, step);
     const float ds0 = dloss_scale(st, r.counted);
-    long long acc[2] = {0, 0};
+    read_inputs(st, step, ds0);
     double t0 = zt_now();
     /* an asynchronous checkpoint's snapshot of the parameters and moments must be taken before the update: with a
        step graph before the step's work, else while the micro-batches run */
     if (st->saver && st->graph.on) r.snapshot_wait_s = zt_ckpt_saver_wait_snapshot(st->saver);
-    /* the step key: what the step's slot calls take by value and may change from step to step */
-    const uint64_t key = ((uint64_t)zt_float_to_bits(ds0) << 1 | (uint64_t)(step + 1 == st->overflow_step)) + 1;
+    /* the step key: what the step's slot calls take by value and may change from step to step (the d(loss) scales
+       are read from the device, uploaded with the rows; the fp16 loss scale stays in the key) */
+    const uint64_t key =
+        ((uint64_t)zt_float_to_bits(st->scaler.scale) << 1 | (uint64_t)(step + 1 == st->overflow_step)) + 1;
     if (!zt_step_graph_run(st, key)) {
-        micro_batches(st, step, ds0, acc);
-        if (st->m->s.encoder) { /* the masked-LM accuracy's counts over the global batch */
-            MPI_Allreduce(MPI_IN_PLACE, acc, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-            r.mlm_counted = acc[0];
-            r.mlm_correct = acc[1];
-        }
+        micro_batches(st, step);
         /* the norm, the clip factor and the update are queued behind the backward: the device decides whether an fp16
            step is skipped (a NaN gradient scale); the host reads the norm once the update is done */
         t0 = zt_now();
@@ -156,5 +154,12 @@ zt_step_result zt_step_run(zt_step *st, long step) {
     r.norm = norm;
     zt_model_loss_rows_read(st->m, st->z->micro_steps, st->my_losses);
     r.loss = step_loss(st, r.counted);
+    if (st->m->s.encoder) { /* the masked-LM accuracy's counts over the global batch */
+        long long acc[2] = {0, 0};
+        zt_model_rows_accuracy(st->m, st->z->micro_steps, c->train.micro_batch, c->train.seq_len, st->targets, acc);
+        MPI_Allreduce(MPI_IN_PLACE, acc, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        r.mlm_counted = acc[0];
+        r.mlm_correct = acc[1];
+    }
     return r;
 }

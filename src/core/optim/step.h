@@ -65,6 +65,7 @@ typedef struct zt_step {
     int32_t *tokens, *targets; /* (micro_steps, B, T) host: the step's micro-batches, all read before its first launch */
     float *my_losses;         /* (micro_steps) this rank's micro-batch losses */
     uint64_t *micro;          /* (micro_steps) their global micro-batch indices (LoRA dropout), uploaded with the rows */
+    float *dscale;            /* (micro_steps) their d(loss) scales, uploaded with the rows */
     float *all_losses;        /* (K) every rank's, gathered */
     zt_step_graph graph;      /* train.cuda_graph (step_graph.h) */
 } zt_step;

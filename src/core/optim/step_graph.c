@@ -8,7 +8,7 @@ void zt_step_graph_init(zt_step *st) {
     const zt_model *m = st->m;
     zt_zero *z = st->z;
     st->graph = (zt_step_graph){.captured_at = -1};
-    st->graph.on = st->c->train.cuda_graph && m->be->i->graph && !m->s.encoder && !z->offload;
+    st->graph.on = st->c->train.cuda_graph && m->be->i->graph && !z->offload;
     z->no_poll = st->graph.on; /* the buckets' reductions complete at fixed points: the same launches every step */
 }
 

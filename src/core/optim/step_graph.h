@@ -1,13 +1,14 @@
 /* step_graph.h — a training step replayed as one CUDA graph (train.cuda_graph; the backend's graph slot,
- * iface/backend.h). A step is eligible on a backend with the slot, a decoder (LoRA dropout too: its masks' index is
- * on the device, zt_model.row_micro), no offloaded update, on any number of ranks and at any ZeRO stage (the
+ * iface/backend.h). A step is eligible on a backend with the slot, a decoder or an encoder (LoRA dropout too: its masks'
+ * index is on the device, zt_model.row_micro), no offloaded update, on any number of ranks and at any ZeRO stage (the
  * communicator's operations, stage 3's gathers among them, are captured with the kernels: the backend's host_call
  * slot, cuda/comm_nccl.cu; stage 2 then absorbs buckets at fixed points, zt_zero.no_poll). Its device work (forwards, backwards, reduction, norm, clip, update) is traced: once
  * two steps in a row made the same launches (kernel, shape and argument values, cuda/zt_launch_trace.h) with the
- * same step key (the loss scale per micro-batch, the fault injection), the next is captured, launched, and
+ * same step key (the fp16 loss scale, the fault injection), the next is captured, launched, and
  * traced as it is captured; when that trace is the same again and the backend's host-side state after it is the
- * state it started from, the later steps run as the graph alone: their inputs (tokens, targets, the step's
- * scalars) uploaded first, then one graph launch, then the norm and the losses read. Anything between steps that
+ * state it started from, the later steps run as the graph alone: their inputs (tokens, targets, an encoder's
+ * ids, each micro-batch's d(loss) scale, which a loss mask's count changes every step: zt_model.row_dscale, the
+ * step's scalars) uploaded first, then one graph launch, then the norm and the losses read. Anything between steps that
  * could change what a step launches (an evaluation or a sample: another forward; a checkpoint's copies: the
  * backend's state; a new key) sends the next step back to tracing; a traced step that made the graph's launches
  * from the graph's state lets the steps after it replay again. Bits: those of the steps run as calls. */

@@ -280,7 +280,7 @@ static void run_xent(zt_backend *be, const void *vc, void *out) {
     float *nan = ffill(c->N, NAN);
     int32_t *dt = dev_put(be, c->tgt, (size_t)c->N * sizeof(int32_t));
     float *dl = dev_put(be, c->logits, nl * 4), *dloss = dev_put(be, nan, (size_t)c->N * 4);
-    be->i->softmax_xent(be, dloss, dl, dt, c->N, c->V, c->Vp, c->dscale);
+    be->i->softmax_xent(be, dloss, dl, dt, c->N, c->V, c->Vp, c->dscale, NULL);
     float *o = out;
     dev_get(be, o, dloss, (size_t)c->N * 4);
     dev_get(be, o + c->N, dl, nl * 4);
