@@ -21,7 +21,8 @@
 #                 12 steps with train.cuda_graph = true; the LM head in 3 chunks within 1e-3 of the straight losses;
 #                 QLoRA with dropout on its step-6 checkpoint, the same params_hash with and without the graph,
 #                 through the device checkpoint path (staged reads and writes); then the masked-LM preset
-#                 inputs/mlm-fast.cfg for 20 steps on synthetic tokens (tokens/s, MLM accuracy line)
+#                 inputs/mlm-fast.cfg for 20 steps on synthetic tokens (tokens/s, MLM accuracy line), and again with
+#                 the step as a CUDA graph (the same params_hash)
 #   sanitizer.txt compute-sanitizer memcheck over the op checks in every precision (where the tool is there)
 #   runs.tgz      the benchmark runs' logs and metrics.jsonl, the peers' logs (peers/gpt2-124m/)
 # GPU_CHECK_BENCH="--models gpt2-124m --precisions bf16" narrows the benchmark (default: --steps 12, all).
@@ -71,9 +72,9 @@ grep -E "FAIL|^selftest|rc=|GPU|max relative|two runs|^comm|^train" "$OUTDIR/sel
 } > "$OUTDIR/bench.txt" 2>&1
 cat "$OUTDIR/bench.txt"
 {
-  # what is left of 8 minutes once the resume and masked-LM checks (110 s) and memcheck (60 s) are set aside, and a
+  # what is left of 8 minutes once the resume and masked-LM checks (125 s) and memcheck (60 s) are set aside, and a
   # few seconds
-  P=$((480 - ($(date +%s) - T0) - 200)); [ "$P" -lt 60 ] && P=60
+  P=$((480 - ($(date +%s) - T0) - 215)); [ "$P" -lt 60 ] && P=60
   step "peers (budget $P s)"
   PEERS_BUDGET_S=$P BENCH_ROOT=/tmp/zt-gpucheck-runs/peers timeout $((P + 20)) benchmarks/bench_gpu_peers.sh \
     --steps 20 ${LLMC:+--llmc "$LLMC"}
@@ -128,6 +129,14 @@ PYEOF
     --set eval.every=20 --set eval.sequences=256 --set checkpoint.every=0 --set run.root=/tmp/zt-gpucheck-runs \
     --set run.session=mlm --set run.name=mlm-fast 2>&1 | tail -4
   echo "mlm rc=$?"
+  # the same with the step as a CUDA graph: the masks change each step's d(loss) scale, read from the device
+  timeout 45 "$ZTRAIN" train -c inputs/mlm-fast.cfg --set train.global_batch=128 --set train.steps=20 \
+    --set train.warmup_steps=2 --set data.train=/tmp/zt-gpucheck-mlm/train.bin --set data.val=/tmp/zt-gpucheck-mlm/val.bin \
+    --set eval.every=20 --set eval.sequences=256 --set checkpoint.every=0 --set run.root=/tmp/zt-gpucheck-runs \
+    --set run.session=mlm --set run.name=mlm-graph --set train.cuda_graph=true 2>&1 | grep -E "step graph|hash"
+  h6=$(grep -h params_hash /tmp/zt-gpucheck-runs/mlm/mlm-fast/results.json)
+  h7=$(grep -h params_hash /tmp/zt-gpucheck-runs/mlm/mlm-graph/results.json)
+  [ -n "$h6" ] && [ "$h6" == "$h7" ] && echo "mlm_graph: PASS (identical params_hash)" || echo "mlm_graph: FAIL ($h6 / $h7)"
 } > "$OUTDIR/resume.txt" 2>&1
 cat "$OUTDIR/resume.txt"
 tar czf "$OUTDIR/runs.tgz" --exclude="*.h5" --exclude="*.bin" -C /tmp zt-gpucheck-runs 2>/dev/null
