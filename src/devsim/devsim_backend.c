@@ -207,7 +207,8 @@ static void ds_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *
 
 static void ds_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets, int N, int V,
                             int Vp, float dscale, const float *dscale_at) {
-    CPU(be)->i->softmax_xent(CPU(be), D(losses), D(logits), D(targets), N, V, Vp, dscale, dscale_at ? D(dscale_at) : NULL);
+    CPU(be)->i->softmax_xent(CPU(be), D(losses), D(logits), D(targets), N, V, Vp, dscale,
+                             dscale_at ? D(dscale_at) : NULL);
 }
 
 static void ds_matmul16(zt_backend *be, void *c, int c16, const void *a, int a16, const float *b, int M, int N, int K,

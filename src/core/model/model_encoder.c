@@ -9,8 +9,9 @@
  * (BERT), or with pos_offset > 0 transformers' RoBERTa rule, pad_id + (the non-padding tokens up to and including
  * it) for a token and pad_id for padding. A training step makes them for all its micro-batches and uploads them with
  * their tokens (zt_model_rows_upload); its forwards keep their argmax and losses in device rows, counted after the
- * step (zt_model_rows_accuracy), so nothing in a step waits for the device. Nothing a padding position computes reaches a loss: it is never a key
- * (probability exactly 0) and never a target, so its gradients are exactly 0, as transformers' padding_idx rows.
+ * step (zt_model_rows_accuracy), so nothing in a step waits for the device. Nothing a padding position computes
+ * reaches a loss: it is never a key (probability exactly 0) and never a target, so its gradients are exactly 0, as
+ * transformers' padding_idx rows.
  * Dropout is not applied (a run without dropout, transformers' model.eval() arithmetic).
  *
  * Same storage rules as model.c: every op's output is rounded to the working precision (RND), the layer slots of
@@ -174,7 +175,7 @@ float zt_model_encoder_forward(zt_model *m, const int32_t *tokens, const int32_t
     m->correct = m->counted = 0;
     if (tokens && !targets) return -1.0f;
     /* accuracy: the argmax of the stored logits against the targets, before the loss overwrites them; a step's row
-       keeps its argmax and losses on the device (zt_model_encoder_rows_accuracy, zt_model_loss_rows_read) */
+       keeps its argmax and losses on the device (zt_model_rows_accuracy, zt_model_loss_rows_read) */
     const size_t BT = (size_t)m->max_B * m->max_T;
     int32_t *argmax = tokens ? a->argmax : m->row_argmax + (size_t)row * BT;
     float *losses = tokens ? a->losses : m->loss_rows + (size_t)row * BT;

@@ -1,6 +1,6 @@
 /* step_graph.h — a training step replayed as one CUDA graph (train.cuda_graph; the backend's graph slot,
- * iface/backend.h). A step is eligible on a backend with the slot, a decoder or an encoder (LoRA dropout too: its masks'
- * index is on the device, zt_model.row_micro), no offloaded update, on any number of ranks and at any ZeRO stage (the
+ * iface/backend.h). A step is eligible on a backend with the slot, a decoder or an encoder (LoRA dropout too: its
+ * masks' index is on the device, zt_model.row_micro), no offloaded update, on any number of ranks and at any ZeRO stage (the
  * communicator's operations, stage 3's gathers among them, are captured with the kernels: the backend's host_call
  * slot, cuda/comm_nccl.cu; stage 2 then absorbs buckets at fixed points, zt_zero.no_poll). Its device work (forwards, backwards, reduction, norm, clip, update) is traced: once
  * two steps in a row made the same launches (kernel, shape and argument values, cuda/zt_launch_trace.h) with the
