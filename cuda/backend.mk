@@ -32,10 +32,12 @@ NVCC_BUILD_FLAGS := -std=c++17 -O3 $(NVCC_GENCODE) --Werror all-warnings -Xcompi
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
 CUGPU_OBJ := $(patsubst cuda/%.cu,build/cuda/%.o,$(CU_SRC) cuda/comm_nccl.cu)
 # ptxas's report of each kernel (registers, stack frame, spills, shared memory) per architecture goes to
-# build/cuda/NAME.ptxas (tests/e2e/test_cuda_resources.sh reads it: no kernel may use local memory)
-build/cuda/%.o: cuda/%.cu $(CU_HDRS_ALL)
+# build/cuda/NAME.ptxas (tests/e2e/test_cuda_resources.sh reads it: no kernel may use local memory); one recipe makes
+# both, and the GPU binary wants the reports too, so a build directory without them gets them
+CUGPU_PTXAS := $(CUGPU_OBJ:.o=.ptxas)
+build/cuda/%.o build/cuda/%.ptxas: cuda/%.cu $(CU_HDRS_ALL)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_BUILD_FLAGS) -Xptxas -v -c $< -o $@ 2> build/cuda/$*.ptxas || { cat build/cuda/$*.ptxas >&2; exit 1; }
+	$(NVCC) $(NVCC_BUILD_FLAGS) -Xptxas -v -c $< -o build/cuda/$*.o 2> build/cuda/$*.ptxas || { cat build/cuda/$*.ptxas >&2; exit 1; }
 # The factory with the GPU backend compiled in, and without cudasim: the harness answers a few CUDA
 # runtime calls under their real names (cudaGetLastError, cudaStreamSynchronize, ...), which must never
 # shadow libcudart's in a binary that runs on a GPU. cudasim lives in the cpu build (./ztrain, make test).
@@ -48,8 +50,8 @@ build/cuda/backend_factory.o: $(FACTORY_SRC) cuda/cuda_backend.h
 $(call obj_deps,build/cuda/backend_factory.o,$(SRC_HDRS))
 CUGPU_LINK := $(MAIN_OBJ) build/cuda/backend_factory.o $(CUGPU_OBJ) \
   $(filter-out $(patsubst src/%.c,build/obj/%.o,$(FACTORY_SRC)),$(LIB_OBJ))
-build/ztrain-cuda: $(CUGPU_LINK)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+build/ztrain-cuda: $(CUGPU_LINK) $(CUGPU_PTXAS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CUGPU_LINK) $(LIBS) $(CUDA_LIBS)
 
 # -- kernel tests: each cuda/tests/*.cc against the cudasim objects in build/libztrain.a
 CU_TEST_SRC := $(wildcard cuda/tests/*.cc)
