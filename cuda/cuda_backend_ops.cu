@@ -302,15 +302,25 @@ void b_embed_bwd(zt_backend *be, float *dwte, float *dwpe, const float *dout, co
     void *sc = scratch(be, zt_cu_embed_bwd_scratch(B, T));
     zt_cu_embed_bwd(S, dev(dwte), dev(dwpe), dev(dout), dev(tokens), B, T, C, sc);
 }
+// softmax_xent's scale as launched: with a device scale (dscale non-zero, dscale_at given) the launch takes 1 for
+// dscale, a flag, and the scale's device address, so the launch repeats while the scale changes
+struct XentScale {
+    float f;
+    const float *at;
+};
+XentScale xent_scale(float dscale, const float *dscale_at) {
+    const bool at = dscale != 0.0f && dscale_at;
+    return {at ? 1.0f : dscale, at ? dev(dscale_at) : nullptr};
+}
 void b_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets, int N, int V, int Vp,
                     float dscale, const float *dscale_at) {
     Deferred d = {};
     d.kind = D_XENT;
     d.o0 = dev(losses); d.o1 = dev(logits); d.tok = dev(targets);
     d.B = N; d.V = V; d.Vp = Vp;
-    // with the scale on the device the launch takes 1 for dscale (a flag), so it repeats while the scale changes
-    d.f = dscale != 0.0f && dscale_at ? 1.0f : dscale;
-    d.fp = dscale != 0.0f && dscale_at ? dev(dscale_at) : nullptr;
+    const XentScale xs = xent_scale(dscale, dscale_at);
+    d.f = xs.f;
+    d.fp = xs.at;
     d.out = dscale != 0.0f ? logits : nullptr; // dlogits; with dscale 0 the logits are left as they were
     d.out_n = (size_t)N * Vp;
     defer(be, d);
@@ -333,9 +343,9 @@ void b_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t
     MirrorKeep keep(be, {{losses, (size_t)N * sizeof(float)}, {logits, (size_t)N * Vp * sizeof(uint16_t)}},
                     {{targets, (size_t)N * sizeof(int32_t)}});
     settle_rings(ctx_of(be));
-    const bool at = dscale != 0.0f && dscale_at; // the launch takes 1 for dscale (a flag), as b_softmax_xent's
-    zt_cu_softmax_xent16(S, dev(losses), static_cast<uint16_t *>(dev(logits)), dev(targets), N, V, Vp,
-                         at ? 1.0f : dscale, prec, at ? dev(dscale_at) : nullptr);
+    const XentScale xs = xent_scale(dscale, dscale_at);
+    zt_cu_softmax_xent16(S, dev(losses), static_cast<uint16_t *>(dev(logits)), dev(targets), N, V, Vp, xs.f, prec,
+                         xs.at);
 }
 void b_adamw(zt_backend *be, float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
              float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2, float grad_scale) {

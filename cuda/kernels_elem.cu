@@ -398,7 +398,7 @@ __global__ void __launch_bounds__(kRowThreads)
     k_softmax_xent(float *losses, S *logits, const int32_t *targets, int V, int Vp, float dscale,
                    const float *dscale_at, int prec) {
     __shared__ float sh[32];
-    if (dscale != 0.0f && dscale_at) dscale = *dscale_at; // the scale on the device (a flag was passed)
+    dscale = zt_xent_dscale(dscale, dscale_at); // the scale on the device (a flag was passed)
     const size_t row = blockIdx.x;
     S *x = logits + row * (size_t)Vp;
     const int tgt = targets[row];

@@ -285,16 +285,13 @@ static void gpu_kernels(const gpu_counted *r, const char *hw, const zt_dist *d) 
     }
 }
 
-/* the packed GEMM operands as counted for this run's GPU step (bytes; < 0: not counted). The plan's bound on them
-   (zt_zero_plan.gemm16_bytes) gives way to it wherever estimate prints memory */
-static double g_gemm16_counted = -1;
-
-/* the memory plan, with the counted packed-operand buffers in place of the bound where they were counted */
-static void plan_memory(const zt_config *c, const zt_model_shape *s, int N, zt_zero_plan *p) {
+/* the memory plan; gemm16 >= 0: the packed GEMM operands as counted for this run's GPU step (bytes), in place of the
+   plan's bound on them (zt_zero_plan.gemm16_bytes) wherever estimate prints memory */
+static void plan_memory(const zt_config *c, const zt_model_shape *s, int N, double gemm16, zt_zero_plan *p) {
     zt_zero_plan_memory(c, s, N, p);
-    if (g_gemm16_counted >= 0 && p->gemm16_bytes) {
-        p->act_bytes = p->act_bytes - p->gemm16_bytes + (size_t)g_gemm16_counted;
-        p->gemm16_bytes = (size_t)g_gemm16_counted;
+    if (gemm16 >= 0 && p->gemm16_bytes) {
+        p->act_bytes = p->act_bytes - p->gemm16_bytes + (size_t)gemm16;
+        p->gemm16_bytes = (size_t)gemm16;
     }
 }
 
@@ -344,8 +341,9 @@ static void print_split(const zt_config *c, const zt_zero_plan *p) {
 }
 
 /* every ZeRO stage x offload the config allows: device and host memory per rank and, with a hardware model, the
-   predicted step; `gpu` (h100 / h200) adds whether the device part fits the GPU */
-static void zero_table(const zt_config *c, const zt_model_shape *s, int N, int M, const zt_hw *hw, const char *gpu) {
+   predicted step; `gpu` (h100 / h200) adds whether the device part fits the GPU; gemm16 as plan_memory's */
+static void zero_table(const zt_config *c, const zt_model_shape *s, int N, int M, const zt_hw *hw, const char *gpu,
+                       double gemm16) {
     static const char *offs[] = {"none", "optimizer", "optimizer+params"};
     zt_gpu_spec g;
     const int fits = gpu && zt_gpu_spec_of(gpu, &g) == 0;
@@ -360,7 +358,7 @@ static void zero_table(const zt_config *c, const zt_model_shape *s, int N, int M
             snprintf(t.zero.offload, sizeof t.zero.offload, "%s", offs[o]);
             if (zt_config_check_zero(&t, err, sizeof err)) continue;
             zt_zero_plan p;
-            plan_memory(&t, s, N, &p);
+            plan_memory(&t, s, N, gemm16, &p);
             plan_split(&p, &dev[n], &host[n]);
             step[n] = 0;
             if (hw) {
@@ -443,13 +441,13 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
     const int gpu_hw = hw_s && (strcmp(hw_s, "h100") == 0 || strcmp(hw_s, "h200") == 0);
     const int count_gpu = count_s || (gpu_hw && !json_s);
     gpu_counted *gc = count_gpu ? zt_calloc(1, sizeof *gc) : NULL;
+    double gemm16 = -1; /* the packed GEMM operands as counted (bytes), else -1: the plan's bound */
     if (gc) {
         gpu_count(&c, count_s ? count_s : "count", d, gc);
-        if (gc->ok && zt_config_prec(&gc->c) != ZT_PREC_FP32) g_gemm16_counted = 2.0 * gc->t.gemm16;
+        if (gc->ok && zt_config_prec(&gc->c) != ZT_PREC_FP32) gemm16 = 2.0 * gc->t.gemm16;
     }
     zt_zero_plan p;
-    plan_memory(&c, &s, N, &p);
-    const double MB = 1.0 / (1 << 20);
+    plan_memory(&c, &s, N, gemm16, &p);
     size_t total = zt_zero_plan_total(&p);
     if (d->rank == 0) {
         printf("config: L%d H%d C%d V%d, %zu params, micro_batch %d x seq_len %d, ZeRO-%d, %d ranks\n", s.n_layer,
@@ -461,34 +459,34 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
             print_stage3_params(&c, &s, &p);
         } else if (mo.params16)
             printf("%-24s %12.1f   (2-byte words %.1f + an fp32 window %.1f%s: train.param_storage = \"%s\")\n",
-                   "parameters", p.param_bytes * MB, p.padded * 2.0 * MB, zt_model_wbuf_elems(&s) * 4.0 * MB,
+                   "parameters", p.param_bytes * MiB, p.padded * 2.0 * MiB, zt_model_wbuf_elems(&s) * 4.0 * MiB,
                    off ? " + the initial values staged on their way to the host, freed once started" : "",
                    c.train.param_storage);
-        else printf("%-24s %12.1f\n", "parameters", p.param_bytes * MB);
+        else printf("%-24s %12.1f\n", "parameters", p.param_bytes * MiB);
         if (zt_zero_grad16(&c, N) && c.zero.stage < 2)
             printf("%-24s %12.1f   (an fp32 window: the gradient is 2-byte words, in the communication buffers)\n",
-                   "micro-batch gradients", p.grad_bytes * MB);
-        else printf("%-24s %12.1f\n", "micro-batch gradients", p.grad_bytes * MB);
-        printf("%-24s %12.1f\n", "reduced gradients", p.acc_bytes * MB);
+                   "micro-batch gradients", p.grad_bytes * MiB);
+        else printf("%-24s %12.1f\n", "micro-batch gradients", p.grad_bytes * MiB);
+        printf("%-24s %12.1f\n", "reduced gradients", p.acc_bytes * MiB);
         if (off) printf("%-24s %12.1f   (offloaded to host memory: below)\n", "optimizer state (m, v)", 0.0);
-        else printf("%-24s %12.1f\n", "optimizer state (m, v)", p.optim_bytes * MB);
+        else printf("%-24s %12.1f\n", "optimizer state (m, v)", p.optim_bytes * MiB);
         if (p.master_bytes)
-            printf("%-24s %12.1f   (precision %s: %s)\n", "fp32 master weights", p.master_bytes * MB, c.precision,
+            printf("%-24s %12.1f   (precision %s: %s)\n", "fp32 master weights", p.master_bytes * MiB, c.precision,
                    mo.params16 ? "gradients in float32 buffers"
                                                              : "parameters and gradients in float32 buffers");
-        printf("%-24s %12.1f\n", "communication buffers", p.comm_bytes * MB);
-        printf("%-24s %12.1f", "activations + scratch", p.act_bytes * MB);
+        printf("%-24s %12.1f\n", "communication buffers", p.comm_bytes * MiB);
+        printf("%-24s %12.1f", "activations + scratch", p.act_bytes * MiB);
         if (mo.act16) printf("   (kept for backward in 2 bytes: train.act_storage = \"auto\")");
         if (p.gemm16_bytes)
-            printf("%s   (with the GEMM operand buffers: %.1f MiB, %s)", mo.act16 ? "\n" : "", p.gemm16_bytes * MB,
-                   g_gemm16_counted >= 0 ? "as one step grew them on the count device" : "bounded: --hw h100|h200 counts them");
+            printf("%s   (with the GEMM operand buffers: %.1f MiB, %s)", mo.act16 ? "\n" : "", p.gemm16_bytes * MiB,
+                   gemm16 >= 0 ? "as one step grew them on the count device" : "bounded: --hw h100|h200 counts them");
         printf("\n");
-        printf("%-24s %12.1f\n", "sampling in training", p.sample_bytes * MB);
-        printf("%-24s %12.1f   (host; checkpoint.async = %s)\n", "checkpoint staging", p.ckpt_bytes * MB,
+        printf("%-24s %12.1f\n", "sampling in training", p.sample_bytes * MiB);
+        printf("%-24s %12.1f   (host; checkpoint.async = %s)\n", "checkpoint staging", p.ckpt_bytes * MiB,
                c.checkpoint.async ? "true: the whole shard" : "false: two 32 MiB halves");
         printf("%-24s %12.3f   (index and the window in use; the shards are memory-mapped, not held)\n", "data",
-               p.data_bytes * MB);
-        printf("%-24s %12.1f\n", "total", total * MB);
+               p.data_bytes * MiB);
+        printf("%-24s %12.1f\n", "total", total * MiB);
         print_split(&c, &p);
         if (c.lora.enabled) {
             zt_config full = c;
@@ -498,18 +496,18 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
             printf("LoRA r %d on %s (model %s): %zu trainable params of %zu; full fine-tuning would need %.1f MiB per "
                    "rank (LoRA saves %.1f MiB: no gradients or optimizer state for the base)\n", c.lora.rank,
                    c.lora.targets, base_read ? "from lora.base" : "from model.*: lora.base not readable", p.total,
-                   fp.total, zt_zero_plan_total(&fp) * MB, (zt_zero_plan_total(&fp) - (double)total) * MB);
+                   fp.total, zt_zero_plan_total(&fp) * MiB, (zt_zero_plan_total(&fp) - (double)total) * MiB);
         }
         if (c.zero.stage == 2)
             printf("stage 2: %d gradient buckets (whole layers, <= %.1f MiB unless one layer is larger: largest %.1f MiB), "
-                   "%d in flight + wte/wpe's own\n", p.n_buckets, c.zero.bucket_mb, p.max_bucket * 4.0 * MB, ZT_ZERO_RING);
+                   "%d in flight + wte/wpe's own\n", p.n_buckets, c.zero.bucket_mb, p.max_bucket * 4.0 * MiB, ZT_ZERO_RING);
         zt_lora_cfg lc;
         zt_lora_cfg_from_config(&c, &lc);
         const double fpt = zt_model_train_flops_per_token(&s, c.train.seq_len,
                                                           c.lora.enabled ? zt_lora_param_count(&s, &lc) : 0);
         printf("FLOPs per token (fwd+bwd%s): %.4g; per step: %.4g\n", c.lora.enabled ? ", frozen base" : "", fpt,
                fpt * c.train.global_batch * c.train.seq_len);
-        zero_table(&c, &s, N, M, want_perf ? &hw : NULL, hw_s);
+        zero_table(&c, &s, N, M, want_perf ? &hw : NULL, hw_s, gemm16);
     }
     if (limit_s) {
         size_t limit = parse_size(limit_s);
@@ -519,12 +517,12 @@ int zt_cmd_estimate(int argc, char **argv, zt_dist *d) {
         if (d->rank == 0) {
             if (mb > 0)
                 printf("largest micro_batch within %.1f MiB per rank: %d (%.1f MiB; global_batch %d = %d x %d ranks x %d "
-                       "accumulation steps)\n", limit * MB, mb, fit_bytes * MB, c.train.global_batch, mb, N,
+                       "accumulation steps)\n", limit * MiB, mb, fit_bytes * MiB, c.train.global_batch, mb, N,
                        c.train.global_batch / (mb * N));
             else
                 printf("no micro_batch fits %.1f MiB per rank at ZeRO-%d, recompute %s: even micro_batch 1 needs more "
                        "(try a higher zero.stage, train.recompute = \"layer\", or more ranks)\n",
-                       limit * MB, c.zero.stage, c.train.recompute);
+                       limit * MiB, c.zero.stage, c.train.recompute);
         }
     }
     if (want_perf) performance(&c, &s, N, M, &hw, comm_s, json_s != NULL, d);

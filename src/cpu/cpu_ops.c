@@ -189,7 +189,7 @@ float zt_cpu_xent_row(float *x, int tgt, int V, int Vp, float dscale) {
 static void cpu_softmax_xent(zt_backend *be, float *losses, float *logits, const int32_t *targets,
                              int N, int V, int Vp, float dscale, const float *dscale_at) {
     (void)be;
-    const float ds = dscale != 0.0f && dscale_at ? *dscale_at : dscale;
+    const float ds = zt_xent_dscale(dscale, dscale_at);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) losses[n] = zt_cpu_xent_row(logits + (size_t)n * Vp, targets[n], V, Vp, ds);
 }

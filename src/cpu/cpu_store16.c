@@ -35,7 +35,7 @@ static void cpu_matmul16(zt_backend *be, void *c, int c16, const void *a, int a1
 static void cpu_softmax_xent16(zt_backend *be, float *losses, void *logits, const int32_t *targets, int N, int V,
                                int Vp, float dscale, const float *dscale_at, int prec) {
     (void)be;
-    const float ds = dscale != 0.0f && dscale_at ? *dscale_at : dscale;
+    const float ds = zt_xent_dscale(dscale, dscale_at);
     ZT_ASSERT(prec == ZT_PREC_BF16 || prec == ZT_PREC_FP16);
     uint16_t *lg = logits;
 #pragma omp parallel

@@ -309,6 +309,12 @@ ZT_HD uint64_t zt_mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/* softmax_xent's scale (iface/backend.h): dscale, or where dscale is non-zero and a scale is given in memory
+   (dscale_at: a step's, uploaded with its rows), that one */
+ZT_HD float zt_xent_dscale(float dscale, const float *dscale_at) {
+    return dscale != 0.0f && dscale_at ? *dscale_at : dscale;
+}
+
 /* LoRA dropout's seed: base (train.seed and the site, mixed by the model) in global micro-batch `micro` */
 ZT_HD uint64_t zt_dropout_seed(uint64_t base, uint64_t micro) {
     const uint64_t x = base + micro * 0xBF58476D1CE4E5B9ull;

@@ -237,7 +237,7 @@ static float forward(zt_model *m, const int32_t *tokens, const int32_t *targets,
         head_logits(m, 0, N); /* logits(N, Vp) = lnf(N, C) @ head(Vp, C)^T */
         if (!scored) return -1.0f;
         /* the loss is fp32 arithmetic on the stored logits; the dlogits it leaves are stored (rounded) */
-        xent(m, losses, N, dscale / (float)N);
+        xent(m, losses, N, zt_model_xent_scale(dscale, N));
         m->dlogits_ready = dscale != 0.0f;
         m->dlogits_scale = dscale;
     }
@@ -298,8 +298,8 @@ void zt_model_rows_upload(zt_model *m, int n, int B, int T, const int32_t *token
     m->rows_micro = micro != NULL;
     if (micro) m->be->i->to_device(m->be, m->row_micro, micro, (size_t)n * sizeof(uint64_t));
     m->rows_dscale = dscale != NULL;
-    if (dscale) { /* divided as forward and backward divide it */
-        for (int r = 0; r < n; r++) m->row_dscale_host[r] = dscale[r] / (float)(B * T);
+    if (dscale) {
+        for (int r = 0; r < n; r++) m->row_dscale_host[r] = zt_model_xent_scale(dscale[r], B * T);
         m->be->i->to_device(m->be, m->row_dscale, m->row_dscale_host, (size_t)n * sizeof(float));
     }
 }
@@ -482,9 +482,9 @@ void zt_model_backward(zt_model *m, float dloss_scale) {
     f->zero(be, a->dres, NC * sizeof(float));
     /* dlogits in place of the logits; d(mean loss) = dloss_scale / N per position */
     if (head_chunked(m, N)) {
-        head_bwd_chunks(m, N, dloss_scale / (float)N);
+        head_bwd_chunks(m, N, zt_model_xent_scale(dloss_scale, N));
     } else {
-        if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) xent(m, a->losses, N, dloss_scale / (float)N);
+        if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) xent(m, a->losses, N, zt_model_xent_scale(dloss_scale, N));
         head_bwd(m, N);
     }
     m->dlogits_ready = 0;

@@ -180,7 +180,7 @@ float zt_model_encoder_forward(zt_model *m, const int32_t *tokens, const int32_t
     int32_t *argmax = tokens ? a->argmax : m->row_argmax + (size_t)row * BT;
     float *losses = tokens ? a->losses : m->loss_rows + (size_t)row * BT;
     f->argmax_rows(be, argmax, a->logits, N, V, Vp);
-    f->softmax_xent(be, losses, a->logits, m->tgt, N, V, Vp, dscale / (float)N, m->xent_at);
+    f->softmax_xent(be, losses, a->logits, m->tgt, N, V, Vp, zt_model_xent_scale(dscale, N), m->xent_at);
     if (dscale != 0.0f) RND(a->logits, (size_t)N * Vp);
     m->dlogits_ready = dscale != 0.0f;
     m->dlogits_scale = dscale;
@@ -258,7 +258,7 @@ void zt_model_encoder_backward(zt_model *m, float dloss_scale) {
     zt_acts *a = &m->a;
     ZT_ASSERT(!m->lora);
     if (!(m->dlogits_ready && m->dlogits_scale == dloss_scale)) {
-        f->softmax_xent(be, a->losses, a->logits, m->tgt, N, V, Vp, dloss_scale / (float)N, m->xent_at);
+        f->softmax_xent(be, a->losses, a->logits, m->tgt, N, V, Vp, zt_model_xent_scale(dloss_scale, N), m->xent_at);
         RND(a->logits, (size_t)N * Vp);
     }
     m->dlogits_ready = 0;

@@ -15,6 +15,9 @@
 #define BEFORE(a, b) do { if (m->hooks.before) m->hooks.before(m->hooks.ctx, (a), (b)); } while (0)
 #define AFTER(a) do { if (m->hooks.after) m->hooks.after(m->hooks.ctx, (a)); } while (0)
 /* bf16/fp16 storage: what an op just wrote, rounded to the working precision (docs/precision.md) */
+/* softmax_xent's scale for a mean loss over N positions with d(loss) scale dloss_scale: what the forward and backward
+   pass and what zt_model_rows_upload puts on the device for them, the same float */
+static inline float zt_model_xent_scale(float dloss_scale, int N) { return dloss_scale / (float)N; }
 #define RND(p, n) do { if (m->prec) f->round_to(be, (p), (n), m->prec); } while (0)
 
 /* ---- activation storage (model_acts.c) */
